@@ -1,0 +1,393 @@
+"""Load YAML inventories into the merged ``Inventory``.
+
+An inventory is a mapping with one key, ``nodes``: a list of entries, each covering one or more nodes through a
+Slurm hostlist expression::
+
+    nodes:
+      - name: gpu-ew1b-[01-06]
+        region: europe-west1
+        zone: europe-west1-b
+        network_group: rack-3        # or labels: {gpulayer.dev/network-group: rack-3}
+        features: [torch-2.4]
+        gpus: 8
+        gpu_type: h100
+        source: provider             # provider | operator | self (default operator)
+        slurm: {CPUs: 64, RealMemory: 512000}
+
+Validation stops at the first problem and raises ``InventoryError`` naming ``FILE: nodes[i].key``; nothing is
+rewritten silently except one documented case (a zone-shaped region with no zone, with a warning).
+
+Merging (DESIGN D3): records for the same node at the same trust level must agree on the location; across
+trust levels the most trusted record wins, lower ones only fill gaps that agree with it, and every disagreement
+becomes a ``Conflict``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import hostlist
+from .errors import HostlistError, InventoryError
+from .model import (
+    LABEL_RE,
+    LEVELS,
+    NODE_NAME_RE,
+    NO_LOCATION,
+    SLURM_INT_KEYS,
+    SLURM_NODE_KEYS,
+    SLURM_PER_NODE_KEYS,
+    Conflict,
+    Inventory,
+    Location,
+    Node,
+    Source,
+)
+
+ENTRY_KEYS = frozenset(
+    {"name", "region", "zone", "network_group", "labels", "features", "gpus", "gpu_type", "source", "slurm",
+     "found_by", "notes"}
+)
+TOP_KEYS = frozenset({"nodes"})
+LABEL_KEYS = {
+    "gpulayer.dev/network-group": "network_group",
+    "gpulayer.dev/zone": "zone",
+    "gpulayer.dev/region": "region",
+    "topology.kubernetes.io/zone": "zone",
+    "topology.kubernetes.io/region": "region",
+}
+_SLURM_VALUE_RE = re.compile(r"^[A-Za-z0-9._:/+,-]{1,256}$")
+# A region spelled like a zone: GCP "europe-west1-b", AWS "us-east-1a".
+_ZONE_SHAPED = (
+    re.compile(r"^(?P<region>[a-z]+(?:-[a-z]+)+\d+)-[a-z]$"),
+    re.compile(r"^(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)[a-z]$"),
+)
+_NATURAL = re.compile(r"(\d+)")
+
+
+def natural_key(name: str) -> tuple[Any, ...]:
+    """Sort key that orders ``n2`` before ``n10``."""
+    return tuple(int(p) if p.isdigit() else p for p in _NATURAL.split(name))
+
+
+def region_of_zone(zone: str) -> str | None:
+    """The region a zone-shaped name belongs to (``europe-west1-b`` -> ``europe-west1``), else None."""
+    for rx in _ZONE_SHAPED:
+        m = rx.match(zone)
+        if m:
+            return m["region"]
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """One file's records before merging."""
+
+    source: str
+    nodes: tuple[Node, ...]
+    warnings: tuple[str, ...]
+
+
+class _Entry:
+    """Validation of one ``nodes[i]`` entry; every error names the file and the key."""
+
+    def __init__(self, source: str, index: int, raw: object):
+        self.source = source
+        self.where = f"nodes[{index}]"
+        self.raw = raw
+        self.warnings: list[str] = []
+
+    def fail(self, key: str | None, reason: str, value: object = None, *, has_value: bool = True) -> InventoryError:
+        where = f"{self.where}.{key}" if key else self.where
+        return InventoryError(self.source, where, reason, value, has_value=has_value)
+
+    def label(self, key: str, value: object) -> str:
+        if not isinstance(value, str):
+            raise self.fail(key, f"must be a string, not {type(value).__name__}", value)
+        if not LABEL_RE.match(value):
+            raise self.fail(key, "must be 1-63 characters from [A-Za-z0-9._-]", value)
+        return value
+
+    def nodes(self) -> list[Node]:
+        raw = self.raw
+        if not isinstance(raw, Mapping):
+            raise self.fail(None, f"must be a mapping, not {type(raw).__name__}", raw)
+        for key in raw:
+            if key not in ENTRY_KEYS:
+                raise self.fail(str(key), "unknown key", key)
+        if "name" not in raw:
+            raise self.fail("name", "missing", has_value=False)
+        expr = raw["name"]
+        if not isinstance(expr, str):
+            raise self.fail("name", f"must be a hostlist string, not {type(expr).__name__}", expr)
+        try:
+            names = hostlist.expand(expr)
+        except HostlistError as exc:
+            raise self.fail("name", exc.reason, expr) from None
+        for name in names:
+            if not NODE_NAME_RE.match(name):
+                raise self.fail("name", "node names must be 1-64 characters from [A-Za-z0-9._-]", name)
+
+        location = self.location(raw)
+        features = self.features(raw.get("features"))
+        gpus = raw.get("gpus")
+        if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int) or not 0 <= gpus <= 1024):
+            raise self.fail("gpus", "must be an integer from 0 to 1024", gpus)
+        gpu_type = self.label("gpu_type", raw["gpu_type"]) if raw.get("gpu_type") is not None else None
+        source = self.trust(raw.get("source", "operator"))
+        per_node = self.slurm_attrs(raw.get("slurm"), len(names))
+        found_by = self.found_by(raw.get("found_by"))
+        notes = self.notes(raw.get("notes"))
+        origin = f"{self.source}: {self.where}"
+        return [
+            Node(name=name, location=location, features=features, gpus=gpus, gpu_type=gpu_type,
+                 slurm=per_node[i], source=source, origin=origin, found_by=found_by, notes=notes)
+            for i, name in enumerate(names)
+        ]
+
+    def location(self, raw: Mapping[Any, Any]) -> Location:
+        values: dict[str, str | None] = {lvl: None for lvl in LEVELS}
+        for lvl in LEVELS:
+            if raw.get(lvl) is not None:
+                values[lvl] = self.label(lvl, raw[lvl])
+        labels = raw.get("labels")
+        if labels is not None:
+            if not isinstance(labels, Mapping):
+                raise self.fail("labels", f"must be a mapping, not {type(labels).__name__}", labels)
+            for key, value in labels.items():
+                lvl = LABEL_KEYS.get(key) if isinstance(key, str) else None
+                if lvl is None:
+                    raise self.fail(f"labels.{key}", f"unknown label (known: {', '.join(sorted(LABEL_KEYS))})", key)
+                value = self.label(f"labels.{key}", value)
+                if values[lvl] is not None and values[lvl] != value:
+                    raise self.fail(f"labels.{key}", f"disagrees with {lvl}={values[lvl]}", value)
+                values[lvl] = value
+        region, zone, group = values["region"], values["zone"], values["network_group"]
+        if region is not None and (parent := region_of_zone(region)) is not None:
+            if zone is None:
+                self.warnings.append(
+                    f"{self.source}: {self.where}.region: {region!r} looks like a zone; "
+                    f"read as region {parent!r}, zone {region!r}")
+                region, zone = parent, region
+            elif zone == region:
+                region = parent
+            else:
+                raise self.fail("region", f"looks like a zone but zone is {zone!r}", region)
+        if zone is not None and region is None:
+            region = region_of_zone(zone)
+            if region is None:
+                raise self.fail("zone", "needs a region (the zone name does not name one)", zone)
+        if group is not None and region is None:
+            raise self.fail("network_group", "needs a zone or a region to hang under", group)
+        return Location(region, zone, group)
+
+    def features(self, raw: object) -> tuple[str, ...]:
+        if raw is None:
+            return ()
+        if not isinstance(raw, list):
+            raise self.fail("features", f"must be a list, not {type(raw).__name__}", raw)
+        seen: dict[str, None] = {}
+        for i, item in enumerate(raw):
+            seen[self.label(f"features[{i}]", item)] = None
+        return tuple(seen)
+
+    def trust(self, raw: object) -> Source:
+        if not isinstance(raw, str) or raw.lower() not in ("provider", "operator", "self"):
+            raise self.fail("source", "must be provider, operator or self", raw)
+        return Source.parse(raw)
+
+    def slurm_attrs(self, raw: object, count: int) -> list[tuple[tuple[str, str], ...]]:
+        if raw is None:
+            return [()] * count
+        if not isinstance(raw, Mapping):
+            raise self.fail("slurm", f"must be a mapping, not {type(raw).__name__}", raw)
+        columns: dict[str, list[str]] = {}
+        for key, value in raw.items():
+            if key not in SLURM_NODE_KEYS:
+                raise self.fail(f"slurm.{key}", f"unknown node attribute (known: {', '.join(SLURM_NODE_KEYS)})", key)
+            if key in SLURM_INT_KEYS and not isinstance(value, str):
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise self.fail(f"slurm.{key}", "must be a non-negative integer", value)
+                value = str(value)
+            if not isinstance(value, str):
+                raise self.fail(f"slurm.{key}", f"must be a string, not {type(value).__name__}", value)
+            if key in SLURM_PER_NODE_KEYS:
+                try:
+                    values = hostlist.expand(value) if "[" in value else [value]
+                except HostlistError as exc:
+                    raise self.fail(f"slurm.{key}", exc.reason, value) from None
+                if len(values) == 1 and count > 1:
+                    raise self.fail(f"slurm.{key}", f"names one node but the entry has {count}; "
+                                    "give a hostlist with one value per node", value)
+                if len(values) != count:
+                    raise self.fail(f"slurm.{key}", f"has {len(values)} values for {count} nodes", value)
+            else:
+                values = [value] * count
+            for v in values:
+                if not _SLURM_VALUE_RE.match(v) or (key in SLURM_INT_KEYS and not v.isdigit()):
+                    raise self.fail(f"slurm.{key}", "not a valid value for a NodeName= line", v)
+            columns[key] = values
+        order = [k for k in SLURM_NODE_KEYS if k in columns]
+        return [tuple((k, columns[k][i]) for k in order) for i in range(count)]
+
+    def found_by(self, raw: object) -> tuple[tuple[str, str], ...]:
+        if raw is None:
+            return ()
+        if not isinstance(raw, Mapping):
+            raise self.fail("found_by", f"must be a mapping, not {type(raw).__name__}", raw)
+        return tuple(sorted((str(k), str(v)) for k, v in raw.items()))
+
+    def notes(self, raw: object) -> tuple[str, ...]:
+        if raw is None:
+            return ()
+        if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+            raise self.fail("notes", "must be a list of strings", raw)
+        return tuple(raw)
+
+
+def parse_inventory(text: str, *, source: str = "<inventory>") -> Loaded:
+    """Validate one inventory document and expand it into per-node records (not yet merged)."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InventoryError(source, where, f"not valid YAML: {problem}") from None
+    if not isinstance(doc, Mapping):
+        raise InventoryError(source, "", f"must be a mapping with a 'nodes' list, not {type(doc).__name__}")
+    for key in doc:
+        if key not in TOP_KEYS:
+            raise InventoryError(source, str(key), "unknown key", key, has_value=True)
+    entries = doc.get("nodes")
+    if not isinstance(entries, list):
+        raise InventoryError(source, "nodes", "must be a list of node entries", entries, has_value=True)
+    nodes: list[Node] = []
+    warnings: list[str] = []
+    for i, raw in enumerate(entries):
+        entry = _Entry(source, i, raw)
+        nodes.extend(entry.nodes())
+        warnings.extend(entry.warnings)
+    return Loaded(source, tuple(nodes), tuple(warnings))
+
+
+def load_inventory_file(path: str | Path) -> Loaded:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InventoryError(str(path), "", f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    return parse_inventory(text, source=str(path))
+
+
+def _merge_same_trust(a: Node, b: Node) -> Node:
+    if a.location != b.location:
+        raise InventoryError(
+            b.origin, "",
+            f"node {b.name} is at {b.location.describe()} here but at {a.location.describe()} in {a.origin} "
+            f"(both {a.source.label} records)")
+    return _fill(a, b)
+
+
+def _fill(kept: Node, other: Node) -> Node:
+    """Fill gaps of ``kept`` from ``other`` (never overriding a value ``kept`` has)."""
+    slurm = dict(kept.slurm)
+    for k, v in other.slurm:
+        slurm.setdefault(k, v)
+    features = kept.features + tuple(f for f in other.features if f not in kept.features)
+    return replace(
+        kept,
+        features=features,
+        gpus=kept.gpus if kept.gpus is not None else other.gpus,
+        gpu_type=kept.gpu_type or other.gpu_type,
+        slurm=tuple((k, slurm[k]) for k in SLURM_NODE_KEYS if k in slurm),
+        found_by=kept.found_by or other.found_by,
+        notes=kept.notes + tuple(n for n in other.notes if n not in kept.notes),
+    )
+
+
+def _fill_location(kept: Location, other: Location) -> Location:
+    """Finer levels from a less trusted record, only below levels on which both agree."""
+    values = {}
+    for lvl in LEVELS:
+        mine, theirs = kept.value(lvl), other.value(lvl)
+        values[lvl] = mine if mine is not None else theirs
+    return Location(**values)
+
+
+def merge(loaded: Iterable[Loaded], extra_nodes: Sequence[str] = ()) -> Inventory:
+    """Merge per-file records into one ``Inventory`` (DESIGN D3)."""
+    by_name: dict[str, list[Node]] = {}
+    warnings: list[str] = []
+    for item in loaded:
+        warnings.extend(item.warnings)
+        for node in item.nodes:
+            by_name.setdefault(node.name, []).append(node)
+    merged: list[Node] = []
+    conflicts: list[Conflict] = []
+    for name, records in by_name.items():
+        records.sort(key=lambda n: -n.source)  # stable: file order within a trust level
+        best = records[0]
+        for other in records[1:]:
+            if other.source == best.source:
+                best = _merge_same_trust(best, other)
+            elif best.location.covers(other.location) and other.location != NO_LOCATION:
+                best = replace(_fill(best, other), location=_fill_location(best.location, other.location))
+            else:
+                if other.location != NO_LOCATION:
+                    conflicts.append(Conflict(name, best.location, best.source, best.origin,
+                                              other.location, other.source, other.origin))
+                best = _fill(best, other)
+        merged.append(best)
+    merged.sort(key=lambda n: natural_key(n.name))
+    known = set(by_name)
+    extra = tuple(sorted({n for n in extra_nodes if n not in known}, key=natural_key))
+    return Inventory(nodes=tuple(merged), conflicts=tuple(conflicts), warnings=tuple(warnings), extra_nodes=extra)
+
+
+def load_inventories(paths: Sequence[str | Path], extra_nodes: Sequence[str] = ()) -> Inventory:
+    """Load and merge inventory files; the first bad value raises ``InventoryError``."""
+    return merge((load_inventory_file(p) for p in paths), extra_nodes)
+
+
+# scontrol show node -o key -> NodeName= key (hardware only; location never comes from Slurm's own record).
+_SCONTROL_KEYS = {
+    "NodeAddr": "NodeAddr", "NodeHostName": "NodeHostname", "Port": "Port", "CPUTot": "CPUs", "Boards": "Boards",
+    "Sockets": "Sockets", "CoresPerSocket": "CoresPerSocket", "ThreadsPerCore": "ThreadsPerCore",
+    "RealMemory": "RealMemory", "TmpDisk": "TmpDisk", "Gres": "Gres", "Weight": "Weight",
+}
+
+
+def with_slurm_nodes(inventory: Inventory, records: Sequence[Mapping[str, str]]) -> Inventory:
+    """Take in the nodes Slurm knows (``scontrol show node -o`` records).
+
+    Inventory nodes get the hardware attributes they lack (imported once, so the include can replace the
+    admin's own ``NodeName=`` lines); nodes no inventory places become ``extra_nodes`` (the root's leaf).
+    """
+    by_name = {r["NodeName"]: r for r in records}
+    nodes = []
+    for node in inventory.nodes:
+        rec = by_name.get(node.name)
+        if rec is None:
+            nodes.append(node)
+            continue
+        have = dict(node.slurm)
+        for skey, key in _SCONTROL_KEYS.items():
+            value = rec.get(skey)
+            if key in have or value in (None, "", "(null)", "N/A"):
+                continue
+            if key in ("NodeAddr", "NodeHostname") and value == node.name:
+                continue
+            if key == "Gres" and node.gpus is not None:
+                continue
+            if _SLURM_VALUE_RE.match(value) and (key not in SLURM_INT_KEYS or value.isdigit()):
+                have[key] = value
+        nodes.append(replace(node, slurm=tuple((k, have[k]) for k in SLURM_NODE_KEYS if k in have)))
+    known = {n.name for n in inventory.nodes}
+    extra = tuple(sorted({*inventory.extra_nodes, *(n for n in by_name if n not in known)}, key=natural_key))
+    return replace(inventory, nodes=tuple(nodes), extra_nodes=extra)

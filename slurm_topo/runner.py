@@ -1,0 +1,39 @@
+"""The one place that starts external commands. Everything else builds argv and parses text."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Sequence
+from typing import Protocol
+
+from .errors import CommandError
+
+
+class Runner(Protocol):
+    def run(self, argv: Sequence[str], timeout: float = 30.0) -> str: ...
+
+
+class SubprocessRunner:
+    """Runs a command, returns its stdout; a failure raises ``CommandError``."""
+
+    def run(self, argv: Sequence[str], timeout: float = 30.0) -> str:
+        try:
+            proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise CommandError(argv, None, str(exc)) from None
+        if proc.returncode != 0:
+            raise CommandError(argv, proc.returncode, proc.stderr)
+        return proc.stdout
+
+    @staticmethod
+    def available(program: str) -> bool:
+        return shutil.which(program) is not None
+
+
+def scontrol_version_argv() -> list[str]:
+    return ["scontrol", "--version"]
+
+
+def scontrol_nodes_argv() -> list[str]:
+    return ["scontrol", "show", "node", "-o"]

@@ -1,0 +1,59 @@
+"""The fleet as a text tree: region → zone → network group, with node and GPU counts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .inventory import natural_key
+from .model import Inventory, Node, Source
+
+
+@dataclass
+class _Count:
+    nodes: int = 0
+    gpus: int = 0
+    self_only: int = 0
+    children: dict[str, _Count] = field(default_factory=dict)
+
+    def add(self, node: Node) -> None:
+        self.nodes += 1
+        self.gpus += node.gpus or 0
+        self.self_only += node.source == Source.SELF
+
+    def text(self) -> str:
+        s = f"{self.nodes} node{'s' if self.nodes != 1 else ''}, {self.gpus} GPUs"
+        return s + (f", {self.self_only} self-reported*" if self.self_only else "")
+
+
+def render_tree(inventory: Inventory) -> str:
+    root = _Count()
+    for node in inventory.nodes:
+        loc = node.location
+        path = [loc.region or "(no location)"]
+        if loc.region is not None:
+            path.append(loc.zone or "(no zone)")
+            if loc.network_group is not None or loc.zone is not None:
+                path.append(loc.network_group or "(no network group)")
+        root.add(node)
+        cur = root
+        for label in path:
+            cur = cur.children.setdefault(label, _Count())
+            cur.add(node)
+    regions = [k for k in root.children if not k.startswith("(")]
+    zones = sum(len([z for z in root.children[r].children if not z.startswith("(")]) for r in regions)
+    lines = [f"fleet: {root.text()}; {len(regions)} regions, {zones} zones"]
+
+    def walk(count: _Count, prefix: str) -> None:
+        keys = sorted(count.children, key=lambda k: (k.startswith("("), natural_key(k)))
+        for i, key in enumerate(keys):
+            last = i == len(keys) - 1
+            child = count.children[key]
+            lines.append(f"{prefix}{'└─ ' if last else '├─ '}{key}  {child.text()}")
+            walk(child, prefix + ("   " if last else "│  "))
+
+    walk(root, "")
+    if inventory.extra_nodes:
+        lines.append(f"not in any inventory (root leaf): {len(inventory.extra_nodes)} nodes")
+    if root.self_only:
+        lines.append("* location known only from the node's own report")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,136 @@
+"""Parsers for Slurm's own text: topology.conf, NodeName= lines of slurm.conf, ``scontrol show node -o``.
+
+Pure functions from text to values; they never run a command.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import hostlist
+from .errors import HostlistError, ParseError
+
+_PAIR_RE = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_/]*)=")
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchLine:
+    name: str
+    nodes: tuple[str, ...] | None
+    switches: tuple[str, ...] | None
+    lineno: int
+
+
+def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
+    """Lines without comments, with ``\\`` continuations joined, numbered by their first physical line."""
+    pending, start = "", 0
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].rstrip()
+        if not pending:
+            start = lineno
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        line = (pending + line).strip()
+        pending = ""
+        if line:
+            yield start, line
+    if pending.strip():
+        yield start, pending.strip()
+
+
+def split_pairs(line: str) -> dict[str, str]:
+    """``Key=value Key2=value with spaces`` -> dict; a value runs up to the next `` Key=``."""
+    matches = list(_PAIR_RE.finditer(line))
+    if not matches or line[: matches[0].start()].strip():
+        raise ValueError("expected Key=value pairs")
+    out: dict[str, str] = {}
+    for i, m in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
+        out[m[1]] = line[m.end():end].strip()
+    return out
+
+
+def parse_topology_conf(text: str, *, source: str = "topology.conf") -> list[SwitchLine]:
+    """topology.conf(5) tree syntax -> one ``SwitchLine`` per ``SwitchName=`` (hostlists expanded)."""
+    out = []
+    for lineno, line in _logical_lines(text):
+        try:
+            pairs = {k.lower(): v for k, v in split_pairs(line).items()}
+        except ValueError as exc:
+            raise ParseError(source, lineno, str(exc)) from None
+        unknown = set(pairs) - {"switchname", "nodes", "switches", "linkspeed"}
+        if "switchname" not in pairs:
+            raise ParseError(source, lineno, "expected SwitchName= (only topology/tree syntax is read)")
+        if unknown:
+            raise ParseError(source, lineno, f"unknown key {sorted(unknown)[0]!r}")
+        try:
+            nodes = tuple(hostlist.expand(pairs["nodes"])) if "nodes" in pairs else None
+            switches = tuple(hostlist.expand(pairs["switches"])) if "switches" in pairs else None
+        except HostlistError as exc:
+            raise ParseError(source, lineno, str(exc)) from None
+        out.append(SwitchLine(pairs["switchname"], nodes, switches, lineno))
+    return out
+
+
+def parse_scontrol_nodes(text: str, *, source: str = "scontrol show node -o") -> list[dict[str, str]]:
+    """``scontrol show node -o`` (one node a line) -> one dict per node. A line without ``=`` is a hostlist."""
+    out: list[dict[str, str]] = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if "=" not in line:
+            try:
+                out.extend({"NodeName": n} for n in hostlist.expand(line))
+            except HostlistError as exc:
+                raise ParseError(source, lineno, str(exc)) from None
+            continue
+        try:
+            pairs = split_pairs(line)
+        except ValueError as exc:
+            raise ParseError(source, lineno, str(exc)) from None
+        if "NodeName" not in pairs:
+            raise ParseError(source, lineno, "expected NodeName=")
+        out.append(pairs)
+    return out
+
+
+def slurm_conf_node_definitions(path: Path) -> dict[str, list[str]]:
+    """Node names defined by ``NodeName=`` lines in slurm.conf and the files it ``Include``s: file -> names."""
+    found: dict[str, list[str]] = {}
+    seen: set[Path] = set()
+
+    def visit(p: Path) -> None:
+        if p in seen:
+            return
+        seen.add(p)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ParseError(str(p), None, f"cannot read: {exc.strerror}") from None
+        for lineno, line in _logical_lines(text):
+            word = line.split(None, 1)
+            if word[0].lower() == "include" and len(word) == 2:
+                inc = Path(word[1])
+                visit(inc if inc.is_absolute() else path.parent / inc)
+                continue
+            if not line.lower().startswith("nodename="):
+                continue
+            try:
+                pairs = split_pairs(line)
+            except ValueError as exc:
+                raise ParseError(str(p), lineno, str(exc)) from None
+            expr = next(v for k, v in pairs.items() if k.lower() == "nodename")
+            if expr.upper() == "DEFAULT":
+                continue
+            try:
+                found.setdefault(str(p), []).extend(hostlist.expand(expr))
+            except Exception as exc:  # noqa: BLE001 - any hostlist problem is a parse error here
+                raise ParseError(str(p), lineno, str(exc)) from None
+
+    visit(path)
+    return found

@@ -1,0 +1,166 @@
+"""The switch tree and the per-level feature names, derived from an ``Inventory``.
+
+Tree (topology/tree): ``root`` → region → zone → network group (leaf) → nodes. Nodes with no network group sit
+in a per-zone leaf, nodes with no zone in a per-region leaf, nodes with no location (and nodes Slurm knows that no
+inventory places) in the root's own leaf, so every node is on exactly one leaf and any job can still span the fleet
+(topology/tree never allocates a node on no switch). A switch holds either nodes or switches, never both, and
+never nothing.
+
+Names are derived from the label path, so the same fleet always gives the same names:
+
+=============  ======================  ===================================
+level          name                    path (hashed on collision)
+=============  ======================  ===================================
+region         ``region_<region>``     ``region=R``
+zone           ``zone_<zone>``         ``region=R/zone=Z``
+network group  ``ng_<zone>.<group>``   ``region=R/zone=Z/network_group=G``
+               ``ng_<region>.<group>`` ``region=R/network_group=G`` (no zone)
+extra leaf     ``leaf_<zone|region>``  ``…/leaf``;  the root's: ``leaf_root``
+=============  ======================  ===================================
+
+A name longer than 64 characters (Slurm's HOST_NAME_MAX for switch names), or one that two different paths
+would share (zone ``a`` in two regions), is cut to 55 characters and gets ``_<first 8 hex of sha1(path)>``.
+The region/zone/group names double as node features, so the submit filter's ``[zone_…|zone_…]`` and the tree
+always agree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from .inventory import natural_key
+from .model import Inventory, Location
+
+MAX_NAME = 64
+ROOT = "root"
+
+
+@dataclass(frozen=True, slots=True)
+class Switch:
+    name: str
+    kind: str
+    """``root``, ``region``, ``zone``, ``network_group`` or ``leaf``."""
+    label: str | None
+    switches: tuple[str, ...] = ()
+    nodes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    switches: tuple[Switch, ...]
+    """Every switch once: leaves first, then zones, regions and the root (Slurm computes levels itself)."""
+    node_features: Mapping[str, tuple[str, ...]]
+    """Location features of each inventory node, coarsest first."""
+    group_names: Mapping[str, Mapping[Location, str]]
+    """Feature name per level and location (the location cut to that level)."""
+
+    def switch(self, name: str) -> Switch:
+        for sw in self.switches:
+            if sw.name == name:
+                return sw
+        raise KeyError(name)
+
+
+def _hashed(candidate: str, path: str) -> str:
+    return f"{candidate[:MAX_NAME - 9]}_{hashlib.sha1(path.encode()).hexdigest()[:8]}"
+
+
+def _finalize_names(candidates: Mapping[str, str]) -> dict[str, str]:
+    """path -> final unique name (see module docstring)."""
+    counts = Counter(candidates.values())
+    names = {
+        path: cand if counts[cand] == 1 and len(cand) <= MAX_NAME else _hashed(cand, path)
+        for path, cand in candidates.items()
+    }
+    if len(set(names.values())) != len(names) or ROOT in names.values():
+        raise RuntimeError("switch name collision survived hashing")  # sha1 prefix clash: report it, never guess
+    return names
+
+
+def build_topology(inventory: Inventory) -> Topology:
+    """Derive the tree and the location features from the merged inventory (pure, deterministic)."""
+    by_location: dict[Location, list[str]] = {}
+    for node in inventory.nodes:
+        by_location.setdefault(node.location, []).append(node.name)
+
+    candidates: dict[str, str] = {}
+    level_path: dict[tuple[str, Location], str] = {}
+    leaf_of: dict[Location, str] = {}      # full location -> leaf path
+    parent_of: dict[str, str] = {}         # path -> parent path ("" = root)
+    kind_of: dict[str, tuple[str, str | None]] = {}
+
+    def add(path: str, cand: str, parent: str, kind: str, label: str | None) -> str:
+        if path not in candidates:
+            candidates[path] = cand
+            parent_of[path] = parent
+            kind_of[path] = (kind, label)
+        return path
+
+    for loc in by_location:
+        r, z, g = loc.region, loc.zone, loc.network_group
+        if r is None:
+            leaf_of[loc] = add("leaf", "leaf_root", "", "leaf", None)
+            continue
+        parent = add(f"region={r}", f"region_{r}", "", "region", r)
+        level_path[("region", Location(r))] = parent
+        if z is not None:
+            parent = add(f"{parent}/zone={z}", f"zone_{z}", parent, "zone", z)
+            level_path[("zone", Location(r, z))] = parent
+        if g is not None:
+            leaf = add(f"{parent}/network_group={g}", f"ng_{z or r}.{g}", parent, "network_group", g)
+            level_path[("network_group", loc)] = leaf
+        else:
+            leaf = add(f"{parent}/leaf", f"leaf_{z or r}", parent, "leaf", None)
+        leaf_of[loc] = leaf
+    if inventory.extra_nodes:
+        add("leaf", "leaf_root", "", "leaf", None)
+
+    names = _finalize_names(candidates)
+    children: dict[str, list[str]] = {}
+    for path, parent in parent_of.items():
+        children.setdefault(parent, []).append(names[path])
+    leaf_nodes: dict[str, list[str]] = {}
+    for loc, nodes in by_location.items():
+        leaf_nodes.setdefault(leaf_of[loc], []).extend(nodes)
+    if inventory.extra_nodes:
+        leaf_nodes.setdefault("leaf", []).extend(inventory.extra_nodes)
+
+    order = {"leaf": 0, "network_group": 0, "zone": 1, "region": 2}
+    switches = []
+    for path in sorted(candidates, key=lambda p: (order[kind_of[p][0]], natural_key(names[p]))):
+        kind, label = kind_of[path]
+        if path in leaf_nodes:
+            nodes = tuple(sorted(leaf_nodes[path], key=natural_key))
+            switches.append(Switch(names[path], kind, label, nodes=nodes))
+        else:
+            kids = tuple(sorted(children[path], key=natural_key))
+            switches.append(Switch(names[path], kind, label, switches=kids))
+    if candidates:
+        switches.append(Switch(ROOT, "root", None, switches=tuple(sorted(children[""], key=natural_key))))
+
+    group_names: dict[str, dict[Location, str]] = {"region": {}, "zone": {}, "network_group": {}}
+    for (level, loc), path in level_path.items():
+        group_names[level][loc] = names[path]
+    feature_cache: dict[Location, tuple[str, ...]] = {}
+    node_features: dict[str, tuple[str, ...]] = {}
+    for node in inventory.nodes:
+        loc = node.location
+        feats = feature_cache.get(loc)
+        if feats is None:
+            feats = tuple(
+                group_names[level][key]
+                for level, key in (("region", Location(loc.region)), ("zone", Location(loc.region, loc.zone)),
+                                   ("network_group", loc))
+                if key in group_names[level] and loc.value(level) is not None
+            )
+            feature_cache[loc] = feats
+        node_features[node.name] = feats
+    return Topology(
+        switches=tuple(switches),
+        node_features=MappingProxyType(node_features),
+        group_names=MappingProxyType({k: MappingProxyType(v) for k, v in group_names.items()}),
+    )
