@@ -35,6 +35,19 @@ def expand(expression: str) -> list[str]:
         raise HostlistError(expression, f"{exc}" + (f" near {part!r}" if part else "")) from None
 
 
+def expand_keep_duplicates(expression: str) -> list[str]:
+    """Like ``expand``, but a name listed twice (``n1,n[1-2]``) comes out twice, as Slurm would read it."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(expression):
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "," and depth == 0:
+            parts.append(expression[start:i])
+            start = i + 1
+    parts.append(expression[start:])
+    return [name for part in parts for name in expand(part)]
+
+
 def compress(names: Iterable[str]) -> str:
     """Fold names into one hostlist expression (``gpu-[01-06],login1``); empty input gives ``""``."""
     groups: dict[tuple[str, str], list[str]] = {}

@@ -68,8 +68,8 @@ def parse_topology_conf(text: str, *, source: str = "topology.conf") -> list[Swi
         if unknown:
             raise ParseError(source, lineno, f"unknown key {sorted(unknown)[0]!r}")
         try:
-            nodes = tuple(hostlist.expand(pairs["nodes"])) if "nodes" in pairs else None
-            switches = tuple(hostlist.expand(pairs["switches"])) if "switches" in pairs else None
+            nodes = tuple(hostlist.expand_keep_duplicates(pairs["nodes"])) if "nodes" in pairs else None
+            switches = tuple(hostlist.expand_keep_duplicates(pairs["switches"])) if "switches" in pairs else None
         except HostlistError as exc:
             raise ParseError(source, lineno, str(exc)) from None
         out.append(SwitchLine(pairs["switchname"], nodes, switches, lineno))

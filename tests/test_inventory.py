@@ -1,0 +1,105 @@
+"""Inventory loading and merging: labels, zone-shaped regions, trust, gap filling, Slurm's node list."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurm_topo import InventoryError, Location, Source, merge, parse_inventory
+from slurm_topo.inventory import region_of_zone, with_slurm_nodes
+from slurm_topo.slurmconf import parse_scontrol_nodes
+
+
+def load(*docs: str):  # type: ignore[no-untyped-def]
+    return merge(parse_inventory(d, source=f"f{i}.yaml") for i, d in enumerate(docs))
+
+
+def test_hostlist_entry_expands_to_one_node_each() -> None:
+    """One entry with a hostlist covers every node it names, each with the entry's location."""
+    inv = load("nodes:\n  - {name: 'gpu-[01-03]', region: r1, zone: r1-a, network_group: rack-3, gpus: 8}\n")
+    assert inv.names() == ("gpu-01", "gpu-02", "gpu-03")
+    assert {n.location for n in inv.nodes} == {Location("r1", "r1-a", "rack-3")}
+
+
+def test_network_group_label_is_accepted() -> None:
+    """The operator label gpulayer.dev/network-group is read as the network group."""
+    inv = load("nodes:\n  - {name: n1, region: r1, zone: r1-a, labels: {gpulayer.dev/network-group: rack-3}}\n")
+    assert inv.nodes[0].location.network_group == "rack-3"
+
+
+@pytest.mark.parametrize(("zone", "region"), [("europe-west1-b", "europe-west1"), ("us-east-1a", "us-east-1"),
+                                              ("hall-a", None), ("dc1", None)])
+def test_region_of_zone(zone: str, region: str | None) -> None:
+    """GCP and AWS zone names name their region; other names do not."""
+    assert region_of_zone(zone) == region
+
+
+def test_zone_shaped_region_is_split_with_one_warning() -> None:
+    """region: europe-west1-b with no zone becomes region europe-west1, zone europe-west1-b, and one warning."""
+    inv = load("nodes:\n  - {name: n1, region: europe-west1-b}\n")
+    assert inv.nodes[0].location == Location("europe-west1", "europe-west1-b")
+    assert len(inv.warnings) == 1 and "looks like a zone" in inv.warnings[0]
+
+
+def test_zone_implies_region_when_it_names_one() -> None:
+    """zone: europe-west4-a alone places the node in region europe-west4."""
+    inv = load("nodes:\n  - {name: n1, zone: europe-west4-a}\n")
+    assert inv.nodes[0].location == Location("europe-west4", "europe-west4-a")
+
+
+def test_same_trust_duplicate_with_same_location_merges() -> None:
+    """A node listed twice at one trust level with the same location is one node; gaps are filled."""
+    inv = load("nodes:\n  - {name: n1, region: r1, gpus: 8}\n", "nodes:\n  - {name: n1, region: r1, features: [a]}\n")
+    assert len(inv.nodes) == 1
+    assert inv.nodes[0].gpus == 8 and inv.nodes[0].features == ("a",)
+    assert inv.conflicts == ()
+
+
+def test_same_trust_disagreement_is_an_error() -> None:
+    """Two operator records placing a node differently are an error naming both."""
+    with pytest.raises(InventoryError, match=r"f1.yaml: nodes\[0\]: node n1 is at region=r2 here but at region=r1"):
+        load("nodes:\n  - {name: n1, region: r1}\n", "nodes:\n  - {name: n1, region: r2}\n")
+
+
+def test_trusted_record_wins_and_conflict_is_reported() -> None:
+    """Across trust levels the provider's location is kept and the self-report is a conflict."""
+    inv = load("nodes:\n  - {name: n1, region: r1, zone: r1-a, source: self}\n",
+               "nodes:\n  - {name: n1, region: r2, zone: r2-b, source: provider}\n")
+    assert inv.nodes[0].location == Location("r2", "r2-b")
+    assert inv.nodes[0].source == Source.PROVIDER
+    assert len(inv.conflicts) == 1
+    msg = inv.conflicts[0].message()
+    assert "self record f0.yaml: nodes[0] says region=r1, zone=r1-a" in msg
+    assert "keeping provider record f1.yaml: nodes[0]" in msg
+
+
+def test_self_report_fills_a_gap_below_agreeing_levels() -> None:
+    """A self-report may add the zone and group under the region the trusted record gives, never change it."""
+    inv = load("nodes:\n  - {name: n1, region: r1, zone: r1-a, network_group: g7, source: self, gpus: 4}\n",
+               "nodes:\n  - {name: n1, region: r1}\n")
+    assert inv.nodes[0].location == Location("r1", "r1-a", "g7")
+    assert inv.nodes[0].gpus == 4
+    assert inv.conflicts == ()
+
+
+def test_per_node_addresses_pair_with_names() -> None:
+    """NodeAddr/Port hostlists pair up with the entry's node names in order."""
+    inv = load("nodes:\n  - {name: 'n[1-3]', slurm: {NodeAddr: '10.0.0.[11-13]', Port: '[7001-7003]'}}\n")
+    assert [(n.slurm_attr("NodeAddr"), n.slurm_attr("Port")) for n in inv.nodes] == [
+        ("10.0.0.11", "7001"), ("10.0.0.12", "7002"), ("10.0.0.13", "7003")]
+
+
+def test_slurm_node_list_fills_hardware_and_adds_unknown_nodes() -> None:
+    """`scontrol show node -o` fills missing hardware attributes and lists nodes no inventory places."""
+    text = ("NodeName=n1 Arch=x86_64 CoresPerSocket=8 CPUAlloc=0 CPUTot=16 AvailableFeatures=zone_old,big "
+            "Gres=gpu:h100:8 NodeAddr=10.1.1.1 NodeHostName=n1 OS=Linux 6.1.0-18-amd64 #1 SMP Debian "
+            "RealMemory=64000 Sockets=2 Boards=1 State=IDLE ThreadsPerCore=1 TmpDisk=0 Weight=1\n"
+            "NodeName=login9 CPUTot=4 RealMemory=8000\n")
+    records = parse_scontrol_nodes(text)
+    inv = with_slurm_nodes(load("nodes:\n  - {name: n1, region: r1, slurm: {CPUs: 32}}\n"), records)
+    node = inv.nodes[0]
+    assert node.slurm_attr("CPUs") == "32", "the inventory's own value wins"
+    assert node.slurm_attr("RealMemory") == "64000"
+    assert node.slurm_attr("NodeAddr") == "10.1.1.1"
+    assert node.slurm_attr("NodeHostname") is None, "equal to the node name: nothing to carry"
+    assert node.slurm_attr("Gres") == "gpu:h100:8"
+    assert inv.extra_nodes == ("login9",)
