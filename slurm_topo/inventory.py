@@ -71,8 +71,8 @@ _NATURAL = re.compile(r"(\d+)")
 
 
 def natural_key(name: str) -> tuple[Any, ...]:
-    """Sort key that orders ``n2`` before ``n10``."""
-    return tuple(int(p) if p.isdigit() else p for p in _NATURAL.split(name))
+    """Sort key that orders ``n2`` before ``n10`` (and, as a total order, ``n0`` before ``n00``)."""
+    return (tuple((0, int(p), p) if p.isdigit() else (1, 0, p) for p in _NATURAL.split(name)),)
 
 
 def region_of_zone(zone: str) -> str | None:
