@@ -68,11 +68,14 @@ _ZONE_SHAPED = (
     re.compile(r"^(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)[a-z]$"),
 )
 _NATURAL = re.compile(r"(\d+)")
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def natural_key(name: str) -> tuple[Any, ...]:
     """Sort key that orders ``n2`` before ``n10`` (and, as a total order, ``n0`` before ``n00``)."""
-    return (tuple((0, int(p), p) if p.isdigit() else (1, 0, p) for p in _NATURAL.split(name)),)
+    parts: list[Any] = _NATURAL.split(name)  # text, digits, text, ...: ints and strs never meet at one index
+    parts[1::2] = map(int, parts[1::2])
+    return (parts, name)
 
 
 def region_of_zone(zone: str) -> str | None:
@@ -253,7 +256,7 @@ class _Entry:
 def parse_inventory(text: str, *, source: str = "<inventory>") -> Loaded:
     """Validate one inventory document and expand it into per-node records (not yet merged)."""
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a safe loader, libyaml's when present
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else ""

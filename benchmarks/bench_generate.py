@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Generation cost against fleet size: wall time and peak memory of load + merge + render, per size.
+
+Synthetic fleets with a realistic fan-out: 2-8 regions, 3 zones a region, racks of 40 nodes (network groups), mixed
+8- and 4-GPU nodes, written as one inventory entry per rack (as an operator would). Each size runs in a fresh
+process (so peak RSS is that size's own), three times; the median time is reported.
+
+    python benchmarks/bench_generate.py [--sizes 30,120,...] [--repeat 3] [--out benchmarks/results/generate.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SIZES = (30, 120, 500, 5_000, 50_000, 100_000)
+RACK = 40
+
+
+def fleet_yaml(n: int) -> str:
+    regions = max(2, min(8, n // 12_500 + 2))
+    lines = ["nodes:"]
+    made, rack = 0, 0
+    while made < n:
+        r = rack % regions
+        z = (rack // regions) % 3
+        size = min(RACK, n - made)
+        region = f"region{r}"
+        gpus = 8 if rack % 3 else 4
+        lines.append(
+            f"  - {{name: 'gpu-r{r}z{z}k{rack:05d}-[{0:03d}-{size - 1:03d}]', region: {region}, "
+            f"zone: {region}-{'abc'[z]}, network_group: rack-{rack:05d}, gpus: {gpus}, gpu_type: h100, "
+            f"slurm: {{CPUs: 128, RealMemory: 1000000}}}}")
+        made += size
+        rack += 1
+    return "\n".join(lines) + "\n"
+
+
+def one_run(path: str, out: str) -> None:
+    """Child process: time the library path `generate` takes, print JSON."""
+    from slurm_topo import load_inventories, render_all
+    from slurm_topo.output import write_files
+
+    t0 = time.perf_counter()
+    inv = load_inventories([path])
+    t1 = time.perf_counter()
+    rendered = render_all(inv, (22, 5))
+    t2 = time.perf_counter()
+    write_files(out, rendered)
+    t3 = time.perf_counter()
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"load_s": t1 - t0, "render_s": t2 - t1, "write_s": t3 - t2, "total_s": t3 - t0,
+                      "peak_mib": peak_kib / 1024, "bytes": sum(len(t) for t in rendered.values())}))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "generate.md"))
+    ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        one_run(*args.child)
+        return
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in (int(s) for s in args.sizes.split(",")):
+            inv = Path(tmp) / f"fleet-{n}.yaml"
+            inv.write_text(fleet_yaml(n))
+            runs = []
+            for i in range(args.repeat):
+                out = subprocess.run([sys.executable, __file__, "--child", str(inv), f"{tmp}/out-{n}-{i}"],
+                                     capture_output=True, text=True, check=True)
+                runs.append(json.loads(out.stdout))
+            med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+            rows.append((n, med, [r["total_s"] for r in runs]))
+            print(f"{n:>7} nodes: total {med['total_s']:.3f} s (load {med['load_s']:.3f}, render "
+                  f"{med['render_s']:.3f}, write {med['write_s']:.3f}), peak {med['peak_mib']:.0f} MiB", flush=True)
+    cmd = "python benchmarks/bench_generate.py " + " ".join(sys.argv[1:])
+    lines = [
+        "# Generation cost against fleet size",
+        "",
+        f"Command: `{cmd.strip()}`  ",
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"{platform.platform()}  ",
+        f"Method: load + merge + render + atomic write of topology.conf and slurm-topo-nodes.conf, each size in "
+        f"a fresh process, median of {args.repeat}; peak = the process's max RSS (interpreter included). "
+        f"Racks of {RACK} nodes, 3 zones a region.",
+        "",
+        "| nodes | total s (median) | load s | render s | write s | peak MiB | µs/node | output bytes | all runs s |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for n, med, totals in rows:
+        lines.append(f"| {n} | {med['total_s']:.3f} | {med['load_s']:.3f} | {med['render_s']:.3f} | "
+                     f"{med['write_s']:.3f} | {med['peak_mib']:.0f} | {med['total_s'] / n * 1e6:.1f} | "
+                     f"{int(med['bytes'])} | {', '.join(f'{t:.3f}' for t in totals)} |")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text("\n".join(lines) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
