@@ -18,7 +18,7 @@ from .lint import lint_topology
 from .model import Inventory
 from .output import write_files
 from .render import render_all
-from .runner import SubprocessRunner, scontrol_nodes_argv, scontrol_version_argv
+from .runner import SubprocessRunner, scontrol_nodes_argv, slurm_version_argvs
 from .show import render_tree
 from .slurmconf import parse_scontrol_nodes, parse_topology_conf
 from .version import DEFAULT_SLURM, __version__, format_slurm_version, parse_slurm_version
@@ -63,9 +63,14 @@ def _slurm_version(given: str | None) -> tuple[int, int]:
     if given:
         return parse_slurm_version(given)
     runner = SubprocessRunner()
-    if runner.available("scontrol"):
-        return parse_slurm_version(runner.run(scontrol_version_argv(), timeout=10))
-    _warn(f"no scontrol found and no --slurm-version: rendering for Slurm {format_slurm_version(DEFAULT_SLURM)}")
+    # `scontrol --version` needs a readable slurm.conf on 22.05; the daemons' -V does not.
+    for argv in slurm_version_argvs():
+        if runner.available(argv[0]):
+            try:
+                return parse_slurm_version(runner.run(argv, timeout=10))
+            except (CommandError, InputError):
+                continue
+    _warn(f"no Slurm found to ask and no --slurm-version: rendering for Slurm {format_slurm_version(DEFAULT_SLURM)}")
     return DEFAULT_SLURM
 
 

@@ -28,11 +28,12 @@ class SubprocessRunner:
 
     @staticmethod
     def available(program: str) -> bool:
-        return shutil.which(program) is not None
+        return shutil.which(program) is not None  # an absolute path is checked for being executable
 
 
-def scontrol_version_argv() -> list[str]:
-    return ["scontrol", "--version"]
+def slurm_version_argvs() -> list[list[str]]:
+    """Ways to ask the installed Slurm its version, without contacting slurmctld, in order of preference."""
+    return [["scontrol", "--version"], ["/usr/sbin/slurmctld", "-V"], ["/usr/sbin/slurmd", "-V"]]
 
 
 def scontrol_nodes_argv() -> list[str]:

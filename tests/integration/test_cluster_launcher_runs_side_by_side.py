@@ -1,0 +1,106 @@
+"""docker-slurm/cluster: `up` twice on one base works, a second cluster runs beside the first,
+and `down` leaves no process of that cluster behind (job processes included)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import slurmctl
+import yaml
+
+pytestmark = pytest.mark.slurm
+
+SMALL_FLEET = {
+    "nodes": [
+        {
+            "name": "m[1-2]",
+            "region": "r1",
+            "zone": "r1-a",
+            "network_group": "g1",
+            "gpus": 2,
+            "gpu_type": "t4",
+            "slurm": {"CPUs": 4, "RealMemory": 8000},
+        },
+        {
+            "name": "m3",
+            "region": "r1",
+            "zone": "r1-b",
+            "network_group": "g2",
+            "slurm": {"CPUs": 4, "RealMemory": 8000},
+        },
+    ]
+}
+#: a `sleep` argument no other test (or concurrent session) uses: finds this cluster's job processes
+MARK_SECONDS = str(100_000 + os.getpid())
+
+
+def tagged_pids(base: Path) -> list[int]:
+    """Processes whose environment carries the launcher's tag for ``base``, read here, not by it."""
+    needle = f"SLURM_TOPO_CLUSTER_TAG={base}".encode()
+    found = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/environ", "rb") as f:
+                    if needle in f.read().split(b"\0"):
+                        found.append(int(d))
+            except OSError:
+                pass
+    return found
+
+
+def marked_job_processes() -> list[int]:
+    found = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    if f.read().split(b"\0")[:2] == [b"sleep", MARK_SECONDS.encode()]:
+                        found.append(int(d))
+            except OSError:
+                pass
+    return found
+
+
+def test_second_cluster_runs_beside_the_first_and_down_leaves_no_process(
+    slurm_cluster: slurmctl.Cluster, slurm: slurmctl.Slurm, tmp_path: Path
+) -> None:
+    """A small second cluster (own base and ports) comes up idle, runs a job, survives `up` again on the same
+    base, and after `down` none of its processes (daemons or job steps) remain; the first cluster is
+    untouched."""
+    inventory = tmp_path / "small.yaml"
+    inventory.write_text(yaml.safe_dump(SMALL_FLEET))
+    base = Path(f"/tmp/slurm-topo-it2-{os.getpid()}")
+    first_before = sorted(tagged_pids(slurm_cluster.base))
+    try:
+        second = slurmctl.start_cluster(base, "--inventory", str(inventory), nodes_max=4)
+        assert second.slurm.node_states() == {"m1": "idle", "m2": "idle", "m3": "idle"}
+        assert set(slurm.node_states()) == set(slurm_cluster.nodes), (
+            "the first cluster still sees only its nodes"
+        )
+
+        job = second.slurm.submit("-N2", "--wrap", f"sleep {MARK_SECONDS}")
+        second.slurm.wait_state(job, "RUNNING")
+        assert set(second.slurm.allocation_of(job).nodes) <= {"m1", "m2", "m3"}
+        old = tagged_pids(base)
+        assert old and marked_job_processes()
+
+        again = slurmctl.start_cluster(
+            base, "--inventory", str(inventory), nodes_max=4
+        )  # `up` on a running base
+        assert again.slurm.node_states() == {"m1": "idle", "m2": "idle", "m3": "idle"}
+        assert again.slurm.out("squeue", "-h").strip() == "", "a fresh cluster has no jobs"
+        assert not set(old) & set(tagged_pids(base)), "old daemons must be gone"
+        assert not marked_job_processes(), "the old cluster's job processes must be gone"
+    finally:
+        slurmctl.stop_cluster(base)
+    assert tagged_pids(base) == []
+    assert slurmctl.cluster_pids(base) == []
+    assert not marked_job_processes()
+    assert not base.exists()
+    assert sorted(tagged_pids(slurm_cluster.base)) == first_before, (
+        "the first cluster's processes are untouched"
+    )
+    assert set(slurm.node_states().values()) == {"idle"}
