@@ -46,6 +46,7 @@ from .model import (
     Inventory,
     Location,
     Node,
+    PolicyConfig,
     Source,
 )
 
@@ -53,7 +54,9 @@ ENTRY_KEYS = frozenset(
     {"name", "region", "zone", "network_group", "labels", "features", "gpus", "gpu_type", "source", "slurm",
      "found_by", "notes"}
 )
-TOP_KEYS = frozenset({"nodes"})
+TOP_KEYS = frozenset({"nodes", "policy"})
+LOCALITY_RE = re.compile(r"^(prefer|network_group|zone|region|any)(:(wait|fail))?$")
+_FAMILY_RE = re.compile(r"^[A-Za-z0-9._*?-]{1,63}$")
 LABEL_KEYS = {
     "gpulayer.dev/network-group": "network_group",
     "gpulayer.dev/zone": "zone",
@@ -94,6 +97,7 @@ class Loaded:
     source: str
     nodes: tuple[Node, ...]
     warnings: tuple[str, ...]
+    policy: PolicyConfig | None = None
 
 
 class _Entry:
@@ -267,6 +271,7 @@ def parse_inventory(text: str, *, source: str = "<inventory>") -> Loaded:
     for key in doc:
         if key not in TOP_KEYS:
             raise InventoryError(source, str(key), "unknown key", key, has_value=True)
+    policy = _parse_policy(source, doc["policy"]) if doc.get("policy") is not None else None
     entries = doc.get("nodes")
     if not isinstance(entries, list):
         raise InventoryError(source, "nodes", "must be a list of node entries", entries, has_value=True)
@@ -276,7 +281,41 @@ def parse_inventory(text: str, *, source: str = "<inventory>") -> Loaded:
         entry = _Entry(source, i, raw)
         nodes.extend(entry.nodes())
         warnings.extend(entry.warnings)
-    return Loaded(source, tuple(nodes), tuple(warnings))
+    return Loaded(source, tuple(nodes), tuple(warnings), policy)
+
+
+def _parse_policy(source: str, raw: object) -> PolicyConfig:
+    def fail(where: str, reason: str, value: object) -> InventoryError:
+        return InventoryError(source, f"policy{where}", reason, value, has_value=True)
+
+    def locality(where: str, value: object) -> str:
+        if not isinstance(value, str) or not LOCALITY_RE.match(value):
+            raise fail(where, "must be LEVEL[:MODE], LEVEL prefer|network_group|zone|region|any, MODE wait|fail",
+                       value)
+        return value
+
+    if not isinstance(raw, Mapping):
+        raise fail("", f"must be a mapping, not {type(raw).__name__}", raw)
+    for key in raw:
+        if key not in ("default", "partitions", "families"):
+            raise fail(f".{key}", "unknown key", key)
+    default = locality(".default", raw.get("default", "prefer"))
+    parts: list[tuple[str, str]] = []
+    fams: list[tuple[str, str]] = []
+    for key, out in (("partitions", parts), ("families", fams)):
+        table = raw.get(key) or {}
+        if not isinstance(table, Mapping):
+            raise fail(f".{key}", f"must be a mapping, not {type(table).__name__}", table)
+        for name, value in table.items():
+            if not isinstance(name, str) or not LABEL_RE.match(name):
+                raise fail(f".{key}", "names must be 1-63 characters from [A-Za-z0-9._-]", name)
+            if key == "partitions":
+                out.append((name, locality(f".partitions.{name}", value)))
+            else:
+                if not isinstance(value, str) or not _FAMILY_RE.match(value):
+                    raise fail(f".families.{name}", "must be a feature glob such as 'torch-*'", value)
+                out.append((name, value))
+    return PolicyConfig(default, tuple(sorted(parts)), tuple(sorted(fams)))
 
 
 def load_inventory_file(path: str | Path) -> Loaded:
@@ -327,8 +366,15 @@ def merge(loaded: Iterable[Loaded], extra_nodes: Sequence[str] = ()) -> Inventor
     """Merge per-file records into one ``Inventory`` (DESIGN D3)."""
     by_name: dict[str, list[Node]] = {}
     warnings: list[str] = []
+    policy: PolicyConfig | None = None
+    policy_source = ""
     for item in loaded:
         warnings.extend(item.warnings)
+        if item.policy is not None:
+            if policy is not None and item.policy != policy:
+                raise InventoryError(item.source, "policy", f"differs from the policy in {policy_source}; "
+                                     "give the policy in one inventory")
+            policy, policy_source = item.policy, item.source
         for node in item.nodes:
             by_name.setdefault(node.name, []).append(node)
     merged: list[Node] = []
@@ -350,7 +396,8 @@ def merge(loaded: Iterable[Loaded], extra_nodes: Sequence[str] = ()) -> Inventor
     merged.sort(key=lambda n: natural_key(n.name))
     known = set(by_name)
     extra = tuple(sorted({n for n in extra_nodes if n not in known}, key=natural_key))
-    return Inventory(nodes=tuple(merged), conflicts=tuple(conflicts), warnings=tuple(warnings), extra_nodes=extra)
+    return Inventory(nodes=tuple(merged), conflicts=tuple(conflicts), warnings=tuple(warnings), extra_nodes=extra,
+                     policy=policy)
 
 
 def load_inventories(paths: Sequence[str | Path], extra_nodes: Sequence[str] = ()) -> Inventory:

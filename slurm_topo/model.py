@@ -139,6 +139,18 @@ class Inventory:
     warnings: tuple[str, ...] = ()
     extra_nodes: tuple[str, ...] = field(default=())
     """Nodes Slurm knows that no inventory places (``--nodes-from``/``--scontrol``): root leaf only."""
+    policy: PolicyConfig | None = None
 
     def names(self) -> tuple[str, ...]:
         return tuple(n.name for n in self.nodes)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyConfig:
+    """The ``policy:`` section of an operator inventory: defaults for the submit filter."""
+
+    default: str = "prefer"
+    partitions: tuple[tuple[str, str], ...] = ()
+    """Partition name -> default locality (``zone:wait``) for jobs that ask for none."""
+    families: tuple[tuple[str, str], ...] = ()
+    """Compatibility family name -> glob over node features (``torch: 'torch-*'``): groups become buckets."""

@@ -134,3 +134,25 @@ def slurm_conf_node_definitions(path: Path) -> dict[str, list[str]]:
 
     visit(path)
     return found
+
+
+def parse_scontrol_partitions(text: str, *, source: str = "scontrol show partition -o") -> list[tuple[str, list[str], bool]]:
+    """``scontrol show partition -o`` -> [(name, nodes, is_default)]."""
+    out = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            pairs = split_pairs(line)
+        except ValueError as exc:
+            raise ParseError(source, lineno, str(exc)) from None
+        if "PartitionName" not in pairs:
+            raise ParseError(source, lineno, "expected PartitionName=")
+        nodes_expr = pairs.get("Nodes", "")
+        try:
+            nodes = hostlist.expand(nodes_expr) if nodes_expr not in ("", "(null)") else []
+        except HostlistError as exc:
+            raise ParseError(source, lineno, str(exc)) from None
+        out.append((pairs["PartitionName"], nodes, pairs.get("Default", "NO").upper() == "YES"))
+    return out

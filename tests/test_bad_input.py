@@ -60,7 +60,8 @@ CASES = [
     pytest.param("nodes: [\n", "not valid YAML", id="yaml syntax error"),
     pytest.param("- name: n1\n", "must be a mapping with a 'nodes' list", id="top level not a mapping"),
     pytest.param("nodes:\n  - n1\n", "nodes[0]: must be a mapping", id="entry not a mapping"),
-    pytest.param("nodes: []\npolicy: {}\n", "policy: unknown key", id="unknown top-level key"),
+    pytest.param("nodes: []\nrules: {}\n", "rules: unknown key", id="unknown top-level key"),
+    pytest.param("nodes:\n  - {name: n1}\npolicy: {default: nearby}\n", "policy.default: must be LEVEL", id="bad policy default"),
 ]
 
 

@@ -13,8 +13,11 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from collections.abc import Sequence
+
 from ..errors import InputError
 from ..model import Inventory
+from ..policy import Partition, PolicyData, compile_policy
 from ..topology import Topology, build_topology
 from ..version import __version__, format_slurm_version
 
@@ -25,14 +28,16 @@ class RenderContext:
     topology: Topology
     slurm_version: tuple[int, int]
     fingerprint: str
+    policy: PolicyData
 
 
 Renderer = Callable[[RenderContext], str]
 
 
-def fingerprint(inventory: Inventory, slurm_version: tuple[int, int]) -> str:
+def fingerprint(inventory: Inventory, slurm_version: tuple[int, int],
+                partitions: Sequence[Partition] | None = None) -> str:
     """sha256 over everything that shapes the outputs (not origins, paths or times); 16 hex digits."""
-    h = hashlib.sha256(f"slurm={slurm_version}\n".encode())
+    h = hashlib.sha256(f"slurm={slurm_version}\npolicy={inventory.policy}\npartitions={partitions}\n".encode())
     for n in inventory.nodes:
         h.update(repr((n.name, n.location.region, n.location.zone, n.location.network_group, n.features,
                        n.gpus, n.gpu_type, n.slurm)).encode())
@@ -51,19 +56,24 @@ def header(filename: str, ctx: RenderContext, summary: str, comment: str = "#") 
     return "".join(f"{comment} {line}\n" for line in lines)
 
 
-def make_context(inventory: Inventory, slurm_version: tuple[int, int]) -> RenderContext:
+def make_context(inventory: Inventory, slurm_version: tuple[int, int],
+                 partitions: Sequence[Partition] | None = None) -> RenderContext:
     if not inventory.nodes and not inventory.extra_nodes:
         raise InputError("the inventory has no nodes; refusing to render empty Slurm files")
-    return RenderContext(inventory, build_topology(inventory), slurm_version, fingerprint(inventory, slurm_version))
+    topology = build_topology(inventory)
+    fp = fingerprint(inventory, slurm_version, partitions)
+    return RenderContext(inventory, topology, slurm_version, fp, compile_policy(inventory, topology, partitions, fp))
 
 
 def _registry() -> dict[str, Renderer]:
+    from .filter_data import render_filter_data
     from .nodes_conf import render_nodes_conf
     from .topology_conf import render_topology_conf
 
     return {
         "topology.conf": render_topology_conf,
         "slurm-topo-nodes.conf": render_nodes_conf,
+        "slurm_topo_data.lua": render_filter_data,
     }
 
 
@@ -71,7 +81,8 @@ RENDERERS: dict[str, Renderer] = _registry()
 """Output file name -> renderer, in the order ``generate`` writes them."""
 
 
-def render_all(inventory: Inventory, slurm_version: tuple[int, int]) -> dict[str, str]:
+def render_all(inventory: Inventory, slurm_version: tuple[int, int],
+               partitions: Sequence[Partition] | None = None) -> dict[str, str]:
     """Render every registered output in memory; raises before anything could be written."""
-    ctx = make_context(inventory, slurm_version)
+    ctx = make_context(inventory, slurm_version, partitions)
     return {name: renderer(ctx) for name, renderer in RENDERERS.items()}

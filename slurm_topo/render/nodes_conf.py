@@ -42,7 +42,8 @@ def node_attributes(node: Node, location_features: tuple[str, ...]) -> str:
 def render_nodes_conf(ctx: RenderContext) -> str:
     lines: dict[str, list[str]] = {}
     for node in ctx.inventory.nodes:
-        lines.setdefault(node_attributes(node, ctx.topology.node_features[node.name]), []).append(node.name)
+        features = ctx.topology.node_features[node.name] + ctx.policy.bucket_features.get(node.name, ())
+        lines.setdefault(node_attributes(node, features), []).append(node.name)
     rows = sorted(((names, attrs) for attrs, names in lines.items()), key=lambda row: natural_key(row[0][0]))
     summary = f"{len(ctx.inventory.nodes)} nodes on {len(rows)} NodeName= lines; Include it from slurm.conf"
     out = [header("slurm-topo-nodes.conf", ctx, summary)]

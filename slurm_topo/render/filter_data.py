@@ -1,0 +1,64 @@
+"""slurm_topo_data.lua: what the submit filter decides from (DESIGN D5).
+
+A Lua 5.1 chunk returning one table: the policy defaults, node classes and, per partition and level, the groups in
+the filter's order (size, then label). Its first line is ``-- slurm-topo-data <fingerprint>``: the filter reads
+only that line to notice a new file, and reloads the whole table only when it changed. Every string written here
+has passed label validation ([A-Za-z0-9._-]) or is one of our own names, and is still written through ``_q``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..policy import LEVELS, PolicyData
+from . import RenderContext, header
+
+_PLAIN = re.compile(r"^[A-Za-z0-9._:*?=+/ -]*$")
+
+
+def _q(text: str) -> str:
+    if not _PLAIN.match(text):
+        raise ValueError(f"refusing to write {text!r} into Lua")  # validated upstream; never reached
+    return f'"{text}"'
+
+
+def _set(items: object) -> str:
+    return "{" + ",".join(f"[{_q(x)}]=true" for x in sorted(items)) + "}"  # type: ignore[call-overload]
+
+
+def render_lua_table(data: PolicyData) -> str:
+    out = ["return {\n", f"fingerprint={_q(data.fingerprint)},\n", f"default={_q(data.config.default)},\n",
+           f"default_partition={_q(data.default_partition)},\n",
+           "partition_defaults={" + ",".join(f"[{_q(p)}]={_q(v)}" for p, v in data.config.partitions) + "},\n",
+           "families={" + ",".join(f"{{{_q(n)},{_q(p)}}}" for n, p in data.config.families) + "},\n",
+           "classes={\n"]
+    for cls in data.classes:
+        gtype = _q(cls.gpu_type) if cls.gpu_type else "nil"
+        out.append(f"{{f={_set(cls.features)},g={cls.gpus},t={gtype}}},\n")
+    out.append("},\nareas={\n")
+    for label, (features, regions) in data.areas.items():
+        out.append(f"[{_q(label)}]={{f={{{','.join(_q(f) for f in features)}}},r={_set(regions)}}},\n")
+    out.append("},\npartitions={\n")
+    for pname, levels in data.partitions.items():
+        out.append(f"[{_q(pname)}]={{\n")
+        for level in LEVELS:
+            out.append(f"{level}={{\n")
+            for g in levels[level]:
+                counts = ",".join(f"{c + 1},{n}" for c, n in g.counts)  # 1-based class index in Lua
+                zone = _q(g.zone) if g.zone else "nil"
+                region = _q(g.region) if g.region else "nil"
+                out.append(f"{{f={_q(g.feature)},l={_q(g.label)},r={region},z={zone},n={g.nodes},g={g.gpus},"
+                           f"k={g.rank},lo={_set(g.location_features)},c={{{counts}}}}},\n")
+            out.append("},\n")
+        out.append("},\n")
+    out.append("},\n}\n")
+    return "".join(out)
+
+
+def render_filter_data(ctx: RenderContext) -> str:
+    data = ctx.policy
+    groups = sum(len(v) for levels in data.partitions.values() for v in levels.values())
+    summary = (f"submit-filter data: {len(data.partitions)} partitions, {groups} groups, {len(data.classes)} node "
+               f"classes; read by job_submit/slurm_topo_filter.lua")
+    return (f"-- slurm-topo-data {ctx.fingerprint}\n" + header("slurm_topo_data.lua", ctx, summary, comment="--")
+            + render_lua_table(data))
