@@ -289,94 +289,93 @@ local function describe_request(req)
   return text
 end
 
-local Scan = {}
-Scan.__index = Scan
-
-local function new_scan(data, req, c, area_features, wanted)
-  local s = setmetatable({ data = data, area = area_features, wanted = wanted, ok = {} }, Scan)
-  s.nodes, s.total_gpus, s.per_node, s.gpu_type = needs(req)
+-- Per-request evaluation of groups; plain locals and closures (this runs for every submission, under locks).
+local function new_scan(data, req, c, area, wanted)
+  local nodes, total_gpus, per_node, gpu_type = needs(req)
   local is_counted = counted(c)
-  s.check = req.unchecked == nil and is_counted
-  for i, cls in ipairs(data.classes) do
-    local ok = class_ok(cls, c, is_counted)
-    if ok and s.per_node > 0 then
-      ok = cls.g >= s.per_node and (s.gpu_type == nil or cls.t == s.gpu_type)
+  local check = req.unchecked == nil and is_counted
+  local classes, ok = data.classes, {}
+  for i, cls in ipairs(classes) do
+    local good = class_ok(cls, c, is_counted)
+    if good and per_node > 0 then good = cls.g >= per_node and (gpu_type == nil or cls.t == gpu_type) end
+    ok[i] = good
+  end
+  local scan = {}
+
+  local function allowed(g)
+    if area == nil then return true end
+    for f in pairs(g.lo) do
+      if area[f] then return true end
     end
-    s.ok[i] = ok
+    return g.z == nil and g.r ~= nil and wanted[g.r] == true
   end
-  return s
-end
 
-function Scan:allowed(g)
-  if self.area == nil then return true end
-  for f in pairs(g.lo) do
-    if self.area[f] then return true end
-  end
-  return g.z == nil and g.r ~= nil and self.wanted[g.r] == true
-end
-
-function Scan:eligible(g)
-  local n, gp, most = 0, 0, 0
-  local c, classes, ok = g.c, self.data.classes, self.ok
-  for i = 1, #c, 2 do
-    local idx, count = c[i], c[i + 1]
-    if ok[idx] then
-      local cg = classes[idx].g
-      n = n + count
-      gp = gp + count * cg
-      if cg > most then most = cg end
-    end
-  end
-  return n, gp, most
-end
-
-function Scan:fits(g)
-  local n, gp, most = self:eligible(g)
-  if not self.check then return true, n end
-  local need = self.nodes
-  if self.total_gpus > 0 then
-    if most == 0 then return false, n end
-    need = math.max(need, math.ceil(self.total_gpus / most))
-  end
-  return n >= need and gp >= self.total_gpus, n
-end
-
-function Scan:candidates(groups, budget, only)
-  local start = 1
-  if self.check then -- groups are sorted by size: skip those smaller than the job (binary search)
-    local lo, hi = 1, #groups + 1
-    while lo < hi do
-      local mid = math.floor((lo + hi) / 2)
-      if groups[mid].n < self.nodes then lo = mid + 1 else hi = mid end
-    end
-    start = lo
-  end
-  local kept, length = {}, 2
-  for i = start, #groups do
-    local g = groups[i]
-    if (only == nil or only[g.f]) and self:allowed(g) then
-      local ok, n = self:fits(g)
-      if ok then
-        local extra = #g.f
-        if #kept > 0 then extra = extra + 1 end
-        if #kept == MAX_ALTERNATIVES or length + extra > budget then return kept, true end
-        kept[#kept + 1] = { g = g, n = n }
-        length = length + extra
+  local function eligible(g)
+    local n, gp, most = 0, 0, 0
+    local counts = g.c
+    for i = 1, #counts, 2 do
+      local idx = counts[i]
+      if ok[idx] then
+        local count, cg = counts[i + 1], classes[idx].g
+        n = n + count
+        gp = gp + count * cg
+        if cg > most then most = cg end
       end
     end
+    return n, gp, most
   end
-  return kept, false
-end
 
-function Scan:largest(groups, only)
-  local best, bn, bg
-  for _, g in ipairs(groups) do
-    if (only == nil or only[g.f]) and self:allowed(g) then
-      local n, gp = self:eligible(g)
-      if best == nil or n > bn or (n == bn and gp > bg) then best, bn, bg = g, n, gp end
+  local function fits(g)
+    local n, gp, most = eligible(g)
+    if not check then return true, n end
+    local need = nodes
+    if total_gpus > 0 then
+      if most == 0 then return false, n end
+      need = math.max(need, math.ceil(total_gpus / most))
     end
+    return n >= need and gp >= total_gpus, n
   end
-  return best, bn, bg
+
+  function scan.candidates(groups, budget, only)
+    local start = 1
+    if check then -- groups are sorted by size: skip those smaller than the job (binary search)
+      local lo, hi = 1, #groups + 1
+      while lo < hi do
+        local mid = math.floor((lo + hi) / 2)
+        if groups[mid].n < nodes then lo = mid + 1 else hi = mid end
+      end
+      start = lo
+    end
+    local kept, count, length = {}, 0, 2
+    for i = start, #groups do
+      local g = groups[i]
+      if (only == nil or only[g.f]) and allowed(g) then
+        local good, n = fits(g)
+        if good then
+          local extra = #g.f
+          if count > 0 then extra = extra + 1 end
+          if count == MAX_ALTERNATIVES or length + extra > budget then return kept, true end
+          count = count + 1
+          kept[count] = { g = g, n = n }
+          length = length + extra
+        end
+      end
+    end
+    return kept, false
+  end
+
+  function scan.largest(groups, only)
+    local best, bn, bg
+    for _, g in ipairs(groups) do
+      if (only == nil or only[g.f]) and allowed(g) then
+        local n, gp = eligible(g)
+        if best == nil or n > bn or (n == bn and gp > bg) then best, bn, bg = g, n, gp end
+      end
+    end
+    return best, bn, bg
+  end
+
+  return scan
 end
 
 local function level_groups(data, partitions, level)
@@ -403,10 +402,26 @@ local function bracket(kept)
 end
 
 local function shown(kept, cut)
-  local parts = {}
-  for i, x in ipairs(kept) do parts[i] = x.g.l .. "(" .. x.n .. "n)" end
+  -- the record is cut at 200 characters: stop formatting once past that (same text after the cut)
+  local parts, length = {}, 0
+  for i, x in ipairs(kept) do
+    if length > MAX_RECORD then break end
+    local g = x.g
+    local part
+    if x.n == g.n then -- the common case (every node counted): format once per data load
+      part = g.shown
+      if part == nil then
+        part = g.l .. "(" .. g.n .. "n)"
+        g.shown = part
+      end
+    else
+      part = g.l .. "(" .. x.n .. "n)"
+    end
+    parts[i] = part
+    length = length + #part + 1
+  end
   local text = "[" .. table.concat(parts, ",") .. "]"
-  if cut then text = text .. " first " .. #kept .. " kept (Slurm's limits)" end
+  if cut then text = "first " .. #kept .. " kept (Slurm's limits) " .. text end
   return text
 end
 
@@ -523,7 +538,7 @@ function M.decide(data, req)
     else
       for _, lvl in ipairs(LEVELS) do
         local probe = compose(c, terms(restrict, "[]"))
-        local kept, cut = scan:candidates(level_groups(data, partitions, lvl), MAX_CONSTRAINT - #probe + 2, nil)
+        local kept, cut = scan.candidates(level_groups(data, partitions, lvl), MAX_CONSTRAINT - #probe + 2, nil)
         if #kept > 0 then
           return { action = "amend", locality = loc, features = base,
                    prefer = compose(c, terms(restrict, bracket(kept))),
@@ -568,12 +583,12 @@ function M.decide(data, req)
     return { action = "unchanged", locality = loc, message = msg .. "; job left unchanged",
              record = record(loc .. ": constraint conflict; unchanged") }
   end
-  local kept, cut = scan:candidates(groups, MAX_CONSTRAINT - #probe + 2, only)
+  local kept, cut = scan.candidates(groups, MAX_CONSTRAINT - #probe + 2, only)
   if #kept > 0 then
     return { action = "amend", locality = loc, features = compose(c, terms(restrict, bracket(kept))),
              record = record(loc .. " " .. shown(kept, cut) .. note), kept = kept }
   end
-  local best, bn, bg = scan:largest(groups, only)
+  local best, bn, bg = scan.largest(groups, only)
   local why
   if best == nil then
     why = "no node of the partition has a " .. level
@@ -646,13 +661,23 @@ function M.configure(opts)
   state.data, state.fingerprint, state.checked = nil, nil, -math.huge
 end
 
-local function apply(job_desc, d)
+local function without_record(text)
+  -- our record is always the last part of AdminComment; a new decision replaces it
+  if type(text) ~= "string" then return nil end
+  local i = string.find(text, "slurm-topo: ", 1, true)
+  if i == nil then return text end
+  local rest = string.gsub(string.sub(text, 1, i - 1), "[; ]+$", "")
+  if rest == "" then return nil end
+  return rest
+end
+
+local function apply(job_desc, d, old_admin_comment)
   if d.features ~= nil then job_desc.features = d.features end
   if d.prefer ~= nil then job_desc.prefer = d.prefer end
   if d.action == "hold" then job_desc.priority = 0 end
   if d.record ~= nil and d.record ~= "" then
-    local old = job_desc.admin_comment
-    if type(old) == "string" and old ~= "" then
+    local old = without_record(old_admin_comment)
+    if old ~= nil then
       job_desc.admin_comment = old .. "; " .. d.record
     else
       job_desc.admin_comment = d.record
@@ -671,7 +696,51 @@ end
 local function run(job_desc)
   local data = load_data()
   if data == nil then return slurm.SUCCESS end
-  return apply(job_desc, M.decide(data, M.request(job_desc)))
+  return apply(job_desc, M.decide(data, M.request(job_desc)), job_desc.admin_comment)
+end
+
+local function strip_bracket(features)
+  -- the job's constraint without the matching-OR bracket a previous decision appended ("X&[..]" or "[..]")
+  if features == nil then return nil end
+  local base = string.match(features, "^(.*)&%[[^%[%]]*%]$")
+  if base then return base end
+  if string.find(features, "^%[[^%[%]]*%]$") then return nil end
+  return features
+end
+
+local function run_modify(job_desc, job_rec)
+  local data = load_data()
+  if data == nil then return slurm.SUCCESS end
+  local orig, upd = M.request(job_rec), M.request(job_desc)
+  local ours = to_str(job_rec.admin_comment)
+  ours = ours and string.match(ours, "slurm%-topo: (.*)$")
+  local req = {
+    locality = upd.locality or orig.locality,
+    regions = upd.regions,
+    features = upd.features,
+    prefer = upd.prefer,
+    partition = upd.partition or to_str(job_rec.partition),
+    min_nodes = upd.min_nodes or to_int(job_rec.min_nodes),
+    num_tasks = upd.num_tasks or to_int(job_rec.num_tasks),
+    gpu = upd.gpu or orig.gpu,
+    unchecked = upd.unchecked or orig.unchecked,
+  }
+  if req.features == nil then
+    -- the bracket came from us (and any regions term stays in what is left)
+    if ours and not string.find(ours, "^prefer") and not string.find(ours, "^any") then
+      req.features = strip_bracket(to_str(job_rec.features))
+    else
+      req.features = to_str(job_rec.features)
+    end
+  end
+  if req.prefer == nil and not (ours and string.find(ours, "^prefer ")) then req.prefer = to_str(job_rec.prefer) end
+  local d = M.decide(data, req)
+  if d.action == "unchanged" and d.features == nil then return slurm.SUCCESS end
+  if d.features == nil and upd.features == nil and req.features ~= to_str(job_rec.features) then
+    -- a required level that no longer applies: give back the user's own constraint
+    job_desc.features = req.features or ""
+  end
+  return apply(job_desc, d, job_rec.admin_comment)
 end
 
 function M.submit(job_desc, part_list, submit_uid)
@@ -683,14 +752,19 @@ function M.submit(job_desc, part_list, submit_uid)
 end
 
 function M.modify(job_desc, job_rec, part_list, modify_uid)
-  -- Recompute only when what the decision depends on changes; the locality itself travels in the job's
-  -- comment/SPANK environment, which slurmctld does not resend on update.
-  local changed = job_desc.min_nodes ~= nil and job_desc.min_nodes ~= NO_VAL
+  -- Recompute only when what the decision depends on changes (nodes, GPUs, partition, features). The update
+  -- carries only the changed fields: the locality comes from the job's own record (its SPANK environment or
+  -- comment), the rest from the update over the record, with the bracket an earlier decision added taken off.
+  local changed = to_int(job_desc.min_nodes) ~= nil
   for _, k in ipairs({ "features", "partition", "tres_per_node", "tres_per_job", "tres_per_task" }) do
     if to_str(job_desc[k]) ~= nil then changed = true end
   end
-  if not changed then return slurm.SUCCESS end
-  return M.submit(job_desc, part_list, modify_uid)
+  if not changed or job_rec == nil then return slurm.SUCCESS end
+  local ok, rc = pcall(run_modify, job_desc, job_rec)
+  if ok then return rc end
+  log_error_once("error:" .. tostring(state.fingerprint), "slurm-topo: internal error in modify, job passes "
+    .. "unchanged: %s", tostring(rc))
+  return slurm.SUCCESS
 end
 
 return M

@@ -6,6 +6,7 @@ Exit codes: 0 ok · 1 lint found problems · 2 bad input or usage · 3 an extern
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -15,12 +16,15 @@ from . import files as shipped
 from .errors import CommandError, InputError, OutputError, SlurmTopoError
 from .inventory import load_inventories, with_slurm_nodes
 from .lint import lint_topology
-from .model import Inventory
+from .model import LABEL_RE, Inventory
 from .output import write_files
 from .render import render_all
 from .runner import SubprocessRunner, scontrol_nodes_argv, slurm_version_argvs
 from .show import render_tree
-from .slurmconf import parse_scontrol_nodes, parse_topology_conf
+from .policy import GpuAsk, JobRequest, Partition, decide, parse_locality, survey
+from .render import make_context
+from .runner import scontrol_partitions_argv
+from .slurmconf import parse_scontrol_nodes, parse_scontrol_partitions, parse_topology_conf
 from .version import DEFAULT_SLURM, __version__, format_slurm_version, parse_slurm_version
 
 EXIT_PROBLEMS, EXIT_INPUT, EXIT_COMMAND, EXIT_OUTPUT = 1, 2, 3, 4
@@ -74,6 +78,27 @@ def _slurm_version(given: str | None) -> tuple[int, int]:
     return DEFAULT_SLURM
 
 
+def _partitions(partitions_from: str | None, scontrol: bool) -> list[Partition] | None:
+    if partitions_from:
+        try:
+            text = Path(partitions_from).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"{partitions_from}: cannot read: {exc.strerror}") from None
+        rows = parse_scontrol_partitions(text, source=partitions_from)
+    elif scontrol:
+        rows = parse_scontrol_partitions(SubprocessRunner().run(scontrol_partitions_argv()))
+    else:
+        return None
+    for name, _, _ in rows:
+        if not LABEL_RE.match(name):
+            raise InputError(f"partition name {name[:40]!r} is not 1-63 characters from [A-Za-z0-9._-]")
+    return [Partition(name, tuple(nodes), default) for name, nodes, default in rows]
+
+
+partitions_option = click.option(
+    "--partitions-from", metavar="FILE",
+    help="Partitions: saved `scontrol show partition -o` (default: one partition holding every node).")
+
 inventory_option = click.option(
     "--inventory", "-i", "inventories", multiple=True, required=True, metavar="FILE",
     help="Inventory YAML; repeat to merge several (trust: provider > operator > self).")
@@ -93,12 +118,13 @@ def cli() -> None:
 @click.option("--out", "-o", required=True, metavar="DIR", help="Directory to write into (created if missing).")
 @click.option("--slurm-version", metavar="X.Y", help="Slurm to render for (default: `scontrol --version`).")
 @nodes_from_option
+@partitions_option
 @scontrol_option
 def generate(inventories: tuple[str, ...], out: str, slurm_version: str | None, nodes_from: str | None,
-             scontrol: bool) -> None:
+             partitions_from: str | None, scontrol: bool) -> None:
     """Render every output for the merged inventories into DIR, all or nothing."""
     inventory = _load(inventories, nodes_from, scontrol)
-    rendered = render_all(inventory, _slurm_version(slurm_version))
+    rendered = render_all(inventory, _slurm_version(slurm_version), _partitions(partitions_from, scontrol))
     for written in write_files(out, rendered):
         click.echo(f"{written.status:9} {written.path}")
 
@@ -134,6 +160,43 @@ def show(inventories: tuple[str, ...]) -> None:
     click.echo(render_tree(_load(inventories)), nl=False)
 
 
+@cli.command()
+@inventory_option
+@click.option("--locality", required=True, metavar="LEVEL[:MODE]", help="prefer|network_group|zone|region|any.")
+@click.option("--regions", metavar="LIST", help="As --locality-regions: regions or zones, comma-separated.")
+@click.option("-N", "--nodes", type=click.IntRange(1), help="Nodes (sbatch -N).")
+@click.option("--gpus", type=click.IntRange(1), help="GPUs for the whole job (sbatch --gpus).")
+@click.option("--gpus-per-node", metavar="[TYPE:]N", help="GPUs per node (sbatch --gpus-per-node).")
+@click.option("--constraint", "-C", metavar="C", help="The job's own --constraint.")
+@click.option("--partition", "-p", metavar="P", help="Partition (default: the default partition).")
+@partitions_option
+@scontrol_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
+@click.option("--verbose", "-v", is_flag=True, help="Also name the groups that are too small.")
+def check(inventories: tuple[str, ...], locality: str, regions: str | None, nodes: int | None, gpus: int | None,
+          gpus_per_node: str | None, constraint: str | None, partition: str | None, partitions_from: str | None,
+          scontrol: bool, as_json: bool, verbose: bool) -> None:
+    """What the submit filter would do with a job, from the inventories alone. Exit 0 accept, 1 reject."""
+    parse_locality(locality)
+    if gpus and gpus_per_node:
+        raise click.UsageError("give --gpus or --gpus-per-node, not both")
+    gpu = GpuAsk("job", None, gpus) if gpus else None
+    if gpus_per_node:
+        gtype, _, count = gpus_per_node.rpartition(":")
+        if not count.isdigit() or int(count) < 1:
+            raise click.UsageError(f"--gpus-per-node: expected [TYPE:]N, got {gpus_per_node!r}")
+        gpu = GpuAsk("node", gtype or None, int(count))
+    ctx = make_context(_load(inventories), (22, 5), _partitions(partitions_from, scontrol))
+    req = JobRequest(locality=locality, regions=regions, features=constraint, partition=partition, min_nodes=nodes,
+                     gpu=gpu)
+    decision = decide(ctx.policy, req)
+    level = decision.level or parse_locality(locality)[0]
+    found = survey(ctx.policy, req, level) if level in ("network_group", "zone", "region") else None
+    click.echo(render_check(decision, found, level, verbose, as_json), nl=False)
+    if decision.action == "reject":
+        sys.exit(EXIT_PROBLEMS)
+
+
 @cli.command("files")
 @click.option("--copy", "copy_to", metavar="DIR", help="Copy the shipped Slurm-side files into DIR.")
 def files_cmd(copy_to: str | None) -> None:
@@ -144,6 +207,34 @@ def files_cmd(copy_to: str | None) -> None:
     else:
         for name in shipped.names():
             click.echo(name)
+
+
+def render_check(decision, found, level, verbose, as_json):  # type: ignore[no-untyped-def]
+    """Text (or JSON) for `check`: line 1 accept|reject, then what the filter would do and why."""
+    verdict = "reject" if decision.action == "reject" else "accept"
+    fitting = found.fitting if found else tuple(decision.candidates)
+    small = found.too_small if found else ()
+    if as_json:
+        return json.dumps({
+            "decision": verdict, **decision.as_dict(), "level": level,
+            "candidates": [{"group": g, "nodes": n, "gpus": gp} for g, n, gp in fitting],
+            "excluded": [{"group": g, "nodes": n, "gpus": gp} for g, n, gp in small]}, indent=2) + "\n"
+    lines = [verdict]
+    if decision.action == "hold":
+        lines.append("held: the job would wait (priority 0) until an admin releases it")
+    if decision.message:
+        lines.append(decision.message)
+    if decision.features:
+        lines.append(f"features: {decision.features}")
+    if decision.prefer:
+        lines.append(f"prefer: {decision.prefer}")
+    if fitting and decision.action != "reject":
+        lines.append("candidates: " + ", ".join(f"{g} ({n} nodes, {gp} GPUs)" for g, n, gp in fitting))
+    if small:
+        lines.append(f"excluded: {len(small)} {level.replace('_', ' ')}{'s' if len(small) != 1 else ''} too small"
+                     + (": " + ", ".join(f"{g} ({n} nodes, {gp} GPUs)" for g, n, gp in small) if verbose else ""))
+    lines.append(f"record: {decision.record}")
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -165,6 +165,8 @@ def compile_policy(inventory: Inventory, topology: Topology, partitions: Sequenc
                 feats.add(feature)
                 regions.add(loc.region or "")
             label = loc.value(level) or ""
+            if level == "network_group":
+                label = f"{loc.zone or loc.region}/{label}"  # a group is scoped to its zone
             if families:
                 feature, label = _bucket_name(feature, suffix), f"{label}/{suffix}"
             rows.append((level, feature, label, key, frozenset(ancestors) | {feature}))
@@ -359,7 +361,7 @@ def parse_constraint(text: str | None) -> Constraint:
         m = re.fullmatch(r"(?:([^\[\]]*)&)?\[([^\[\]]*)\](?:&([^\[\]]*))?", t)
         if m is None or "(" in t or "*" in t:
             return Constraint("complex", text=text)
-        outside = [p for part in (m[1], m[3]) if part for p in part.split("&")]
+        outside = [p for part in (m[1], m[3]) if part is not None for p in part.split("&")]
         inside = m[2].split("|")
         if not all(_FEATURE_TOKEN.match(x) for x in outside + inside):
             return Constraint("complex", text=text)
@@ -423,6 +425,8 @@ class Decision:
     """Appended to the job's AdminComment ("slurm-topo: …", at most 200 characters)."""
     candidates: tuple[tuple[str, int, int], ...] = ()
     """(label, nodes, GPUs) of the groups put in the bracket, in order."""
+    level: str | None = None
+    """The level the bracket is at (for prefer: the finest that fits)."""
 
     def as_dict(self) -> dict[str, object]:
         return {"action": self.action, "locality": self.locality, "features": self.features, "prefer": self.prefer,
@@ -548,7 +552,7 @@ def _bracket(kept: Sequence[tuple[Group, int]]) -> str:
 
 def _shown(kept: Sequence[tuple[Group, int]], cut: bool) -> str:
     text = ",".join(f"{g.label}({n}n)" for g, n in kept)
-    return f"[{text}]" + (f" first {len(kept)} kept (Slurm's limits)" if cut else "")
+    return (f"first {len(kept)} kept (Slurm's limits) " if cut else "") + f"[{text}]"
 
 
 def decide(data: PolicyData, req: JobRequest) -> Decision:
@@ -616,7 +620,7 @@ def decide(data: PolicyData, req: JobRequest) -> Decision:
                     prefer = compose(c, *(t for t in (restrict, _bracket(kept)) if t))
                     return Decision("amend", loc, features=base, prefer=prefer,
                                     record=_record(f"prefer {lvl} {_shown(kept, cut)}{note}"),
-                                    candidates=tuple((g.label, n, g.gpus) for g, n in kept))
+                                    candidates=tuple((g.label, n, g.gpus) for g, n in kept), level=lvl)
             why = "no group fits; topology/tree packs"
         return Decision("amend" if base else "unchanged", loc, features=base, record=_record(f"prefer: {why}"))
 
@@ -643,7 +647,7 @@ def decide(data: PolicyData, req: JobRequest) -> Decision:
     if kept:
         features = compose(c, *(t for t in (restrict, _bracket(kept)) if t))
         return Decision("amend", loc, features=features, record=_record(f"{loc} {_shown(kept, cut)}{note}"),
-                        candidates=tuple((g.label, n, g.gpus) for g, n in kept))
+                        candidates=tuple((g.label, n, g.gpus) for g, n in kept), level=level)
     largest = scan.largest([g for g in groups if only is None or g.feature in only])
     if largest is None:
         why = f"no node of the partition has a {level}"
@@ -652,8 +656,37 @@ def decide(data: PolicyData, req: JobRequest) -> Decision:
         why = f"the largest is {g.label} with {_plural(n, 'node')} ({gp} GPUs)"
     msg = f"slurm-topo: --locality={loc}: no {level} can ever hold {describe_request(req)}; {why}"
     if mode == "fail":
-        return Decision("reject", loc, message=msg, record=_record(f"{loc}: rejected; {why}"))
-    return Decision("hold", loc, message=msg + "; the job is held", record=_record(f"{loc}: held; {why}"))
+        return Decision("reject", loc, message=msg, record=_record(f"{loc}: rejected; {why}"), level=level)
+    return Decision("hold", loc, message=msg + "; the job is held", record=_record(f"{loc}: held; {why}"),
+                    level=level)
+
+
+@dataclass(frozen=True, slots=True)
+class Survey:
+    """Every group of one level for one request: those that can ever hold it, in the filter's order, and the rest."""
+
+    fitting: tuple[tuple[str, int, int], ...]
+    too_small: tuple[tuple[str, int, int], ...]
+
+
+def survey(data: PolicyData, req: JobRequest, level: str) -> Survey:
+    """All groups of ``level`` split by "can ever hold" (for `slurm-topo check`; the filter stops at 65)."""
+    partitions = req.partition.split(",") if req.partition else [data.default_partition]
+    if any(p not in data.partitions for p in partitions):
+        return Survey((), ())
+    area = wanted = None
+    if req.regions:
+        names = [r for r in req.regions.split(",") if r in data.areas]
+        area = frozenset(f for r in names for f in data.areas[r][0])
+        wanted = {region for r in names for region in data.areas[r][1]}
+    scan = _Scan(data, req, parse_constraint(req.features), area, wanted)
+    fitting, small = [], []
+    for g in _groups(data, partitions, level):
+        if not scan.allowed(g):
+            continue
+        ok, n = scan.fits(g)
+        (fitting if ok else small).append((g.label, n, scan.eligible(g)[1]))
+    return Survey(tuple(fitting), tuple(small))
 
 
 Decider = Callable[[PolicyData, JobRequest], Decision]

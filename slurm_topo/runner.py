@@ -38,3 +38,7 @@ def slurm_version_argvs() -> list[list[str]]:
 
 def scontrol_nodes_argv() -> list[str]:
     return ["scontrol", "show", "node", "-o"]
+
+
+def scontrol_partitions_argv() -> list[str]:
+    return ["scontrol", "show", "partition", "-o"]

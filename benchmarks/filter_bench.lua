@@ -1,0 +1,48 @@
+-- filter_bench.lua DATA_FILE ITERATIONS - time the slurm-topo filter in plain Lua 5.1 (driven by bench_filter.py)
+local data_path, iterations = arg[1], tonumber(arg[2] or "20000")
+package.path = arg[0]:match("^(.*/)") .. "../job_submit/?.lua;" .. package.path
+slurm = { SUCCESS = 0, ERROR = -1, ESLURM_INVALID_NODE_COUNT = 2006 }
+function slurm.log_user() end
+function slurm.log_info() end
+function slurm.log_error(fmt, ...) io.stderr:write(string.format(fmt, ...) .. "\n") end
+local M = require("slurm_topo_filter")
+
+local t0 = os.clock()
+local chunk = assert(loadfile(data_path))
+local data = chunk()
+local load_s = os.clock() - t0
+
+M.configure({ data = data_path, recheck = 1e9 })
+M.submit({ min_nodes = 1 }, {}, 0) -- first call loads the data file (timed above separately)
+
+local SPANK = "_SLURM_SPANK_OPTION_locality_locality="
+local function job(loc, fields)
+  local j = { spank_job_env = { [0] = SPANK .. loc }, min_nodes = 4294967294, num_tasks = 4294967294 }
+  for k, v in pairs(fields) do j[k] = v end
+  return j
+end
+local cases = {
+  { "zone -N4", job("zone", { min_nodes = 4 }) },
+  { "prefer -N2", job("prefer", { min_nodes = 2 }) },
+  { "network_group:fail -N8 8xGPU/node", job("network_group:fail", { min_nodes = 8, tres_per_node = "gres:gpu:8" }) },
+  { "region --gpus h100:64", job("region", { tres_per_job = "gres/gpu:h100:64" }) },
+  { "zone -C ib -N4", job("zone", { min_nodes = 4, features = "ib" }) },
+  { "zone:fail impossible -N100000", job("zone:fail", { min_nodes = 100000 }) },
+  { "any", job("any", {}) },
+}
+io.write(string.format("load_s %.6f\n", load_s))
+for _, case in ipairs(cases) do
+  local name, template = case[1], case[2]
+  local samples = {}
+  for r = 1, 5 do
+    local t = os.clock()
+    for i = 1, iterations do
+      local jd = {}
+      for k, v in pairs(template) do jd[k] = v end
+      M.submit(jd, {}, 0)
+    end
+    samples[r] = (os.clock() - t) / iterations * 1e6
+  end
+  table.sort(samples)
+  io.write(string.format("case\t%s\t%.2f\t%.2f\t%.2f\n", name, samples[3], samples[1], samples[5]))
+end

@@ -1,0 +1,60 @@
+"""Runs the real job_submit/slurm_topo_filter.lua in Lua 5.1 in-process (lupa's lua51), with a recording `slurm`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from lupa import lua51
+
+REPO = Path(__file__).resolve().parents[1]
+
+SLURM_STUB = """
+slurm = { SUCCESS = 0, ERROR = -1, NO_VAL = 4294967294, ESLURM_INVALID_NODE_COUNT = 2006,
+          user_msgs = {}, errors = {}, infos = {} }
+function slurm.log_user(fmt, ...) table.insert(slurm.user_msgs, string.format(fmt, ...)) end
+function slurm.log_error(fmt, ...) table.insert(slurm.errors, string.format(fmt, ...)) end
+function slurm.log_info(fmt, ...) table.insert(slurm.infos, string.format(fmt, ...)) end
+"""
+
+
+class LuaFilter:
+    def __init__(self, data_path: Path | None = None):
+        self.lua = lua51.LuaRuntime(unpack_returned_tuples=True)
+        assert self.lua.eval("_VERSION") == "Lua 5.1"
+        self.lua.execute(SLURM_STUB)
+        self.lua.execute(f'package.path = "{REPO / "job_submit"}/?.lua;" .. package.path')
+        self.mod = self.lua.eval('require("slurm_topo_filter")')
+        if data_path is not None:
+            self.configure(data_path)
+
+    def configure(self, data_path: Path, recheck: int = 0) -> None:
+        self.mod.configure(self.table({"data": str(data_path), "recheck": recheck}))
+
+    def table(self, value: Any) -> Any:
+        """Python values -> Lua values (dicts keep integer keys, so a 0-indexed spank_job_env stays 0-indexed)."""
+        if isinstance(value, Mapping):
+            t = self.lua.table()
+            for k, v in value.items():
+                t[k] = self.table(v)
+            return t
+        if isinstance(value, (list, tuple)):
+            return self.lua.table(*[self.table(v) for v in value])
+        return value
+
+    def load_data(self, path: Path) -> Any:
+        chunk = self.lua.eval(f'loadfile("{path}")')
+        return chunk()
+
+    def decide(self, data: Any, job: Mapping[str, Any]) -> dict[str, Any]:
+        d = self.mod.decide(data, self.mod.request(self.table(job)))
+        return {k: d[k] for k in ("action", "locality", "features", "prefer", "message", "record")}
+
+    def submit(self, job: Mapping[str, Any]) -> tuple[int, Any]:
+        t = self.table(job)
+        rc = self.mod.submit(t, self.lua.table(), 0)
+        return rc, t
+
+    def messages(self, kind: str = "user_msgs") -> list[str]:
+        return list(self.lua.globals().slurm[kind].values())

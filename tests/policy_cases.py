@@ -1,0 +1,113 @@
+"""One fleet and one table of job_desc cases for the policy: run through Python and through the real Lua."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from slurm_topo import merge, parse_inventory
+from slurm_topo.policy import NO_VAL, SPANK_LOCALITY, SPANK_REGIONS, Partition
+
+# us-east: 1a (rack-a1: n01-n03 8x h100 torch-2.4, rack-a2: n04 8x h100 torch-2.3), 1b (rack-b1: n05-n06 4x a100)
+# us-west: 2a (rack-c1: n07-n08, rack-c2: n09), 2b (rack-d1: n10-n11), 2c (no rack: n12); login1 with no location
+FLEET = """
+nodes:
+  - {name: "n[01-03]", region: us-east, zone: us-east-1a, network_group: rack-a1, gpus: 8, gpu_type: h100, features: [torch-2.4, ib]}
+  - {name: "n04", region: us-east, zone: us-east-1a, network_group: rack-a2, gpus: 8, gpu_type: h100, features: [torch-2.3, ib]}
+  - {name: "n[05-06]", region: us-east, zone: us-east-1b, network_group: rack-b1, gpus: 4, gpu_type: a100, features: [torch-2.4]}
+  - {name: "n[07-08]", region: us-west, zone: us-west-2a, network_group: rack-c1, gpus: 4, gpu_type: a100, features: [torch-2.4]}
+  - {name: "n09", region: us-west, zone: us-west-2a, network_group: rack-c2, gpus: 4, gpu_type: a100, features: [torch-2.3]}
+  - {name: "n[10-11]", region: us-west, zone: us-west-2b, network_group: rack-d1, gpus: 4, gpu_type: a100, features: [torch-2.4]}
+  - {name: "n12", region: us-west, zone: us-west-2c, gpus: 4, gpu_type: a100, features: [torch-2.4]}
+  - {name: "login1"}
+"""
+FAMILIES = "policy: {default: prefer, partitions: {cpu: 'any', strict: 'zone:fail'}, families: {torch: 'torch-*'}}\n"
+POLICY = "policy: {default: prefer, partitions: {cpu: 'any', strict: 'zone:fail'}}\n"
+PARTITIONS = [
+    Partition("gpu", tuple(f"n{i:02d}" for i in range(1, 13)), default=True),
+    Partition("east", tuple(f"n{i:02d}" for i in range(1, 7))),
+    Partition("strict", tuple(f"n{i:02d}" for i in range(1, 13))),
+    Partition("cpu", ("login1",)),
+]
+
+
+def inventory(families: bool = False):  # type: ignore[no-untyped-def]
+    return merge([parse_inventory(FLEET + (FAMILIES if families else POLICY))])
+
+
+def job(locality: str | None = None, *, via: str = "spank", **fields: Any) -> dict[str, Any]:
+    """A job_desc as slurmctld hands it to job_submit/lua (unset numbers are NO_VAL)."""
+    desc: dict[str, Any] = {"min_nodes": NO_VAL, "max_nodes": NO_VAL, "num_tasks": NO_VAL, "contiguous": 0}
+    regions = fields.pop("regions", None)
+    env: dict[int, str] = {}
+    if locality is not None and via == "spank":
+        env[0] = f"{SPANK_LOCALITY}={locality}"
+    if regions is not None and via == "spank":
+        env[len(env)] = f"{SPANK_REGIONS}={regions}"
+    if env:
+        desc["spank_job_env"] = env
+        desc["spank_job_env_size"] = len(env)
+    if via == "comment":
+        desc["comment"] = " ".join(x for x in (f"locality={locality}" if locality else "",
+                                                 f"locality-regions={regions}" if regions else "") if x)
+    if via == "environment" and locality is not None:
+        desc["environment"] = {"SLURM_SPANK_" + SPANK_LOCALITY: locality}
+    desc.update(fields)
+    return desc
+
+
+LEVELS = [None, "prefer", "network_group", "zone", "region", "any", "zone:fail", "region:fail", "network_group:fail",
+          "bogus", "zone:maybe", "zone:", ":wait"]
+CONSTRAINTS = [None, "ib", "torch-2.4", "ib&torch-2.4", "ib,torch-2.4", "ib|torch-2.3", "(ib|torch-2.3)&torch-2.4",
+               "ib*2", "[zone_us-east-1a|zone_us-west-2a]", "torch-2.4&[zone_us-east-1b|zone_us-west-2b]",
+               "[rack|x]", "region_us-west", "zone_us-west-2a|zone_us-east-1a", "a b", "nope&[x", "&[x]"]
+SIZES = [{}, {"min_nodes": 2}, {"min_nodes": 3}, {"min_nodes": 4}, {"min_nodes": 7}, {"min_nodes": 13},
+         {"tres_per_node": "gres:gpu:8"}, {"tres_per_node": "gres/gpu:h100:8", "min_nodes": 2},
+         {"tres_per_job": "gres:gpu:16"}, {"tres_per_job": "gres/gpu:a100:12"}, {"tres_per_job": "gres:gpu:40"},
+         {"tres_per_task": "gres/gpu:2", "num_tasks": 6}, {"tres_per_node": "gres:gpu:v100:1"},
+         {"tres_per_node": "gres:gpu", "min_nodes": 2}, {"tres_per_job": "gres/gpu:2,gres/nic:1"}]
+PARTS = [None, "gpu", "east", "strict", "cpu", "gpu,east", "nowhere"]
+
+
+def cases() -> list[tuple[str, dict[str, Any]]]:
+    out: list[tuple[str, dict[str, Any]]] = []
+    for loc, cons, size in itertools.product(LEVELS, CONSTRAINTS, SIZES):
+        fields = dict(size)
+        if cons is not None:
+            fields["features"] = cons
+        out.append((f"{loc}|{cons}|{size}", job(loc, **fields)))
+    for loc, part, size in itertools.product(LEVELS[:8], PARTS, SIZES[:6]):
+        fields = dict(size)
+        if part is not None:
+            fields["partition"] = part
+        out.append((f"{loc}|part={part}|{size}", job(loc, **fields)))
+    extras: list[tuple[str, dict[str, Any]]] = [
+        ("comment fallback", job("zone:fail", via="comment", min_nodes=3)),
+        ("environment fallback", job("region", via="environment", min_nodes=2)),
+        ("user prefer kept", job("prefer", prefer="ib", min_nodes=2)),
+        ("nodelist skips fit", job("zone", min_nodes=9, req_nodes="n[01-09]")),
+        ("exclude skips fit", job("zone:fail", min_nodes=9, exc_nodes="n01")),
+        ("reservation skips fit", job("zone", min_nodes=9, reservation="maint")),
+        ("contiguous skips fit", job("zone", min_nodes=9, contiguous=1)),
+        ("regions zone", job("zone", regions="us-west", min_nodes=2)),
+        ("regions mixed", job("region", regions="us-west-2a,us-east-1b", min_nodes=2)),
+        ("regions any", job("any", regions="us-east")),
+        ("regions prefer", job("prefer", regions="us-east,us-west-2b", min_nodes=2)),
+        ("regions unknown", job("zone", regions="mars-1")),
+        ("regions empty list", job("zone", regions=",")),
+        ("regions with or constraint", job("prefer", regions="us-east", features="ib|torch-2.3")),
+        ("regions with complex constraint", job("prefer", regions="us-east", features="(ib|x)|y")),
+        ("hostile locality", job("zone\n\n SwitchName=x'\"\\;[]" + "é" * 30)),
+        ("hostile regions", job("zone", regions="a]|[b\n" * 20)),
+        ("huge constraint", job("zone", features="f" * 5000)),
+        ("nan nodes", job("zone", min_nodes=float("nan"))),
+        ("float nodes", job("zone", min_nodes=2.7)),
+        ("negative nodes", job("zone", min_nodes=-3)),
+        ("string nodes", job("zone", min_nodes="3")),
+        ("spank without equals", {"spank_job_env": {0: SPANK_LOCALITY}, "min_nodes": 2}),
+        ("spank second entry", {"spank_job_env": {0: "LOCALITY=zone", 1: f"{SPANK_LOCALITY}=region:fail"},
+                                "min_nodes": 20}),
+        ("comment with tabs", {"comment": "x\tlocality=zone:fail\vlocality=region", "min_nodes": 20}),
+        ("comment empty value", {"comment": "locality= locality=zone", "min_nodes": 2}),
+    ]
+    return out + extras

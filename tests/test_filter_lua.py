@@ -1,0 +1,211 @@
+"""The real job_submit Lua (Lua 5.1 via lupa): fuzzing, failing open on bad data files, what it does to a job."""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+from luafilter import REPO, LuaFilter
+from policy_cases import PARTITIONS, inventory, job
+
+from slurm_topo import render_all
+from slurm_topo.policy import NO_VAL, SPANK_LOCALITY, JobRequest, decide
+from slurm_topo.render import make_context
+
+FUZZ_DRIVER = r"""
+local M, data, n, seed = ...
+math.randomseed(seed)
+local pools = {
+  features = { nil, "", "ib", "a&b", "a|b", "[zone_us-east-1a|zone_us-west-2a]", "(a|b)&c", "x*2", "[", "]", "&&",
+               "a b", string.rep("f", 3000), "zone_us-east-1a", "ng_us-east-1a.rack-a1&ib", "\0\1\2", "[|]" },
+  locality = { "prefer", "zone", "zone:fail", "region:wait", "network_group", "any", "bogus", "", ":", "zone:x",
+               string.rep("z", 500), "zone\n", "\255\254" },
+  tres = { nil, "", "gres:gpu:2", "gres/gpu:h100:8", "gres:gpu", "gres/gpu:", "gres:gpu:x:y:z", "gres:gpu:99999999999",
+           "gres:nic:1,gres:gpu:a100:4", "cpu=4", "gres/gpu:-1", string.rep("gres:gpu:1,", 200) },
+  num = { nil, 0, 1, 2, 3, 7, 13, 4294967294, 4294967295, -1, 0/0, 1/0, 2.5, 1e300 },
+  str = { nil, "", "x", "n[01-03]", string.rep("y", 2000) },
+  part = { nil, "", "gpu", "east", "cpu", "strict", "gpu,east", ",", "nowhere", string.rep("p,", 300) },
+}
+local function pick(pool) return pool[math.random(1, #pool + 1)] end
+local errors, first = 0, nil
+for i = 1, n do
+  local env = {}
+  local k = 0
+  if math.random() < 0.7 then env[k] = "_SLURM_SPANK_OPTION_locality_locality=" .. (pick(pools.locality) or ""); k = k + 1 end
+  if math.random() < 0.2 then env[k] = "_SLURM_SPANK_OPTION_locality_locality_regions=" .. (pick(pools.str) or "us-east"); k = k + 1 end
+  if math.random() < 0.1 then env[k] = 42 end
+  local jd = {
+    spank_job_env = (math.random() < 0.9) and env or "not a table",
+    features = pick(pools.features), prefer = pick(pools.features), partition = pick(pools.part),
+    min_nodes = pick(pools.num), num_tasks = pick(pools.num), contiguous = pick(pools.num),
+    tres_per_job = pick(pools.tres), tres_per_node = pick(pools.tres), tres_per_task = pick(pools.tres),
+    req_nodes = pick(pools.str), exc_nodes = pick(pools.str), reservation = pick(pools.str),
+    comment = (math.random() < 0.3) and ("locality=" .. (pick(pools.locality) or "")) or pick(pools.str),
+    environment = (math.random() < 0.1) and { ["SLURM_SPANK__SLURM_SPANK_OPTION_locality_locality"] = "zone" } or nil,
+    admin_comment = pick(pools.str),
+  }
+  local ok, err = pcall(function() return M.decide(data, M.request(jd)) end)
+  if not ok then
+    errors = errors + 1
+    first = first or err
+  end
+  local rc = M.submit(jd, {}, 0)
+  if type(rc) ~= "number" then
+    errors = errors + 1
+    first = first or ("submit returned " .. tostring(rc))
+  end
+end
+return errors, first
+"""
+
+
+@pytest.fixture(scope="module")
+def data_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "slurm_topo_data.lua"
+    path.write_text(render_all(inventory(), (22, 5), PARTITIONS)["slurm_topo_data.lua"])
+    return path
+
+
+def test_fuzz_100k_job_descs_no_error_escapes(data_file: Path) -> None:
+    """100 000 random job_desc tables (nil fields, NO_VAL, NaN, huge strings, odd features, both tres spellings):
+    the decision code raises no error at all, and submit always returns a Slurm code."""
+    f = LuaFilter(data_file)
+    driver = f.lua.execute("return function(...) " + FUZZ_DRIVER + " end")
+    errors, first = driver(f.mod, f.load_data(data_file), 100_000, 1234)
+    assert errors == 0, first
+    assert f.messages("errors") == [], "no internal error was logged"
+
+
+def test_random_jobs_agree_with_python(data_file: Path) -> None:
+    """2 000 random jobs built in Python get the same decision from the Lua filter and the Python reference."""
+    rng = random.Random(7)
+    data = make_context(inventory(), (22, 5), PARTITIONS).policy
+    f = LuaFilter()
+    lua_data = f.load_data(data_file)
+    locs = ["prefer", "zone", "zone:fail", "region", "network_group:fail", "any", None]
+    feats = [None, "ib", "torch-2.4", "ib|torch-2.3", "ib&torch-2.4", "[zone_us-east-1a|zone_us-west-2a]"]
+    tres = [None, "gres:gpu:4", "gres/gpu:h100:8", "gres:gpu:a100:2", "gres/gpu:16"]
+    for _ in range(2000):
+        fields = {"min_nodes": rng.choice([NO_VAL, 1, 2, 3, 4, 5, 6, 8, 12]),
+                  "partition": rng.choice([None, "gpu", "east", "gpu,east", "strict"]),
+                  rng.choice(["tres_per_job", "tres_per_node", "tres_per_task"]): rng.choice(tres),
+                  "num_tasks": rng.choice([NO_VAL, 4, 8])}
+        feature = rng.choice(feats)
+        if feature:
+            fields["features"] = feature
+        if rng.random() < 0.2:
+            fields["regions"] = rng.choice(["us-east", "us-west-2a", "us-west,us-east-1b"])
+        desc = job(rng.choice(locs), **{k: v for k, v in fields.items() if v is not None})
+        assert f.decide(lua_data, desc) == decide(data, JobRequest.from_job_desc(desc)).as_dict(), desc
+
+
+def _fresh(data_path: Path) -> LuaFilter:
+    f = LuaFilter()
+    f.configure(data_path)
+    return f
+
+
+@pytest.mark.parametrize("damage", ["missing", "empty", "truncated", "syntax", "not a table", "wrong fingerprint",
+                                    "hostile"])
+def test_bad_data_file_fails_open_and_logs_once(tmp_path: Path, data_file: Path, damage: str) -> None:
+    """A missing, empty, truncated, broken or hostile data file: every job passes unchanged, one error is logged."""
+    path = tmp_path / "slurm_topo_data.lua"
+    text = data_file.read_text()
+    first = text.splitlines()[0]
+    if damage != "missing":
+        path.write_text({
+            "empty": "",
+            "truncated": text[: len(text) // 2],
+            "syntax": first + "\nreturn {{{\n",
+            "not a table": first + "\nreturn 42\n",
+            "wrong fingerprint": first + "\nreturn {fingerprint='0', partitions={}}\n",
+            "hostile": first + "\nos.execute('touch " + str(tmp_path / "pwned") + "')\nreturn {}\n",
+        }[damage])
+    f = _fresh(path)
+    for _ in range(3):
+        rc, desc = f.submit(job("zone:fail", min_nodes=50))
+        assert rc == 0
+        assert desc["features"] is None and desc["priority"] is None
+    assert len(f.messages("errors")) == 1
+    assert f.messages("user_msgs") == []
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_submit_applies_the_decision_to_the_job(data_file: Path) -> None:
+    """amend sets features and appends the record to AdminComment; hold sets priority 0; reject returns an error
+    code with the reason for the user; the user's comment is never touched."""
+    f = _fresh(data_file)
+    rc, desc = f.submit(job("zone", min_nodes=3, admin_comment="site note", comment="mine"))
+    assert rc == 0
+    assert desc["features"] == "[zone_us-west-2a|zone_us-east-1a]"
+    assert desc["admin_comment"] == "site note; slurm-topo: zone:wait [us-west-2a(3n),us-east-1a(4n)]"
+    assert desc["comment"] == "mine"
+    rc, desc = f.submit(job("zone", min_nodes=7))
+    assert rc == 0 and desc["priority"] == 0 and desc["features"] is None
+    assert "no zone can ever hold 7 nodes" in f.messages()[-1]
+    rc, desc = f.submit(job("zone:fail", min_nodes=7))
+    assert rc == 2006  # slurm.ESLURM_INVALID_NODE_COUNT on 22.05 (no TOPO_CONFIG constant there)
+    assert f.messages()[-1].startswith("slurm-topo: --locality=zone:fail: no zone can ever hold 7 nodes")
+
+
+def test_data_file_is_reloaded_only_when_its_fingerprint_changes(tmp_path: Path, data_file: Path) -> None:
+    """A new data file is picked up on the next check; an unchanged first line means no reload."""
+    path = tmp_path / "slurm_topo_data.lua"
+    shutil.copy(data_file, path)
+    f = _fresh(path)
+    _, desc = f.submit(job("zone", min_nodes=3))
+    assert desc["features"] == "[zone_us-west-2a|zone_us-east-1a]"
+    smaller = render_all(inventory(), (22, 5), [p for p in PARTITIONS if p.name != "gpu"] +
+                         [type(PARTITIONS[0])("gpu", ("n01", "n02", "n03", "n04"), True)])["slurm_topo_data.lua"]
+    path.write_text(smaller)
+    _, desc = f.submit(job("zone", min_nodes=3))
+    assert desc["features"] == "[zone_us-east-1a]"
+
+
+def test_job_submit_lua_wrapper_runs_the_filter(tmp_path: Path, data_file: Path) -> None:
+    """The shipped job_submit.lua finds the filter and the data file beside itself and defines both hooks."""
+    for name in ("job_submit.lua", "slurm_topo_filter.lua"):
+        shutil.copy(REPO / "job_submit" / name, tmp_path / name)
+    shutil.copy(data_file, tmp_path / "slurm_topo_data.lua")
+    f = LuaFilter()
+    assert f.lua.eval(f'dofile("{tmp_path / "job_submit.lua"}")') == 0
+    g = f.lua.globals()
+    desc = f.table(job("region:fail", min_nodes=2))
+    assert g.slurm_job_submit(desc, f.lua.table(), 0) == 0
+    assert desc["features"] == "[region_us-east|region_us-west]"
+    assert g.slurm_job_modify(f.table({"min_nodes": NO_VAL}), f.lua.table(), f.lua.table(), 0) == 0
+
+
+def test_modify_replans_from_the_job_record(data_file: Path) -> None:
+    """An update of a pending zone job's size re-plans its bracket from the job's own record; a size no zone can
+    ever hold is refused for :fail; an update that changes nothing the decision uses passes untouched."""
+    f = _fresh(data_file)
+    _, submitted = f.submit(job("zone:fail", min_nodes=2, features="ib"))
+    assert submitted["features"] == "ib&[zone_us-east-1a]"
+    record = {"spank_job_env": {0: f"{SPANK_LOCALITY}=zone:fail"}, "features": submitted["features"],
+              "admin_comment": submitted["admin_comment"], "min_nodes": 2, "partition": "gpu"}
+    update = f.table({"min_nodes": 3})
+    assert f.mod.modify(update, f.table(record), f.lua.table(), 0) == 0
+    assert update["features"] == "ib&[zone_us-east-1a]"
+    assert update["admin_comment"].count("slurm-topo:") == 1
+    update = f.table({"min_nodes": 5})
+    assert f.mod.modify(update, f.table(record), f.lua.table(), 0) == 2006
+    assert "no zone can ever hold 5 nodes" in f.messages()[-1]
+    untouched = f.table({"time_limit": 60})
+    assert f.mod.modify(untouched, f.table(record), f.lua.table(), 0) == 0
+    assert untouched["features"] is None and untouched["admin_comment"] is None
+
+
+def test_wrapper_without_the_filter_lets_jobs_pass(tmp_path: Path) -> None:
+    """job_submit.lua alone (filter file missing): it loads, logs the problem, and every job passes unchanged."""
+    shutil.copy(REPO / "job_submit" / "job_submit.lua", tmp_path / "job_submit.lua")
+    f = LuaFilter()
+    f.lua.execute(f'package.path = "{tmp_path}/?.lua"')
+    f.lua.execute('package.loaded["slurm_topo_filter"] = nil')
+    assert f.lua.eval(f'dofile("{tmp_path / "job_submit.lua"}")') == 0
+    desc = f.table(job("zone:fail", min_nodes=50))
+    assert f.lua.globals().slurm_job_submit(desc, f.lua.table(), 0) == 0
+    assert desc["features"] is None
+    assert len(f.messages("errors")) == 1

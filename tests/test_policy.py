@@ -1,0 +1,207 @@
+"""The locality policy's behaviour, case by case (the Python reference; parity with Lua is tested separately)."""
+
+from __future__ import annotations
+
+import pytest
+from policy_cases import PARTITIONS, inventory, job
+
+from slurm_topo import merge, parse_inventory, render_all
+from slurm_topo.policy import MAX_ALTERNATIVES, JobRequest, Partition, decide, parse_constraint, parse_gpu_tres
+from slurm_topo.render import make_context
+
+
+@pytest.fixture(scope="module")
+def data():  # type: ignore[no-untyped-def]
+    return make_context(inventory(), (22, 5), PARTITIONS).policy
+
+
+def run(data, **kw):  # type: ignore[no-untyped-def]
+    locality = kw.pop("locality", None)
+    return decide(data, JobRequest.from_job_desc(job(locality, **kw)))
+
+
+def test_zone_required_lists_fitting_zones_smallest_first(data) -> None:  # type: ignore[no-untyped-def]
+    """zone with 3 nodes: every zone of >= 3 nodes, smallest first, as one matching-OR bracket."""
+    d = run(data, locality="zone", min_nodes=3)
+    assert d.action == "amend"
+    assert d.features == "[zone_us-west-2a|zone_us-east-1a]"
+    assert d.prefer is None
+
+
+def test_user_and_constraint_is_kept_in_front(data) -> None:  # type: ignore[no-untyped-def]
+    """An &-list constraint is ANDed in front, and only nodes with those features are counted."""
+    d = run(data, locality="zone", min_nodes=2, features="ib&torch-2.4")
+    assert d.features == "ib&torch-2.4&[zone_us-east-1a]"  # n01-n03 are the only ib+torch-2.4 nodes
+
+
+def test_user_or_constraint_is_parenthesised(data) -> None:  # type: ignore[no-untyped-def]
+    """A |-list is wrapped in parentheses before the bracket."""
+    d = run(data, locality="region", min_nodes=2, features="ib|torch-2.3")
+    assert d.features == "(ib|torch-2.3)&[region_us-east]"
+
+
+def test_impossible_fail_rejects_naming_level_request_and_largest(data) -> None:  # type: ignore[no-untyped-def]
+    """zone:fail for 7 nodes: rejected, naming the level, the request and the largest zone with its size."""
+    d = run(data, locality="zone:fail", min_nodes=7)
+    assert d.action == "reject"
+    assert d.message == ("slurm-topo: --locality=zone:fail: no zone can ever hold 7 nodes; the largest is "
+                         "us-east-1a with 4 nodes (32 GPUs)")
+
+
+def test_impossible_wait_holds_with_the_same_reason(data) -> None:  # type: ignore[no-untyped-def]
+    """zone:wait for 7 nodes: held, never given a bracket Slurm would reject, reason sent and recorded."""
+    d = run(data, locality="zone", min_nodes=7)
+    assert d.action == "hold" and d.features is None
+    assert "no zone can ever hold 7 nodes" in (d.message or "") and "held" in d.record
+
+
+def test_gpu_request_counts_only_nodes_of_that_type(data) -> None:  # type: ignore[no-untyped-def]
+    """16 h100 GPUs need 2 h100 nodes in one zone: only us-east-1a has them."""
+    d = run(data, locality="zone:fail", tres_per_job="gres/gpu:h100:16")
+    assert d.features == "[zone_us-east-1a]"
+    d = run(data, locality="zone:fail", tres_per_job="gres:gpu:a100:12")
+    assert d.features == "[zone_us-west-2a]"  # 3 a100 nodes x 4; us-east-1b has only 8 a100 GPUs
+
+
+def test_per_node_gpus_exclude_smaller_nodes(data) -> None:  # type: ignore[no-untyped-def]
+    """--gpus-per-node 8 on 2 nodes: only nodes with 8 GPUs count."""
+    d = run(data, locality="network_group:fail", tres_per_node="gres:gpu:8", min_nodes=2)
+    assert d.features == "[ng_us-east-1a.rack-a1]"
+
+
+def test_prefer_sets_prefer_at_the_finest_level_that_fits_and_never_features(data) -> None:  # type: ignore[no-untyped-def]
+    """prefer for 4 nodes: no rack holds 4, so the bracket is at zone level, in prefer only."""
+    d = run(data, locality="prefer", min_nodes=4)
+    assert d.features is None
+    assert d.prefer == "[zone_us-east-1a]"
+
+
+def test_prefer_larger_than_every_group_is_left_alone(data) -> None:  # type: ignore[no-untyped-def]
+    """prefer for 13 nodes: no group can ever hold it, so prefer is not touched (Slurm would reject it)."""
+    d = run(data, locality="prefer", min_nodes=13)
+    assert d.action == "unchanged" and d.prefer is None
+
+
+@pytest.mark.parametrize("kw", [{"prefer": "ib"}, {"features": "[zone_us-east-1a|zone_us-west-2a]"},
+                                {"features": "(ib|torch-2.3)&torch-2.4"}], ids=["user prefer", "brackets", "parens"])
+def test_prefer_leaves_complex_jobs_alone(data, kw) -> None:  # type: ignore[no-untyped-def]
+    """prefer does not touch a job with its own --prefer, brackets or parentheses."""
+    assert run(data, locality="prefer", min_nodes=2, **kw).action == "unchanged"
+
+
+def test_any_leaves_the_job_alone(data) -> None:  # type: ignore[no-untyped-def]
+    """any: unchanged whatever the size."""
+    assert run(data, locality="any", min_nodes=50).action == "unchanged"
+
+
+def test_user_bracket_of_the_same_level_is_intersected(data) -> None:  # type: ignore[no-untyped-def]
+    """zone with the user's own zone bracket: only the user's zones that fit, in our order."""
+    d = run(data, locality="zone", min_nodes=3, features="[zone_us-east-1b|zone_us-east-1a|zone_us-west-2a]")
+    assert d.features == "[zone_us-west-2a|zone_us-east-1a]"
+
+
+def test_user_bracket_of_another_level_conflicts(data) -> None:  # type: ignore[no-untyped-def]
+    """zone with a bracket over racks: wait leaves it unchanged with a warning, fail rejects naming the conflict."""
+    feats = "[ng_us-east-1a.rack-a1|ng_us-west-2a.rack-c1]"
+    d = run(data, locality="zone", features=feats)
+    assert d.action == "unchanged" and "not all zone groups" in (d.message or "")
+    assert run(data, locality="zone:fail", features=feats).action == "reject"
+
+
+def test_partition_default_and_membership(data) -> None:  # type: ignore[no-untyped-def]
+    """Partition defaults apply when the job names none; only the partition's nodes count."""
+    assert run(data, partition="cpu").record == "slurm-topo: any"
+    d = run(data, partition="strict", min_nodes=5)
+    assert d.action == "reject"  # strict's default is zone:fail
+    d = run(data, locality="zone", partition="east", min_nodes=2)
+    assert d.features == "[zone_us-east-1b|zone_us-east-1a]"
+    d = run(data, locality="zone", partition="nowhere", min_nodes=2)
+    assert d.action == "unchanged" and "not in the data file" in d.record
+
+
+def test_fit_is_not_checked_with_a_nodelist(data) -> None:  # type: ignore[no-untyped-def]
+    """With --nodelist the bracket lists every group and the record says the fit was not checked."""
+    d = run(data, locality="zone", min_nodes=9, req_nodes="n[01-09]")
+    assert d.action == "amend" and d.features and d.features.count("|") == 4
+    assert "fit not checked (--nodelist)" in d.record
+
+
+def test_locality_regions_restricts_and_filters(data) -> None:  # type: ignore[no-untyped-def]
+    """--locality-regions: a plain OR of the named areas is ANDed in; only overlapping groups are candidates."""
+    d = run(data, locality="zone", regions="us-west", min_nodes=2)
+    assert d.features == "region_us-west&[zone_us-west-2b|zone_us-west-2a]"
+    d = run(data, locality="any", regions="us-east,us-west-2b")
+    assert d.features == "(region_us-east|zone_us-west-2b)"
+    assert run(data, locality="zone", regions="mars-1").action == "reject"
+
+
+def test_comment_is_the_fallback_transport(data) -> None:  # type: ignore[no-untyped-def]
+    """Without the SPANK option, --comment=locality=... is read."""
+    d = decide(data, JobRequest.from_job_desc(job("zone:fail", via="comment", min_nodes=7)))
+    assert d.action == "reject"
+
+
+def test_record_is_bounded(data) -> None:  # type: ignore[no-untyped-def]
+    """The AdminComment record never exceeds 200 characters."""
+    d = run(data, locality="prefer")
+    assert d.record.startswith("slurm-topo: ") and len(d.record) <= 200
+
+
+def test_slurm_limits_cut_the_bracket_to_64_alternatives() -> None:
+    """With 100 qualifying racks the bracket keeps the first 64 and the record says so."""
+    doc = "nodes:\n" + "".join(f"  - {{name: 'x{i:03d}-[1-2]', region: r, zone: r-a, network_group: g{i:03d}}}\n"
+                               for i in range(100))
+    data = make_context(merge([parse_inventory(doc)]), (22, 5)).policy
+    d = decide(data, JobRequest(locality="network_group", min_nodes=2))
+    assert d.features is not None and d.features.count("|") == MAX_ALTERNATIVES - 1
+    assert len(d.features) <= 1024
+    assert "first 64 kept" in d.record
+
+
+def test_long_names_cut_the_bracket_to_1024_characters() -> None:
+    """Long feature names: the bracket stops before 1024 characters, whatever the count."""
+    doc = "nodes:\n" + "".join(f"  - {{name: 'y{i:02d}', region: r, zone: 'z{i:02d}{'q' * 55}', features: [a, b]}}\n" for i in range(40))
+    data = make_context(merge([parse_inventory(doc)]), (22, 5)).policy
+    d = decide(data, JobRequest(locality="zone", features="a&b"))
+    assert d.features is not None and len(d.features) <= 1024 and d.features.startswith("a&b&[")
+    assert d.features.count("|") < 39 and "kept" in d.record
+
+
+def test_families_make_buckets_of_version_and_location() -> None:
+    """With families declared, a zone request keeps one torch version and one zone (bucket features)."""
+    inv = inventory(families=True)
+    ctx = make_context(inv, (22, 5), PARTITIONS)
+    d = decide(ctx.policy, JobRequest(locality="zone", min_nodes=3))
+    assert d.features == "[zone_us-east-1a.torch-2.4]"  # us-west-2a has 3 nodes, but two torch versions
+    d = decide(ctx.policy, JobRequest(locality="zone", min_nodes=4))
+    assert d.action == "hold" and "us-east-1a/torch-2.4 with 3 nodes" in (d.message or "")
+    nodes_conf = render_all(inv, (22, 5), PARTITIONS)["slurm-topo-nodes.conf"]
+    assert "zone_us-east-1a.torch-2.3" in nodes_conf and "zone_us-east-1a.torch-2.4" in nodes_conf
+    d = decide(ctx.policy, JobRequest(locality="zone:fail", min_nodes=4, features="torch-2.3"))
+    assert d.action == "reject"  # torch-2.3 nodes: n04 and n09, never 4 in one zone
+
+
+@pytest.mark.parametrize(("text", "kind"), [(None, "none"), ("a", "and"), ("a&b", "and"), ("a,b", "and"),
+                                             ("a|b", "or"), ("a&[x|y]", "bracket"), ("(a|b)&c", "complex"),
+                                             ("a*2", "complex"), ("a|b&c", "complex"), ("a b", "invalid"),
+                                             ("[x|y][z]", "complex"), ("&[x]", "complex")])
+def test_constraint_grammar(text, kind) -> None:  # type: ignore[no-untyped-def]
+    """The user's constraint is classified by the grammar rules."""
+    assert parse_constraint(text).kind == kind
+
+
+@pytest.mark.parametrize(("text", "want"), [("gres:gpu:2", (None, 2)), ("gres/gpu:2", (None, 2)),
+                                             ("gres:gpu:h100:2", ("h100", 2)), ("gres/gpu:h100:2", ("h100", 2)),
+                                             ("gres/gpu", (None, 1)), ("gres:nic:1,gres:gpu:3", (None, 3)),
+                                             ("gres:gpu:h100", ("h100", 1)), ("gres:gpux:2", None), (None, None)])
+def test_gpu_tres_both_spellings(text, want) -> None:  # type: ignore[no-untyped-def]
+    """tres strings of 22.05-23.02 (gres:gpu) and 23.11+ (gres/gpu), typed or not."""
+    assert parse_gpu_tres(text) == want
+
+
+def test_partition_default_flag_picks_the_default_partition() -> None:
+    """Without --partition the partition marked Default=YES is used."""
+    inv = inventory()
+    data = make_context(inv, (22, 5), [Partition("a", ("n01",)), Partition("b", ("n05", "n06"), True)]).policy
+    assert data.default_partition == "b"
+    assert decide(data, JobRequest(locality="zone", min_nodes=2)).features == "[zone_us-east-1b]"
