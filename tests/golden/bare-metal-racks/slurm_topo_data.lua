@@ -22,11 +22,11 @@ areas={
 partitions={
 ["*"]={
 network_group={
-{f="ng_dc1-hall-a.r01",l="r01",r="dc1",z="dc1-hall-a",n=8,g=64,k=0,lo={["ng_dc1-hall-a.r01"]=true,["region_dc1"]=true,["zone_dc1-hall-a"]=true},c={1,8}},
-{f="ng_dc1-hall-a.r02",l="r02",r="dc1",z="dc1-hall-a",n=8,g=64,k=1,lo={["ng_dc1-hall-a.r02"]=true,["region_dc1"]=true,["zone_dc1-hall-a"]=true},c={1,8}},
-{f="ng_dc1-hall-a.r03",l="r03",r="dc1",z="dc1-hall-a",n=8,g=64,k=2,lo={["ng_dc1-hall-a.r03"]=true,["region_dc1"]=true,["zone_dc1-hall-a"]=true},c={1,8}},
-{f="ng_dc1-hall-b.r11",l="r11",r="dc1",z="dc1-hall-b",n=8,g=32,k=3,lo={["ng_dc1-hall-b.r11"]=true,["region_dc1"]=true,["zone_dc1-hall-b"]=true},c={2,8}},
-{f="ng_dc1-hall-b.r12",l="r12",r="dc1",z="dc1-hall-b",n=8,g=32,k=4,lo={["ng_dc1-hall-b.r12"]=true,["region_dc1"]=true,["zone_dc1-hall-b"]=true},c={2,8}},
+{f="ng_dc1-hall-a.r01",l="dc1-hall-a/r01",r="dc1",z="dc1-hall-a",n=8,g=64,k=0,lo={["ng_dc1-hall-a.r01"]=true,["region_dc1"]=true,["zone_dc1-hall-a"]=true},c={1,8}},
+{f="ng_dc1-hall-a.r02",l="dc1-hall-a/r02",r="dc1",z="dc1-hall-a",n=8,g=64,k=1,lo={["ng_dc1-hall-a.r02"]=true,["region_dc1"]=true,["zone_dc1-hall-a"]=true},c={1,8}},
+{f="ng_dc1-hall-a.r03",l="dc1-hall-a/r03",r="dc1",z="dc1-hall-a",n=8,g=64,k=2,lo={["ng_dc1-hall-a.r03"]=true,["region_dc1"]=true,["zone_dc1-hall-a"]=true},c={1,8}},
+{f="ng_dc1-hall-b.r11",l="dc1-hall-b/r11",r="dc1",z="dc1-hall-b",n=8,g=32,k=3,lo={["ng_dc1-hall-b.r11"]=true,["region_dc1"]=true,["zone_dc1-hall-b"]=true},c={2,8}},
+{f="ng_dc1-hall-b.r12",l="dc1-hall-b/r12",r="dc1",z="dc1-hall-b",n=8,g=32,k=4,lo={["ng_dc1-hall-b.r12"]=true,["region_dc1"]=true,["zone_dc1-hall-b"]=true},c={2,8}},
 },
 zone={
 {f="zone_dc1-hall-b",l="dc1-hall-b",r="dc1",z="dc1-hall-b",n=16,g=64,k=1,lo={["region_dc1"]=true,["zone_dc1-hall-b"]=true},c={2,16}},
