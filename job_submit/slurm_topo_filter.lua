@@ -156,6 +156,8 @@ function M.request(job)
     end
   end
   if req.unchecked == nil and to_int(job.contiguous) ~= nil then req.unchecked = "--contiguous" end
+  local het = job.het_job_offset
+  if to_int(het) ~= nil or het == 0 then req.het_offset = math.floor(het) end
   req.locality = to_str(locality)
   req.regions = to_str(regions)
   req.features = to_str(job.features)
@@ -434,7 +436,19 @@ local function terms(...)
   return out
 end
 
+local decide_inner
+
 function M.decide(data, req)
+  local d = decide_inner(data, req)
+  if req.het_offset == nil or d.action == "unchanged" then return d end
+  local note = " [het+" .. req.het_offset .. ": components are placed separately]"
+  local rec = d.record
+  if #rec + #note > MAX_RECORD then rec = string.sub(rec, 1, MAX_RECORD - #note - 3) .. "..." end
+  d.record = rec .. note
+  return d
+end
+
+decide_inner = function(data, req)
   local partitions
   if req.partition then partitions = split(req.partition, ",") else partitions = { data.default_partition } end
   local locality = req.locality

@@ -38,7 +38,7 @@ import hashlib
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import InputError
@@ -279,6 +279,8 @@ class JobRequest:
     gpu: GpuAsk | None = None
     unchecked: str | None = None
     """Why "can ever fit" is not checked (--nodelist, --exclude, --reservation, --contiguous), or None."""
+    het_offset: int | None = None
+    """A heterogeneous job's component: each is constrained on its own, so they may land in different groups."""
 
     @classmethod
     def from_job_desc(cls, job: Mapping[str, Any]) -> JobRequest:
@@ -325,10 +327,12 @@ class JobRequest:
                 break
         if unchecked is None and _int(job.get("contiguous")) is not None:
             unchecked = "--contiguous"
+        het = job.get("het_job_offset")
+        het_offset = int(het) if _int(het) is not None or het == 0 else None
         return cls(locality=_str(locality), regions=_str(regions), features=_str(job.get("features")),
                    prefer=_str(job.get("prefer")), partition=_str(job.get("partition")),
                    min_nodes=_int(job.get("min_nodes")), num_tasks=_int(job.get("num_tasks")), gpu=gpu,
-                   unchecked=unchecked)
+                   unchecked=unchecked, het_offset=het_offset)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -557,6 +561,15 @@ def _shown(kept: Sequence[tuple[Group, int]], cut: bool) -> str:
 
 def decide(data: PolicyData, req: JobRequest) -> Decision:
     """The filter's decision for one job (see the module docstring)."""
+    d = _decide(data, req)
+    if req.het_offset is None or d.action == "unchanged":
+        return d
+    note = f" [het+{req.het_offset}: components are placed separately]"
+    rec = d.record if len(d.record) + len(note) <= MAX_RECORD else d.record[: MAX_RECORD - len(note) - 3] + "..."
+    return replace(d, record=rec + note)
+
+
+def _decide(data: PolicyData, req: JobRequest) -> Decision:
     partitions = req.partition.split(",") if req.partition else [data.default_partition]
     locality = req.locality
     if locality is None:

@@ -109,5 +109,9 @@ def cases() -> list[tuple[str, dict[str, Any]]]:
                                 "min_nodes": 20}),
         ("comment with tabs", {"comment": "x\tlocality=zone:fail\vlocality=region", "min_nodes": 20}),
         ("comment empty value", {"comment": "locality= locality=zone", "min_nodes": 2}),
+        ("het component 0", job("zone", min_nodes=2, het_job_offset=0)),
+        ("het component 1 held", job("zone", min_nodes=9, het_job_offset=1)),
+        ("het component long record", job("prefer", het_job_offset=2)),
+        ("het unset", job("zone", min_nodes=2, het_job_offset=NO_VAL)),
     ]
     return out + extras
