@@ -296,11 +296,12 @@ local function new_scan(data, req, c, area, wanted)
   local nodes, total_gpus, per_node, gpu_type = needs(req)
   local is_counted = counted(c)
   local check = req.unchecked == nil and is_counted
-  local classes, ok = data.classes, {}
+  local classes, ok, all_ok = data.classes, {}, true
   for i, cls in ipairs(classes) do
     local good = class_ok(cls, c, is_counted)
     if good and per_node > 0 then good = cls.g >= per_node and (gpu_type == nil or cls.t == gpu_type) end
     ok[i] = good
+    all_ok = all_ok and good
   end
   local scan = {}
 
@@ -313,6 +314,7 @@ local function new_scan(data, req, c, area, wanted)
   end
 
   local function eligible(g)
+    if all_ok then return g.n, g.g, g.m end -- every node counts: the group's own totals
     local n, gp, most = 0, 0, 0
     local counts = g.c
     for i = 1, #counts, 2 do
@@ -358,7 +360,8 @@ local function new_scan(data, req, c, area, wanted)
           if count > 0 then extra = extra + 1 end
           if count == MAX_ALTERNATIVES or length + extra > budget then return kept, true end
           count = count + 1
-          kept[count] = { g = g, n = n }
+          kept[count] = g
+          kept[-count] = n -- eligible nodes, beside the group (one table per request, not one per group)
           length = length + extra
         end
       end
@@ -399,25 +402,25 @@ end
 
 local function bracket(kept)
   local names = {}
-  for i, x in ipairs(kept) do names[i] = x.g.f end
+  for i, g in ipairs(kept) do names[i] = g.f end
   return "[" .. table.concat(names, "|") .. "]"
 end
 
 local function shown(kept, cut)
   -- the record is cut at 200 characters: stop formatting once past that (same text after the cut)
   local parts, length = {}, 0
-  for i, x in ipairs(kept) do
+  for i, g in ipairs(kept) do
     if length > MAX_RECORD then break end
-    local g = x.g
+    local n = kept[-i]
     local part
-    if x.n == g.n then -- the common case (every node counted): format once per data load
+    if n == g.n then -- the common case (every node counted): format once per data load
       part = g.shown
       if part == nil then
         part = g.l .. "(" .. g.n .. "n)"
         g.shown = part
       end
     else
-      part = g.l .. "(" .. x.n .. "n)"
+      part = g.l .. "(" .. n .. "n)"
     end
     parts[i] = part
     length = length + #part + 1

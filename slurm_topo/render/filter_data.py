@@ -47,7 +47,7 @@ def render_lua_table(data: PolicyData) -> str:
                 counts = ",".join(f"{c + 1},{n}" for c, n in g.counts)  # 1-based class index in Lua
                 zone = _q(g.zone) if g.zone else "nil"
                 region = _q(g.region) if g.region else "nil"
-                out.append(f"{{f={_q(g.feature)},l={_q(g.label)},r={region},z={zone},n={g.nodes},g={g.gpus},"
+                out.append(f"{{f={_q(g.feature)},l={_q(g.label)},r={region},z={zone},n={g.nodes},g={g.gpus},m={g.max_gpus},"
                            f"k={g.rank},lo={_set(g.location_features)},c={{{counts}}}}},\n")
             out.append("},\n")
         out.append("},\n")

@@ -1,0 +1,154 @@
+/*
+ * locality.c - slurm-topo's SPANK plugin: adds
+ *
+ *     --locality=LEVEL[:wait|:fail]     LEVEL = prefer|network_group|zone|region|any
+ *     --locality-regions=LABEL[,LABEL]  region or zone labels ([A-Za-z0-9._-], 1..63 characters)
+ *
+ * to sbatch, salloc and srun (also in `#SBATCH` lines) and checks the values on the submit host, so a typo
+ * fails there with `sbatch: error: ...` naming the valid values. It forwards nothing itself: Slurm puts every
+ * registered option of a SPANK plugin into the job's spank_job_env as
+ *     _SLURM_SPANK_OPTION_locality_locality=VALUE
+ *     _SLURM_SPANK_OPTION_locality_locality_regions=VALUE
+ * which job_submit/slurm_topo_filter.lua reads in slurmctld (where the decision is made).
+ *
+ * Options are registered with spank_option_register() from slurm_spank_init(): sbatch/salloc (allocator
+ * context) ignore an exported spank_options[] table. They are registered in every context, because slurmstepd
+ * looks up the options a step carries; in remote contexts (slurmd, slurmstepd, prolog) the callbacks do nothing.
+ *
+ * Build: job_submit/build-spank [OUTDIR]   (gcc against /usr/include/slurm/spank.h, from libslurm-dev).
+ * A SPANK plugin only loads on the Slurm major.minor it was built for (SLURM_VERSION_NUMBER is compiled in by
+ * SPANK_PLUGIN), so build it again after every Slurm upgrade.
+ * Load: plugstack.conf line `optional /path/to/locality.so`, on submit hosts and compute nodes.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <slurm/spank.h>
+
+SPANK_PLUGIN(locality, 1);
+
+#define LEVELS "prefer|network_group|zone|region|any"
+#define MAX_LABEL 63
+#define MAX_VALUE 1024
+
+#ifndef LOCALITY_BUILT_FOR	/* build-spank passes the major.minor of the headers, e.g. "22.05" */
+#define LOCALITY_BUILT_FOR "unknown"
+#endif
+/* Visible in the .so: strings locality.so | grep 'built for' */
+const char locality_built_for[] = "slurm-topo locality SPANK plugin built for Slurm " LOCALITY_BUILT_FOR;
+
+static const char *levels[] = { "prefer", "network_group", "zone", "region", "any", NULL };
+static const char *modes[] = { "wait", "fail", NULL };
+
+static int _in(const char *word, size_t len, const char **list)
+{
+	for (int i = 0; list[i]; i++)
+		if (strlen(list[i]) == len && !strncmp(word, list[i], len))
+			return 1;
+	return 0;
+}
+
+/* "zone", "zone:fail", "prefer:wait" ... */
+static int _valid_locality(const char *arg)
+{
+	const char *colon = strchr(arg, ':');
+	size_t len = colon ? (size_t) (colon - arg) : strlen(arg);
+
+	if (!_in(arg, len, levels))
+		return 0;
+	if (!colon)
+		return 1;
+	return _in(colon + 1, strlen(colon + 1), modes);
+}
+
+static int _label_char(char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		c == '.' || c == '_' || c == '-';
+}
+
+/* "us-west", "us-west,europe-west1-b": labels as the inventory allows them */
+static int _valid_regions(const char *arg)
+{
+	size_t run = 0;
+
+	if (!*arg || strlen(arg) > MAX_VALUE)
+		return 0;
+	for (const char *p = arg;; p++) {
+		if (*p == ',' || *p == '\0') {
+			if (run == 0)
+				return 0;	/* empty label: ",x", "x,,y", "x," */
+			run = 0;
+			if (*p == '\0')
+				return 1;
+		} else if (_label_char(*p) && ++run <= MAX_LABEL) {
+			continue;
+		} else {
+			return 0;
+		}
+	}
+}
+
+/* What the user typed, for a message: at most 40 printable ASCII characters */
+static const char *_shown(const char *arg, char *buf, size_t size)
+{
+	size_t i;
+
+	for (i = 0; arg[i] && i < size - 1 && i < 40; i++)
+		buf[i] = (arg[i] > 32 && arg[i] < 127) ? arg[i] : '?';
+	buf[i] = '\0';
+	return buf;
+}
+
+static int _opt_locality(int val, const char *optarg, int remote)
+{
+	char buf[48];
+
+	if (remote)
+		return ESPANK_SUCCESS;
+	if (optarg && _valid_locality(optarg))
+		return ESPANK_SUCCESS;
+	slurm_error("--locality: invalid value '%s': use LEVEL or LEVEL:wait or LEVEL:fail, "
+		    "LEVEL one of " LEVELS, optarg ? _shown(optarg, buf, sizeof(buf)) : "");
+	return ESPANK_BAD_ARG;
+}
+
+static int _opt_regions(int val, const char *optarg, int remote)
+{
+	char buf[48];
+
+	if (remote)
+		return ESPANK_SUCCESS;
+	if (optarg && _valid_regions(optarg))
+		return ESPANK_SUCCESS;
+	slurm_error("--locality-regions: invalid value '%s': use a comma list of region or zone labels "
+		    "(letters, digits, '.', '_', '-'; at most %d characters each)",
+		    optarg ? _shown(optarg, buf, sizeof(buf)) : "", MAX_LABEL);
+	return ESPANK_BAD_ARG;
+}
+
+static struct spank_option options[] = {
+	{ "locality", "LEVEL[:wait|:fail]",
+	  "Keep the job's nodes together: LEVEL = " LEVELS " (default set by the site); :wait holds a job "
+	  "no group can ever hold, :fail rejects it (slurm-topo)",
+	  1, 0, (spank_opt_cb_f) _opt_locality },
+	{ "locality-regions", "REGION[,REGION]",
+	  "Keep every node of the job in these regions or zones (slurm-topo)",
+	  1, 0, (spank_opt_cb_f) _opt_regions },
+	SPANK_OPTIONS_TABLE_END
+};
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+	spank_context_t ctx = spank_context();
+
+	for (int i = 0; options[i].name; i++) {
+		spank_err_t rc = spank_option_register(sp, &options[i]);
+
+		/* only a client (sbatch/salloc/srun) must have the options; elsewhere never fail a job */
+		if (rc != ESPANK_SUCCESS && (ctx == S_CTX_ALLOCATOR || ctx == S_CTX_LOCAL)) {
+			slurm_error("locality: cannot register --%s: %s", options[i].name, spank_strerror(rc));
+			return -1;
+		}
+	}
+	return 0;
+}
