@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from . import hostlist
-from .errors import HostlistError, InventoryError
+from .errors import HostlistError, InputError, InventoryError
 from .model import (
     LABEL_RE,
     LEVELS,
@@ -52,7 +52,7 @@ from .model import (
 
 ENTRY_KEYS = frozenset(
     {"name", "region", "zone", "network_group", "labels", "features", "gpus", "gpu_type", "source", "slurm",
-     "found_by", "notes"}
+     "found_by", "notes", "gpu_topology"}
 )
 TOP_KEYS = frozenset({"nodes", "policy"})
 LOCALITY_RE = re.compile(r"^(prefer|network_group|zone|region|any)(:(wait|fail))?$")
@@ -103,11 +103,14 @@ class Loaded:
 class _Entry:
     """Validation of one ``nodes[i]`` entry; every error names the file and the key."""
 
-    def __init__(self, source: str, index: int, raw: object):
+    def __init__(self, source: str, index: int, raw: object, base: Path | None = None,
+                 topologies: dict[Path, Any] | None = None):
         self.source = source
         self.where = f"nodes[{index}]"
         self.raw = raw
         self.warnings: list[str] = []
+        self.base = base
+        self.topologies = topologies if topologies is not None else {}
 
     def fail(self, key: str | None, reason: str, value: object = None, *, has_value: bool = True) -> InventoryError:
         where = f"{self.where}.{key}" if key else self.where
@@ -150,12 +153,40 @@ class _Entry:
         per_node = self.slurm_attrs(raw.get("slurm"), len(names))
         found_by = self.found_by(raw.get("found_by"))
         notes = self.notes(raw.get("notes"))
+        topology = self.gpu_topology(raw.get("gpu_topology"))
+        if topology is not None:
+            if gpus is not None and gpus != len(topology.gpus):
+                raise self.fail("gpus", f"says {gpus} but gpu_topology has {len(topology.gpus)} GPUs", gpus)
+            gpus = len(topology.gpus)
         origin = f"{self.source}: {self.where}"
         return [
             Node(name=name, location=location, features=features, gpus=gpus, gpu_type=gpu_type,
-                 slurm=per_node[i], source=source, origin=origin, found_by=found_by, notes=notes)
+                 slurm=per_node[i], source=source, origin=origin, found_by=found_by, notes=notes,
+                 gpu_topology=topology)
             for i, name in enumerate(names)
         ]
+
+    def gpu_topology(self, raw: object) -> Any:
+        """A ``nvidia-smi topo -m`` capture, relative to the inventory's folder; parsed once per file."""
+        if raw is None:
+            return None
+        if not isinstance(raw, str) or not raw or "\n" in raw:
+            raise self.fail("gpu_topology", "must be the path of a `nvidia-smi topo -m` capture", raw)
+        path = Path(raw)
+        if not path.is_absolute() and self.base is not None:
+            path = self.base / path
+        if path not in self.topologies:
+            from .gpu.topo import parse_topo_matrix  # the GPU parser is only needed when a node points at one
+
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError as exc:
+                raise self.fail("gpu_topology", f"cannot read: {exc.strerror}", raw) from None
+            try:
+                self.topologies[path] = parse_topo_matrix(text, source=str(path))
+            except InputError as exc:
+                raise self.fail("gpu_topology", str(exc), raw, has_value=False) from None
+        return self.topologies[path]
 
     def location(self, raw: Mapping[Any, Any]) -> Location:
         values: dict[str, str | None] = {lvl: None for lvl in LEVELS}
@@ -257,7 +288,7 @@ class _Entry:
         return tuple(raw)
 
 
-def parse_inventory(text: str, *, source: str = "<inventory>") -> Loaded:
+def parse_inventory(text: str, *, source: str = "<inventory>", base: Path | None = None) -> Loaded:
     """Validate one inventory document and expand it into per-node records (not yet merged)."""
     try:
         doc = yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a safe loader, libyaml's when present
@@ -277,8 +308,9 @@ def parse_inventory(text: str, *, source: str = "<inventory>") -> Loaded:
         raise InventoryError(source, "nodes", "must be a list of node entries", entries, has_value=True)
     nodes: list[Node] = []
     warnings: list[str] = []
+    topologies: dict[Path, Any] = {}
     for i, raw in enumerate(entries):
-        entry = _Entry(source, i, raw)
+        entry = _Entry(source, i, raw, base, topologies)
         nodes.extend(entry.nodes())
         warnings.extend(entry.warnings)
     return Loaded(source, tuple(nodes), tuple(warnings), policy)
@@ -324,7 +356,7 @@ def load_inventory_file(path: str | Path) -> Loaded:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InventoryError(str(path), "", f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
-    return parse_inventory(text, source=str(path))
+    return parse_inventory(text, source=str(path), base=path.parent)
 
 
 def _merge_same_trust(a: Node, b: Node) -> Node:
@@ -347,6 +379,7 @@ def _fill(kept: Node, other: Node) -> Node:
         features=features,
         gpus=kept.gpus if kept.gpus is not None else other.gpus,
         gpu_type=kept.gpu_type or other.gpu_type,
+        gpu_topology=kept.gpu_topology if kept.gpu_topology is not None else other.gpu_topology,
         slurm=tuple((k, slurm[k]) for k in SLURM_NODE_KEYS if k in slurm),
         found_by=kept.found_by or other.found_by,
         notes=kept.notes + tuple(n for n in other.notes if n not in kept.notes),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 LABEL_RE = re.compile(r"^[A-Za-z0-9._-]{1,63}$")
 """Region, zone, network-group and feature labels: validated, never rewritten."""
@@ -102,6 +103,8 @@ class Node:
     """Where the record came from (``FILE: nodes[3]``), for messages."""
     found_by: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()
+    gpu_topology: Any = None
+    """The node's GPU links (``slurm_topo.gpu.model.GpuTopology``), from the entry's ``gpu_topology:`` file."""
 
     def slurm_attr(self, key: str) -> str | None:
         for k, v in self.slurm:

@@ -76,27 +76,31 @@ def parse_topology_conf(text: str, *, source: str = "topology.conf") -> list[Swi
     return out
 
 
-def parse_scontrol_nodes(text: str, *, source: str = "scontrol show node -o") -> list[dict[str, str]]:
-    """``scontrol show node -o`` (one node a line) -> one dict per node. A line without ``=`` is a hostlist."""
-    out: list[dict[str, str]] = []
+def _one_line_records(text: str, source: str, key: str, plain: bool = False) -> Iterator[tuple[int, dict[str, str]]]:
+    """``scontrol show … -o`` lines -> (line number, pairs); each record must start with ``key=``.
+
+    With ``plain``, a line without ``=`` is a hostlist of records that have only ``key``.
+    """
     for lineno, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
-        if "=" not in line:
-            try:
-                out.extend({"NodeName": n} for n in hostlist.expand(line))
-            except HostlistError as exc:
-                raise ParseError(source, lineno, str(exc)) from None
-            continue
         try:
+            if plain and "=" not in line:
+                for name in hostlist.expand(line):
+                    yield lineno, {key: name}
+                continue
             pairs = split_pairs(line)
-        except ValueError as exc:
+        except (ValueError, HostlistError) as exc:
             raise ParseError(source, lineno, str(exc)) from None
-        if "NodeName" not in pairs:
-            raise ParseError(source, lineno, "expected NodeName=")
-        out.append(pairs)
-    return out
+        if key not in pairs:
+            raise ParseError(source, lineno, f"expected {key}=")
+        yield lineno, pairs
+
+
+def parse_scontrol_nodes(text: str, *, source: str = "scontrol show node -o") -> list[dict[str, str]]:
+    """``scontrol show node -o`` (one node a line) -> one dict per node. A line without ``=`` is a hostlist."""
+    return [pairs for _, pairs in _one_line_records(text, source, "NodeName", plain=True)]
 
 
 def slurm_conf_node_definitions(path: Path) -> dict[str, list[str]]:
@@ -136,19 +140,11 @@ def slurm_conf_node_definitions(path: Path) -> dict[str, list[str]]:
     return found
 
 
-def parse_scontrol_partitions(text: str, *, source: str = "scontrol show partition -o") -> list[tuple[str, list[str], bool]]:
+def parse_scontrol_partitions(text: str, *, source: str = "scontrol show partition -o"
+                              ) -> list[tuple[str, list[str], bool]]:
     """``scontrol show partition -o`` -> [(name, nodes, is_default)]."""
     out = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        try:
-            pairs = split_pairs(line)
-        except ValueError as exc:
-            raise ParseError(source, lineno, str(exc)) from None
-        if "PartitionName" not in pairs:
-            raise ParseError(source, lineno, "expected PartitionName=")
+    for lineno, pairs in _one_line_records(text, source, "PartitionName"):
         nodes_expr = pairs.get("Nodes", "")
         try:
             nodes = hostlist.expand(nodes_expr) if nodes_expr not in ("", "(null)") else []

@@ -23,15 +23,24 @@ from ..version import __version__, format_slurm_version
 
 
 @dataclass(frozen=True, slots=True)
+class RenderOptions:
+    assume_minor_equals_index: bool = False
+    """Write File=<prefix><GPU index> where no NVML minor number is known (a topo -m capture)."""
+    gpu_device_prefix: str = "/dev/nvidia"
+
+
+@dataclass(frozen=True, slots=True)
 class RenderContext:
     inventory: Inventory
     topology: Topology
     slurm_version: tuple[int, int]
     fingerprint: str
     policy: PolicyData
+    options: RenderOptions = RenderOptions()
 
 
-Renderer = Callable[[RenderContext], str]
+Renderer = Callable[[RenderContext], "str | None"]
+"""A renderer returns the file's text, or None when the file does not apply (gres.conf without GPU data)."""
 
 
 def fingerprint(inventory: Inventory, slurm_version: tuple[int, int],
@@ -57,22 +66,25 @@ def header(filename: str, ctx: RenderContext, summary: str, comment: str = "#") 
 
 
 def make_context(inventory: Inventory, slurm_version: tuple[int, int],
-                 partitions: Sequence[Partition] | None = None) -> RenderContext:
+                 partitions: Sequence[Partition] | None = None, options: RenderOptions | None = None) -> RenderContext:
     if not inventory.nodes and not inventory.extra_nodes:
         raise InputError("the inventory has no nodes; refusing to render empty Slurm files")
     topology = build_topology(inventory)
     fp = fingerprint(inventory, slurm_version, partitions)
-    return RenderContext(inventory, topology, slurm_version, fp, compile_policy(inventory, topology, partitions, fp))
+    return RenderContext(inventory, topology, slurm_version, fp, compile_policy(inventory, topology, partitions, fp),
+                         options or RenderOptions())
 
 
 def _registry() -> dict[str, Renderer]:
     from .filter_data import render_filter_data
+    from .gres_conf import render_gres_conf
     from .nodes_conf import render_nodes_conf
     from .topology_conf import render_topology_conf
 
     return {
         "topology.conf": render_topology_conf,
         "slurm-topo-nodes.conf": render_nodes_conf,
+        "gres.conf": render_gres_conf,
         "slurm_topo_data.lua": render_filter_data,
     }
 
@@ -82,7 +94,12 @@ RENDERERS: dict[str, Renderer] = _registry()
 
 
 def render_all(inventory: Inventory, slurm_version: tuple[int, int],
-               partitions: Sequence[Partition] | None = None) -> dict[str, str]:
-    """Render every registered output in memory; raises before anything could be written."""
-    ctx = make_context(inventory, slurm_version, partitions)
-    return {name: renderer(ctx) for name, renderer in RENDERERS.items()}
+               partitions: Sequence[Partition] | None = None, options: RenderOptions | None = None) -> dict[str, str]:
+    """Render every registered output that applies, in memory; raises before anything could be written."""
+    ctx = make_context(inventory, slurm_version, partitions, options)
+    out = {}
+    for name, renderer in RENDERERS.items():
+        text = renderer(ctx)
+        if text is not None:
+            out[name] = text
+    return out
