@@ -128,9 +128,12 @@ function M.request(job)
       end
     end
   end
-  local environment = job.environment
+  -- The batch environment only when the SPANK entries say nothing (slurmctld logs a complaint for every
+  -- srun/salloc job whose environment is read).
+  local environment
+  if locality == nil then environment = job.environment end
   if type(environment) == "table" then
-    if locality == nil then locality = to_str(environment["SLURM_SPANK_" .. SPANK_LOCALITY]) end
+    locality = to_str(environment["SLURM_SPANK_" .. SPANK_LOCALITY])
     if regions == nil then regions = to_str(environment["SLURM_SPANK_" .. SPANK_REGIONS]) end
   end
   local comment = to_str(job.comment)
@@ -776,7 +779,18 @@ function M.modify(job_desc, job_rec, part_list, modify_uid)
   for _, k in ipairs({ "features", "partition", "tres_per_node", "tres_per_job", "tres_per_task" }) do
     if to_str(job_desc[k]) ~= nil then changed = true end
   end
-  if not changed or job_rec == nil then return slurm.SUCCESS end
+  if job_rec == nil then return slurm.SUCCESS end
+  local held = to_str(job_rec.admin_comment)
+  held = held ~= nil and string.find(held, "slurm%-topo: [%a_]+:wait: held;") ~= nil
+  local prio = job_desc.priority
+  if held and not changed and modify_uid ~= 0 and type(prio) == "number" and prio > 0 and prio ~= NO_VAL then
+    -- Slurm records the filter's priority 0 as a user hold, so the owner could `scontrol release` it and run
+    -- without the locality; only a change of size (re-planned above) or an administrator releases it.
+    slurm.log_user("slurm-topo: this job is held because no group can ever hold it (see its AdminComment); "
+      .. "change its size, or ask an administrator to release it")
+    return slurm.ESLURM_ACCESS_DENIED or slurm.ERROR
+  end
+  if not changed then return slurm.SUCCESS end
   local ok, rc = pcall(run_modify, job_desc, job_rec)
   if ok then return rc end
   log_error_once("error:" .. tostring(state.fingerprint), "slurm-topo: internal error in modify, job passes "

@@ -22,7 +22,7 @@ from .render import render_all
 from .runner import SubprocessRunner, scontrol_nodes_argv, slurm_version_argvs
 from .show import render_tree
 from .policy import GpuAsk, JobRequest, Partition, decide, parse_locality, survey
-from .render import make_context
+from .render import RenderOptions, make_context
 from .runner import scontrol_partitions_argv
 from .slurmconf import parse_scontrol_nodes, parse_scontrol_partitions, parse_topology_conf
 from .version import DEFAULT_SLURM, __version__, format_slurm_version, parse_slurm_version
@@ -120,11 +120,27 @@ def cli() -> None:
 @nodes_from_option
 @partitions_option
 @scontrol_option
+@click.option("--assume-minor-equals-index", is_flag=True,
+              help="gres.conf: File=/dev/nvidia<GPU index> where no NVML minor is known (topo -m captures).")
+@click.option("--gpu-device-prefix", default="/dev/nvidia", show_default=True, metavar="PATH",
+              help="gres.conf: File= is PATH<minor>.")
 def generate(inventories: tuple[str, ...], out: str, slurm_version: str | None, nodes_from: str | None,
-             partitions_from: str | None, scontrol: bool) -> None:
+             partitions_from: str | None, scontrol: bool, assume_minor_equals_index: bool,
+             gpu_device_prefix: str) -> None:
     """Render every output for the merged inventories into DIR, all or nothing."""
     inventory = _load(inventories, nodes_from, scontrol)
-    rendered = render_all(inventory, _slurm_version(slurm_version), _partitions(partitions_from, scontrol))
+    if not gpu_device_prefix.startswith("/") or any(c.isspace() or c in "#=," for c in gpu_device_prefix):
+        raise InputError(f"--gpu-device-prefix must be an absolute path without spaces: {gpu_device_prefix!r}")
+    options = RenderOptions(assume_minor_equals_index, gpu_device_prefix)
+    if assume_minor_equals_index and any(n.gpus for n in inventory.nodes):
+        _warn("warning: --assume-minor-equals-index: gres.conf names /dev/nvidia<index> where NVML's minor number "
+              "is unknown; check it against `nvidia-smi -q | grep Minor` on those nodes")
+    for node in inventory.nodes:
+        topo = node.gpu_topology
+        if topo is not None:
+            for w in topo.warnings:
+                _warn(f"warning: {topo.source}: {w}")
+    rendered = render_all(inventory, _slurm_version(slurm_version), _partitions(partitions_from, scontrol), options)
     for written in write_files(out, rendered):
         click.echo(f"{written.status:9} {written.path}")
 
@@ -195,6 +211,85 @@ def check(inventories: tuple[str, ...], locality: str, regions: str | None, node
     click.echo(render_check(decision, found, level, verbose, as_json), nl=False)
     if decision.action == "reject":
         sys.exit(EXIT_PROBLEMS)
+
+
+@cli.group()
+def gpu() -> None:
+    """GPUs inside a node: read `nvidia-smi topo -m`, NVLink islands, the best free GPUs for a task."""
+
+
+def _topology(path: str):  # type: ignore[no-untyped-def]
+    from .gpu import parse_topo_matrix
+
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror}") from None
+    topo = parse_topo_matrix(text, source=path)
+    for w in topo.warnings:
+        _warn(f"warning: {path}: {w}")
+    return topo
+
+
+@gpu.command("parse")
+@click.argument("file")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: gpus, matrix, nics, affinity.")
+def gpu_parse(file: str, as_json: bool) -> None:
+    """Read a `nvidia-smi topo -m` capture; a file that cannot be read exactly is refused."""
+    topo = _topology(file)
+    if as_json:
+        click.echo(json.dumps({
+            "gpus": list(topo.gpus), "matrix": [list(r) for r in topo.matrix], "nics": list(topo.nics),
+            "nic_matrix": [list(r) for r in topo.nic_matrix], "cpu_affinity": list(topo.cpu_affinity),
+            "numa_affinity": list(topo.numa_affinity)}))
+        return
+    width = max([4, *(len(c) for row in topo.matrix for c in row)]) + 1
+    click.echo(" " * 6 + "".join(f"GPU{g}".ljust(width) for g in topo.gpus) + "CPU affinity")
+    for i, row in enumerate(topo.matrix):
+        aff = topo.cpu_affinity[i] if i < len(topo.cpu_affinity) else None
+        click.echo(f"GPU{topo.gpus[i]}".ljust(6) + "".join(c.ljust(width) for c in row) + (aff or "-"))
+
+
+@gpu.command("islands")
+@click.argument("file")
+def gpu_islands(file: str) -> None:
+    """NVLink islands: the maximal groups of GPUs joined by NVLink."""
+    from .gpu import islands
+
+    for i, island in enumerate(islands(_topology(file))):
+        click.echo(f"island {i}: GPUs {','.join(map(str, sorted(island)))}")
+
+
+@gpu.command("pick")
+@click.option("--topology", "topology_file", required=True, metavar="FILE", help="A `nvidia-smi topo -m` capture.")
+@click.option("--count", "-k", required=True, type=click.IntRange(1), help="How many GPUs the task needs.")
+@click.option("--busy", default="", metavar="LIST", help="GPU indices already in use, e.g. 0,3.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: {\"gpus\": [...]}.")
+def gpu_pick(topology_file: str, count: int, busy: str, as_json: bool) -> None:
+    """The free GPUs whose slowest link is fastest (then most bandwidth, fewest islands broken, lowest ids)."""
+    from .gpu import pick_devices
+
+    topo = _topology(topology_file)
+    try:
+        busy_ids = {int(x) for x in busy.split(",") if x.strip()}
+    except ValueError:
+        raise click.UsageError(f"--busy: expected GPU indices like 0,3, got {busy!r}") from None
+    unknown = busy_ids - set(topo.gpus)
+    if unknown:
+        raise click.UsageError(f"--busy: no GPU {sorted(unknown)[0]} in {topology_file}")
+    chosen = pick_devices(topo, [g for g in topo.gpus if g not in busy_ids], count)
+    click.echo(json.dumps({"gpus": sorted(chosen)}) if as_json else ",".join(map(str, sorted(chosen))))
+
+
+@cli.command()
+@click.argument("job_id", metavar="JOBID")
+def explain(job_id: str) -> None:
+    """What a job asked for, what the locality filter decided, and where Slurm placed it (or why it waits)."""
+    from .explain import explain_job
+
+    if not job_id.replace("_", "").replace("+", "").isdigit():
+        raise click.UsageError(f"JOBID must be a job id such as 1234, 1234_5 or 1234+1, not {job_id!r}")
+    click.echo(explain_job(job_id, SubprocessRunner()), nl=False)
 
 
 @cli.command("files")

@@ -298,10 +298,11 @@ class JobRequest:
                         locality = v
                     elif k == SPANK_REGIONS and regions is None:
                         regions = v
-        environment = job.get("environment")
+        # The batch environment only when the SPANK entries say nothing (slurmctld logs a complaint for every
+        # srun/salloc job whose environment is read).
+        environment = job.get("environment") if locality is None else None
         if isinstance(environment, Mapping):
-            if locality is None:
-                locality = _str(environment.get("SLURM_SPANK_" + SPANK_LOCALITY))
+            locality = _str(environment.get("SLURM_SPANK_" + SPANK_LOCALITY))
             if regions is None:
                 regions = _str(environment.get("SLURM_SPANK_" + SPANK_REGIONS))
         comment = _str(job.get("comment"))

@@ -14,6 +14,8 @@ from . import hostlist
 from .errors import HostlistError, ParseError
 
 _PAIR_RE = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_/]*)=")
+_OUTPUT_PAIR_RE = re.compile(r"(?:^|\s)([A-Z][A-Za-z0-9_:/]*)=")
+"""Keys in scontrol's output are CamelCase: a lower-case ``locality=`` inside a Comment value is not a key."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,15 +44,21 @@ def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
         yield start, pending.strip()
 
 
-def split_pairs(line: str) -> dict[str, str]:
-    """``Key=value Key2=value with spaces`` -> dict; a value runs up to the next `` Key=``."""
-    matches = list(_PAIR_RE.finditer(line))
+def split_pairs(line: str, *, output: bool = False) -> dict[str, str]:
+    """``Key=value Key2=value with spaces`` -> dict; a value runs up to the next `` Key=``.
+
+    ``output``: a line of scontrol's output (CamelCase keys only; the first of a repeated key wins).
+    """
+    matches = list((_OUTPUT_PAIR_RE if output else _PAIR_RE).finditer(line))
     if not matches or line[: matches[0].start()].strip():
         raise ValueError("expected Key=value pairs")
     out: dict[str, str] = {}
     for i, m in enumerate(matches):
         end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
-        out[m[1]] = line[m.end():end].strip()
+        if output:
+            out.setdefault(m[1], line[m.end():end].strip())
+        else:
+            out[m[1]] = line[m.end():end].strip()
     return out
 
 
@@ -90,7 +98,7 @@ def _one_line_records(text: str, source: str, key: str, plain: bool = False) -> 
                 for name in hostlist.expand(line):
                     yield lineno, {key: name}
                 continue
-            pairs = split_pairs(line)
+            pairs = split_pairs(line, output=True)
         except (ValueError, HostlistError) as exc:
             raise ParseError(source, lineno, str(exc)) from None
         if key not in pairs:

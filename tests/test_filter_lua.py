@@ -209,3 +209,20 @@ def test_wrapper_without_the_filter_lets_jobs_pass(tmp_path: Path) -> None:
     assert f.lua.globals().slurm_job_submit(desc, f.lua.table(), 0) == 0
     assert desc["features"] is None
     assert len(f.messages("errors")) == 1
+
+
+def test_release_of_a_filter_hold_is_refused_for_users(data_file: Path) -> None:
+    """Slurm records the filter's priority 0 as a user hold: a user's `scontrol release` (priority update) is
+    refused while the record says held; an administrator (uid 0) may release it."""
+    f = _fresh(data_file)
+    _, held = f.submit(job("zone", min_nodes=7))
+    assert held["priority"] == 0
+    record = {"spank_job_env": {0: f"{SPANK_LOCALITY}=zone"}, "admin_comment": held["admin_comment"],
+              "min_nodes": 7}
+    release = f.table({"priority": 0xFFFFFFFF})
+    assert f.mod.modify(release, f.table(record), f.lua.table(), 1000) != 0
+    assert "this job is held because no group can ever hold it" in f.messages()[-1]
+    assert f.mod.modify(f.table({"priority": 0xFFFFFFFF}), f.table(record), f.lua.table(), 0) == 0
+    _, placed = f.submit(job("zone", min_nodes=2))
+    record["admin_comment"] = placed["admin_comment"]
+    assert f.mod.modify(f.table({"priority": 0xFFFFFFFF}), f.table(record), f.lua.table(), 1000) == 0

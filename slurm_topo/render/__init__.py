@@ -48,8 +48,10 @@ def fingerprint(inventory: Inventory, slurm_version: tuple[int, int],
     """sha256 over everything that shapes the outputs (not origins, paths or times); 16 hex digits."""
     h = hashlib.sha256(f"slurm={slurm_version}\npolicy={inventory.policy}\npartitions={partitions}\n".encode())
     for n in inventory.nodes:
+        topo = n.gpu_topology
+        gpu = (topo.matrix, topo.minors, topo.cpu_affinity) if topo is not None else None
         h.update(repr((n.name, n.location.region, n.location.zone, n.location.network_group, n.features,
-                       n.gpus, n.gpu_type, n.slurm)).encode())
+                       n.gpus, n.gpu_type, n.slurm, gpu)).encode())
         h.update(b"\n")
     h.update(repr(inventory.extra_nodes).encode())
     return h.hexdigest()[:16]

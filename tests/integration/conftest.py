@@ -5,6 +5,12 @@
   ``/tmp/slurm-topo-it-<pid>``) and stops it at the end of the session. With ``SLURM_TOPO_CLUSTER=<base>``
   it uses that already running cluster instead and leaves it running.
 * ``slurm`` (function): a :class:`slurmctl.Slurm` client on a quiet cluster (no jobs, all nodes idle).
+* ``filtered_cluster`` (session): a second cluster with the locality filter installed as an admin would
+  (``cluster up --with-filter``: job_submit.lua + slurm_topo_filter.lua + the generated slurm_topo_data.lua beside
+  slurm.conf, ``JobSubmitPlugins=lua``, the SPANK plugin built by job_submit/build-spank in plugstack.conf), on
+  ``docker-slurm/fleet-filter.yaml``. Started only when a test asks for it (about 1 s); stopped at the end.
+  ``$SLURM_TOPO_FILTERED_CLUSTER=<base>`` uses a running one instead.
+* ``fslurm`` (function): a :class:`slurmctl.Slurm` client on the quiet filtered cluster.
 
 Preconditions are declared, and skipped honestly: without root or the Slurm binaries the tests skip with
 the reason, except when ``CI`` is set, where an unavailable cluster is a failure, never a skip.
@@ -101,6 +107,45 @@ def slurm_cluster(request: pytest.FixtureRequest) -> Iterator[slurmctl.Cluster]:
         assert not left, f"processes of {base} left after down: {left}"
 
 
+FILTER_FLEET = slurmctl.REPO / "docker-slurm" / "fleet-filter.yaml"
+
+
+@pytest.fixture(scope="session")
+def filtered_cluster(request: pytest.FixtureRequest) -> Iterator[slurmctl.Cluster]:
+    """The session's cluster with the locality filter and the SPANK plugin (see the module docstring)."""
+    named = os.environ.get("SLURM_TOPO_FILTERED_CLUSTER")
+    if named:
+        cluster = slurmctl.load_cluster(Path(named), owned=False)
+        if "UP" not in cluster.slurm.run(["scontrol", "ping"], check=False).stdout:
+            pytest.fail(f"SLURM_TOPO_FILTERED_CLUSTER={named}: slurmctld does not answer", pytrace=False)
+        yield cluster
+        return
+    missing = _missing_preconditions()
+    if not (shutil.which("gcc") and os.path.exists("/usr/include/slurm/spank.h")):
+        missing.append("gcc or /usr/include/slurm/spank.h (libslurm-dev) missing: cannot build the SPANK plugin")
+    if missing:
+        _unavailable("; ".join(missing))
+    base = Path(f"{os.environ.get('SLURM_TOPO_CLUSTER_BASE') or f'/tmp/slurm-topo-it-{os.getpid()}'}-filter")
+    try:
+        cluster = slurmctl.start_cluster(base, "--with-filter", "--inventory", str(FILTER_FLEET))
+    except AssertionError as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        yield cluster
+    finally:
+        slurmctl.stop_cluster(base)
+        left = slurmctl.cluster_pids(base)
+        assert not left, f"processes of {base} left after down: {left}"
+
+
+@pytest.fixture
+def fslurm(filtered_cluster: slurmctl.Cluster) -> slurmctl.Slurm:
+    """A client for the filtered cluster, after cancelling every job and waiting for all nodes to be idle."""
+    client = filtered_cluster.slurm
+    client.quiesce()
+    return client
+
+
 @pytest.fixture
 def slurm(slurm_cluster: slurmctl.Cluster) -> slurmctl.Slurm:
     """A client for the session cluster, after cancelling every job and waiting for all nodes to be idle."""
@@ -126,7 +171,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = outcome.get_result()
     if not report.failed or call.when == "teardown":
         return
-    cluster = getattr(item, "funcargs", {}).get("slurm_cluster")
+    funcargs = getattr(item, "funcargs", {})
+    cluster = funcargs.get("filtered_cluster") or funcargs.get("slurm_cluster")
     if not isinstance(cluster, slurmctl.Cluster):
         return
     client = cluster.slurm

@@ -367,6 +367,13 @@ def stop_cluster(base: Path) -> None:
         raise AssertionError(f"cluster down --base {base} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
 
 
+def restart_ctld(base: Path) -> None:
+    """``cluster restart-ctld``: stop and start the cluster's slurmctld, wait until every node is up again."""
+    p = launcher("restart-ctld", "--base", str(base), timeout=90)
+    if p.returncode != 0:
+        raise AssertionError(f"cluster restart-ctld --base {base} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+
+
 def cluster_pids(base: Path) -> list[int]:
     p = launcher("pids", "--base", str(base), timeout=30)
     return [int(x) for x in p.stdout.split()]

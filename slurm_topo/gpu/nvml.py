@@ -1,0 +1,251 @@
+"""Read the GPUs of this node through NVML (nvidia-ml-py, ``import pynvml``), degrading to "unknown".
+
+``read_nvml()`` imports ``pynvml`` lazily (nothing happens at import time) and accepts any module-like object with
+the same functions, so tests pass a fake. Every NVML call goes through one guard: an ``NVMLError`` (NotSupported on
+VMs, NoPermission, FunctionNotFound on old drivers, …) becomes ``None`` plus one warning per (call, reason) — never
+a crash. Only ``nvmlInit`` and the device count are required.
+
+Per GPU, in PCI-bus order (which is Slurm's GPU index order): PCI bus id, name, UUID, minor number, NUMA node,
+CPU and memory (NUMA) affinity, the remote end of every active NVLink (peer GPU by PCI bus id, or NVSwitch), and
+per pair the P2P read status and the common-ancestor level (``nvmlDeviceGetTopologyCommonAncestor``: INTERNAL or
+SINGLE → PIX, MULTIPLE → PXB, HOSTBRIDGE → PHB, NODE (CPU) → NODE, SYSTEM → SYS).
+
+The :class:`GpuTopology` built from it: ``NV<n>`` where n direct NVLinks join two GPUs; GPUs with links ending at
+NVSwitches are all-to-all among themselves at ``NV<min(switch links of the two)>`` (plus any direct links) and are
+listed in ``nvswitch`` (Slurm's AutoDetect=nvml reads such boxes as "no links"). A pair with neither NVLink nor a
+known ancestor is assumed ``SYS`` with a warning; when no pair is known at all the matrix is left empty ("no link
+data"). Complexity: O(n² + n · links) NVML calls.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import CommandError
+from .model import GpuTopology
+
+_ANCESTOR = {0: "PIX", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+_MAX_LINKS = 18
+
+
+@dataclass(frozen=True, slots=True)
+class NvLink:
+    """One active NVLink of a GPU: where it ends."""
+
+    link: int
+    remote_bus_id: str | None
+    remote: str  # "gpu", "nvswitch" or "unknown"
+    peer: int | None = None  # GPU index (PCI-bus order) when remote == "gpu"
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlGpu:
+    """What NVML told us about one GPU; ``None`` = unknown (the call failed or is not supported)."""
+
+    index: int  # position in PCI-bus order
+    nvml_index: int
+    bus_id: str | None
+    name: str | None
+    uuid: str | None
+    minor: int | None
+    numa_node: int | None
+    cpu_affinity: str | None
+    numa_affinity: str | None
+    nvlinks: tuple[NvLink, ...] | None  # None: NVLink state unknown
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlReport:
+    """All GPUs of the node, the per-pair answers and the derived topology."""
+
+    gpus: tuple[NvmlGpu, ...]
+    ancestor: tuple[tuple[str | None, ...], ...]  # per pair PIX…SYS, "X" on the diagonal, None unknown
+    p2p_read: tuple[tuple[bool | None, ...], ...]  # per pair P2P read OK, None unknown
+    topology: GpuTopology
+    driver: str | None = None
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _bus_key(bus_id: str | None) -> tuple[int, ...]:
+    """``00000000:1B:00.0`` -> (domain, bus, device, function); unparseable ids sort last."""
+    if not bus_id:
+        return (1 << 62,)
+    try:
+        domain, bus, rest = bus_id.strip().lower().split(":")
+        dev, fn = rest.split(".")
+        return (int(domain, 16), int(bus, 16), int(dev, 16), int(fn, 16))
+    except ValueError:
+        return (1 << 62,)
+
+
+def _mask_to_list(words: Any, bits: int = 64) -> str | None:
+    """An NVML bitmask (array of unsigned longs, lowest word first) -> ``"0-11,24-35"``; None when empty."""
+    if words is None:
+        return None
+    ids = [w * bits + b for w, word in enumerate(list(words)) for b in range(bits) if int(word) >> b & 1]
+    if not ids:
+        return None
+    parts: list[str] = []
+    start = prev = ids[0]
+    for x in ids[1:] + [-2]:
+        if x != prev + 1:
+            parts.append(str(start) if start == prev else f"{start}-{prev}")
+            start = x
+        prev = x
+    return ",".join(parts)
+
+
+def read_nvml(nvml: Any = None) -> NvmlReport:
+    """Query NVML for every GPU of this node. ``nvml`` is the ``pynvml`` module (imported lazily) or a fake."""
+    if nvml is None:
+        try:
+            import pynvml as nvml  # type: ignore[import-not-found,no-redef]  # optional extra: slurm-topo[nvml]
+        except ImportError as e:
+            raise CommandError(["import pynvml"], None, f"nvidia-ml-py is not installed ({e})") from e
+    error_type: type[BaseException] = getattr(nvml, "NVMLError", Exception)
+    warnings: list[str] = []
+    seen: set[tuple[str, str]] = set()
+
+    def call(fn: str, *args: Any) -> Any:
+        try:
+            f: Callable[..., Any] = getattr(nvml, fn)
+            return f(*args)
+        except AttributeError:
+            reason = "not in this nvidia-ml-py"
+        except error_type as e:
+            reason = str(e) or type(e).__name__
+        if (fn, reason) not in seen:
+            seen.add((fn, reason))
+            warnings.append(f"NVML {fn}: {reason}; treated as unknown")
+        return None
+
+    try:
+        nvml.nvmlInit()
+    except error_type as e:
+        raise CommandError(["nvmlInit"], None, f"NVML is not available: {e}") from e
+    try:
+        driver = _text(call("nvmlSystemGetDriverVersion"))
+        count = int(nvml.nvmlDeviceGetCount())
+        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+        bus = []
+        for h in handles:
+            pci = call("nvmlDeviceGetPciInfo", h)
+            bus.append(_text(getattr(pci, "busId", None)) if pci is not None else None)
+        order = sorted(range(count), key=lambda i: (_bus_key(bus[i]), i))
+        if order != list(range(count)):
+            warnings.append("NVML device order differs from PCI-bus order; GPUs are listed in PCI-bus order")
+        handles = [handles[i] for i in order]
+        bus = [bus[i] for i in order]
+        by_bus = {_bus_key(b): pos for pos, b in enumerate(bus) if b}
+        # CPU/NUMA masks in 64-bit words: room for 1024 CPUs or os.cpu_count(), whichever is more
+        words = max(16, -(-(os.cpu_count() or 64) // 64))
+        gpu_type = getattr(nvml, "NVML_NVLINK_DEVICE_TYPE_GPU", 0)
+        switch_type = getattr(nvml, "NVML_NVLINK_DEVICE_TYPE_SWITCH", 2)
+        enabled = getattr(nvml, "NVML_FEATURE_ENABLED", 1)
+        max_links = int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", _MAX_LINKS))
+
+        gpus: list[NvmlGpu] = []
+        for pos, h in enumerate(handles):
+            links: list[NvLink] | None = []
+            for link in range(max_links):
+                state = call("nvmlDeviceGetNvLinkState", h, link)
+                if state is None:
+                    if link == 0:
+                        links = None  # NVLink unknown on this GPU (NotSupported on VMs, PCIe boards)
+                    break
+                if state != enabled:
+                    continue
+                rpci = call("nvmlDeviceGetNvLinkRemotePciInfo", h, link)
+                rbus = _text(getattr(rpci, "busId", None)) if rpci is not None else None
+                rtype = call("nvmlDeviceGetNvLinkRemoteDeviceType", h, link)
+                peer = by_bus.get(_bus_key(rbus)) if rbus else None
+                if rtype == switch_type:
+                    kind = "nvswitch"
+                elif peer is not None and rtype in (None, gpu_type):
+                    kind = "gpu"
+                elif rtype is None and rbus:
+                    kind = "nvswitch"  # active link to a non-GPU device: the only such ends are NVSwitches
+                    warnings.append(f"GPU{pos} NVLink {link}: remote {rbus} is not a GPU of this node; "
+                                    "assumed an NVSwitch")
+                else:
+                    kind = "unknown"
+                assert links is not None
+                links.append(NvLink(link, rbus, kind, peer if kind == "gpu" else None))
+            numa = call("nvmlDeviceGetNumaNodeId", h)
+            gpus.append(NvmlGpu(
+                index=pos, nvml_index=order[pos], bus_id=bus[pos], name=_text(call("nvmlDeviceGetName", h)),
+                uuid=_text(call("nvmlDeviceGetUUID", h)), minor=call("nvmlDeviceGetMinorNumber", h),
+                numa_node=None if numa is None or int(numa) < 0 else int(numa),
+                cpu_affinity=_mask_to_list(call("nvmlDeviceGetCpuAffinity", h, words)),
+                numa_affinity=_mask_to_list(call("nvmlDeviceGetMemoryAffinity", h, words,
+                                                 getattr(nvml, "NVML_AFFINITY_SCOPE_NODE", 0))),
+                nvlinks=tuple(links) if links is not None else None))
+
+        n = len(gpus)
+        ancestor: list[list[str | None]] = [["X" if i == j else None for j in range(n)] for i in range(n)]
+        p2p: list[list[bool | None]] = [[None] * n for _ in range(n)]
+        read_cap = getattr(nvml, "NVML_P2P_CAPS_INDEX_READ", 0)
+        ok = getattr(nvml, "NVML_P2P_STATUS_OK", 0)
+        for i in range(n):
+            for j in range(i + 1, n):
+                level = call("nvmlDeviceGetTopologyCommonAncestor", handles[i], handles[j])
+                ancestor[i][j] = ancestor[j][i] = _ANCESTOR.get(int(level)) if level is not None else None
+                status = call("nvmlDeviceGetP2PStatus", handles[i], handles[j], read_cap)
+                p2p[i][j] = p2p[j][i] = None if status is None else status == ok
+    finally:
+        call("nvmlShutdown")
+
+    topo = _topology(gpus, ancestor, warnings)
+    return NvmlReport(gpus=tuple(gpus), ancestor=tuple(map(tuple, ancestor)), p2p_read=tuple(map(tuple, p2p)),
+                      topology=topo, driver=driver)
+
+
+def _topology(gpus: list[NvmlGpu], ancestor: list[list[str | None]], warnings: list[str]) -> GpuTopology:
+    n = len(gpus)
+    direct = [[0] * n for _ in range(n)]
+    to_switch = [0] * n
+    for g in gpus:
+        for link in g.nvlinks or ():
+            if link.remote == "gpu" and link.peer is not None and link.peer != g.index:
+                direct[g.index][link.peer] += 1
+            elif link.remote == "nvswitch":
+                to_switch[g.index] += 1
+    switched = frozenset(i for i in range(n) if to_switch[i])
+    matrix: list[list[str]] = [["X"] * n for _ in range(n)]
+    known = unknown = 0
+    for i in range(n):
+        for j in range(n):
+            if i == j:
+                continue
+            lanes = max(direct[i][j], direct[j][i])
+            if i in switched and j in switched:
+                lanes += min(to_switch[i], to_switch[j])
+            if lanes:
+                matrix[i][j] = f"NV{lanes}"
+                known += 1
+            elif ancestor[i][j] is not None:
+                matrix[i][j] = ancestor[i][j] or "SYS"
+                known += 1
+            else:
+                matrix[i][j] = "SYS"
+                unknown += 1
+    if n > 1 and not known:
+        warnings.append("no GPU pair has a known link (NVLink and topology queries unsupported): no link data")
+        final: tuple[tuple[str, ...], ...] = ()
+    else:
+        if unknown:
+            warnings.append(f"{unknown // 2} GPU pairs have no NVLink and an unknown PCIe path: assumed SYS")
+        final = tuple(tuple(row) for row in matrix)
+    return GpuTopology(
+        gpus=tuple(range(n)), matrix=final,
+        cpu_affinity=tuple(g.cpu_affinity for g in gpus), numa_affinity=tuple(g.numa_affinity for g in gpus),
+        gpu_numa_id=tuple(None if g.numa_node is None else str(g.numa_node) for g in gpus),
+        minors=tuple(g.minor for g in gpus), nvswitch=switched, warnings=tuple(warnings), source="nvml")

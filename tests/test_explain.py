@@ -1,0 +1,118 @@
+"""slurm_topo.explain: parsing of scontrol's text and the phrasing of where a job landed (no Slurm needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from slurm_topo import explain
+
+RUNNING = (
+    "JobId=13 JobName=wrap UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901748 Nice=0 Account=(null) "
+    "QOS=(null) JobState=RUNNING Reason=None Dependency=(null) Partition=main AllocNode:Sid=localhost:25828 "
+    "ReqNodeList=(null) ExcNodeList=(null) NodeList=n[07-09] BatchHost=n07 NumNodes=3 NumCPUs=48 CPUs/Task=1 "
+    "ReqB:S:C:T=0:0:*:* Features=[zone_us-west-2a|zone_us-east-1a] DelayBoot=00:00:00 Comment=locality=zone "
+    "AdminComment=slurm-topo: zone:wait [us-west-2a(3n),us-east-1a(4n)]  StdErr=/dev/null StdIn=/dev/null Power= "
+)
+HELD = (
+    "JobId=2 JobName=wrap Priority=0 JobState=PENDING Reason=JobHeldUser Dependency=(null) NodeList= "
+    "Features=(null) AdminComment=slurm-topo: zone:wait: held; the largest is us-east-1a with 4 nodes (32 GPUs) "
+    "StdErr=/dev/null"
+)
+NODES = "\n".join(
+    f"NodeName={n} Arch=x86_64 CoresPerSocket=8 CPUAlloc=16 AvailableFeatures={f} ActiveFeatures={f} "
+    "Gres=gpu:a100:4 NodeAddr=127.0.0.1 State=ALLOCATED"
+    for n, f in (
+        ("n07", "eth,nvme,region_us-west,zone_us-west-2a,ng_us-west-2a.rack-c1"),
+        ("n08", "eth,nvme,region_us-west,zone_us-west-2a,ng_us-west-2a.rack-c1"),
+        ("n09", "eth,region_us-west,zone_us-west-2a,ng_us-west-2a.rack-c2"),
+    )
+)
+
+
+def test_record_line_keeps_values_with_spaces() -> None:
+    kv = explain.parse_record_line(RUNNING)
+    assert kv["AdminComment"] == "slurm-topo: zone:wait [us-west-2a(3n),us-east-1a(4n)]"
+    assert kv["Comment"] == "locality=zone"
+    assert kv["AllocNode:Sid"] == "localhost:25828"
+    assert kv["CPUs/Task"] == "1"
+    assert kv["NodeList"] == "n[07-09]"
+    assert kv["Power"] == ""
+
+
+def test_nodes_features() -> None:
+    nodes = explain.parse_nodes(NODES)
+    assert set(nodes) == {"n07", "n08", "n09"}
+    assert "zone_us-west-2a" in nodes["n09"]
+    assert explain.parse_nodes("NodeName=x AvailableFeatures=(null) ActiveFeatures=(null)") == {"x": ()}
+
+
+def test_landed_levels() -> None:
+    assert explain.landed(explain.parse_nodes(NODES)) == "same zone us-west-2a, 2 network groups"
+    one_rack = {"a": ["region_r", "zone_z", "ng_z.g1"], "b": ["region_r", "zone_z", "ng_z.g1"]}
+    assert explain.landed(one_rack) == "same network group z.g1"
+    region = {"a": ["region_r", "zone_z1", "ng_z1.g"], "b": ["region_r", "zone_z2", "ng_z2.g"],
+              "c": ["region_r", "zone_z3", "ng_z3.g"]}
+    assert explain.landed(region) == "same region r, 3 zones"
+    spread = {"a": ["region_r1", "zone_z1"], "b": ["region_r2", "zone_z2"]}
+    assert explain.landed(spread) == "2 regions"
+    assert explain.landed({"a": ["ib"], "b": []}) == "no location features on its nodes"
+    assert explain.landed({"a": ["region_r"]}) == "same region r"
+
+
+def test_landed_ignores_family_bucket_features() -> None:
+    feats = ["torch-2.4", "region_r1", "zone_r1-b", "ng_r1-b.g3", "region_r1.torch-2.4", "zone_r1-b.torch-2.4",
+             "ng_r1-b.g3.torch-2.4"]
+    assert explain.landed({"t6": feats, "t7": feats}) == "same network group r1-b.g3"
+
+
+def test_locality_from_record_and_comment() -> None:
+    assert explain.locality_of_record("zone:wait [us-west-2a(3n)]") == "zone:wait"
+    assert explain.locality_of_record("zone:fail: rejected; the largest is x") == "zone:fail"
+    assert explain.locality_of_record("prefer network_group [a(3n)]") == "prefer"
+    assert explain.locality_of_record("prefer: no group fits; topology/tree packs") == "prefer"
+    assert explain.locality_of_record("any; regions region_us-west") == "any"
+    assert explain.locality_of_record("rejected locality 'bogus'") is None
+    assert explain.locality_of_comment("run 7 locality=zone:fail") == "zone:fail"
+    assert explain.locality_of_comment("(null)") is None
+    assert explain.filter_record("site note; slurm-topo: any") == "any"
+    assert explain.filter_record("(null)") is None
+
+
+class FakeRunner:
+    def __init__(self, answers: dict[tuple[str, ...], str]):
+        self.answers = answers
+        self.calls: list[tuple[str, ...]] = []
+
+    def run(self, argv: Sequence[str], timeout: float = 30.0) -> str:
+        self.calls.append(tuple(argv))
+        return self.answers[tuple(argv)]
+
+
+def test_explain_running_job() -> None:
+    runner = FakeRunner({
+        ("scontrol", "show", "job", "-o", "13"): RUNNING + "\n",
+        ("scontrol", "show", "node", "-o", "n[07-09]"): NODES + "\n",
+    })
+    text = explain.explain_job("13", runner)
+    assert text.splitlines()[0] == "job 13: RUNNING on n[07-09]"
+    assert "locality zone:wait (as the filter read it)" in text
+    assert "constraint [zone_us-west-2a|zone_us-east-1a]" in text
+    assert "decision: zone:wait [us-west-2a(3n),us-east-1a(4n)]" in text
+    assert "landed:   same zone us-west-2a, 2 network groups (3 nodes)" in text
+
+
+def test_explain_held_job_gives_the_reason_and_the_record() -> None:
+    runner = FakeRunner({("scontrol", "show", "job", "-o", "2"): HELD})
+    text = explain.explain_job("2", runner)
+    assert "job 2: PENDING" in text
+    assert ("waiting:  Reason=JobHeldUser, held by the locality filter: the largest is us-east-1a with 4 nodes "
+            "(32 GPUs)") in text
+    assert runner.calls == [("scontrol", "show", "job", "-o", "2")], "no node query for a job without nodes"
+
+
+def test_explain_job_without_record_falls_back_to_comment() -> None:
+    line = "JobId=5 JobState=PENDING Reason=Resources NodeList= Features=(null) Comment=locality=zone:fail"
+    text = explain.explain_job("5", FakeRunner({("scontrol", "show", "job", "-o", "5"): line}))
+    assert "locality zone:fail (from --comment)" in text
+    assert "decision: (none recorded)" in text
+    assert "waiting:  Reason=Resources" in text

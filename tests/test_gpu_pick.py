@@ -1,0 +1,191 @@
+"""Link model, NVLink islands and pick_devices (fast search equals the exhaustive one)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from slurm_topo.errors import InputError, ParseError
+from slurm_topo.gpu.links import DEFAULT_BANDWIDTH, bandwidth_table, islands, link_bandwidth
+from slurm_topo.gpu.model import GpuTopology
+from slurm_topo.gpu.pick import pick_devices, pick_exhaustive
+from slurm_topo.gpu.topo import parse_topo_matrix
+
+REAL = Path(__file__).resolve().parent / "fixtures" / "real"
+
+
+def _real() -> dict[str, GpuTopology]:
+    out = {}
+    for path in sorted((REAL / "topo").glob("*.txt")) + [REAL / "h200-vm-1gpu" / "topo-m.txt"]:
+        try:
+            out[path.name] = parse_topo_matrix(path.read_text(), source=path.name)
+        except ParseError:
+            continue
+    return out
+
+
+REAL_TOPOS = _real()
+
+
+def blocks(n: int, size: int, inside: str, outside: str) -> GpuTopology:
+    """n GPUs in islands of ``size`` joined by ``inside``, everything else ``outside``."""
+    m = tuple(tuple("X" if i == j else inside if i // size == j // size else outside for j in range(n))
+              for i in range(n))
+    return GpuTopology(tuple(range(n)), m, source=f"{n // size}x{size}")
+
+
+def from_rows(*rows: str) -> GpuTopology:
+    return GpuTopology(tuple(range(len(rows))), tuple(tuple(r.split()) for r in rows))
+
+
+# -- link model -----------------------------------------------------------------------------------------------------
+
+def test_every_nvlink_class_beats_every_pcie_class() -> None:
+    """NV1 is faster than PIX, NVa > NVb for a > b, then PIX > PXB > PHB > NODE > SYS; SOC is SYS."""
+    pcie = [link_bandwidth(c) for c in ("PIX", "PXB", "PHB", "NODE", "SYS")]
+    assert pcie == sorted(pcie, reverse=True) and len(set(pcie)) == 5
+    nv = [link_bandwidth(f"NV{n}") for n in range(1, 19)]
+    assert nv == sorted(nv) and len(set(nv)) == 18
+    assert min(nv) > max(pcie)
+    assert link_bandwidth("NV4") == 4 * DEFAULT_BANDWIDTH["NV"]
+    assert link_bandwidth("SOC") == link_bandwidth("SYS")
+
+
+def test_bandwidth_override_keeps_the_order() -> None:
+    """An override table is merged over the default; one that breaks the order or names a new class is refused."""
+    assert bandwidth_table({"NV": 50})["NV"] == 50.0
+    with pytest.raises(InputError, match="NV .* must be faster than PIX"):
+        bandwidth_table({"NV": 10})
+    with pytest.raises(InputError, match="unknown link classes"):
+        bandwidth_table({"C2C": 900})
+    with pytest.raises(InputError, match="unknown link class"):
+        link_bandwidth("NVX")
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    pytest.param("dgx1-v100-8gpu-hybridcube-1nic-oneflow.txt", [set(range(8))], id="hybrid cube mesh is one island"),
+    pytest.param("dgx-a100-8gpu-12mlx5-numa-noGpuNumaId.txt", [set(range(8))], id="NVSwitch box is one island"),
+    pytest.param("rtx3090-8gpu-pcie-node-sys-dualsocket.txt", [{i} for i in range(8)],
+                 id="PCIe-only box is all singletons"),
+    pytest.param("titanrtx-2gpu-nv2-bridge.txt", [{0, 1}], id="bridge pair is one island"),
+    pytest.param("h100-4gpu-nv18-8nic-allphb-container.txt", [{0, 1, 2, 3}], id="NICs are not GPUs"),
+])
+def test_islands(name: str, expected: list[set[int]]) -> None:
+    """Islands are maximal NVLink-connected groups of GPUs, sorted."""
+    assert [set(i) for i in islands(REAL_TOPOS[name])] == expected
+
+
+def test_islands_of_two_quads() -> None:
+    """Two NV4 quads joined by SYS are two islands."""
+    assert islands(blocks(8, 4, "NV4", "SYS")) == (frozenset({0, 1, 2, 3}), frozenset({4, 5, 6, 7}))
+
+
+# -- ADR examples ---------------------------------------------------------------------------------------------------
+
+def test_adr_8gpu_two_islands_gpu0_busy_picks_the_whole_free_island() -> None:
+    """8-GPU NVLink layout, islands 0-3 / 4-7, GPU 0 busy, 4 GPUs -> 4-7 (Slurm's greedy gives 1,2,3,4)."""
+    assert pick_devices(blocks(8, 4, "NV4", "SYS"), [1, 2, 3, 4, 5, 6, 7], 4) == (4, 5, 6, 7)
+
+
+def test_adr_four_rtx3070_two_phb_pairs_gpu0_busy() -> None:
+    """4× RTX 3070 as two PHB pairs joined by SYS, 2 GPUs with GPU 0 busy -> 2-3."""
+    topo = from_rows("X PHB SYS SYS", "PHB X SYS SYS", "SYS SYS X PHB", "SYS SYS PHB X")
+    assert pick_devices(topo, [1, 2, 3], 2) == (2, 3)
+
+
+def test_adr_two_a100_sxm4_nv4() -> None:
+    """2× A100 SXM4 joined by NV4: a 2-GPU job gets both."""
+    assert pick_devices(from_rows("X NV4", "NV4 X"), [0, 1], 2) == (0, 1)
+
+
+# -- behaviour ------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("topo", "free", "k", "expected"), [
+    pytest.param(blocks(8, 4, "NV4", "SYS"), range(8), 1, (0,), id="k=1 all free takes the lowest index"),
+    pytest.param(blocks(8, 4, "NV4", "SYS"), [0, 1, 2, 4, 5, 6, 7], 1, (0,),
+                 id="k=1 prefers an already broken island over a whole one"),
+    pytest.param(blocks(8, 2, "NV2", "SYS"), [0, 2, 3, 4, 5], 1, (0,), id="k=1 takes a lone free GPU"),
+    pytest.param(blocks(8, 2, "NV2", "SYS"), [1, 2, 3, 4, 5], 2, (2, 3), id="pair inside an island"),
+    pytest.param(REAL_TOPOS["dgx1-v100-8gpu-hybridcube-1nic-oneflow.txt"], range(8), 2, (0, 3),
+                 id="hybrid cube prefers an NV2 pair over NV1"),
+    pytest.param(REAL_TOPOS["dgx1-v100-8gpu-hybridcube-1nic-oneflow.txt"], range(8), 4, (0, 1, 2, 3),
+                 id="hybrid cube quad 0-3 is NV-connected"),
+    pytest.param(REAL_TOPOS["t4-4gpu-1plus3-sys-node-nolegend.txt"], range(4), 2, (1, 2),
+                 id="T4 1+3 split avoids the lone socket"),
+    pytest.param(REAL_TOPOS["dgx1-8gpu-topo-mp-pcie-only.txt"], [0, 2, 3, 4, 5], 2, (2, 3),
+                 id="PCIe-only prefers PIX over PHB"),
+    pytest.param(GpuTopology((0, 1, 2, 3), ()), [3, 1, 2], 2, (1, 2), id="no link data takes the lowest free"),
+    pytest.param(blocks(16, 8, "NV18", "SYS"), range(16), 9, tuple(range(10))[:9],
+                 id="16 GPUs 2x8 k=9 fills one island and breaks one"),
+])
+def test_pick(topo: GpuTopology, free: range | list[int], k: int, expected: tuple[int, ...]) -> None:
+    """pick_devices chooses the best-connected free set and agrees with the exhaustive search."""
+    assert pick_devices(topo, free, k) == expected
+    assert pick_exhaustive(topo, free, k) == expected
+
+
+@pytest.mark.parametrize(("free", "k", "words"), [
+    pytest.param([0, 1], 3, "only 2 free", id="more than free is refused"),
+    pytest.param([0, 1], 0, "at least 1", id="zero is refused"),
+    pytest.param([0, 9], 1, "not on this node", id="unknown GPU index is refused"),
+])
+def test_pick_refuses(free: list[int], k: int, words: str) -> None:
+    """Impossible requests raise InputError."""
+    with pytest.raises(InputError, match=words):
+        pick_devices(blocks(4, 2, "NV2", "SYS"), free, k)
+
+
+# -- fast equals exhaustive -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(REAL_TOPOS))
+def test_every_real_fixture_every_k_all_free(name: str) -> None:
+    """On every real fixture, for every k with all GPUs free, the fast pick equals the exhaustive one."""
+    topo = REAL_TOPOS[name]
+    for k in range(1, len(topo.gpus) + 1):
+        assert pick_devices(topo, topo.gpus, k) == pick_exhaustive(topo, topo.gpus, k)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_real_fixtures_random_busy_masks(data: st.DataObject) -> None:
+    """Random busy masks and k on the real fixtures: fast pick == exhaustive pick."""
+    topo = REAL_TOPOS[data.draw(st.sampled_from(sorted(REAL_TOPOS)))]
+    free = data.draw(st.lists(st.sampled_from(topo.gpus), min_size=1, unique=True))
+    k = data.draw(st.integers(1, len(free)))
+    assert pick_devices(topo, free, k) == pick_exhaustive(topo, free, k)
+
+
+CLASSES = ["NV1", "NV2", "NV4", "NV6", "NV12", "NV18", "PIX", "PXB", "PHB", "NODE", "SYS"]
+
+
+@st.composite
+def random_topology(draw: st.DrawFn) -> GpuTopology:
+    n = draw(st.integers(1, 10))
+    palette = draw(st.lists(st.sampled_from(CLASSES), min_size=1, max_size=4, unique=True))
+    m = [["X"] * n for _ in range(n)]
+    for i in range(n):
+        for j in range(i + 1, n):
+            m[i][j] = m[j][i] = draw(st.sampled_from(palette))
+    return GpuTopology(tuple(range(n)), tuple(tuple(r) for r in m))
+
+
+@settings(max_examples=400, deadline=None)
+@given(random_topology(), st.data())
+def test_random_matrices(topo: GpuTopology, data: st.DataObject) -> None:
+    """Random symmetric link matrices (up to 10 GPUs, few classes so ties abound): fast == exhaustive."""
+    free = data.draw(st.lists(st.sampled_from(topo.gpus), min_size=1, unique=True))
+    k = data.draw(st.integers(1, len(free)))
+    assert pick_devices(topo, free, k) == pick_exhaustive(topo, free, k)
+
+
+@pytest.mark.parametrize("topo", [blocks(16, 8, "NV18", "SYS"), blocks(16, 16, "NV6", "SYS"),
+                                  blocks(16, 4, "NV4", "NODE")], ids=["2x8 islands", "NVSwitch 16", "4x4 islands"])
+def test_sixteen_gpus_some_masks(topo: GpuTopology) -> None:
+    """16-GPU layouts with a few busy masks: fast == exhaustive."""
+    for busy in ((), (0,), (1, 9), (0, 5, 10, 15)):
+        free = [g for g in topo.gpus if g not in busy]
+        for k in (2, 5, 9, len(free) - 1):
+            assert pick_devices(topo, free, k) == pick_exhaustive(topo, free, k)
