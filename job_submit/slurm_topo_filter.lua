@@ -32,6 +32,7 @@ local LOCATION_PREFIXES = { "region_", "zone_", "ng_", "leaf_" }
 
 local config = { data = nil, recheck = RECHECK_SECONDS }
 local state = { data = nil, fingerprint = nil, checked = -math.huge, logged = {} }
+local fast_cache = setmetatable({}, { __mode = "k" }) -- group list -> {["start:budget"] = {kept, cut}}
 
 -- --------------------------------------------------------------------------------------------------------------
 -- small helpers (Lua 5.1: no goto, no integer division, no utf8)
@@ -344,6 +345,21 @@ local function new_scan(data, req, c, area, wanted)
   end
 
   function scan.candidates(groups, budget, only)
+    -- Fast path: when every node counts and no GPUs are asked, the answer depends only on where the binary
+    -- search starts (all groups from there fit): computed once per data load, then looked up.
+    local memo
+    if all_ok and check and total_gpus == 0 and only == nil and area == nil then
+      memo = fast_cache[groups]
+      if memo == nil then
+        memo = {}
+        fast_cache[groups] = memo
+      end
+    end
+    local result = scan.scan(groups, budget, only, memo)
+    return result[1], result[2]
+  end
+
+  function scan.scan(groups, budget, only, memo)
     local start = 1
     if check then -- groups are sorted by size: skip those smaller than the job (binary search)
       local lo, hi = 1, #groups + 1
@@ -353,6 +369,12 @@ local function new_scan(data, req, c, area, wanted)
       end
       start = lo
     end
+    local key
+    if memo then
+      key = start .. ":" .. budget
+      local hit = memo[key]
+      if hit then return hit end
+    end
     local kept, count, length = {}, 0, 2
     for i = start, #groups do
       local g = groups[i]
@@ -361,7 +383,11 @@ local function new_scan(data, req, c, area, wanted)
         if good then
           local extra = #g.f
           if count > 0 then extra = extra + 1 end
-          if count == MAX_ALTERNATIVES or length + extra > budget then return kept, true end
+          if count == MAX_ALTERNATIVES or length + extra > budget then
+            local result = { kept, true }
+            if memo then memo[key] = result end
+            return result
+          end
           count = count + 1
           kept[count] = g
           kept[-count] = n -- eligible nodes, beside the group (one table per request, not one per group)
@@ -369,7 +395,9 @@ local function new_scan(data, req, c, area, wanted)
         end
       end
     end
-    return kept, false
+    local result = { kept, false }
+    if memo then memo[key] = result end
+    return result
   end
 
   function scan.largest(groups, only)
@@ -404,12 +432,24 @@ local function level_groups(data, partitions, level)
 end
 
 local function bracket(kept)
+  if kept.bracket then return kept.bracket end -- kept lists of the fast path are shared: format once
   local names = {}
   for i, g in ipairs(kept) do names[i] = g.f end
-  return "[" .. table.concat(names, "|") .. "]"
+  kept.bracket = "[" .. table.concat(names, "|") .. "]"
+  return kept.bracket
 end
 
+local shown_text
+
 local function shown(kept, cut)
+  local memo = kept[cut and "shown_cut" or "shown"]
+  if memo then return memo end
+  local text = shown_text(kept, cut)
+  kept[cut and "shown_cut" or "shown"] = text
+  return text
+end
+
+shown_text = function(kept, cut)
   -- the record is cut at 200 characters: stop formatting once past that (same text after the cut)
   local parts, length = {}, 0
   for i, g in ipairs(kept) do
