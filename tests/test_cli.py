@@ -94,3 +94,31 @@ def test_show_marks_self_reported_nodes(tmp_path: Path) -> None:
     assert "fleet: 3 nodes, 8 GPUs, 1 self-reported*; 1 regions, 1 zones" in proc.stdout
     assert "g1  1 node, 0 GPUs, 1 self-reported*" in proc.stdout
     assert proc.stdout.rstrip().endswith("* location known only from the node's own report")
+
+
+TOPO = REPO / "tests" / "fixtures" / "real" / "topo"
+
+
+def test_gpu_parse_json_is_the_matrix_as_the_legend_names_it() -> None:
+    """gpu parse --json: only an object; gpus in order, the N×N classes with X on the diagonal, SOC as SYS."""
+    proc = cli("gpu", "parse", "--json", str(TOPO / "azure-nv12-2x-m60-soc-noheaderindent.txt"))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["gpus"] == [0, 1]
+    assert doc["matrix"] == [["X", "SYS"], ["SYS", "X"]]
+
+
+def test_gpu_pick_json_and_refusals(tmp_path: Path) -> None:
+    """gpu pick --json gives the chosen indices ascending (ADR: GPU 0 busy, 4 of an 8-GPU 2-island box -> 4-7);
+    a truncated capture or an unknown --busy GPU is refused with a reason and a non-zero exit."""
+    synthetic = REPO / "tests" / "fixtures" / "synthetic" / "islands-2x4-nv18.txt"
+    proc = cli("gpu", "pick", "--topology", str(synthetic), "--count", "4", "--busy", "0", "--json")
+    assert json.loads(proc.stdout) == {"gpus": [4, 5, 6, 7]}
+    proc = cli("gpu", "islands", str(synthetic))
+    assert proc.stdout.splitlines() == ["island 0: GPUs 0,1,2,3", "island 1: GPUs 4,5,6,7"]
+    proc = cli("gpu", "parse", str(TOPO / "dgx2-16gpu-nv6-10nic-PARTIAL-first5rows.txt"))
+    assert proc.returncode == 2 and "truncated" in proc.stderr and proc.stdout == ""
+    proc = cli("gpu", "pick", "--topology", str(synthetic), "--count", "2", "--busy", "9")
+    assert proc.returncode == 2 and "no GPU 9" in proc.stderr
+    proc = cli("gpu", "pick", "--topology", str(synthetic), "--count", "9")
+    assert proc.returncode == 2
