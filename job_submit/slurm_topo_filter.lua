@@ -32,7 +32,7 @@ local LOCATION_PREFIXES = { "region_", "zone_", "ng_", "leaf_" }
 
 local config = { data = nil, recheck = RECHECK_SECONDS }
 local state = { data = nil, fingerprint = nil, checked = -math.huge, logged = {} }
-local fast_cache = setmetatable({}, { __mode = "k" }) -- group list -> {["start:budget"] = {kept, cut}}
+local fast_cache = setmetatable({}, { __mode = "k" }) -- group list -> {[request signature] = {kept, cut}}
 
 -- --------------------------------------------------------------------------------------------------------------
 -- small helpers (Lua 5.1: no goto, no integer division, no utf8)
@@ -307,6 +307,9 @@ local function new_scan(data, req, c, area, wanted)
     ok[i] = good
     all_ok = all_ok and good
   end
+  local flags = {}
+  for i = 1, #classes do flags[i] = ok[i] and "1" or "0" end
+  local signature = table.concat(flags) .. ":" .. tostring(check) .. ":" .. nodes .. ":" .. total_gpus .. ":"
   local scan = {}
 
   local function allowed(g)
@@ -348,10 +351,10 @@ local function new_scan(data, req, c, area, wanted)
     -- Fast path: when every node counts and no GPUs are asked, the answer depends only on where the binary
     -- search starts (all groups from there fit): computed once per data load, then looked up.
     local memo
-    if all_ok and check and total_gpus == 0 and only == nil and area == nil then
+    if only == nil and area == nil then
       memo = fast_cache[groups]
-      if memo == nil then
-        memo = {}
+      if memo == nil or memo.size > 512 then -- bounded: a flood of odd requests cannot grow it without end
+        memo = { size = 0 }
         fast_cache[groups] = memo
       end
     end
@@ -369,11 +372,14 @@ local function new_scan(data, req, c, area, wanted)
       end
       start = lo
     end
+    -- The answer depends only on the data and on what the request lets count: memoized per data load for
+    -- requests without a region restriction or a user bracket (the common case repeats a lot).
     local key
     if memo then
-      key = start .. ":" .. budget
+      key = signature .. start .. ":" .. budget
       local hit = memo[key]
       if hit then return hit end
+      memo.size = memo.size + 1
     end
     local kept, count, length = {}, 0, 2
     for i = start, #groups do
