@@ -488,6 +488,16 @@ local function terms(...)
   return out
 end
 
+local function conflict(loc, mode, what, msg)
+  -- the user's constraint and the locality cannot be combined: :fail rejects, :wait leaves the job alone
+  if mode == "fail" then
+    return { action = "reject", locality = loc, message = msg, record = record(loc .. ": rejected, " .. what
+      .. " conflict") }
+  end
+  return { action = "unchanged", locality = loc, message = msg .. "; job left unchanged",
+           record = record(loc .. ": " .. what .. " conflict; unchanged") }
+end
+
 local decide_inner
 
 function M.decide(data, req)
@@ -626,28 +636,16 @@ decide_inner = function(data, req)
     only = {}
     for _, x in ipairs(c.inside) do
       if not level_features[x] then
-        local msg = "slurm-topo: --locality=" .. level .. ": the brackets in your constraint are not all " .. level
-          .. " groups (Slurm allows one bracket set)"
-        if mode == "fail" then
-          return { action = "reject", locality = loc, message = msg,
-                   record = record(loc .. ": rejected, bracket conflict") }
-        end
-        return { action = "unchanged", locality = loc, message = msg .. "; job left unchanged",
-                 record = record(loc .. ": bracket conflict; unchanged") }
+        return conflict(loc, mode, "bracket", "slurm-topo: --locality=" .. level .. ": the brackets in your "
+          .. "constraint are not all " .. level .. " groups (Slurm allows one bracket set)")
       end
       only[x] = true
     end
   end
   local probe = compose(c, terms(restrict, "[]"))
   if probe == nil then
-    local msg = "slurm-topo: --locality=" .. level .. ": your constraint cannot be combined with a " .. level
-      .. " bracket"
-    if mode == "fail" then
-      return { action = "reject", locality = loc, message = msg,
-               record = record(loc .. ": rejected, constraint conflict") }
-    end
-    return { action = "unchanged", locality = loc, message = msg .. "; job left unchanged",
-             record = record(loc .. ": constraint conflict; unchanged") }
+    return conflict(loc, mode, "constraint", "slurm-topo: --locality=" .. level .. ": your constraint cannot be "
+      .. "combined with a " .. level .. " bracket")
   end
   local kept, cut = scan.candidates(groups, MAX_CONSTRAINT - #probe + 2, only)
   if #kept > 0 then

@@ -560,6 +560,14 @@ def _shown(kept: Sequence[tuple[Group, int]], cut: bool) -> str:
     return (f"first {len(kept)} kept (Slurm's limits) " if cut else "") + f"[{text}]"
 
 
+def _conflict(loc: str, mode: str, what: str, msg: str) -> Decision:
+    """The user's constraint and the locality cannot be combined: :fail rejects, :wait leaves the job alone."""
+    if mode == "fail":
+        return Decision("reject", loc, message=msg, record=_record(f"{loc}: rejected, {what} conflict"))
+    return Decision("unchanged", loc, message=msg + "; job left unchanged",
+                    record=_record(f"{loc}: {what} conflict; unchanged"))
+
+
 def decide(data: PolicyData, req: JobRequest) -> Decision:
     """The filter's decision for one job (see the module docstring)."""
     d = _decide(data, req)
@@ -643,20 +651,13 @@ def _decide(data: PolicyData, req: JobRequest) -> Decision:
     if c.kind == "bracket":
         level_features = {g.feature for g in groups}
         if not all(x in level_features for x in c.inside):
-            msg = (f"slurm-topo: --locality={level}: the brackets in your constraint are not all {level} groups "
-                   "(Slurm allows one bracket set)")
-            if mode == "fail":
-                return Decision("reject", loc, message=msg, record=_record(f"{loc}: rejected, bracket conflict"))
-            return Decision("unchanged", loc, message=msg + "; job left unchanged",
-                            record=_record(f"{loc}: bracket conflict; unchanged"))
+            return _conflict(loc, mode, "bracket", f"slurm-topo: --locality={level}: the brackets in your "
+                             f"constraint are not all {level} groups (Slurm allows one bracket set)")
         only = set(c.inside)
     probe = compose(c, *(t for t in (restrict, "[]") if t))
     if probe is None:
-        msg = f"slurm-topo: --locality={level}: your constraint cannot be combined with a {level} bracket"
-        if mode == "fail":
-            return Decision("reject", loc, message=msg, record=_record(f"{loc}: rejected, constraint conflict"))
-        return Decision("unchanged", loc, message=msg + "; job left unchanged",
-                        record=_record(f"{loc}: constraint conflict; unchanged"))
+        return _conflict(loc, mode, "constraint", f"slurm-topo: --locality={level}: your constraint cannot be "
+                         f"combined with a {level} bracket")
     kept, cut = scan.candidates(groups, MAX_CONSTRAINT - len(probe) + 2, only)
     if kept:
         features = compose(c, *(t for t in (restrict, _bracket(kept)) if t))

@@ -19,6 +19,7 @@ On a failing test the report gets the tail of slurmctld.log and ``scontrol show 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -85,10 +86,13 @@ def slurm_cluster(request: pytest.FixtureRequest) -> Iterator[slurmctl.Cluster]:
         _unavailable("; ".join(missing))
     base = Path(os.environ.get("SLURM_TOPO_CLUSTER_BASE") or f"/tmp/slurm-topo-it-{os.getpid()}")
     t0 = time.monotonic()
-    try:
-        cluster = slurmctl.start_cluster(base)
-    except AssertionError as e:
-        pytest.fail(str(e), pytrace=False)
+    with owned_cluster(base) as cluster:
+        _report_start(request, reporter, cluster, base, t0)
+        yield cluster
+
+
+def _report_start(request: pytest.FixtureRequest, reporter: object, cluster: slurmctl.Cluster, base: Path,
+                  t0: float) -> None:
     capman = request.config.pluginmanager.getplugin("capturemanager")
     if reporter is not None and capman is not None:
         with capman.global_and_fixture_disabled():
@@ -99,6 +103,16 @@ def slurm_cluster(request: pytest.FixtureRequest) -> Iterator[slurmctl.Cluster]:
                 f"{time.monotonic() - t0:.2f}s with the call; "
                 f"base {base}"
             )
+
+
+@contextlib.contextmanager
+def owned_cluster(base: Path, *launcher_args: str) -> Iterator[slurmctl.Cluster]:
+    """Start a cluster on ``base`` (a failure to start fails the test), stop it after, and check that none of
+    its processes is left."""
+    try:
+        cluster = slurmctl.start_cluster(base, *launcher_args)
+    except AssertionError as e:
+        pytest.fail(str(e), pytrace=False)
     try:
         yield cluster
     finally:
@@ -126,16 +140,8 @@ def filtered_cluster(request: pytest.FixtureRequest) -> Iterator[slurmctl.Cluste
     if missing:
         _unavailable("; ".join(missing))
     base = Path(f"{os.environ.get('SLURM_TOPO_CLUSTER_BASE') or f'/tmp/slurm-topo-it-{os.getpid()}'}-filter")
-    try:
-        cluster = slurmctl.start_cluster(base, "--with-filter", "--inventory", str(FILTER_FLEET))
-    except AssertionError as e:
-        pytest.fail(str(e), pytrace=False)
-    try:
+    with owned_cluster(base, "--with-filter", "--inventory", str(FILTER_FLEET)) as cluster:
         yield cluster
-    finally:
-        slurmctl.stop_cluster(base)
-        left = slurmctl.cluster_pids(base)
-        assert not left, f"processes of {base} left after down: {left}"
 
 
 @pytest.fixture
