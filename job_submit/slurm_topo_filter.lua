@@ -24,11 +24,15 @@ local MAX_ALTERNATIVES = 64
 local MAX_CONSTRAINT = 1024
 local MAX_RECORD = 200
 local RECHECK_SECONDS = 10
+local DATA_FORMAT = 1 -- slurm_topo/render/filter_data.py FORMAT
 local SPANK_LOCALITY = "_SLURM_SPANK_OPTION_locality_locality"
 local SPANK_REGIONS = "_SLURM_SPANK_OPTION_locality_locality_regions"
 local LEVELS = { "network_group", "zone", "region" }
 local LOCALITIES = { prefer = true, network_group = true, zone = true, region = true, any = true }
 local LOCATION_PREFIXES = { "region_", "zone_", "ng_", "leaf_" }
+local GPU_FIELDS = { { "job", "tres_per_job" }, { "node", "tres_per_node" }, { "task", "tres_per_task" } }
+local UNCHECKED_FIELDS = { { "req_nodes", "--nodelist" }, { "exc_nodes", "--exclude" },
+                           { "reservation", "--reservation" } }
 
 local config = { data = nil, recheck = RECHECK_SECONDS }
 local state = { data = nil, fingerprint = nil, checked = -math.huge, logged = {} }
@@ -145,15 +149,14 @@ function M.request(job)
       elseif k == "locality-regions" and regions == nil then regions = v end
     end
   end
-  for _, pair in ipairs({ { "job", "tres_per_job" }, { "node", "tres_per_node" }, { "task", "tres_per_task" } }) do
+  for _, pair in ipairs(GPU_FIELDS) do
     local gtype, count = M.parse_gpu_tres(job[pair[2]])
     if count ~= nil then
       req.gpu = { scope = pair[1], gpu_type = gtype, count = count }
       break
     end
   end
-  for _, pair in ipairs({ { "req_nodes", "--nodelist" }, { "exc_nodes", "--exclude" },
-                          { "reservation", "--reservation" } }) do
+  for _, pair in ipairs(UNCHECKED_FIELDS) do
     if to_str(job[pair[1]]) ~= nil then
       req.unchecked = pair[2]
       break
@@ -182,8 +185,10 @@ local function all_tokens(list)
   return true
 end
 
+local NO_CONSTRAINT = { kind = "none", names = {} } -- shared, read-only
+
 function M.parse_constraint(text)
-  if text == nil then return { kind = "none", names = {} } end
+  if text == nil then return NO_CONSTRAINT end
   local t = string.gsub(text, ",", "&")
   if string.find(t, "[ \t\n]") then return { kind = "invalid", text = text, names = {} } end
   local complex = { kind = "complex", text = text, names = {} }
@@ -295,129 +300,132 @@ local function describe_request(req)
   return text
 end
 
--- Per-request evaluation of groups; plain locals and closures (this runs for every submission, under locks).
+-- Per-request evaluation of groups. A scan is one table of plain fields and the functions below take it as their
+-- first argument: no closures per request (this runs for every submission, under slurmctld's locks, and every
+-- allocation costs more once the data table is resident).
 local function new_scan(data, req, c, area, wanted)
-  local nodes, total_gpus, per_node, gpu_type = needs(req)
+  local sc = { data = data, area = area, wanted = wanted, classes = data.classes }
+  sc.nodes, sc.total_gpus, sc.per_node, sc.gpu_type = needs(req)
   local is_counted = counted(c)
-  local check = req.unchecked == nil and is_counted
-  local classes, ok, all_ok = data.classes, {}, true
-  for i, cls in ipairs(classes) do
+  sc.check = req.unchecked == nil and is_counted
+  local ok, all_ok, flags = {}, true, {}
+  for i, cls in ipairs(data.classes) do
     local good = class_ok(cls, c, is_counted)
-    if good and per_node > 0 then good = cls.g >= per_node and (gpu_type == nil or cls.t == gpu_type) end
+    if good and sc.per_node > 0 then good = cls.g >= sc.per_node and (sc.gpu_type == nil or cls.t == sc.gpu_type) end
     ok[i] = good
     all_ok = all_ok and good
+    flags[i] = good and "1" or "0"
   end
-  local flags = {}
-  for i = 1, #classes do flags[i] = ok[i] and "1" or "0" end
-  local signature = table.concat(flags) .. ":" .. tostring(check) .. ":" .. nodes .. ":" .. total_gpus .. ":"
-  local scan = {}
+  sc.ok, sc.all_ok = ok, all_ok
+  sc.signature = table.concat(flags) .. ":" .. tostring(sc.check) .. ":" .. sc.nodes .. ":" .. sc.total_gpus .. ":"
+  return sc
+end
 
-  local function allowed(g)
-    if area == nil then return true end
-    for f in pairs(g.lo) do
-      if area[f] then return true end
+local function scan_allowed(sc, g)
+  local area = sc.area
+  if area == nil then return true end
+  if area[g.f] or (g.rf and area[g.rf]) or (g.zf and area[g.zf]) then return true end
+  return g.z == nil and g.r ~= nil and sc.wanted[g.r] == true
+end
+
+local function scan_eligible(sc, g)
+  if sc.all_ok then return g.n, g.g, g.m end -- every node counts: the group's own totals
+  local n, gp, most = 0, 0, 0
+  local counts, ok, classes = g.c, sc.ok, sc.classes
+  for i = 1, #counts, 2 do
+    local idx = counts[i]
+    if ok[idx] then
+      local count, cg = counts[i + 1], classes[idx].g
+      n = n + count
+      gp = gp + count * cg
+      if cg > most then most = cg end
     end
-    return g.z == nil and g.r ~= nil and wanted[g.r] == true
   end
+  return n, gp, most
+end
 
-  local function eligible(g)
-    if all_ok then return g.n, g.g, g.m end -- every node counts: the group's own totals
-    local n, gp, most = 0, 0, 0
-    local counts = g.c
-    for i = 1, #counts, 2 do
-      local idx = counts[i]
-      if ok[idx] then
-        local count, cg = counts[i + 1], classes[idx].g
-        n = n + count
-        gp = gp + count * cg
-        if cg > most then most = cg end
-      end
-    end
-    return n, gp, most
+local function scan_fits(sc, g)
+  local n, gp, most = scan_eligible(sc, g)
+  if not sc.check then return true, n end
+  local need, total = sc.nodes, sc.total_gpus
+  if total > 0 then
+    if most == 0 then return false, n end
+    need = math.max(need, math.ceil(total / most))
   end
+  return n >= need and gp >= total, n
+end
 
-  local function fits(g)
-    local n, gp, most = eligible(g)
-    if not check then return true, n end
-    local need = nodes
-    if total_gpus > 0 then
-      if most == 0 then return false, n end
-      need = math.max(need, math.ceil(total_gpus / most))
+-- Up to 64 fitting groups within `budget` characters of bracket, in the data's order: {kept, cut short}.
+-- Groups are sorted by size, so the scan starts at the first group as large as the job (binary search). The
+-- answer depends only on the data and on what the request lets count, so it is memoized per data load for
+-- requests without a region restriction or a user bracket (the common case repeats a lot).
+local function scan_candidates(sc, groups, budget, only)
+  local memo, key
+  local start = 1
+  if sc.check then
+    local lo, hi, nodes = 1, #groups + 1, sc.nodes
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      if groups[mid].n < nodes then lo = mid + 1 else hi = mid end
     end
-    return n >= need and gp >= total_gpus, n
+    start = lo
   end
-
-  function scan.candidates(groups, budget, only)
-    -- Fast path: when every node counts and no GPUs are asked, the answer depends only on where the binary
-    -- search starts (all groups from there fit): computed once per data load, then looked up.
-    local memo
-    if only == nil and area == nil then
-      memo = fast_cache[groups]
-      if memo == nil or memo.size > 512 then -- bounded: a flood of odd requests cannot grow it without end
-        memo = { size = 0 }
-        fast_cache[groups] = memo
-      end
+  if only == nil and sc.area == nil then
+    memo = fast_cache[groups]
+    if memo == nil or memo.size > 512 then -- bounded: a flood of odd requests cannot grow it without end
+      memo = { size = 0 }
+      fast_cache[groups] = memo
     end
-    local result = scan.scan(groups, budget, only, memo)
-    return result[1], result[2]
+    key = sc.signature .. start .. ":" .. budget
+    local hit = memo[key]
+    if hit then return hit[1], hit[2] end
+    memo.size = memo.size + 1
   end
-
-  function scan.scan(groups, budget, only, memo)
-    local start = 1
-    if check then -- groups are sorted by size: skip those smaller than the job (binary search)
-      local lo, hi = 1, #groups + 1
-      while lo < hi do
-        local mid = math.floor((lo + hi) / 2)
-        if groups[mid].n < nodes then lo = mid + 1 else hi = mid end
-      end
-      start = lo
-    end
-    -- The answer depends only on the data and on what the request lets count: memoized per data load for
-    -- requests without a region restriction or a user bracket (the common case repeats a lot).
-    local key
-    if memo then
-      key = signature .. start .. ":" .. budget
-      local hit = memo[key]
-      if hit then return hit end
-      memo.size = memo.size + 1
-    end
-    local kept, count, length = {}, 0, 2
-    for i = start, #groups do
-      local g = groups[i]
-      if (only == nil or only[g.f]) and allowed(g) then
-        local good, n = fits(g)
-        if good then
-          local extra = #g.f
-          if count > 0 then extra = extra + 1 end
-          if count == MAX_ALTERNATIVES or length + extra > budget then
-            local result = { kept, true }
-            if memo then memo[key] = result end
-            return result
-          end
-          count = count + 1
-          kept[count] = g
-          kept[-count] = n -- eligible nodes, beside the group (one table per request, not one per group)
-          length = length + extra
+  local kept, count, length, cut = {}, 0, 2, false
+  for i = start, #groups do
+    local g = groups[i]
+    if (only == nil or only[g.f]) and scan_allowed(sc, g) then
+      local good, n = scan_fits(sc, g)
+      if good then
+        local extra = #g.f
+        if count > 0 then extra = extra + 1 end
+        if count == MAX_ALTERNATIVES or length + extra > budget then
+          cut = true
+          break
         end
+        count = count + 1
+        kept[count] = g
+        kept[-count] = n -- eligible nodes, beside the group (one table per scan, not one per group)
+        length = length + extra
       end
     end
-    local result = { kept, false }
-    if memo then memo[key] = result end
-    return result
   end
+  if memo then memo[key] = { kept, cut } end
+  return kept, cut
+end
 
-  function scan.largest(groups, only)
-    local best, bn, bg
-    for _, g in ipairs(groups) do
-      if (only == nil or only[g.f]) and allowed(g) then
-        local n, gp = eligible(g)
-        if best == nil or n > bn or (n == bn and gp > bg) then best, bn, bg = g, n, gp end
-      end
+-- The largest group for this request (to name it when none can hold the job): a whole-level scan, memoized like
+-- scan_candidates.
+local function scan_largest(sc, groups, only)
+  local memo, key
+  if only == nil and sc.area == nil then
+    memo = fast_cache[groups]
+    key = "largest:" .. sc.signature
+    local hit = memo and memo[key]
+    if hit then return hit[1], hit[2], hit[3] end
+  end
+  local best, bn, bg
+  for _, g in ipairs(groups) do
+    if (only == nil or only[g.f]) and scan_allowed(sc, g) then
+      local n, gp = scan_eligible(sc, g)
+      if best == nil or n > bn or (n == bn and gp > bg) then best, bn, bg = g, n, gp end
     end
-    return best, bn, bg
   end
-
-  return scan
+  if memo then
+    memo[key] = { best, bn, bg }
+    memo.size = memo.size + 1
+  end
+  return best, bn, bg
 end
 
 local function level_groups(data, partitions, level)
@@ -614,7 +622,8 @@ decide_inner = function(data, req)
     else
       for _, lvl in ipairs(LEVELS) do
         local probe = compose(c, terms(restrict, "[]"))
-        local kept, cut = scan.candidates(level_groups(data, partitions, lvl), MAX_CONSTRAINT - #probe + 2, nil)
+        local groups = level_groups(data, partitions, lvl)
+        local kept, cut = scan_candidates(scan, groups, MAX_CONSTRAINT - #probe + 2, nil)
         if #kept > 0 then
           return { action = "amend", locality = loc, features = base,
                    prefer = compose(c, terms(restrict, bracket(kept))),
@@ -647,12 +656,12 @@ decide_inner = function(data, req)
     return conflict(loc, mode, "constraint", "slurm-topo: --locality=" .. level .. ": your constraint cannot be "
       .. "combined with a " .. level .. " bracket")
   end
-  local kept, cut = scan.candidates(groups, MAX_CONSTRAINT - #probe + 2, only)
+  local kept, cut = scan_candidates(scan, groups, MAX_CONSTRAINT - #probe + 2, only)
   if #kept > 0 then
     return { action = "amend", locality = loc, features = compose(c, terms(restrict, bracket(kept))),
              record = record(loc .. " " .. shown(kept, cut) .. note), kept = kept }
   end
-  local best, bn, bg = scan.largest(groups, only)
+  local best, bn, bg = scan_largest(scan, groups, only)
   local why
   if best == nil then
     why = "no node of the partition has a " .. level
@@ -706,6 +715,12 @@ local function load_data()
     ok, data = pcall(chunk)
   else
     data = err
+  end
+  if ok and type(data) == "table" and data.format ~= DATA_FORMAT then
+    log_error_once("format:" .. fp, "slurm-topo: data file %s has format %s, this filter reads %s: regenerate it "
+      .. "with the matching slurm-topo; jobs pass unchanged", path, tostring(data.format), tostring(DATA_FORMAT))
+    state.data, state.fingerprint = nil, nil
+    return nil
   end
   if not ok or type(data) ~= "table" or data.fingerprint ~= fp or type(data.partitions) ~= "table" then
     log_error_once("broken:" .. fp, "slurm-topo: data file %s (fingerprint %s) does not load: %s; jobs pass "

@@ -108,7 +108,7 @@ def _fresh(data_path: Path) -> LuaFilter:
 
 
 @pytest.mark.parametrize("damage", ["missing", "empty", "truncated", "syntax", "not a table", "wrong fingerprint",
-                                    "hostile"])
+                                    "hostile", "older format"])
 def test_bad_data_file_fails_open_and_logs_once(tmp_path: Path, data_file: Path, damage: str) -> None:
     """A missing, empty, truncated, broken or hostile data file: every job passes unchanged, one error is logged."""
     path = tmp_path / "slurm_topo_data.lua"
@@ -122,6 +122,7 @@ def test_bad_data_file_fails_open_and_logs_once(tmp_path: Path, data_file: Path,
             "not a table": first + "\nreturn 42\n",
             "wrong fingerprint": first + "\nreturn {fingerprint='0', partitions={}}\n",
             "hostile": first + "\nos.execute('touch " + str(tmp_path / "pwned") + "')\nreturn {}\n",
+            "older format": text.replace("format=1,", "format=0,", 1),
         }[damage])
     f = _fresh(path)
     for _ in range(3):

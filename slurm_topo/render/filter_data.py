@@ -13,6 +13,8 @@ import re
 from ..policy import LEVELS, PolicyData
 from . import RenderContext, header
 
+FORMAT = 1
+"""The data file's layout version; job_submit/slurm_topo_filter.lua refuses (fails open on) any other."""
 _PLAIN = re.compile(r"^[A-Za-z0-9._:*?=+/ -]*$")
 
 
@@ -26,8 +28,17 @@ def _set(items: object) -> str:
     return "{" + ",".join(f"[{_q(x)}]=true" for x in sorted(items)) + "}"  # type: ignore[call-overload]
 
 
+def _ancestors(feature: str, location_features: frozenset[str]) -> tuple[str, str]:
+    """The group's region and zone features other than its own, as Lua values (a string or nil): two fields
+    instead of a set table per group keeps the resident data small (slurmctld's Lua collector walks it)."""
+    rest = sorted(location_features - {feature})
+    rf = next((x for x in rest if x.startswith("region_")), None)
+    zf = next((x for x in rest if x.startswith("zone_")), None)
+    return (_q(rf) if rf else "nil"), (_q(zf) if zf else "nil")
+
+
 def render_lua_table(data: PolicyData) -> str:
-    out = ["return {\n", f"fingerprint={_q(data.fingerprint)},\n", f"default={_q(data.config.default)},\n",
+    out = ["return {\n", f"format={FORMAT},\n", f"fingerprint={_q(data.fingerprint)},\n", f"default={_q(data.config.default)},\n",
            f"default_partition={_q(data.default_partition)},\n",
            "partition_defaults={" + ",".join(f"[{_q(p)}]={_q(v)}" for p, v in data.config.partitions) + "},\n",
            "families={" + ",".join(f"{{{_q(n)},{_q(p)}}}" for n, p in data.config.families) + "},\n",
@@ -47,8 +58,9 @@ def render_lua_table(data: PolicyData) -> str:
                 counts = ",".join(f"{c + 1},{n}" for c, n in g.counts)  # 1-based class index in Lua
                 zone = _q(g.zone) if g.zone else "nil"
                 region = _q(g.region) if g.region else "nil"
-                out.append(f"{{f={_q(g.feature)},l={_q(g.label)},r={region},z={zone},n={g.nodes},g={g.gpus},m={g.max_gpus},"
-                           f"k={g.rank},lo={_set(g.location_features)},c={{{counts}}}}},\n")
+                rf, zf = _ancestors(g.feature, g.location_features)
+                out.append(f"{{f={_q(g.feature)},l={_q(g.label)},r={region},z={zone},n={g.nodes},g={g.gpus},"
+                           f"m={g.max_gpus},k={g.rank},rf={rf},zf={zf},c={{{counts}}}}},\n")
             out.append("},\n")
         out.append("},\n")
     out.append("},\n}\n")

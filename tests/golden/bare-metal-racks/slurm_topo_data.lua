@@ -4,6 +4,7 @@
 -- submit-filter data: 1 partitions, 8 groups, 3 node classes; read by job_submit/slurm_topo_filter.lua
 -- Do not edit: regenerate with `slurm-topo generate` (see the slurm-topo README).
 return {
+format=1,
 fingerprint="b7315d29c865ecb8",
 default="prefer",
 default_partition="*",
@@ -22,18 +23,18 @@ areas={
 partitions={
 ["*"]={
 network_group={
-{f="ng_dc1-hall-a.r01",l="dc1-hall-a/r01",r="dc1",z="dc1-hall-a",n=8,g=64,m=8,k=0,lo={["ng_dc1-hall-a.r01"]=true,["region_dc1"]=true,["zone_dc1-hall-a"]=true},c={1,8}},
-{f="ng_dc1-hall-a.r02",l="dc1-hall-a/r02",r="dc1",z="dc1-hall-a",n=8,g=64,m=8,k=1,lo={["ng_dc1-hall-a.r02"]=true,["region_dc1"]=true,["zone_dc1-hall-a"]=true},c={1,8}},
-{f="ng_dc1-hall-a.r03",l="dc1-hall-a/r03",r="dc1",z="dc1-hall-a",n=8,g=64,m=8,k=2,lo={["ng_dc1-hall-a.r03"]=true,["region_dc1"]=true,["zone_dc1-hall-a"]=true},c={1,8}},
-{f="ng_dc1-hall-b.r11",l="dc1-hall-b/r11",r="dc1",z="dc1-hall-b",n=8,g=32,m=4,k=3,lo={["ng_dc1-hall-b.r11"]=true,["region_dc1"]=true,["zone_dc1-hall-b"]=true},c={2,8}},
-{f="ng_dc1-hall-b.r12",l="dc1-hall-b/r12",r="dc1",z="dc1-hall-b",n=8,g=32,m=4,k=4,lo={["ng_dc1-hall-b.r12"]=true,["region_dc1"]=true,["zone_dc1-hall-b"]=true},c={2,8}},
+{f="ng_dc1-hall-a.r01",l="dc1-hall-a/r01",r="dc1",z="dc1-hall-a",n=8,g=64,m=8,k=0,rf="region_dc1",zf="zone_dc1-hall-a",c={1,8}},
+{f="ng_dc1-hall-a.r02",l="dc1-hall-a/r02",r="dc1",z="dc1-hall-a",n=8,g=64,m=8,k=1,rf="region_dc1",zf="zone_dc1-hall-a",c={1,8}},
+{f="ng_dc1-hall-a.r03",l="dc1-hall-a/r03",r="dc1",z="dc1-hall-a",n=8,g=64,m=8,k=2,rf="region_dc1",zf="zone_dc1-hall-a",c={1,8}},
+{f="ng_dc1-hall-b.r11",l="dc1-hall-b/r11",r="dc1",z="dc1-hall-b",n=8,g=32,m=4,k=3,rf="region_dc1",zf="zone_dc1-hall-b",c={2,8}},
+{f="ng_dc1-hall-b.r12",l="dc1-hall-b/r12",r="dc1",z="dc1-hall-b",n=8,g=32,m=4,k=4,rf="region_dc1",zf="zone_dc1-hall-b",c={2,8}},
 },
 zone={
-{f="zone_dc1-hall-b",l="dc1-hall-b",r="dc1",z="dc1-hall-b",n=16,g=64,m=4,k=1,lo={["region_dc1"]=true,["zone_dc1-hall-b"]=true},c={2,16}},
-{f="zone_dc1-hall-a",l="dc1-hall-a",r="dc1",z="dc1-hall-a",n=24,g=192,m=8,k=0,lo={["region_dc1"]=true,["zone_dc1-hall-a"]=true},c={1,24}},
+{f="zone_dc1-hall-b",l="dc1-hall-b",r="dc1",z="dc1-hall-b",n=16,g=64,m=4,k=1,rf="region_dc1",zf=nil,c={2,16}},
+{f="zone_dc1-hall-a",l="dc1-hall-a",r="dc1",z="dc1-hall-a",n=24,g=192,m=8,k=0,rf="region_dc1",zf=nil,c={1,24}},
 },
 region={
-{f="region_dc1",l="dc1",r="dc1",z=nil,n=42,g=256,m=8,k=0,lo={["region_dc1"]=true},c={1,24,2,16,3,2}},
+{f="region_dc1",l="dc1",r="dc1",z=nil,n=42,g=256,m=8,k=0,rf=nil,zf=nil,c={1,24,2,16,3,2}},
 },
 },
 },

@@ -4,6 +4,7 @@
 -- submit-filter data: 1 partitions, 17 groups, 2 node classes; read by job_submit/slurm_topo_filter.lua
 -- Do not edit: regenerate with `slurm-topo generate` (see the slurm-topo README).
 return {
+format=1,
 fingerprint="f317a61fe1e8a1f2",
 default="prefer",
 default_partition="*",
@@ -25,27 +26,27 @@ areas={
 partitions={
 ["*"]={
 network_group={
-{f="ng_us-central1-a.rack-1",l="us-central1-a/rack-1",r="us-central1",z="us-central1-a",n=3,g=24,m=8,k=0,lo={["ng_us-central1-a.rack-1"]=true,["region_us-central1"]=true,["zone_us-central1-a"]=true},c={1,3}},
-{f="ng_us-central1-a.rack-2",l="us-central1-a/rack-2",r="us-central1",z="us-central1-a",n=3,g=24,m=8,k=1,lo={["ng_us-central1-a.rack-2"]=true,["region_us-central1"]=true,["zone_us-central1-a"]=true},c={1,3}},
-{f="ng_us-central1-b.rack-1",l="us-central1-b/rack-1",r="us-central1",z="us-central1-b",n=3,g=24,m=8,k=2,lo={["ng_us-central1-b.rack-1"]=true,["region_us-central1"]=true,["zone_us-central1-b"]=true},c={1,3}},
-{f="ng_us-central1-b.rack-2",l="us-central1-b/rack-2",r="us-central1",z="us-central1-b",n=3,g=24,m=8,k=3,lo={["ng_us-central1-b.rack-2"]=true,["region_us-central1"]=true,["zone_us-central1-b"]=true},c={1,3}},
-{f="ng_us-central1-c.rack-1",l="us-central1-c/rack-1",r="us-central1",z="us-central1-c",n=3,g=12,m=4,k=4,lo={["ng_us-central1-c.rack-1"]=true,["region_us-central1"]=true,["zone_us-central1-c"]=true},c={2,3}},
-{f="ng_us-central1-c.rack-2",l="us-central1-c/rack-2",r="us-central1",z="us-central1-c",n=3,g=12,m=4,k=5,lo={["ng_us-central1-c.rack-2"]=true,["region_us-central1"]=true,["zone_us-central1-c"]=true},c={2,3}},
-{f="ng_us-east1-b.rack-1",l="us-east1-b/rack-1",r="us-east1",z="us-east1-b",n=3,g=12,m=4,k=6,lo={["ng_us-east1-b.rack-1"]=true,["region_us-east1"]=true,["zone_us-east1-b"]=true},c={2,3}},
-{f="ng_us-east1-b.rack-2",l="us-east1-b/rack-2",r="us-east1",z="us-east1-b",n=3,g=12,m=4,k=7,lo={["ng_us-east1-b.rack-2"]=true,["region_us-east1"]=true,["zone_us-east1-b"]=true},c={2,3}},
-{f="ng_us-east1-c.rack-1",l="us-east1-c/rack-1",r="us-east1",z="us-east1-c",n=3,g=12,m=4,k=8,lo={["ng_us-east1-c.rack-1"]=true,["region_us-east1"]=true,["zone_us-east1-c"]=true},c={2,3}},
-{f="ng_us-east1-c.rack-2",l="us-east1-c/rack-2",r="us-east1",z="us-east1-c",n=3,g=12,m=4,k=9,lo={["ng_us-east1-c.rack-2"]=true,["region_us-east1"]=true,["zone_us-east1-c"]=true},c={2,3}},
+{f="ng_us-central1-a.rack-1",l="us-central1-a/rack-1",r="us-central1",z="us-central1-a",n=3,g=24,m=8,k=0,rf="region_us-central1",zf="zone_us-central1-a",c={1,3}},
+{f="ng_us-central1-a.rack-2",l="us-central1-a/rack-2",r="us-central1",z="us-central1-a",n=3,g=24,m=8,k=1,rf="region_us-central1",zf="zone_us-central1-a",c={1,3}},
+{f="ng_us-central1-b.rack-1",l="us-central1-b/rack-1",r="us-central1",z="us-central1-b",n=3,g=24,m=8,k=2,rf="region_us-central1",zf="zone_us-central1-b",c={1,3}},
+{f="ng_us-central1-b.rack-2",l="us-central1-b/rack-2",r="us-central1",z="us-central1-b",n=3,g=24,m=8,k=3,rf="region_us-central1",zf="zone_us-central1-b",c={1,3}},
+{f="ng_us-central1-c.rack-1",l="us-central1-c/rack-1",r="us-central1",z="us-central1-c",n=3,g=12,m=4,k=4,rf="region_us-central1",zf="zone_us-central1-c",c={2,3}},
+{f="ng_us-central1-c.rack-2",l="us-central1-c/rack-2",r="us-central1",z="us-central1-c",n=3,g=12,m=4,k=5,rf="region_us-central1",zf="zone_us-central1-c",c={2,3}},
+{f="ng_us-east1-b.rack-1",l="us-east1-b/rack-1",r="us-east1",z="us-east1-b",n=3,g=12,m=4,k=6,rf="region_us-east1",zf="zone_us-east1-b",c={2,3}},
+{f="ng_us-east1-b.rack-2",l="us-east1-b/rack-2",r="us-east1",z="us-east1-b",n=3,g=12,m=4,k=7,rf="region_us-east1",zf="zone_us-east1-b",c={2,3}},
+{f="ng_us-east1-c.rack-1",l="us-east1-c/rack-1",r="us-east1",z="us-east1-c",n=3,g=12,m=4,k=8,rf="region_us-east1",zf="zone_us-east1-c",c={2,3}},
+{f="ng_us-east1-c.rack-2",l="us-east1-c/rack-2",r="us-east1",z="us-east1-c",n=3,g=12,m=4,k=9,rf="region_us-east1",zf="zone_us-east1-c",c={2,3}},
 },
 zone={
-{f="zone_us-central1-a",l="us-central1-a",r="us-central1",z="us-central1-a",n=6,g=48,m=8,k=0,lo={["region_us-central1"]=true,["zone_us-central1-a"]=true},c={1,6}},
-{f="zone_us-central1-b",l="us-central1-b",r="us-central1",z="us-central1-b",n=6,g=48,m=8,k=1,lo={["region_us-central1"]=true,["zone_us-central1-b"]=true},c={1,6}},
-{f="zone_us-central1-c",l="us-central1-c",r="us-central1",z="us-central1-c",n=6,g=24,m=4,k=2,lo={["region_us-central1"]=true,["zone_us-central1-c"]=true},c={2,6}},
-{f="zone_us-east1-b",l="us-east1-b",r="us-east1",z="us-east1-b",n=6,g=24,m=4,k=3,lo={["region_us-east1"]=true,["zone_us-east1-b"]=true},c={2,6}},
-{f="zone_us-east1-c",l="us-east1-c",r="us-east1",z="us-east1-c",n=6,g=24,m=4,k=4,lo={["region_us-east1"]=true,["zone_us-east1-c"]=true},c={2,6}},
+{f="zone_us-central1-a",l="us-central1-a",r="us-central1",z="us-central1-a",n=6,g=48,m=8,k=0,rf="region_us-central1",zf=nil,c={1,6}},
+{f="zone_us-central1-b",l="us-central1-b",r="us-central1",z="us-central1-b",n=6,g=48,m=8,k=1,rf="region_us-central1",zf=nil,c={1,6}},
+{f="zone_us-central1-c",l="us-central1-c",r="us-central1",z="us-central1-c",n=6,g=24,m=4,k=2,rf="region_us-central1",zf=nil,c={2,6}},
+{f="zone_us-east1-b",l="us-east1-b",r="us-east1",z="us-east1-b",n=6,g=24,m=4,k=3,rf="region_us-east1",zf=nil,c={2,6}},
+{f="zone_us-east1-c",l="us-east1-c",r="us-east1",z="us-east1-c",n=6,g=24,m=4,k=4,rf="region_us-east1",zf=nil,c={2,6}},
 },
 region={
-{f="region_us-east1",l="us-east1",r="us-east1",z=nil,n=12,g=48,m=4,k=1,lo={["region_us-east1"]=true},c={2,12}},
-{f="region_us-central1",l="us-central1",r="us-central1",z=nil,n=18,g=120,m=8,k=0,lo={["region_us-central1"]=true},c={1,12,2,6}},
+{f="region_us-east1",l="us-east1",r="us-east1",z=nil,n=12,g=48,m=4,k=1,rf=nil,zf=nil,c={2,12}},
+{f="region_us-central1",l="us-central1",r="us-central1",z=nil,n=18,g=120,m=8,k=0,rf=nil,zf=nil,c={1,12,2,6}},
 },
 },
 },

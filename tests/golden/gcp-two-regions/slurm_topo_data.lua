@@ -4,6 +4,7 @@
 -- submit-filter data: 1 partitions, 7 groups, 2 node classes; read by job_submit/slurm_topo_filter.lua
 -- Do not edit: regenerate with `slurm-topo generate` (see the slurm-topo README).
 return {
+format=1,
 fingerprint="7f2c382497e39b69",
 default="prefer",
 default_partition="*",
@@ -27,15 +28,15 @@ partitions={
 network_group={
 },
 zone={
-{f="zone_europe-west1-b",l="europe-west1-b",r="europe-west1",z="europe-west1-b",n=6,g=48,m=8,k=0,lo={["region_europe-west1"]=true,["zone_europe-west1-b"]=true},c={1,6}},
-{f="zone_europe-west1-c",l="europe-west1-c",r="europe-west1",z="europe-west1-c",n=6,g=48,m=8,k=1,lo={["region_europe-west1"]=true,["zone_europe-west1-c"]=true},c={1,6}},
-{f="zone_europe-west1-d",l="europe-west1-d",r="europe-west1",z="europe-west1-d",n=6,g=24,m=4,k=2,lo={["region_europe-west1"]=true,["zone_europe-west1-d"]=true},c={2,6}},
-{f="zone_europe-west4-a",l="europe-west4-a",r="europe-west4",z="europe-west4-a",n=6,g=48,m=8,k=3,lo={["region_europe-west4"]=true,["zone_europe-west4-a"]=true},c={1,6}},
-{f="zone_europe-west4-b",l="europe-west4-b",r="europe-west4",z="europe-west4-b",n=6,g=24,m=4,k=4,lo={["region_europe-west4"]=true,["zone_europe-west4-b"]=true},c={2,6}},
+{f="zone_europe-west1-b",l="europe-west1-b",r="europe-west1",z="europe-west1-b",n=6,g=48,m=8,k=0,rf="region_europe-west1",zf=nil,c={1,6}},
+{f="zone_europe-west1-c",l="europe-west1-c",r="europe-west1",z="europe-west1-c",n=6,g=48,m=8,k=1,rf="region_europe-west1",zf=nil,c={1,6}},
+{f="zone_europe-west1-d",l="europe-west1-d",r="europe-west1",z="europe-west1-d",n=6,g=24,m=4,k=2,rf="region_europe-west1",zf=nil,c={2,6}},
+{f="zone_europe-west4-a",l="europe-west4-a",r="europe-west4",z="europe-west4-a",n=6,g=48,m=8,k=3,rf="region_europe-west4",zf=nil,c={1,6}},
+{f="zone_europe-west4-b",l="europe-west4-b",r="europe-west4",z="europe-west4-b",n=6,g=24,m=4,k=4,rf="region_europe-west4",zf=nil,c={2,6}},
 },
 region={
-{f="region_europe-west4",l="europe-west4",r="europe-west4",z=nil,n=12,g=72,m=8,k=1,lo={["region_europe-west4"]=true},c={1,6,2,6}},
-{f="region_europe-west1",l="europe-west1",r="europe-west1",z=nil,n=18,g=120,m=8,k=0,lo={["region_europe-west1"]=true},c={1,12,2,6}},
+{f="region_europe-west4",l="europe-west4",r="europe-west4",z=nil,n=12,g=72,m=8,k=1,rf=nil,zf=nil,c={1,6,2,6}},
+{f="region_europe-west1",l="europe-west1",r="europe-west1",z=nil,n=18,g=120,m=8,k=0,rf=nil,zf=nil,c={1,12,2,6}},
 },
 },
 },
