@@ -1,0 +1,150 @@
+"""gpulayer-srun on real Slurm: what each task printed (host, CUDA_VISIBLE_DEVICES, LOCAL_RANK), not the plan.
+
+A small extra cluster (4 nodes, 8 fake GPUs each, two leaf switches) whose gres.conf is the generator's from the
+synthetic capture islands-2x4-nv18 (two NVLink islands, GPUs 0-3 and 4-7). Every task runs
+``sh -c 'echo rank=… node=… cvd=… local=…'`` through the shim. The cluster has no cgroups, so indices are global.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import slurmctl
+
+pytestmark = pytest.mark.slurm
+
+REPO = Path(__file__).resolve().parents[2]
+CAPTURE = REPO / "tests" / "fixtures" / "synthetic" / "islands-2x4-nv18.txt"
+HW = "{CPUs: 16, Boards: 1, SocketsPerBoard: 2, CoresPerSocket: 8, ThreadsPerCore: 1, RealMemory: 64000}"
+ISLANDS = ({0, 1, 2, 3}, {4, 5, 6, 7})
+PRINT = "echo rank=$SLURM_PROCID node=$SLURMD_NODENAME cvd=$CUDA_VISIBLE_DEVICES local=$LOCAL_RANK"
+LINE_RE = re.compile(r"rank=(\d+) node=(\S+) cvd=(\S*) local=(\S*)")
+
+
+def _launcher() -> str:
+    cand = Path(sys.executable).parent / "gpulayer-srun"
+    return str(cand if cand.exists() else REPO / ".venv" / "bin" / "gpulayer-srun")
+
+
+@pytest.fixture(scope="module")
+def srun_cluster(slurm_cluster: slurmctl.Cluster) -> Iterator[tuple[slurmctl.Slurm, Path]]:
+    """gs1, gs2 on leaf rack-1 and gs3, gs4 on leaf rack-2; gres.conf Links= from the capture."""
+    base = Path(f"/tmp/slurm-topo-it-srun-{os.getpid()}")  # munged (user munge) must reach it: not pytest's tmp
+    work = Path(f"{base}-work")
+    work.mkdir(parents=True, exist_ok=True)
+    fleet = work / "fleet.yaml"
+    fleet.write_text(
+        "nodes:\n"
+        f"  - {{name: 'gs[1-2]', region: r1, zone: r1-a, network_group: rack-1, gpu_type: h100, "
+        f"gpu_topology: '{CAPTURE}', slurm: {HW}}}\n"
+        f"  - {{name: 'gs[3-4]', region: r1, zone: r1-a, network_group: rack-2, gpu_type: h100, "
+        f"gpu_topology: '{CAPTURE}', slurm: {HW}}}\n")
+    cluster = slurmctl.start_cluster(base, "--inventory", str(fleet), nodes_max=4)
+    try:
+        yield cluster.slurm, work
+    finally:
+        slurmctl.stop_cluster(base)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run_job(slurm: slurmctl.Slurm, work: Path, name: str, sbatch_args: list[str], body: str
+             ) -> list[tuple[int, str, str, str]]:
+    """Submit ``body`` as a batch script, wait for it to complete, return the tasks' lines sorted by rank."""
+    slurm.quiesce()
+    script = work / f"{name}.sh"
+    out = work / f"{name}.out"
+    out.unlink(missing_ok=True)
+    script.write_text(f"#!/bin/bash\nset -e\nexport TMPDIR={work}  # the SLURM_HOSTFILE goes away with the work dir\n{body}\n")
+    job = slurm.submit("-o", str(out), "-t", "2", *sbatch_args, str(script))
+    try:
+        slurm.wait_state(job, "COMPLETED", timeout=60)
+    except AssertionError as e:
+        text = out.read_text() if out.exists() else "(no output)"
+        raise AssertionError(f"{e}\njob output:\n{text}") from None
+    text = out.read_text()
+    rows = [(int(m[1]), m[2], m[3], m[4]) for m in LINE_RE.finditer(text)]
+    return sorted(rows)
+
+
+def _gsrun(args: str, tag: str = "") -> str:
+    return f"timeout 60 {_launcher()} {args} -- /bin/sh -c '{tag}{PRINT}'"
+
+
+def test_tp4_on_two_nodes_binds_each_group_to_one_island(srun_cluster: tuple[slurmctl.Slurm, Path]) -> None:
+    slurm, work = srun_cluster
+    rows = _run_job(slurm, work, "tp4", ["-N2", "-w", "gs[1-2]", "--ntasks-per-node=8", "--gres=gpu:8"],
+                    _gsrun("--tp 4"))
+    assert [r[0] for r in rows] == list(range(16)), rows
+    groups: dict[str, list[set[int]]] = {}
+    for g in range(4):
+        members = rows[4 * g:4 * g + 4]
+        nodes = {r[1] for r in members}
+        cvds = {r[2] for r in members}
+        assert len(nodes) == 1 and len(cvds) == 1, members  # one node, the same CUDA_VISIBLE_DEVICES
+        gpus = [int(x) for x in cvds.pop().split(",")]
+        assert len(gpus) == 4 and set(gpus) in ISLANDS, members  # one NVLink island per the generated Links
+        assert [r[3] for r in members] == ["0", "1", "2", "3"]  # LOCAL_RANK = TP rank
+        groups.setdefault(nodes.pop(), []).append(set(gpus))
+    assert sorted(groups) == ["gs1", "gs2"]
+    for node, sets in groups.items():
+        assert len(sets) == 2 and not sets[0] & sets[1], (node, sets)  # the two groups on a node are disjoint
+
+
+def test_tp8_pp2_keeps_pipelines_in_one_leaf(srun_cluster: tuple[slurmctl.Slurm, Path]) -> None:
+    slurm, work = srun_cluster
+    leaf = {node: sw.name for sw in slurm.topology().values() if sw.level == 0 for node in sw.nodes}
+    rows = _run_job(slurm, work, "tp8pp2", ["-N4", "--ntasks-per-node=8", "--gres=gpu:8"], _gsrun("--tp 8 --pp 2"))
+    assert [r[0] for r in rows] == list(range(32)), rows
+    node_of = {r[0]: r[1] for r in rows}
+    for g in range(4):
+        assert len({node_of[r] for r in range(8 * g, 8 * g + 8)}) == 1, rows  # ranks 0-7 (and each TP group) on one node
+        assert {r[2] for r in rows[8 * g:8 * g + 8]} == {"0,1,2,3,4,5,6,7"}
+    # Megatron order tp-cp-ep-dp-pp: rank = tp + 8·(dp + 2·pp); pipeline dp = stages at ranks 8·dp and 8·dp + 16
+    for dp in range(2):
+        first, second = node_of[8 * dp], node_of[8 * dp + 16]
+        assert first != second and leaf[first] == leaf[second], (dp, first, second, leaf)
+    # hostname order would have put stage 1 of pipeline 0 on gs3, in the other leaf
+    assert leaf["gs1"] != leaf["gs3"]
+
+
+def test_uneven_tasks_per_node_hostname_order_splits_tp_group_gpulayer_does_not(
+        srun_cluster: tuple[slurmctl.Slurm, Path]) -> None:
+    """3 nodes with 4 task slots and 4 GPUs each, 8 ranks: plain ``srun -n 8`` (block distribution in hostname order,
+    spread over the job's 3 nodes: 3+3+2) puts a TP group of 4 on two nodes. gpulayer-srun --tp 4 --dp 2 keeps both
+    groups whole, one node each."""
+    slurm, work = srun_cluster
+    body = "\n".join([f"timeout 60 srun -n 8 /bin/sh -c 'echo plain {PRINT}'",
+                      _gsrun("--tp 4 --dp 2", tag="echo planned ")])
+    out_rows: dict[str, list[tuple[int, str, str, str]]] = {"plain": [], "planned": []}
+    slurm.quiesce()
+    script = work / "split.sh"
+    out = work / "split.out"
+    out.unlink(missing_ok=True)
+    script.write_text(f"#!/bin/bash\nset -e\nexport TMPDIR={work}  # the SLURM_HOSTFILE goes away with the work dir\n{body}\n")
+    job = slurm.submit("-o", str(out), "-t", "2", "-N3", "-w", "gs[1-3]", "--ntasks-per-node=4", "--gres=gpu:4",
+                       str(script))
+    try:
+        slurm.wait_state(job, "COMPLETED", timeout=60)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\njob output:\n{out.read_text() if out.exists() else ''}") from None
+    for line in out.read_text().splitlines():
+        m = LINE_RE.search(line)
+        if m:
+            out_rows[line.split()[0]].append((int(m[1]), m[2], m[3], m[4]))
+    plain = dict((r[0], r[1]) for r in out_rows["plain"])
+    assert len(plain) == 8
+    split = [g for g in range(2) if len({plain[r] for r in range(4 * g, 4 * g + 4)}) > 1]
+    assert split, plain  # hostname order splits a TP group across nodes
+    planned = sorted(out_rows["planned"])
+    assert [r[0] for r in planned] == list(range(8)), planned
+    for g in range(2):
+        members = planned[4 * g:4 * g + 4]
+        assert len({r[1] for r in members}) == 1 and len({r[2] for r in members}) == 1, members
+        assert len(members[0][2].split(",")) == 4
+    assert planned[0][1] != planned[4][1]  # one group per node

@@ -1,0 +1,271 @@
+"""gpulayer-srun without Slurm: parsing Slurm's answers, the plan, refusals, the shim, and the stable --dry-run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from slurm_topo import srun
+from slurm_topo.errors import CommandError, InputError
+from slurm_topo.gpu.topo import parse_topo_matrix
+from slurm_topo.srun_shim import bind
+
+REPO = Path(__file__).resolve().parents[1]
+CAPTURE = REPO / "tests" / "fixtures" / "synthetic" / "islands-2x4-nv18.txt"
+GOLDEN = REPO / "tests" / "golden" / "srun"
+TOPO = parse_topo_matrix(CAPTURE.read_text())
+
+JOB = """JobId=42 JobName=train
+   UserId=root(0) GroupId=root(0) MCS_label=N/A
+   JobState=RUNNING Reason=None Dependency=(null)
+   NodeList=gs[1-4] BatchHost=gs1
+   NumNodes=4 NumCPUs=32 NumTasks=32 CPUs/Task=1 ReqB:S:C:T=0:0:*:*
+     Nodes=gs[1-2] CPU_IDs=0-7 Mem=0 GRES=gpu:h100:8(IDX:0-7)
+     Nodes=gs[3-4] CPU_IDs=0-7 Mem=0 GRES=gpu:h100:8(IDX:0-7)
+   TresPerNode=gres:gpu:8
+"""
+TOPOLOGY = """SwitchName=root Level=2 LinkSpeed=1 Nodes=gs[1-4] Switches=zone_r1-a
+SwitchName=zone_r1-a Level=1 LinkSpeed=1 Nodes=gs[1-4] Switches=ng_r1-a.rack-1,ng_r1-a.rack-2
+SwitchName=ng_r1-a.rack-1 Level=0 LinkSpeed=1 Nodes=gs[1-2]
+SwitchName=ng_r1-a.rack-2 Level=0 LinkSpeed=1 Nodes=gs[3-4]
+"""
+GRES = "".join(
+    f"NodeName=gs[1-4] Name=gpu Type=h100 File=/dev/nvidia{i} Links="
+    + ",".join("-1" if j == i else ("18" if (i < 4) == (j < 4) else "0") for j in range(8)) + "\n"
+    for i in range(8))
+
+
+def alloc(nodes: dict[str, Sequence[int]], job: str = "42") -> srun.Allocation:
+    return srun.Allocation(job, tuple(nodes), {n: tuple(g) for n, g in nodes.items()})
+
+
+def eight(*names: str) -> srun.Allocation:
+    return alloc({n: range(8) for n in names})
+
+
+TREE = srun.parse_scontrol_topology(TOPOLOGY)
+
+
+# ---- parsing Slurm's answers
+
+
+def test_parse_job_detail_reads_nodes_and_gpu_indices() -> None:
+    a = srun.parse_job_detail(JOB)
+    assert a.job_id == "42" and a.nodes == ("gs1", "gs2", "gs3", "gs4")
+    assert a.gpus["gs3"] == tuple(range(8))
+    b = srun.parse_job_detail("JobId=7 NodeList=n[01-02]\n Nodes=n01 CPU_IDs=0 Mem=0 GRES=gpu:a:1(IDX:0),gpu:b:2(IDX:4-5)\n"
+                              " Nodes=n02 CPU_IDs=0 Mem=0 GRES=gpu:2(IDX:1,3)\n")
+    assert b.gpus == {"n01": (0, 4, 5), "n02": (1, 3)}
+
+
+def test_parse_gres_links_gives_two_islands() -> None:
+    topos = srun.parse_gres_links(GRES)
+    assert set(topos) == {"gs1", "gs2", "gs3", "gs4"}
+    assert topos["gs1"].link(0, 3) == "NV18" and topos["gs1"].link(3, 4) == "SYS"
+    # nodes without Links= have no link data
+    assert srun.parse_gres_links("NodeName=n[01-02] Name=gpu File=/dev/nvidia[0-3]\n") == {}
+
+
+def test_parse_topology_paths() -> None:
+    assert TREE.path("gs3") == ("ng_r1-a.rack-2", "zone_r1-a", "root")
+    assert srun.parse_scontrol_topology("No topology information available\n").path("gs1") == ()
+
+
+def test_devices_constrained_needs_task_cgroup_and_constrain_devices() -> None:
+    assert srun.devices_constrained({"TaskPlugin": "task/affinity,task/cgroup"}, "ConstrainDevices=yes\n")
+    assert not srun.devices_constrained({"TaskPlugin": "task/none"}, "ConstrainDevices=yes\n")
+    assert not srun.devices_constrained({"TaskPlugin": "task/cgroup"}, "ConstrainCores=yes\n")
+
+
+# ---- the plan
+
+
+def test_tp4_groups_are_islands_and_disjoint_per_node() -> None:
+    plan = srun.plan_srun(eight("gs1", "gs2"), tp=4, topologies={"gs1": TOPO, "gs2": TOPO}, tree=TREE)
+    assert len(plan.rows) == 16
+    for g in range(4):
+        rows = plan.rows[4 * g:4 * g + 4]
+        assert len({r.node for r in rows}) == 1 and len({r.cuda_visible_devices for r in rows}) == 1
+        assert {r.tp_level for r in rows} == {"island"} and [r.local_rank for r in rows] == [0, 1, 2, 3]
+    assert [r.cuda_visible_devices for r in plan.rows[::4]] == ["0,1,2,3", "4,5,6,7"] * 2
+    assert plan.hostfile_lines == ("gs1",) * 8 + ("gs2",) * 8
+
+
+def test_tp_group_avoids_a_split_island_among_allocated_gpus() -> None:
+    # allocated 1,2,3,4,5,6,7 (0 busy): the 4-GPU group is the whole island 4-7, not the lowest 1-4
+    plan = srun.plan_srun(alloc({"gs1": range(1, 8)}), tp=4, dp=1, topologies={"gs1": TOPO})
+    assert plan.rows[0].cuda_visible_devices == "4,5,6,7" and plan.rows[0].island == "4-7"
+
+
+def test_tp8_pp2_pipelines_stay_in_one_leaf_megatron_order() -> None:
+    plan = srun.plan_srun(eight("gs1", "gs2", "gs3", "gs4"), tp=8, pp=2, tree=TREE,
+                          topologies=dict.fromkeys(("gs1", "gs2", "gs3", "gs4"), TOPO))
+    node = [r.node for r in plan.rows]
+    assert node[:8] == ["gs1"] * 8 and node[8:16] == ["gs3"] * 8 and node[16:24] == ["gs2"] * 8
+    assert {r.pp_level for r in plan.rows[:8]} == {"ng_r1-a.rack-1"}
+    assert (plan.rows[17].pp, plan.rows[17].dp, plan.rows[17].tp) == (1, 0, 1)
+
+
+def test_order_tp_pp_dp_makes_pipeline_stages_consecutive() -> None:
+    plan = srun.plan_srun(eight("gs1", "gs2"), tp=4, pp=2, order="tp-pp-dp",
+                          topologies={"gs1": TOPO, "gs2": TOPO}, tree=TREE)
+    assert [(r.tp, r.pp, r.dp) for r in plan.rows[3:6]] == [(3, 0, 0), (0, 1, 0), (1, 1, 0)]
+    assert {r.pp_level for r in plan.rows} == {"node"}  # a whole pipeline fits one node
+
+
+def test_local_indices_are_ranks_in_the_allocated_list() -> None:
+    plan = srun.plan_srun(alloc({"gs1": (2, 3, 6, 7)}), tp=2, topologies={"gs1": TOPO}, local_indices=True)
+    assert [r.cuda_visible_devices for r in plan.rows] == ["0,1", "0,1", "2,3", "2,3"]
+    assert [r.gpus for r in plan.rows] == [(2,), (3,), (6,), (7,)]
+
+
+def test_gpus_per_task() -> None:
+    plan = srun.plan_srun(eight("gs1"), tp=2, gpus_per_task=2, topologies={"gs1": TOPO})
+    assert [r.gpus for r in plan.rows[:2]] == [(0, 1), (2, 3)] and plan.rows[0].cuda_visible_devices == "0,1,2,3"
+
+
+def test_missing_link_data_gives_lowest_indices_and_one_warning() -> None:
+    plan = srun.plan_srun(alloc({"n1": range(8), "n2": range(8)}), tp=4, link_source="no Links=")
+    assert len(plan.warnings) == 1 and "n[1-2]" in plan.warnings[0]
+    assert plan.rows[0].cuda_visible_devices == "0,1,2,3" and plan.rows[0].island == "-"
+
+
+def test_gpu_bind_only_on_23_11_with_task_sharing() -> None:
+    a = eight("gs1", "gs2")
+    topos = {"gs1": TOPO, "gs2": TOPO}
+    old = srun.plan_srun(a, tp=4, topologies=topos, local_indices=True, slurm_version=(22, 5))
+    assert not any("gpu-bind" in x or "gres-flags" in x for x in old.argv)
+    new = srun.plan_srun(a, tp=4, topologies=topos, local_indices=True, slurm_version=(23, 11))
+    assert "--gres-flags=allow-task-sharing" in new.argv
+    assert "--gpu-bind=mask_gpu:0xf,0xf,0xf,0xf,0xf0,0xf0,0xf0,0xf0" in new.argv
+
+
+def test_srun_argv_and_passthrough() -> None:
+    plan = srun.plan_srun(eight("gs1"), tp=8, srun_options=["--time", "5", "-l", "--mpi=pmix"],
+                          command=["python", "train.py"], python="py")
+    assert plan.argv == ("srun", "-m", "arbitrary", "-N", "1", "-n", "8", "--time", "5", "-l", "--mpi=pmix",
+                         "py", "-m", "slurm_topo.srun_shim", "--", "python", "train.py")
+    assert plan.env["SLURM_HOSTFILE"].startswith("/tmp/gpulayer-srun-42-")
+    assert "SLURM_NTASKS_PER_NODE" in plan.unset_env
+
+
+# ---- bad input
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"tp": 16}, ["--tp 16", "16 GPUs", "8 on gs1"]),
+    ({"tp": 3}, ["--tp 3", "does not divide", "16"]),
+    ({"tp": 4, "dp": 8}, ["8 TP groups", "holds 4"]),
+    ({"tp": 8, "ntasks": 12}, ["--tp 8 × --pp 1 = 8", "does not divide", "12 tasks"]),
+    ({"tp": 4, "dp": 4, "ntasks": 8}, ["16 ranks", "8 tasks"]),
+    ({"tp": 4, "order": "tp-dp"}, ["--order"]),
+])
+def test_bad_sizes_name_the_numbers(kwargs: dict[str, object], words: list[str]) -> None:
+    with pytest.raises(InputError) as e:
+        srun.plan_srun(eight("gs1", "gs2"), **kwargs)  # type: ignore[arg-type]
+    for w in words:
+        assert w in str(e.value), str(e.value)
+
+
+def test_node_with_too_few_gpus_is_named() -> None:
+    with pytest.raises(InputError, match=r"node gs2 has 2 allocated GPUs \(0-1\)"):
+        srun.plan_srun(alloc({"gs1": range(8), "gs2": range(2)}), tp=4, dp=2)
+
+
+@pytest.mark.parametrize("opt", ["-n", "-n4", "--ntasks=4", "-N", "--nodes", "--ntasks-per-node=2", "-m",
+                                 "--distribution=block", "-w", "--nodelist=n1", "--gpu-bind=closest", "-ln4"])
+def test_conflicting_srun_options_are_refused_by_name(opt: str) -> None:
+    with pytest.raises(InputError, match="conflicts with the plan"):
+        srun.check_srun_options([opt, "1"])
+
+
+def test_other_srun_options_pass() -> None:
+    srun.check_srun_options(["-l", "-J", "-n-like-name", "--time=5", "-t", "5", "--mpi", "pmix", "-c4", "-u"])
+
+
+class FakeRunner:
+    def __init__(self, answers: dict[str, str]) -> None:
+        self.answers = answers
+
+    def run(self, argv: Sequence[str], timeout: float = 30.0) -> str:
+        key = " ".join(argv[:3])
+        if key not in self.answers:
+            raise CommandError(argv, 1, "no answer")
+        return self.answers[key]
+
+
+def _runner(conf: Path) -> FakeRunner:
+    return FakeRunner({"scontrol show job": JOB, "scontrol show topology": TOPOLOGY,
+                       "scontrol show config": f"SLURM_CONF               = {conf}\nSLURM_VERSION            = 22.05.8\n"
+                                               "TaskPlugin               = task/none\n"})
+
+
+def test_outside_an_allocation_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        srun.main(["--tp", "4", "--", "true"], environ={}, runner=FakeRunner({}))
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not inside a Slurm allocation" in err
+
+
+def test_refused_option_from_main(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as e:
+        srun.main(["--tp", "4", "-N", "2", "--", "true"], environ={"SLURM_JOB_ID": "42"},
+                  runner=_runner(tmp_path / "slurm.conf"))
+    assert e.value.code == 2 and "-N" in capsys.readouterr().err
+
+
+# ---- --dry-run is stable
+
+
+CASES = {
+    "tp4-two-nodes": ["--tp", "4"],
+    "tp8-pp2-two-leaves": ["--tp", "8", "--pp", "2"],
+    "tp2-pp2-order-tp-pp-dp": ["--tp", "2", "--pp", "2", "--order", "tp-pp-dp", "-l", "--time=5"],
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_dry_run_matches_golden(case: str, tmp_path: Path, update_golden: bool,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "gres.conf").write_text(GRES)
+    nodes = "gs[1-2]" if case == "tp4-two-nodes" else "gs[1-4]"
+    runner = _runner(tmp_path / "slurm.conf")
+    runner.answers["scontrol show job"] = JOB.replace("NodeList=gs[1-4]", f"NodeList={nodes}")
+    argv = [*CASES[case], "--dry-run", "--", "python", "train.py"]
+    env = {"SLURM_JOB_ID": "42", "TMPDIR": "/tmp"}
+    plan, _ = srun.build_plan(argv, env, runner, python="python3")
+    text = srun.format_plan(plan)
+    golden = GOLDEN / f"{case}.txt"
+    if update_golden:
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text)
+    assert golden.read_text() == text, "--dry-run output changed; --update-golden if intended"
+    # main --dry-run prints exactly this (with its own interpreter) and runs nothing
+    srun.main(argv, environ=env, runner=runner)
+    import sys
+    assert capsys.readouterr().out == text.replace("python3 -m slurm_topo.srun_shim",
+                                                   f"{sys.executable} -m slurm_topo.srun_shim")
+
+
+# ---- the shim
+
+
+def test_shim_binds_by_procid() -> None:
+    plan = srun.plan_srun(eight("gs1", "gs2"), tp=4, topologies={"gs1": TOPO, "gs2": TOPO})
+    env = dict(plan.env)
+    got = bind({**env, "SLURM_PROCID": "6", "SLURMD_NODENAME": "gs1"})
+    assert got == {"CUDA_VISIBLE_DEVICES": "4,5,6,7", "LOCAL_RANK": "2", "LOCAL_WORLD_SIZE": "4", "RANK": "6",
+                   "WORLD_SIZE": "16"}
+    with pytest.raises(ValueError, match="planned on gs1 but runs on gs2"):
+        bind({**env, "SLURM_PROCID": "6", "SLURMD_NODENAME": "gs2"})
+
+
+def test_python_dash_m_works() -> None:
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-m", "slurm_topo.srun", "--tp", "1", "--", "true"], capture_output=True,
+                       text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    assert p.returncode == 2 and "not inside a Slurm allocation" in p.stderr
