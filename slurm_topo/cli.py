@@ -14,7 +14,7 @@ import click
 
 from . import files as shipped
 from .errors import CommandError, InputError, OutputError, SlurmTopoError
-from .inventory import load_inventories, with_slurm_nodes
+from .inventory import load_inventory_file, merge, with_slurm_nodes
 from .lint import lint_topology
 from .model import LABEL_RE, Inventory
 from .output import write_files
@@ -48,8 +48,19 @@ def _slurm_nodes(nodes_from: str | None, scontrol: bool) -> list[dict[str, str]]
     return None
 
 
-def _load(inventories: tuple[str, ...], nodes_from: str | None = None, scontrol: bool = False) -> Inventory:
-    inventory = load_inventories(inventories)
+def _load(inventories: tuple[str, ...], nodes_from: str | None = None, scontrol: bool = False,
+          records_dir: str | None = None) -> Inventory:
+    if not inventories and not records_dir:
+        raise click.UsageError("give at least one --inventory FILE or --records DIR")
+    loaded = [load_inventory_file(p) for p in inventories]
+    if records_dir:
+        from .records import load_records
+
+        found, skipped = load_records(Path(records_dir))
+        for line in skipped:
+            _warn(f"warning: {line}")
+        loaded.extend(found)
+    inventory = merge(loaded)
     records = _slurm_nodes(nodes_from, scontrol)
     if records is not None:
         inventory = with_slurm_nodes(inventory, records)
@@ -100,8 +111,11 @@ partitions_option = click.option(
     help="Partitions: saved `scontrol show partition -o` (default: one partition holding every node).")
 
 inventory_option = click.option(
-    "--inventory", "-i", "inventories", multiple=True, required=True, metavar="FILE",
+    "--inventory", "-i", "inventories", multiple=True, metavar="FILE",
     help="Inventory YAML; repeat to merge several (trust: provider > operator > self).")
+records_option = click.option(
+    "--records", "records_dir", metavar="DIR",
+    help="A folder of node records written by `slurm-topo discover` (always trusted as self-reports).")
 nodes_from_option = click.option(
     "--nodes-from", metavar="FILE", help="Nodes Slurm knows: `scontrol show node -o` output or a hostlist per line.")
 scontrol_option = click.option("--scontrol", is_flag=True, help="Ask the running Slurm (`scontrol show node -o`).")
@@ -117,6 +131,7 @@ def cli() -> None:
 @inventory_option
 @click.option("--out", "-o", required=True, metavar="DIR", help="Directory to write into (created if missing).")
 @click.option("--slurm-version", metavar="X.Y", help="Slurm to render for (default: `scontrol --version`).")
+@records_option
 @nodes_from_option
 @partitions_option
 @scontrol_option
@@ -124,11 +139,11 @@ def cli() -> None:
               help="gres.conf: File=/dev/nvidia<GPU index> where no NVML minor is known (topo -m captures).")
 @click.option("--gpu-device-prefix", default="/dev/nvidia", show_default=True, metavar="PATH",
               help="gres.conf: File= is PATH<minor>.")
-def generate(inventories: tuple[str, ...], out: str, slurm_version: str | None, nodes_from: str | None,
-             partitions_from: str | None, scontrol: bool, assume_minor_equals_index: bool,
+def generate(inventories: tuple[str, ...], out: str, slurm_version: str | None, records_dir: str | None,
+             nodes_from: str | None, partitions_from: str | None, scontrol: bool, assume_minor_equals_index: bool,
              gpu_device_prefix: str) -> None:
-    """Render every output for the merged inventories into DIR, all or nothing."""
-    inventory = _load(inventories, nodes_from, scontrol)
+    """Render every output for the merged inventories (and node records) into DIR, all or nothing."""
+    inventory = _load(inventories, nodes_from, scontrol, records_dir)
     if not gpu_device_prefix.startswith("/") or any(c.isspace() or c in "#=," for c in gpu_device_prefix):
         raise InputError(f"--gpu-device-prefix must be an absolute path without spaces: {gpu_device_prefix!r}")
     options = RenderOptions(assume_minor_equals_index, gpu_device_prefix)
@@ -171,9 +186,56 @@ def lint(topology: str, nodes_from: str | None, scontrol: bool, slurm_conf: str 
 
 @cli.command()
 @inventory_option
-def show(inventories: tuple[str, ...]) -> None:
+@records_option
+def show(inventories: tuple[str, ...], records_dir: str | None) -> None:
     """Print the fleet as a tree: region -> zone -> network group, with node and GPU counts."""
-    click.echo(render_tree(_load(inventories)), nl=False)
+    click.echo(render_tree(_load(inventories, records_dir=records_dir)), nl=False)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of a one-entry inventory.")
+@click.option("--node-name", metavar="NAME", help="Default: $SLURMD_NODENAME, else `hostname -s`.")
+@click.option("--region", metavar="R", help="Also $GPULAYER_REGION.")
+@click.option("--zone", metavar="Z", help="Also $GPULAYER_ZONE.")
+@click.option("--network-group", metavar="G", help="Also $GPULAYER_NETWORK_GROUP (a rack, a switch, a LAN).")
+@click.option("--dmi-root", default="/sys/class/dmi/id", show_default=True, metavar="DIR", hidden=True)
+@click.option("--gce-url", default="http://169.254.169.254/computeMetadata/v1", hidden=True)
+@click.option("--aws-url", default="http://169.254.169.254", hidden=True)
+@click.option("--azure-url", default="http://169.254.169.254/metadata", hidden=True)
+def discover(as_json: bool, node_name: str | None, region: str | None, zone: str | None,
+             network_group: str | None, dmi_root: str, gce_url: str, aws_url: str, azure_url: str) -> None:
+    """Print this node's location record (flags, environment, then its own cloud's metadata; never slurmctld)."""
+    from .discover import discover_node, record_json, record_yaml
+
+    rec = discover_node(node_name=node_name, region=region, zone=zone, network_group=network_group,
+                        dmi_root=Path(dmi_root), gce_url=gce_url, aws_url=aws_url, azure_url=azure_url)
+    click.echo(record_json(rec) if as_json else record_yaml(rec), nl=False)
+
+
+@cli.command("import")
+@click.argument("provider", type=click.Choice(["gcp", "aws", "azure"]))
+@click.argument("listing", metavar="FILE")
+@click.option("--name-map", "name_map", multiple=True, metavar="REGEX=REPLACEMENT",
+              help="Instance name -> Slurm node name; the first rule matching the whole name wins (repeatable).")
+@click.option("--strip-suffix", metavar="SUFFIX", help="Node name = instance name without SUFFIX.")
+@click.option("--aws-name", default="tag:Name", show_default=True, metavar="tag:KEY|private-dns|instance-id",
+              help="AWS: where an instance's name comes from.")
+def import_cmd(provider: str, listing: str, name_map: tuple[str, ...], strip_suffix: str | None,
+               aws_name: str) -> None:
+    """Turn a cloud's own instance listing (gcloud/aws/az JSON, from a file) into a trusted provider inventory."""
+    from .providers import NameRule, import_listing
+
+    if name_map and strip_suffix:
+        raise click.UsageError("give --name-map or --strip-suffix, not both")
+    try:
+        text = Path(listing).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{listing}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    rule = NameRule.strip_suffix(strip_suffix) if strip_suffix else NameRule.parse(name_map)
+    result = import_listing(provider, text, source=listing, name_rule=rule, aws_name=aws_name)
+    for line in result.warnings:
+        _warn(f"warning: {line}")
+    click.echo(result.text, nl=False)
 
 
 @cli.command()

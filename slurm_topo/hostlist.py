@@ -20,7 +20,7 @@ from ClusterShell.RangeSet import RangeSet, RangeSetParseError
 
 from .errors import HostlistError
 
-_LAST_NUMBER = re.compile(r"^(.*?)(\d+)(\D*)$")
+_LAST_NUMBER = re.compile(r"^(.*?)(\d+)(\D*)\Z")
 
 
 def expand(expression: str) -> list[str]:

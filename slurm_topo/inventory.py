@@ -55,8 +55,8 @@ ENTRY_KEYS = frozenset(
      "found_by", "notes", "gpu_topology"}
 )
 TOP_KEYS = frozenset({"nodes", "policy"})
-LOCALITY_RE = re.compile(r"^(prefer|network_group|zone|region|any)(:(wait|fail))?$")
-_FAMILY_RE = re.compile(r"^[A-Za-z0-9._*?-]{1,63}$")
+LOCALITY_RE = re.compile(r"^(prefer|network_group|zone|region|any)(:(wait|fail))?\Z")
+_FAMILY_RE = re.compile(r"^[A-Za-z0-9._*?-]{1,63}\Z")
 LABEL_KEYS = {
     "gpulayer.dev/network-group": "network_group",
     "gpulayer.dev/zone": "zone",
@@ -64,11 +64,11 @@ LABEL_KEYS = {
     "topology.kubernetes.io/zone": "zone",
     "topology.kubernetes.io/region": "region",
 }
-_SLURM_VALUE_RE = re.compile(r"^[A-Za-z0-9._:/+,-]{1,256}$")
+_SLURM_VALUE_RE = re.compile(r"^[A-Za-z0-9._:/+,-]{1,256}\Z")
 # A region spelled like a zone: GCP "europe-west1-b", AWS "us-east-1a".
 _ZONE_SHAPED = (
-    re.compile(r"^(?P<region>[a-z]+(?:-[a-z]+)+\d+)-[a-z]$"),
-    re.compile(r"^(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)[a-z]$"),
+    re.compile(r"^(?P<region>[a-z]+(?:-[a-z]+)+\d+)-[a-z]\Z"),
+    re.compile(r"^(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)[a-z]\Z"),
 )
 _NATURAL = re.compile(r"(\d+)")
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -419,7 +419,9 @@ def merge(loaded: Iterable[Loaded], extra_nodes: Sequence[str] = ()) -> Inventor
             if other.source == best.source:
                 best = _merge_same_trust(best, other)
             elif best.location.covers(other.location) and other.location != NO_LOCATION:
-                best = replace(_fill(best, other), location=_fill_location(best.location, other.location))
+                located_by = other.located_by if best.location.region is None else best.location_source
+                best = replace(_fill(best, other), location=_fill_location(best.location, other.location),
+                               location_source=located_by)
             else:
                 if other.location != NO_LOCATION:
                     conflicts.append(Conflict(name, best.location, best.source, best.origin,

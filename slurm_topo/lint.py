@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .slurmconf import SwitchLine, slurm_conf_node_definitions
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}\Z")
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,10 +11,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-LABEL_RE = re.compile(r"^[A-Za-z0-9._-]{1,63}$")
+LABEL_RE = re.compile(r"^[A-Za-z0-9._-]{1,63}\Z")
 """Region, zone, network-group and feature labels: validated, never rewritten."""
 
-NODE_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+NODE_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}\Z")
 
 LEVELS = ("region", "zone", "network_group")
 """Location levels, coarsest first. ``prefer`` and ``any`` are policies, not levels."""
@@ -105,6 +105,12 @@ class Node:
     notes: tuple[str, ...] = ()
     gpu_topology: Any = None
     """The node's GPU links (``slurm_topo.gpu.model.GpuTopology``), from the entry's ``gpu_topology:`` file."""
+    location_source: Source | None = None
+    """Who supplied the node's region when another record filled it in; None means ``source`` did."""
+
+    @property
+    def located_by(self) -> Source:
+        return self.location_source if self.location_source is not None else self.source
 
     def slurm_attr(self, key: str) -> str | None:
         for k, v in self.slurm:
@@ -126,11 +132,11 @@ class Conflict:
     ignored_origin: str
 
     def message(self) -> str:
-        return (
-            f"conflict: node {self.node}: {self.ignored_source.label} record {self.ignored_origin} says "
-            f"{self.ignored.describe()}; keeping {self.kept_source.label} record {self.kept_origin} "
-            f"({self.kept.describe()})"
-        )
+        fields = [lvl for lvl in LEVELS if self.kept.value(lvl) != self.ignored.value(lvl)]
+        diff = "; ".join(f"{lvl}: {self.ignored_source.label} says {self.ignored.value(lvl) or '(none)'}, "
+                         f"{self.kept_source.label} says {self.kept.value(lvl) or '(none)'}" for lvl in fields)
+        return (f"conflict: node {self.node}: {diff}; keeping the {self.kept_source.label} record "
+                f"({self.kept_origin}) over {self.ignored_origin}")
 
 
 @dataclass(frozen=True, slots=True)

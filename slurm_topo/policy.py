@@ -57,11 +57,11 @@ NO_VAL = 0xFFFFFFFE
 SPANK_LOCALITY = "_SLURM_SPANK_OPTION_locality_locality"
 SPANK_REGIONS = "_SLURM_SPANK_OPTION_locality_locality_regions"
 LOCATION_PREFIXES = ("region_", "zone_", "ng_", "leaf_")
-_DIGITS = re.compile(r"^[0-9]{1,9}$")
+_DIGITS = re.compile(r"^[0-9]{1,9}\Z")
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:=,+-")
 _ASCII_SPACE = re.compile(r"[^ \t\n\v\f\r]+")
-_FEATURE_TOKEN = re.compile(r"^[A-Za-z0-9._=+-]+$")
-_LABEL_TOKEN = re.compile(r"^[A-Za-z0-9._-]{1,63}$")
+_FEATURE_TOKEN = re.compile(r"^[A-Za-z0-9._=+-]+\Z")
+_LABEL_TOKEN = re.compile(r"^[A-Za-z0-9._-]{1,63}\Z")
 
 
 def parse_locality(text: str) -> tuple[str, str]:

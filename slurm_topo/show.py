@@ -18,7 +18,7 @@ class _Count:
     def add(self, node: Node) -> None:
         self.nodes += 1
         self.gpus += node.gpus or 0
-        self.self_only += node.source == Source.SELF
+        self.self_only += node.located_by == Source.SELF
 
     def text(self) -> str:
         s = f"{self.nodes} node{'s' if self.nodes != 1 else ''}, {self.gpus} GPUs"

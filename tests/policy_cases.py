@@ -113,5 +113,8 @@ def cases() -> list[tuple[str, dict[str, Any]]]:
         ("het component 1 held", job("zone", min_nodes=9, het_job_offset=1)),
         ("het component long record", job("prefer", het_job_offset=2)),
         ("het unset", job("zone", min_nodes=2, het_job_offset=NO_VAL)),
+        ("tres with trailing newline", job("zone:fail", tres_per_job="gres:gpu:2\n")),
+        ("typed tres with trailing newline", job("zone:fail", tres_per_node="gres/gpu:h100\n:8")),
+        ("constraint with trailing newline", job("zone", features="ib\n", min_nodes=2)),
     ]
     return out + extras

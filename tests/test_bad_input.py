@@ -142,3 +142,12 @@ def test_empty_inventory_writes_nothing(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == ["error: the inventory has no nodes; refusing to render empty Slurm files"]
     assert not (tmp_path / "o").exists()
+
+
+def test_trailing_newline_in_a_label_is_refused(tmp_path: Path) -> None:
+    """A label ending in a newline is refused (a `$` anchor would let it through into topology.conf)."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text('nodes:\n  - {name: n1, region: "r1\\n"}\n')
+    proc = _run("generate", "-i", str(bad), "-o", str(tmp_path / "o"), "--slurm-version", "22.05")
+    assert proc.returncode == 2 and "nodes[0].region: must be 1-63 characters" in proc.stderr
+    assert not (tmp_path / "o").exists()

@@ -122,3 +122,29 @@ def test_gpu_pick_json_and_refusals(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "no GPU 9" in proc.stderr
     proc = cli("gpu", "pick", "--topology", str(synthetic), "--count", "9")
     assert proc.returncode == 2
+
+
+def test_discover_json_is_one_object_and_asks_no_network_off_cloud(tmp_path: Path) -> None:
+    """discover --json: exactly one object; with no DMI folder (not a cloud) nothing is asked and a note says so."""
+    proc = subprocess.run([sys.executable, "-m", "slurm_topo", "discover", "--json", "--node-name", "n7",
+                           "--zone", "europe-west4-a", "--dmi-root", str(tmp_path / "absent"),
+                           "--gce-url", "http://127.0.0.1:9/none"], capture_output=True, text=True, timeout=30,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert (doc["name"], doc["region"], doc["zone"], doc["source"]) == ("n7", "europe-west4", "europe-west4-a",
+                                                                        "self")
+    assert doc["notes"], "a note says that no metadata was asked"
+
+
+def test_import_gcp_listing_gives_a_provider_inventory(tmp_path: Path) -> None:
+    """import gcp FILE prints an inventory with source: provider that generate accepts."""
+    proc = cli("import", "gcp", str(REPO / "tests/fixtures/clouds/gcp-instances.json"))
+    assert proc.returncode == 0, proc.stderr
+    inv = tmp_path / "provider.yaml"
+    inv.write_text(proc.stdout)
+    assert "source: provider" in proc.stdout
+    proc = cli("generate", "-i", str(inv), "-o", str(tmp_path / "out"), "--slurm-version", "22.05")
+    assert proc.returncode == 0, proc.stderr
+    assert "SwitchName=root" in (tmp_path / "out" / "topology.conf").read_text()
+    assert cli("import", "gcp", str(tmp_path / "missing.json")).returncode == 2

@@ -68,8 +68,8 @@ def test_trusted_record_wins_and_conflict_is_reported() -> None:
     assert inv.nodes[0].source == Source.PROVIDER
     assert len(inv.conflicts) == 1
     msg = inv.conflicts[0].message()
-    assert "self record f0.yaml: nodes[0] says region=r1, zone=r1-a" in msg
-    assert "keeping provider record f1.yaml: nodes[0]" in msg
+    assert msg == ("conflict: node n1: region: self says r1, provider says r2; zone: self says r1-a, provider says "
+                   "r2-b; keeping the provider record (f1.yaml: nodes[0]) over f0.yaml: nodes[0]")
 
 
 def test_self_report_fills_a_gap_below_agreeing_levels() -> None:

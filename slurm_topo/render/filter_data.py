@@ -15,7 +15,7 @@ from . import RenderContext, header
 
 FORMAT = 1
 """The data file's layout version; job_submit/slurm_topo_filter.lua refuses (fails open on) any other."""
-_PLAIN = re.compile(r"^[A-Za-z0-9._:*?=+/ -]*$")
+_PLAIN = re.compile(r"^[A-Za-z0-9._:*?=+/ -]*\Z")
 
 
 def _q(text: str) -> str:
