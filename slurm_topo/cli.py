@@ -344,6 +344,64 @@ def gpu_pick(topology_file: str, count: int, busy: str, as_json: bool) -> None:
 
 
 @cli.command()
+@inventory_option
+@records_option
+@click.option("--slurm-dir", required=True, metavar="DIR", help="Where the live Slurm files are (e.g. /etc/slurm).")
+@click.option("--state-dir", default="/var/lib/slurm-topo", show_default=True, metavar="DIR",
+              help="Lock, journal, state and the last 10 sets of backups (never inside --slurm-dir).")
+@click.option("--slurm-version", metavar="X.Y", help="The running Slurm (default: `scontrol --version`).")
+@nodes_from_option
+@partitions_option
+@scontrol_option
+@click.option("--assume-minor-equals-index", is_flag=True, help="As for generate (gres.conf File=).")
+@click.option("--gpu-device-prefix", default="/dev/nvidia", show_default=True, metavar="PATH")
+@click.option("--dry-run", is_flag=True, help="Say what would change; write nothing.")
+@click.option("--no-reconfigure", is_flag=True, help="Write the files but never contact slurmctld.")
+@click.option("--adopt", is_flag=True, help="Take over live files without slurm-topo's header (once).")
+@click.option("--force", is_flag=True, help="Apply over --max-removal and pending jobs naming a removed group.")
+@click.option("--max-removal", default=0.2, show_default=True, type=click.FloatRange(0, 1),
+              help="Refuse when more than this share of nodes would disappear.")
+@click.option("--min-interval", default=60.0, show_default=True, type=click.FloatRange(0),
+              help="Seconds between two reconfigures (a change inside it waits for the next run).")
+@click.option("--sync-cmd", metavar="CMD", help="Run before reconfiguring (copy the files to the nodes).")
+@click.option("--detailed-exitcodes", is_flag=True, help="Exit 2 when something was applied.")
+@click.option("--recover", "mode", flag_value="recover", help="Only finish or revert a half-done run.")
+@click.option("--rollback", "mode", flag_value="rollback", help="Put the previous set back.")
+def apply(inventories: tuple[str, ...], records_dir: str | None, slurm_dir: str, state_dir: str,
+          slurm_version: str | None, nodes_from: str | None, partitions_from: str | None, scontrol: bool,
+          assume_minor_equals_index: bool, gpu_device_prefix: str, dry_run: bool, no_reconfigure: bool,
+          adopt: bool, force: bool, max_removal: float, min_interval: float, sync_cmd: str | None,
+          detailed_exitcodes: bool, mode: str | None) -> None:
+    """Keep Slurm true (cron/systemd): regenerate, lint, stage, reconfigure only on change, verify, roll back.
+
+    Exit: 0 applied or unchanged (the summary says which; 2 for applied with --detailed-exitcodes),
+    3 refused, 4 failed and rolled back, 5 rollback failed (run --recover).
+    """
+    from .apply import ApplyOptions, recover, rollback, run_apply
+
+    options = ApplyOptions(
+        slurm_dir=Path(slurm_dir), state_dir=Path(state_dir), dry_run=dry_run, no_reconfigure=no_reconfigure,
+        adopt=adopt, force=force, max_removal=max_removal, min_interval=min_interval, sync_cmd=sync_cmd,
+        detailed_exitcodes=detailed_exitcodes,
+        slurm_version=parse_slurm_version(slurm_version) if slurm_version else None)
+    runner = SubprocessRunner()
+    if mode == "recover":
+        result = recover(options, runner)
+    elif mode == "rollback":
+        result = rollback(options, runner)
+    else:
+        inventory = _load(inventories, nodes_from, scontrol, records_dir)
+        version = options.slurm_version or _slurm_version(None)
+        rendered = render_all(inventory, version, _partitions(partitions_from, scontrol),
+                              RenderOptions(assume_minor_equals_index, gpu_device_prefix))
+        result = run_apply(options, rendered, runner)
+    for line in result.details:
+        _warn(line)
+    click.echo(result.summary)
+    sys.exit(result.exit_code)
+
+
+@cli.command()
 @click.argument("job_id", metavar="JOBID")
 def explain(job_id: str) -> None:
     """What a job asked for, what the locality filter decided, and where Slurm placed it (or why it waits)."""

@@ -148,3 +148,23 @@ def test_import_gcp_listing_gives_a_provider_inventory(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "SwitchName=root" in (tmp_path / "out" / "topology.conf").read_text()
     assert cli("import", "gcp", str(tmp_path / "missing.json")).returncode == 2
+
+
+def test_apply_cli_writes_then_says_unchanged(tmp_path: Path) -> None:
+    """apply --no-reconfigure writes the live set once; the next run changes nothing; exit codes as documented."""
+    slurm_dir, state = tmp_path / "etc", tmp_path / "state"
+    slurm_dir.mkdir()
+    args = ("apply", "-i", str(REPO / "examples/benchmark-five-zones.yaml"), "--slurm-dir", str(slurm_dir),
+            "--state-dir", str(state), "--no-reconfigure", "--slurm-version", "22.05")
+    first = cli(*args, "--detailed-exitcodes")
+    assert first.returncode == 2, first.stderr
+    assert first.stdout.startswith("slurm-topo apply: applied:") and first.stdout.count("\n") == 1
+    assert (slurm_dir / "topology.conf").exists() and not (slurm_dir / "slurm_topo_data.lua").exists()
+    second = cli(*args)
+    assert second.returncode == 0 and not (slurm_dir / "slurm_topo_data.lua").exists()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("nodes:\n  - {name: n1, zone: 'z\\n'}\n")
+    before = (slurm_dir / "topology.conf").read_bytes()
+    proc = cli("apply", "-i", str(bad), "--slurm-dir", str(slurm_dir), "--state-dir", str(state),
+               "--no-reconfigure", "--slurm-version", "22.05")
+    assert proc.returncode == 2 and (slurm_dir / "topology.conf").read_bytes() == before

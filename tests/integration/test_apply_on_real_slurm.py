@@ -1,0 +1,173 @@
+"""`slurm-topo apply` (slurm_topo/apply.py) on a real Slurm: a moved node reaches slurmctld and the next job;
+a second run reconfigures nothing; refusals leave the live files byte-identical."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+import slurmctl
+import yaml
+
+from slurm_topo.apply import ApplyOptions, run_apply
+from slurm_topo.errors import CommandError, InputError
+from slurm_topo.inventory import load_inventory_file, merge
+from slurm_topo.render import RenderOptions, render_all
+
+pytestmark = pytest.mark.slurm
+
+HW = {"CPUs": 4, "Boards": 1, "SocketsPerBoard": 1, "CoresPerSocket": 4, "ThreadsPerCore": 1, "RealMemory": 4000}
+LIVE = ("topology.conf", "slurm-topo-nodes.conf", "gres.conf", "slurm_topo_data.lua")
+
+
+class EnvRunner:
+    """SubprocessRunner with the cluster's environment (SLURM_CONF) and a timeout on every call."""
+
+    def __init__(self, env: dict[str, str]):
+        self.env = env
+        self.calls: list[list[str]] = []
+
+    def run(self, argv: Sequence[str], timeout: float = 30.0) -> str:
+        self.calls.append(list(argv))
+        try:
+            p = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, env=self.env, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise CommandError(argv, None, str(exc)) from None
+        if p.returncode != 0:
+            raise CommandError(argv, p.returncode, p.stderr)
+        return p.stdout
+
+
+def _precondition() -> None:
+    missing = [t for t in ("sbatch", "scontrol", "unshare") if not shutil.which(t)]
+    if os.geteuid() != 0:
+        missing.append("not root")
+    if not (shutil.which("slurmctld") or os.access("/usr/sbin/slurmctld-wlm", os.X_OK)):
+        missing.append("slurmctld not installed")
+    if missing:
+        if os.environ.get("CI", "").lower() not in ("", "0", "false", "no"):
+            pytest.fail(f"Slurm test cluster unavailable in CI ({'; '.join(missing)})", pytrace=False)
+        pytest.skip(f"Slurm test cluster unavailable: {'; '.join(missing)}")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[slurmctl.Cluster]:
+    """Four nodes, zone z1: a[1-2] on rack-1, a[3-4] on rack-2."""
+    _precondition()
+    work = Path(f"/tmp/slurm-topo-it-apply-{os.getpid()}")  # munged must reach it: not pytest's 0700 tmp
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    fleet = work / "fleet.yaml"
+    fleet.write_text(yaml.safe_dump({"nodes": [
+        {"name": "a[1-2]", "region": "r1", "zone": "z1", "network_group": "rack-1", "slurm": HW},
+        {"name": "a[3-4]", "region": "r1", "zone": "z1", "network_group": "rack-2", "slurm": HW}]}))
+    base = work / "cluster"
+    c = slurmctl.start_cluster(base, "--inventory", str(fleet), nodes_max=4)
+    try:
+        yield c
+    finally:
+        slurmctl.stop_cluster(base)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def rendered_for(c: slurmctl.Cluster, inventory: dict, work: Path) -> dict[str, str]:
+    """What `generate` would write for ``inventory`` with the launcher's options (so an unchanged inventory
+    renders byte-identical files)."""
+    path = work / "inventory.yaml"
+    path.write_text(yaml.safe_dump(inventory, sort_keys=False))
+    return render_all(merge([load_inventory_file(path)]), c.version, None,
+                      RenderOptions(True, str(c.base / "dev" / "nvidia")))
+
+
+def options(c: slurmctl.Cluster, **kw: object) -> ApplyOptions:
+    kw.setdefault("min_interval", 0)
+    return ApplyOptions(slurm_dir=c.etc, state_dir=c.base / "apply-state", **kw)  # type: ignore[arg-type]
+
+
+def live_bytes(c: slurmctl.Cluster) -> dict[str, bytes | None]:
+    return {n: (c.etc / n).read_bytes() if (c.etc / n).exists() else None for n in LIVE}
+
+
+def reconfigures(c: slurmctl.Cluster) -> int:
+    return (c.base / "log" / "slurmctld.log").read_text(errors="replace").count("Processing Reconfiguration Request")
+
+
+def inventory_of(c: slurmctl.Cluster) -> dict:
+    return yaml.safe_load((c.etc / "inventory.yaml").read_text())
+
+
+def test_a_moved_node_reaches_slurmctld_and_the_next_job_and_a_second_run_changes_nothing(
+        cluster: slurmctl.Cluster, tmp_path: Path) -> None:
+    slurm = cluster.slurm
+    slurm.quiesce()
+    runner = EnvRunner(dict(cluster.env))
+    inv = inventory_of(cluster)
+    same = run_apply(options(cluster), rendered_for(cluster, inv, tmp_path), runner)
+    assert same.status == "unchanged" and runner.calls == [], same
+
+    for node in inv["nodes"]:
+        if node["name"] == "a2":
+            node["network_group"] = "rack-2"
+    before_log = reconfigures(cluster)
+    res = run_apply(options(cluster, detailed_exitcodes=True), rendered_for(cluster, inv, tmp_path), runner)
+    assert (res.exit_code, res.status) == (2, "applied"), res
+    assert reconfigures(cluster) == before_log + 1
+    topo = slurm.topology()
+    assert topo["ng_z1.rack-2"].nodes == {"a2", "a3", "a4"} and topo["ng_z1.rack-1"].nodes == {"a1"}
+    assert "ng_z1.rack-2" in slurm.node_features("a2")
+    job = slurm.submit("--exclusive", "-N3", "--switches=1", "--wrap", "sleep 30")
+    slurm.wait_state(job, "RUNNING")
+    assert set(slurm.allocation_of(job).nodes) == {"a2", "a3", "a4"}
+    slurm.quiesce()
+
+    files = live_bytes(cluster)
+    again = run_apply(options(cluster), rendered_for(cluster, inv, tmp_path), runner)
+    assert again.status == "unchanged", again
+    assert reconfigures(cluster) == before_log + 1, "the second run reconfigured"
+    assert live_bytes(cluster) == files
+
+
+def test_refusals_leave_the_live_files_byte_identical(cluster: slurmctl.Cluster, tmp_path: Path) -> None:
+    runner = EnvRunner(dict(cluster.env))
+    inv = inventory_of(cluster)
+    files = live_bytes(cluster)
+    count = reconfigures(cluster)
+
+    # a bad inventory never renders, so apply is never reached; a set that slipped through fails lint
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("nodes:\n  - name: a1\n    zone: 'z 1'\n")
+    with pytest.raises(InputError):
+        load_inventory_file(bad)
+    broken = rendered_for(cluster, inv, tmp_path)
+    broken["topology.conf"] += "SwitchName=stray Nodes=a1\n"
+    res = run_apply(options(cluster), broken, runner)
+    assert res.exit_code == 3 and "lint" in res.summary, res
+
+    # over-threshold removal: three of four nodes gone
+    few = {"nodes": [n for n in inv["nodes"] if n["name"] == "a1"]}
+    res = run_apply(options(cluster), rendered_for(cluster, few, tmp_path), runner)
+    assert res.exit_code == 3 and "would disappear" in res.summary, res
+
+    # controller down: a client configuration pointing at a port where no slurmctld listens
+    down = tmp_path / "down"
+    down.mkdir()
+    port = slurmctl.free_port_block(1)
+    conf = (cluster.etc / "slurm.conf").read_text()
+    conf = "\n".join(f"SlurmctldPort={port}" if ln.startswith("SlurmctldPort=") else ln for ln in conf.splitlines())
+    (down / "slurm.conf").write_text(conf + "\n")
+    shutil.copyfile(cluster.etc / "slurm-topo-nodes.conf", down / "slurm-topo-nodes.conf")
+    os.chmod(down, 0o755)
+    os.chmod(tmp_path, 0o755)
+    down_env = dict(cluster.env, SLURM_CONF=str(down / "slurm.conf"))
+    for node in inv["nodes"]:
+        if node["name"] == "a1":
+            node["network_group"] = "rack-9"
+    res = run_apply(options(cluster, command_timeout=10), rendered_for(cluster, inv, tmp_path), EnvRunner(down_env))
+    assert res.exit_code == 3 and "does not answer" in res.summary, res
+
+    assert live_bytes(cluster) == files
+    assert reconfigures(cluster) == count

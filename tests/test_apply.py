@@ -1,0 +1,493 @@
+"""`slurm-topo apply` (slurm_topo/apply.py) against a fake slurmctld: refusals, journal, recovery, rollback.
+
+``FakeSlurm`` is a Runner that behaves like slurmctld for what apply asks: it reads topology.conf and the node
+lines from the config directory only at ``scontrol reconfigure`` (and records the hashes of the config set it
+read), answers ``show topology`` / ``show node -o`` from what it read, ``squeue`` from a list, ``ping`` from a flag.
+The benchmark benchmarks/bench_apply_faults.py imports it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from slurm_topo import hostlist
+from slurm_topo.apply import (CONFIG_ORDER, DATA, EXIT_APPLIED, EXIT_OK, EXIT_REFUSED, EXIT_ROLLBACK_FAILED,
+                              EXIT_ROLLED_BACK, GRES, NODES, TOPOLOGY, ApplyOptions, parse_node_lines, recover,
+                              rollback, run_apply)
+from slurm_topo.errors import CommandError
+from slurm_topo.inventory import load_inventory_file, merge
+from slurm_topo.render import render_all
+from slurm_topo.slurmconf import parse_topology_conf
+
+HW = {"CPUs": 4, "RealMemory": 4000}
+
+
+def fleet(moves: dict[str, str] | None = None, nodes: int = 8, extra_group: str | None = None) -> dict:
+    """n1..nN over two racks of zone z1 (n1-n4 rack-a, the rest rack-b); ``moves`` node -> rack."""
+    moves = moves or {}
+    entries = []
+    for i in range(1, nodes + 1):
+        name = f"n{i}"
+        rack = moves.get(name, "rack-a" if i <= 4 else "rack-b")
+        entries.append({"name": name, "region": "r1", "zone": "z1", "network_group": rack, "slurm": HW})
+    if extra_group:
+        entries.append({"name": "x1", "region": "r1", "zone": "z1", "network_group": extra_group, "slurm": HW})
+    return {"nodes": entries}
+
+
+def render(tmp: Path, inv: dict, name: str = "inv.yaml") -> dict[str, str]:
+    path = tmp / name
+    path.write_text(yaml.safe_dump(inv))
+    return render_all(merge([load_inventory_file(path)]), (22, 5))
+
+
+def sha_set(directory: Path, names: Sequence[str]) -> tuple[str | None, ...]:
+    out = []
+    for n in names:
+        p = directory / n
+        out.append(hashlib.sha256(p.read_bytes()).hexdigest() if p.exists() else None)
+    return tuple(out)
+
+
+class FakeSlurm:
+    """A Runner imitating slurmctld (see the module docstring)."""
+
+    def __init__(self, slurm_dir: Path, version: str = "22.05.8", up: bool = True,
+                 extra_nodes: Sequence[str] = ()):
+        self.dir = slurm_dir
+        self.version = version
+        self.up = up
+        self.extra_nodes = list(extra_nodes)
+        self.pending: list[tuple[str, str]] = []
+        self.calls: list[list[str]] = []
+        self.reconfigured_sets: list[tuple[str | None, ...]] = []
+        self.ignore_reconfigure = False
+        self.down_after_reconfigures: int | None = None
+        self.fail_sync = 0
+        self.topology: dict[str, tuple[list[str], list[str]]] = {}
+        self.nodes: dict[str, frozenset[str]] = {}
+        self.load()
+
+    def load(self) -> None:
+        topo = self.dir / TOPOLOGY
+        nodes = self.dir / NODES
+        self.topology = {}
+        if topo.exists():
+            for sw in parse_topology_conf(topo.read_text()):
+                self.topology[sw.name] = (list(sw.nodes or ()), list(sw.switches or ()))
+        self.nodes = parse_node_lines(nodes.read_text()) if nodes.exists() else {}
+
+    def reconfigures(self) -> int:
+        return sum(1 for c in self.calls if c[:2] == ["scontrol", "reconfigure"])
+
+    def run(self, argv: Sequence[str], timeout: float = 30.0) -> str:
+        argv = list(argv)
+        self.calls.append(argv)
+        assert timeout and timeout > 0
+        if argv[:2] == ["scontrol", "--version"]:
+            return f"slurm {self.version}\n"
+        if argv[:1] == ["sync-cmd"]:
+            if self.fail_sync:
+                self.fail_sync -= 1
+                raise CommandError(argv, 1, "sync failed")
+            return ""
+        if not self.up:
+            raise CommandError(argv, 1, "Unable to contact slurm controller (connect failure)")
+        if argv == ["scontrol", "ping"]:
+            return "Slurmctld(primary) at localhost is UP\n"
+        if argv == ["scontrol", "reconfigure"]:
+            self.reconfigured_sets.append(sha_set(self.dir, CONFIG_ORDER))
+            if not self.ignore_reconfigure:
+                self.load()
+            if self.down_after_reconfigures is not None and self.reconfigures() >= self.down_after_reconfigures:
+                self.up = False
+            return ""
+        if argv == ["scontrol", "show", "topology"]:
+            lines = []
+            for name, (nodes, sws) in self.topology.items():
+                if nodes:
+                    lines.append(f"SwitchName={name} Level=0 LinkSpeed=1 Nodes={hostlist.compress(nodes)}")
+                else:
+                    lines.append(f"SwitchName={name} Level=1 LinkSpeed=1 Nodes=x Switches={','.join(sws)}")
+            return "\n".join(lines) + "\n"
+        if argv == ["scontrol", "show", "node", "-o"]:
+            lines = [f"NodeName={n} Arch=x86_64 CoresPerSocket=1 AvailableFeatures={','.join(sorted(f)) or '(null)'}"
+                     f" ActiveFeatures={','.join(sorted(f)) or '(null)'} State=IDLE"
+                     for n, f in self.nodes.items()]
+            lines += [f"NodeName={n} AvailableFeatures=(null) State=IDLE" for n in self.extra_nodes]
+            return "\n".join(lines) + "\n"
+        if argv[:2] == ["squeue", "-h"]:
+            return "".join(f"{j} {f}\n" for j, f in self.pending)
+        raise AssertionError(f"unexpected command {argv}")
+
+
+@pytest.fixture
+def env(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A config dir holding the rendering of fleet() (as if applied earlier) and a state dir beside it."""
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    for name, text in render(tmp_path, fleet()).items():
+        (etc / name).write_text(text)
+    return etc, tmp_path / "state", FakeSlurm(etc)
+
+
+def opts(etc: Path, state: Path, **kw: object) -> ApplyOptions:
+    kw.setdefault("min_interval", 0)
+    kw.setdefault("verify_timeout", 0.5)
+    kw.setdefault("sleep", lambda s: None)
+    return ApplyOptions(slurm_dir=etc, state_dir=state, **kw)  # type: ignore[arg-type]
+
+
+def snapshot(etc: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(etc.iterdir())}
+
+
+# --------------------------------------------------------------------------------------------------
+# the ordinary paths
+
+
+def test_unchanged_touches_nothing_and_does_not_contact_slurmctld(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    before = {p.name: p.stat().st_mtime_ns for p in etc.iterdir()}
+    res = run_apply(opts(etc, state), render(tmp_path, fleet()), fake)
+    assert (res.exit_code, res.status) == (EXIT_OK, "unchanged")
+    assert "\n" not in res.summary and res.summary.startswith("slurm-topo apply: unchanged:")
+    assert {p.name: p.stat().st_mtime_ns for p in etc.iterdir()} == before
+    assert fake.calls == []
+
+
+def test_a_moved_node_is_applied_reconfigured_once_and_verified(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    new = render(tmp_path, fleet({"n1": "rack-b"}))
+    res = run_apply(opts(etc, state, detailed_exitcodes=True), new, fake)
+    assert (res.exit_code, res.status) == (EXIT_APPLIED, "applied"), res
+    assert res.reconfigured and fake.reconfigures() == 1
+    for name, text in new.items():
+        assert (etc / name).read_text() == text
+    assert "n1" in fake.topology["ng_z1.rack-b"][0]
+    assert not (state / "journal.json").exists()
+    assert not [p for p in etc.iterdir() if p.name.startswith(".")]
+    again = run_apply(opts(etc, state), new, fake)
+    assert again.status == "unchanged" and fake.reconfigures() == 1
+    without = run_apply(opts(etc, state), render(tmp_path, fleet({"n2": "rack-b"})), fake)
+    assert without.exit_code == EXIT_OK and without.status == "applied"
+
+
+def test_replaced_file_keeps_mode_and_a_new_one_is_0644(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    os.chmod(etc / TOPOLOGY, 0o640)
+    (etc / DATA).unlink()
+    res = run_apply(opts(etc, state), render(tmp_path, fleet({"n1": "rack-b"})), fake)
+    assert res.status == "applied", res
+    assert stat.S_IMODE((etc / TOPOLOGY).stat().st_mode) == 0o640
+    assert stat.S_IMODE((etc / DATA).stat().st_mode) == 0o644
+
+
+def test_dry_run_changes_nothing_and_says_what_would_change(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    before = snapshot(etc)
+    res = run_apply(opts(etc, state, dry_run=True), render(tmp_path, fleet({"n1": "rack-b"})), fake)
+    assert res.status == "dry-run" and res.exit_code == EXIT_OK
+    assert "would replace" in res.summary and "topology.conf" in res.summary
+    assert any(line.startswith("+SwitchName=ng_z1.rack-b") for line in res.details)
+    assert snapshot(etc) == before and fake.reconfigures() == 0 and not state.exists()
+
+
+def test_no_reconfigure_never_contacts_slurmctld_and_the_next_run_pays_the_reconfigure(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    new = render(tmp_path, fleet({"n1": "rack-c"}))  # a new group: the data file must wait for slurmctld
+    res = run_apply(opts(etc, state, no_reconfigure=True), new, fake)
+    assert res.status == "applied" and fake.calls == []
+    assert (etc / TOPOLOGY).read_text() == new[TOPOLOGY]
+    assert (etc / DATA).read_text() != new[DATA], "data naming a group slurmctld lacks went live"
+    res = run_apply(opts(etc, state, no_reconfigure=True), new, fake)  # still owed: the data file still waits
+    assert fake.calls == [] and (etc / DATA).read_text() != new[DATA]
+    res = run_apply(opts(etc, state), new, fake)
+    assert res.status == "applied" and fake.reconfigures() == 1
+    assert (etc / DATA).read_text() == new[DATA]
+    assert run_apply(opts(etc, state), new, fake).status == "unchanged"
+
+
+def test_debounce_defers_without_touching_files(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    now = [1000.0]
+    o = opts(etc, state, min_interval=300, clock=lambda: now[0])
+    assert run_apply(o, render(tmp_path, fleet({"n1": "rack-b"})), fake).status == "applied"
+    before = snapshot(etc)
+    now[0] += 10
+    res = run_apply(o, render(tmp_path, fleet({"n2": "rack-b"})), fake)
+    assert (res.status, res.exit_code) == ("deferred", EXIT_OK) and snapshot(etc) == before
+    now[0] += 300
+    assert run_apply(o, render(tmp_path, fleet({"n2": "rack-b"})), fake).status == "applied"
+    assert fake.reconfigures() == 2
+
+
+def test_sync_cmd_runs_before_reconfigure_and_its_failure_rolls_back(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    before = snapshot(etc)
+    fake.fail_sync = 1  # the rollback's own sync succeeds
+    res = run_apply(opts(etc, state, sync_cmd="sync-cmd --all"), render(tmp_path, fleet({"n1": "rack-b"})), fake)
+    assert res.exit_code == EXIT_ROLLED_BACK, res
+    assert snapshot(etc) == before and fake.reconfigures() == 0
+    res = run_apply(opts(etc, state, sync_cmd="sync-cmd --all"), render(tmp_path, fleet({"n1": "rack-b"})), fake)
+    assert res.status == "applied"
+    last_sync = max(i for i, c in enumerate(fake.calls) if c[0] == "sync-cmd")
+    assert fake.calls.index(["scontrol", "reconfigure"]) > last_sync
+    fake.fail_sync = 2  # and when the rollback's sync fails too: exit 5
+    res = run_apply(opts(etc, state, sync_cmd="sync-cmd"), render(tmp_path, fleet({"n2": "rack-b"})), fake)
+    assert res.exit_code == EXIT_ROLLBACK_FAILED, res
+
+
+def test_verify_mismatch_restores_reconfigures_again_and_exits_4(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    before = snapshot(etc)
+    fake.ignore_reconfigure = True  # slurmctld keeps its old view: what a failed 23.11 re-exec looks like
+    res = run_apply(opts(etc, state), render(tmp_path, fleet({"n1": "rack-b"})), fake)
+    assert (res.exit_code, res.status) == (EXIT_ROLLED_BACK, "rolled-back"), res
+    assert any("switch ng_z1.rack-b: nodes" in d for d in res.details)
+    assert snapshot(etc) == before and fake.reconfigures() == 2
+    assert not (state / "journal.json").exists()
+
+
+def test_rollback_failure_exits_5_and_keeps_the_journal_for_recover(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    before = snapshot(etc)
+    fake.ignore_reconfigure = True
+    fake.down_after_reconfigures = 1
+    res = run_apply(opts(etc, state), render(tmp_path, fleet({"n1": "rack-b"})), fake)
+    assert res.exit_code == EXIT_ROLLBACK_FAILED, res
+    assert (state / "journal.json").exists()
+    fake.up, fake.ignore_reconfigure, fake.down_after_reconfigures = True, False, None
+    rec = recover(opts(etc, state), fake)
+    assert rec.status == "recovered" and snapshot(etc) == before, rec
+    assert fake.reconfigured_sets[-1] == sha_set(etc, CONFIG_ORDER)
+
+
+def test_rollback_restores_the_previous_set_and_keeps_ten_sets(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    original = snapshot(etc)
+    for i in range(12):
+        racks = {f"n{j}": "rack-b" for j in range(1, 1 + i % 4)}
+        racks["n8"] = "rack-a" if i % 2 else "rack-b"
+        res = run_apply(opts(etc, state), render(tmp_path, fleet(racks)), fake)
+        assert res.status in ("applied", "unchanged"), res
+    assert len([p for p in (state / "sets").iterdir()]) == 10
+    latest = snapshot(etc)
+    res = run_apply(opts(etc, state), render(tmp_path, fleet()), fake)
+    assert res.status == "applied"
+    assert snapshot(etc) == original
+    rb = rollback(opts(etc, state), fake)
+    assert rb.exit_code == EXIT_OK and "rolled back" in rb.summary, rb
+    assert snapshot(etc) == latest
+    assert fake.reconfigured_sets[-1] == sha_set(etc, CONFIG_ORDER)
+
+
+# --------------------------------------------------------------------------------------------------
+# refusals: exit 3, nothing changed
+
+
+def refused(res, etc: Path, before: dict[str, bytes], text: str) -> None:  # type: ignore[no-untyped-def]
+    assert (res.exit_code, res.status) == (EXIT_REFUSED, "refused"), res
+    assert text in res.summary, res.summary
+    assert snapshot(etc) == before
+
+
+def test_refuses_when_topology_yaml_exists(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    (etc / "topology.yaml").write_text("- topology: x\n")
+    before = snapshot(etc)
+    refused(run_apply(opts(etc, state), render(tmp_path, fleet({"n1": "rack-b"})), fake), etc, before,
+            "topology.yaml")
+
+
+def test_refuses_a_foreign_file_unless_adopted(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    (etc / TOPOLOGY).write_text("SwitchName=s1 Nodes=n[1-8]\n")
+    fake.load()
+    before = snapshot(etc)
+    new = render(tmp_path, fleet())
+    refused(run_apply(opts(etc, state), new, fake), etc, before, "--adopt")
+    assert run_apply(opts(etc, state, adopt=True), new, fake).status == "applied"
+    assert run_apply(opts(etc, state), new, fake).status == "unchanged"
+
+
+def test_refuses_removing_more_than_max_removal_unless_forced(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    before = snapshot(etc)
+    fake.version = "23.11.4"  # node set changes are fine on 23.11: only the threshold speaks
+    new = render(tmp_path, fleet(nodes=5))
+    res = run_apply(opts(etc, state), new, fake)
+    refused(res, etc, before, "3 of 8 nodes would disappear")
+    assert any("n[6-8]" in d for d in res.details)
+    assert run_apply(opts(etc, state, max_removal=0.5), new, fake).status == "applied"
+
+
+def test_refuses_a_node_set_change_before_23_11_listing_the_nodes(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    before = snapshot(etc)
+    res = run_apply(opts(etc, state), render(tmp_path, fleet(extra_group="rack-x")), fake)
+    refused(res, etc, before, "restart required")
+    assert "nodes to add: x1" in res.summary
+    fake.version = "23.11.1"
+    assert run_apply(opts(etc, state), render(tmp_path, fleet(extra_group="rack-x")), fake).status == "applied"
+
+
+def test_refuses_when_pending_jobs_name_a_group_about_to_disappear(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    before = snapshot(etc)
+    fake.pending = [("17", "[ng_z1.rack-a|ng_z1.rack-b]"), ("18", "(null)")]
+    new = render(tmp_path, fleet({f"n{i}": "rack-b" for i in range(1, 5)}))  # rack-a disappears
+    res = run_apply(opts(etc, state), new, fake)
+    refused(res, etc, before, "1 pending jobs name a group")
+    assert res.details == ["job 17: [ng_z1.rack-a|ng_z1.rack-b]"]
+    assert run_apply(opts(etc, state, force=True), new, fake).status == "applied"
+
+
+def test_refuses_when_a_node_slurm_knows_would_be_on_no_switch(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    fake.extra_nodes = ["other1"]
+    before = snapshot(etc)
+    refused(run_apply(opts(etc, state), render(tmp_path, fleet({"n1": "rack-b"})), fake), etc, before,
+            "would be on no switch")
+
+
+def test_refuses_when_the_controller_is_down(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    fake.up = False
+    before = snapshot(etc)
+    refused(run_apply(opts(etc, state), render(tmp_path, fleet({"n1": "rack-b"})), fake), etc, before,
+            "does not answer")
+
+
+def test_refuses_files_that_fail_lint(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    before = snapshot(etc)
+    new = render(tmp_path, fleet())
+    new[TOPOLOGY] += "SwitchName=orphan Nodes=n1\n"
+    res = run_apply(opts(etc, state), new, fake)
+    refused(res, etc, before, "lint")
+    assert fake.calls == []
+    bad_nodes = dict(render(tmp_path, fleet()), **{NODES: "# x: generated by slurm-topo 0\nNodeName=n1\nNodeName=n1\n"})
+    refused(run_apply(opts(etc, state), bad_nodes, fake), etc, before, "defined twice")
+
+
+def test_refuses_a_gres_cores_change(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    head = "# gres.conf: generated by slurm-topo 0.1.0 for Slurm 22.05\n"
+    (etc / GRES).write_text(head + "NodeName=n1 Name=gpu File=/dev/nvidia0 Cores=0-1\n")
+    before = snapshot(etc)
+    new = dict(render(tmp_path, fleet()), **{GRES: head + "NodeName=n1 Name=gpu File=/dev/nvidia0 Cores=2-3\n"})
+    refused(run_apply(opts(etc, state), new, fake), etc, before, "Cores=")
+
+
+def test_state_dir_inside_slurm_dir_is_refused(env) -> None:
+    etc, _, fake = env
+    res = run_apply(opts(etc, etc / "state"), {}, fake)
+    assert res.exit_code == EXIT_REFUSED and "inside" in res.summary
+
+
+# --------------------------------------------------------------------------------------------------
+# ordering of the data file
+
+
+def steps_of(etc: Path, state: Path, new: dict[str, str], fake: FakeSlurm) -> list[str]:
+    seen: list[str] = []
+    res = run_apply(opts(etc, state, step_hook=seen.append), new, fake)
+    assert res.status == "applied", res
+    return seen
+
+
+def test_data_file_goes_first_when_groups_are_only_removed(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    seen = steps_of(etc, state, render(tmp_path, fleet({f"n{i}": "rack-b" for i in range(1, 5)})), fake)
+    assert seen.index(f"rename:{DATA}") < seen.index(f"rename:{TOPOLOGY}") < seen.index("reconfigured")
+
+
+def test_data_file_goes_last_when_groups_are_added(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    seen = steps_of(etc, state, render(tmp_path, fleet({"n1": "rack-c"})), fake)
+    assert seen.index(f"rename:{TOPOLOGY}") < seen.index("reconfigured") < seen.index("verified") \
+        < seen.index(f"rename:{DATA}")
+
+
+# --------------------------------------------------------------------------------------------------
+# crashes at every step
+
+
+class Crash(BaseException):
+    """A simulated SIGKILL: not an Exception, so nothing in apply can catch and 'handle' it."""
+
+
+SCENARIOS = {
+    "move": {"n1": "rack-b"},
+    "add-group": {"n1": "rack-c"},
+    "remove-group": {f"n{i}": "rack-b" for i in range(1, 5)},
+}
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(scenario=st.sampled_from(sorted(SCENARIOS)), crash_at=st.integers(0, 20), second_crash=st.integers(-1, 12),
+       verify_fails=st.booleans(), recover_with=st.sampled_from(["apply", "recover"]))
+def test_a_crash_at_any_step_recovers_to_old_or_new_and_never_reconfigures_a_mixed_set(
+        tmp_path_factory: pytest.TempPathFactory, scenario: str, crash_at: int, second_crash: int,
+        verify_fails: bool, recover_with: str) -> None:
+    tmp = tmp_path_factory.mktemp("crash")
+    etc = tmp / "etc"
+    etc.mkdir()
+    old = render(tmp, fleet())
+    for name, text in old.items():
+        (etc / name).write_text(text)
+    new = render(tmp, fleet(SCENARIOS[scenario]))
+    names = sorted(set(old) | set(new))
+    old_set, new_set = sha_set(etc, names), None
+    fake = FakeSlurm(etc)
+    fake.ignore_reconfigure = verify_fails
+
+    def crasher(limit: int):  # type: ignore[no-untyped-def]
+        count = [0]
+
+        def hook(step: str) -> None:
+            count[0] += 1
+            if count[0] > limit:
+                raise Crash(step)
+        return hook
+
+    state = tmp / "state"
+    try:
+        run_apply(opts(etc, state, step_hook=crasher(crash_at)), new, fake)
+    except Crash:
+        pass
+    if second_crash >= 0:  # crash the recovery too
+        try:
+            recover(opts(etc, state, step_hook=crasher(second_crash)), fake)
+        except Crash:
+            pass
+    fake.ignore_reconfigure = False
+    if recover_with == "recover":
+        res = recover(opts(etc, state), fake)
+        assert res.status == "recovered", res
+        assert sha_set(etc, names) in (old_set, sha_set_of(new, names))
+    res = run_apply(opts(etc, state), new, fake)
+    assert res.status in ("applied", "unchanged"), res
+    new_set = sha_set_of(new, names)
+    assert sha_set(etc, names) == new_set
+    assert not (state / "journal.json").exists()
+    assert not [p for p in etc.iterdir() if p.name.startswith(".")]
+    config = [names.index(n) for n in CONFIG_ORDER if n in names]
+    allowed = {tuple(s[i] for i in config) for s in (old_set, new_set)}
+    for seen in fake.reconfigured_sets:
+        assert tuple(seen[CONFIG_ORDER.index(n)] for n in CONFIG_ORDER if n in names) in allowed, \
+            "slurmctld was reconfigured on a mixed set"
+
+
+def sha_set_of(files: dict[str, str], names: Sequence[str]) -> tuple[str | None, ...]:
+    return tuple(hashlib.sha256(files[n].encode()).hexdigest() if n in files else None for n in names)
