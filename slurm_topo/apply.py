@@ -53,6 +53,8 @@ from . import hostlist
 from .errors import CommandError, HostlistError, InputError, ParseError, SlurmTopoError
 from .lint import lint_topology
 from .runner import Runner
+from .output import fsync_dir as _fsync_dir
+from .slurmconf import logical_lines as _logical_lines
 from .slurmconf import parse_scontrol_nodes, parse_topology_conf, split_pairs
 from .version import parse_slurm_version
 
@@ -160,26 +162,11 @@ def has_header(data: bytes) -> bool:
     return bool(_HEADER_RE.search("\n".join(head.splitlines()[:6])))
 
 
-def _logical(text: str) -> list[tuple[int, str]]:
-    out, pending, start = [], "", 0
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.split("#", 1)[0].rstrip()
-        if not pending:
-            start = lineno
-        if line.endswith("\\"):
-            pending += line[:-1] + " "
-            continue
-        line = (pending + line).strip()
-        pending = ""
-        if line:
-            out.append((start, line))
-    return out
-
 
 def parse_node_lines(text: str, source: str = NODES) -> dict[str, frozenset[str]]:
     """``NodeName=`` lines → node → its Features (a set). Raises ParseError on anything else in the file."""
     nodes: dict[str, frozenset[str]] = {}
-    for lineno, line in _logical(text):
+    for lineno, line in _logical_lines(text):
         try:
             pairs = split_pairs(line)
         except ValueError as exc:
@@ -204,7 +191,7 @@ def parse_node_lines(text: str, source: str = NODES) -> dict[str, frozenset[str]
 def parse_gres_cores(text: str, source: str = GRES) -> dict[str, tuple[str, ...]]:
     """gres.conf → node → the Cores= values of its lines in file order ('' where absent)."""
     out: dict[str, list[str]] = {}
-    for lineno, line in _logical(text):
+    for lineno, line in _logical_lines(text):
         try:
             pairs = {k.lower(): v for k, v in split_pairs(line).items()}
         except ValueError:
@@ -223,7 +210,7 @@ def parse_gres_cores(text: str, source: str = GRES) -> dict[str, tuple[str, ...]
 def parse_show_topology(text: str) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
     """``scontrol show topology`` (or topology.conf) → switch → (nodes, switches), hostlists expanded."""
     out = {}
-    for _, line in _logical(text):
+    for _, line in _logical_lines(text):
         if not line.startswith("SwitchName="):
             continue
         try:
@@ -283,13 +270,6 @@ def _nodes_hl(names: set[str] | frozenset[str]) -> str:
 # --------------------------------------------------------------------------------------------------
 # file primitives
 
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _read(path: Path) -> bytes | None:

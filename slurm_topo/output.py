@@ -25,7 +25,7 @@ class Written:
     """``created``, ``replaced`` or ``unchanged``."""
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -76,9 +76,9 @@ def _write_new_directory(directory: Path, files: Mapping[str, str]) -> list[Writ
         for name, text in files.items():
             _write_temp(staging, name, text, None).rename(staging / name)
         os.chmod(staging, 0o755)
-        _fsync_dir(staging)
+        fsync_dir(staging)
         staging.rename(directory)
-        _fsync_dir(parent)
+        fsync_dir(parent)
     except BaseException:
         for child in staging.iterdir() if staging.exists() else ():
             child.unlink(missing_ok=True)
@@ -108,6 +108,6 @@ def _write_into(directory: Path, files: Mapping[str, str]) -> list[Written]:
         os.replace(tmp, target)
         result.append(Written(target, status))
     if staged:
-        _fsync_dir(directory)
+        fsync_dir(directory)
     order = list(files)
     return sorted(result, key=lambda w: order.index(w.path.name))

@@ -26,7 +26,7 @@ class SwitchLine:
     lineno: int
 
 
-def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
+def logical_lines(text: str) -> Iterator[tuple[int, str]]:
     """Lines without comments, with ``\\`` continuations joined, numbered by their first physical line."""
     pending, start = "", 0
     for lineno, raw in enumerate(text.splitlines(), 1):
@@ -65,7 +65,7 @@ def split_pairs(line: str, *, output: bool = False) -> dict[str, str]:
 def parse_topology_conf(text: str, *, source: str = "topology.conf") -> list[SwitchLine]:
     """topology.conf(5) tree syntax -> one ``SwitchLine`` per ``SwitchName=`` (hostlists expanded)."""
     out = []
-    for lineno, line in _logical_lines(text):
+    for lineno, line in logical_lines(text):
         try:
             pairs = {k.lower(): v for k, v in split_pairs(line).items()}
         except ValueError as exc:
@@ -124,7 +124,7 @@ def slurm_conf_node_definitions(path: Path) -> dict[str, list[str]]:
             text = p.read_text(encoding="utf-8")
         except OSError as exc:
             raise ParseError(str(p), None, f"cannot read: {exc.strerror}") from None
-        for lineno, line in _logical_lines(text):
+        for lineno, line in logical_lines(text):
             word = line.split(None, 1)
             if word[0].lower() == "include" and len(word) == 2:
                 inc = Path(word[1])
