@@ -419,7 +419,6 @@ class _Slurm:
     def __init__(self, runner: Runner, options: ApplyOptions):
         self.runner = runner
         self.o = options
-        self.calls: list[str] = []
 
     def run(self, *argv: str, timeout: float | None = None) -> str:
         return self.runner.run(list(argv), timeout=timeout or self.o.command_timeout)

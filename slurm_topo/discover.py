@@ -206,10 +206,8 @@ class _Client:
     def __init__(self, provider: str, deadline: float):
         self.provider = provider
         self.deadline = deadline
-        self.requests = 0
 
     def text(self, method: str, url: str, headers: Mapping[str, str], *, missing_ok: bool = False) -> str | None:
-        self.requests += 1
         status, body = _http(method, url, headers, self.deadline)
         if status == 404 and missing_ok:
             return None

@@ -37,7 +37,7 @@ import fnmatch
 import hashlib
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -703,5 +703,3 @@ def survey(data: PolicyData, req: JobRequest, level: str) -> Survey:
         (fitting if ok else small).append((g.label, n, scan.eligible(g)[1]))
     return Survey(tuple(fitting), tuple(small))
 
-
-Decider = Callable[[PolicyData, JobRequest], Decision]

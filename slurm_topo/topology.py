@@ -58,11 +58,6 @@ class Topology:
     group_names: Mapping[str, Mapping[Location, str]]
     """Feature name per level and location (the location cut to that level)."""
 
-    def switch(self, name: str) -> Switch:
-        for sw in self.switches:
-            if sw.name == name:
-                return sw
-        raise KeyError(name)
 
 
 def _hashed(candidate: str, path: str) -> str:

@@ -69,13 +69,6 @@ def link_bandwidth(cls: str, table: Mapping[str, float] = DEFAULT_BANDWIDTH) -> 
     return table[key]
 
 
-def bandwidth_matrix(topo: GpuTopology, table: Mapping[str, float] = DEFAULT_BANDWIDTH
-                     ) -> tuple[tuple[float, ...], ...]:
-    """Per pair GB/s, same shape as ``topo.matrix``; the diagonal is 0."""
-    return tuple(tuple(0.0 if i == j else link_bandwidth(c, table) for j, c in enumerate(row))
-                 for i, row in enumerate(topo.matrix))
-
-
 def is_nvlink(cls: str) -> bool:
     """True for ``NV<n>`` classes."""
     return bool(_NV_RE.fullmatch(cls))

@@ -19,7 +19,6 @@ On a failing test the report gets the tail of slurmctld.log and ``scontrol show 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import sys
@@ -44,6 +43,20 @@ def _unavailable(reason: str) -> None:
             f"Slurm test cluster unavailable in CI ({reason}); CI must run these tests", pytrace=False
         )
     pytest.skip(f"Slurm test cluster unavailable: {reason}")
+
+
+def slurm_preconditions() -> None:
+    """Skip (outside CI) or fail (in CI) when this host cannot run a test cluster."""
+    missing = _missing_preconditions()
+    if missing:
+        _unavailable("; ".join(missing))
+
+
+@pytest.fixture(scope="session")
+def scratch_cluster() -> object:
+    """``slurmctl.scratch_cluster``, after the same preconditions as the session cluster (without starting it)."""
+    slurm_preconditions()
+    return slurmctl.scratch_cluster
 
 
 def _missing_preconditions() -> list[str]:
@@ -81,12 +94,10 @@ def slurm_cluster(request: pytest.FixtureRequest) -> Iterator[slurmctl.Cluster]:
         yield cluster
         return
 
-    missing = _missing_preconditions()
-    if missing:
-        _unavailable("; ".join(missing))
+    slurm_preconditions()
     base = Path(os.environ.get("SLURM_TOPO_CLUSTER_BASE") or f"/tmp/slurm-topo-it-{os.getpid()}")
     t0 = time.monotonic()
-    with owned_cluster(base) as cluster:
+    with slurmctl.owned_cluster(base) as cluster:
         _report_start(request, reporter, cluster, base, t0)
         yield cluster
 
@@ -104,21 +115,6 @@ def _report_start(request: pytest.FixtureRequest, reporter: object, cluster: slu
                 f"base {base}"
             )
 
-
-@contextlib.contextmanager
-def owned_cluster(base: Path, *launcher_args: str) -> Iterator[slurmctl.Cluster]:
-    """Start a cluster on ``base`` (a failure to start fails the test), stop it after, and check that none of
-    its processes is left."""
-    try:
-        cluster = slurmctl.start_cluster(base, *launcher_args)
-    except AssertionError as e:
-        pytest.fail(str(e), pytrace=False)
-    try:
-        yield cluster
-    finally:
-        slurmctl.stop_cluster(base)
-        left = slurmctl.cluster_pids(base)
-        assert not left, f"processes of {base} left after down: {left}"
 
 
 FILTER_FLEET = slurmctl.REPO / "docker-slurm" / "fleet-filter.yaml"
@@ -140,7 +136,7 @@ def filtered_cluster(request: pytest.FixtureRequest) -> Iterator[slurmctl.Cluste
     if missing:
         _unavailable("; ".join(missing))
     base = Path(f"{os.environ.get('SLURM_TOPO_CLUSTER_BASE') or f'/tmp/slurm-topo-it-{os.getpid()}'}-filter")
-    with owned_cluster(base, "--with-filter", "--inventory", str(FILTER_FLEET)) as cluster:
+    with slurmctl.owned_cluster(base, "--with-filter", "--inventory", str(FILTER_FLEET)) as cluster:
         yield cluster
 
 

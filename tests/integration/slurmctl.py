@@ -8,6 +8,7 @@ driven from one test session.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -17,9 +18,12 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 LAUNCHER = REPO / "docker-slurm" / "cluster"
@@ -396,3 +400,40 @@ def assert_topology_matches(slurm: Slurm, topology_conf: str) -> dict[str, Switc
             assert live[name].nodes == frozenset().union(*(c.nodes for c in children)), name
             assert live[name].level == 1 + max(c.level or 0 for c in children), name
     return live
+
+
+@contextlib.contextmanager
+def owned_cluster(base: Path, *launcher_args: str, nodes_max: int = 98) -> Iterator[Cluster]:
+    """Start a cluster on ``base`` (a failure to start fails the test), stop it after, and check that none of
+    its processes is left."""
+    try:
+        cluster = start_cluster(base, *launcher_args, nodes_max=nodes_max)
+    except AssertionError as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        yield cluster
+    finally:
+        stop_cluster(base)
+        left = cluster_pids(base)
+        assert not left, f"processes of {base} left after down: {left}"
+
+
+@contextlib.contextmanager
+def scratch_cluster(name: str, fleet: Mapping[str, object], *launcher_args: str, nodes_max: int = 4
+                    ) -> Iterator[Cluster]:
+    """A small extra cluster for one test module, from ``fleet`` (an inventory mapping).
+
+    It lives in /tmp/slurm-topo-it-<name>-<pid> (``cluster.base.parent``, also a work folder for the test):
+    munged runs as the munge user and cannot reach pytest's 0700 tmp folders. Removed afterwards.
+    """
+    work = Path(f"/tmp/slurm-topo-it-{name}-{os.getpid()}")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    os.chmod(work, 0o755)
+    try:
+        (work / "fleet.yaml").write_text(yaml.safe_dump(dict(fleet), sort_keys=False))
+        with owned_cluster(work / "cluster", "--inventory", str(work / "fleet.yaml"), *launcher_args,
+                           nodes_max=nodes_max) as cluster:
+            yield cluster
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

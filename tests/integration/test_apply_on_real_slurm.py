@@ -42,36 +42,13 @@ class EnvRunner:
         return p.stdout
 
 
-def _precondition() -> None:
-    missing = [t for t in ("sbatch", "scontrol", "unshare") if not shutil.which(t)]
-    if os.geteuid() != 0:
-        missing.append("not root")
-    if not (shutil.which("slurmctld") or os.access("/usr/sbin/slurmctld-wlm", os.X_OK)):
-        missing.append("slurmctld not installed")
-    if missing:
-        if os.environ.get("CI", "").lower() not in ("", "0", "false", "no"):
-            pytest.fail(f"Slurm test cluster unavailable in CI ({'; '.join(missing)})", pytrace=False)
-        pytest.skip(f"Slurm test cluster unavailable: {'; '.join(missing)}")
-
-
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[slurmctl.Cluster]:
+def cluster(scratch_cluster) -> Iterator[slurmctl.Cluster]:  # type: ignore[no-untyped-def]
     """Four nodes, zone z1: a[1-2] on rack-1, a[3-4] on rack-2."""
-    _precondition()
-    work = Path(f"/tmp/slurm-topo-it-apply-{os.getpid()}")  # munged must reach it: not pytest's 0700 tmp
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    fleet = work / "fleet.yaml"
-    fleet.write_text(yaml.safe_dump({"nodes": [
-        {"name": "a[1-2]", "region": "r1", "zone": "z1", "network_group": "rack-1", "slurm": HW},
-        {"name": "a[3-4]", "region": "r1", "zone": "z1", "network_group": "rack-2", "slurm": HW}]}))
-    base = work / "cluster"
-    c = slurmctl.start_cluster(base, "--inventory", str(fleet), nodes_max=4)
-    try:
+    with scratch_cluster("apply", {"nodes": [
+            {"name": "a[1-2]", "region": "r1", "zone": "z1", "network_group": "rack-1", "slurm": HW},
+            {"name": "a[3-4]", "region": "r1", "zone": "z1", "network_group": "rack-2", "slurm": HW}]}) as c:
         yield c
-    finally:
-        slurmctl.stop_cluster(base)
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def rendered_for(c: slurmctl.Cluster, inventory: dict, work: Path) -> dict[str, str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,23 +13,16 @@ pytestmark = pytest.mark.slurm
 
 REPO = Path(__file__).resolve().parents[2]
 CAPTURE = REPO / "tests" / "fixtures" / "synthetic" / "islands-2x4-nv18.txt"
-HW = "{CPUs: 16, Boards: 1, SocketsPerBoard: 2, CoresPerSocket: 8, ThreadsPerCore: 1, RealMemory: 64000}"
+HW = {"CPUs": 16, "Boards": 1, "SocketsPerBoard": 2, "CoresPerSocket": 8, "ThreadsPerCore": 1, "RealMemory": 64000}
 
 
 @pytest.fixture(scope="module")
-def gpu_cluster(slurm_cluster: slurmctl.Cluster, tmp_path_factory: pytest.TempPathFactory
-                ) -> Iterator[slurmctl.Slurm]:
-    """A second, small cluster whose gres.conf is the generator's, from a topo -m capture."""
-    work = tmp_path_factory.mktemp("gres")
-    fleet = work / "fleet.yaml"
-    fleet.write_text(f"nodes:\n  - {{name: 'gx[1-2]', region: r1, zone: r1-a, gpu_type: h100, "
-                     f"gpu_topology: '{CAPTURE}', slurm: {HW}}}\n")
-    base = Path(f"/tmp/slurm-topo-it-gres-{os.getpid()}")  # munged (user munge) must reach it: not pytest's 0700 tmp
-    cluster = slurmctl.start_cluster(base, "--inventory", str(fleet), nodes_max=4)
-    try:
+def gpu_cluster(scratch_cluster) -> Iterator[slurmctl.Slurm]:  # type: ignore[no-untyped-def]
+    """A small cluster whose gres.conf is the generator's, from a topo -m capture."""
+    with scratch_cluster("gres", {"nodes": [
+            {"name": "gx[1-2]", "region": "r1", "zone": "r1-a", "gpu_type": "h100", "gpu_topology": str(CAPTURE),
+             "slurm": HW}]}) as cluster:
         yield cluster.slurm
-    finally:
-        slurmctl.stop_cluster(base)
 
 
 def test_gres_conf_is_slurms_view(gpu_cluster: slurmctl.Slurm) -> None:

@@ -7,9 +7,7 @@ synthetic capture islands-2x4-nv18 (two NVLink islands, GPUs 0-3 and 4-7). Every
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +19,7 @@ pytestmark = pytest.mark.slurm
 
 REPO = Path(__file__).resolve().parents[2]
 CAPTURE = REPO / "tests" / "fixtures" / "synthetic" / "islands-2x4-nv18.txt"
-HW = "{CPUs: 16, Boards: 1, SocketsPerBoard: 2, CoresPerSocket: 8, ThreadsPerCore: 1, RealMemory: 64000}"
+HW = {"CPUs": 16, "Boards": 1, "SocketsPerBoard": 2, "CoresPerSocket": 8, "ThreadsPerCore": 1, "RealMemory": 64000}
 ISLANDS = ({0, 1, 2, 3}, {4, 5, 6, 7})
 PRINT = "echo rank=$SLURM_PROCID node=$SLURMD_NODENAME cvd=$CUDA_VISIBLE_DEVICES local=$LOCAL_RANK"
 LINE_RE = re.compile(r"rank=(\d+) node=(\S+) cvd=(\S*) local=(\S*)")
@@ -33,24 +31,12 @@ def _launcher() -> str:
 
 
 @pytest.fixture(scope="module")
-def srun_cluster(slurm_cluster: slurmctl.Cluster) -> Iterator[tuple[slurmctl.Slurm, Path]]:
+def srun_cluster(scratch_cluster) -> Iterator[tuple[slurmctl.Slurm, Path]]:  # type: ignore[no-untyped-def]
     """gs1, gs2 on leaf rack-1 and gs3, gs4 on leaf rack-2; gres.conf Links= from the capture."""
-    base = Path(f"/tmp/slurm-topo-it-srun-{os.getpid()}")  # munged (user munge) must reach it: not pytest's tmp
-    work = Path(f"{base}-work")
-    work.mkdir(parents=True, exist_ok=True)
-    fleet = work / "fleet.yaml"
-    fleet.write_text(
-        "nodes:\n"
-        f"  - {{name: 'gs[1-2]', region: r1, zone: r1-a, network_group: rack-1, gpu_type: h100, "
-        f"gpu_topology: '{CAPTURE}', slurm: {HW}}}\n"
-        f"  - {{name: 'gs[3-4]', region: r1, zone: r1-a, network_group: rack-2, gpu_type: h100, "
-        f"gpu_topology: '{CAPTURE}', slurm: {HW}}}\n")
-    cluster = slurmctl.start_cluster(base, "--inventory", str(fleet), nodes_max=4)
-    try:
-        yield cluster.slurm, work
-    finally:
-        slurmctl.stop_cluster(base)
-        shutil.rmtree(work, ignore_errors=True)
+    node = {"region": "r1", "zone": "r1-a", "gpu_type": "h100", "gpu_topology": str(CAPTURE), "slurm": HW}
+    with scratch_cluster("srun", {"nodes": [{"name": "gs[1-2]", "network_group": "rack-1", **node},
+                                            {"name": "gs[3-4]", "network_group": "rack-2", **node}]}) as cluster:
+        yield cluster.slurm, cluster.base.parent
 
 
 def _run_job(slurm: slurmctl.Slurm, work: Path, name: str, sbatch_args: list[str], body: str

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import slurmctl
-import yaml
 
 pytestmark = pytest.mark.slurm
 
@@ -17,20 +15,12 @@ HW = {"CPUs": 4, "Boards": 1, "SocketsPerBoard": 1, "CoresPerSocket": 4, "Thread
 
 
 @pytest.fixture(scope="module")
-def small_cluster(slurm_cluster: slurmctl.Cluster) -> Iterator[slurmctl.Cluster]:
+def small_cluster(scratch_cluster) -> Iterator[slurmctl.Cluster]:  # type: ignore[no-untyped-def]
     """Four nodes: d[1-2] placed by the operator, d[3-4] with no location in any inventory (root leaf)."""
-    work = Path(f"/tmp/slurm-topo-it-records-{os.getpid()}")  # munged must reach it: not pytest's 0700 tmp
-    work.mkdir(parents=True, exist_ok=True)
-    fleet = work / "fleet.yaml"
-    fleet.write_text(yaml.safe_dump({"nodes": [
-        {"name": "d[1-2]", "region": "r1", "zone": "r1-a", "network_group": "rack-1", "slurm": HW},
-        {"name": "d[3-4]", "slurm": HW}]}))
-    base = work / "cluster"
-    cluster = slurmctl.start_cluster(base, "--inventory", str(fleet), nodes_max=4)
-    try:
+    with scratch_cluster("records", {"nodes": [
+            {"name": "d[1-2]", "region": "r1", "zone": "r1-a", "network_group": "rack-1", "slurm": HW},
+            {"name": "d[3-4]", "slurm": HW}]}) as cluster:
         yield cluster
-    finally:
-        slurmctl.stop_cluster(base)
 
 
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
