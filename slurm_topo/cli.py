@@ -280,25 +280,39 @@ def gpu() -> None:
     """GPUs inside a node: read `nvidia-smi topo -m`, NVLink islands, the best free GPUs for a task."""
 
 
-def _topology(path: str):  # type: ignore[no-untyped-def]
-    from .gpu import parse_topo_matrix
+def _topology(path: str | None, nvml: bool = False):  # type: ignore[no-untyped-def]
+    """A GPU topology from a `nvidia-smi topo -m` capture, or (``nvml``) from this machine's NVML."""
+    if nvml == (path is not None):
+        raise click.UsageError("give a `nvidia-smi topo -m` capture FILE or --nvml, not both or neither")
+    if nvml:
+        from .gpu.nvml import read_nvml
 
-    try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror}") from None
-    topo = parse_topo_matrix(text, source=path)
+        topo = read_nvml().topology
+        source = "nvml"
+    else:
+        from .gpu import parse_topo_matrix
+
+        try:
+            text = Path(path).read_text(encoding="utf-8", errors="replace")  # type: ignore[arg-type]
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read: {exc.strerror}") from None
+        topo = parse_topo_matrix(text, source=str(path))
+        source = str(path)
     for w in topo.warnings:
-        _warn(f"warning: {path}: {w}")
+        _warn(f"warning: {source}: {w}")
     return topo
 
 
+nvml_option = click.option("--nvml", is_flag=True, help="Read this machine's GPUs through NVML (nvidia-ml-py).")
+
+
 @gpu.command("parse")
-@click.argument("file")
+@click.argument("file", required=False)
+@nvml_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: gpus, matrix, nics, affinity.")
-def gpu_parse(file: str, as_json: bool) -> None:
-    """Read a `nvidia-smi topo -m` capture; a file that cannot be read exactly is refused."""
-    topo = _topology(file)
+def gpu_parse(file: str | None, nvml: bool, as_json: bool) -> None:
+    """Read a `nvidia-smi topo -m` capture (or NVML); a file that cannot be read exactly is refused."""
+    topo = _topology(file, nvml)
     if as_json:
         click.echo(json.dumps({
             "gpus": list(topo.gpus), "matrix": [list(r) for r in topo.matrix], "nics": list(topo.nics),
@@ -313,12 +327,13 @@ def gpu_parse(file: str, as_json: bool) -> None:
 
 
 @gpu.command("islands")
-@click.argument("file")
-def gpu_islands(file: str) -> None:
+@click.argument("file", required=False)
+@nvml_option
+def gpu_islands(file: str | None, nvml: bool) -> None:
     """NVLink islands: the maximal groups of GPUs joined by NVLink."""
     from .gpu import islands
 
-    for i, island in enumerate(islands(_topology(file))):
+    for i, island in enumerate(islands(_topology(file, nvml))):
         click.echo(f"island {i}: GPUs {','.join(map(str, sorted(island)))}")
 
 

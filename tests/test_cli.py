@@ -168,3 +168,11 @@ def test_apply_cli_writes_then_says_unchanged(tmp_path: Path) -> None:
     proc = cli("apply", "-i", str(bad), "--slurm-dir", str(slurm_dir), "--state-dir", str(state),
                "--no-reconfigure", "--slurm-version", "22.05")
     assert proc.returncode == 2 and (slurm_dir / "topology.conf").read_bytes() == before
+
+
+def test_gpu_parse_takes_a_file_or_nvml_not_both() -> None:
+    """gpu parse: a capture FILE or --nvml; both or neither is a usage error naming the choice."""
+    synthetic = REPO / "tests" / "fixtures" / "synthetic" / "islands-2x4-nv18.txt"
+    for args in (("gpu", "parse"), ("gpu", "parse", "--nvml", str(synthetic))):
+        proc = cli(*args)
+        assert proc.returncode == 2 and "--nvml" in proc.stderr

@@ -36,3 +36,19 @@ def test_reads_real_gpu() -> None:
     assert pick_devices(topo, topo.gpus, 1) == (0,)
     print({"gpus": n, "matrix": topo.matrix, "minors": topo.minors, "cpu": topo.cpu_affinity,
            "numa": topo.gpu_numa_id, "nvswitch": sorted(topo.nvswitch), "warnings": topo.warnings})
+
+
+@pytest.mark.gpu
+def test_cli_reads_real_gpu_through_nvml() -> None:
+    """`slurm-topo gpu parse --nvml --json` on a real node prints the same kind of object as for a capture."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "slurm_topo", "gpu", "parse", "--nvml", "--json"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    if proc.returncode == 3 and "NVML" in proc.stderr:
+        pytest.skip(f"no NVIDIA driver here: {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["gpus"] == list(range(len(doc["gpus"]))) and len(doc["gpus"]) >= 1
