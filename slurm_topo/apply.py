@@ -55,7 +55,7 @@ from .lint import lint_topology
 from .runner import Runner
 from .output import fsync_dir as _fsync_dir
 from .slurmconf import logical_lines as _logical_lines
-from .slurmconf import parse_scontrol_nodes, parse_topology_conf, split_pairs
+from .slurmconf import parse_gres_gpus, parse_scontrol_nodes, parse_topology_conf, split_pairs
 from .version import parse_slurm_version
 
 TOPOLOGY, NODES, GRES, DATA = "topology.conf", "slurm-topo-nodes.conf", "gres.conf", "slurm_topo_data.lua"
@@ -189,39 +189,15 @@ def parse_node_lines(text: str, source: str = NODES) -> dict[str, frozenset[str]
 
 
 def parse_gres_cores(text: str, source: str = GRES) -> dict[str, tuple[str, ...]]:
-    """gres.conf → node → the Cores= values of its lines in file order ('' where absent)."""
-    out: dict[str, list[str]] = {}
-    for lineno, line in _logical_lines(text):
-        try:
-            pairs = {k.lower(): v for k, v in split_pairs(line).items()}
-        except ValueError:
-            continue  # a foreign gres.conf may hold lines we do not read; Cores= only matters on Name= lines
-        if "nodename" not in pairs or "name" not in pairs:
-            continue
-        try:
-            names = hostlist.expand(pairs["nodename"])
-        except HostlistError as exc:
-            raise ParseError(source, lineno, str(exc)) from None
-        for n in names:
-            out.setdefault(n, []).append(pairs.get("cores", ""))
-    return {k: tuple(v) for k, v in out.items()}
+    """gres.conf → node → the Cores= values of its GPU lines in file order ('' where absent)."""
+    return {node: tuple(line.get("cores", "") for line in lines)
+            for node, lines in parse_gres_gpus(text, source=source).items()}
 
 
 def parse_show_topology(text: str) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
-    """``scontrol show topology`` (or topology.conf) → switch → (nodes, switches), hostlists expanded."""
-    out = {}
-    for _, line in _logical_lines(text):
-        if not line.startswith("SwitchName="):
-            continue
-        try:
-            pairs = split_pairs(line, output=True)
-            nodes = frozenset(hostlist.expand(pairs["Nodes"])) if pairs.get("Nodes", "(null)") != "(null)" else frozenset()
-            sws = (frozenset(hostlist.expand(pairs["Switches"])) if pairs.get("Switches", "(null)") != "(null)"
-                   else frozenset())
-        except (ValueError, HostlistError) as exc:
-            raise ParseError("scontrol show topology", None, str(exc)) from None
-        out[pairs["SwitchName"]] = (nodes, sws)
-    return out
+    """``scontrol show topology`` → switch → (nodes, switches), hostlists expanded."""
+    return {sw.name: (frozenset(sw.nodes or ()), frozenset(sw.switches or ()))
+            for sw in parse_topology_conf(text, source="scontrol show topology", scontrol_output=True)}
 
 
 def _written_topology(text: str) -> dict[str, tuple[frozenset[str] | None, frozenset[str] | None]]:

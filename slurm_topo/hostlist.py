@@ -49,6 +49,16 @@ def expand_keep_duplicates(expression: str) -> list[str]:
     return [name for part in parts for name in expand(part)]
 
 
+def expand_numbers(text: str) -> list[int]:
+    """A number list such as ``0-11,24-35`` (CPU ids, GPU indices) -> its integers, ascending."""
+    if not text:
+        return []
+    try:
+        return sorted(int(x) for x in RangeSet(text))
+    except (RangeSetParseError, ValueError) as exc:
+        raise HostlistError(text, str(exc)) from None
+
+
 def compress(names: Iterable[str]) -> str:
     """Fold names into one hostlist expression (``gpu-[01-06],login1``); empty input gives ``""``."""
     return _compress(tuple(names))

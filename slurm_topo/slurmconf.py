@@ -24,6 +24,8 @@ class SwitchLine:
     nodes: tuple[str, ...] | None
     switches: tuple[str, ...] | None
     lineno: int
+    level: int | None = None
+    """Only in ``scontrol show topology`` output (leaf = 0)."""
 
 
 def logical_lines(text: str) -> Iterator[tuple[int, str]]:
@@ -62,25 +64,58 @@ def split_pairs(line: str, *, output: bool = False) -> dict[str, str]:
     return out
 
 
-def parse_topology_conf(text: str, *, source: str = "topology.conf") -> list[SwitchLine]:
-    """topology.conf(5) tree syntax -> one ``SwitchLine`` per ``SwitchName=`` (hostlists expanded)."""
+def parse_topology_conf(text: str, *, source: str = "topology.conf", scontrol_output: bool = False
+                        ) -> list[SwitchLine]:
+    """topology.conf(5) tree syntax -> one ``SwitchLine`` per ``SwitchName=`` (hostlists expanded).
+
+    ``scontrol_output``: read ``scontrol show topology`` instead — other lines are skipped, ``Level=`` is kept,
+    ``(null)`` means none, and a parent lists every node below it as well as its switches.
+    """
     out = []
     for lineno, line in logical_lines(text):
+        if scontrol_output and not line.startswith("SwitchName="):
+            continue
         try:
-            pairs = {k.lower(): v for k, v in split_pairs(line).items()}
+            pairs = {k.lower(): v for k, v in split_pairs(line, output=scontrol_output).items()}
         except ValueError as exc:
             raise ParseError(source, lineno, str(exc)) from None
-        unknown = set(pairs) - {"switchname", "nodes", "switches", "linkspeed"}
+        if scontrol_output:
+            pairs = {k: v for k, v in pairs.items() if v != "(null)"}
+        allowed = {"switchname", "nodes", "switches", "linkspeed"} | ({"level"} if scontrol_output else set())
+        unknown = set(pairs) - allowed
         if "switchname" not in pairs:
             raise ParseError(source, lineno, "expected SwitchName= (only topology/tree syntax is read)")
-        if unknown:
+        if unknown and not scontrol_output:
             raise ParseError(source, lineno, f"unknown key {sorted(unknown)[0]!r}")
         try:
             nodes = tuple(hostlist.expand_keep_duplicates(pairs["nodes"])) if "nodes" in pairs else None
             switches = tuple(hostlist.expand_keep_duplicates(pairs["switches"])) if "switches" in pairs else None
         except HostlistError as exc:
             raise ParseError(source, lineno, str(exc)) from None
-        out.append(SwitchLine(pairs["switchname"], nodes, switches, lineno))
+        level = int(pairs["level"]) if pairs.get("level", "").isdigit() else None
+        out.append(SwitchLine(pairs["switchname"], nodes, switches, lineno, level))
+    return out
+
+
+def parse_gres_gpus(text: str, *, source: str = "gres.conf") -> dict[str, list[dict[str, str]]]:
+    """gres.conf -> per node, its ``Name=gpu`` lines in file order (Slurm's GPU index) as {lower-case key: value}.
+
+    Lines this reader does not understand are skipped: a foreign gres.conf may hold other syntax.
+    """
+    out: dict[str, list[dict[str, str]]] = {}
+    for lineno, line in logical_lines(text):
+        try:
+            pairs = {k.lower(): v for k, v in split_pairs(line).items()}
+        except ValueError:
+            continue
+        if "nodename" not in pairs or pairs.get("name") != "gpu":
+            continue
+        try:
+            names = hostlist.expand(pairs["nodename"])
+        except HostlistError as exc:
+            raise ParseError(source, lineno, str(exc)) from None
+        for node in names:
+            out.setdefault(node, []).append(pairs)
     return out
 
 

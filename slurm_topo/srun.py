@@ -41,13 +41,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import hostlist
+from . import hostlist, version
 from .errors import CommandError, InputError, ParseError, SlurmTopoError
 from .gpu.links import islands
 from .gpu.model import GpuTopology
 from .gpu.pick import pick_devices
 from .gpu.topo import parse_topo_matrix
 from .runner import Runner, SubprocessRunner
+from .slurmconf import parse_gres_gpus, parse_topology_conf
 from .srun_shim import GROUPS_VAR, RANKS_VAR
 
 PROG = "gpulayer-srun"
@@ -79,14 +80,6 @@ class Allocation:
 _GRES_IDX_RE = re.compile(r"gpu[^,(\s]*\(IDX:([0-9,-]*)\)")
 
 
-def _index_list(text: str) -> list[int]:
-    out: list[int] = []
-    for part in filter(None, text.split(",")):
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
-    return out
-
-
 def parse_job_detail(text: str, source: str = "scontrol show job -d") -> Allocation:
     """``scontrol show job -d <id>`` → :class:`Allocation` (``Nodes=… GRES=gpu:h100:4(IDX:0-3)`` detail lines)."""
     job_id = re.search(r"\bJobId=(\S+)", text)
@@ -102,7 +95,7 @@ def parse_job_detail(text: str, source: str = "scontrol show job -d") -> Allocat
             continue
         idx: list[int] = []
         for g in _GRES_IDX_RE.finditer(line):
-            idx.extend(_index_list(g.group(1)))
+            idx.extend(hostlist.expand_numbers(g.group(1)))
         for node in hostlist.expand(m.group(1)):
             gpus[node] = tuple(sorted(set(idx)))
     return Allocation(job_id.group(1), nodes, {n: gpus.get(n, ()) for n in nodes})
@@ -130,8 +123,10 @@ def devices_constrained(config: Mapping[str, str], cgroup_conf: str | None) -> b
 
 
 def parse_slurm_version(text: str) -> tuple[int, int] | None:
-    m = re.search(r"(\d+)\.(\d+)", text or "")
-    return (int(m.group(1)), int(m.group(2))) if m else None
+    try:
+        return version.parse_slurm_version(text)
+    except InputError:
+        return None
 
 
 def parse_gres_links(text: str, source: str = "gres.conf") -> dict[str, GpuTopology]:
@@ -140,31 +135,19 @@ def parse_gres_links(text: str, source: str = "gres.conf") -> dict[str, GpuTopol
     ``Links=`` counts NVLinks per peer: ``n > 0`` → ``NV<n>``, ``0`` → no NVLink (``SYS``: the PCIe path is not in
     gres.conf). Nodes whose GPU lines carry no ``Links=`` are left out.
     """
-    rows: dict[str, list[list[int] | None]] = {}
-    for raw in text.splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line.startswith("NodeName=") or not re.search(r"\bName=gpu\b", line):
-            continue
-        kv = dict(tok.split("=", 1) for tok in line.split() if "=" in tok)
-        links = kv.get("Links")
-        for node in hostlist.expand(kv["NodeName"]):
-            if links is None:
-                rows.setdefault(node, []).append(None)
-            else:
-                try:
-                    rows.setdefault(node, []).append([int(x) for x in links.split(",")])
-                except ValueError:
-                    raise ParseError(source, None, f"bad Links={links} for {node}") from None
     out: dict[str, GpuTopology] = {}
-    for node, lines in rows.items():
-        if any(r is None for r in lines):
+    for node, lines in parse_gres_gpus(text, source=source).items():
+        if any("links" not in line for line in lines):
             continue
         n = len(lines)
         matrix = []
-        for i, r in enumerate(lines):
-            assert r is not None
+        for i, line in enumerate(lines):
+            try:
+                r = [int(x) for x in line["links"].split(",")]
+            except ValueError:
+                raise ParseError(source, None, f"bad Links={line['links']} for {node}") from None
             if len(r) != n or r[i] != -1:
-                raise ParseError(source, None, f"{node}: GPU {i} has Links={','.join(map(str, r))}, expected {n} "
+                raise ParseError(source, None, f"{node}: GPU {i} has Links={line['links']}, expected {n} "
                                                "entries with -1 at its own index")
             matrix.append(tuple("X" if j == i else (f"NV{c}" if c > 0 else "SYS") for j, c in enumerate(r)))
         out[node] = GpuTopology(gpus=tuple(range(n)), matrix=tuple(matrix), source=f"{source} Links=")
@@ -190,37 +173,29 @@ class Tree:
 
 
 def parse_scontrol_topology(text: str) -> Tree:
-    """``scontrol show topology`` (or topology.conf) → :class:`Tree`; no ``SwitchName=`` lines → empty tree."""
+    """``scontrol show topology`` → :class:`Tree`; no ``SwitchName=`` lines → empty tree."""
     leaf: dict[str, str] = {}
     parent: dict[str, str] = {}
     level: dict[str, int] = {}
-    children: dict[str, list[str]] = {}
-    for raw in text.splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line.startswith("SwitchName="):
-            continue
-        kv = dict(tok.split("=", 1) for tok in line.split() if "=" in tok)
-        name = kv["SwitchName"]
-        if kv.get("Switches"):
-            try:
-                children[name] = hostlist.expand(kv["Switches"])
-            except InputError:
-                children[name] = kv["Switches"].split(",")
-            for child in children[name]:
-                parent[child] = name
-        elif kv.get("Nodes"):
-            for node in hostlist.expand(kv["Nodes"]):
-                leaf[node] = name
-            level[name] = 0
-        if "Level" in kv and kv["Level"].isdigit():
-            level[name] = int(kv["Level"])
+    children: dict[str, tuple[str, ...]] = {}
+    for sw in parse_topology_conf(text, source="scontrol show topology", scontrol_output=True):
+        if sw.switches:
+            children[sw.name] = sw.switches
+            for child in sw.switches:
+                parent[child] = sw.name
+        elif sw.nodes:
+            for node in sw.nodes:
+                leaf[node] = sw.name
+            level[sw.name] = 0
+        if sw.level is not None:
+            level[sw.name] = sw.level
 
     def lvl(sw: str, seen: frozenset[str] = frozenset()) -> int:
         if sw in level:
             return level[sw]
         if sw in seen:
             return 0
-        return 1 + max((lvl(c, seen | {sw}) for c in children.get(sw, [])), default=-1)
+        return 1 + max((lvl(c, seen | {sw}) for c in children.get(sw, ())), default=-1)
 
     for sw in set(children) | set(parent):
         level[sw] = lvl(sw)

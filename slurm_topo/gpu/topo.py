@@ -30,6 +30,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from .. import hostlist
 from ..errors import ParseError
 from .model import GpuTopology
 
@@ -132,11 +133,7 @@ def _valid_cpu_list(s: str) -> bool:
 
 
 def _cpu_count(s: str) -> int:
-    total = 0
-    for part in s.split(","):
-        lo, _, hi = part.partition("-")
-        total += int(hi or lo) - int(lo) + 1
-    return total
+    return len(hostlist.expand_numbers(s))
 
 
 def _value(s: str | None) -> str | None:

@@ -21,20 +21,10 @@ Rendered only when at least one node has a ``gpu_topology:``; then every GPU nod
 from __future__ import annotations
 
 from .. import hostlist
-from ..errors import InputError
+from ..errors import HostlistError, InputError
 from ..inventory import natural_key
 from ..model import Node
 from . import RenderContext, header
-
-
-def _cpu_ids(text: str) -> set[int]:
-    out: set[int] = set()
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        if not lo.isdigit() or (hi and not hi.isdigit()):
-            raise ValueError(text)
-        out.update(range(int(lo), int(hi or lo) + 1))
-    return out
 
 
 def _layout(node: Node) -> tuple[int, int, int] | None:
@@ -56,8 +46,8 @@ def slurm_cores(affinity: str | None, layout: tuple[int, int, int] | None) -> st
     sockets, cps, tpc = layout
     total = sockets * cps
     try:
-        cpus = _cpu_ids(affinity)
-    except ValueError:
+        cpus = set(hostlist.expand_numbers(affinity))
+    except HostlistError:
         return None
     if not cpus or max(cpus) >= total * tpc:
         return None
