@@ -10,20 +10,55 @@
     ├── CommandError (RuntimeError)    an external command failed (argv, returncode, stderr tail)   exit 3
     └── OutputError (OSError)          an output could not be written; nothing was changed         exit 4
 
-The library never prints or exits; ``slurm_topo.cli`` maps these to exit codes in one place.
+The library never prints or exits. Every entry point (``slurm-topo``, ``gpulayer-srun``, the per-task shim)
+maps exceptions to exit codes with :func:`exit_code_for` and nothing else; :class:`ExitCode` is the one table
+(README "Exit codes" shows it to users). ``apply``'s outcome codes (10-13) are disjoint from the input/command
+codes, so ``--detailed-exitcodes`` can never be mistaken for a bad inventory.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """The exit codes of every slurm-topo entry point. One table, documented in README "Exit codes"."""
+
+    OK = 0
+    """Done; for ``apply`` also "unchanged", "deferred", a dry run, or applied without --detailed-exitcodes."""
+    PROBLEMS = 1
+    """The command ran and found problems: ``lint`` problems, ``check`` would reject, ``health`` faults."""
+    INPUT = 2
+    """Bad input or usage: an inventory, a flag, a file handed to us. Nothing was written."""
+    COMMAND = 3
+    """An external command (scontrol, srun, nvidia-smi, NVML) failed or could not be started."""
+    OUTPUT = 4
+    """An output could not be written; the previous files are as they were."""
+    APPLIED = 10
+    """``apply --detailed-exitcodes``: a change was applied (or a dry run would apply one)."""
+    REFUSED = 11
+    """``apply`` refused: nothing was changed (restart required, foreign file, Slurm would not load the set, …)."""
+    ROLLED_BACK = 12
+    """``apply`` failed and rolled back: the old files are live again."""
+    ROLLBACK_FAILED = 13
+    """``apply``'s rollback or recovery failed, or the journal cannot be read: an operator must look."""
+    INTERNAL = 70
+    """A bug in slurm-topo (an unexpected exception); the traceback goes to stderr. (EX_SOFTWARE)"""
+    INTERRUPTED = 130
+    """Interrupted (SIGINT / Ctrl-C)."""
 
 
 class SlurmTopoError(Exception):
-    """Root of every error slurm-topo raises on purpose."""
+    """Root of every error slurm-topo raises on purpose. ``exit_code`` is what an entry point exits with."""
+
+    exit_code: ExitCode = ExitCode.INPUT
 
 
 class InputError(SlurmTopoError, ValueError):
     """Bad input: an inventory, a flag, or a file handed to us."""
+
+    exit_code = ExitCode.INPUT
 
 
 def show_value(value: object, limit: int = 40) -> str:
@@ -72,6 +107,8 @@ class ParseError(InputError):
 class CommandError(SlurmTopoError, RuntimeError):
     """An external command failed or could not be started."""
 
+    exit_code = ExitCode.COMMAND
+
     def __init__(self, argv: Sequence[str], returncode: int | None, stderr: str = ""):
         self.argv = tuple(argv)
         self.returncode = returncode
@@ -83,3 +120,17 @@ class CommandError(SlurmTopoError, RuntimeError):
 
 class OutputError(SlurmTopoError, OSError):
     """Writing an output failed; the previous files are left as they were."""
+
+    exit_code = ExitCode.OUTPUT
+
+
+def exit_code_for(exc: BaseException) -> ExitCode:
+    """The one mapper from an exception to an exit code, used by every entry point.
+
+    Our own errors carry their code; Ctrl-C is 130; anything else is a bug in slurm-topo (70).
+    """
+    if isinstance(exc, SlurmTopoError):
+        return exc.exit_code
+    if isinstance(exc, KeyboardInterrupt):
+        return ExitCode.INTERRUPTED
+    return ExitCode.INTERNAL
