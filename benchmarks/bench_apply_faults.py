@@ -32,15 +32,20 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-SCENARIOS = {"move": {"n1": "rack-b"}, "add-group": {"n1": "rack-c"},
-             "remove-group": {f"n{i}": "rack-b" for i in range(1, 5)}}
+SCENARIOS = {
+    "move": {"n1": "rack-b"},
+    "add-group": {"n1": "rack-c"},
+    "remove-group": {f"n{i}": "rack-b" for i in range(1, 5)},
+}
 NAMES = ("gres.conf", "slurm-topo-nodes.conf", "slurm_topo_data.lua", "topology.conf")
 CONFIG = ("topology.conf", "slurm-topo-nodes.conf", "gres.conf")
 
 
 def shas(directory: Path, names=NAMES) -> tuple:  # type: ignore[no-untyped-def]
-    return tuple(hashlib.sha256((directory / n).read_bytes()).hexdigest() if (directory / n).exists() else None
-                 for n in names)
+    return tuple(
+        hashlib.sha256((directory / n).read_bytes()).hexdigest() if (directory / n).exists() else None
+        for n in names
+    )
 
 
 def child(args: argparse.Namespace) -> int:
@@ -66,17 +71,36 @@ def child(args: argparse.Namespace) -> int:
             os.kill(os.getpid(), signal.SIGKILL)
 
     rendered = {p.name: p.read_text() for p in Path(args.new).iterdir()}
-    options = ApplyOptions(slurm_dir=Path(args.etc), state_dir=Path(args.state), min_interval=0,
-                           verify_timeout=0.2, step_hook=hook)
+    options = ApplyOptions(
+        slurm_dir=Path(args.etc),
+        state_dir=Path(args.state),
+        min_interval=0,
+        verify_timeout=0.2,
+        step_hook=hook,
+    )
     res = run_apply(options, rendered, LoggingSlurm(Path(args.etc)))
-    print(json.dumps({"status": res.status, "code": res.exit_code, "summary": res.summary, "steps": count[0]}))
+    print(
+        json.dumps({"status": res.status, "code": res.exit_code, "summary": res.summary, "steps": count[0]})
+    )
     return res.exit_code
 
 
-def run_child(etc: Path, state: Path, new: Path, log: Path, kill_at: int | None = None,
-              kill_after: float | None = None) -> subprocess.CompletedProcess[str] | int:
-    argv = [sys.executable, __file__, "--child", "--etc", str(etc), "--state", str(state), "--new", str(new),
-            "--log", str(log)] + (["--kill-at", str(kill_at)] if kill_at is not None else [])
+def run_child(
+    etc: Path, state: Path, new: Path, log: Path, kill_at: int | None = None, kill_after: float | None = None
+) -> subprocess.CompletedProcess[str] | int:
+    argv = [
+        sys.executable,
+        __file__,
+        "--child",
+        "--etc",
+        str(etc),
+        "--state",
+        str(state),
+        "--new",
+        str(new),
+        "--log",
+        str(log),
+    ] + (["--kill-at", str(kill_at)] if kill_at is not None else [])
     if kill_after is None:
         return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -140,8 +164,13 @@ def main() -> int:
             kind, how = "timer", f"{delay * 1000:.0f}ms"
             run_child(etc, state, sets[scenario], log, kill_after=delay)
         after_crash = shas(etc)
-        crash_state = ("old" if after_crash == shas(sets["old"]) else "new" if after_crash == shas(sets[scenario])
-                       else "mixed")
+        crash_state = (
+            "old"
+            if after_crash == shas(sets["old"])
+            else "new"
+            if after_crash == shas(sets[scenario])
+            else "mixed"
+        )
         p = run_child(etc, state, sets[scenario], log)
         res = json.loads(p.stdout)
         final = shas(etc)
@@ -150,13 +179,16 @@ def main() -> int:
         reconf = [tuple(json.loads(line)) for line in log.read_text().splitlines()] if log.exists() else []
         mixed = [r for r in reconf if r not in allowed]
         leftovers = [p.name for p in etc.iterdir() if p.name.startswith(".")] + (
-            ["journal.json"] if (state / "journal.json").exists() else [])
+            ["journal.json"] if (state / "journal.json").exists() else []
+        )
         good = ok_set and not mixed and not leftovers
         key = f"{kind}: left {crash_state} -> {res['status']}"
         outcome_counts[key] = outcome_counts.get(key, 0) + 1
         if not good:
-            failures.append(f"trial {i} {scenario} {kind} {how}: final={'new' if ok_set else 'WRONG'} "
-                            f"mixed-reconfigures={len(mixed)} leftovers={leftovers} {res['summary']}")
+            failures.append(
+                f"trial {i} {scenario} {kind} {how}: final={'new' if ok_set else 'WRONG'} "
+                f"mixed-reconfigures={len(mixed)} leftovers={leftovers} {res['summary']}"
+            )
         rows.append((i, scenario, kind, how, crash_state, res["status"], len(reconf), good))
         shutil.rmtree(etc.parent)
     elapsed = time.monotonic() - t_start
@@ -179,7 +211,8 @@ def main() -> int:
         "",
         f"**Result: {args.trials - len(failures)} of {args.trials} trials good, {len(failures)} failures; "
         f"{sum(r[6] for r in rows)} reconfigures observed, 0 on a mixed set**"
-        if not failures else f"**Result: {len(failures)} FAILURES**",
+        if not failures
+        else f"**Result: {len(failures)} FAILURES**",
         "",
         "| kill | live set right after the kill -> next run | trials |",
         "|---|---|---|",

@@ -46,27 +46,40 @@ def main() -> None:
             data = render_all(load_inventories([inv_path]), (22, 5))["slurm_topo_data.lua"]
             data_path = Path(tmp) / f"data-{n}.lua"
             data_path.write_text(data)
-            out = subprocess.run([lua, str(HERE / "filter_bench.lua"), str(data_path), str(args.iterations)],
-                                 capture_output=True, text=True, check=True).stdout
+            out = subprocess.run(
+                [lua, str(HERE / "filter_bench.lua"), str(data_path), str(args.iterations)],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
             load_s = float(out.splitlines()[0].split()[1])
             cases = [line.split("\t")[1:] for line in out.splitlines()[1:] if line.startswith("case")]
             rows.append((n, len(data), load_s, cases))
-            print(f"{n} nodes: data {len(data) / 1024:.0f} KiB, load {load_s * 1000:.1f} ms; " +
-                  "; ".join(f"{c[0]}: {float(c[4]):.1f} / {float(c[1]):.1f} µs" for c in cases), flush=True)
+            print(
+                f"{n} nodes: data {len(data) / 1024:.0f} KiB, load {load_s * 1000:.1f} ms; "
+                + "; ".join(f"{c[0]}: {float(c[4]):.1f} / {float(c[1]):.1f} µs" for c in cases),
+                flush=True,
+            )
     cmd = "python benchmarks/bench_filter.py " + " ".join(sys.argv[1:])
-    lines = ["# Submit filter cost per submission (real Lua 5.1)", "",
-             f"Command: `{cmd.strip()}`  ",
-             f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}; {version}  ",
-             f"Method: each cell is **decision / submit**, in µs of CPU time (os.clock), median of five runs of "
-             f"{args.iterations}: *decision* = `decide(data, request(job_desc))` (read the job, decide); *submit* = "
-             "`submit()` on a fresh job_desc copy (the whole hook: also the data-file check, writing the decision "
-             "back and logging), with its min–max. Data load: `loadfile` + run of the generated file, once.", ""]
+    lines = [
+        "# Submit filter cost per submission (real Lua 5.1)",
+        "",
+        f"Command: `{cmd.strip()}`  ",
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}; {version}  ",
+        f"Method: each cell is **decision / submit**, in µs of CPU time (os.clock), median of five runs of "
+        f"{args.iterations}: *decision* = `decide(data, request(job_desc))` (read the job, decide); *submit* = "
+        "`submit()` on a fresh job_desc copy (the whole hook: also the data-file check, writing the decision "
+        "back and logging), with its min–max. Data load: `loadfile` + run of the generated file, once.",
+        "",
+    ]
     header = "| case | " + " | ".join(f"{n} nodes" for n, *_ in rows) + " |"
     lines += [header, "|---|" + "---:|" * len(rows)]
     names = [c[0] for c in rows[0][3]]
     for i, name in enumerate(names):
-        cells = [f"{float(r[3][i][4]):.1f} / {float(r[3][i][1]):.1f} ({float(r[3][i][2]):.1f}–{float(r[3][i][3]):.1f})"
-                 for r in rows]
+        cells = [
+            f"{float(r[3][i][4]):.1f} / {float(r[3][i][1]):.1f} ({float(r[3][i][2]):.1f}–{float(r[3][i][3]):.1f})"
+            for r in rows
+        ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines.append("| data file load, ms | " + " | ".join(f"{r[2] * 1000:.1f}" for r in rows) + " |")
     lines.append("| data file size, KiB | " + " | ".join(f"{r[1] / 1024:.0f}" for r in rows) + " |")

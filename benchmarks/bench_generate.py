@@ -39,7 +39,8 @@ def fleet_yaml(n: int) -> str:
         lines.append(
             f"  - {{name: 'gpu-r{r}z{z}k{rack:05d}-[{0:03d}-{size - 1:03d}]', region: {region}, "
             f"zone: {region}-{'abc'[z]}, network_group: rack-{rack:05d}, gpus: {gpus}, gpu_type: h100, "
-            f"slurm: {{CPUs: 128, RealMemory: 1000000}}}}")
+            f"slurm: {{CPUs: 128, RealMemory: 1000000}}}}"
+        )
         made += size
         rack += 1
     return "\n".join(lines) + "\n"
@@ -58,8 +59,18 @@ def one_run(path: str, out: str) -> None:
     write_files(out, rendered)
     t3 = time.perf_counter()
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"load_s": t1 - t0, "render_s": t2 - t1, "write_s": t3 - t2, "total_s": t3 - t0,
-                      "peak_mib": peak_kib / 1024, "bytes": sum(len(t) for t in rendered.values())}))
+    print(
+        json.dumps(
+            {
+                "load_s": t1 - t0,
+                "render_s": t2 - t1,
+                "write_s": t3 - t2,
+                "total_s": t3 - t0,
+                "peak_mib": peak_kib / 1024,
+                "bytes": sum(len(t) for t in rendered.values()),
+            }
+        )
+    )
 
 
 def main() -> None:
@@ -79,13 +90,20 @@ def main() -> None:
             inv.write_text(fleet_yaml(n))
             runs = []
             for i in range(args.repeat):
-                out = subprocess.run([sys.executable, __file__, "--child", str(inv), f"{tmp}/out-{n}-{i}"],
-                                     capture_output=True, text=True, check=True)
+                out = subprocess.run(
+                    [sys.executable, __file__, "--child", str(inv), f"{tmp}/out-{n}-{i}"],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
                 runs.append(json.loads(out.stdout))
             med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
             rows.append((n, med, [r["total_s"] for r in runs]))
-            print(f"{n:>7} nodes: total {med['total_s']:.3f} s (load {med['load_s']:.3f}, render "
-                  f"{med['render_s']:.3f}, write {med['write_s']:.3f}), peak {med['peak_mib']:.0f} MiB", flush=True)
+            print(
+                f"{n:>7} nodes: total {med['total_s']:.3f} s (load {med['load_s']:.3f}, render "
+                f"{med['render_s']:.3f}, write {med['write_s']:.3f}), peak {med['peak_mib']:.0f} MiB",
+                flush=True,
+            )
     cmd = "python benchmarks/bench_generate.py " + " ".join(sys.argv[1:])
     lines = [
         "# Generation cost against fleet size",
@@ -101,9 +119,11 @@ def main() -> None:
         "|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for n, med, totals in rows:
-        lines.append(f"| {n} | {med['total_s']:.3f} | {med['load_s']:.3f} | {med['render_s']:.3f} | "
-                     f"{med['write_s']:.3f} | {med['peak_mib']:.0f} | {med['total_s'] / n * 1e6:.1f} | "
-                     f"{int(med['bytes'])} | {', '.join(f'{t:.3f}' for t in totals)} |")
+        lines.append(
+            f"| {n} | {med['total_s']:.3f} | {med['load_s']:.3f} | {med['render_s']:.3f} | "
+            f"{med['write_s']:.3f} | {med['peak_mib']:.0f} | {med['total_s'] / n * 1e6:.1f} | "
+            f"{int(med['bytes'])} | {', '.join(f'{t:.3f}' for t in totals)} |"
+        )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")

@@ -43,8 +43,12 @@ from slurm_topo.gpu import islands, parse_topo_matrix, pick_devices  # noqa: E40
 
 CAPTURE = REPO / "tests" / "fixtures" / "synthetic" / "islands-2x4-nv18.txt"
 NODES = ("g1", "g2", "g3", "g4")
-VARIANTS = {"g1": "ours: Links + Cores", "g2": "Links all 0, Cores", "g3": "no Links, Cores",
-            "g4": "no Links, no Cores"}
+VARIANTS = {
+    "g1": "ours: Links + Cores",
+    "g2": "Links all 0, Cores",
+    "g3": "no Links, Cores",
+    "g4": "no Links, no Cores",
+}
 HW = "{CPUs: 16, Boards: 1, SocketsPerBoard: 2, CoresPerSocket: 8, ThreadsPerCore: 1, RealMemory: 64000}"
 
 
@@ -54,8 +58,11 @@ def sh(argv: list[str], env: dict[str, str], timeout: float = 30) -> str:
 
 def variant(line: str, node: str) -> str:
     if node == "g2":
-        return re.sub(r"Links=([-0-9,]+)", lambda m: "Links=" + ",".join(
-            "-1" if x == "-1" else "0" for x in m[1].split(",")), line)
+        return re.sub(
+            r"Links=([-0-9,]+)",
+            lambda m: "Links=" + ",".join("-1" if x == "-1" else "0" for x in m[1].split(",")),
+            line,
+        )
     if node == "g3":
         return re.sub(r" Links=\S+", "", line)
     if node == "g4":
@@ -66,13 +73,24 @@ def variant(line: str, node: str) -> str:
 def start_cluster(base: Path) -> dict[str, str]:
     work = base.parent
     fleet = work / "fleet.yaml"
-    fleet.write_text("nodes:\n" + "".join(
-        f"  - {{name: {n}, region: r1, zone: r1-a, network_group: rack-1, gpu_type: h100, "
-        f"gpu_topology: '{CAPTURE}', slurm: {HW}}}\n" for n in NODES))
+    fleet.write_text(
+        "nodes:\n"
+        + "".join(
+            f"  - {{name: {n}, region: r1, zone: r1-a, network_group: rack-1, gpu_type: h100, "
+            f"gpu_topology: '{CAPTURE}', slurm: {HW}}}\n"
+            for n in NODES
+        )
+    )
     launcher = [sys.executable, str(REPO / "docker-slurm" / "cluster")]
-    subprocess.run([*launcher, "up", "--base", str(base), "--inventory", str(fleet)], check=True, timeout=180,
-                   capture_output=True)
-    subprocess.run([*launcher, "down", "--base", str(base), "--keep"], check=False, timeout=60, capture_output=True)
+    subprocess.run(
+        [*launcher, "up", "--base", str(base), "--inventory", str(fleet)],
+        check=True,
+        timeout=180,
+        capture_output=True,
+    )
+    subprocess.run(
+        [*launcher, "down", "--base", str(base), "--keep"], check=False, timeout=60, capture_output=True
+    )
     files = work / "files"
     shutil.rmtree(files, ignore_errors=True)
     shutil.copytree(base / "etc" / "generated", files)
@@ -86,8 +104,12 @@ def start_cluster(base: Path) -> dict[str, str]:
         else:
             out.append(line)
     (files / "gres.conf").write_text("\n".join(out) + "\n")
-    subprocess.run([*launcher, "up", "--base", str(base), "--files", str(files)], check=True, timeout=180,
-                   capture_output=True)
+    subprocess.run(
+        [*launcher, "up", "--base", str(base), "--files", str(files)],
+        check=True,
+        timeout=180,
+        capture_output=True,
+    )
     return dict(os.environ, SLURM_CONF=str(base / "etc" / "slurm.conf"))
 
 
@@ -139,8 +161,23 @@ def run(env: dict[str, str], jobs: list[tuple[float, int, float]]) -> dict[str, 
                 if time.time() > deadline:
                     raise RuntimeError(f"{node}: GresUsed does not match {sorted(busy)}")
                 time.sleep(0.05)
-            jid = sh(["timeout", "20", "sbatch", "--parsable", "-w", node, f"--gres=gpu:{k}", "-n1", "-o",
-                      "/dev/null", "--wrap", "sleep 1000"], env).strip()
+            jid = sh(
+                [
+                    "timeout",
+                    "20",
+                    "sbatch",
+                    "--parsable",
+                    "-w",
+                    node,
+                    f"--gres=gpu:{k}",
+                    "-n1",
+                    "-o",
+                    "/dev/null",
+                    "--wrap",
+                    "sleep 1000",
+                ],
+                env,
+            ).strip()
             deadline = time.time() + 30
             gpus = None
             while gpus is None:
@@ -154,15 +191,20 @@ def run(env: dict[str, str], jobs: list[tuple[float, int, float]]) -> dict[str, 
             ours = pick_devices(topo, free, k)
             whole_free = [i for i in isl if not (i & busy)]
             partly = [i for i in isl if (i & busy) and (i - busy)]
-            rows[node].append({
-                "k": k, "busy": sorted(busy), "got": gpus, "ours": ours,
-                "in_island": any(set(gpus) <= i for i in isl),
-                "island_had_room": any(len(i - busy) >= k for i in isl),
-                "ours_in_island": any(set(ours) <= i for i in isl),
-                "broke_free": k == 1 and any(set(gpus) <= i for i in whole_free),
-                "avoidable": k == 1 and any(set(gpus) <= i for i in whole_free) and bool(partly),
-                "ours_broke_free": k == 1 and any(set(ours) <= i for i in whole_free),
-            })
+            rows[node].append(
+                {
+                    "k": k,
+                    "busy": sorted(busy),
+                    "got": gpus,
+                    "ours": ours,
+                    "in_island": any(set(gpus) <= i for i in isl),
+                    "island_had_room": any(len(i - busy) >= k for i in isl),
+                    "ours_in_island": any(set(ours) <= i for i in isl),
+                    "broke_free": k == 1 and any(set(gpus) <= i for i in whole_free),
+                    "avoidable": k == 1 and any(set(gpus) <= i for i in whole_free) and bool(partly),
+                    "ours_broke_free": k == 1 and any(set(ours) <= i for i in whole_free),
+                }
+            )
     return rows
 
 
@@ -174,10 +216,12 @@ def summarize(rows: list[dict[str, object]], key_in: str, key_broke: str) -> lis
     multi = [r for r in rows if r["k"] > 1]
     room = [r for r in multi if r["island_had_room"]]
     singles = [r for r in rows if r["k"] == 1]
-    return [pct(sum(bool(r[key_in]) for r in multi), len(multi)),
-            pct(sum(bool(r[key_in]) for r in room), len(room)),
-            pct(sum(bool(r[key_broke]) for r in singles), len(singles)),
-            pct(sum(bool(r["avoidable"]) for r in singles), len(singles)) if key_broke == "broke_free" else "–"]
+    return [
+        pct(sum(bool(r[key_in]) for r in multi), len(multi)),
+        pct(sum(bool(r[key_in]) for r in room), len(room)),
+        pct(sum(bool(r[key_broke]) for r in singles), len(singles)),
+        pct(sum(bool(r["avoidable"]) for r in singles), len(singles)) if key_broke == "broke_free" else "–",
+    ]
 
 
 def main() -> None:
@@ -195,26 +239,44 @@ def main() -> None:
         version = sh(["scontrol", "--version"], env).strip()
         rows = run(env, job_mix(args.jobs, args.seed))
     finally:
-        subprocess.run([sys.executable, str(REPO / "docker-slurm" / "cluster"), "down", "--base", str(base)],
-                       check=False, timeout=60, capture_output=True)
+        subprocess.run(
+            [sys.executable, str(REPO / "docker-slurm" / "cluster"), "down", "--base", str(base)],
+            check=False,
+            timeout=60,
+            capture_output=True,
+        )
     cmd = "python benchmarks/bench_gres_picks.py " + " ".join(sys.argv[1:])
-    lines = ["# Which GPUs Slurm picks with our gres.conf (real slurmctld, fake devices)", "",
-             f"Command: `{cmd.strip()}`  ",
-             f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}; {version}; "
-             f"{time.time() - t0:.0f} s  ",
-             f"Method: see the script's docstring. Seed {args.seed}, {args.jobs} jobs per node "
-             f"(k=1/2/4 weights .5/.3/.2, mean inter-arrival 1.6, durations U(1,10), virtual time).", "",
-             "| node | gres.conf | multi-GPU inside one island | … when an island had room | 1-GPU broke a free "
-             "island | … although a partly used island had room |",
-             "|---|---|---:|---:|---:|---:|"]
+    lines = [
+        "# Which GPUs Slurm picks with our gres.conf (real slurmctld, fake devices)",
+        "",
+        f"Command: `{cmd.strip()}`  ",
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}; {version}; "
+        f"{time.time() - t0:.0f} s  ",
+        f"Method: see the script's docstring. Seed {args.seed}, {args.jobs} jobs per node "
+        f"(k=1/2/4 weights .5/.3/.2, mean inter-arrival 1.6, durations U(1,10), virtual time).",
+        "",
+        "| node | gres.conf | multi-GPU inside one island | … when an island had room | 1-GPU broke a free "
+        "island | … although a partly used island had room |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
     for node in NODES:
-        lines.append(f"| {node} | {VARIANTS[node]} | " + " | ".join(summarize(rows[node], "in_island",
-                                                                              "broke_free")) + " |")
-    lines.append("| – | `pick_devices` on the same busy sets (gpulayer-srun) | " + " | ".join(
-        summarize(rows["g1"], "ours_in_island", "ours_broke_free")) + " |")
+        lines.append(
+            f"| {node} | {VARIANTS[node]} | "
+            + " | ".join(summarize(rows[node], "in_island", "broke_free"))
+            + " |"
+        )
+    lines.append(
+        "| – | `pick_devices` on the same busy sets (gpulayer-srun) | "
+        + " | ".join(summarize(rows["g1"], "ours_in_island", "ours_broke_free"))
+        + " |"
+    )
     same = {n: sum(r["got"] == rows["g1"][i]["got"] for i, r in enumerate(rows[n])) for n in NODES}
-    lines += ["", "Allocations identical to g1, job by job: " + ", ".join(f"{n} {same[n]}/{len(rows[n])}"
-                                                                       for n in NODES[1:]) + "."]
+    lines += [
+        "",
+        "Allocations identical to g1, job by job: "
+        + ", ".join(f"{n} {same[n]}/{len(rows[n])}" for n in NODES[1:])
+        + ".",
+    ]
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -38,8 +38,9 @@ def submit_block(slurm: slurmctl.Slurm, n: int) -> tuple[list[float], list[str]]
     times, jobs = [], []
     for _ in range(n):
         t0 = time.perf_counter()
-        p = subprocess.run(["timeout", "30", "sbatch", *ARGS], env=slurm.env, capture_output=True, text=True,
-                           check=False)
+        p = subprocess.run(
+            ["timeout", "30", "sbatch", *ARGS], env=slurm.env, capture_output=True, text=True, check=False
+        )
         dt = time.perf_counter() - t0
         if p.returncode != 0:
             raise SystemExit(f"sbatch failed: {p.stderr}")
@@ -54,7 +55,9 @@ def check_and_cancel(slurm: slurmctl.Slurm, jobs: list[str], filtered: bool) -> 
     for j in jobs:
         f = feats.get(j, "?")
         if filtered != f.startswith("[zone_"):
-            raise SystemExit(f"job {j}: Features={f}, expected {'the filter decision' if filtered else '(null)'}")
+            raise SystemExit(
+                f"job {j}: Features={f}, expected {'the filter decision' if filtered else '(null)'}"
+            )
     slurm.cancel(*jobs)
 
 
@@ -73,8 +76,10 @@ def main() -> int:
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("run as root (the test clusters need it)")
-    bases = {"plain": Path(f"/tmp/slurm-topo-bench-plain-{os.getpid()}"),
-             "filter": Path(f"/tmp/slurm-topo-bench-filter-{os.getpid()}")}
+    bases = {
+        "plain": Path(f"/tmp/slurm-topo-bench-plain-{os.getpid()}"),
+        "filter": Path(f"/tmp/slurm-topo-bench-filter-{os.getpid()}"),
+    }
     clusters: dict[str, slurmctl.Cluster] = {}
     try:
         clusters["plain"] = slurmctl.start_cluster(bases["plain"], "--spank")
@@ -106,8 +111,9 @@ def main() -> int:
     return 0
 
 
-def render(args: argparse.Namespace, times: dict[str, list[float]], ratios: list[float],
-           version: tuple[int, int]) -> str:
+def render(
+    args: argparse.Namespace, times: dict[str, list[float]], ratios: list[float], version: tuple[int, int]
+) -> str:
     p, f = times["plain"], times["filter"]
     med_ratio = statistics.median(f) / statistics.median(p)
     p95_ratio = pct(f, 0.95) / pct(p, 0.95)
@@ -118,27 +124,35 @@ def render(args: argparse.Namespace, times: dict[str, list[float]], ratios: list
         "# sbatch submit latency with and without the locality filter (real Slurm daemons)",
         "",
         f"Command: `{cmd}{' --out ' + str(args.out) if args.out else ''}`  ",
-        (f"Machine: {platform.machine()}, {cpu} CPUs, {platform.platform()}; Slurm {version[0]}.{version[1]:02d}; "
-         f"run {time.strftime('%Y-%m-%d %H:%M')}  "),
-        ("Method: two 12-node test clusters side by side (docker-slurm/cluster, fleet.yaml), both with the locality "
-        "SPANK plugin; only `filter` has JobSubmitPlugins=lua (job_submit.lua + slurm_topo_filter.lua + generated "
-        "data). "
-        f"{args.warmup} untimed rounds, then {args.rounds} rounds of one block of {args.block} submissions per "
-        "cluster in seeded random order; every submission `timeout 30 sbatch --parsable --hold -N1 --locality=zone "
-        "-J bs -o /dev/null --wrap=true`, wall time of the process. Each block's jobs were checked "
-        "(Features=[zone_…] with the filter, (null) without) and cancelled."),
+        (
+            f"Machine: {platform.machine()}, {cpu} CPUs, {platform.platform()}; Slurm {version[0]}.{version[1]:02d}; "
+            f"run {time.strftime('%Y-%m-%d %H:%M')}  "
+        ),
+        (
+            "Method: two 12-node test clusters side by side (docker-slurm/cluster, fleet.yaml), both with the locality "
+            "SPANK plugin; only `filter` has JobSubmitPlugins=lua (job_submit.lua + slurm_topo_filter.lua + generated "
+            "data). "
+            f"{args.warmup} untimed rounds, then {args.rounds} rounds of one block of {args.block} submissions per "
+            "cluster in seeded random order; every submission `timeout 30 sbatch --parsable --hold -N1 --locality=zone "
+            "-J bs -o /dev/null --wrap=true`, wall time of the process. Each block's jobs were checked "
+            "(Features=[zone_…] with the filter, (null) without) and cancelled."
+        ),
         "",
         "| config | n | median ms | p95 ms | mean ms |",
         "|---|---:|---:|---:|---:|",
-        f"| no JobSubmitPlugins | {len(p)} | {statistics.median(p):.2f} | {pct(p, .95):.2f} | {statistics.mean(p):.2f} |",
-        f"| slurm-topo filter | {len(f)} | {statistics.median(f):.2f} | {pct(f, .95):.2f} | {statistics.mean(f):.2f} |",
+        f"| no JobSubmitPlugins | {len(p)} | {statistics.median(p):.2f} | {pct(p, 0.95):.2f} | {statistics.mean(p):.2f} |",
+        f"| slurm-topo filter | {len(f)} | {statistics.median(f):.2f} | {pct(f, 0.95):.2f} | {statistics.mean(f):.2f} |",
         "",
-        (f"Ratio filter/plain: median **{med_ratio:.3f}**, p95 **{p95_ratio:.3f}**; per-round ratio of block medians: "
-        f"median {statistics.median(ratios):.3f}, IQR {pct(rs, .25):.3f}–{pct(rs, .75):.3f}. Target ≤ 1.05 "
-        f"(median): {'met' if med_ratio <= 1.05 else 'NOT met'}."),
+        (
+            f"Ratio filter/plain: median **{med_ratio:.3f}**, p95 **{p95_ratio:.3f}**; per-round ratio of block medians: "
+            f"median {statistics.median(ratios):.3f}, IQR {pct(rs, 0.25):.3f}–{pct(rs, 0.75):.3f}. Target ≤ 1.05 "
+            f"(median): {'met' if med_ratio <= 1.05 else 'NOT met'}."
+        ),
         "",
-        ("Baseline (shared/docs/baselines-22.05.md §A, 2-vCPU VM, one cluster toggled by reconfigure): no plugin "
-         "6.22 ms, realistic Lua 6.55 ms median (ratio 1.053), p95 7.55 / 8.51 ms (1.127)."),
+        (
+            "Baseline (shared/docs/baselines-22.05.md §A, 2-vCPU VM, one cluster toggled by reconfigure): no plugin "
+            "6.22 ms, realistic Lua 6.55 ms median (ratio 1.053), p95 7.55 / 8.51 ms (1.127)."
+        ),
         "",
     ]
     return "\n".join(lines)

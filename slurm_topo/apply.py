@@ -52,8 +52,8 @@ from pathlib import Path
 from . import hostlist
 from .errors import CommandError, HostlistError, InputError, ParseError, SlurmTopoError
 from .lint import lint_topology
-from .runner import Runner
 from .output import fsync_dir as _fsync_dir
+from .runner import Runner
 from .slurmconf import logical_lines as _logical_lines
 from .slurmconf import parse_gres_gpus, parse_scontrol_nodes, parse_topology_conf, split_pairs
 from .version import parse_slurm_version
@@ -147,10 +147,22 @@ def _line(text: str, limit: int = 400) -> str:
     return one if len(one) <= limit else one[: limit - 3] + "..."
 
 
-def _result(status: str, code: int, text: str, details: Sequence[str] = (), changed: Sequence[str] = (),
-            reconfigured: bool = False) -> ApplyResult:
-    return ApplyResult(code, status, _line(f"slurm-topo apply: {status}: {text}"), list(details), tuple(changed),
-                       reconfigured)
+def _result(
+    status: str,
+    code: int,
+    text: str,
+    details: Sequence[str] = (),
+    changed: Sequence[str] = (),
+    reconfigured: bool = False,
+) -> ApplyResult:
+    return ApplyResult(
+        code,
+        status,
+        _line(f"slurm-topo apply: {status}: {text}"),
+        list(details),
+        tuple(changed),
+        reconfigured,
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -160,7 +172,6 @@ def _result(status: str, code: int, text: str, details: Sequence[str] = (), chan
 def has_header(data: bytes) -> bool:
     head = data[:2048].decode("utf-8", "replace")
     return bool(_HEADER_RE.search("\n".join(head.splitlines()[:6])))
-
 
 
 def parse_node_lines(text: str, source: str = NODES) -> dict[str, frozenset[str]]:
@@ -190,20 +201,28 @@ def parse_node_lines(text: str, source: str = NODES) -> dict[str, frozenset[str]
 
 def parse_gres_cores(text: str, source: str = GRES) -> dict[str, tuple[str, ...]]:
     """gres.conf → node → the Cores= values of its GPU lines in file order ('' where absent)."""
-    return {node: tuple(line.get("cores", "") for line in lines)
-            for node, lines in parse_gres_gpus(text, source=source).items()}
+    return {
+        node: tuple(line.get("cores", "") for line in lines)
+        for node, lines in parse_gres_gpus(text, source=source).items()
+    }
 
 
 def parse_show_topology(text: str) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
     """``scontrol show topology`` → switch → (nodes, switches), hostlists expanded."""
-    return {sw.name: (frozenset(sw.nodes or ()), frozenset(sw.switches or ()))
-            for sw in parse_topology_conf(text, source="scontrol show topology", scontrol_output=True)}
+    return {
+        sw.name: (frozenset(sw.nodes or ()), frozenset(sw.switches or ()))
+        for sw in parse_topology_conf(text, source="scontrol show topology", scontrol_output=True)
+    }
 
 
 def _written_topology(text: str) -> dict[str, tuple[frozenset[str] | None, frozenset[str] | None]]:
-    return {sw.name: (frozenset(sw.nodes) if sw.nodes is not None else None,
-                      frozenset(sw.switches) if sw.switches is not None else None)
-            for sw in parse_topology_conf(text)}
+    return {
+        sw.name: (
+            frozenset(sw.nodes) if sw.nodes is not None else None,
+            frozenset(sw.switches) if sw.switches is not None else None,
+        )
+        for sw in parse_topology_conf(text)
+    }
 
 
 def topology_difference(written: str, shown: str) -> list[str]:
@@ -217,16 +236,22 @@ def topology_difference(written: str, shown: str) -> list[str]:
         nodes, sws = want[name]
         live_nodes, live_sws = have[name]
         if sws is not None and frozenset(sws) != live_sws:
-            diff.append(f"switch {name}: switches {hostlist.compress(sorted(live_sws)) or '-'} in slurmctld, "
-                        f"written {','.join(sorted(sws))}")
+            diff.append(
+                f"switch {name}: switches {hostlist.compress(sorted(live_sws)) or '-'} in slurmctld, "
+                f"written {','.join(sorted(sws))}"
+            )
         if nodes is not None and nodes != live_nodes:
-            diff.append(f"switch {name}: nodes {hostlist.compress(sorted(live_nodes)) or '-'} in slurmctld, "
-                        f"written {hostlist.compress(sorted(nodes))}")
+            diff.append(
+                f"switch {name}: nodes {hostlist.compress(sorted(live_nodes)) or '-'} in slurmctld, "
+                f"written {hostlist.compress(sorted(nodes))}"
+            )
     return diff
 
 
 def features_difference(written_nodes: Mapping[str, frozenset[str]], scontrol_nodes_text: str) -> list[str]:
-    live = {r["NodeName"]: r.get("AvailableFeatures", "(null)") for r in parse_scontrol_nodes(scontrol_nodes_text)}
+    live = {
+        r["NodeName"]: r.get("AvailableFeatures", "(null)") for r in parse_scontrol_nodes(scontrol_nodes_text)
+    }
     diff = []
     for node in sorted(written_nodes):
         if node not in live:
@@ -234,8 +259,10 @@ def features_difference(written_nodes: Mapping[str, frozenset[str]], scontrol_no
             continue
         have = frozenset() if live[node] in ("", "(null)") else frozenset(live[node].split(","))
         if have != written_nodes[node]:
-            diff.append(f"node {node}: features {','.join(sorted(have)) or '-'} in slurmctld, written "
-                        f"{','.join(sorted(written_nodes[node])) or '-'}")
+            diff.append(
+                f"node {node}: features {','.join(sorted(have)) or '-'} in slurmctld, written "
+                f"{','.join(sorted(written_nodes[node])) or '-'}"
+            )
     return diff
 
 
@@ -245,7 +272,6 @@ def _nodes_hl(names: set[str] | frozenset[str]) -> str:
 
 # --------------------------------------------------------------------------------------------------
 # file primitives
-
 
 
 def _read(path: Path) -> bytes | None:
@@ -260,7 +286,7 @@ def _write_synced(path: Path, data: bytes, mode: int = 0o644, owner: tuple[int, 
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         os.fchmod(fd, mode)
         if owner is not None and os.geteuid() == 0:
             os.fchown(fd, *owner)
@@ -349,8 +375,9 @@ class _State:
         try:
             return json.loads(data)
         except ValueError:
-            raise _Failure(f"{self.journal_path} is not JSON: fix or remove it by hand "
-                           "(the set copies are in sets/)") from None
+            raise _Failure(
+                f"{self.journal_path} is not JSON: fix or remove it by hand (the set copies are in sets/)"
+            ) from None
 
     def write_journal(self, journal: dict) -> None:
         self._write_json(self.journal_path, journal)
@@ -505,8 +532,14 @@ def _check_new_set(new: Mapping[str, bytes | None]) -> tuple[dict[str, frozenset
     return nodes, []
 
 
-def _plan(options: ApplyOptions, rendered: Mapping[str, bytes | None], slurm: _Slurm, state: dict,
-          *, checks: bool = True) -> _Plan | None:
+def _plan(
+    options: ApplyOptions,
+    rendered: Mapping[str, bytes | None],
+    slurm: _Slurm,
+    state: dict,
+    *,
+    checks: bool = True,
+) -> _Plan | None:
     sd = options.slurm_dir
     unknown = set(rendered) - set(MANAGED)
     if unknown:
@@ -523,12 +556,16 @@ def _plan(options: ApplyOptions, rendered: Mapping[str, bytes | None], slurm: _S
 
     if checks:
         if (sd / "topology.yaml").exists():
-            raise Refusal(f"{sd / 'topology.yaml'} exists: Slurm 25.05+ then ignores topology.conf; remove it or "
-                          "stop using apply")
+            raise Refusal(
+                f"{sd / 'topology.yaml'} exists: Slurm 25.05+ then ignores topology.conf; remove it or "
+                "stop using apply"
+            )
         foreign = [n for n, data in changed.items() if live[n] is not None and not has_header(live[n])]
         if foreign and not options.adopt:
-            raise Refusal(f"{', '.join(foreign)} in {sd} not written by slurm-topo (no header); --adopt takes "
-                          "it over once")
+            raise Refusal(
+                f"{', '.join(foreign)} in {sd} not written by slurm-topo (no header); --adopt takes "
+                "it over once"
+            )
 
     old_nodes: dict[str, frozenset[str]] = {}
     if live.get(NODES) is not None and has_header(live[NODES]):
@@ -552,9 +589,11 @@ def _plan(options: ApplyOptions, rendered: Mapping[str, bytes | None], slurm: _S
     if checks and old_nodes and removed and not options.force:
         share = len(removed) / len(old_nodes)
         if share > options.max_removal:
-            raise Refusal(f"{len(removed)} of {len(old_nodes)} nodes would disappear ({share:.0%} > "
-                          f"--max-removal {options.max_removal:.0%}); --force applies anyway",
-                          [f"removed: {_nodes_hl(removed)}"])
+            raise Refusal(
+                f"{len(removed)} of {len(old_nodes)} nodes would disappear ({share:.0%} > "
+                f"--max-removal {options.max_removal:.0%}); --force applies anyway",
+                [f"removed: {_nodes_hl(removed)}"],
+            )
 
     if checks and GRES in changed and live.get(GRES) is not None and changed[GRES] is not None:
         try:
@@ -564,8 +603,10 @@ def _plan(options: ApplyOptions, rendered: Mapping[str, bytes | None], slurm: _S
             raise Refusal(f"gres.conf: {exc}") from None
         moved = {n for n in set(before) & set(after) if before[n] != after[n]}
         if moved:
-            raise Refusal(f"restart required: gres.conf Cores= changes on {_nodes_hl(moved)} (slurmctld reads "
-                          "Cores= only at start); apply refuses")
+            raise Refusal(
+                f"restart required: gres.conf Cores= changes on {_nodes_hl(moved)} (slurmctld reads "
+                "Cores= only at start); apply refuses"
+            )
 
     config_changed = any(n in changed for n in CONFIG_ORDER)
     reconfigure = (config_changed or owed) and not options.no_reconfigure
@@ -582,39 +623,58 @@ def _plan(options: ApplyOptions, rendered: Mapping[str, bytes | None], slurm: _S
         version = slurm.version()
         if (more or less) and (version is None or version < (23, 11)):
             lines = ([f"nodes to add: {_nodes_hl(more)}"] if more else []) + (
-                [f"nodes to remove: {_nodes_hl(less)}"] if less else [])
-            raise Refusal("restart required: the node set differs from the running slurmctld's and Slurm "
-                          f"{'?' if version is None else f'{version[0]}.{version[1]:02d}'} < 23.11 would die on "
-                          f"a reconfigure; {'; '.join(lines)}", lines)
+                [f"nodes to remove: {_nodes_hl(less)}"] if less else []
+            )
+            raise Refusal(
+                "restart required: the node set differs from the running slurmctld's and Slurm "
+                f"{'?' if version is None else f'{version[0]}.{version[1]:02d}'} < 23.11 would die on "
+                f"a reconfigure; {'; '.join(lines)}",
+                lines,
+            )
         if rendered.get(TOPOLOGY) is not None:
             switches = parse_topology_conf(rendered[TOPOLOGY].decode())
-            unplaced = [p.message for p in lint_topology(switches, known_nodes=expected) if p.code == "unplaced-node"]
+            unplaced = [
+                p.message for p in lint_topology(switches, known_nodes=expected) if p.code == "unplaced-node"
+            ]
             if unplaced:
-                raise Refusal(f"{len(unplaced)} nodes Slurm knows would be on no switch ({unplaced[0]})", unplaced)
+                raise Refusal(
+                    f"{len(unplaced)} nodes Slurm knows would be on no switch ({unplaced[0]})", unplaced
+                )
         if gone_feats and not options.force:
             try:
                 pending = slurm.pending_features()
             except CommandError as exc:
                 raise Refusal(f"cannot list pending jobs: {exc}") from None
-            stuck = [f"job {job}: {feats}" for job, feats in pending
-                     if gone_feats & set(_FEATURE_TOKEN_RE.findall(feats))]
+            stuck = [
+                f"job {job}: {feats}"
+                for job, feats in pending
+                if gone_feats & set(_FEATURE_TOKEN_RE.findall(feats))
+            ]
             if stuck:
-                raise Refusal(f"{len(stuck)} pending jobs name a group about to disappear (they would be held "
-                              f"forever); --force applies anyway", stuck)
+                raise Refusal(
+                    f"{len(stuck)} pending jobs name a group about to disappear (they would be held "
+                    f"forever); --force applies anyway",
+                    stuck,
+                )
         last = float(state.get("last_reconfigure", 0))
         wait = options.min_interval - (options.clock() - last)
         if wait > 0:
-            raise _Deferred(f"last reconfigure {options.clock() - last:.0f}s ago (--min-interval "
-                            f"{options.min_interval:.0f}s); {len(changed)} files left as they are")
+            raise _Deferred(
+                f"last reconfigure {options.clock() - last:.0f}s ago (--min-interval "
+                f"{options.min_interval:.0f}s); {len(changed)} files left as they are"
+            )
 
     # The live files tell what slurmctld knows only when no reconfigure is owed from an earlier run.
-    data_first = (DATA in changed and config_changed and not owed_before and new_feats <= old_feats
-                  and bool(old_nodes))
+    data_first = (
+        DATA in changed and config_changed and not owed_before and new_feats <= old_feats and bool(old_nodes)
+    )
     if DATA in changed and options.no_reconfigure and (config_changed or owed_before) and not data_first:
         # new groups: slurmctld learns them only at the reconfigure the admin owes; publish the data then
         del changed[DATA]
-        details.append(f"{DATA} held back until slurmctld is reconfigured (it names new groups): the next "
-                       "apply without --no-reconfigure reconfigures and publishes it")
+        details.append(
+            f"{DATA} held back until slurmctld is reconfigured (it names new groups): the next "
+            "apply without --no-reconfigure reconfigures and publishes it"
+        )
     meta = {n: _meta(sd / n) for n in changed}
     return _Plan(dict(changed), {n: live[n] for n in changed}, meta, reconfigure, data_first, details)
 
@@ -655,16 +715,27 @@ def _prepare(options: ApplyOptions, st: _State, plan: _Plan) -> dict:
         if new is not None:
             _write_synced(set_dir / "new" / name, new, 0o600)
             meta = plan.meta[name]
-            _write_synced(_stage_path(sd, name), new, meta["mode"] if meta else 0o644,
-                          (meta["uid"], meta["gid"]) if meta else None)
+            _write_synced(
+                _stage_path(sd, name),
+                new,
+                meta["mode"] if meta else 0o644,
+                (meta["uid"], meta["gid"]) if meta else None,
+            )
         files.append({"name": name, "old_sha": _sha(old), "new_sha": _sha(new), "meta": plan.meta[name]})
     for d in (set_dir / "old", set_dir / "new", set_dir, st.sets):
         _fsync_dir(d)
     _fsync_dir(sd)
     first = _rename_order([f["name"] for f in files], plan.data_first)
-    journal = {"id": set_id, "slurm_dir": str(sd), "phase": "prepared", "files": files,
-               "order": first, "data_last": DATA in plan.new and not plan.data_first,
-               "reconfigure": plan.reconfigure, "created": options.clock()}
+    journal = {
+        "id": set_id,
+        "slurm_dir": str(sd),
+        "phase": "prepared",
+        "files": files,
+        "order": first,
+        "data_last": DATA in plan.new and not plan.data_first,
+        "reconfigure": plan.reconfigure,
+        "created": options.clock(),
+    }
     _step(options, "staged")
     st.write_journal(journal)
     _step(options, "journal")
@@ -705,7 +776,7 @@ def _restore_old(options: ApplyOptions, st: _State, journal: dict) -> list[str]:
     names = [f["name"] for f in journal["files"]]
     config = [n for n in reversed(CONFIG_ORDER) if n in names]
     data = [DATA] if DATA in names else []
-    for name in (data + config if journal.get("data_last") else config + data):
+    for name in data + config if journal.get("data_last") else config + data:
         f = next(f for f in journal["files"] if f["name"] == name)
         if _sha(_read(sd / name)) != f["old_sha"]:
             _put(sd, name, _set_bytes(st, journal, "old", name), f["meta"])
@@ -732,8 +803,9 @@ def _finish(options: ApplyOptions, st: _State, journal: dict, reconfigured: bool
     st.prune(options.keep)
 
 
-def _rollback_live(options: ApplyOptions, st: _State, slurm: _Slurm, journal: dict, reconfigure: bool
-                   ) -> tuple[bool, list[str]]:
+def _rollback_live(
+    options: ApplyOptions, st: _State, slurm: _Slurm, journal: dict, reconfigure: bool
+) -> tuple[bool, list[str]]:
     """Restore the old files; sync and reconfigure on them when ``reconfigure``. (ok, details)."""
     details: list[str] = []
     try:
@@ -742,7 +814,10 @@ def _rollback_live(options: ApplyOptions, st: _State, slurm: _Slurm, journal: di
         if reconfigure:
             slurm.sync()
             if not slurm.primary_up():
-                return False, [*details, "slurmctld does not answer: cannot reconfigure on the restored files"]
+                return False, [
+                    *details,
+                    "slurmctld does not answer: cannot reconfigure on the restored files",
+                ]
             slurm.reconfigure()
             st.update_state(last_reconfigure=options.clock())
             old = {f["name"]: _set_bytes(st, journal, "old", f["name"]) for f in journal["files"]}
@@ -767,8 +842,13 @@ def _commit(options: ApplyOptions, st: _State, slurm: _Slurm, plan: _Plan) -> Ap
         if st.journal() is None:  # nothing live was touched: drop the staging files and the set copy
             _clean_stage(options.slurm_dir)
             st.prune(options.keep)
-        return _result("failed", EXIT_ROLLED_BACK, f"could not stage the new files ({exc}); live files unchanged",
-                       plan.details, list(plan.new))
+        return _result(
+            "failed",
+            EXIT_ROLLED_BACK,
+            f"could not stage the new files ({exc}); live files unchanged",
+            plan.details,
+            list(plan.new),
+        )
     names = list(plan.new)
     reconfigured = False
     try:
@@ -802,20 +882,41 @@ def _commit(options: ApplyOptions, st: _State, slurm: _Slurm, plan: _Plan) -> Ap
         details = exc.details if isinstance(exc, _Failure) else []
         ok, rb = _rollback_live(options, st, slurm, journal, reconfigure=reconfigured)
         if ok:
-            return _result("rolled-back", EXIT_ROLLED_BACK, f"{reason}; the old files are back"
-                           + ("; slurmctld reconfigured on them" if plan.reconfigure else ""),
-                           [*plan.details, *details, *rb], names, reconfigured)
-        return _result("rollback-failed", EXIT_ROLLBACK_FAILED, f"{reason}; ROLLBACK FAILED ({rb[-1]}); "
-                       f"journal kept in {st.journal_path}", [*plan.details, *details, *rb], names, reconfigured)
-    how = ("reconfigured, verified" if reconfigured else
-           "not reconfigured (--no-reconfigure): reconfigure or restart slurmctld" if options.no_reconfigure
-           and any(n in CONFIG_ORDER for n in names) else "no reconfigure needed")
+            return _result(
+                "rolled-back",
+                EXIT_ROLLED_BACK,
+                f"{reason}; the old files are back"
+                + ("; slurmctld reconfigured on them" if plan.reconfigure else ""),
+                [*plan.details, *details, *rb],
+                names,
+                reconfigured,
+            )
+        return _result(
+            "rollback-failed",
+            EXIT_ROLLBACK_FAILED,
+            f"{reason}; ROLLBACK FAILED ({rb[-1]}); journal kept in {st.journal_path}",
+            [*plan.details, *details, *rb],
+            names,
+            reconfigured,
+        )
+    how = (
+        "reconfigured, verified"
+        if reconfigured
+        else "not reconfigured (--no-reconfigure): reconfigure or restart slurmctld"
+        if options.no_reconfigure and any(n in CONFIG_ORDER for n in names)
+        else "no reconfigure needed"
+    )
     if DATA in names and plan.data_first:
         how += "; data file published first (groups only removed)"
-    return _result("applied", EXIT_APPLIED if options.detailed_exitcodes else EXIT_OK,
-                   f"{', '.join(names) or 'nothing'} replaced in {options.slurm_dir}; {how}"
-                   + (f"; {'; '.join(plan.details)}" if plan.details else ""),
-                   plan.details, names, reconfigured)
+    return _result(
+        "applied",
+        EXIT_APPLIED if options.detailed_exitcodes else EXIT_OK,
+        f"{', '.join(names) or 'nothing'} replaced in {options.slurm_dir}; {how}"
+        + (f"; {'; '.join(plan.details)}" if plan.details else ""),
+        plan.details,
+        names,
+        reconfigured,
+    )
 
 
 def _recover_locked(options: ApplyOptions, st: _State, slurm: _Slurm) -> tuple[str | None, list[str], bool]:
@@ -825,8 +926,11 @@ def _recover_locked(options: ApplyOptions, st: _State, slurm: _Slurm) -> tuple[s
         _clean_stage(options.slurm_dir)
         return None, [], True
     if Path(journal.get("slurm_dir", "")) != options.slurm_dir:
-        return ("journal-elsewhere", [f"the journal in {st.journal_path} is for {journal.get('slurm_dir')}, "
-                                      f"not {options.slurm_dir}"], False)
+        return (
+            "journal-elsewhere",
+            [f"the journal in {st.journal_path} is for {journal.get('slurm_dir')}, not {options.slurm_dir}"],
+            False,
+        )
     if journal["phase"] == "verified":
         try:
             _finish(options, st, journal, reconfigured=journal.get("reconfigure", False))
@@ -837,7 +941,8 @@ def _recover_locked(options: ApplyOptions, st: _State, slurm: _Slurm) -> tuple[s
     may_have_reconfigured = journal["phase"] == "reconfiguring" and not options.no_reconfigure
     ok, details = _rollback_live(options, st, slurm, journal, reconfigure=may_have_reconfigured)
     what = f"reverted journal {journal['id']} (phase {journal['phase']})" + (
-        "; reconfigured on the old files" if may_have_reconfigured and ok else "")
+        "; reconfigured on the old files" if may_have_reconfigured and ok else ""
+    )
     return what, details, ok
 
 
@@ -879,8 +984,12 @@ def run_apply(options: ApplyOptions, rendered: Mapping[str, str | bytes], runner
         with _Lock(options.state_dir):
             what, details, ok = _recover_locked(options, st, slurm)
             if not ok:
-                return _result("rollback-failed", EXIT_ROLLBACK_FAILED,
-                               f"could not recover the previous run: {details[-1] if details else what}", details)
+                return _result(
+                    "rollback-failed",
+                    EXIT_ROLLBACK_FAILED,
+                    f"could not recover the previous run: {details[-1] if details else what}",
+                    details,
+                )
             plan = _plan(options, _encode(rendered), slurm, st.state())
             if plan is None:
                 text = f"{len(rendered)} files in {options.slurm_dir} already match; nothing touched"
@@ -900,12 +1009,18 @@ def _dry_run(options: ApplyOptions, rendered: dict[str, bytes | None], runner: R
     pending = st.journal() if options.state_dir.exists() else None
     state = st.state() if options.state_dir.exists() else {}
     plan = _plan(replace(options, min_interval=0), rendered, slurm, state)
-    pre = [f"a half-done journal ({pending['id']}, phase {pending['phase']}) would be recovered first"] if pending else []
+    pre = (
+        [f"a half-done journal ({pending['id']}, phase {pending['phase']}) would be recovered first"]
+        if pending
+        else []
+    )
     if plan is None:
-        return _result("dry-run", EXIT_OK, f"unchanged: {len(rendered)} files in {options.slurm_dir} already match",
-                       pre)
-    order = _rename_order(list(plan.new), plan.data_first) + ([DATA] if DATA in plan.new and not plan.data_first
-                                                              else [])
+        return _result(
+            "dry-run", EXIT_OK, f"unchanged: {len(rendered)} files in {options.slurm_dir} already match", pre
+        )
+    order = _rename_order(list(plan.new), plan.data_first) + (
+        [DATA] if DATA in plan.new and not plan.data_first else []
+    )
     details = [*pre, *plan.details]
     for name in order:
         old, new = plan.old[name], plan.new[name]
@@ -914,12 +1029,24 @@ def _dry_run(options: ApplyOptions, rendered: dict[str, bytes | None], runner: R
         if old is not None and new is not None:
             import difflib
 
-            details += [ln.rstrip("\n") for ln in difflib.unified_diff(
-                old.decode("utf-8", "replace").splitlines(True), new.decode("utf-8", "replace").splitlines(True),
-                f"live/{name}", f"new/{name}", n=0)]
-    return _result("dry-run", EXIT_APPLIED if options.detailed_exitcodes else EXIT_OK,
-                   f"would replace {', '.join(order)} then "
-                   + ("reconfigure" if plan.reconfigure else "not reconfigure"), details, order)
+            details += [
+                ln.rstrip("\n")
+                for ln in difflib.unified_diff(
+                    old.decode("utf-8", "replace").splitlines(True),
+                    new.decode("utf-8", "replace").splitlines(True),
+                    f"live/{name}",
+                    f"new/{name}",
+                    n=0,
+                )
+            ]
+    return _result(
+        "dry-run",
+        EXIT_APPLIED if options.detailed_exitcodes else EXIT_OK,
+        f"would replace {', '.join(order)} then "
+        + ("reconfigure" if plan.reconfigure else "not reconfigure"),
+        details,
+        order,
+    )
 
 
 def recover(options: ApplyOptions, runner: Runner) -> ApplyResult:
@@ -932,8 +1059,12 @@ def recover(options: ApplyOptions, runner: Runner) -> ApplyResult:
         with _Lock(options.state_dir):
             what, details, ok = _recover_locked(options, st, _Slurm(runner, options))
         if not ok:
-            return _result("rollback-failed", EXIT_ROLLBACK_FAILED, f"recovery failed: {details[-1] if details else what}",
-                           details)
+            return _result(
+                "rollback-failed",
+                EXIT_ROLLBACK_FAILED,
+                f"recovery failed: {details[-1] if details else what}",
+                details,
+            )
         return _result("recovered", EXIT_OK, what or "no half-done journal; nothing to do", details)
 
     return _guard(go)
@@ -953,7 +1084,9 @@ def rollback(options: ApplyOptions, runner: Runner) -> ApplyResult:
             slurm = _Slurm(runner, options)
             what, details, ok = _recover_locked(options, st, slurm)
             if not ok:
-                return _result("rollback-failed", EXIT_ROLLBACK_FAILED, f"could not recover first: {what}", details)
+                return _result(
+                    "rollback-failed", EXIT_ROLLBACK_FAILED, f"could not recover first: {what}", details
+                )
             done = st.completed_sets()
             if not done:
                 raise Refusal(f"no completed set in {st.sets}: nothing to roll back")
@@ -966,13 +1099,19 @@ def rollback(options: ApplyOptions, runner: Runner) -> ApplyResult:
             o = replace(options, adopt=True, force=True, min_interval=0)
             plan = _plan(o, target, slurm, st.state(), checks=False)
             if plan is None:
-                return _result("unchanged", EXIT_OK, f"the live files already equal the set before {last.name}")
+                return _result(
+                    "unchanged", EXIT_OK, f"the live files already equal the set before {last.name}"
+                )
             if plan.reconfigure:
                 _plan(replace(o, adopt=True), target, slurm, {}, checks=True)  # ping, node set, unplaced
             plan.data_first = False
             res = _commit(o, st, slurm, plan)
-            res.summary = _line(res.summary.replace("slurm-topo apply: applied:", "slurm-topo apply: rolled back "
-                                                    f"to the set before {last.name}:"))
+            res.summary = _line(
+                res.summary.replace(
+                    "slurm-topo apply: applied:",
+                    f"slurm-topo apply: rolled back to the set before {last.name}:",
+                )
+            )
             return res
 
     return _guard(go)

@@ -18,12 +18,10 @@ from .inventory import load_inventory_file, merge, with_slurm_nodes
 from .lint import lint_topology
 from .model import LABEL_RE, Inventory
 from .output import write_files
-from .render import render_all
-from .runner import SubprocessRunner, scontrol_nodes_argv, slurm_version_argvs
-from .show import render_tree
 from .policy import GpuAsk, JobRequest, Partition, decide, parse_locality, survey
-from .render import RenderOptions, make_context
-from .runner import scontrol_partitions_argv
+from .render import RenderOptions, make_context, render_all
+from .runner import SubprocessRunner, scontrol_nodes_argv, scontrol_partitions_argv, slurm_version_argvs
+from .show import render_tree
 from .slurmconf import parse_scontrol_nodes, parse_scontrol_partitions, parse_topology_conf
 from .version import DEFAULT_SLURM, __version__, format_slurm_version, parse_slurm_version
 
@@ -48,8 +46,12 @@ def _slurm_nodes(nodes_from: str | None, scontrol: bool) -> list[dict[str, str]]
     return None
 
 
-def _load(inventories: tuple[str, ...], nodes_from: str | None = None, scontrol: bool = False,
-          records_dir: str | None = None) -> Inventory:
+def _load(
+    inventories: tuple[str, ...],
+    nodes_from: str | None = None,
+    scontrol: bool = False,
+    records_dir: str | None = None,
+) -> Inventory:
     if not inventories and not records_dir:
         raise click.UsageError("give at least one --inventory FILE or --records DIR")
     loaded = [load_inventory_file(p) for p in inventories]
@@ -65,8 +67,10 @@ def _load(inventories: tuple[str, ...], nodes_from: str | None = None, scontrol:
     if records is not None:
         inventory = with_slurm_nodes(inventory, records)
         if inventory.extra_nodes:
-            _warn(f"{len(inventory.extra_nodes)} nodes Slurm knows are in no inventory; placed in the root's "
-                  f"leaf: {' '.join(inventory.extra_nodes)}")
+            _warn(
+                f"{len(inventory.extra_nodes)} nodes Slurm knows are in no inventory; placed in the root's "
+                f"leaf: {' '.join(inventory.extra_nodes)}"
+            )
     for warning in inventory.warnings:
         _warn(f"warning: {warning}")
     for conflict in inventory.conflicts:
@@ -85,7 +89,9 @@ def _slurm_version(given: str | None) -> tuple[int, int]:
                 return parse_slurm_version(runner.run(argv, timeout=10))
             except (CommandError, InputError):
                 continue
-    _warn(f"no Slurm found to ask and no --slurm-version: rendering for Slurm {format_slurm_version(DEFAULT_SLURM)}")
+    _warn(
+        f"no Slurm found to ask and no --slurm-version: rendering for Slurm {format_slurm_version(DEFAULT_SLURM)}"
+    )
     return DEFAULT_SLURM
 
 
@@ -107,18 +113,33 @@ def _partitions(partitions_from: str | None, scontrol: bool) -> list[Partition] 
 
 
 partitions_option = click.option(
-    "--partitions-from", metavar="FILE",
-    help="Partitions: saved `scontrol show partition -o` (default: one partition holding every node).")
+    "--partitions-from",
+    metavar="FILE",
+    help="Partitions: saved `scontrol show partition -o` (default: one partition holding every node).",
+)
 
 inventory_option = click.option(
-    "--inventory", "-i", "inventories", multiple=True, metavar="FILE",
-    help="Inventory YAML; repeat to merge several (trust: provider > operator > self).")
+    "--inventory",
+    "-i",
+    "inventories",
+    multiple=True,
+    metavar="FILE",
+    help="Inventory YAML; repeat to merge several (trust: provider > operator > self).",
+)
 records_option = click.option(
-    "--records", "records_dir", metavar="DIR",
-    help="A folder of node records written by `slurm-topo discover` (always trusted as self-reports).")
+    "--records",
+    "records_dir",
+    metavar="DIR",
+    help="A folder of node records written by `slurm-topo discover` (always trusted as self-reports).",
+)
 nodes_from_option = click.option(
-    "--nodes-from", metavar="FILE", help="Nodes Slurm knows: `scontrol show node -o` output or a hostlist per line.")
-scontrol_option = click.option("--scontrol", is_flag=True, help="Ask the running Slurm (`scontrol show node -o`).")
+    "--nodes-from",
+    metavar="FILE",
+    help="Nodes Slurm knows: `scontrol show node -o` output or a hostlist per line.",
+)
+scontrol_option = click.option(
+    "--scontrol", is_flag=True, help="Ask the running Slurm (`scontrol show node -o`)."
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -129,33 +150,57 @@ def cli() -> None:
 
 @cli.command()
 @inventory_option
-@click.option("--out", "-o", required=True, metavar="DIR", help="Directory to write into (created if missing).")
+@click.option(
+    "--out", "-o", required=True, metavar="DIR", help="Directory to write into (created if missing)."
+)
 @click.option("--slurm-version", metavar="X.Y", help="Slurm to render for (default: `scontrol --version`).")
 @records_option
 @nodes_from_option
 @partitions_option
 @scontrol_option
-@click.option("--assume-minor-equals-index", is_flag=True,
-              help="gres.conf: File=/dev/nvidia<GPU index> where no NVML minor is known (topo -m captures).")
-@click.option("--gpu-device-prefix", default="/dev/nvidia", show_default=True, metavar="PATH",
-              help="gres.conf: File= is PATH<minor>.")
-def generate(inventories: tuple[str, ...], out: str, slurm_version: str | None, records_dir: str | None,
-             nodes_from: str | None, partitions_from: str | None, scontrol: bool, assume_minor_equals_index: bool,
-             gpu_device_prefix: str) -> None:
+@click.option(
+    "--assume-minor-equals-index",
+    is_flag=True,
+    help="gres.conf: File=/dev/nvidia<GPU index> where no NVML minor is known (topo -m captures).",
+)
+@click.option(
+    "--gpu-device-prefix",
+    default="/dev/nvidia",
+    show_default=True,
+    metavar="PATH",
+    help="gres.conf: File= is PATH<minor>.",
+)
+def generate(
+    inventories: tuple[str, ...],
+    out: str,
+    slurm_version: str | None,
+    records_dir: str | None,
+    nodes_from: str | None,
+    partitions_from: str | None,
+    scontrol: bool,
+    assume_minor_equals_index: bool,
+    gpu_device_prefix: str,
+) -> None:
     """Render every output for the merged inventories (and node records) into DIR, all or nothing."""
     inventory = _load(inventories, nodes_from, scontrol, records_dir)
     if not gpu_device_prefix.startswith("/") or any(c.isspace() or c in "#=," for c in gpu_device_prefix):
-        raise InputError(f"--gpu-device-prefix must be an absolute path without spaces: {gpu_device_prefix!r}")
+        raise InputError(
+            f"--gpu-device-prefix must be an absolute path without spaces: {gpu_device_prefix!r}"
+        )
     options = RenderOptions(assume_minor_equals_index, gpu_device_prefix)
     if assume_minor_equals_index and any(n.gpus for n in inventory.nodes):
-        _warn("warning: --assume-minor-equals-index: gres.conf names /dev/nvidia<index> where NVML's minor number "
-              "is unknown; check it against `nvidia-smi -q | grep Minor` on those nodes")
+        _warn(
+            "warning: --assume-minor-equals-index: gres.conf names /dev/nvidia<index> where NVML's minor number "
+            "is unknown; check it against `nvidia-smi -q | grep Minor` on those nodes"
+        )
     for node in inventory.nodes:
         topo = node.gpu_topology
         if topo is not None:
             for w in topo.warnings:
                 _warn(f"warning: {topo.source}: {w}")
-    rendered = render_all(inventory, _slurm_version(slurm_version), _partitions(partitions_from, scontrol), options)
+    rendered = render_all(
+        inventory, _slurm_version(slurm_version), _partitions(partitions_from, scontrol), options
+    )
     for written in write_files(out, rendered):
         click.echo(f"{written.status:9} {written.path}")
 
@@ -202,26 +247,54 @@ def show(inventories: tuple[str, ...], records_dir: str | None) -> None:
 @click.option("--gce-url", default="http://169.254.169.254/computeMetadata/v1", hidden=True)
 @click.option("--aws-url", default="http://169.254.169.254", hidden=True)
 @click.option("--azure-url", default="http://169.254.169.254/metadata", hidden=True)
-def discover(as_json: bool, node_name: str | None, region: str | None, zone: str | None,
-             network_group: str | None, dmi_root: str, gce_url: str, aws_url: str, azure_url: str) -> None:
+def discover(
+    as_json: bool,
+    node_name: str | None,
+    region: str | None,
+    zone: str | None,
+    network_group: str | None,
+    dmi_root: str,
+    gce_url: str,
+    aws_url: str,
+    azure_url: str,
+) -> None:
     """Print this node's location record (flags, environment, then its own cloud's metadata; never slurmctld)."""
     from .discover import discover_node, record_json, record_yaml
 
-    rec = discover_node(node_name=node_name, region=region, zone=zone, network_group=network_group,
-                        dmi_root=Path(dmi_root), gce_url=gce_url, aws_url=aws_url, azure_url=azure_url)
+    rec = discover_node(
+        node_name=node_name,
+        region=region,
+        zone=zone,
+        network_group=network_group,
+        dmi_root=Path(dmi_root),
+        gce_url=gce_url,
+        aws_url=aws_url,
+        azure_url=azure_url,
+    )
     click.echo(record_json(rec) if as_json else record_yaml(rec), nl=False)
 
 
 @cli.command("import")
 @click.argument("provider", type=click.Choice(["gcp", "aws", "azure"]))
 @click.argument("listing", metavar="FILE")
-@click.option("--name-map", "name_map", multiple=True, metavar="REGEX=REPLACEMENT",
-              help="Instance name -> Slurm node name; the first rule matching the whole name wins (repeatable).")
+@click.option(
+    "--name-map",
+    "name_map",
+    multiple=True,
+    metavar="REGEX=REPLACEMENT",
+    help="Instance name -> Slurm node name; the first rule matching the whole name wins (repeatable).",
+)
 @click.option("--strip-suffix", metavar="SUFFIX", help="Node name = instance name without SUFFIX.")
-@click.option("--aws-name", default="tag:Name", show_default=True, metavar="tag:KEY|private-dns|instance-id",
-              help="AWS: where an instance's name comes from.")
-def import_cmd(provider: str, listing: str, name_map: tuple[str, ...], strip_suffix: str | None,
-               aws_name: str) -> None:
+@click.option(
+    "--aws-name",
+    default="tag:Name",
+    show_default=True,
+    metavar="tag:KEY|private-dns|instance-id",
+    help="AWS: where an instance's name comes from.",
+)
+def import_cmd(
+    provider: str, listing: str, name_map: tuple[str, ...], strip_suffix: str | None, aws_name: str
+) -> None:
     """Turn a cloud's own instance listing (gcloud/aws/az JSON, from a file) into a trusted provider inventory."""
     from .providers import NameRule, import_listing
 
@@ -240,7 +313,9 @@ def import_cmd(provider: str, listing: str, name_map: tuple[str, ...], strip_suf
 
 @cli.command()
 @inventory_option
-@click.option("--locality", required=True, metavar="LEVEL[:MODE]", help="prefer|network_group|zone|region|any.")
+@click.option(
+    "--locality", required=True, metavar="LEVEL[:MODE]", help="prefer|network_group|zone|region|any."
+)
 @click.option("--regions", metavar="LIST", help="As --locality-regions: regions or zones, comma-separated.")
 @click.option("-N", "--nodes", type=click.IntRange(1), help="Nodes (sbatch -N).")
 @click.option("--gpus", type=click.IntRange(1), help="GPUs for the whole job (sbatch --gpus).")
@@ -251,9 +326,20 @@ def import_cmd(provider: str, listing: str, name_map: tuple[str, ...], strip_suf
 @scontrol_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
 @click.option("--verbose", "-v", is_flag=True, help="Also name the groups that are too small.")
-def check(inventories: tuple[str, ...], locality: str, regions: str | None, nodes: int | None, gpus: int | None,
-          gpus_per_node: str | None, constraint: str | None, partition: str | None, partitions_from: str | None,
-          scontrol: bool, as_json: bool, verbose: bool) -> None:
+def check(
+    inventories: tuple[str, ...],
+    locality: str,
+    regions: str | None,
+    nodes: int | None,
+    gpus: int | None,
+    gpus_per_node: str | None,
+    constraint: str | None,
+    partition: str | None,
+    partitions_from: str | None,
+    scontrol: bool,
+    as_json: bool,
+    verbose: bool,
+) -> None:
     """What the submit filter would do with a job, from the inventories alone. Exit 0 accept, 1 reject."""
     parse_locality(locality)
     if gpus and gpus_per_node:
@@ -265,8 +351,9 @@ def check(inventories: tuple[str, ...], locality: str, regions: str | None, node
             raise click.UsageError(f"--gpus-per-node: expected [TYPE:]N, got {gpus_per_node!r}")
         gpu = GpuAsk("node", gtype or None, int(count))
     ctx = make_context(_load(inventories), (22, 5), _partitions(partitions_from, scontrol))
-    req = JobRequest(locality=locality, regions=regions, features=constraint, partition=partition, min_nodes=nodes,
-                     gpu=gpu)
+    req = JobRequest(
+        locality=locality, regions=regions, features=constraint, partition=partition, min_nodes=nodes, gpu=gpu
+    )
     decision = decide(ctx.policy, req)
     level = decision.level or parse_locality(locality)[0]
     found = survey(ctx.policy, req, level) if level in ("network_group", "zone", "region") else None
@@ -303,7 +390,9 @@ def _topology(path: str | None, nvml: bool = False):  # type: ignore[no-untyped-
     return topo
 
 
-nvml_option = click.option("--nvml", is_flag=True, help="Read this machine's GPUs through NVML (nvidia-ml-py).")
+nvml_option = click.option(
+    "--nvml", is_flag=True, help="Read this machine's GPUs through NVML (nvidia-ml-py)."
+)
 
 
 @gpu.command("parse")
@@ -314,10 +403,18 @@ def gpu_parse(file: str | None, nvml: bool, as_json: bool) -> None:
     """Read a `nvidia-smi topo -m` capture (or NVML); a file that cannot be read exactly is refused."""
     topo = _topology(file, nvml)
     if as_json:
-        click.echo(json.dumps({
-            "gpus": list(topo.gpus), "matrix": [list(r) for r in topo.matrix], "nics": list(topo.nics),
-            "nic_matrix": [list(r) for r in topo.nic_matrix], "cpu_affinity": list(topo.cpu_affinity),
-            "numa_affinity": list(topo.numa_affinity)}))
+        click.echo(
+            json.dumps(
+                {
+                    "gpus": list(topo.gpus),
+                    "matrix": [list(r) for r in topo.matrix],
+                    "nics": list(topo.nics),
+                    "nic_matrix": [list(r) for r in topo.nic_matrix],
+                    "cpu_affinity": list(topo.cpu_affinity),
+                    "numa_affinity": list(topo.numa_affinity),
+                }
+            )
+        )
         return
     width = max([4, *(len(c) for row in topo.matrix for c in row)]) + 1
     click.echo(" " * 6 + "".join(f"GPU{g}".ljust(width) for g in topo.gpus) + "CPU affinity")
@@ -338,10 +435,12 @@ def gpu_islands(file: str | None, nvml: bool) -> None:
 
 
 @gpu.command("pick")
-@click.option("--topology", "topology_file", required=True, metavar="FILE", help="A `nvidia-smi topo -m` capture.")
+@click.option(
+    "--topology", "topology_file", required=True, metavar="FILE", help="A `nvidia-smi topo -m` capture."
+)
 @click.option("--count", "-k", required=True, type=click.IntRange(1), help="How many GPUs the task needs.")
 @click.option("--busy", default="", metavar="LIST", help="GPU indices already in use, e.g. 0,3.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object: {\"gpus\": [...]}.")
+@click.option("--json", "as_json", is_flag=True, help='One JSON object: {"gpus": [...]}.')
 def gpu_pick(topology_file: str, count: int, busy: str, as_json: bool) -> None:
     """The free GPUs whose slowest link is fastest (then most bandwidth, fewest islands broken, lowest ids)."""
     from .gpu import pick_devices
@@ -361,9 +460,16 @@ def gpu_pick(topology_file: str, count: int, busy: str, as_json: bool) -> None:
 @cli.command()
 @inventory_option
 @records_option
-@click.option("--slurm-dir", required=True, metavar="DIR", help="Where the live Slurm files are (e.g. /etc/slurm).")
-@click.option("--state-dir", default="/var/lib/slurm-topo", show_default=True, metavar="DIR",
-              help="Lock, journal, state and the last 10 sets of backups (never inside --slurm-dir).")
+@click.option(
+    "--slurm-dir", required=True, metavar="DIR", help="Where the live Slurm files are (e.g. /etc/slurm)."
+)
+@click.option(
+    "--state-dir",
+    default="/var/lib/slurm-topo",
+    show_default=True,
+    metavar="DIR",
+    help="Lock, journal, state and the last 10 sets of backups (never inside --slurm-dir).",
+)
 @click.option("--slurm-version", metavar="X.Y", help="The running Slurm (default: `scontrol --version`).")
 @nodes_from_option
 @partitions_option
@@ -373,20 +479,48 @@ def gpu_pick(topology_file: str, count: int, busy: str, as_json: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Say what would change; write nothing.")
 @click.option("--no-reconfigure", is_flag=True, help="Write the files but never contact slurmctld.")
 @click.option("--adopt", is_flag=True, help="Take over live files without slurm-topo's header (once).")
-@click.option("--force", is_flag=True, help="Apply over --max-removal and pending jobs naming a removed group.")
-@click.option("--max-removal", default=0.2, show_default=True, type=click.FloatRange(0, 1),
-              help="Refuse when more than this share of nodes would disappear.")
-@click.option("--min-interval", default=60.0, show_default=True, type=click.FloatRange(0),
-              help="Seconds between two reconfigures (a change inside it waits for the next run).")
+@click.option(
+    "--force", is_flag=True, help="Apply over --max-removal and pending jobs naming a removed group."
+)
+@click.option(
+    "--max-removal",
+    default=0.2,
+    show_default=True,
+    type=click.FloatRange(0, 1),
+    help="Refuse when more than this share of nodes would disappear.",
+)
+@click.option(
+    "--min-interval",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="Seconds between two reconfigures (a change inside it waits for the next run).",
+)
 @click.option("--sync-cmd", metavar="CMD", help="Run before reconfiguring (copy the files to the nodes).")
 @click.option("--detailed-exitcodes", is_flag=True, help="Exit 2 when something was applied.")
 @click.option("--recover", "mode", flag_value="recover", help="Only finish or revert a half-done run.")
 @click.option("--rollback", "mode", flag_value="rollback", help="Put the previous set back.")
-def apply(inventories: tuple[str, ...], records_dir: str | None, slurm_dir: str, state_dir: str,
-          slurm_version: str | None, nodes_from: str | None, partitions_from: str | None, scontrol: bool,
-          assume_minor_equals_index: bool, gpu_device_prefix: str, dry_run: bool, no_reconfigure: bool,
-          adopt: bool, force: bool, max_removal: float, min_interval: float, sync_cmd: str | None,
-          detailed_exitcodes: bool, mode: str | None) -> None:
+def apply(
+    inventories: tuple[str, ...],
+    records_dir: str | None,
+    slurm_dir: str,
+    state_dir: str,
+    slurm_version: str | None,
+    nodes_from: str | None,
+    partitions_from: str | None,
+    scontrol: bool,
+    assume_minor_equals_index: bool,
+    gpu_device_prefix: str,
+    dry_run: bool,
+    no_reconfigure: bool,
+    adopt: bool,
+    force: bool,
+    max_removal: float,
+    min_interval: float,
+    sync_cmd: str | None,
+    detailed_exitcodes: bool,
+    mode: str | None,
+) -> None:
     """Keep Slurm true (cron/systemd): regenerate, lint, stage, reconfigure only on change, verify, roll back.
 
     Exit: 0 applied or unchanged (the summary says which; 2 for applied with --detailed-exitcodes),
@@ -395,10 +529,18 @@ def apply(inventories: tuple[str, ...], records_dir: str | None, slurm_dir: str,
     from .apply import ApplyOptions, recover, rollback, run_apply
 
     options = ApplyOptions(
-        slurm_dir=Path(slurm_dir), state_dir=Path(state_dir), dry_run=dry_run, no_reconfigure=no_reconfigure,
-        adopt=adopt, force=force, max_removal=max_removal, min_interval=min_interval, sync_cmd=sync_cmd,
+        slurm_dir=Path(slurm_dir),
+        state_dir=Path(state_dir),
+        dry_run=dry_run,
+        no_reconfigure=no_reconfigure,
+        adopt=adopt,
+        force=force,
+        max_removal=max_removal,
+        min_interval=min_interval,
+        sync_cmd=sync_cmd,
         detailed_exitcodes=detailed_exitcodes,
-        slurm_version=parse_slurm_version(slurm_version) if slurm_version else None)
+        slurm_version=parse_slurm_version(slurm_version) if slurm_version else None,
+    )
     runner = SubprocessRunner()
     if mode == "recover":
         result = recover(options, runner)
@@ -407,8 +549,12 @@ def apply(inventories: tuple[str, ...], records_dir: str | None, slurm_dir: str,
     else:
         inventory = _load(inventories, nodes_from, scontrol, records_dir)
         version = options.slurm_version or _slurm_version(None)
-        rendered = render_all(inventory, version, _partitions(partitions_from, scontrol),
-                              RenderOptions(assume_minor_equals_index, gpu_device_prefix))
+        rendered = render_all(
+            inventory,
+            version,
+            _partitions(partitions_from, scontrol),
+            RenderOptions(assume_minor_equals_index, gpu_device_prefix),
+        )
         result = run_apply(options, rendered, runner)
     for line in result.details:
         _warn(line)
@@ -445,10 +591,19 @@ def render_check(decision, found, level, verbose, as_json):  # type: ignore[no-u
     fitting = found.fitting if found else tuple(decision.candidates)
     small = found.too_small if found else ()
     if as_json:
-        return json.dumps({
-            "decision": verdict, **decision.as_dict(), "level": level,
-            "candidates": [{"group": g, "nodes": n, "gpus": gp} for g, n, gp in fitting],
-            "excluded": [{"group": g, "nodes": n, "gpus": gp} for g, n, gp in small]}, indent=2) + "\n"
+        return (
+            json.dumps(
+                {
+                    "decision": verdict,
+                    **decision.as_dict(),
+                    "level": level,
+                    "candidates": [{"group": g, "nodes": n, "gpus": gp} for g, n, gp in fitting],
+                    "excluded": [{"group": g, "nodes": n, "gpus": gp} for g, n, gp in small],
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     lines = [verdict]
     if decision.action == "hold":
         lines.append("held: the job would wait (priority 0) until an admin releases it")
@@ -461,8 +616,10 @@ def render_check(decision, found, level, verbose, as_json):  # type: ignore[no-u
     if fitting and decision.action != "reject":
         lines.append("candidates: " + ", ".join(f"{g} ({n} nodes, {gp} GPUs)" for g, n, gp in fitting))
     if small:
-        lines.append(f"excluded: {len(small)} {level.replace('_', ' ')}{'s' if len(small) != 1 else ''} too small"
-                     + (": " + ", ".join(f"{g} ({n} nodes, {gp} GPUs)" for g, n, gp in small) if verbose else ""))
+        lines.append(
+            f"excluded: {len(small)} {level.replace('_', ' ')}{'s' if len(small) != 1 else ''} too small"
+            + (": " + ", ".join(f"{g} ({n} nodes, {gp} GPUs)" for g, n, gp in small) if verbose else "")
+        )
     lines.append(f"record: {decision.record}")
     return "\n".join(lines) + "\n"
 

@@ -75,7 +75,9 @@ _SOURCE_SELF = "self"
 class MetadataError(InputError):
     """A metadata service answered, but with something that is not a valid location: no record is made."""
 
-    def __init__(self, provider: str, url: str, reason: str, value: object = None, *, has_value: bool = False):
+    def __init__(
+        self, provider: str, url: str, reason: str, value: object = None, *, has_value: bool = False
+    ):
         self.provider = provider
         self.url = url
         self.reason = reason
@@ -101,8 +103,15 @@ class NodeRecord:
 
     def as_dict(self) -> dict[str, Any]:
         """The ``--json`` object, keys in the documented order."""
-        return {"name": self.name, "region": self.region, "zone": self.zone, "network_group": self.network_group,
-                "source": self.source, "found_by": dict(self.found_by), "notes": list(self.notes)}
+        return {
+            "name": self.name,
+            "region": self.region,
+            "zone": self.zone,
+            "network_group": self.network_group,
+            "source": self.source,
+            "found_by": dict(self.found_by),
+            "notes": list(self.notes),
+        }
 
 
 def record_json(rec: NodeRecord) -> str:
@@ -121,8 +130,9 @@ def record_yaml(rec: NodeRecord) -> str:
         entry["found_by"] = dict(rec.found_by)
     if rec.notes:
         entry["notes"] = list(rec.notes)
-    body = yaml.safe_dump({"nodes": [entry]}, sort_keys=False, default_flow_style=False, allow_unicode=False,
-                          width=1000)
+    body = yaml.safe_dump(
+        {"nodes": [entry]}, sort_keys=False, default_flow_style=False, allow_unicode=False, width=1000
+    )
     return f"# slurm-topo discover: node record of {rec.name} (source: self)\n{body}"
 
 
@@ -136,7 +146,9 @@ def _read_dmi(path: Path) -> str | None:
         return None
 
 
-def detect_cloud(dmi_root: Path = DMI_ROOT, hypervisor_uuid: Path = HYPERVISOR_UUID) -> tuple[str | None, str]:
+def detect_cloud(
+    dmi_root: Path = DMI_ROOT, hypervisor_uuid: Path = HYPERVISOR_UUID
+) -> tuple[str | None, str]:
     """Which cloud DMI names (``gce``, ``aws``, ``azure`` or None), and why, from local files only."""
     product = _read_dmi(dmi_root / "product_name")
     if product == "Google Compute Engine":
@@ -145,7 +157,9 @@ def detect_cloud(dmi_root: Path = DMI_ROOT, hypervisor_uuid: Path = HYPERVISOR_U
     if vendor == "Amazon EC2":
         return "aws", "dmi sys_vendor"
     uuid = _read_dmi(hypervisor_uuid)
-    if uuid is not None and uuid.lower().startswith("ec2"):  # Xen-based EC2 instances; AWS documents ec2 and EC2
+    if uuid is not None and uuid.lower().startswith(
+        "ec2"
+    ):  # Xen-based EC2 instances; AWS documents ec2 and EC2
         return "aws", "hypervisor uuid"
     if _read_dmi(dmi_root / "chassis_asset_tag") == AZURE_ASSET_TAG:
         return "azure", "dmi chassis_asset_tag"
@@ -207,7 +221,9 @@ class _Client:
         self.provider = provider
         self.deadline = deadline
 
-    def text(self, method: str, url: str, headers: Mapping[str, str], *, missing_ok: bool = False) -> str | None:
+    def text(
+        self, method: str, url: str, headers: Mapping[str, str], *, missing_ok: bool = False
+    ) -> str | None:
         status, body = _http(method, url, headers, self.deadline)
         if status == 404 and missing_ok:
             return None
@@ -218,12 +234,19 @@ class _Client:
         try:
             return body.decode("utf-8")
         except UnicodeDecodeError:
-            raise MetadataError(self.provider, url, "answer is not UTF-8 text", body[:40], has_value=True) from None
+            raise MetadataError(
+                self.provider, url, "answer is not UTF-8 text", body[:40], has_value=True
+            ) from None
 
     def label(self, url: str, what: str, value: object) -> str:
         if not isinstance(value, str) or not LABEL_RE.fullmatch(value):
-            raise MetadataError(self.provider, url, f"{what} is not 1-63 characters from [A-Za-z0-9._-]", value,
-                                has_value=True)
+            raise MetadataError(
+                self.provider,
+                url,
+                f"{what} is not 1-63 characters from [A-Za-z0-9._-]",
+                value,
+                has_value=True,
+            )
         return value
 
 
@@ -265,16 +288,19 @@ def _aws(base: str, client: _Client) -> Found:
     if region_of_zone(region) is not None:
         raise MetadataError("aws", f"{meta}/region", "region is spelled like a zone", region, has_value=True)
     if not zone.startswith(region) or (region_of_zone(zone) not in (None, region)):
-        raise MetadataError("aws", f"{meta}/availability-zone", f"zone is not in region {region}", zone,
-                            has_value=True)
+        raise MetadataError(
+            "aws", f"{meta}/availability-zone", f"zone is not in region {region}", zone, has_value=True
+        )
     found = {"region": region, "zone": zone}
     group = client.text("GET", f"{meta}/group-name", headers, missing_ok=True)
     if group is not None and group.strip():
         if LABEL_RE.fullmatch(group.strip()):
             found["network_group"] = group.strip()
         else:  # AWS allows 255 printable characters; unusable as a label, and never copied into a note
-            found["_note"] = (f"aws placement group name ({len(group.strip())} characters) is not a valid "
-                              "label; not used as network group")
+            found["_note"] = (
+                f"aws placement group name ({len(group.strip())} characters) is not a valid "
+                "label; not used as network group"
+            )
     return found
 
 
@@ -344,8 +370,10 @@ def discover_node(
     else:
         name, found_by["name"] = _short_hostname(hostname), "hostname"
     if not NODE_NAME_RE.fullmatch(name):
-        raise InputError(f"node name from {found_by['name']}: must be 1-64 characters from [A-Za-z0-9._-] "
-                         f"({show_value(name)})")
+        raise InputError(
+            f"node name from {found_by['name']}: must be 1-64 characters from [A-Za-z0-9._-] "
+            f"({show_value(name)})"
+        )
 
     values: dict[str, str] = {}
     flags = {"region": region, "zone": zone, "network_group": network_group}
@@ -392,10 +420,14 @@ def discover_node(
     parent = region_of_zone(values["zone"]) if "zone" in values else None
     if parent is not None and values.get("region", parent) != parent:
         if found_by["region"] in ("flag", "env:GPULAYER_REGION"):
-            raise InputError(f"zone {values['zone']} ({found_by['zone']}) is not in region {values['region']} "
-                             f"({found_by['region']})")
-        notes.append(f"region: {found_by['region']} dropped, zone {values['zone']} ({found_by['zone']}) "
-                     f"names region {parent}")
+            raise InputError(
+                f"zone {values['zone']} ({found_by['zone']}) is not in region {values['region']} "
+                f"({found_by['region']})"
+            )
+        notes.append(
+            f"region: {found_by['region']} dropped, zone {values['zone']} ({found_by['zone']}) "
+            f"names region {parent}"
+        )
         del values["region"]
     if "region" not in values and "zone" in values:
         if parent is not None:
@@ -410,6 +442,11 @@ def discover_node(
         found_by.pop("network_group", None)
     if "region" not in values:
         notes.append("no location found")
-    return NodeRecord(name=name, region=values.get("region"), zone=values.get("zone"),
-                      network_group=values.get("network_group"), found_by=tuple(found_by.items()),
-                      notes=tuple(notes))
+    return NodeRecord(
+        name=name,
+        region=values.get("region"),
+        zone=values.get("zone"),
+        network_group=values.get("network_group"),
+        found_by=tuple(found_by.items()),
+        notes=tuple(notes),
+    )

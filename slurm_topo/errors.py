@@ -70,7 +70,9 @@ def show_value(value: object, limit: int = 40) -> str:
 class InventoryError(InputError):
     """A bad value in an inventory file, located as ``FILE: nodes[3].zone``."""
 
-    def __init__(self, source: str, where: str, reason: str, value: object = None, *, has_value: bool = False):
+    def __init__(
+        self, source: str, where: str, reason: str, value: object = None, *, has_value: bool = False
+    ):
         self.source = source
         self.where = where
         self.reason = reason

@@ -141,8 +141,11 @@ class Explanation:
 
     def text(self) -> str:
         lines = [f"job {self.job_id}: {self.state}" + (f" on {self.nodes}" if self.nodes else "")]
-        req = f"locality {self.locality} ({self.locality_source})" if self.locality else (
-            "no locality recorded (the filter did not see this job, or its data was unusable)")
+        req = (
+            f"locality {self.locality} ({self.locality_source})"
+            if self.locality
+            else ("no locality recorded (the filter did not see this job, or its data was unusable)")
+        )
         if self.features:
             req += f"; constraint {self.features}"
         if self.comment:
@@ -181,10 +184,24 @@ def explain_record(job: Mapping[str, str], node_features: Mapping[str, Sequence[
             outcome += f", held by the locality filter: {record.split(': held; ', 1)[1]}"
         elif reason in ("JobHeldUser", "JobHeldAdmin"):
             outcome += " (held)"
-        elif reason in ("Resources", "Priority", "None") and record and not record.startswith(("prefer", "any")):
+        elif (
+            reason in ("Resources", "Priority", "None")
+            and record
+            and not record.startswith(("prefer", "any"))
+        ):
             outcome += "; a required locality waits until one group has room"
-    return Explanation(job.get("JobId", "?"), state, reason, nodes, locality, source, _val(job, "Features"),
-                       comment, record, outcome)
+    return Explanation(
+        job.get("JobId", "?"),
+        state,
+        reason,
+        nodes,
+        locality,
+        source,
+        _val(job, "Features"),
+        comment,
+        record,
+        outcome,
+    )
 
 
 def explain_job(job_id: str, runner: Runner) -> str:

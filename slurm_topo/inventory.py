@@ -37,8 +37,8 @@ from .errors import HostlistError, InputError, InventoryError
 from .model import (
     LABEL_RE,
     LEVELS,
-    NODE_NAME_RE,
     NO_LOCATION,
+    NODE_NAME_RE,
     SLURM_INT_KEYS,
     SLURM_NODE_KEYS,
     SLURM_PER_NODE_KEYS,
@@ -51,8 +51,21 @@ from .model import (
 )
 
 ENTRY_KEYS = frozenset(
-    {"name", "region", "zone", "network_group", "labels", "features", "gpus", "gpu_type", "source", "slurm",
-     "found_by", "notes", "gpu_topology"}
+    {
+        "name",
+        "region",
+        "zone",
+        "network_group",
+        "labels",
+        "features",
+        "gpus",
+        "gpu_type",
+        "source",
+        "slurm",
+        "found_by",
+        "notes",
+        "gpu_topology",
+    }
 )
 TOP_KEYS = frozenset({"nodes", "policy"})
 LOCALITY_RE = re.compile(r"^(prefer|network_group|zone|region|any)(:(wait|fail))?\Z")
@@ -103,8 +116,14 @@ class Loaded:
 class _Entry:
     """Validation of one ``nodes[i]`` entry; every error names the file and the key."""
 
-    def __init__(self, source: str, index: int, raw: object, base: Path | None = None,
-                 topologies: dict[Path, Any] | None = None):
+    def __init__(
+        self,
+        source: str,
+        index: int,
+        raw: object,
+        base: Path | None = None,
+        topologies: dict[Path, Any] | None = None,
+    ):
         self.source = source
         self.where = f"nodes[{index}]"
         self.raw = raw
@@ -112,7 +131,9 @@ class _Entry:
         self.base = base
         self.topologies = topologies if topologies is not None else {}
 
-    def fail(self, key: str | None, reason: str, value: object = None, *, has_value: bool = True) -> InventoryError:
+    def fail(
+        self, key: str | None, reason: str, value: object = None, *, has_value: bool = True
+    ) -> InventoryError:
         where = f"{self.where}.{key}" if key else self.where
         return InventoryError(self.source, where, reason, value, has_value=has_value)
 
@@ -146,7 +167,9 @@ class _Entry:
         location = self.location(raw)
         features = self.features(raw.get("features"))
         gpus = raw.get("gpus")
-        if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int) or not 0 <= gpus <= 1024):
+        if gpus is not None and (
+            isinstance(gpus, bool) or not isinstance(gpus, int) or not 0 <= gpus <= 1024
+        ):
             raise self.fail("gpus", "must be an integer from 0 to 1024", gpus)
         gpu_type = self.label("gpu_type", raw["gpu_type"]) if raw.get("gpu_type") is not None else None
         source = self.trust(raw.get("source", "operator"))
@@ -160,9 +183,19 @@ class _Entry:
             gpus = len(topology.gpus)
         origin = f"{self.source}: {self.where}"
         return [
-            Node(name=name, location=location, features=features, gpus=gpus, gpu_type=gpu_type,
-                 slurm=per_node[i], source=source, origin=origin, found_by=found_by, notes=notes,
-                 gpu_topology=topology)
+            Node(
+                name=name,
+                location=location,
+                features=features,
+                gpus=gpus,
+                gpu_type=gpu_type,
+                slurm=per_node[i],
+                source=source,
+                origin=origin,
+                found_by=found_by,
+                notes=notes,
+                gpu_topology=topology,
+            )
             for i, name in enumerate(names)
         ]
 
@@ -200,7 +233,9 @@ class _Entry:
             for key, value in labels.items():
                 lvl = LABEL_KEYS.get(key) if isinstance(key, str) else None
                 if lvl is None:
-                    raise self.fail(f"labels.{key}", f"unknown label (known: {', '.join(sorted(LABEL_KEYS))})", key)
+                    raise self.fail(
+                        f"labels.{key}", f"unknown label (known: {', '.join(sorted(LABEL_KEYS))})", key
+                    )
                 value = self.label(f"labels.{key}", value)
                 if values[lvl] is not None and values[lvl] != value:
                     raise self.fail(f"labels.{key}", f"disagrees with {lvl}={values[lvl]}", value)
@@ -210,7 +245,8 @@ class _Entry:
             if zone is None:
                 self.warnings.append(
                     f"{self.source}: {self.where}.region: {region!r} looks like a zone; "
-                    f"read as region {parent!r}, zone {region!r}")
+                    f"read as region {parent!r}, zone {region!r}"
+                )
                 region, zone = parent, region
             elif zone == region:
                 region = parent
@@ -247,7 +283,9 @@ class _Entry:
         columns: dict[str, list[str]] = {}
         for key, value in raw.items():
             if key not in SLURM_NODE_KEYS:
-                raise self.fail(f"slurm.{key}", f"unknown node attribute (known: {', '.join(SLURM_NODE_KEYS)})", key)
+                raise self.fail(
+                    f"slurm.{key}", f"unknown node attribute (known: {', '.join(SLURM_NODE_KEYS)})", key
+                )
             if key in SLURM_INT_KEYS and not isinstance(value, str):
                 if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                     raise self.fail(f"slurm.{key}", "must be a non-negative integer", value)
@@ -260,8 +298,11 @@ class _Entry:
                 except HostlistError as exc:
                     raise self.fail(f"slurm.{key}", exc.reason, value) from None
                 if len(values) == 1 and count > 1:
-                    raise self.fail(f"slurm.{key}", f"names one node but the entry has {count}; "
-                                    "give a hostlist with one value per node", value)
+                    raise self.fail(
+                        f"slurm.{key}",
+                        f"names one node but the entry has {count}; give a hostlist with one value per node",
+                        value,
+                    )
                 if len(values) != count:
                     raise self.fail(f"slurm.{key}", f"has {len(values)} values for {count} nodes", value)
             else:
@@ -322,8 +363,11 @@ def _parse_policy(source: str, raw: object) -> PolicyConfig:
 
     def locality(where: str, value: object) -> str:
         if not isinstance(value, str) or not LOCALITY_RE.match(value):
-            raise fail(where, "must be LEVEL[:MODE], LEVEL prefer|network_group|zone|region|any, MODE wait|fail",
-                       value)
+            raise fail(
+                where,
+                "must be LEVEL[:MODE], LEVEL prefer|network_group|zone|region|any, MODE wait|fail",
+                value,
+            )
         return value
 
     if not isinstance(raw, Mapping):
@@ -362,9 +406,11 @@ def load_inventory_file(path: str | Path) -> Loaded:
 def _merge_same_trust(a: Node, b: Node) -> Node:
     if a.location != b.location:
         raise InventoryError(
-            b.origin, "",
+            b.origin,
+            "",
             f"node {b.name} is at {b.location.describe()} here but at {a.location.describe()} in {a.origin} "
-            f"(both {a.source.label} records)")
+            f"(both {a.source.label} records)",
+        )
     return _fill(a, b)
 
 
@@ -405,8 +451,11 @@ def merge(loaded: Iterable[Loaded], extra_nodes: Sequence[str] = ()) -> Inventor
         warnings.extend(item.warnings)
         if item.policy is not None:
             if policy is not None and item.policy != policy:
-                raise InventoryError(item.source, "policy", f"differs from the policy in {policy_source}; "
-                                     "give the policy in one inventory")
+                raise InventoryError(
+                    item.source,
+                    "policy",
+                    f"differs from the policy in {policy_source}; give the policy in one inventory",
+                )
             policy, policy_source = item.policy, item.source
         for node in item.nodes:
             by_name.setdefault(node.name, []).append(node)
@@ -420,19 +469,36 @@ def merge(loaded: Iterable[Loaded], extra_nodes: Sequence[str] = ()) -> Inventor
                 best = _merge_same_trust(best, other)
             elif best.location.covers(other.location) and other.location != NO_LOCATION:
                 located_by = other.located_by if best.location.region is None else best.location_source
-                best = replace(_fill(best, other), location=_fill_location(best.location, other.location),
-                               location_source=located_by)
+                best = replace(
+                    _fill(best, other),
+                    location=_fill_location(best.location, other.location),
+                    location_source=located_by,
+                )
             else:
                 if other.location != NO_LOCATION:
-                    conflicts.append(Conflict(name, best.location, best.source, best.origin,
-                                              other.location, other.source, other.origin))
+                    conflicts.append(
+                        Conflict(
+                            name,
+                            best.location,
+                            best.source,
+                            best.origin,
+                            other.location,
+                            other.source,
+                            other.origin,
+                        )
+                    )
                 best = _fill(best, other)
         merged.append(best)
     merged.sort(key=lambda n: natural_key(n.name))
     known = set(by_name)
     extra = tuple(sorted({n for n in extra_nodes if n not in known}, key=natural_key))
-    return Inventory(nodes=tuple(merged), conflicts=tuple(conflicts), warnings=tuple(warnings), extra_nodes=extra,
-                     policy=policy)
+    return Inventory(
+        nodes=tuple(merged),
+        conflicts=tuple(conflicts),
+        warnings=tuple(warnings),
+        extra_nodes=extra,
+        policy=policy,
+    )
 
 
 def load_inventories(paths: Sequence[str | Path], extra_nodes: Sequence[str] = ()) -> Inventory:
@@ -442,9 +508,18 @@ def load_inventories(paths: Sequence[str | Path], extra_nodes: Sequence[str] = (
 
 # scontrol show node -o key -> NodeName= key (hardware only; location never comes from Slurm's own record).
 _SCONTROL_KEYS = {
-    "NodeAddr": "NodeAddr", "NodeHostName": "NodeHostname", "Port": "Port", "CPUTot": "CPUs", "Boards": "Boards",
-    "Sockets": "Sockets", "CoresPerSocket": "CoresPerSocket", "ThreadsPerCore": "ThreadsPerCore",
-    "RealMemory": "RealMemory", "TmpDisk": "TmpDisk", "Gres": "Gres", "Weight": "Weight",
+    "NodeAddr": "NodeAddr",
+    "NodeHostName": "NodeHostname",
+    "Port": "Port",
+    "CPUTot": "CPUs",
+    "Boards": "Boards",
+    "Sockets": "Sockets",
+    "CoresPerSocket": "CoresPerSocket",
+    "ThreadsPerCore": "ThreadsPerCore",
+    "RealMemory": "RealMemory",
+    "TmpDisk": "TmpDisk",
+    "Gres": "Gres",
+    "Weight": "Weight",
 }
 
 

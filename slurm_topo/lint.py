@@ -39,37 +39,52 @@ def lint_topology(
     defined = {sw.name: sw for sw in switches}
     for name, n in counts.items():
         if n > 1:
-            problems.append(Problem("duplicate-switch", f"switch {name} is defined {n} times", defined[name].lineno))
+            problems.append(
+                Problem("duplicate-switch", f"switch {name} is defined {n} times", defined[name].lineno)
+            )
     child_of: dict[str, list[str]] = {}
     leaf_of: dict[str, list[str]] = {}
     for sw in switches:
         if not _NAME_RE.match(sw.name):
-            what = "longer than 64 characters" if len(sw.name) > 64 else "has characters outside [A-Za-z0-9._-]"
+            what = (
+                "longer than 64 characters" if len(sw.name) > 64 else "has characters outside [A-Za-z0-9._-]"
+            )
             problems.append(Problem("bad-name", f"switch name {sw.name!r} {what}", sw.lineno))
         if sw.nodes is not None and sw.switches is not None:
-            problems.append(Problem("nodes-and-switches", f"switch {sw.name} has both Nodes= and Switches=",
-                                    sw.lineno))
+            problems.append(
+                Problem("nodes-and-switches", f"switch {sw.name} has both Nodes= and Switches=", sw.lineno)
+            )
         if not sw.nodes and not sw.switches:
-            problems.append(Problem("empty-switch", f"switch {sw.name} has no children (fatal on Slurm 22.05)",
-                                    sw.lineno))
+            problems.append(
+                Problem("empty-switch", f"switch {sw.name} has no children (fatal on Slurm 22.05)", sw.lineno)
+            )
         for child in sw.switches or ():
             if child not in defined:
-                problems.append(Problem("undefined-switch", f"switch {sw.name} lists undefined switch {child}",
-                                        sw.lineno))
+                problems.append(
+                    Problem("undefined-switch", f"switch {sw.name} lists undefined switch {child}", sw.lineno)
+                )
             child_of.setdefault(child, []).append(sw.name)
         node_counts = Counter(sw.nodes or ())
         for node, n in node_counts.items():
             if n > 1:
-                problems.append(Problem("duplicate-node", f"node {node} is listed {n} times in {sw.name}",
-                                        sw.lineno))
+                problems.append(
+                    Problem("duplicate-node", f"node {node} is listed {n} times in {sw.name}", sw.lineno)
+                )
             leaf_of.setdefault(node, []).append(sw.name)
     for child, parents in child_of.items():
         if len(parents) > 1:
-            problems.append(Problem("two-parents", f"switch {child} has several parents: {', '.join(parents)}",
-                                    defined[child].lineno if child in defined else None))
+            problems.append(
+                Problem(
+                    "two-parents",
+                    f"switch {child} has several parents: {', '.join(parents)}",
+                    defined[child].lineno if child in defined else None,
+                )
+            )
     for node, leaves in leaf_of.items():
         if len(leaves) > 1:
-            problems.append(Problem("node-in-two-leaves", f"node {node} is in several leaves: {', '.join(leaves)}"))
+            problems.append(
+                Problem("node-in-two-leaves", f"node {node} is in several leaves: {', '.join(leaves)}")
+            )
 
     tops = [sw.name for sw in switches if sw.name not in child_of and counts[sw.name] == 1]
     reachable: set[str] = set()
@@ -81,20 +96,31 @@ def lint_topology(
         reachable.add(name)
         stack.extend(defined[name].switches or ())
     if len(tops) > 1:
-        problems.append(Problem("no-common-root", f"{len(tops)} top-level switches ({', '.join(tops[:5])}"
-                                f"{', …' if len(tops) > 5 else ''}): no job can span them; add a root switch"))
+        problems.append(
+            Problem(
+                "no-common-root",
+                f"{len(tops)} top-level switches ({', '.join(tops[:5])}"
+                f"{', …' if len(tops) > 5 else ''}): no job can span them; add a root switch",
+            )
+        )
     for sw in switches:
         if sw.name not in reachable and counts[sw.name] == 1:
-            problems.append(Problem("unreachable-switch", f"switch {sw.name} is not reachable from any top "
-                                    "switch (a cycle)", sw.lineno))
+            problems.append(
+                Problem(
+                    "unreachable-switch",
+                    f"switch {sw.name} is not reachable from any top switch (a cycle)",
+                    sw.lineno,
+                )
+            )
 
     if known_nodes is not None:
         known = set(known_nodes)
         for node in sorted(set(leaf_of) - known):
             problems.append(Problem("unknown-node", f"node {node} is not a node Slurm knows"))
         for node in sorted(known - set(leaf_of)):
-            problems.append(Problem("unplaced-node", f"node {node} is on no switch: topology/tree never "
-                                    "allocates it"))
+            problems.append(
+                Problem("unplaced-node", f"node {node} is on no switch: topology/tree never allocates it")
+            )
 
     if slurm_conf is not None:
         seen: dict[str, str] = {}
@@ -102,8 +128,9 @@ def lint_topology(
             for node in names:
                 if node in seen:
                     where = "twice in " + path if seen[node] == path else f"in {seen[node]} and in {path}"
-                    problems.append(Problem("node-defined-twice", f"node {node} is defined {where} "
-                                            "(fatal to slurmctld)"))
+                    problems.append(
+                        Problem("node-defined-twice", f"node {node} is defined {where} (fatal to slurmctld)")
+                    )
                 else:
                     seen[node] = path
     return problems

@@ -80,8 +80,18 @@ SLURM_NODE_KEYS = (
     "State",
 )
 SLURM_INT_KEYS = frozenset(
-    {"Port", "CPUs", "Boards", "Sockets", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore",
-     "RealMemory", "TmpDisk", "Weight"}
+    {
+        "Port",
+        "CPUs",
+        "Boards",
+        "Sockets",
+        "SocketsPerBoard",
+        "CoresPerSocket",
+        "ThreadsPerCore",
+        "RealMemory",
+        "TmpDisk",
+        "Weight",
+    }
 )
 SLURM_PER_NODE_KEYS = frozenset({"NodeHostname", "NodeAddr", "Port"})
 """Keys that name one node each: on a multi-node entry they must be hostlists of the same length."""
@@ -133,10 +143,15 @@ class Conflict:
 
     def message(self) -> str:
         fields = [lvl for lvl in LEVELS if self.kept.value(lvl) != self.ignored.value(lvl)]
-        diff = "; ".join(f"{lvl}: {self.ignored_source.label} says {self.ignored.value(lvl) or '(none)'}, "
-                         f"{self.kept_source.label} says {self.kept.value(lvl) or '(none)'}" for lvl in fields)
-        return (f"conflict: node {self.node}: {diff}; keeping the {self.kept_source.label} record "
-                f"({self.kept_origin}) over {self.ignored_origin}")
+        diff = "; ".join(
+            f"{lvl}: {self.ignored_source.label} says {self.ignored.value(lvl) or '(none)'}, "
+            f"{self.kept_source.label} says {self.kept.value(lvl) or '(none)'}"
+            for lvl in fields
+        )
+        return (
+            f"conflict: node {self.node}: {diff}; keeping the {self.kept_source.label} record "
+            f"({self.kept_origin}) over {self.ignored_origin}"
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,7 +65,9 @@ def write_files(directory: str | Path, files: Mapping[str, str]) -> list[Written
     except OSError as exc:
         if isinstance(exc, OutputError):
             raise
-        raise OutputError(f"{exc.filename or directory}: {exc.strerror or exc}; nothing was changed") from None
+        raise OutputError(
+            f"{exc.filename or directory}: {exc.strerror or exc}; nothing was changed"
+        ) from None
 
 
 def _write_new_directory(directory: Path, files: Mapping[str, str]) -> list[Written]:
@@ -98,8 +100,13 @@ def _write_into(directory: Path, files: Mapping[str, str]) -> list[Written]:
             if exists and target.read_text(encoding="utf-8", errors="replace") == text:
                 result.append(Written(target, "unchanged"))
                 continue
-            staged.append((_write_temp(directory, name, text, target if exists else None), target,
-                           "replaced" if exists else "created"))
+            staged.append(
+                (
+                    _write_temp(directory, name, text, target if exists else None),
+                    target,
+                    "replaced" if exists else "created",
+                )
+            )
     except BaseException:
         for tmp, _, _ in staged:
             tmp.unlink(missing_ok=True)

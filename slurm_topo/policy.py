@@ -69,8 +69,10 @@ def parse_locality(text: str) -> tuple[str, str]:
     level, _, mode = text.partition(":")
     mode = mode or "wait"
     if level not in LOCALITIES or mode not in MODES:
-        raise InputError(f"unknown locality '{safe(text)}' (use prefer|network_group|zone|region|any, "
-                         "optionally :wait or :fail)")
+        raise InputError(
+            f"unknown locality '{safe(text)}' (use prefer|network_group|zone|region|any, "
+            "optionally :wait or :fail)"
+        )
     return level, mode
 
 
@@ -141,8 +143,9 @@ def _level_key(level: str, loc: Location) -> Location | None:
     return {"region": Location(loc.region), "zone": Location(loc.region, loc.zone)}.get(level, loc)
 
 
-def compile_policy(inventory: Inventory, topology: Topology, partitions: Sequence[Partition] | None,
-                   fingerprint: str) -> PolicyData:
+def compile_policy(
+    inventory: Inventory, topology: Topology, partitions: Sequence[Partition] | None, fingerprint: str
+) -> PolicyData:
     """Groups per partition and level, with node classes; family buckets when the policy declares families."""
     config = inventory.policy or PolicyConfig()
     families = config.families
@@ -191,7 +194,9 @@ def compile_policy(inventory: Inventory, topology: Topology, partitions: Sequenc
     ranks: dict[str, dict[str, int]] = {}
     for level in LEVELS:
         labels = {(row[2], row[1]) for rows in per_node.values() for row in rows if row[0] == level}
-        ranks[level] = {f: i for i, (_, f) in enumerate(sorted(labels, key=lambda x: (natural_key(x[0]), x[1])))}
+        ranks[level] = {
+            f: i for i, (_, f) in enumerate(sorted(labels, key=lambda x: (natural_key(x[0]), x[1])))
+        }
     compiled: dict[str, dict[str, tuple[Group, ...]]] = {}
     for pname, members in parts:
         acc: dict[str, dict[str, Any]] = {lvl: {} for lvl in LEVELS}
@@ -208,13 +213,31 @@ def compile_policy(inventory: Inventory, topology: Topology, partitions: Sequenc
                 gpus = sum(n * class_list[c].gpus for c, n in counts)
                 most = max(class_list[c].gpus for c, _ in counts)
                 key = e["key"]
-                groups.append(Group(feature, e["label"], key.region, key.zone, e["locs"], counts, nodes, gpus, most,
-                                    ranks[level][feature]))
+                groups.append(
+                    Group(
+                        feature,
+                        e["label"],
+                        key.region,
+                        key.zone,
+                        e["locs"],
+                        counts,
+                        nodes,
+                        gpus,
+                        most,
+                        ranks[level][feature],
+                    )
+                )
             groups.sort(key=lambda g: (g.nodes, g.rank))
             compiled[pname][level] = tuple(groups)
-    return PolicyData(fingerprint, config, default, class_list, compiled,
-                      {k: (tuple(sorted(f)), tuple(sorted(r))) for k, (f, r) in sorted(areas.items())},
-                      bucket_features)
+    return PolicyData(
+        fingerprint,
+        config,
+        default,
+        class_list,
+        compiled,
+        {k: (tuple(sorted(f)), tuple(sorted(r))) for k, (f, r) in sorted(areas.items())},
+        bucket_features,
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -322,7 +345,11 @@ class JobRequest:
                 gpu = GpuAsk(scope, parsed[0], parsed[1])
                 break
         unchecked = None
-        for key, what in (("req_nodes", "--nodelist"), ("exc_nodes", "--exclude"), ("reservation", "--reservation")):
+        for key, what in (
+            ("req_nodes", "--nodelist"),
+            ("exc_nodes", "--exclude"),
+            ("reservation", "--reservation"),
+        ):
             if _str(job.get(key)) is not None:
                 unchecked = what
                 break
@@ -330,10 +357,18 @@ class JobRequest:
             unchecked = "--contiguous"
         het = job.get("het_job_offset")
         het_offset = int(het) if _int(het) is not None or het == 0 else None
-        return cls(locality=_str(locality), regions=_str(regions), features=_str(job.get("features")),
-                   prefer=_str(job.get("prefer")), partition=_str(job.get("partition")),
-                   min_nodes=_int(job.get("min_nodes")), num_tasks=_int(job.get("num_tasks")), gpu=gpu,
-                   unchecked=unchecked, het_offset=het_offset)
+        return cls(
+            locality=_str(locality),
+            regions=_str(regions),
+            features=_str(job.get("features")),
+            prefer=_str(job.get("prefer")),
+            partition=_str(job.get("partition")),
+            min_nodes=_int(job.get("min_nodes")),
+            num_tasks=_int(job.get("num_tasks")),
+            gpu=gpu,
+            unchecked=unchecked,
+            het_offset=het_offset,
+        )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -434,8 +469,14 @@ class Decision:
     """The level the bracket is at (for prefer: the finest that fits)."""
 
     def as_dict(self) -> dict[str, object]:
-        return {"action": self.action, "locality": self.locality, "features": self.features, "prefer": self.prefer,
-                "message": self.message, "record": self.record}
+        return {
+            "action": self.action,
+            "locality": self.locality,
+            "features": self.features,
+            "prefer": self.prefer,
+            "message": self.message,
+            "record": self.record,
+        }
 
 
 def _record(text: str) -> str:
@@ -471,15 +512,26 @@ def describe_request(req: JobRequest) -> str:
 class _Scan:
     """Per-request evaluation of groups (see the module docstring for the algorithm)."""
 
-    def __init__(self, data: PolicyData, req: JobRequest, c: Constraint, area_features: frozenset[str] | None,
-                 wanted: set[str] | None):
+    def __init__(
+        self,
+        data: PolicyData,
+        req: JobRequest,
+        c: Constraint,
+        area_features: frozenset[str] | None,
+        wanted: set[str] | None,
+    ):
         self.data = data
         self.nodes, self.total_gpus, self.per_node, self.gpu_type = _needs(req)
         self.check = req.unchecked is None and c.counted
         self.area_features = area_features
-        self.ok = [_class_ok(cls, c) and (not self.per_node or (
-            cls.gpus >= self.per_node and (self.gpu_type is None or cls.gpu_type == self.gpu_type)))
-            for cls in data.classes]
+        self.ok = [
+            _class_ok(cls, c)
+            and (
+                not self.per_node
+                or (cls.gpus >= self.per_node and (self.gpu_type is None or cls.gpu_type == self.gpu_type))
+            )
+            for cls in data.classes
+        ]
         self.wanted = wanted
 
     def allowed(self, g: Group) -> bool:
@@ -487,7 +539,8 @@ class _Scan:
         if self.area_features is None:
             return True
         return bool(g.location_features & self.area_features) or (
-            g.zone is None and self.wanted is not None and g.region in self.wanted)
+            g.zone is None and self.wanted is not None and g.region in self.wanted
+        )
 
     def eligible(self, g: Group) -> tuple[int, int, int]:
         n = gp = most = 0
@@ -510,8 +563,9 @@ class _Scan:
             need = max(need, math.ceil(self.total_gpus / most))
         return n >= need and gp >= self.total_gpus, n
 
-    def candidates(self, groups: Sequence[Group], budget: int,
-                   only: set[str] | None = None) -> tuple[list[tuple[Group, int]], bool]:
+    def candidates(
+        self, groups: Sequence[Group], budget: int, only: set[str] | None = None
+    ) -> tuple[list[tuple[Group, int]], bool]:
         """Up to 64 fitting groups within ``budget`` characters of bracket; (kept, cut short)."""
         start = bisect.bisect_left([g.nodes for g in groups], self.nodes) if self.check else 0
         kept: list[tuple[Group, int]] = []
@@ -564,8 +618,12 @@ def _conflict(loc: str, mode: str, what: str, msg: str) -> Decision:
     """The user's constraint and the locality cannot be combined: :fail rejects, :wait leaves the job alone."""
     if mode == "fail":
         return Decision("reject", loc, message=msg, record=_record(f"{loc}: rejected, {what} conflict"))
-    return Decision("unchanged", loc, message=msg + "; job left unchanged",
-                    record=_record(f"{loc}: {what} conflict; unchanged"))
+    return Decision(
+        "unchanged",
+        loc,
+        message=msg + "; job left unchanged",
+        record=_record(f"{loc}: {what} conflict; unchanged"),
+    )
 
 
 def decide(data: PolicyData, req: JobRequest) -> Decision:
@@ -574,7 +632,11 @@ def decide(data: PolicyData, req: JobRequest) -> Decision:
     if req.het_offset is None or d.action == "unchanged":
         return d
     note = f" [het+{req.het_offset}: components are placed separately]"
-    rec = d.record if len(d.record) + len(note) <= MAX_RECORD else d.record[: MAX_RECORD - len(note) - 3] + "..."
+    rec = (
+        d.record
+        if len(d.record) + len(note) <= MAX_RECORD
+        else d.record[: MAX_RECORD - len(note) - 3] + "..."
+    )
     return replace(d, record=rec + note)
 
 
@@ -587,14 +649,20 @@ def _decide(data: PolicyData, req: JobRequest) -> Decision:
     try:
         level, mode = parse_locality(locality)
     except InputError as exc:
-        return Decision("reject", safe(locality), message=f"slurm-topo: {exc}",
-                        record=_record(f"rejected locality '{safe(locality)}'"))
+        return Decision(
+            "reject",
+            safe(locality),
+            message=f"slurm-topo: {exc}",
+            record=_record(f"rejected locality '{safe(locality)}'"),
+        )
     loc = f"{level}:{mode}"
     if level == "any" and req.regions is None:
         return Decision("unchanged", loc, record=_record("any"))
     missing = next((p for p in partitions if p not in data.partitions), None)
     if missing is not None:
-        return Decision("unchanged", loc, record=_record(f"{loc}: partition '{safe(missing)}' not in the data file"))
+        return Decision(
+            "unchanged", loc, record=_record(f"{loc}: partition '{safe(missing)}' not in the data file")
+        )
 
     c = parse_constraint(req.features)
     if c.kind == "invalid":
@@ -613,8 +681,12 @@ def _decide(data: PolicyData, req: JobRequest) -> Decision:
         bad = next((r for r in names if r not in data.areas), None)
         if bad is not None or not names:
             shown = safe(bad if bad is not None else req.regions)
-            return Decision("reject", loc, message=f"slurm-topo: --locality-regions: '{shown}' is not a region or "
-                            "zone of this cluster", record=_record(f"{loc}: unknown region '{shown}'"))
+            return Decision(
+                "reject",
+                loc,
+                message=f"slurm-topo: --locality-regions: '{shown}' is not a region or zone of this cluster",
+                record=_record(f"{loc}: unknown region '{shown}'"),
+            )
         feats = list(dict.fromkeys(f for r in names for f in data.areas[r][0]))
         area_features = frozenset(feats)
         wanted = {region for r in names for region in data.areas[r][1]}
@@ -624,8 +696,13 @@ def _decide(data: PolicyData, req: JobRequest) -> Decision:
     if level in ("prefer", "any"):
         base = compose(c, restrict) if restrict else None
         if restrict and base is None:
-            return Decision("unchanged", loc, message="slurm-topo: --locality-regions cannot be combined with your "
-                            "constraint; job left unchanged", record=_record(f"{loc}: regions conflict; unchanged"))
+            return Decision(
+                "unchanged",
+                loc,
+                message="slurm-topo: --locality-regions cannot be combined with your "
+                "constraint; job left unchanged",
+                record=_record(f"{loc}: regions conflict; unchanged"),
+            )
         if level == "any":
             return Decision("amend", loc, features=base, record=_record(f"any; regions {restrict}"))
         why = None
@@ -640,29 +717,52 @@ def _decide(data: PolicyData, req: JobRequest) -> Decision:
                 kept, cut = scan.candidates(_groups(data, partitions, lvl), MAX_CONSTRAINT - len(probe) + 2)
                 if kept:
                     prefer = compose(c, *(t for t in (restrict, _bracket(kept)) if t))
-                    return Decision("amend", loc, features=base, prefer=prefer,
-                                    record=_record(f"prefer {lvl} {_shown(kept, cut)}{note}"),
-                                    candidates=tuple((g.label, n, g.gpus) for g, n in kept), level=lvl)
+                    return Decision(
+                        "amend",
+                        loc,
+                        features=base,
+                        prefer=prefer,
+                        record=_record(f"prefer {lvl} {_shown(kept, cut)}{note}"),
+                        candidates=tuple((g.label, n, g.gpus) for g, n in kept),
+                        level=lvl,
+                    )
             why = "no group fits; topology/tree packs"
-        return Decision("amend" if base else "unchanged", loc, features=base, record=_record(f"prefer: {why}"))
+        return Decision(
+            "amend" if base else "unchanged", loc, features=base, record=_record(f"prefer: {why}")
+        )
 
     groups = _groups(data, partitions, level)
     only: set[str] | None = None
     if c.kind == "bracket":
         level_features = {g.feature for g in groups}
         if not all(x in level_features for x in c.inside):
-            return _conflict(loc, mode, "bracket", f"slurm-topo: --locality={level}: the brackets in your "
-                             f"constraint are not all {level} groups (Slurm allows one bracket set)")
+            return _conflict(
+                loc,
+                mode,
+                "bracket",
+                f"slurm-topo: --locality={level}: the brackets in your "
+                f"constraint are not all {level} groups (Slurm allows one bracket set)",
+            )
         only = set(c.inside)
     probe = compose(c, *(t for t in (restrict, "[]") if t))
     if probe is None:
-        return _conflict(loc, mode, "constraint", f"slurm-topo: --locality={level}: your constraint cannot be "
-                         f"combined with a {level} bracket")
+        return _conflict(
+            loc,
+            mode,
+            "constraint",
+            f"slurm-topo: --locality={level}: your constraint cannot be combined with a {level} bracket",
+        )
     kept, cut = scan.candidates(groups, MAX_CONSTRAINT - len(probe) + 2, only)
     if kept:
         features = compose(c, *(t for t in (restrict, _bracket(kept)) if t))
-        return Decision("amend", loc, features=features, record=_record(f"{loc} {_shown(kept, cut)}{note}"),
-                        candidates=tuple((g.label, n, g.gpus) for g, n in kept), level=level)
+        return Decision(
+            "amend",
+            loc,
+            features=features,
+            record=_record(f"{loc} {_shown(kept, cut)}{note}"),
+            candidates=tuple((g.label, n, g.gpus) for g, n in kept),
+            level=level,
+        )
     largest = scan.largest([g for g in groups if only is None or g.feature in only])
     if largest is None:
         why = f"no node of the partition has a {level}"
@@ -672,8 +772,9 @@ def _decide(data: PolicyData, req: JobRequest) -> Decision:
     msg = f"slurm-topo: --locality={loc}: no {level} can ever hold {describe_request(req)}; {why}"
     if mode == "fail":
         return Decision("reject", loc, message=msg, record=_record(f"{loc}: rejected; {why}"), level=level)
-    return Decision("hold", loc, message=msg + "; the job is held", record=_record(f"{loc}: held; {why}"),
-                    level=level)
+    return Decision(
+        "hold", loc, message=msg + "; the job is held", record=_record(f"{loc}: held; {why}"), level=level
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -702,4 +803,3 @@ def survey(data: PolicyData, req: JobRequest, level: str) -> Survey:
         ok, n = scan.fits(g)
         (fitting if ok else small).append((g.label, n, scan.eligible(g)[1]))
     return Survey(tuple(fitting), tuple(small))
-

@@ -137,12 +137,16 @@ def _gcp(doc: Any, source: str) -> Iterator[_Instance]:
         if region is None:
             raise _fail(source, f"{where}.zone", "does not name a region", zone)
         name = inst.get("name")
-        yield _Instance(where, name if isinstance(name, str) else None, zone, region, None, str(inst.get("id", "")))
+        yield _Instance(
+            where, name if isinstance(name, str) else None, zone, region, None, str(inst.get("id", ""))
+        )
 
 
 def _aws(doc: Any, source: str, aws_name: str) -> Iterator[_Instance]:
     if not isinstance(doc, dict) or not isinstance(doc.get("Reservations"), list):
-        raise _fail(source, "", "must be an object with a Reservations list (aws ec2 describe-instances)", doc)
+        raise _fail(
+            source, "", "must be an object with a Reservations list (aws ec2 describe-instances)", doc
+        )
     for r, res in enumerate(doc["Reservations"]):
         instances = res.get("Instances") if isinstance(res, dict) else None
         if not isinstance(instances, list):
@@ -160,12 +164,20 @@ def _aws(doc: Any, source: str, aws_name: str) -> Iterator[_Instance]:
             az = _label(source, f"{where}.Placement.AvailabilityZone", placement.get("AvailabilityZone"))
             m = _AWS_AZ_RE.fullmatch(az)
             if m is None:
-                raise _fail(source, f"{where}.Placement.AvailabilityZone", "is not an availability zone name", az)
+                raise _fail(
+                    source, f"{where}.Placement.AvailabilityZone", "is not an availability zone name", az
+                )
             group = placement.get("GroupName") or None
             if group is not None:
                 group = _label(source, f"{where}.Placement.GroupName", group)
-            yield _Instance(where, _aws_instance_name(inst, aws_name), az, m["region"], group,
-                            str(inst.get("InstanceId", "")))
+            yield _Instance(
+                where,
+                _aws_instance_name(inst, aws_name),
+                az,
+                m["region"],
+                group,
+                str(inst.get("InstanceId", "")),
+            )
 
 
 def _aws_instance_name(inst: dict[str, Any], aws_name: str) -> str | None:
@@ -200,12 +212,19 @@ def _azure(doc: Any, source: str) -> Iterator[_Instance]:
         if isinstance(ppg, dict) and ppg.get("id"):
             group = _label(source, f"{where}.proximityPlacementGroup.id", _last_part(ppg["id"]))
         name = inst.get("name")
-        yield _Instance(where, name if isinstance(name, str) else None, zone, location, group,
-                        str(inst.get("vmId", "")))
+        yield _Instance(
+            where, name if isinstance(name, str) else None, zone, location, group, str(inst.get("vmId", ""))
+        )
 
 
-def import_listing(provider: str, text: str, *, source: str = "<listing>", name_rule: NameRule | None = None,
-                   aws_name: str = "tag:Name") -> ImportResult:
+def import_listing(
+    provider: str,
+    text: str,
+    *,
+    source: str = "<listing>",
+    name_rule: NameRule | None = None,
+    aws_name: str = "tag:Name",
+) -> ImportResult:
     """A cloud instance listing (JSON text) -> an inventory (``source: provider``); see the module docstring.
 
     ``source`` names the file in messages. Raises ``InputError``/``InventoryError`` for an unknown provider,
@@ -239,27 +258,38 @@ def import_listing(provider: str, text: str, *, source: str = "<listing>", name_
             unmatched.append(inst.name)
             continue
         if not NODE_NAME_RE.fullmatch(node):
-            raise _fail(source, inst.where, f"instance {inst.name!r} maps to an invalid node name "
-                        "(1-64 characters from [A-Za-z0-9._-])", node)
+            raise _fail(
+                source,
+                inst.where,
+                f"instance {inst.name!r} maps to an invalid node name (1-64 characters from [A-Za-z0-9._-])",
+                node,
+            )
         loc = Location(inst.region, inst.zone, inst.group)
         if node in placed and placed[node][0] != loc:
             other = placed[node][1]
-            raise _fail(source, inst.where, f"node {node} is at {loc.describe()} here but at "
-                        f"{placed[node][0].describe()} in {other.where}", inst.name)
+            raise _fail(
+                source,
+                inst.where,
+                f"node {node} is at {loc.describe()} here but at "
+                f"{placed[node][0].describe()} in {other.where}",
+                inst.name,
+            )
         placed[node] = (loc, inst)
     if unnamed:
         what = "a Name tag" if aws_name == "tag:Name" else f"an instance name ({aws_name})"
         warnings.append(f"{source}: {len(unnamed)} instance(s) without {what} left out: {_some(unnamed)}")
     if unmatched:
-        warnings.append(f"{source}: {len(unmatched)} instance(s) matched no --name-map rule, left out: "
-                        f"{_some(unmatched)}")
+        warnings.append(
+            f"{source}: {len(unmatched)} instance(s) matched no --name-map rule, left out: {_some(unmatched)}"
+        )
 
     by_loc: dict[Location, list[str]] = {}
     for node, (loc, _) in placed.items():
         by_loc.setdefault(loc, []).append(node)
     entries = []
-    for loc, names in sorted(by_loc.items(), key=lambda kv: (kv[0].describe(), natural_key(min(kv[1],
-                                                                                               key=natural_key)))):
+    for loc, names in sorted(
+        by_loc.items(), key=lambda kv: (kv[0].describe(), natural_key(min(kv[1], key=natural_key)))
+    ):
         entry: dict[str, Any] = {"name": hostlist.compress(sorted(names, key=natural_key))}
         for lvl, value in (("region", loc.region), ("zone", loc.zone), ("network_group", loc.network_group)):
             if value is not None:

@@ -117,8 +117,9 @@ def load_records(directory: Path) -> tuple[list[Loaded], list[str]]:
     read as a zone) are returned in the warning list, not in ``Loaded.warnings``, so they are printed once."""
     directory = Path(directory)
     try:
-        paths = sorted(p for p in directory.iterdir()
-                       if p.suffix in RECORD_SUFFIXES and not p.name.startswith("."))
+        paths = sorted(
+            p for p in directory.iterdir() if p.suffix in RECORD_SUFFIXES and not p.name.startswith(".")
+        )
     except OSError as exc:
         raise InputError(f"records directory {directory}: cannot read: {exc.strerror or exc}") from None
     warnings: list[str] = []

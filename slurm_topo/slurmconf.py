@@ -58,14 +58,15 @@ def split_pairs(line: str, *, output: bool = False) -> dict[str, str]:
     for i, m in enumerate(matches):
         end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
         if output:
-            out.setdefault(m[1], line[m.end():end].strip())
+            out.setdefault(m[1], line[m.end() : end].strip())
         else:
-            out[m[1]] = line[m.end():end].strip()
+            out[m[1]] = line[m.end() : end].strip()
     return out
 
 
-def parse_topology_conf(text: str, *, source: str = "topology.conf", scontrol_output: bool = False
-                        ) -> list[SwitchLine]:
+def parse_topology_conf(
+    text: str, *, source: str = "topology.conf", scontrol_output: bool = False
+) -> list[SwitchLine]:
     """topology.conf(5) tree syntax -> one ``SwitchLine`` per ``SwitchName=`` (hostlists expanded).
 
     ``scontrol_output``: read ``scontrol show topology`` instead — other lines are skipped, ``Level=`` is kept,
@@ -89,7 +90,9 @@ def parse_topology_conf(text: str, *, source: str = "topology.conf", scontrol_ou
             raise ParseError(source, lineno, f"unknown key {sorted(unknown)[0]!r}")
         try:
             nodes = tuple(hostlist.expand_keep_duplicates(pairs["nodes"])) if "nodes" in pairs else None
-            switches = tuple(hostlist.expand_keep_duplicates(pairs["switches"])) if "switches" in pairs else None
+            switches = (
+                tuple(hostlist.expand_keep_duplicates(pairs["switches"])) if "switches" in pairs else None
+            )
         except HostlistError as exc:
             raise ParseError(source, lineno, str(exc)) from None
         level = int(pairs["level"]) if pairs.get("level", "").isdigit() else None
@@ -119,7 +122,9 @@ def parse_gres_gpus(text: str, *, source: str = "gres.conf") -> dict[str, list[d
     return out
 
 
-def _one_line_records(text: str, source: str, key: str, plain: bool = False) -> Iterator[tuple[int, dict[str, str]]]:
+def _one_line_records(
+    text: str, source: str, key: str, plain: bool = False
+) -> Iterator[tuple[int, dict[str, str]]]:
     """``scontrol show … -o`` lines -> (line number, pairs); each record must start with ``key=``.
 
     With ``plain``, a line without ``=`` is a hostlist of records that have only ``key``.
@@ -183,8 +188,9 @@ def slurm_conf_node_definitions(path: Path) -> dict[str, list[str]]:
     return found
 
 
-def parse_scontrol_partitions(text: str, *, source: str = "scontrol show partition -o"
-                              ) -> list[tuple[str, list[str], bool]]:
+def parse_scontrol_partitions(
+    text: str, *, source: str = "scontrol show partition -o"
+) -> list[tuple[str, list[str], bool]]:
     """``scontrol show partition -o`` -> [(name, nodes, is_default)]."""
     out = []
     for lineno, pairs in _one_line_records(text, source, "PartitionName"):

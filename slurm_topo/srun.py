@@ -147,8 +147,12 @@ def parse_gres_links(text: str, source: str = "gres.conf") -> dict[str, GpuTopol
             except ValueError:
                 raise ParseError(source, None, f"bad Links={line['links']} for {node}") from None
             if len(r) != n or r[i] != -1:
-                raise ParseError(source, None, f"{node}: GPU {i} has Links={line['links']}, expected {n} "
-                                               "entries with -1 at its own index")
+                raise ParseError(
+                    source,
+                    None,
+                    f"{node}: GPU {i} has Links={line['links']}, expected {n} "
+                    "entries with -1 at its own index",
+                )
             matrix.append(tuple("X" if j == i else (f"NV{c}" if c > 0 else "SYS") for j, c in enumerate(r)))
         out[node] = GpuTopology(gpus=tuple(range(n)), matrix=tuple(matrix), source=f"{source} Links=")
     return out
@@ -210,23 +214,23 @@ def parse_scontrol_topology(text: str) -> Tree:
 class RankRow:
     rank: int
     node: str
-    gpus: tuple[int, ...]       # this rank's own GPUs (global indices)
-    cuda_visible_devices: str   # the TP group's GPUs in TP-rank order, in the index space of the node
-    local_rank: int             # = TP rank
-    island: str                 # the NVLink island(s) of the group on its node, "-" without link data
+    gpus: tuple[int, ...]  # this rank's own GPUs (global indices)
+    cuda_visible_devices: str  # the TP group's GPUs in TP-rank order, in the index space of the node
+    local_rank: int  # = TP rank
+    island: str  # the NVLink island(s) of the group on its node, "-" without link data
     tp: int
     pp: int
     dp: int
-    tp_level: str               # lowest common level of the rank's TP group: gpu | island | node
-    pp_level: str               # ... of its pipeline: node | <switch> | - (no common switch)
+    tp_level: str  # lowest common level of the rank's TP group: gpu | island | node
+    pp_level: str  # ... of its pipeline: node | <switch> | - (no common switch)
 
 
 @dataclass(frozen=True, slots=True)
 class Plan:
     argv: tuple[str, ...]
-    env: Mapping[str, str]          # set in srun's environment
-    unset_env: tuple[str, ...]      # removed from srun's environment
-    hostfile: str                   # path of SLURM_HOSTFILE
+    env: Mapping[str, str]  # set in srun's environment
+    unset_env: tuple[str, ...]  # removed from srun's environment
+    hostfile: str  # path of SLURM_HOSTFILE
     hostfile_lines: tuple[str, ...]
     rows: tuple[RankRow, ...]
     summary: str
@@ -235,9 +239,11 @@ class Plan:
 
 def parse_order(order: str) -> tuple[str, ...]:
     dims = tuple(d.strip().lower() for d in order.split("-"))
-    if (len(set(dims)) != len(dims) or not {"tp", "pp", "dp"} <= set(dims) or not set(dims) <= set(_DIMS)):
-        raise InputError(f"--order {order!r}: expected the dimensions tp, pp and dp (cp, ep optional) once each, "
-                         f"fastest first, e.g. {DEFAULT_ORDER} or tp-pp-dp")
+    if len(set(dims)) != len(dims) or not {"tp", "pp", "dp"} <= set(dims) or not set(dims) <= set(_DIMS):
+        raise InputError(
+            f"--order {order!r}: expected the dimensions tp, pp and dp (cp, ep optional) once each, "
+            f"fastest first, e.g. {DEFAULT_ORDER} or tp-pp-dp"
+        )
     return dims
 
 
@@ -263,33 +269,56 @@ def _fold(indices: Sequence[int]) -> str:
     return ",".join(parts)
 
 
-def _world(alloc: Allocation, tp: int, pp: int, dp: int | None, gpus_per_task: int, ntasks: int | None
-           ) -> tuple[int, int]:
+def _world(
+    alloc: Allocation, tp: int, pp: int, dp: int | None, gpus_per_task: int, ntasks: int | None
+) -> tuple[int, int]:
     """(dp, ranks), checked against the task count."""
     if dp is not None:
         ranks = tp * pp * dp
         if ntasks is not None and ranks > ntasks:
-            raise InputError(f"--tp {tp} × --pp {pp} × --dp {dp} = {ranks} ranks, more than the {ntasks} tasks of "
-                             "the allocation (SLURM_NTASKS)")
+            raise InputError(
+                f"--tp {tp} × --pp {pp} × --dp {dp} = {ranks} ranks, more than the {ntasks} tasks of "
+                "the allocation (SLURM_NTASKS)"
+            )
         return dp, ranks
     if ntasks is not None:
         tasks, what = ntasks, f"{ntasks} tasks of the allocation (SLURM_NTASKS)"
     else:
         total = sum(len(g) for g in alloc.gpus.values())
-        tasks, what = total // gpus_per_task, (f"{total // gpus_per_task} tasks the allocation's {total} GPUs hold "
-                                               f"at --gpus-per-task {gpus_per_task}")
+        tasks, what = (
+            total // gpus_per_task,
+            (
+                f"{total // gpus_per_task} tasks the allocation's {total} GPUs hold "
+                f"at --gpus-per-task {gpus_per_task}"
+            ),
+        )
     if tasks < tp * pp or tasks % (tp * pp):
-        raise InputError(f"--tp {tp} × --pp {pp} = {tp * pp} does not divide the {what}: give --dp, or sizes "
-                         "whose product is the task count")
+        raise InputError(
+            f"--tp {tp} × --pp {pp} = {tp * pp} does not divide the {what}: give --dp, or sizes "
+            "whose product is the task count"
+        )
     return tasks // (tp * pp), tasks
 
 
-def plan_srun(alloc: Allocation, *, tp: int, pp: int = 1, dp: int | None = None, gpus_per_task: int = 1,
-              order: str = DEFAULT_ORDER, topologies: Mapping[str, GpuTopology] | None = None,
-              tree: Tree | None = None, local_indices: bool = False, ntasks: int | None = None,
-              slurm_version: tuple[int, int] | None = None, srun_options: Sequence[str] = (),
-              command: Sequence[str] = ("true",), python: str = "python3", tmpdir: str = "/tmp",
-              link_source: str = "link data") -> Plan:
+def plan_srun(
+    alloc: Allocation,
+    *,
+    tp: int,
+    pp: int = 1,
+    dp: int | None = None,
+    gpus_per_task: int = 1,
+    order: str = DEFAULT_ORDER,
+    topologies: Mapping[str, GpuTopology] | None = None,
+    tree: Tree | None = None,
+    local_indices: bool = False,
+    ntasks: int | None = None,
+    slurm_version: tuple[int, int] | None = None,
+    srun_options: Sequence[str] = (),
+    command: Sequence[str] = ("true",),
+    python: str = "python3",
+    tmpdir: str = "/tmp",
+    link_source: str = "link data",
+) -> Plan:
     """The whole plan, without running anything: srun argv and environment, hostfile lines, per-rank table."""
     for name, value in (("--tp", tp), ("--pp", pp), ("--gpus-per-task", gpus_per_task)):
         if value < 1:
@@ -306,20 +335,26 @@ def plan_srun(alloc: Allocation, *, tp: int, pp: int = 1, dp: int | None = None,
         raise InputError(f"job {alloc.job_id}: no nodes")
     most = max(alloc.nodes, key=lambda n: len(alloc.gpus.get(n, ())))
     if per_group > len(alloc.gpus.get(most, ())):
-        raise InputError(f"--tp {tp} × --gpus-per-task {gpus_per_task} = {per_group} GPUs per TP group, more than "
-                         f"any node of the allocation has (most: {len(alloc.gpus.get(most, ()))} on {most})")
+        raise InputError(
+            f"--tp {tp} × --gpus-per-task {gpus_per_task} = {per_group} GPUs per TP group, more than "
+            f"any node of the allocation has (most: {len(alloc.gpus.get(most, ()))} on {most})"
+        )
     for node in alloc.nodes:
         have = alloc.gpus.get(node, ())
         if len(have) < per_group:
-            raise InputError(f"node {node} has {len(have)} allocated GPUs ({_fold(have) or 'none'}), fewer than the "
-                             f"{per_group} one TP group needs (--tp {tp} × --gpus-per-task {gpus_per_task})")
+            raise InputError(
+                f"node {node} has {len(have)} allocated GPUs ({_fold(have) or 'none'}), fewer than the "
+                f"{per_group} one TP group needs (--tp {tp} × --gpus-per-task {gpus_per_task})"
+            )
 
     # 2. TP-group GPU sets per node, disjoint
     warnings: list[str] = []
     no_links = [n for n in alloc.nodes if n not in topologies or not topologies[n].has_links]
     if no_links:
-        warnings.append(f"warning: no GPU link data for {hostlist.compress(no_links)} ({link_source}): TP groups "
-                        "take the lowest allocated indices")
+        warnings.append(
+            f"warning: no GPU link data for {hostlist.compress(no_links)} ({link_source}): TP groups "
+            "take the lowest allocated indices"
+        )
     slots: list[tuple[str, tuple[int, ...]]] = []
     for node in alloc.nodes:
         free = list(alloc.gpus[node])
@@ -327,18 +362,24 @@ def plan_srun(alloc: Allocation, *, tp: int, pp: int = 1, dp: int | None = None,
         if topo is not None and topo.has_links:
             unknown = [g for g in free if g not in topo.gpus]
             if unknown:
-                raise InputError(f"node {node}: allocated GPUs {unknown} are not in its link data "
-                                 f"({len(topo.gpus)} GPUs)")
+                raise InputError(
+                    f"node {node}: allocated GPUs {unknown} are not in its link data ({len(topo.gpus)} GPUs)"
+                )
         while len(free) >= per_group:
-            chosen = (pick_devices(topo, free, per_group) if topo is not None and topo.has_links
-                      else tuple(free[:per_group]))
+            chosen = (
+                pick_devices(topo, free, per_group)
+                if topo is not None and topo.has_links
+                else tuple(free[:per_group])
+            )
             slots.append((node, tuple(sorted(chosen))))
             free = [g for g in free if g not in chosen]
     groups_needed = pp * dp
     if groups_needed > len(slots):
         per_node = ", ".join(f"{n}: {sum(1 for s in slots if s[0] == n)}" for n in alloc.nodes)
-        raise InputError(f"{groups_needed} TP groups (--pp {pp} × --dp {dp}) of {per_group} GPUs do not fit: the "
-                         f"allocation holds {len(slots)} ({per_node})")
+        raise InputError(
+            f"{groups_needed} TP groups (--pp {pp} × --dp {dp}) of {per_group} GPUs do not fit: the "
+            f"allocation holds {len(slots)} ({per_node})"
+        )
 
     # 3. pipelines -> slots: smallest subtree with PP free slots, first fit
     subtrees: dict[tuple[int, str], list[int]] = {}
@@ -392,9 +433,22 @@ def plan_srun(alloc: Allocation, *, tp: int, pp: int = 1, dp: int | None = None,
         else:
             island = "-"
             tp_level = "gpu" if len(gpus) == 1 else "node"
-        own = gpus[c["tp"] * gpus_per_task:(c["tp"] + 1) * gpus_per_task]
-        rows.append(RankRow(rank, node, own, cvd, c["tp"], island, c["tp"], c["pp"], c["dp"], tp_level,
-                            pipe_level[c["dp"]]))
+        own = gpus[c["tp"] * gpus_per_task : (c["tp"] + 1) * gpus_per_task]
+        rows.append(
+            RankRow(
+                rank,
+                node,
+                own,
+                cvd,
+                c["tp"],
+                island,
+                c["tp"],
+                c["pp"],
+                c["dp"],
+                tp_level,
+                pipe_level[c["dp"]],
+            )
+        )
         rank_entries.append(f"{slot_ids[slot]}:{c['tp']}")
 
     hostfile_lines = tuple(r.node for r in rows)
@@ -403,20 +457,42 @@ def plan_srun(alloc: Allocation, *, tp: int, pp: int = 1, dp: int | None = None,
     used_nodes = sorted(set(hostfile_lines), key=alloc.nodes.index)
 
     extra: list[str] = []
-    constrained_bind = (slurm_version is not None and slurm_version >= (23, 11) and local_indices
-                        and not any(o.split("=", 1)[0] == "--gres-flags" for o in srun_options))
+    constrained_bind = (
+        slurm_version is not None
+        and slurm_version >= (23, 11)
+        and local_indices
+        and not any(o.split("=", 1)[0] == "--gres-flags" for o in srun_options)
+    )
     if constrained_bind:
         masks = _per_node_masks(rows)
         if masks is not None:
             extra = [f"--gpu-bind=mask_gpu:{masks}", "--gres-flags=allow-task-sharing"]
-    argv = ("srun", "-m", "arbitrary", "-N", str(len(used_nodes)), "-n", str(world), *extra, *srun_options,
-            python, "-m", "slurm_topo.srun_shim", "--", *command)
-    env = {"SLURM_HOSTFILE": hostfile,
-           GROUPS_VAR: ";".join(group_entries[k] for k in sorted(group_entries)),
-           RANKS_VAR: ",".join(rank_entries)}
-    summary = (f"{PROG}: job {alloc.job_id}: {world} ranks = tp {tp} × pp {pp} × dp {dp} (order {'-'.join(dims)}, "
-               f"{gpus_per_task} GPU per task) on {len(used_nodes)} nodes {hostlist.compress(used_nodes)}; "
-               f"CUDA_VISIBLE_DEVICES {'local' if local_indices else 'global'} indices")
+    argv = (
+        "srun",
+        "-m",
+        "arbitrary",
+        "-N",
+        str(len(used_nodes)),
+        "-n",
+        str(world),
+        *extra,
+        *srun_options,
+        python,
+        "-m",
+        "slurm_topo.srun_shim",
+        "--",
+        *command,
+    )
+    env = {
+        "SLURM_HOSTFILE": hostfile,
+        GROUPS_VAR: ";".join(group_entries[k] for k in sorted(group_entries)),
+        RANKS_VAR: ",".join(rank_entries),
+    }
+    summary = (
+        f"{PROG}: job {alloc.job_id}: {world} ranks = tp {tp} × pp {pp} × dp {dp} (order {'-'.join(dims)}, "
+        f"{gpus_per_task} GPU per task) on {len(used_nodes)} nodes {hostlist.compress(used_nodes)}; "
+        f"CUDA_VISIBLE_DEVICES {'local' if local_indices else 'global'} indices"
+    )
     return Plan(argv, env, UNSET_ENV, hostfile, hostfile_lines, tuple(rows), summary, tuple(warnings))
 
 
@@ -432,13 +508,40 @@ def _per_node_masks(rows: Sequence[RankRow]) -> str | None:
 
 def format_plan(plan: Plan) -> str:
     """The plan as text: summary, warnings, the srun command, one table row per rank."""
-    head = ("rank", "node", "gpus", "cuda_visible_devices", "local_rank", "island", "tp", "pp", "dp",
-            "tp_group", "pp_group")
-    table = [head] + [(str(r.rank), r.node, _fold(r.gpus), r.cuda_visible_devices, str(r.local_rank), r.island,
-                       str(r.tp), str(r.pp), str(r.dp), r.tp_level, r.pp_level) for r in plan.rows]
+    head = (
+        "rank",
+        "node",
+        "gpus",
+        "cuda_visible_devices",
+        "local_rank",
+        "island",
+        "tp",
+        "pp",
+        "dp",
+        "tp_group",
+        "pp_group",
+    )
+    table = [head] + [
+        (
+            str(r.rank),
+            r.node,
+            _fold(r.gpus),
+            r.cuda_visible_devices,
+            str(r.local_rank),
+            r.island,
+            str(r.tp),
+            str(r.pp),
+            str(r.dp),
+            r.tp_level,
+            r.pp_level,
+        )
+        for r in plan.rows
+    ]
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
-    lines = [plan.summary,
-             f"{PROG}: SLURM_HOSTFILE={plan.hostfile} ({len(plan.hostfile_lines)} lines) {shlex.join(plan.argv)}"]
+    lines = [
+        plan.summary,
+        f"{PROG}: SLURM_HOSTFILE={plan.hostfile} ({len(plan.hostfile_lines)} lines) {shlex.join(plan.argv)}",
+    ]
     lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
     return "\n".join(lines) + "\n"
 
@@ -463,8 +566,10 @@ def check_srun_options(options: Sequence[str]) -> None:
         if tok.startswith("-") and len(tok) > 1:
             for k, ch in enumerate(tok[1:], start=1):
                 if ch in REFUSED_SHORT:
-                    raise InputError(f"srun option -{ch} ({REFUSED_SHORT[ch]}) conflicts with the plan ({PROG} "
-                                     "decides it): remove it")
+                    raise InputError(
+                        f"srun option -{ch} ({REFUSED_SHORT[ch]}) conflicts with the plan ({PROG} "
+                        "decides it): remove it"
+                    )
                 if ch not in _SHORT_FLAGS:
                     skip = k == len(tok) - 1  # the value is the next token
                     break
@@ -472,22 +577,42 @@ def check_srun_options(options: Sequence[str]) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog=PROG, allow_abbrev=False,
+        prog=PROG,
+        allow_abbrev=False,
         usage=f"{PROG} --tp N [--pp N] [--dp N] [OPTIONS] [SRUN OPTIONS] -- COMMAND...",
         description="Run COMMAND with one Slurm task per rank, ranks ordered by TP/PP/DP over the allocation's "
-                    "NVLink islands and switch tree. Unknown options are passed to srun untouched.")
+        "NVLink islands and switch tree. Unknown options are passed to srun untouched.",
+    )
     p.add_argument("--tp", type=int, required=True, help="tensor-parallel size (one node, one NVLink island)")
-    p.add_argument("--pp", type=int, default=1, help="pipeline-parallel size (stages inside one leaf if possible)")
-    p.add_argument("--dp", type=int, default=None, help="data-parallel size (default: task count / (tp × pp))")
+    p.add_argument(
+        "--pp", type=int, default=1, help="pipeline-parallel size (stages inside one leaf if possible)"
+    )
+    p.add_argument(
+        "--dp", type=int, default=None, help="data-parallel size (default: task count / (tp × pp))"
+    )
     p.add_argument("--gpus-per-task", type=int, default=1, help="GPUs per rank (default 1)")
-    p.add_argument("--order", default=DEFAULT_ORDER,
-                   help=f"rank order, fastest dimension first (default Megatron's {DEFAULT_ORDER}; or tp-pp-dp)")
+    p.add_argument(
+        "--order",
+        default=DEFAULT_ORDER,
+        help=f"rank order, fastest dimension first (default Megatron's {DEFAULT_ORDER}; or tp-pp-dp)",
+    )
     p.add_argument("--topology", metavar="FILE", help="a `nvidia-smi topo -m` capture used for every node")
     idx = p.add_mutually_exclusive_group()
-    idx.add_argument("--local-indices", dest="local", action="store_const", const=True, default=None,
-                     help="CUDA_VISIBLE_DEVICES in local indices (device cgroup constrained)")
-    idx.add_argument("--global-indices", dest="local", action="store_const", const=False,
-                     help="CUDA_VISIBLE_DEVICES in global indices (no device cgroup)")
+    idx.add_argument(
+        "--local-indices",
+        dest="local",
+        action="store_const",
+        const=True,
+        default=None,
+        help="CUDA_VISIBLE_DEVICES in local indices (device cgroup constrained)",
+    )
+    idx.add_argument(
+        "--global-indices",
+        dest="local",
+        action="store_const",
+        const=False,
+        help="CUDA_VISIBLE_DEVICES in global indices (no device cgroup)",
+    )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
     mode.add_argument("--explain", action="store_true", help="print the plan, then run")
@@ -498,7 +623,7 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     if "--" not in argv:
         raise InputError("no command: put it after -- (gpulayer-srun --tp 4 -- python train.py)")
     i = list(argv).index("--")
-    return list(argv[:i]), list(argv[i + 1:])
+    return list(argv[:i]), list(argv[i + 1 :])
 
 
 def _jobid(srun_options: Sequence[str], environ: Mapping[str, str]) -> str | None:
@@ -510,8 +635,9 @@ def _jobid(srun_options: Sequence[str], environ: Mapping[str, str]) -> str | Non
     return environ.get("SLURM_JOB_ID") or environ.get("SLURM_JOBID")
 
 
-def build_plan(argv: Sequence[str], environ: Mapping[str, str], runner: Runner,
-               python: str = sys.executable) -> tuple[Plan, argparse.Namespace]:
+def build_plan(
+    argv: Sequence[str], environ: Mapping[str, str], runner: Runner, python: str = sys.executable
+) -> tuple[Plan, argparse.Namespace]:
     """Parse the command line, ask Slurm about the allocation, and plan (no side effects beyond the queries)."""
     ours, command = split_argv(argv)
     args, srun_options = _parser().parse_known_args(ours)
@@ -520,8 +646,10 @@ def build_plan(argv: Sequence[str], environ: Mapping[str, str], runner: Runner,
     check_srun_options(srun_options)
     job_id = _jobid(srun_options, environ)
     if not job_id:
-        raise InputError("not inside a Slurm allocation (SLURM_JOB_ID is not set): run it in an sbatch script or "
-                         "under salloc")
+        raise InputError(
+            "not inside a Slurm allocation (SLURM_JOB_ID is not set): run it in an sbatch script or "
+            "under salloc"
+        )
     alloc = parse_job_detail(runner.run(["scontrol", "show", "job", "-d", job_id]))
     config = parse_show_config(runner.run(["scontrol", "show", "config"]))
     conf_dir = Path(config.get("SLURM_CONF") or environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf").parent
@@ -556,10 +684,24 @@ def build_plan(argv: Sequence[str], environ: Mapping[str, str], runner: Runner,
     ntasks_text = environ.get("SLURM_NTASKS") or environ.get("SLURM_NPROCS")
     ntasks = int(ntasks_text) if ntasks_text and ntasks_text.isdigit() else None
     tmp = environ.get("TMPDIR") or "/tmp"
-    plan = plan_srun(alloc, tp=args.tp, pp=args.pp, dp=args.dp, gpus_per_task=args.gpus_per_task,
-                     order=args.order, topologies=topologies, tree=tree, local_indices=local, ntasks=ntasks,
-                     slurm_version=parse_slurm_version(config.get("SLURM_VERSION", "")), srun_options=srun_options,
-                     command=command, python=python, link_source=link_source, tmpdir=tmp)
+    plan = plan_srun(
+        alloc,
+        tp=args.tp,
+        pp=args.pp,
+        dp=args.dp,
+        gpus_per_task=args.gpus_per_task,
+        order=args.order,
+        topologies=topologies,
+        tree=tree,
+        local_indices=local,
+        ntasks=ntasks,
+        slurm_version=parse_slurm_version(config.get("SLURM_VERSION", "")),
+        srun_options=srun_options,
+        command=command,
+        python=python,
+        link_source=link_source,
+        tmpdir=tmp,
+    )
     return plan, args
 
 
@@ -572,8 +714,9 @@ def write_hostfile(plan: Plan) -> None:
     os.replace(tmp, path)
 
 
-def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None,
-         runner: Runner | None = None) -> None:
+def main(
+    argv: list[str] | None = None, environ: Mapping[str, str] | None = None, runner: Runner | None = None
+) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     environ = os.environ if environ is None else environ
     if argv and argv[0] in ("-h", "--help") and "--" not in argv:

@@ -33,11 +33,18 @@ def bind(env: dict[str, str]) -> dict[str, str]:
     node, _, cvd = groups[int(group)]
     here = env.get("SLURMD_NODENAME")
     if here and here != node:
-        raise ValueError(f"rank {rank} was planned on {node} but runs on {here}: srun did not follow "
-                         "SLURM_HOSTFILE (-m arbitrary)")
+        raise ValueError(
+            f"rank {rank} was planned on {node} but runs on {here}: srun did not follow "
+            "SLURM_HOSTFILE (-m arbitrary)"
+        )
     tp = sum(1 for r in ranks if r.partition(":")[0] == group)
-    return {"CUDA_VISIBLE_DEVICES": cvd, "LOCAL_RANK": tp_rank, "LOCAL_WORLD_SIZE": str(tp),
-            "RANK": str(rank), "WORLD_SIZE": str(len(ranks))}
+    return {
+        "CUDA_VISIBLE_DEVICES": cvd,
+        "LOCAL_RANK": tp_rank,
+        "LOCAL_WORLD_SIZE": str(tp),
+        "RANK": str(rank),
+        "WORLD_SIZE": str(len(ranks)),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -59,9 +59,8 @@ class Topology:
     """Feature name per level and location (the location cut to that level)."""
 
 
-
 def _hashed(candidate: str, path: str) -> str:
-    return f"{candidate[:MAX_NAME - 9]}_{hashlib.sha1(path.encode()).hexdigest()[:8]}"
+    return f"{candidate[: MAX_NAME - 9]}_{hashlib.sha1(path.encode()).hexdigest()[:8]}"
 
 
 def _finalize_names(candidates: Mapping[str, str]) -> dict[str, str]:
@@ -72,7 +71,9 @@ def _finalize_names(candidates: Mapping[str, str]) -> dict[str, str]:
         for path, cand in candidates.items()
     }
     if len(set(names.values())) != len(names) or ROOT in names.values():
-        raise RuntimeError("switch name collision survived hashing")  # sha1 prefix clash: report it, never guess
+        raise RuntimeError(
+            "switch name collision survived hashing"
+        )  # sha1 prefix clash: report it, never guess
     return names
 
 
@@ -84,8 +85,8 @@ def build_topology(inventory: Inventory) -> Topology:
 
     candidates: dict[str, str] = {}
     level_path: dict[tuple[str, Location], str] = {}
-    leaf_of: dict[Location, str] = {}      # full location -> leaf path
-    parent_of: dict[str, str] = {}         # path -> parent path ("" = root)
+    leaf_of: dict[Location, str] = {}  # full location -> leaf path
+    parent_of: dict[str, str] = {}  # path -> parent path ("" = root)
     kind_of: dict[str, tuple[str, str | None]] = {}
 
     def add(path: str, cand: str, parent: str, kind: str, label: str | None) -> str:
@@ -148,8 +149,11 @@ def build_topology(inventory: Inventory) -> Topology:
         if feats is None:
             feats = tuple(
                 group_names[level][key]
-                for level, key in (("region", Location(loc.region)), ("zone", Location(loc.region, loc.zone)),
-                                   ("network_group", loc))
+                for level, key in (
+                    ("region", Location(loc.region)),
+                    ("zone", Location(loc.region, loc.zone)),
+                    ("network_group", loc),
+                )
                 if key in group_names[level] and loc.value(level) is not None
             )
             feature_cache[loc] = feats

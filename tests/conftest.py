@@ -12,8 +12,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # shared test modules 
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--update-golden", action="store_true", default=False,
-                     help="rewrite tests/golden/ from the current renderers instead of comparing")
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        default=False,
+        help="rewrite tests/golden/ from the current renderers instead of comparing",
+    )
 
 
 @pytest.fixture

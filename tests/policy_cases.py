@@ -21,7 +21,9 @@ nodes:
   - {name: "n12", region: us-west, zone: us-west-2c, gpus: 4, gpu_type: a100, features: [torch-2.4]}
   - {name: "login1"}
 """
-FAMILIES = "policy: {default: prefer, partitions: {cpu: 'any', strict: 'zone:fail'}, families: {torch: 'torch-*'}}\n"
+FAMILIES = (
+    "policy: {default: prefer, partitions: {cpu: 'any', strict: 'zone:fail'}, families: {torch: 'torch-*'}}\n"
+)
 POLICY = "policy: {default: prefer, partitions: {cpu: 'any', strict: 'zone:fail'}}\n"
 PARTITIONS = [
     Partition("gpu", tuple(f"n{i:02d}" for i in range(1, 13)), default=True),
@@ -48,24 +50,70 @@ def job(locality: str | None = None, *, via: str = "spank", **fields: Any) -> di
         desc["spank_job_env"] = env
         desc["spank_job_env_size"] = len(env)
     if via == "comment":
-        desc["comment"] = " ".join(x for x in (f"locality={locality}" if locality else "",
-                                                 f"locality-regions={regions}" if regions else "") if x)
+        desc["comment"] = " ".join(
+            x
+            for x in (
+                f"locality={locality}" if locality else "",
+                f"locality-regions={regions}" if regions else "",
+            )
+            if x
+        )
     if via == "environment" and locality is not None:
         desc["environment"] = {"SLURM_SPANK_" + SPANK_LOCALITY: locality}
     desc.update(fields)
     return desc
 
 
-LEVELS = [None, "prefer", "network_group", "zone", "region", "any", "zone:fail", "region:fail", "network_group:fail",
-          "bogus", "zone:maybe", "zone:", ":wait"]
-CONSTRAINTS = [None, "ib", "torch-2.4", "ib&torch-2.4", "ib,torch-2.4", "ib|torch-2.3", "(ib|torch-2.3)&torch-2.4",
-               "ib*2", "[zone_us-east-1a|zone_us-west-2a]", "torch-2.4&[zone_us-east-1b|zone_us-west-2b]",
-               "[rack|x]", "region_us-west", "zone_us-west-2a|zone_us-east-1a", "a b", "nope&[x", "&[x]"]
-SIZES = [{}, {"min_nodes": 2}, {"min_nodes": 3}, {"min_nodes": 4}, {"min_nodes": 7}, {"min_nodes": 13},
-         {"tres_per_node": "gres:gpu:8"}, {"tres_per_node": "gres/gpu:h100:8", "min_nodes": 2},
-         {"tres_per_job": "gres:gpu:16"}, {"tres_per_job": "gres/gpu:a100:12"}, {"tres_per_job": "gres:gpu:40"},
-         {"tres_per_task": "gres/gpu:2", "num_tasks": 6}, {"tres_per_node": "gres:gpu:v100:1"},
-         {"tres_per_node": "gres:gpu", "min_nodes": 2}, {"tres_per_job": "gres/gpu:2,gres/nic:1"}]
+LEVELS = [
+    None,
+    "prefer",
+    "network_group",
+    "zone",
+    "region",
+    "any",
+    "zone:fail",
+    "region:fail",
+    "network_group:fail",
+    "bogus",
+    "zone:maybe",
+    "zone:",
+    ":wait",
+]
+CONSTRAINTS = [
+    None,
+    "ib",
+    "torch-2.4",
+    "ib&torch-2.4",
+    "ib,torch-2.4",
+    "ib|torch-2.3",
+    "(ib|torch-2.3)&torch-2.4",
+    "ib*2",
+    "[zone_us-east-1a|zone_us-west-2a]",
+    "torch-2.4&[zone_us-east-1b|zone_us-west-2b]",
+    "[rack|x]",
+    "region_us-west",
+    "zone_us-west-2a|zone_us-east-1a",
+    "a b",
+    "nope&[x",
+    "&[x]",
+]
+SIZES = [
+    {},
+    {"min_nodes": 2},
+    {"min_nodes": 3},
+    {"min_nodes": 4},
+    {"min_nodes": 7},
+    {"min_nodes": 13},
+    {"tres_per_node": "gres:gpu:8"},
+    {"tres_per_node": "gres/gpu:h100:8", "min_nodes": 2},
+    {"tres_per_job": "gres:gpu:16"},
+    {"tres_per_job": "gres/gpu:a100:12"},
+    {"tres_per_job": "gres:gpu:40"},
+    {"tres_per_task": "gres/gpu:2", "num_tasks": 6},
+    {"tres_per_node": "gres:gpu:v100:1"},
+    {"tres_per_node": "gres:gpu", "min_nodes": 2},
+    {"tres_per_job": "gres/gpu:2,gres/nic:1"},
+]
 PARTS = [None, "gpu", "east", "strict", "cpu", "gpu,east", "nowhere"]
 
 
@@ -105,8 +153,10 @@ def cases() -> list[tuple[str, dict[str, Any]]]:
         ("negative nodes", job("zone", min_nodes=-3)),
         ("string nodes", job("zone", min_nodes="3")),
         ("spank without equals", {"spank_job_env": {0: SPANK_LOCALITY}, "min_nodes": 2}),
-        ("spank second entry", {"spank_job_env": {0: "LOCALITY=zone", 1: f"{SPANK_LOCALITY}=region:fail"},
-                                "min_nodes": 20}),
+        (
+            "spank second entry",
+            {"spank_job_env": {0: "LOCALITY=zone", 1: f"{SPANK_LOCALITY}=region:fail"}, "min_nodes": 20},
+        ),
         ("comment with tabs", {"comment": "x\tlocality=zone:fail\vlocality=region", "min_nodes": 20}),
         ("comment empty value", {"comment": "locality= locality=zone", "min_nodes": 2}),
         ("het component 0", job("zone", min_nodes=2, het_job_offset=0)),

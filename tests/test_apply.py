@@ -20,9 +20,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slurm_topo import hostlist
-from slurm_topo.apply import (CONFIG_ORDER, DATA, EXIT_APPLIED, EXIT_OK, EXIT_REFUSED, EXIT_ROLLBACK_FAILED,
-                              EXIT_ROLLED_BACK, GRES, NODES, TOPOLOGY, ApplyOptions, parse_node_lines, recover,
-                              rollback, run_apply)
+from slurm_topo.apply import (
+    CONFIG_ORDER,
+    DATA,
+    EXIT_APPLIED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_ROLLBACK_FAILED,
+    EXIT_ROLLED_BACK,
+    GRES,
+    NODES,
+    TOPOLOGY,
+    ApplyOptions,
+    parse_node_lines,
+    recover,
+    rollback,
+    run_apply,
+)
 from slurm_topo.errors import CommandError
 from slurm_topo.inventory import load_inventory_file, merge
 from slurm_topo.render import render_all
@@ -40,7 +54,9 @@ def fleet(moves: dict[str, str] | None = None, nodes: int = 8, extra_group: str 
         rack = moves.get(name, "rack-a" if i <= 4 else "rack-b")
         entries.append({"name": name, "region": "r1", "zone": "z1", "network_group": rack, "slurm": HW})
     if extra_group:
-        entries.append({"name": "x1", "region": "r1", "zone": "z1", "network_group": extra_group, "slurm": HW})
+        entries.append(
+            {"name": "x1", "region": "r1", "zone": "z1", "network_group": extra_group, "slurm": HW}
+        )
     return {"nodes": entries}
 
 
@@ -61,8 +77,9 @@ def sha_set(directory: Path, names: Sequence[str]) -> tuple[str | None, ...]:
 class FakeSlurm:
     """A Runner imitating slurmctld (see the module docstring)."""
 
-    def __init__(self, slurm_dir: Path, version: str = "22.05.8", up: bool = True,
-                 extra_nodes: Sequence[str] = ()):
+    def __init__(
+        self, slurm_dir: Path, version: str = "22.05.8", up: bool = True, extra_nodes: Sequence[str] = ()
+    ):
         self.dir = slurm_dir
         self.version = version
         self.up = up
@@ -108,7 +125,10 @@ class FakeSlurm:
             self.reconfigured_sets.append(sha_set(self.dir, CONFIG_ORDER))
             if not self.ignore_reconfigure:
                 self.load()
-            if self.down_after_reconfigures is not None and self.reconfigures() >= self.down_after_reconfigures:
+            if (
+                self.down_after_reconfigures is not None
+                and self.reconfigures() >= self.down_after_reconfigures
+            ):
                 self.up = False
             return ""
         if argv == ["scontrol", "show", "topology"]:
@@ -120,9 +140,11 @@ class FakeSlurm:
                     lines.append(f"SwitchName={name} Level=1 LinkSpeed=1 Nodes=x Switches={','.join(sws)}")
             return "\n".join(lines) + "\n"
         if argv == ["scontrol", "show", "node", "-o"]:
-            lines = [f"NodeName={n} Arch=x86_64 CoresPerSocket=1 AvailableFeatures={','.join(sorted(f)) or '(null)'}"
-                     f" ActiveFeatures={','.join(sorted(f)) or '(null)'} State=IDLE"
-                     for n, f in self.nodes.items()]
+            lines = [
+                f"NodeName={n} Arch=x86_64 CoresPerSocket=1 AvailableFeatures={','.join(sorted(f)) or '(null)'}"
+                f" ActiveFeatures={','.join(sorted(f)) or '(null)'} State=IDLE"
+                for n, f in self.nodes.items()
+            ]
             lines += [f"NodeName={n} AvailableFeatures=(null) State=IDLE" for n in self.extra_nodes]
             return "\n".join(lines) + "\n"
         if argv[:2] == ["squeue", "-h"]:
@@ -202,7 +224,9 @@ def test_dry_run_changes_nothing_and_says_what_would_change(env, tmp_path: Path)
     assert snapshot(etc) == before and fake.reconfigures() == 0 and not state.exists()
 
 
-def test_no_reconfigure_never_contacts_slurmctld_and_the_next_run_pays_the_reconfigure(env, tmp_path: Path) -> None:
+def test_no_reconfigure_never_contacts_slurmctld_and_the_next_run_pays_the_reconfigure(
+    env, tmp_path: Path
+) -> None:
     etc, state, fake = env
     new = render(tmp_path, fleet({"n1": "rack-c"}))  # a new group: the data file must wait for slurmctld
     res = run_apply(opts(etc, state, no_reconfigure=True), new, fake)
@@ -235,10 +259,14 @@ def test_sync_cmd_runs_before_reconfigure_and_its_failure_rolls_back(env, tmp_pa
     etc, state, fake = env
     before = snapshot(etc)
     fake.fail_sync = 1  # the rollback's own sync succeeds
-    res = run_apply(opts(etc, state, sync_cmd="sync-cmd --all"), render(tmp_path, fleet({"n1": "rack-b"})), fake)
+    res = run_apply(
+        opts(etc, state, sync_cmd="sync-cmd --all"), render(tmp_path, fleet({"n1": "rack-b"})), fake
+    )
     assert res.exit_code == EXIT_ROLLED_BACK, res
     assert snapshot(etc) == before and fake.reconfigures() == 0
-    res = run_apply(opts(etc, state, sync_cmd="sync-cmd --all"), render(tmp_path, fleet({"n1": "rack-b"})), fake)
+    res = run_apply(
+        opts(etc, state, sync_cmd="sync-cmd --all"), render(tmp_path, fleet({"n1": "rack-b"})), fake
+    )
     assert res.status == "applied"
     last_sync = max(i for i, c in enumerate(fake.calls) if c[0] == "sync-cmd")
     assert fake.calls.index(["scontrol", "reconfigure"]) > last_sync
@@ -305,8 +333,12 @@ def test_refuses_when_topology_yaml_exists(env, tmp_path: Path) -> None:
     etc, state, fake = env
     (etc / "topology.yaml").write_text("- topology: x\n")
     before = snapshot(etc)
-    refused(run_apply(opts(etc, state), render(tmp_path, fleet({"n1": "rack-b"})), fake), etc, before,
-            "topology.yaml")
+    refused(
+        run_apply(opts(etc, state), render(tmp_path, fleet({"n1": "rack-b"})), fake),
+        etc,
+        before,
+        "topology.yaml",
+    )
 
 
 def test_refuses_a_foreign_file_unless_adopted(env, tmp_path: Path) -> None:
@@ -338,7 +370,9 @@ def test_refuses_a_node_set_change_before_23_11_listing_the_nodes(env, tmp_path:
     refused(res, etc, before, "restart required")
     assert "nodes to add: x1" in res.summary
     fake.version = "23.11.1"
-    assert run_apply(opts(etc, state), render(tmp_path, fleet(extra_group="rack-x")), fake).status == "applied"
+    assert (
+        run_apply(opts(etc, state), render(tmp_path, fleet(extra_group="rack-x")), fake).status == "applied"
+    )
 
 
 def test_refuses_when_pending_jobs_name_a_group_about_to_disappear(env, tmp_path: Path) -> None:
@@ -356,16 +390,24 @@ def test_refuses_when_a_node_slurm_knows_would_be_on_no_switch(env, tmp_path: Pa
     etc, state, fake = env
     fake.extra_nodes = ["other1"]
     before = snapshot(etc)
-    refused(run_apply(opts(etc, state), render(tmp_path, fleet({"n1": "rack-b"})), fake), etc, before,
-            "would be on no switch")
+    refused(
+        run_apply(opts(etc, state), render(tmp_path, fleet({"n1": "rack-b"})), fake),
+        etc,
+        before,
+        "would be on no switch",
+    )
 
 
 def test_refuses_when_the_controller_is_down(env, tmp_path: Path) -> None:
     etc, state, fake = env
     fake.up = False
     before = snapshot(etc)
-    refused(run_apply(opts(etc, state), render(tmp_path, fleet({"n1": "rack-b"})), fake), etc, before,
-            "does not answer")
+    refused(
+        run_apply(opts(etc, state), render(tmp_path, fleet({"n1": "rack-b"})), fake),
+        etc,
+        before,
+        "does not answer",
+    )
 
 
 def test_refuses_files_that_fail_lint(env, tmp_path: Path) -> None:
@@ -376,7 +418,9 @@ def test_refuses_files_that_fail_lint(env, tmp_path: Path) -> None:
     res = run_apply(opts(etc, state), new, fake)
     refused(res, etc, before, "lint")
     assert fake.calls == []
-    bad_nodes = dict(render(tmp_path, fleet()), **{NODES: "# x: generated by slurm-topo 0\nNodeName=n1\nNodeName=n1\n"})
+    bad_nodes = dict(
+        render(tmp_path, fleet()), **{NODES: "# x: generated by slurm-topo 0\nNodeName=n1\nNodeName=n1\n"}
+    )
     refused(run_apply(opts(etc, state), bad_nodes, fake), etc, before, "defined twice")
 
 
@@ -385,7 +429,9 @@ def test_refuses_a_gres_cores_change(env, tmp_path: Path) -> None:
     head = "# gres.conf: generated by slurm-topo 0.1.0 for Slurm 22.05\n"
     (etc / GRES).write_text(head + "NodeName=n1 Name=gpu File=/dev/nvidia0 Cores=0-1\n")
     before = snapshot(etc)
-    new = dict(render(tmp_path, fleet()), **{GRES: head + "NodeName=n1 Name=gpu File=/dev/nvidia0 Cores=2-3\n"})
+    new = dict(
+        render(tmp_path, fleet()), **{GRES: head + "NodeName=n1 Name=gpu File=/dev/nvidia0 Cores=2-3\n"}
+    )
     refused(run_apply(opts(etc, state), new, fake), etc, before, "Cores=")
 
 
@@ -415,8 +461,12 @@ def test_data_file_goes_first_when_groups_are_only_removed(env, tmp_path: Path) 
 def test_data_file_goes_last_when_groups_are_added(env, tmp_path: Path) -> None:
     etc, state, fake = env
     seen = steps_of(etc, state, render(tmp_path, fleet({"n1": "rack-c"})), fake)
-    assert seen.index(f"rename:{TOPOLOGY}") < seen.index("reconfigured") < seen.index("verified") \
+    assert (
+        seen.index(f"rename:{TOPOLOGY}")
+        < seen.index("reconfigured")
+        < seen.index("verified")
         < seen.index(f"rename:{DATA}")
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -435,11 +485,21 @@ SCENARIOS = {
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(scenario=st.sampled_from(sorted(SCENARIOS)), crash_at=st.integers(0, 20), second_crash=st.integers(-1, 12),
-       verify_fails=st.booleans(), recover_with=st.sampled_from(["apply", "recover"]))
+@given(
+    scenario=st.sampled_from(sorted(SCENARIOS)),
+    crash_at=st.integers(0, 20),
+    second_crash=st.integers(-1, 12),
+    verify_fails=st.booleans(),
+    recover_with=st.sampled_from(["apply", "recover"]),
+)
 def test_a_crash_at_any_step_recovers_to_old_or_new_and_never_reconfigures_a_mixed_set(
-        tmp_path_factory: pytest.TempPathFactory, scenario: str, crash_at: int, second_crash: int,
-        verify_fails: bool, recover_with: str) -> None:
+    tmp_path_factory: pytest.TempPathFactory,
+    scenario: str,
+    crash_at: int,
+    second_crash: int,
+    verify_fails: bool,
+    recover_with: str,
+) -> None:
     tmp = tmp_path_factory.mktemp("crash")
     etc = tmp / "etc"
     etc.mkdir()
@@ -459,6 +519,7 @@ def test_a_crash_at_any_step_recovers_to_old_or_new_and_never_reconfigures_a_mix
             count[0] += 1
             if count[0] > limit:
                 raise Crash(step)
+
         return hook
 
     state = tmp / "state"
@@ -485,8 +546,9 @@ def test_a_crash_at_any_step_recovers_to_old_or_new_and_never_reconfigures_a_mix
     config = [names.index(n) for n in CONFIG_ORDER if n in names]
     allowed = {tuple(s[i] for i in config) for s in (old_set, new_set)}
     for seen in fake.reconfigured_sets:
-        assert tuple(seen[CONFIG_ORDER.index(n)] for n in CONFIG_ORDER if n in names) in allowed, \
+        assert tuple(seen[CONFIG_ORDER.index(n)] for n in CONFIG_ORDER if n in names) in allowed, (
             "slurmctld was reconfigured on a mixed set"
+        )
 
 
 def sha_set_of(files: dict[str, str], names: Sequence[str]) -> tuple[str | None, ...]:

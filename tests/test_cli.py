@@ -13,45 +13,82 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "slurm_topo", *args], capture_output=True, text=True, timeout=60,
-                          check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "slurm_topo", *args], capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 def test_check_accepts_and_lists_candidates_in_filter_order() -> None:
     """check: line 1 accept, the bracket, candidates in the filter's order, excluded groups counted."""
-    proc = cli("check", "-i", str(REPO / "examples/benchmark-five-zones.yaml"), "--locality", "network_group",
-               "-N", "3", "--gpus-per-node", "h100:8")
+    proc = cli(
+        "check",
+        "-i",
+        str(REPO / "examples/benchmark-five-zones.yaml"),
+        "--locality",
+        "network_group",
+        "-N",
+        "3",
+        "--gpus-per-node",
+        "h100:8",
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == "accept"
-    assert lines[1] == ("features: [ng_us-central1-a.rack-1|ng_us-central1-a.rack-2|ng_us-central1-b.rack-1|"
-                        "ng_us-central1-b.rack-2]")
+    assert lines[1] == (
+        "features: [ng_us-central1-a.rack-1|ng_us-central1-a.rack-2|ng_us-central1-b.rack-1|"
+        "ng_us-central1-b.rack-2]"
+    )
     assert lines[2].startswith("candidates: us-central1-a/rack-1 (3 nodes, 24 GPUs), ")
     assert lines[3] == "excluded: 6 network groups too small"
 
 
 def test_check_rejects_naming_level_request_and_largest() -> None:
     """check: an impossible :fail request prints reject, the reason, and exits 1; --verbose names the groups."""
-    proc = cli("check", "-i", str(REPO / "examples/gcp-two-regions.yaml"), "--locality", "zone:fail", "-N", "8",
-               "--verbose")
+    proc = cli(
+        "check",
+        "-i",
+        str(REPO / "examples/gcp-two-regions.yaml"),
+        "--locality",
+        "zone:fail",
+        "-N",
+        "8",
+        "--verbose",
+    )
     assert proc.returncode == 1
     lines = proc.stdout.splitlines()
     assert lines[0] == "reject"
-    assert lines[1] == ("slurm-topo: --locality=zone:fail: no zone can ever hold 8 nodes; the largest is "
-                        "europe-west1-b with 6 nodes (48 GPUs)")
+    assert lines[1] == (
+        "slurm-topo: --locality=zone:fail: no zone can ever hold 8 nodes; the largest is "
+        "europe-west1-b with 6 nodes (48 GPUs)"
+    )
     assert lines[2].startswith("excluded: 5 zones too small: europe-west1-b (6 nodes, 48 GPUs), ")
 
 
 def test_check_json_and_usage_errors() -> None:
     """check --json prints one object; a bad locality or flag is a usage error (exit 2)."""
-    proc = cli("check", "-i", str(REPO / "examples/gcp-two-regions.yaml"), "--locality", "region", "--gpus", "64",
-               "--json")
+    proc = cli(
+        "check",
+        "-i",
+        str(REPO / "examples/gcp-two-regions.yaml"),
+        "--locality",
+        "region",
+        "--gpus",
+        "64",
+        "--json",
+    )
     doc = json.loads(proc.stdout)
     assert doc["decision"] == "accept" and doc["features"] == "[region_europe-west4|region_europe-west1]"
     assert [c["group"] for c in doc["candidates"]] == ["europe-west4", "europe-west1"]
-    assert cli("check", "-i", str(REPO / "examples/gcp-two-regions.yaml"), "--locality", "nearby").returncode == 2
-    assert cli("check", "-i", str(REPO / "examples/gcp-two-regions.yaml"), "--locality", "zone", "-N",
-               "0").returncode == 2
+    assert (
+        cli("check", "-i", str(REPO / "examples/gcp-two-regions.yaml"), "--locality", "nearby").returncode
+        == 2
+    )
+    assert (
+        cli(
+            "check", "-i", str(REPO / "examples/gcp-two-regions.yaml"), "--locality", "zone", "-N", "0"
+        ).returncode
+        == 2
+    )
 
 
 def test_generate_with_partitions_and_policy(tmp_path: Path) -> None:
@@ -59,10 +96,21 @@ def test_generate_with_partitions_and_policy(tmp_path: Path) -> None:
     inv = tmp_path / "fleet.yaml"
     inv.write_text(FLEET + POLICY)
     parts = tmp_path / "parts.txt"
-    parts.write_text("PartitionName=gpu AllowGroups=ALL Default=YES Nodes=n[01-12] State=UP\n"
-                     "PartitionName=cpu Default=NO Nodes=login1 State=UP\n")
-    proc = cli("generate", "-i", str(inv), "-o", str(tmp_path / "out"), "--slurm-version", "22.05",
-               "--partitions-from", str(parts))
+    parts.write_text(
+        "PartitionName=gpu AllowGroups=ALL Default=YES Nodes=n[01-12] State=UP\n"
+        "PartitionName=cpu Default=NO Nodes=login1 State=UP\n"
+    )
+    proc = cli(
+        "generate",
+        "-i",
+        str(inv),
+        "-o",
+        str(tmp_path / "out"),
+        "--slurm-version",
+        "22.05",
+        "--partitions-from",
+        str(parts),
+    )
     assert proc.returncode == 0, proc.stderr
     data = (tmp_path / "out" / "slurm_topo_data.lua").read_text()
     assert 'default_partition="gpu"' in data
@@ -79,7 +127,9 @@ def test_files_copy_ships_the_filter(tmp_path: Path) -> None:
     """files --copy puts job_submit.lua and the filter module where an admin can install them."""
     proc = cli("files", "--copy", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "job_submit" / "job_submit.lua").read_text() == (REPO / "job_submit/job_submit.lua").read_text()
+    assert (tmp_path / "job_submit" / "job_submit.lua").read_text() == (
+        REPO / "job_submit/job_submit.lua"
+    ).read_text()
     assert (tmp_path / "job_submit" / "slurm_topo_filter.lua").exists()
     assert (tmp_path / "examples" / "gcp-two-regions.yaml").exists()
 
@@ -87,8 +137,10 @@ def test_files_copy_ships_the_filter(tmp_path: Path) -> None:
 def test_show_marks_self_reported_nodes(tmp_path: Path) -> None:
     """show: counts per level, and nodes placed only by their own report are marked."""
     inv = tmp_path / "f.yaml"
-    inv.write_text("nodes:\n  - {name: 'a[1-2]', region: r1, zone: r1-a, gpus: 4}\n"
-                   "  - {name: b1, region: r1, zone: r1-a, network_group: g1, source: self}\n")
+    inv.write_text(
+        "nodes:\n  - {name: 'a[1-2]', region: r1, zone: r1-a, gpus: 4}\n"
+        "  - {name: b1, region: r1, zone: r1-a, network_group: g1, source: self}\n"
+    )
     proc = cli("show", "-i", str(inv))
     assert proc.returncode == 0
     assert "fleet: 3 nodes, 8 GPUs, 1 self-reported*; 1 regions, 1 zones" in proc.stdout
@@ -126,14 +178,35 @@ def test_gpu_pick_json_and_refusals(tmp_path: Path) -> None:
 
 def test_discover_json_is_one_object_and_asks_no_network_off_cloud(tmp_path: Path) -> None:
     """discover --json: exactly one object; with no DMI folder (not a cloud) nothing is asked and a note says so."""
-    proc = subprocess.run([sys.executable, "-m", "slurm_topo", "discover", "--json", "--node-name", "n7",
-                           "--zone", "europe-west4-a", "--dmi-root", str(tmp_path / "absent"),
-                           "--gce-url", "http://127.0.0.1:9/none"], capture_output=True, text=True, timeout=30,
-                          check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "slurm_topo",
+            "discover",
+            "--json",
+            "--node-name",
+            "n7",
+            "--zone",
+            "europe-west4-a",
+            "--dmi-root",
+            str(tmp_path / "absent"),
+            "--gce-url",
+            "http://127.0.0.1:9/none",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert (doc["name"], doc["region"], doc["zone"], doc["source"]) == ("n7", "europe-west4", "europe-west4-a",
-                                                                        "self")
+    assert (doc["name"], doc["region"], doc["zone"], doc["source"]) == (
+        "n7",
+        "europe-west4",
+        "europe-west4-a",
+        "self",
+    )
     assert doc["notes"], "a note says that no metadata was asked"
 
 
@@ -154,8 +227,18 @@ def test_apply_cli_writes_then_says_unchanged(tmp_path: Path) -> None:
     """apply --no-reconfigure writes the live set once; the next run changes nothing; exit codes as documented."""
     slurm_dir, state = tmp_path / "etc", tmp_path / "state"
     slurm_dir.mkdir()
-    args = ("apply", "-i", str(REPO / "examples/benchmark-five-zones.yaml"), "--slurm-dir", str(slurm_dir),
-            "--state-dir", str(state), "--no-reconfigure", "--slurm-version", "22.05")
+    args = (
+        "apply",
+        "-i",
+        str(REPO / "examples/benchmark-five-zones.yaml"),
+        "--slurm-dir",
+        str(slurm_dir),
+        "--state-dir",
+        str(state),
+        "--no-reconfigure",
+        "--slurm-version",
+        "22.05",
+    )
     first = cli(*args, "--detailed-exitcodes")
     assert first.returncode == 2, first.stderr
     assert first.stdout.startswith("slurm-topo apply: applied:") and first.stdout.count("\n") == 1
@@ -165,8 +248,18 @@ def test_apply_cli_writes_then_says_unchanged(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("nodes:\n  - {name: n1, zone: 'z\\n'}\n")
     before = (slurm_dir / "topology.conf").read_bytes()
-    proc = cli("apply", "-i", str(bad), "--slurm-dir", str(slurm_dir), "--state-dir", str(state),
-               "--no-reconfigure", "--slurm-version", "22.05")
+    proc = cli(
+        "apply",
+        "-i",
+        str(bad),
+        "--slurm-dir",
+        str(slurm_dir),
+        "--state-dir",
+        str(state),
+        "--no-reconfigure",
+        "--slurm-version",
+        "22.05",
+    )
     assert proc.returncode == 2 and (slurm_dir / "topology.conf").read_bytes() == before
 
 

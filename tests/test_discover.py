@@ -105,6 +105,7 @@ def gce_answer(zone_text: bytes) -> Answer:
         if method == "GET" and path == "/computeMetadata/v1/instance/zone":
             return 200, zone_text
         return 404, b"not found"
+
     return answer
 
 
@@ -113,6 +114,7 @@ TOKEN = "AQAEAKJ3hx9Xv7zC-fake-token=="
 
 def aws_answer(values: dict[str, bytes]) -> Answer:
     """IMDSv2: PUT /latest/api/token with a TTL header gives a token; every GET without it is 401."""
+
     def answer(method: str, path: str, headers: dict[str, str]) -> tuple[int, bytes]:
         if path == "/latest/api/token":
             if method != "PUT" or "X-aws-ec2-metadata-token-ttl-seconds" not in headers:
@@ -122,6 +124,7 @@ def aws_answer(values: dict[str, bytes]) -> Answer:
             return 401, b""
         key = path.removeprefix("/latest/meta-data/placement/")
         return (200, values[key]) if key in values else (404, b"")
+
     return answer
 
 
@@ -132,26 +135,38 @@ def azure_answer(doc: bytes) -> Answer:
         if path == "/metadata/instance?api-version=2021-02-01":
             return 200, doc
         return 404, b""
+
     return answer
 
 
 def test_gce_zone_from_metadata(tmp_path: Path, fake: Callable[[Answer], FakeMetadata]) -> None:
     """On GCE the zone's last path part is the zone, its region the region, and the header is sent."""
     srv = fake(gce_answer(b"projects/123456789/zones/europe-west1-b"))
-    rec = discover_node(node_name="gpu-1", environ={}, dmi_root=dmi(tmp_path, **GCE_DMI),
-                        gce_url=srv.url + "/computeMetadata/v1")
+    rec = discover_node(
+        node_name="gpu-1",
+        environ={},
+        dmi_root=dmi(tmp_path, **GCE_DMI),
+        gce_url=srv.url + "/computeMetadata/v1",
+    )
     assert (rec.region, rec.zone, rec.network_group) == ("europe-west1", "europe-west1-b", None)
     assert dict(rec.found_by)["zone"] == "gce-metadata"
     assert [(m, p) for m, p, _ in srv.requests] == [("GET", "/computeMetadata/v1/instance/zone")]
 
 
-def test_aws_imdsv2_token_first_then_placement(tmp_path: Path, fake: Callable[[Answer], FakeMetadata]) -> None:
+def test_aws_imdsv2_token_first_then_placement(
+    tmp_path: Path, fake: Callable[[Answer], FakeMetadata]
+) -> None:
     """On AWS a token is PUT first and every GET carries it; the placement group becomes the network group."""
-    srv = fake(aws_answer({"region": b"us-east-1", "availability-zone": b"us-east-1a", "group-name": b"pg-1"}))
+    srv = fake(
+        aws_answer({"region": b"us-east-1", "availability-zone": b"us-east-1a", "group-name": b"pg-1"})
+    )
     rec = discover_node(node_name="gpu-1", environ={}, dmi_root=dmi(tmp_path, **AWS_DMI), aws_url=srv.url)
     assert (rec.region, rec.zone, rec.network_group) == ("us-east-1", "us-east-1a", "pg-1")
     method, path, headers = srv.requests[0]
-    assert (method, path) == ("PUT", "/latest/api/token") and "X-aws-ec2-metadata-token-ttl-seconds" in headers
+    assert (method, path) == (
+        "PUT",
+        "/latest/api/token",
+    ) and "X-aws-ec2-metadata-token-ttl-seconds" in headers
     assert all(h.get("X-aws-ec2-metadata-token") == TOKEN for _, _, h in srv.requests[1:])
     assert len(srv.requests) == 4
 
@@ -169,8 +184,9 @@ def test_aws_fake_refuses_get_without_token(fake: Callable[[Answer], FakeMetadat
     assert err.value.code == 401
 
 
-def test_aws_without_placement_group_has_no_network_group(tmp_path: Path,
-                                                          fake: Callable[[Answer], FakeMetadata]) -> None:
+def test_aws_without_placement_group_has_no_network_group(
+    tmp_path: Path, fake: Callable[[Answer], FakeMetadata]
+) -> None:
     """group-name 404 (no placement group) is normal: region and zone, no network group, no error."""
     srv = fake(aws_answer({"region": b"eu-west-1", "availability-zone": b"eu-west-1c"}))
     rec = discover_node(node_name="n", environ={}, dmi_root=dmi(tmp_path, **AWS_DMI), aws_url=srv.url)
@@ -186,11 +202,15 @@ def test_aws_detected_by_hypervisor_uuid(tmp_path: Path, fake: Callable[[Answer]
     assert rec.zone == "us-west-2b"
 
 
-def test_aws_hostile_placement_group_is_dropped_and_never_written(tmp_path: Path,
-                                                                  fake: Callable[[Answer], FakeMetadata]) -> None:
+def test_aws_hostile_placement_group_is_dropped_and_never_written(
+    tmp_path: Path, fake: Callable[[Answer], FakeMetadata]
+) -> None:
     """A placement group name that is no label is not used, and its text appears in no output."""
-    srv = fake(aws_answer({"region": b"us-east-1", "availability-zone": b"us-east-1a",
-                           "group-name": b"x\nnodes: evil"}))
+    srv = fake(
+        aws_answer(
+            {"region": b"us-east-1", "availability-zone": b"us-east-1a", "group-name": b"x\nnodes: evil"}
+        )
+    )
     rec = discover_node(node_name="n", environ={}, dmi_root=dmi(tmp_path, **AWS_DMI), aws_url=srv.url)
     assert rec.network_group is None
     assert "evil" not in record_yaml(rec) and "evil" not in record_json(rec)
@@ -198,10 +218,18 @@ def test_aws_hostile_placement_group_is_dropped_and_never_written(tmp_path: Path
 
 def test_azure_location_and_zone(tmp_path: Path, fake: Callable[[Answer], FakeMetadata]) -> None:
     """On Azure the location is the region and the zone is recorded as <location>-<zone>."""
-    doc = {"compute": {"location": "westeurope", "zone": "2", "name": "vm1", "vmSize": "Standard_ND96isr_H100_v5"}}
+    doc = {
+        "compute": {
+            "location": "westeurope",
+            "zone": "2",
+            "name": "vm1",
+            "vmSize": "Standard_ND96isr_H100_v5",
+        }
+    }
     srv = fake(azure_answer(json.dumps(doc).encode()))
-    rec = discover_node(node_name="n", environ={}, dmi_root=dmi(tmp_path, **AZURE_DMI),
-                        azure_url=srv.url + "/metadata")
+    rec = discover_node(
+        node_name="n", environ={}, dmi_root=dmi(tmp_path, **AZURE_DMI), azure_url=srv.url + "/metadata"
+    )
     assert (rec.region, rec.zone) == ("westeurope", "westeurope-2")
     assert srv.requests[0][2].get("Metadata") == "true"
 
@@ -209,101 +237,170 @@ def test_azure_location_and_zone(tmp_path: Path, fake: Callable[[Answer], FakeMe
 def test_azure_without_zone_gives_region_only(tmp_path: Path, fake: Callable[[Answer], FakeMetadata]) -> None:
     """A VM not in an availability zone (zone "") has a region and no zone."""
     srv = fake(azure_answer(b'{"compute": {"location": "northeurope", "zone": ""}}'))
-    rec = discover_node(node_name="n", environ={}, dmi_root=dmi(tmp_path, **AZURE_DMI),
-                        azure_url=srv.url + "/metadata")
+    rec = discover_node(
+        node_name="n", environ={}, dmi_root=dmi(tmp_path, **AZURE_DMI), azure_url=srv.url + "/metadata"
+    )
     assert (rec.region, rec.zone) == ("northeurope", None)
 
 
 @pytest.mark.parametrize("dmi_files", [KVM_DMI, {}, None], ids=["kvm", "empty-dmi", "no-dmi-folder"])
-def test_not_this_cloud_sends_zero_requests(tmp_path: Path, fake: Callable[[Answer], FakeMetadata],
-                                            dmi_files: dict[str, str] | None) -> None:
+def test_not_this_cloud_sends_zero_requests(
+    tmp_path: Path, fake: Callable[[Answer], FakeMetadata], dmi_files: dict[str, str] | None
+) -> None:
     """With DMI naming no supported cloud, a recording server at every base URL receives zero requests."""
     srv = fake(lambda m, p, h: (200, b"projects/1/zones/europe-west1-b"))
     root = dmi(tmp_path, **dmi_files) if dmi_files is not None else tmp_path / "absent"
-    rec = discover_node(node_name="n", environ={}, dmi_root=root, hypervisor_uuid=tmp_path / "no-uuid",
-                        gce_url=srv.url, aws_url=srv.url, azure_url=srv.url)
+    rec = discover_node(
+        node_name="n",
+        environ={},
+        dmi_root=root,
+        hypervisor_uuid=tmp_path / "no-uuid",
+        gce_url=srv.url,
+        aws_url=srv.url,
+        azure_url=srv.url,
+    )
     assert srv.requests == []
     assert rec.region is None and any("nothing asked from the network" in n for n in rec.notes)
 
 
-def test_real_h200_vm_capture_has_no_dmi_folder_and_that_is_normal(fake: Callable[[Answer], FakeMetadata]) -> None:
+def test_real_h200_vm_capture_has_no_dmi_folder_and_that_is_normal(
+    fake: Callable[[Answer], FakeMetadata],
+) -> None:
     """The real H200 VM capture has no DMI folder: no error, no request, a note."""
     srv = fake(lambda m, p, h: (200, b""))
-    rec = discover_node(node_name="h200", environ={}, dmi_root=REAL_VM / "dmi", gce_url=srv.url,
-                        aws_url=srv.url, azure_url=srv.url, hypervisor_uuid=REAL_VM / "uuid")
+    rec = discover_node(
+        node_name="h200",
+        environ={},
+        dmi_root=REAL_VM / "dmi",
+        gce_url=srv.url,
+        aws_url=srv.url,
+        azure_url=srv.url,
+        hypervisor_uuid=REAL_VM / "uuid",
+    )
     assert srv.requests == [] and rec.region is None
 
 
 @pytest.mark.parametrize("cloud", ["gce", "aws", "azure"])
-def test_hanging_server_returns_within_budget_with_a_note(tmp_path: Path, fake: Callable[[Answer], FakeMetadata],
-                                                          cloud: str) -> None:
+def test_hanging_server_returns_within_budget_with_a_note(
+    tmp_path: Path, fake: Callable[[Answer], FakeMetadata], cloud: str
+) -> None:
     """A metadata server that never answers costs about the 1 s budget; the record carries a note."""
     srv = fake(lambda m, p, h: None)
     files = {"gce": GCE_DMI, "aws": AWS_DMI, "azure": AZURE_DMI}[cloud]
     start = time.monotonic()
-    rec = discover_node(node_name="n", zone="hall-a", region="dc1", environ={}, dmi_root=dmi(tmp_path, **files),
-                        gce_url=srv.url, aws_url=srv.url, azure_url=srv.url)
+    rec = discover_node(
+        node_name="n",
+        zone="hall-a",
+        region="dc1",
+        environ={},
+        dmi_root=dmi(tmp_path, **files),
+        gce_url=srv.url,
+        aws_url=srv.url,
+        azure_url=srv.url,
+    )
     assert time.monotonic() - start < 1.2
     assert any("no answer within the time budget" in n for n in rec.notes)
     assert (rec.region, rec.zone) == ("dc1", "hall-a")
 
 
-def test_trickling_server_is_cut_at_the_budget(tmp_path: Path, fake: Callable[[Answer], FakeMetadata]) -> None:
+def test_trickling_server_is_cut_at_the_budget(
+    tmp_path: Path, fake: Callable[[Answer], FakeMetadata]
+) -> None:
     """A server that sends headers, then a byte every 0.1 s forever, is also cut at the budget."""
     srv = fake(lambda m, p, h: (TRICKLE, b""))
     start = time.monotonic()
-    rec = discover_node(node_name="n", environ={}, dmi_root=dmi(tmp_path, **GCE_DMI), gce_url=srv.url,
-                        budget_s=0.5)
+    rec = discover_node(
+        node_name="n", environ={}, dmi_root=dmi(tmp_path, **GCE_DMI), gce_url=srv.url, budget_s=0.5
+    )
     assert time.monotonic() - start < 0.8 and rec.region is None
     assert any("no answer within the time budget" in n for n in rec.notes)
 
 
 def test_refused_connection_is_a_note(tmp_path: Path) -> None:
     """Nothing listening on the metadata address: a note, not an error."""
-    rec = discover_node(node_name="n", environ={}, dmi_root=dmi(tmp_path, **GCE_DMI), gce_url="http://127.0.0.1:9")
+    rec = discover_node(
+        node_name="n", environ={}, dmi_root=dmi(tmp_path, **GCE_DMI), gce_url="http://127.0.0.1:9"
+    )
     assert rec.region is None and any("no answer" in n for n in rec.notes)
 
 
-@pytest.mark.parametrize(("files", "answer"), [
-    (GCE_DMI, gce_answer(b"<html>captive portal</html>")),
-    (GCE_DMI, gce_answer(b"projects/1/zones/europe west1 b")),
-    (GCE_DMI, gce_answer(b"projects/1/zones/" + b"a" * 70)),
-    (GCE_DMI, gce_answer(b"\xff\xfe")),
-    (AWS_DMI, aws_answer({"region": b"us-east-1", "availability-zone": b"eu-west-1a"})),
-    (AWS_DMI, aws_answer({"region": b"us-east-1\n[evil]", "availability-zone": b"us-east-1a"})),
-    (AZURE_DMI, azure_answer(b"not json")),
-    (AZURE_DMI, azure_answer(b'{"compute": {"location": "west europe", "zone": "1"}}')),
-    (AZURE_DMI, azure_answer(b'{"compute": {"location": "westeurope", "zone": "1;rm"}}')),
-], ids=["gce-html", "gce-spaces", "gce-too-long", "gce-not-utf8", "aws-zone-in-other-region",
-        "aws-injection", "azure-not-json", "azure-bad-location", "azure-bad-zone"])
-def test_garbage_answer_is_a_clear_error_and_no_record(tmp_path: Path, fake: Callable[[Answer], FakeMetadata],
-                                                       files: dict[str, str], answer: Answer) -> None:
+@pytest.mark.parametrize(
+    ("files", "answer"),
+    [
+        (GCE_DMI, gce_answer(b"<html>captive portal</html>")),
+        (GCE_DMI, gce_answer(b"projects/1/zones/europe west1 b")),
+        (GCE_DMI, gce_answer(b"projects/1/zones/" + b"a" * 70)),
+        (GCE_DMI, gce_answer(b"\xff\xfe")),
+        (AWS_DMI, aws_answer({"region": b"us-east-1", "availability-zone": b"eu-west-1a"})),
+        (AWS_DMI, aws_answer({"region": b"us-east-1\n[evil]", "availability-zone": b"us-east-1a"})),
+        (AZURE_DMI, azure_answer(b"not json")),
+        (AZURE_DMI, azure_answer(b'{"compute": {"location": "west europe", "zone": "1"}}')),
+        (AZURE_DMI, azure_answer(b'{"compute": {"location": "westeurope", "zone": "1;rm"}}')),
+    ],
+    ids=[
+        "gce-html",
+        "gce-spaces",
+        "gce-too-long",
+        "gce-not-utf8",
+        "aws-zone-in-other-region",
+        "aws-injection",
+        "azure-not-json",
+        "azure-bad-location",
+        "azure-bad-zone",
+    ],
+)
+def test_garbage_answer_is_a_clear_error_and_no_record(
+    tmp_path: Path, fake: Callable[[Answer], FakeMetadata], files: dict[str, str], answer: Answer
+) -> None:
     """A metadata answer that is not a valid location raises MetadataError (an InputError): no record is made."""
     srv = fake(answer)
     with pytest.raises(MetadataError) as err:
-        discover_node(node_name="n", environ={}, dmi_root=dmi(tmp_path, **files),
-                      gce_url=srv.url + "/computeMetadata/v1", aws_url=srv.url, azure_url=srv.url + "/metadata")
+        discover_node(
+            node_name="n",
+            environ={},
+            dmi_root=dmi(tmp_path, **files),
+            gce_url=srv.url + "/computeMetadata/v1",
+            aws_url=srv.url,
+            azure_url=srv.url + "/metadata",
+        )
     assert isinstance(err.value, InputError)
     assert "\n" not in str(err.value) and "no record made" in str(err.value)
 
 
-def test_flags_win_over_env_and_env_over_metadata(tmp_path: Path, fake: Callable[[Answer], FakeMetadata]) -> None:
+def test_flags_win_over_env_and_env_over_metadata(
+    tmp_path: Path, fake: Callable[[Answer], FakeMetadata]
+) -> None:
     """Per level: flag, then GPULAYER_* env, then metadata; a disagreeing metadata value is noted and dropped."""
     srv = fake(gce_answer(b"projects/1/zones/europe-west1-b"))
-    rec = discover_node(node_name="n", zone="europe-west1-c",
-                        environ={"GPULAYER_ZONE": "europe-west1-d", "GPULAYER_NETWORK_GROUP": "rack-7"},
-                        dmi_root=dmi(tmp_path, **GCE_DMI), gce_url=srv.url + "/computeMetadata/v1")
+    rec = discover_node(
+        node_name="n",
+        zone="europe-west1-c",
+        environ={"GPULAYER_ZONE": "europe-west1-d", "GPULAYER_NETWORK_GROUP": "rack-7"},
+        dmi_root=dmi(tmp_path, **GCE_DMI),
+        gce_url=srv.url + "/computeMetadata/v1",
+    )
     assert (rec.region, rec.zone, rec.network_group) == ("europe-west1", "europe-west1-c", "rack-7")
     fb = dict(rec.found_by)
-    assert (fb["zone"], fb["network_group"], fb["region"]) == ("flag", "env:GPULAYER_NETWORK_GROUP", "gce-metadata")
+    assert (fb["zone"], fb["network_group"], fb["region"]) == (
+        "flag",
+        "env:GPULAYER_NETWORK_GROUP",
+        "gce-metadata",
+    )
     assert any("zone: flag overrides gce-metadata" in n for n in rec.notes)
 
 
 def test_all_levels_explicit_asks_no_metadata(tmp_path: Path, fake: Callable[[Answer], FakeMetadata]) -> None:
     """With region, zone and network group given, even a detected cloud is not asked."""
     srv = fake(gce_answer(b"projects/1/zones/europe-west1-b"))
-    discover_node(node_name="n", region="r", zone="z", network_group="g", environ={},
-                  dmi_root=dmi(tmp_path, **GCE_DMI), gce_url=srv.url)
+    discover_node(
+        node_name="n",
+        region="r",
+        zone="z",
+        network_group="g",
+        environ={},
+        dmi_root=dmi(tmp_path, **GCE_DMI),
+        gce_url=srv.url,
+    )
     assert srv.requests == []
 
 
@@ -315,8 +412,10 @@ def test_name_order_flag_env_hostname() -> None:
     assert discover_node(node_name="flag-7", environ={"SLURMD_NODENAME": "slurm-7"}, **kw).name == "flag-7"
 
 
-@pytest.mark.parametrize("kwargs", [{"node_name": "bad name"}, {"zone": "zone a"}, {"region": "x" * 64},
-                                    {"region": "europe-west1-b"}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"node_name": "bad name"}, {"zone": "zone a"}, {"region": "x" * 64}, {"region": "europe-west1-b"}],
+)
 def test_bad_explicit_values_are_input_errors(kwargs: dict[str, str]) -> None:
     """Explicit values are validated like inventory labels; a zone-shaped region is refused."""
     kwargs.setdefault("node_name", "n")
@@ -342,8 +441,14 @@ def test_json_is_exactly_one_object_with_the_documented_keys() -> None:
 
 def test_yaml_record_loads_through_the_inventory_loader(tmp_path: Path) -> None:
     """The YAML form is a one-entry inventory: load_inventories reads it as a self record at the same place."""
-    rec = discover_node(node_name="gpu-3", region="europe-west1", zone="europe-west1-b", network_group="rack-2",
-                        environ={}, dmi_root=NOWHERE)
+    rec = discover_node(
+        node_name="gpu-3",
+        region="europe-west1",
+        zone="europe-west1-b",
+        network_group="rack-2",
+        environ={},
+        dmi_root=NOWHERE,
+    )
     path = tmp_path / "gpu-3.yaml"
     path.write_text(record_yaml(rec))
     inv = load_inventories([path])
@@ -366,14 +471,22 @@ def test_detect_cloud_reads_local_files_only(tmp_path: Path) -> None:
     assert detect_cloud(NOWHERE, tmp_path / "none") == (None, f"no DMI information ({NOWHERE} missing)")
 
 
-def test_explicit_zone_outside_metadata_region_replaces_it(tmp_path: Path,
-                                                           fake: Callable[[Answer], FakeMetadata]) -> None:
+def test_explicit_zone_outside_metadata_region_replaces_it(
+    tmp_path: Path, fake: Callable[[Answer], FakeMetadata]
+) -> None:
     """A flag zone naming another region than the metadata's: the region follows the zone, with a note."""
     srv = fake(gce_answer(b"projects/1/zones/europe-west1-b"))
-    rec = discover_node(node_name="n", zone="us-central1-a", environ={}, dmi_root=dmi(tmp_path, **GCE_DMI),
-                        gce_url=srv.url + "/computeMetadata/v1")
+    rec = discover_node(
+        node_name="n",
+        zone="us-central1-a",
+        environ={},
+        dmi_root=dmi(tmp_path, **GCE_DMI),
+        gce_url=srv.url + "/computeMetadata/v1",
+    )
     assert (rec.region, rec.zone) == ("us-central1", "us-central1-a")
-    assert dict(rec.found_by)["region"] == "zone name" and any("region: gce-metadata dropped" in n for n in rec.notes)
+    assert dict(rec.found_by)["region"] == "zone name" and any(
+        "region: gce-metadata dropped" in n for n in rec.notes
+    )
 
 
 def test_explicit_zone_outside_explicit_region_is_an_error() -> None:

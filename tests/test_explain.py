@@ -50,8 +50,11 @@ def test_landed_levels() -> None:
     assert explain.landed(explain.parse_nodes(NODES)) == "same zone us-west-2a, 2 network groups"
     one_rack = {"a": ["region_r", "zone_z", "ng_z.g1"], "b": ["region_r", "zone_z", "ng_z.g1"]}
     assert explain.landed(one_rack) == "same network group z.g1"
-    region = {"a": ["region_r", "zone_z1", "ng_z1.g"], "b": ["region_r", "zone_z2", "ng_z2.g"],
-              "c": ["region_r", "zone_z3", "ng_z3.g"]}
+    region = {
+        "a": ["region_r", "zone_z1", "ng_z1.g"],
+        "b": ["region_r", "zone_z2", "ng_z2.g"],
+        "c": ["region_r", "zone_z3", "ng_z3.g"],
+    }
     assert explain.landed(region) == "same region r, 3 zones"
     spread = {"a": ["region_r1", "zone_z1"], "b": ["region_r2", "zone_z2"]}
     assert explain.landed(spread) == "2 regions"
@@ -60,8 +63,15 @@ def test_landed_levels() -> None:
 
 
 def test_landed_ignores_family_bucket_features() -> None:
-    feats = ["torch-2.4", "region_r1", "zone_r1-b", "ng_r1-b.g3", "region_r1.torch-2.4", "zone_r1-b.torch-2.4",
-             "ng_r1-b.g3.torch-2.4"]
+    feats = [
+        "torch-2.4",
+        "region_r1",
+        "zone_r1-b",
+        "ng_r1-b.g3",
+        "region_r1.torch-2.4",
+        "zone_r1-b.torch-2.4",
+        "ng_r1-b.g3.torch-2.4",
+    ]
     assert explain.landed({"t6": feats, "t7": feats}) == "same network group r1-b.g3"
 
 
@@ -89,10 +99,12 @@ class FakeRunner:
 
 
 def test_explain_running_job() -> None:
-    runner = FakeRunner({
-        ("scontrol", "show", "job", "-o", "13"): RUNNING + "\n",
-        ("scontrol", "show", "node", "-o", "n[07-09]"): NODES + "\n",
-    })
+    runner = FakeRunner(
+        {
+            ("scontrol", "show", "job", "-o", "13"): RUNNING + "\n",
+            ("scontrol", "show", "node", "-o", "n[07-09]"): NODES + "\n",
+        }
+    )
     text = explain.explain_job("13", runner)
     assert text.splitlines()[0] == "job 13: RUNNING on n[07-09]"
     assert "locality zone:wait (as the filter read it)" in text
@@ -105,8 +117,10 @@ def test_explain_held_job_gives_the_reason_and_the_record() -> None:
     runner = FakeRunner({("scontrol", "show", "job", "-o", "2"): HELD})
     text = explain.explain_job("2", runner)
     assert "job 2: PENDING" in text
-    assert ("waiting:  Reason=JobHeldUser, held by the locality filter: the largest is us-east-1a with 4 nodes "
-            "(32 GPUs)") in text
+    assert (
+        "waiting:  Reason=JobHeldUser, held by the locality filter: the largest is us-east-1a with 4 nodes "
+        "(32 GPUs)"
+    ) in text
     assert runner.calls == [("scontrol", "show", "job", "-o", "2")], "no node query for a job without nodes"
 
 

@@ -88,10 +88,12 @@ def test_random_jobs_agree_with_python(data_file: Path) -> None:
     feats = [None, "ib", "torch-2.4", "ib|torch-2.3", "ib&torch-2.4", "[zone_us-east-1a|zone_us-west-2a]"]
     tres = [None, "gres:gpu:4", "gres/gpu:h100:8", "gres:gpu:a100:2", "gres/gpu:16"]
     for _ in range(2000):
-        fields = {"min_nodes": rng.choice([NO_VAL, 1, 2, 3, 4, 5, 6, 8, 12]),
-                  "partition": rng.choice([None, "gpu", "east", "gpu,east", "strict"]),
-                  rng.choice(["tres_per_job", "tres_per_node", "tres_per_task"]): rng.choice(tres),
-                  "num_tasks": rng.choice([NO_VAL, 4, 8])}
+        fields = {
+            "min_nodes": rng.choice([NO_VAL, 1, 2, 3, 4, 5, 6, 8, 12]),
+            "partition": rng.choice([None, "gpu", "east", "gpu,east", "strict"]),
+            rng.choice(["tres_per_job", "tres_per_node", "tres_per_task"]): rng.choice(tres),
+            "num_tasks": rng.choice([NO_VAL, 4, 8]),
+        }
         feature = rng.choice(feats)
         if feature:
             fields["features"] = feature
@@ -107,23 +109,36 @@ def _fresh(data_path: Path) -> LuaFilter:
     return f
 
 
-@pytest.mark.parametrize("damage", ["missing", "empty", "truncated", "syntax", "not a table", "wrong fingerprint",
-                                    "hostile", "older format"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "missing",
+        "empty",
+        "truncated",
+        "syntax",
+        "not a table",
+        "wrong fingerprint",
+        "hostile",
+        "older format",
+    ],
+)
 def test_bad_data_file_fails_open_and_logs_once(tmp_path: Path, data_file: Path, damage: str) -> None:
     """A missing, empty, truncated, broken or hostile data file: every job passes unchanged, one error is logged."""
     path = tmp_path / "slurm_topo_data.lua"
     text = data_file.read_text()
     first = text.splitlines()[0]
     if damage != "missing":
-        path.write_text({
-            "empty": "",
-            "truncated": text[: len(text) // 2],
-            "syntax": first + "\nreturn {{{\n",
-            "not a table": first + "\nreturn 42\n",
-            "wrong fingerprint": first + "\nreturn {fingerprint='0', partitions={}}\n",
-            "hostile": first + "\nos.execute('touch " + str(tmp_path / "pwned") + "')\nreturn {}\n",
-            "older format": text.replace("format=1,", "format=0,", 1),
-        }[damage])
+        path.write_text(
+            {
+                "empty": "",
+                "truncated": text[: len(text) // 2],
+                "syntax": first + "\nreturn {{{\n",
+                "not a table": first + "\nreturn 42\n",
+                "wrong fingerprint": first + "\nreturn {fingerprint='0', partitions={}}\n",
+                "hostile": first + "\nos.execute('touch " + str(tmp_path / "pwned") + "')\nreturn {}\n",
+                "older format": text.replace("format=1,", "format=0,", 1),
+            }[damage]
+        )
     f = _fresh(path)
     for _ in range(3):
         rc, desc = f.submit(job("zone:fail", min_nodes=50))
@@ -158,8 +173,12 @@ def test_data_file_is_reloaded_only_when_its_fingerprint_changes(tmp_path: Path,
     f = _fresh(path)
     _, desc = f.submit(job("zone", min_nodes=3))
     assert desc["features"] == "[zone_us-west-2a|zone_us-east-1a]"
-    smaller = render_all(inventory(), (22, 5), [p for p in PARTITIONS if p.name != "gpu"] +
-                         [type(PARTITIONS[0])("gpu", ("n01", "n02", "n03", "n04"), True)])["slurm_topo_data.lua"]
+    smaller = render_all(
+        inventory(),
+        (22, 5),
+        [p for p in PARTITIONS if p.name != "gpu"]
+        + [type(PARTITIONS[0])("gpu", ("n01", "n02", "n03", "n04"), True)],
+    )["slurm_topo_data.lua"]
     path.write_text(smaller)
     _, desc = f.submit(job("zone", min_nodes=3))
     assert desc["features"] == "[zone_us-east-1a]"
@@ -185,8 +204,13 @@ def test_modify_replans_from_the_job_record(data_file: Path) -> None:
     f = _fresh(data_file)
     _, submitted = f.submit(job("zone:fail", min_nodes=2, features="ib"))
     assert submitted["features"] == "ib&[zone_us-east-1a]"
-    record = {"spank_job_env": {0: f"{SPANK_LOCALITY}=zone:fail"}, "features": submitted["features"],
-              "admin_comment": submitted["admin_comment"], "min_nodes": 2, "partition": "gpu"}
+    record = {
+        "spank_job_env": {0: f"{SPANK_LOCALITY}=zone:fail"},
+        "features": submitted["features"],
+        "admin_comment": submitted["admin_comment"],
+        "min_nodes": 2,
+        "partition": "gpu",
+    }
     update = f.table({"min_nodes": 3})
     assert f.mod.modify(update, f.table(record), f.lua.table(), 0) == 0
     assert update["features"] == "ib&[zone_us-east-1a]"
@@ -218,8 +242,11 @@ def test_release_of_a_filter_hold_is_refused_for_users(data_file: Path) -> None:
     f = _fresh(data_file)
     _, held = f.submit(job("zone", min_nodes=7))
     assert held["priority"] == 0
-    record = {"spank_job_env": {0: f"{SPANK_LOCALITY}=zone"}, "admin_comment": held["admin_comment"],
-              "min_nodes": 7}
+    record = {
+        "spank_job_env": {0: f"{SPANK_LOCALITY}=zone"},
+        "admin_comment": held["admin_comment"],
+        "min_nodes": 7,
+    }
     release = f.table({"priority": 0xFFFFFFFF})
     assert f.mod.modify(release, f.table(record), f.lua.table(), 1000) != 0
     assert "this job is held because no group can ever hold it" in f.messages()[-1]

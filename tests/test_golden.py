@@ -25,7 +25,9 @@ def test_example_matches_golden(example: Path, update_golden: bool) -> None:
             (golden / name).write_text(text, encoding="utf-8")
     assert sorted(p.name for p in golden.iterdir()) == sorted(rendered)
     for name, text in rendered.items():
-        assert (golden / name).read_text(encoding="utf-8") == text, f"{name} differs; --update-golden if intended"
+        assert (golden / name).read_text(encoding="utf-8") == text, (
+            f"{name} differs; --update-golden if intended"
+        )
     assert lint_topology(parse_topology_conf(rendered["topology.conf"])) == []
 
 

@@ -39,8 +39,13 @@ class FakeNvml:
     NVML_P2P_STATUS_OK = 0
     NVML_AFFINITY_SCOPE_NODE = 0
 
-    def __init__(self, devices: list[dict[str, Any]], ancestor: dict[tuple[int, int], int] | None = None,
-                 nvlink_supported: bool = True, driver: str = "550.0"):
+    def __init__(
+        self,
+        devices: list[dict[str, Any]],
+        ancestor: dict[tuple[int, int], int] | None = None,
+        nvlink_supported: bool = True,
+        driver: str = "550.0",
+    ):
         self.devices = devices
         self.ancestor = ancestor
         self.nvlink_supported = nvlink_supported
@@ -125,8 +130,20 @@ def h200_vm() -> FakeNvml:
     assert dev["numa_node"].startswith("ERR NVMLError_NotSupported")
     assert dev["nvlinks"][0]["state"].startswith("ERR NVMLError_NotSupported")
     numa = None if str(dev["numa_node"]).startswith("ERR") else dev["numa_node"]
-    fake = FakeNvml([{"bus_id": dev["bus_id"], "minor": dev["minor"], "name": dev["name"], "cpus": range(16),
-                      "numa": numa}], ancestor=None, nvlink_supported=False, driver=record["driver"])
+    fake = FakeNvml(
+        [
+            {
+                "bus_id": dev["bus_id"],
+                "minor": dev["minor"],
+                "name": dev["name"],
+                "cpus": range(16),
+                "numa": numa,
+            }
+        ],
+        ancestor=None,
+        nvlink_supported=False,
+        driver=record["driver"],
+    )
     return fake
 
 
@@ -152,9 +169,19 @@ def nvswitch_box() -> FakeNvml:
     """8 GPUs, 12 NVLinks each to NVSwitches, listed by NVML out of PCI order; two sockets of 4."""
     buses = ["07", "0F", "47", "4E", "87", "90", "B7", "BD"]
     order = [1, 0, 2, 3, 4, 5, 7, 6]  # NVML index -> PCI position
-    devices = [{"bus_id": f"00000000:{buses[p]}:00.0", "minor": p, "cpus": range(0, 48) if p < 4 else range(48, 96),
-                "numa": 0 if p < 4 else 1, "links": {link: "switch" for link in range(12)}} for p in order]
-    ancestor = {(a, b): (40 if (order[a] < 4) == (order[b] < 4) else 50) for a in range(8) for b in range(a + 1, 8)}
+    devices = [
+        {
+            "bus_id": f"00000000:{buses[p]}:00.0",
+            "minor": p,
+            "cpus": range(0, 48) if p < 4 else range(48, 96),
+            "numa": 0 if p < 4 else 1,
+            "links": {link: "switch" for link in range(12)},
+        }
+        for p in order
+    ]
+    ancestor = {
+        (a, b): (40 if (order[a] < 4) == (order[b] < 4) else 50) for a in range(8) for b in range(a + 1, 8)
+    }
     return FakeNvml(devices, ancestor)
 
 
@@ -173,9 +200,11 @@ def test_nvswitch_box_is_all_to_all() -> None:
 def bridge_pair() -> FakeNvml:
     """2 PCIe GPUs joined by a 4-link bridge, plus a third GPU on the other socket without NVLink."""
     a, b, c = "00000000:17:00.0", "00000000:65:00.0", "00000000:CA:00.0"
-    devices = [{"bus_id": a, "minor": 0, "cpus": range(8), "numa": 0, "links": {i: b for i in range(4)}},
-               {"bus_id": b, "minor": 1, "cpus": range(8), "numa": 0, "links": {i: a for i in range(4)}},
-               {"bus_id": c, "minor": 2, "cpus": range(8, 16), "numa": 1}]
+    devices = [
+        {"bus_id": a, "minor": 0, "cpus": range(8), "numa": 0, "links": {i: b for i in range(4)}},
+        {"bus_id": b, "minor": 1, "cpus": range(8), "numa": 0, "links": {i: a for i in range(4)}},
+        {"bus_id": c, "minor": 2, "cpus": range(8, 16), "numa": 1},
+    ]
     return FakeNvml(devices, {(0, 1): 30, (0, 2): 50, (1, 2): 50})
 
 

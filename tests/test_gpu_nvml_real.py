@@ -34,8 +34,17 @@ def test_reads_real_gpu() -> None:
         assert all(topo.matrix[i][j] == topo.matrix[j][i] for i in range(n) for j in range(n))
     assert sorted(g for isl in islands(topo) for g in isl) == list(range(n)) or not topo.matrix
     assert pick_devices(topo, topo.gpus, 1) == (0,)
-    print({"gpus": n, "matrix": topo.matrix, "minors": topo.minors, "cpu": topo.cpu_affinity,
-           "numa": topo.gpu_numa_id, "nvswitch": sorted(topo.nvswitch), "warnings": topo.warnings})
+    print(
+        {
+            "gpus": n,
+            "matrix": topo.matrix,
+            "minors": topo.minors,
+            "cpu": topo.cpu_affinity,
+            "numa": topo.gpu_numa_id,
+            "nvswitch": sorted(topo.nvswitch),
+            "warnings": topo.warnings,
+        }
+    )
 
 
 @pytest.mark.gpu
@@ -45,8 +54,13 @@ def test_cli_reads_real_gpu_through_nvml() -> None:
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "slurm_topo", "gpu", "parse", "--nvml", "--json"],
-                          capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "slurm_topo", "gpu", "parse", "--nvml", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     if proc.returncode == 3 and "NVML" in proc.stderr:
         pytest.skip(f"no NVIDIA driver here: {proc.stderr.strip()}")
     assert proc.returncode == 0, proc.stderr

@@ -32,8 +32,10 @@ REAL_TOPOS = _real()
 
 def blocks(n: int, size: int, inside: str, outside: str) -> GpuTopology:
     """n GPUs in islands of ``size`` joined by ``inside``, everything else ``outside``."""
-    m = tuple(tuple("X" if i == j else inside if i // size == j // size else outside for j in range(n))
-              for i in range(n))
+    m = tuple(
+        tuple("X" if i == j else inside if i // size == j // size else outside for j in range(n))
+        for i in range(n)
+    )
     return GpuTopology(tuple(range(n)), m, source=f"{n // size}x{size}")
 
 
@@ -42,6 +44,7 @@ def from_rows(*rows: str) -> GpuTopology:
 
 
 # -- link model -----------------------------------------------------------------------------------------------------
+
 
 def test_every_nvlink_class_beats_every_pcie_class() -> None:
     """NV1 is faster than PIX, NVa > NVb for a > b, then PIX > PXB > PHB > NODE > SYS; SOC is SYS."""
@@ -65,14 +68,24 @@ def test_bandwidth_override_keeps_the_order() -> None:
         link_bandwidth("NVX")
 
 
-@pytest.mark.parametrize(("name", "expected"), [
-    pytest.param("dgx1-v100-8gpu-hybridcube-1nic-oneflow.txt", [set(range(8))], id="hybrid cube mesh is one island"),
-    pytest.param("dgx-a100-8gpu-12mlx5-numa-noGpuNumaId.txt", [set(range(8))], id="NVSwitch box is one island"),
-    pytest.param("rtx3090-8gpu-pcie-node-sys-dualsocket.txt", [{i} for i in range(8)],
-                 id="PCIe-only box is all singletons"),
-    pytest.param("titanrtx-2gpu-nv2-bridge.txt", [{0, 1}], id="bridge pair is one island"),
-    pytest.param("h100-4gpu-nv18-8nic-allphb-container.txt", [{0, 1, 2, 3}], id="NICs are not GPUs"),
-])
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        pytest.param(
+            "dgx1-v100-8gpu-hybridcube-1nic-oneflow.txt", [set(range(8))], id="hybrid cube mesh is one island"
+        ),
+        pytest.param(
+            "dgx-a100-8gpu-12mlx5-numa-noGpuNumaId.txt", [set(range(8))], id="NVSwitch box is one island"
+        ),
+        pytest.param(
+            "rtx3090-8gpu-pcie-node-sys-dualsocket.txt",
+            [{i} for i in range(8)],
+            id="PCIe-only box is all singletons",
+        ),
+        pytest.param("titanrtx-2gpu-nv2-bridge.txt", [{0, 1}], id="bridge pair is one island"),
+        pytest.param("h100-4gpu-nv18-8nic-allphb-container.txt", [{0, 1, 2, 3}], id="NICs are not GPUs"),
+    ],
+)
 def test_islands(name: str, expected: list[set[int]]) -> None:
     """Islands are maximal NVLink-connected groups of GPUs, sorted."""
     assert [set(i) for i in islands(REAL_TOPOS[name])] == expected
@@ -84,6 +97,7 @@ def test_islands_of_two_quads() -> None:
 
 
 # -- ADR examples ---------------------------------------------------------------------------------------------------
+
 
 def test_adr_8gpu_two_islands_gpu0_busy_picks_the_whole_free_island() -> None:
     """8-GPU NVLink layout, islands 0-3 / 4-7, GPU 0 busy, 4 GPUs -> 4-7 (Slurm's greedy gives 1,2,3,4)."""
@@ -103,35 +117,74 @@ def test_adr_two_a100_sxm4_nv4() -> None:
 
 # -- behaviour ------------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("topo", "free", "k", "expected"), [
-    pytest.param(blocks(8, 4, "NV4", "SYS"), range(8), 1, (0,), id="k=1 all free takes the lowest index"),
-    pytest.param(blocks(8, 4, "NV4", "SYS"), [0, 1, 2, 4, 5, 6, 7], 1, (0,),
-                 id="k=1 prefers an already broken island over a whole one"),
-    pytest.param(blocks(8, 2, "NV2", "SYS"), [0, 2, 3, 4, 5], 1, (0,), id="k=1 takes a lone free GPU"),
-    pytest.param(blocks(8, 2, "NV2", "SYS"), [1, 2, 3, 4, 5], 2, (2, 3), id="pair inside an island"),
-    pytest.param(REAL_TOPOS["dgx1-v100-8gpu-hybridcube-1nic-oneflow.txt"], range(8), 2, (0, 3),
-                 id="hybrid cube prefers an NV2 pair over NV1"),
-    pytest.param(REAL_TOPOS["dgx1-v100-8gpu-hybridcube-1nic-oneflow.txt"], range(8), 4, (0, 1, 2, 3),
-                 id="hybrid cube quad 0-3 is NV-connected"),
-    pytest.param(REAL_TOPOS["t4-4gpu-1plus3-sys-node-nolegend.txt"], range(4), 2, (1, 2),
-                 id="T4 1+3 split avoids the lone socket"),
-    pytest.param(REAL_TOPOS["dgx1-8gpu-topo-mp-pcie-only.txt"], [0, 2, 3, 4, 5], 2, (2, 3),
-                 id="PCIe-only prefers PIX over PHB"),
-    pytest.param(GpuTopology((0, 1, 2, 3), ()), [3, 1, 2], 2, (1, 2), id="no link data takes the lowest free"),
-    pytest.param(blocks(16, 8, "NV18", "SYS"), range(16), 9, tuple(range(10))[:9],
-                 id="16 GPUs 2x8 k=9 fills one island and breaks one"),
-])
+
+@pytest.mark.parametrize(
+    ("topo", "free", "k", "expected"),
+    [
+        pytest.param(blocks(8, 4, "NV4", "SYS"), range(8), 1, (0,), id="k=1 all free takes the lowest index"),
+        pytest.param(
+            blocks(8, 4, "NV4", "SYS"),
+            [0, 1, 2, 4, 5, 6, 7],
+            1,
+            (0,),
+            id="k=1 prefers an already broken island over a whole one",
+        ),
+        pytest.param(blocks(8, 2, "NV2", "SYS"), [0, 2, 3, 4, 5], 1, (0,), id="k=1 takes a lone free GPU"),
+        pytest.param(blocks(8, 2, "NV2", "SYS"), [1, 2, 3, 4, 5], 2, (2, 3), id="pair inside an island"),
+        pytest.param(
+            REAL_TOPOS["dgx1-v100-8gpu-hybridcube-1nic-oneflow.txt"],
+            range(8),
+            2,
+            (0, 3),
+            id="hybrid cube prefers an NV2 pair over NV1",
+        ),
+        pytest.param(
+            REAL_TOPOS["dgx1-v100-8gpu-hybridcube-1nic-oneflow.txt"],
+            range(8),
+            4,
+            (0, 1, 2, 3),
+            id="hybrid cube quad 0-3 is NV-connected",
+        ),
+        pytest.param(
+            REAL_TOPOS["t4-4gpu-1plus3-sys-node-nolegend.txt"],
+            range(4),
+            2,
+            (1, 2),
+            id="T4 1+3 split avoids the lone socket",
+        ),
+        pytest.param(
+            REAL_TOPOS["dgx1-8gpu-topo-mp-pcie-only.txt"],
+            [0, 2, 3, 4, 5],
+            2,
+            (2, 3),
+            id="PCIe-only prefers PIX over PHB",
+        ),
+        pytest.param(
+            GpuTopology((0, 1, 2, 3), ()), [3, 1, 2], 2, (1, 2), id="no link data takes the lowest free"
+        ),
+        pytest.param(
+            blocks(16, 8, "NV18", "SYS"),
+            range(16),
+            9,
+            tuple(range(10))[:9],
+            id="16 GPUs 2x8 k=9 fills one island and breaks one",
+        ),
+    ],
+)
 def test_pick(topo: GpuTopology, free: range | list[int], k: int, expected: tuple[int, ...]) -> None:
     """pick_devices chooses the best-connected free set and agrees with the exhaustive search."""
     assert pick_devices(topo, free, k) == expected
     assert pick_exhaustive(topo, free, k) == expected
 
 
-@pytest.mark.parametrize(("free", "k", "words"), [
-    pytest.param([0, 1], 3, "only 2 free", id="more than free is refused"),
-    pytest.param([0, 1], 0, "at least 1", id="zero is refused"),
-    pytest.param([0, 9], 1, "not on this node", id="unknown GPU index is refused"),
-])
+@pytest.mark.parametrize(
+    ("free", "k", "words"),
+    [
+        pytest.param([0, 1], 3, "only 2 free", id="more than free is refused"),
+        pytest.param([0, 1], 0, "at least 1", id="zero is refused"),
+        pytest.param([0, 9], 1, "not on this node", id="unknown GPU index is refused"),
+    ],
+)
 def test_pick_refuses(free: list[int], k: int, words: str) -> None:
     """Impossible requests raise InputError."""
     with pytest.raises(InputError, match=words):
@@ -139,6 +192,7 @@ def test_pick_refuses(free: list[int], k: int, words: str) -> None:
 
 
 # -- fast equals exhaustive -----------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", sorted(REAL_TOPOS))
 def test_every_real_fixture_every_k_all_free(name: str) -> None:
@@ -181,8 +235,11 @@ def test_random_matrices(topo: GpuTopology, data: st.DataObject) -> None:
     assert pick_devices(topo, free, k) == pick_exhaustive(topo, free, k)
 
 
-@pytest.mark.parametrize("topo", [blocks(16, 8, "NV18", "SYS"), blocks(16, 16, "NV6", "SYS"),
-                                  blocks(16, 4, "NV4", "NODE")], ids=["2x8 islands", "NVSwitch 16", "4x4 islands"])
+@pytest.mark.parametrize(
+    "topo",
+    [blocks(16, 8, "NV18", "SYS"), blocks(16, 16, "NV6", "SYS"), blocks(16, 4, "NV4", "NODE")],
+    ids=["2x8 islands", "NVSwitch 16", "4x4 islands"],
+)
 def test_sixteen_gpus_some_masks(topo: GpuTopology) -> None:
     """16-GPU layouts with a few busy masks: fast == exhaustive."""
     for busy in ((), (0,), (1, 9), (0, 5, 10, 15)):

@@ -16,10 +16,16 @@ REPO = Path(__file__).resolve().parents[1]
 TOPO = REPO / "tests" / "fixtures" / "real" / "topo"
 MACHINES = {
     # machine: (fixture, slurm layout, gpu type)
-    "dgx1-v100": ("dgx1-v100-8gpu-hybridcube-1nic-oneflow.txt",
-                  {"Sockets": 2, "CoresPerSocket": 12, "ThreadsPerCore": 2, "CPUs": 48}, "v100"),
-    "dgx-a100": ("dgx-a100-8gpu-12mlx5-numa-noGpuNumaId.txt",
-                 {"Sockets": 2, "CoresPerSocket": 64, "ThreadsPerCore": 2, "CPUs": 256}, "a100"),
+    "dgx1-v100": (
+        "dgx1-v100-8gpu-hybridcube-1nic-oneflow.txt",
+        {"Sockets": 2, "CoresPerSocket": 12, "ThreadsPerCore": 2, "CPUs": 48},
+        "v100",
+    ),
+    "dgx-a100": (
+        "dgx-a100-8gpu-12mlx5-numa-noGpuNumaId.txt",
+        {"Sockets": 2, "CoresPerSocket": 64, "ThreadsPerCore": 2, "CPUs": 256},
+        "a100",
+    ),
     "rtx3090-8": ("rtx3090-8gpu-pcie-node-sys-dualsocket.txt", {}, "rtx3090"),
     "t4-4": ("t4-4gpu-1plus3-sys-node-nolegend.txt", {}, "t4"),
 }
@@ -29,14 +35,15 @@ def inventory(tmp_path: Path, machine: str) -> Path:
     fixture, layout, gtype = MACHINES[machine]
     slurm = "{" + ", ".join(f"{k}: {v}" for k, v in layout.items()) + "}"
     path = tmp_path / f"{machine}.yaml"
-    path.write_text(f"nodes:\n  - {{name: 'node[01-02]', region: r1, gpu_type: {gtype}, "
-                    f"gpu_topology: '{TOPO / fixture}', slurm: {slurm}}}\n")
+    path.write_text(
+        f"nodes:\n  - {{name: 'node[01-02]', region: r1, gpu_type: {gtype}, "
+        f"gpu_topology: '{TOPO / fixture}', slurm: {slurm}}}\n"
+    )
     return path
 
 
 def render(tmp_path: Path, machine: str, **opts: object) -> dict[str, str]:
-    return render_all(load_inventories([inventory(tmp_path, machine)]), (22, 5), None,
-                      RenderOptions(**opts))  # type: ignore[arg-type]
+    return render_all(load_inventories([inventory(tmp_path, machine)]), (22, 5), None, RenderOptions(**opts))  # type: ignore[arg-type]
 
 
 def test_hybrid_cube_mesh_links_cores_and_files(tmp_path: Path) -> None:
@@ -44,10 +51,12 @@ def test_hybrid_cube_mesh_links_cores_and_files(tmp_path: Path) -> None:
     gres = render(tmp_path, "dgx1-v100", assume_minor_equals_index=True)["gres.conf"]
     lines = [ln for ln in gres.splitlines() if not ln.startswith("#")]
     assert lines[0] == "NodeName=node[01-02] AutoDetect=off"
-    assert lines[1] == ("NodeName=node[01-02] Name=gpu Type=v100 File=/dev/nvidia0 Cores=0-11 "
-                        "Links=-1,1,1,2,2,0,0,0")
-    assert lines[8] == ("NodeName=node[01-02] Name=gpu Type=v100 File=/dev/nvidia7 Cores=12-23 "
-                        "Links=0,0,0,1,2,1,2,-1")
+    assert lines[1] == (
+        "NodeName=node[01-02] Name=gpu Type=v100 File=/dev/nvidia0 Cores=0-11 Links=-1,1,1,2,2,0,0,0"
+    )
+    assert lines[8] == (
+        "NodeName=node[01-02] Name=gpu Type=v100 File=/dev/nvidia7 Cores=12-23 Links=0,0,0,1,2,1,2,-1"
+    )
     assert len(lines) == 9
 
 
@@ -76,13 +85,44 @@ def test_topo_capture_needs_the_minor_flag(tmp_path: Path) -> None:
     """A topo -m capture has no minor numbers: without --assume-minor-equals-index gres.conf is refused."""
     with pytest.raises(InputError, match="assume-minor-equals-index"):
         render(tmp_path, "t4-4")
-    proc = subprocess.run([sys.executable, "-m", "slurm_topo", "generate", "-i", str(inventory(tmp_path, "t4-4")),
-                           "-o", str(tmp_path / "out"), "--slurm-version", "22.05"], capture_output=True, text=True,
-                          timeout=60, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "slurm_topo",
+            "generate",
+            "-i",
+            str(inventory(tmp_path, "t4-4")),
+            "-o",
+            str(tmp_path / "out"),
+            "--slurm-version",
+            "22.05",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 2 and not (tmp_path / "out").exists()
-    proc = subprocess.run([sys.executable, "-m", "slurm_topo", "generate", "-i", str(inventory(tmp_path, "t4-4")),
-                           "-o", str(tmp_path / "out"), "--slurm-version", "22.05", "--assume-minor-equals-index"],
-                          capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "slurm_topo",
+            "generate",
+            "-i",
+            str(inventory(tmp_path, "t4-4")),
+            "-o",
+            str(tmp_path / "out"),
+            "--slurm-version",
+            "22.05",
+            "--assume-minor-equals-index",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "warning: --assume-minor-equals-index" in proc.stderr
     assert (tmp_path / "out" / "gres.conf").exists()
@@ -101,18 +141,22 @@ def test_no_gpu_topology_means_no_gres_conf() -> None:
     assert "gres.conf" not in render_all(load_inventories([REPO / "examples/gcp-two-regions.yaml"]), (22, 5))
 
 
-@pytest.mark.parametrize(("affinity", "layout", "want"), [
-    ("0-11,24-35", (2, 12, 2), "0-11"),
-    ("12-23,36-47", (2, 12, 2), "12-23"),
-    ("0-47", (2, 12, 2), None),          # every CPU: nothing to say
-    ("0-5", (2, 12, 2), "0-11"),          # part of a socket: the whole socket (Slurm wants whole sockets)
-    ("4,6,8,10,12", (2, 12, 1), None),  # touches both sockets: every socket, nothing to say
-    ("0-63", (2, 16, 1), None),           # more CPUs than the layout: layout is wrong, say nothing
-    (None, (2, 12, 2), None),
-    ("0-11", None, None),
-])
-def test_cores_from_cpu_affinity(affinity: str | None, layout: tuple[int, int, int] | None,
-                                 want: str | None) -> None:
+@pytest.mark.parametrize(
+    ("affinity", "layout", "want"),
+    [
+        ("0-11,24-35", (2, 12, 2), "0-11"),
+        ("12-23,36-47", (2, 12, 2), "12-23"),
+        ("0-47", (2, 12, 2), None),  # every CPU: nothing to say
+        ("0-5", (2, 12, 2), "0-11"),  # part of a socket: the whole socket (Slurm wants whole sockets)
+        ("4,6,8,10,12", (2, 12, 1), None),  # touches both sockets: every socket, nothing to say
+        ("0-63", (2, 16, 1), None),  # more CPUs than the layout: layout is wrong, say nothing
+        (None, (2, 12, 2), None),
+        ("0-11", None, None),
+    ],
+)
+def test_cores_from_cpu_affinity(
+    affinity: str | None, layout: tuple[int, int, int] | None, want: str | None
+) -> None:
     """CPU affinity -> Slurm core ids of whole sockets, or nothing when it would be a guess or cover everything."""
     assert slurm_cores(affinity, layout) == want
 

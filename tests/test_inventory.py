@@ -22,12 +22,16 @@ def test_hostlist_entry_expands_to_one_node_each() -> None:
 
 def test_network_group_label_is_accepted() -> None:
     """The operator label gpulayer.dev/network-group is read as the network group."""
-    inv = load("nodes:\n  - {name: n1, region: r1, zone: r1-a, labels: {gpulayer.dev/network-group: rack-3}}\n")
+    inv = load(
+        "nodes:\n  - {name: n1, region: r1, zone: r1-a, labels: {gpulayer.dev/network-group: rack-3}}\n"
+    )
     assert inv.nodes[0].location.network_group == "rack-3"
 
 
-@pytest.mark.parametrize(("zone", "region"), [("europe-west1-b", "europe-west1"), ("us-east-1a", "us-east-1"),
-                                              ("hall-a", None), ("dc1", None)])
+@pytest.mark.parametrize(
+    ("zone", "region"),
+    [("europe-west1-b", "europe-west1"), ("us-east-1a", "us-east-1"), ("hall-a", None), ("dc1", None)],
+)
 def test_region_of_zone(zone: str, region: str | None) -> None:
     """GCP and AWS zone names name their region; other names do not."""
     assert region_of_zone(zone) == region
@@ -48,7 +52,9 @@ def test_zone_implies_region_when_it_names_one() -> None:
 
 def test_same_trust_duplicate_with_same_location_merges() -> None:
     """A node listed twice at one trust level with the same location is one node; gaps are filled."""
-    inv = load("nodes:\n  - {name: n1, region: r1, gpus: 8}\n", "nodes:\n  - {name: n1, region: r1, features: [a]}\n")
+    inv = load(
+        "nodes:\n  - {name: n1, region: r1, gpus: 8}\n", "nodes:\n  - {name: n1, region: r1, features: [a]}\n"
+    )
     assert len(inv.nodes) == 1
     assert inv.nodes[0].gpus == 8 and inv.nodes[0].features == ("a",)
     assert inv.conflicts == ()
@@ -56,26 +62,34 @@ def test_same_trust_duplicate_with_same_location_merges() -> None:
 
 def test_same_trust_disagreement_is_an_error() -> None:
     """Two operator records placing a node differently are an error naming both."""
-    with pytest.raises(InventoryError, match=r"f1.yaml: nodes\[0\]: node n1 is at region=r2 here but at region=r1"):
+    with pytest.raises(
+        InventoryError, match=r"f1.yaml: nodes\[0\]: node n1 is at region=r2 here but at region=r1"
+    ):
         load("nodes:\n  - {name: n1, region: r1}\n", "nodes:\n  - {name: n1, region: r2}\n")
 
 
 def test_trusted_record_wins_and_conflict_is_reported() -> None:
     """Across trust levels the provider's location is kept and the self-report is a conflict."""
-    inv = load("nodes:\n  - {name: n1, region: r1, zone: r1-a, source: self}\n",
-               "nodes:\n  - {name: n1, region: r2, zone: r2-b, source: provider}\n")
+    inv = load(
+        "nodes:\n  - {name: n1, region: r1, zone: r1-a, source: self}\n",
+        "nodes:\n  - {name: n1, region: r2, zone: r2-b, source: provider}\n",
+    )
     assert inv.nodes[0].location == Location("r2", "r2-b")
     assert inv.nodes[0].source == Source.PROVIDER
     assert len(inv.conflicts) == 1
     msg = inv.conflicts[0].message()
-    assert msg == ("conflict: node n1: region: self says r1, provider says r2; zone: self says r1-a, provider says "
-                   "r2-b; keeping the provider record (f1.yaml: nodes[0]) over f0.yaml: nodes[0]")
+    assert msg == (
+        "conflict: node n1: region: self says r1, provider says r2; zone: self says r1-a, provider says "
+        "r2-b; keeping the provider record (f1.yaml: nodes[0]) over f0.yaml: nodes[0]"
+    )
 
 
 def test_self_report_fills_a_gap_below_agreeing_levels() -> None:
     """A self-report may add the zone and group under the region the trusted record gives, never change it."""
-    inv = load("nodes:\n  - {name: n1, region: r1, zone: r1-a, network_group: g7, source: self, gpus: 4}\n",
-               "nodes:\n  - {name: n1, region: r1}\n")
+    inv = load(
+        "nodes:\n  - {name: n1, region: r1, zone: r1-a, network_group: g7, source: self, gpus: 4}\n",
+        "nodes:\n  - {name: n1, region: r1}\n",
+    )
     assert inv.nodes[0].location == Location("r1", "r1-a", "g7")
     assert inv.nodes[0].gpus == 4
     assert inv.conflicts == ()
@@ -85,15 +99,20 @@ def test_per_node_addresses_pair_with_names() -> None:
     """NodeAddr/Port hostlists pair up with the entry's node names in order."""
     inv = load("nodes:\n  - {name: 'n[1-3]', slurm: {NodeAddr: '10.0.0.[11-13]', Port: '[7001-7003]'}}\n")
     assert [(n.slurm_attr("NodeAddr"), n.slurm_attr("Port")) for n in inv.nodes] == [
-        ("10.0.0.11", "7001"), ("10.0.0.12", "7002"), ("10.0.0.13", "7003")]
+        ("10.0.0.11", "7001"),
+        ("10.0.0.12", "7002"),
+        ("10.0.0.13", "7003"),
+    ]
 
 
 def test_slurm_node_list_fills_hardware_and_adds_unknown_nodes() -> None:
     """`scontrol show node -o` fills missing hardware attributes and lists nodes no inventory places."""
-    text = ("NodeName=n1 Arch=x86_64 CoresPerSocket=8 CPUAlloc=0 CPUTot=16 AvailableFeatures=zone_old,big "
-            "Gres=gpu:h100:8 NodeAddr=10.1.1.1 NodeHostName=n1 OS=Linux 6.1.0-18-amd64 #1 SMP Debian "
-            "RealMemory=64000 Sockets=2 Boards=1 State=IDLE ThreadsPerCore=1 TmpDisk=0 Weight=1\n"
-            "NodeName=login9 CPUTot=4 RealMemory=8000\n")
+    text = (
+        "NodeName=n1 Arch=x86_64 CoresPerSocket=8 CPUAlloc=0 CPUTot=16 AvailableFeatures=zone_old,big "
+        "Gres=gpu:h100:8 NodeAddr=10.1.1.1 NodeHostName=n1 OS=Linux 6.1.0-18-amd64 #1 SMP Debian "
+        "RealMemory=64000 Sockets=2 Boards=1 State=IDLE ThreadsPerCore=1 TmpDisk=0 Weight=1\n"
+        "NodeName=login9 CPUTot=4 RealMemory=8000\n"
+    )
     records = parse_scontrol_nodes(text)
     inv = with_slurm_nodes(load("nodes:\n  - {name: n1, region: r1, slurm: {CPUs: 32}}\n"), records)
     node = inv.nodes[0]

@@ -6,7 +6,14 @@ import pytest
 from policy_cases import PARTITIONS, inventory, job
 
 from slurm_topo import merge, parse_inventory, render_all
-from slurm_topo.policy import MAX_ALTERNATIVES, JobRequest, Partition, decide, parse_constraint, parse_gpu_tres
+from slurm_topo.policy import (
+    MAX_ALTERNATIVES,
+    JobRequest,
+    Partition,
+    decide,
+    parse_constraint,
+    parse_gpu_tres,
+)
 from slurm_topo.render import make_context
 
 
@@ -44,8 +51,10 @@ def test_impossible_fail_rejects_naming_level_request_and_largest(data) -> None:
     """zone:fail for 7 nodes: rejected, naming the level, the request and the largest zone with its size."""
     d = run(data, locality="zone:fail", min_nodes=7)
     assert d.action == "reject"
-    assert d.message == ("slurm-topo: --locality=zone:fail: no zone can ever hold 7 nodes; the largest is "
-                         "us-east-1a with 4 nodes (32 GPUs)")
+    assert d.message == (
+        "slurm-topo: --locality=zone:fail: no zone can ever hold 7 nodes; the largest is "
+        "us-east-1a with 4 nodes (32 GPUs)"
+    )
 
 
 def test_impossible_wait_holds_with_the_same_reason(data) -> None:  # type: ignore[no-untyped-def]
@@ -82,8 +91,15 @@ def test_prefer_larger_than_every_group_is_left_alone(data) -> None:  # type: ig
     assert d.action == "unchanged" and d.prefer is None
 
 
-@pytest.mark.parametrize("kw", [{"prefer": "ib"}, {"features": "[zone_us-east-1a|zone_us-west-2a]"},
-                                {"features": "(ib|torch-2.3)&torch-2.4"}], ids=["user prefer", "brackets", "parens"])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"prefer": "ib"},
+        {"features": "[zone_us-east-1a|zone_us-west-2a]"},
+        {"features": "(ib|torch-2.3)&torch-2.4"},
+    ],
+    ids=["user prefer", "brackets", "parens"],
+)
 def test_prefer_leaves_complex_jobs_alone(data, kw) -> None:  # type: ignore[no-untyped-def]
     """prefer does not touch a job with its own --prefer, brackets or parentheses."""
     assert run(data, locality="prefer", min_nodes=2, **kw).action == "unchanged"
@@ -149,8 +165,9 @@ def test_record_is_bounded(data) -> None:  # type: ignore[no-untyped-def]
 
 def test_slurm_limits_cut_the_bracket_to_64_alternatives() -> None:
     """With 100 qualifying racks the bracket keeps the first 64 and the record says so."""
-    doc = "nodes:\n" + "".join(f"  - {{name: 'x{i:03d}-[1-2]', region: r, zone: r-a, network_group: g{i:03d}}}\n"
-                               for i in range(100))
+    doc = "nodes:\n" + "".join(
+        f"  - {{name: 'x{i:03d}-[1-2]', region: r, zone: r-a, network_group: g{i:03d}}}\n" for i in range(100)
+    )
     data = make_context(merge([parse_inventory(doc)]), (22, 5)).policy
     d = decide(data, JobRequest(locality="network_group", min_nodes=2))
     assert d.features is not None and d.features.count("|") == MAX_ALTERNATIVES - 1
@@ -160,7 +177,10 @@ def test_slurm_limits_cut_the_bracket_to_64_alternatives() -> None:
 
 def test_long_names_cut_the_bracket_to_1024_characters() -> None:
     """Long feature names: the bracket stops before 1024 characters, whatever the count."""
-    doc = "nodes:\n" + "".join(f"  - {{name: 'y{i:02d}', region: r, zone: 'z{i:02d}{'q' * 55}', features: [a, b]}}\n" for i in range(40))
+    doc = "nodes:\n" + "".join(
+        f"  - {{name: 'y{i:02d}', region: r, zone: 'z{i:02d}{'q' * 55}', features: [a, b]}}\n"
+        for i in range(40)
+    )
     data = make_context(merge([parse_inventory(doc)]), (22, 5)).policy
     d = decide(data, JobRequest(locality="zone", features="a&b"))
     assert d.features is not None and len(d.features) <= 1024 and d.features.startswith("a&b&[")
@@ -181,19 +201,42 @@ def test_families_make_buckets_of_version_and_location() -> None:
     assert d.action == "reject"  # torch-2.3 nodes: n04 and n09, never 4 in one zone
 
 
-@pytest.mark.parametrize(("text", "kind"), [(None, "none"), ("a", "and"), ("a&b", "and"), ("a,b", "and"),
-                                             ("a|b", "or"), ("a&[x|y]", "bracket"), ("(a|b)&c", "complex"),
-                                             ("a*2", "complex"), ("a|b&c", "complex"), ("a b", "invalid"),
-                                             ("[x|y][z]", "complex"), ("&[x]", "complex")])
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        (None, "none"),
+        ("a", "and"),
+        ("a&b", "and"),
+        ("a,b", "and"),
+        ("a|b", "or"),
+        ("a&[x|y]", "bracket"),
+        ("(a|b)&c", "complex"),
+        ("a*2", "complex"),
+        ("a|b&c", "complex"),
+        ("a b", "invalid"),
+        ("[x|y][z]", "complex"),
+        ("&[x]", "complex"),
+    ],
+)
 def test_constraint_grammar(text, kind) -> None:  # type: ignore[no-untyped-def]
     """The user's constraint is classified by the grammar rules."""
     assert parse_constraint(text).kind == kind
 
 
-@pytest.mark.parametrize(("text", "want"), [("gres:gpu:2", (None, 2)), ("gres/gpu:2", (None, 2)),
-                                             ("gres:gpu:h100:2", ("h100", 2)), ("gres/gpu:h100:2", ("h100", 2)),
-                                             ("gres/gpu", (None, 1)), ("gres:nic:1,gres:gpu:3", (None, 3)),
-                                             ("gres:gpu:h100", ("h100", 1)), ("gres:gpux:2", None), (None, None)])
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("gres:gpu:2", (None, 2)),
+        ("gres/gpu:2", (None, 2)),
+        ("gres:gpu:h100:2", ("h100", 2)),
+        ("gres/gpu:h100:2", ("h100", 2)),
+        ("gres/gpu", (None, 1)),
+        ("gres:nic:1,gres:gpu:3", (None, 3)),
+        ("gres:gpu:h100", ("h100", 1)),
+        ("gres:gpux:2", None),
+        (None, None),
+    ],
+)
 def test_gpu_tres_both_spellings(text, want) -> None:  # type: ignore[no-untyped-def]
     """tres strings of 22.05-23.02 (gres:gpu) and 23.11+ (gres/gpu), typed or not."""
     assert parse_gpu_tres(text) == want

@@ -64,9 +64,11 @@ def test_generated_fleets_render_consistently(entries: list[dict[str, object]], 
     assert sorted(leaves) == sorted(inv.names())
 
     from slurm_topo import build_topology
+
     topo = build_topology(inv)
     assert {sw.name: (tuple(sw.switches or ()), tuple(sorted(sw.nodes or ()))) for sw in parsed} == {
-        sw.name: (sw.switches, tuple(sorted(sw.nodes))) for sw in topo.switches}
+        sw.name: (sw.switches, tuple(sorted(sw.nodes))) for sw in topo.switches
+    }
 
     parent = {child: sw.name for sw in parsed for child in (sw.switches or ())}
     leaf_of = {n: sw.name for sw in parsed for n in (sw.nodes or ())}
@@ -85,9 +87,16 @@ def test_generated_fleets_render_consistently(entries: list[dict[str, object]], 
 
 
 names_strategy = st.lists(
-    st.builds(lambda p, n, w, s: f"{p}{n:0{w}d}{s}", st.sampled_from(["n", "gpu-", "a1b", "rack2-n"]),
-              st.integers(0, 2000), st.sampled_from([0, 1, 3, 4]), st.sampled_from(["", "-ib", "x"])),
-    min_size=1, max_size=60)
+    st.builds(
+        lambda p, n, w, s: f"{p}{n:0{w}d}{s}",
+        st.sampled_from(["n", "gpu-", "a1b", "rack2-n"]),
+        st.integers(0, 2000),
+        st.sampled_from([0, 1, 3, 4]),
+        st.sampled_from(["", "-ib", "x"]),
+    ),
+    min_size=1,
+    max_size=60,
+)
 
 
 @settings(max_examples=300, deadline=None)

@@ -63,8 +63,13 @@ def test_output_is_folded_and_deterministic() -> None:
 
 def test_name_map_strip_suffix_and_unmatched_left_out_with_a_warning() -> None:
     """--name-map '(.*)-vm=\\1' maps gpu-1-vm to gpu-1; instances no rule matches are left out and counted."""
-    doc = [{"name": "gpu-1-vm", "zone": "zones/us-central1-a"}, {"name": "bastion", "zone": "zones/us-central1-a"}]
-    result = import_listing("gcp", json.dumps(doc), source="l.json", name_rule=NameRule.parse([r"(.*)-vm=\1"]))
+    doc = [
+        {"name": "gpu-1-vm", "zone": "zones/us-central1-a"},
+        {"name": "bastion", "zone": "zones/us-central1-a"},
+    ]
+    result = import_listing(
+        "gcp", json.dumps(doc), source="l.json", name_rule=NameRule.parse([r"(.*)-vm=\1"])
+    )
     assert [n.name for n in parse_inventory(result.text).nodes] == ["gpu-1"]
     assert result.warnings == ("l.json: 1 instance(s) matched no --name-map rule, left out: 'bastion'",)
 
@@ -72,7 +77,11 @@ def test_name_map_strip_suffix_and_unmatched_left_out_with_a_warning() -> None:
 def test_name_rules_first_whole_match_wins() -> None:
     """Rules are tried in order against the whole name; (.*)=\\1 last keeps the rest unchanged."""
     rule = NameRule.parse([r"gpu-vm-(\d+)=gpu\1", r"(.*)=\1"])
-    assert rule.map("gpu-vm-07") == "gpu07" and rule.map("login") == "login" and rule.map("xgpu-vm-1") == "xgpu-vm-1"
+    assert (
+        rule.map("gpu-vm-07") == "gpu07"
+        and rule.map("login") == "login"
+        and rule.map("xgpu-vm-1") == "xgpu-vm-1"
+    )
     assert NameRule().map("any") == "any"
     assert NameRule.strip_suffix(".internal").map("n1.internal") == "n1"
     assert NameRule.strip_suffix(".internal").map("n2") == "n2"
@@ -87,8 +96,12 @@ def test_bad_name_map_is_an_input_error(spec: str) -> None:
 
 def test_aws_name_from_private_dns_and_unnamed_left_out() -> None:
     """aws_name='private-dns' uses the first DNS label; with tag:Name an instance without one is left out."""
-    inst = {"InstanceId": "i-1", "Placement": {"AvailabilityZone": "us-west-2-lax-1a", "GroupName": ""},
-            "PrivateDnsName": "ip-10-0-0-5.us-west-2.compute.internal", "State": {"Name": "running"}}
+    inst = {
+        "InstanceId": "i-1",
+        "Placement": {"AvailabilityZone": "us-west-2-lax-1a", "GroupName": ""},
+        "PrivateDnsName": "ip-10-0-0-5.us-west-2.compute.internal",
+        "State": {"Name": "running"},
+    }
     text = json.dumps({"Reservations": [{"Instances": [inst]}]})
     got = placed("aws", text, aws_name="private-dns")
     assert got == {"ip-10-0-0-5": Location("us-west-2", "us-west-2-lax-1a")}
@@ -103,19 +116,43 @@ def test_mapped_name_collision_at_two_places_is_an_error() -> None:
         import_listing("gcp", json.dumps(doc), source="l.json", name_rule=NameRule.parse([r"(a)-vm\d*=\1"]))
 
 
-@pytest.mark.parametrize(("provider", "doc", "where"), [
-    ("gcp", {"not": "a list"}, "l.json: must be a JSON list"),
-    ("gcp", [{"name": "n1", "zone": "zones/us central1-a"}], r"l.json: \[0\].zone"),
-    ("gcp", [{"name": "bad name", "zone": "zones/us-central1-a"}], r"l.json: \[0\]: instance 'bad name'"),
-    ("aws", [], "Reservations list"),
-    ("aws", {"Reservations": [{"Instances": [{"Placement": {"AvailabilityZone": "moon-1"}}]}]},
-     r"Reservations\[0\].Instances\[0\].Placement.AvailabilityZone: is not an availability zone"),
-    ("aws", {"Reservations": [{"Instances": [{"Placement": {"AvailabilityZone": "us-east-1a",
-                                                            "GroupName": "my group"}}]}]},
-     r"Placement.GroupName: must be 1-63"),
-    ("azure", [{"name": "v", "location": "westeurope", "zones": ["1\n"]}], r"\[0\].zones\[0\]"),
-], ids=["gcp-not-list", "gcp-bad-zone", "gcp-bad-name", "aws-not-object", "aws-bad-az", "aws-bad-group",
-        "azure-bad-zone"])
+@pytest.mark.parametrize(
+    ("provider", "doc", "where"),
+    [
+        ("gcp", {"not": "a list"}, "l.json: must be a JSON list"),
+        ("gcp", [{"name": "n1", "zone": "zones/us central1-a"}], r"l.json: \[0\].zone"),
+        ("gcp", [{"name": "bad name", "zone": "zones/us-central1-a"}], r"l.json: \[0\]: instance 'bad name'"),
+        ("aws", [], "Reservations list"),
+        (
+            "aws",
+            {"Reservations": [{"Instances": [{"Placement": {"AvailabilityZone": "moon-1"}}]}]},
+            r"Reservations\[0\].Instances\[0\].Placement.AvailabilityZone: is not an availability zone",
+        ),
+        (
+            "aws",
+            {
+                "Reservations": [
+                    {
+                        "Instances": [
+                            {"Placement": {"AvailabilityZone": "us-east-1a", "GroupName": "my group"}}
+                        ]
+                    }
+                ]
+            },
+            r"Placement.GroupName: must be 1-63",
+        ),
+        ("azure", [{"name": "v", "location": "westeurope", "zones": ["1\n"]}], r"\[0\].zones\[0\]"),
+    ],
+    ids=[
+        "gcp-not-list",
+        "gcp-bad-zone",
+        "gcp-bad-name",
+        "aws-not-object",
+        "aws-bad-az",
+        "aws-bad-group",
+        "azure-bad-zone",
+    ],
+)
 def test_bad_listing_values_name_file_and_json_path(provider: str, doc: object, where: str) -> None:
     """A bad listing raises one InventoryError line naming the file and the JSON path of the value."""
     with pytest.raises(InventoryError, match=where):
@@ -133,8 +170,9 @@ def test_not_json_and_unknown_provider() -> None:
 def test_provider_record_beats_operator_and_self() -> None:
     """Imported provider records win a merge against an operator record; the disagreement is a conflict."""
     result = import_listing("gcp", (CLOUDS / "gcp-instances.json").read_text(), source="gcp.json")
-    op = parse_inventory("nodes:\n  - {name: gpu-ew1b-01, region: europe-west4, zone: europe-west4-a}\n",
-                         source="op.yaml")
+    op = parse_inventory(
+        "nodes:\n  - {name: gpu-ew1b-01, region: europe-west4, zone: europe-west4-a}\n", source="op.yaml"
+    )
     inv = merge([parse_inventory(result.text, source="gcp.yaml"), op])
     node = next(n for n in inv.nodes if n.name == "gpu-ew1b-01")
     assert node.location == Location("europe-west1", "europe-west1-b") and node.source == Source.PROVIDER

@@ -44,26 +44,40 @@ def test_a_record_claiming_provider_is_read_as_self_with_a_warning(tmp_path: Pat
     (tmp_path / "n1.json").write_text(json.dumps({"name": "n1", "region": "dc1", "source": "provider"}))
     loaded, warnings = load_records(tmp_path)
     assert loaded[0].nodes[0].source == Source.SELF
-    assert warnings == [f"{tmp_path / 'n1.json'}: says source: provider; a node record is always read as self"]
+    assert warnings == [
+        f"{tmp_path / 'n1.json'}: says source: provider; a node record is always read as self"
+    ]
 
 
-@pytest.mark.parametrize(("name", "text", "reason"), [
-    ("a.yaml", "nodes: [\n", "not valid YAML"),
-    ("b.json", "{", "not valid JSON"),
-    ("c.yaml", "nodes:\n  - {name: c, region: 'bad region'}\n", "region: must be 1-63"),
-    ("d.json", '{"name": "d", "region": "r1\\n"}', "region: must be 1-63"),
-    ("e.yaml", "nodes:\n  - {name: e, region: r1, slurm: {NodeAddr: 10.0.0.1}}\n",
-     "not allowed in a node record: slurm"),
-    ("f.yaml", "nodes:\n  - {name: f, region: r1, gpu_topology: /etc/shadow}\n", "not allowed"),
-    ("g.yaml", "policy: {default: zone}\nnodes:\n  - {name: g, region: r1}\n", "may only hold 'nodes'"),
-    ("h.yaml", "nodes:\n  - {name: 'h[1-2]', region: r1}\n", "name: must be one node name"),
-    ("i.yaml", "nodes:\n  - {name: i1, region: r1}\n  - {name: i2, region: r1}\n", "exactly one entry"),
-    ("j.json", "[1, 2]", "must be a node record"),
-    ("k.yaml", "nodes:\n  - {name: k, zone: hall-a}\n", "zone: needs a region"),
-    ("l.json", '{"name": "l", "region": "r1", "source": "root"}', "source: must be provider, operator or self"),
-], ids=lambda v: v if isinstance(v, str) and v.endswith(("yaml", "json")) else "")
-def test_bad_record_is_skipped_with_one_line_naming_the_file(tmp_path: Path, name: str, text: str,
-                                                             reason: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "text", "reason"),
+    [
+        ("a.yaml", "nodes: [\n", "not valid YAML"),
+        ("b.json", "{", "not valid JSON"),
+        ("c.yaml", "nodes:\n  - {name: c, region: 'bad region'}\n", "region: must be 1-63"),
+        ("d.json", '{"name": "d", "region": "r1\\n"}', "region: must be 1-63"),
+        (
+            "e.yaml",
+            "nodes:\n  - {name: e, region: r1, slurm: {NodeAddr: 10.0.0.1}}\n",
+            "not allowed in a node record: slurm",
+        ),
+        ("f.yaml", "nodes:\n  - {name: f, region: r1, gpu_topology: /etc/shadow}\n", "not allowed"),
+        ("g.yaml", "policy: {default: zone}\nnodes:\n  - {name: g, region: r1}\n", "may only hold 'nodes'"),
+        ("h.yaml", "nodes:\n  - {name: 'h[1-2]', region: r1}\n", "name: must be one node name"),
+        ("i.yaml", "nodes:\n  - {name: i1, region: r1}\n  - {name: i2, region: r1}\n", "exactly one entry"),
+        ("j.json", "[1, 2]", "must be a node record"),
+        ("k.yaml", "nodes:\n  - {name: k, zone: hall-a}\n", "zone: needs a region"),
+        (
+            "l.json",
+            '{"name": "l", "region": "r1", "source": "root"}',
+            "source: must be provider, operator or self",
+        ),
+    ],
+    ids=lambda v: v if isinstance(v, str) and v.endswith(("yaml", "json")) else "",
+)
+def test_bad_record_is_skipped_with_one_line_naming_the_file(
+    tmp_path: Path, name: str, text: str, reason: str
+) -> None:
     """A bad record is left out with one warning line naming the file; the good records are all kept."""
     write_record(tmp_path, "good", region="dc1")
     (tmp_path / name).write_text(text)
@@ -109,7 +123,10 @@ def test_missing_directory_is_an_input_error_and_empty_one_a_warning(tmp_path: P
     """A wrong --records path raises; an empty directory only warns."""
     with pytest.raises(InputError, match="records directory"):
         load_records(tmp_path / "absent")
-    assert load_records(tmp_path) == ([], [f"records directory {tmp_path}: no *.yaml, *.yml or *.json records"])
+    assert load_records(tmp_path) == (
+        [],
+        [f"records directory {tmp_path}: no *.yaml, *.yml or *.json records"],
+    )
 
 
 def test_self_record_never_overrides_operator_and_conflict_is_listed(tmp_path: Path) -> None:
@@ -139,20 +156,33 @@ GROUPS = [None, "g1", "g2"]
 
 
 def _aws_listing(places: dict[str, tuple[str, str | None]]) -> str:
-    return json.dumps({"Reservations": [{"Instances": [
-        {"InstanceId": f"i-{i}", "Placement": {"AvailabilityZone": az, "GroupName": group or ""},
-         "State": {"Name": "running"}, "Tags": [{"Key": "Name", "Value": name}]}
-        for i, (name, (az, group)) in enumerate(sorted(places.items()))]}]})
+    return json.dumps(
+        {
+            "Reservations": [
+                {
+                    "Instances": [
+                        {
+                            "InstanceId": f"i-{i}",
+                            "Placement": {"AvailabilityZone": az, "GroupName": group or ""},
+                            "State": {"Name": "running"},
+                            "Tags": [{"Key": "Name", "Value": name}],
+                        }
+                        for i, (name, (az, group)) in enumerate(sorted(places.items()))
+                    ]
+                }
+            ]
+        }
+    )
 
 
 # A location any source might claim: partial or full, from the same small alphabet as the provider's.
 locations = st.one_of(
     st.just(Location()),
     st.sampled_from(["us-east-1", "eu-west-1"]).map(Location),
-    st.tuples(st.sampled_from(AZS), st.sampled_from(GROUPS)).map(
-        lambda t: Location(t[0][:-1], t[0], t[1])),
+    st.tuples(st.sampled_from(AZS), st.sampled_from(GROUPS)).map(lambda t: Location(t[0][:-1], t[0], t[1])),
     st.tuples(st.sampled_from(["us-east-1", "eu-west-1"]), st.sampled_from(["g1", "g2"])).map(
-        lambda t: Location(t[0], None, t[1])),
+        lambda t: Location(t[0], None, t[1])
+    ),
 )
 node_names = st.sampled_from(["n1", "n2", "n3"])
 
@@ -164,20 +194,33 @@ def _entry(name: str, loc: Location, source: str) -> str:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    provider=st.dictionaries(node_names, st.tuples(st.sampled_from(AZS), st.sampled_from(GROUPS)), max_size=3),
+    provider=st.dictionaries(
+        node_names, st.tuples(st.sampled_from(AZS), st.sampled_from(GROUPS)), max_size=3
+    ),
     operator=st.dictionaries(node_names, locations, max_size=3),
-    selves=st.lists(st.tuples(node_names, locations, st.sampled_from(["yaml", "json"]),
-                              st.sampled_from(["self", "provider", "operator"])), max_size=6),
+    selves=st.lists(
+        st.tuples(
+            node_names,
+            locations,
+            st.sampled_from(["yaml", "json"]),
+            st.sampled_from(["self", "provider", "operator"]),
+        ),
+        max_size=6,
+    ),
 )
 def test_no_self_value_overrides_a_trusted_one_and_every_disagreement_is_listed(
-        provider: dict[str, tuple[str, str | None]], operator: dict[str, Location],
-        selves: list[tuple[str, Location, str, str]]) -> None:
+    provider: dict[str, tuple[str, str | None]],
+    operator: dict[str, Location],
+    selves: list[tuple[str, Location, str, str]],
+) -> None:
     """For any mix of provider (imported), operator and self (records dir) records over the same nodes, the
     merged location agrees with the trusted-only merge on every level that merge sets, a level filled from a
     self record only extends a location it agrees with, and each self record that disagrees is a Conflict."""
     loaded_trusted: list[Loaded] = []
     if provider:
-        loaded_trusted.append(parse_inventory(import_listing("aws", _aws_listing(provider)).text, source="aws"))
+        loaded_trusted.append(
+            parse_inventory(import_listing("aws", _aws_listing(provider)).text, source="aws")
+        )
     if operator:
         text = "nodes:\n" + "".join(_entry(n, loc, "operator") for n, loc in sorted(operator.items()))
         loaded_trusted.append(parse_inventory(text, source="op.yaml"))
@@ -210,8 +253,12 @@ def test_no_self_value_overrides_a_trusted_one_and_every_disagreement_is_listed(
         if node.name not in trusted or node.location == Location():
             continue
         final = merged[node.name].location
-        disagrees = any(node.location.value(lvl) is not None and final.value(lvl) is not None
-                        and node.location.value(lvl) != final.value(lvl) for lvl in LEVELS)
+        disagrees = any(
+            node.location.value(lvl) is not None
+            and final.value(lvl) is not None
+            and node.location.value(lvl) != final.value(lvl)
+            for lvl in LEVELS
+        )
         if disagrees:
             assert (node.name, node.origin) in conflicted
         assert all(c.ignored_source < c.kept_source for c in inv.conflicts)

@@ -33,8 +33,10 @@ SwitchName=ng_r1-a.rack-2 Level=0 LinkSpeed=1 Nodes=gs[3-4]
 """
 GRES = "".join(
     f"NodeName=gs[1-4] Name=gpu Type=h100 File=/dev/nvidia{i} Links="
-    + ",".join("-1" if j == i else ("18" if (i < 4) == (j < 4) else "0") for j in range(8)) + "\n"
-    for i in range(8))
+    + ",".join("-1" if j == i else ("18" if (i < 4) == (j < 4) else "0") for j in range(8))
+    + "\n"
+    for i in range(8)
+)
 
 
 def alloc(nodes: dict[str, Sequence[int]], job: str = "42") -> srun.Allocation:
@@ -55,8 +57,10 @@ def test_parse_job_detail_reads_nodes_and_gpu_indices() -> None:
     a = srun.parse_job_detail(JOB)
     assert a.job_id == "42" and a.nodes == ("gs1", "gs2", "gs3", "gs4")
     assert a.gpus["gs3"] == tuple(range(8))
-    b = srun.parse_job_detail("JobId=7 NodeList=n[01-02]\n Nodes=n01 CPU_IDs=0 Mem=0 GRES=gpu:a:1(IDX:0),gpu:b:2(IDX:4-5)\n"
-                              " Nodes=n02 CPU_IDs=0 Mem=0 GRES=gpu:2(IDX:1,3)\n")
+    b = srun.parse_job_detail(
+        "JobId=7 NodeList=n[01-02]\n Nodes=n01 CPU_IDs=0 Mem=0 GRES=gpu:a:1(IDX:0),gpu:b:2(IDX:4-5)\n"
+        " Nodes=n02 CPU_IDs=0 Mem=0 GRES=gpu:2(IDX:1,3)\n"
+    )
     assert b.gpus == {"n01": (0, 4, 5), "n02": (1, 3)}
 
 
@@ -86,7 +90,7 @@ def test_tp4_groups_are_islands_and_disjoint_per_node() -> None:
     plan = srun.plan_srun(eight("gs1", "gs2"), tp=4, topologies={"gs1": TOPO, "gs2": TOPO}, tree=TREE)
     assert len(plan.rows) == 16
     for g in range(4):
-        rows = plan.rows[4 * g:4 * g + 4]
+        rows = plan.rows[4 * g : 4 * g + 4]
         assert len({r.node for r in rows}) == 1 and len({r.cuda_visible_devices for r in rows}) == 1
         assert {r.tp_level for r in rows} == {"island"} and [r.local_rank for r in rows] == [0, 1, 2, 3]
     assert [r.cuda_visible_devices for r in plan.rows[::4]] == ["0,1,2,3", "4,5,6,7"] * 2
@@ -100,8 +104,13 @@ def test_tp_group_avoids_a_split_island_among_allocated_gpus() -> None:
 
 
 def test_tp8_pp2_pipelines_stay_in_one_leaf_megatron_order() -> None:
-    plan = srun.plan_srun(eight("gs1", "gs2", "gs3", "gs4"), tp=8, pp=2, tree=TREE,
-                          topologies=dict.fromkeys(("gs1", "gs2", "gs3", "gs4"), TOPO))
+    plan = srun.plan_srun(
+        eight("gs1", "gs2", "gs3", "gs4"),
+        tp=8,
+        pp=2,
+        tree=TREE,
+        topologies=dict.fromkeys(("gs1", "gs2", "gs3", "gs4"), TOPO),
+    )
     node = [r.node for r in plan.rows]
     assert node[:8] == ["gs1"] * 8 and node[8:16] == ["gs3"] * 8 and node[16:24] == ["gs2"] * 8
     assert {r.pp_level for r in plan.rows[:8]} == {"ng_r1-a.rack-1"}
@@ -109,8 +118,9 @@ def test_tp8_pp2_pipelines_stay_in_one_leaf_megatron_order() -> None:
 
 
 def test_order_tp_pp_dp_makes_pipeline_stages_consecutive() -> None:
-    plan = srun.plan_srun(eight("gs1", "gs2"), tp=4, pp=2, order="tp-pp-dp",
-                          topologies={"gs1": TOPO, "gs2": TOPO}, tree=TREE)
+    plan = srun.plan_srun(
+        eight("gs1", "gs2"), tp=4, pp=2, order="tp-pp-dp", topologies={"gs1": TOPO, "gs2": TOPO}, tree=TREE
+    )
     assert [(r.tp, r.pp, r.dp) for r in plan.rows[3:6]] == [(3, 0, 0), (0, 1, 0), (1, 1, 0)]
     assert {r.pp_level for r in plan.rows} == {"node"}  # a whole pipeline fits one node
 
@@ -123,7 +133,9 @@ def test_local_indices_are_ranks_in_the_allocated_list() -> None:
 
 def test_gpus_per_task() -> None:
     plan = srun.plan_srun(eight("gs1"), tp=2, gpus_per_task=2, topologies={"gs1": TOPO})
-    assert [r.gpus for r in plan.rows[:2]] == [(0, 1), (2, 3)] and plan.rows[0].cuda_visible_devices == "0,1,2,3"
+    assert [r.gpus for r in plan.rows[:2]] == [(0, 1), (2, 3)] and plan.rows[
+        0
+    ].cuda_visible_devices == "0,1,2,3"
 
 
 def test_missing_link_data_gives_lowest_indices_and_one_warning() -> None:
@@ -143,10 +155,32 @@ def test_gpu_bind_only_on_23_11_with_task_sharing() -> None:
 
 
 def test_srun_argv_and_passthrough() -> None:
-    plan = srun.plan_srun(eight("gs1"), tp=8, srun_options=["--time", "5", "-l", "--mpi=pmix"],
-                          command=["python", "train.py"], python="py")
-    assert plan.argv == ("srun", "-m", "arbitrary", "-N", "1", "-n", "8", "--time", "5", "-l", "--mpi=pmix",
-                         "py", "-m", "slurm_topo.srun_shim", "--", "python", "train.py")
+    plan = srun.plan_srun(
+        eight("gs1"),
+        tp=8,
+        srun_options=["--time", "5", "-l", "--mpi=pmix"],
+        command=["python", "train.py"],
+        python="py",
+    )
+    assert plan.argv == (
+        "srun",
+        "-m",
+        "arbitrary",
+        "-N",
+        "1",
+        "-n",
+        "8",
+        "--time",
+        "5",
+        "-l",
+        "--mpi=pmix",
+        "py",
+        "-m",
+        "slurm_topo.srun_shim",
+        "--",
+        "python",
+        "train.py",
+    )
     assert plan.env["SLURM_HOSTFILE"].startswith("/tmp/gpulayer-srun-42-")
     assert "SLURM_NTASKS_PER_NODE" in plan.unset_env
 
@@ -154,14 +188,17 @@ def test_srun_argv_and_passthrough() -> None:
 # ---- bad input
 
 
-@pytest.mark.parametrize("kwargs, words", [
-    ({"tp": 16}, ["--tp 16", "16 GPUs", "8 on gs1"]),
-    ({"tp": 3}, ["--tp 3", "does not divide", "16"]),
-    ({"tp": 4, "dp": 8}, ["8 TP groups", "holds 4"]),
-    ({"tp": 8, "ntasks": 12}, ["--tp 8 × --pp 1 = 8", "does not divide", "12 tasks"]),
-    ({"tp": 4, "dp": 4, "ntasks": 8}, ["16 ranks", "8 tasks"]),
-    ({"tp": 4, "order": "tp-dp"}, ["--order"]),
-])
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"tp": 16}, ["--tp 16", "16 GPUs", "8 on gs1"]),
+        ({"tp": 3}, ["--tp 3", "does not divide", "16"]),
+        ({"tp": 4, "dp": 8}, ["8 TP groups", "holds 4"]),
+        ({"tp": 8, "ntasks": 12}, ["--tp 8 × --pp 1 = 8", "does not divide", "12 tasks"]),
+        ({"tp": 4, "dp": 4, "ntasks": 8}, ["16 ranks", "8 tasks"]),
+        ({"tp": 4, "order": "tp-dp"}, ["--order"]),
+    ],
+)
 def test_bad_sizes_name_the_numbers(kwargs: dict[str, object], words: list[str]) -> None:
     with pytest.raises(InputError) as e:
         srun.plan_srun(eight("gs1", "gs2"), **kwargs)  # type: ignore[arg-type]
@@ -174,8 +211,23 @@ def test_node_with_too_few_gpus_is_named() -> None:
         srun.plan_srun(alloc({"gs1": range(8), "gs2": range(2)}), tp=4, dp=2)
 
 
-@pytest.mark.parametrize("opt", ["-n", "-n4", "--ntasks=4", "-N", "--nodes", "--ntasks-per-node=2", "-m",
-                                 "--distribution=block", "-w", "--nodelist=n1", "--gpu-bind=closest", "-ln4"])
+@pytest.mark.parametrize(
+    "opt",
+    [
+        "-n",
+        "-n4",
+        "--ntasks=4",
+        "-N",
+        "--nodes",
+        "--ntasks-per-node=2",
+        "-m",
+        "--distribution=block",
+        "-w",
+        "--nodelist=n1",
+        "--gpu-bind=closest",
+        "-ln4",
+    ],
+)
 def test_conflicting_srun_options_are_refused_by_name(opt: str) -> None:
     with pytest.raises(InputError, match="conflicts with the plan"):
         srun.check_srun_options([opt, "1"])
@@ -197,9 +249,14 @@ class FakeRunner:
 
 
 def _runner(conf: Path) -> FakeRunner:
-    return FakeRunner({"scontrol show job": JOB, "scontrol show topology": TOPOLOGY,
-                       "scontrol show config": f"SLURM_CONF               = {conf}\nSLURM_VERSION            = 22.05.8\n"
-                                               "TaskPlugin               = task/none\n"})
+    return FakeRunner(
+        {
+            "scontrol show job": JOB,
+            "scontrol show topology": TOPOLOGY,
+            "scontrol show config": f"SLURM_CONF               = {conf}\nSLURM_VERSION            = 22.05.8\n"
+            "TaskPlugin               = task/none\n",
+        }
+    )
 
 
 def test_outside_an_allocation_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
@@ -212,8 +269,11 @@ def test_outside_an_allocation_is_one_line(capsys: pytest.CaptureFixture[str]) -
 
 def test_refused_option_from_main(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as e:
-        srun.main(["--tp", "4", "-N", "2", "--", "true"], environ={"SLURM_JOB_ID": "42"},
-                  runner=_runner(tmp_path / "slurm.conf"))
+        srun.main(
+            ["--tp", "4", "-N", "2", "--", "true"],
+            environ={"SLURM_JOB_ID": "42"},
+            runner=_runner(tmp_path / "slurm.conf"),
+        )
     assert e.value.code == 2 and "-N" in capsys.readouterr().err
 
 
@@ -228,8 +288,9 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_dry_run_matches_golden(case: str, tmp_path: Path, update_golden: bool,
-                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_dry_run_matches_golden(
+    case: str, tmp_path: Path, update_golden: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "gres.conf").write_text(GRES)
     nodes = "gs[1-2]" if case == "tp4-two-nodes" else "gs[1-4]"
     runner = _runner(tmp_path / "slurm.conf")
@@ -246,8 +307,10 @@ def test_dry_run_matches_golden(case: str, tmp_path: Path, update_golden: bool,
     # main --dry-run prints exactly this (with its own interpreter) and runs nothing
     srun.main(argv, environ=env, runner=runner)
     import sys
-    assert capsys.readouterr().out == text.replace("python3 -m slurm_topo.srun_shim",
-                                                   f"{sys.executable} -m slurm_topo.srun_shim")
+
+    assert capsys.readouterr().out == text.replace(
+        "python3 -m slurm_topo.srun_shim", f"{sys.executable} -m slurm_topo.srun_shim"
+    )
 
 
 # ---- the shim
@@ -257,8 +320,13 @@ def test_shim_binds_by_procid() -> None:
     plan = srun.plan_srun(eight("gs1", "gs2"), tp=4, topologies={"gs1": TOPO, "gs2": TOPO})
     env = dict(plan.env)
     got = bind({**env, "SLURM_PROCID": "6", "SLURMD_NODENAME": "gs1"})
-    assert got == {"CUDA_VISIBLE_DEVICES": "4,5,6,7", "LOCAL_RANK": "2", "LOCAL_WORLD_SIZE": "4", "RANK": "6",
-                   "WORLD_SIZE": "16"}
+    assert got == {
+        "CUDA_VISIBLE_DEVICES": "4,5,6,7",
+        "LOCAL_RANK": "2",
+        "LOCAL_WORLD_SIZE": "4",
+        "RANK": "6",
+        "WORLD_SIZE": "16",
+    }
     with pytest.raises(ValueError, match="planned on gs1 but runs on gs2"):
         bind({**env, "SLURM_PROCID": "6", "SLURMD_NODENAME": "gs2"})
 
@@ -266,6 +334,12 @@ def test_shim_binds_by_procid() -> None:
 def test_python_dash_m_works() -> None:
     import subprocess
     import sys
-    p = subprocess.run([sys.executable, "-m", "slurm_topo.srun", "--tp", "1", "--", "true"], capture_output=True,
-                       text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+
+    p = subprocess.run(
+        [sys.executable, "-m", "slurm_topo.srun", "--tp", "1", "--", "true"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
+    )
     assert p.returncode == 2 and "not inside a Slurm allocation" in p.stderr

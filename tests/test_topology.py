@@ -45,7 +45,9 @@ def test_colliding_names_get_a_path_hash() -> None:
     """Zone 'a' in two regions: both zone switches get _<sha1(path)[:8]> so neither captures the other."""
     t = topo("nodes:\n  - {name: n1, region: r1, zone: a}\n  - {name: n2, region: r2, zone: a}\n")
     names = {s.name for s in t.switches if s.kind == "zone"}
-    expected = {f"zone_a_{hashlib.sha1(p.encode()).hexdigest()[:8]}" for p in ("region=r1/zone=a", "region=r2/zone=a")}
+    expected = {
+        f"zone_a_{hashlib.sha1(p.encode()).hexdigest()[:8]}" for p in ("region=r1/zone=a", "region=r2/zone=a")
+    }
     assert names == expected
     assert t.node_features["n1"][1] != t.node_features["n2"][1]
 
@@ -68,9 +70,16 @@ def test_node_features_follow_levels() -> None:
 
 def test_trusted_location_is_used_in_every_output() -> None:
     """A node claimed elsewhere by its self-report is placed where the provider record puts it, in every file."""
-    inv = merge([parse_inventory("nodes:\n  - {name: n1, region: r9, source: self}\n", source="self.yaml"),
-                 parse_inventory("nodes:\n  - {name: n1, region: r1, zone: r1-a, source: provider}\n"
-                                 "  - {name: n2, region: r9}\n", source="prov.yaml")])
+    inv = merge(
+        [
+            parse_inventory("nodes:\n  - {name: n1, region: r9, source: self}\n", source="self.yaml"),
+            parse_inventory(
+                "nodes:\n  - {name: n1, region: r1, zone: r1-a, source: provider}\n"
+                "  - {name: n2, region: r9}\n",
+                source="prov.yaml",
+            ),
+        ]
+    )
     out = render_all(inv, (22, 5))
     assert "SwitchName=leaf_r1-a Nodes=n1\n" in out["topology.conf"]
     assert "NodeName=n1 Features=region_r1,zone_r1-a\n" in out["slurm-topo-nodes.conf"]
@@ -79,9 +88,17 @@ def test_trusted_location_is_used_in_every_output() -> None:
 
 def test_own_features_and_gres_are_kept_on_the_node_line() -> None:
     """Own features come first, then location features; gpus and gpu_type make Gres unless Gres is given."""
-    out = render_all(merge([parse_inventory(
-        "nodes:\n  - {name: 'n[1-2]', region: r1, features: [torch-2.4], gpus: 8, gpu_type: h100, "
-        "slurm: {CPUs: 16, Weight: 5}}\n  - {name: n3, gpus: 4, slurm: {Gres: 'gpu:a100:4,nic:1'}}\n")]), (22, 5))
+    out = render_all(
+        merge(
+            [
+                parse_inventory(
+                    "nodes:\n  - {name: 'n[1-2]', region: r1, features: [torch-2.4], gpus: 8, gpu_type: h100, "
+                    "slurm: {CPUs: 16, Weight: 5}}\n  - {name: n3, gpus: 4, slurm: {Gres: 'gpu:a100:4,nic:1'}}\n"
+                )
+            ]
+        ),
+        (22, 5),
+    )
     lines = [ln for ln in out["slurm-topo-nodes.conf"].splitlines() if not ln.startswith("#")]
     assert lines == [
         "NodeName=n[1-2] CPUs=16 Gres=gpu:h100:8 Weight=5 Features=torch-2.4,region_r1",

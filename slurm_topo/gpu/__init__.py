@@ -5,5 +5,13 @@ from .model import GpuTopology
 from .pick import pick_devices, pick_exhaustive
 from .topo import parse_topo_matrix
 
-__all__ = ["DEFAULT_BANDWIDTH", "GpuTopology", "bandwidth_table", "islands", "link_bandwidth", "parse_topo_matrix",
-           "pick_devices", "pick_exhaustive"]
+__all__ = [
+    "DEFAULT_BANDWIDTH",
+    "GpuTopology",
+    "bandwidth_table",
+    "islands",
+    "link_bandwidth",
+    "parse_topo_matrix",
+    "pick_devices",
+    "pick_exhaustive",
+]

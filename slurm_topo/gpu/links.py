@@ -32,7 +32,8 @@ from ..errors import InputError
 from .model import PCIE_CLASSES, GpuTopology
 
 DEFAULT_BANDWIDTH: Mapping[str, float] = MappingProxyType(
-    {"NV": 25.0, "PIX": 20.0, "PXB": 16.0, "PHB": 12.0, "NODE": 10.0, "SYS": 6.0})
+    {"NV": 25.0, "PIX": 20.0, "PXB": 16.0, "PHB": 12.0, "NODE": 10.0, "SYS": 6.0}
+)
 
 _NV_RE = re.compile(r"NV(\d+)")
 
@@ -43,8 +44,10 @@ def bandwidth_table(overrides: Mapping[str, float] | None = None) -> Mapping[str
     if overrides:
         unknown = sorted(set(overrides) - set(table))
         if unknown:
-            raise InputError(f"bandwidth table: unknown link classes {', '.join(unknown)} "
-                             f"(known: {', '.join(DEFAULT_BANDWIDTH)})")
+            raise InputError(
+                f"bandwidth table: unknown link classes {', '.join(unknown)} "
+                f"(known: {', '.join(DEFAULT_BANDWIDTH)})"
+            )
         table.update({k: float(v) for k, v in overrides.items()})
     order = ["NV", *PCIE_CLASSES]
     for a, b in zip(order, order[1:]):

@@ -173,21 +173,36 @@ def read_nvml(nvml: Any = None) -> NvmlReport:
                     kind = "gpu"
                 elif rtype is None and rbus:
                     kind = "nvswitch"  # active link to a non-GPU device: the only such ends are NVSwitches
-                    warnings.append(f"GPU{pos} NVLink {link}: remote {rbus} is not a GPU of this node; "
-                                    "assumed an NVSwitch")
+                    warnings.append(
+                        f"GPU{pos} NVLink {link}: remote {rbus} is not a GPU of this node; "
+                        "assumed an NVSwitch"
+                    )
                 else:
                     kind = "unknown"
                 assert links is not None
                 links.append(NvLink(link, rbus, kind, peer if kind == "gpu" else None))
             numa = call("nvmlDeviceGetNumaNodeId", h)
-            gpus.append(NvmlGpu(
-                index=pos, nvml_index=order[pos], bus_id=bus[pos], name=_text(call("nvmlDeviceGetName", h)),
-                uuid=_text(call("nvmlDeviceGetUUID", h)), minor=call("nvmlDeviceGetMinorNumber", h),
-                numa_node=None if numa is None or int(numa) < 0 else int(numa),
-                cpu_affinity=_mask_to_list(call("nvmlDeviceGetCpuAffinity", h, words)),
-                numa_affinity=_mask_to_list(call("nvmlDeviceGetMemoryAffinity", h, words,
-                                                 getattr(nvml, "NVML_AFFINITY_SCOPE_NODE", 0))),
-                nvlinks=tuple(links) if links is not None else None))
+            gpus.append(
+                NvmlGpu(
+                    index=pos,
+                    nvml_index=order[pos],
+                    bus_id=bus[pos],
+                    name=_text(call("nvmlDeviceGetName", h)),
+                    uuid=_text(call("nvmlDeviceGetUUID", h)),
+                    minor=call("nvmlDeviceGetMinorNumber", h),
+                    numa_node=None if numa is None or int(numa) < 0 else int(numa),
+                    cpu_affinity=_mask_to_list(call("nvmlDeviceGetCpuAffinity", h, words)),
+                    numa_affinity=_mask_to_list(
+                        call(
+                            "nvmlDeviceGetMemoryAffinity",
+                            h,
+                            words,
+                            getattr(nvml, "NVML_AFFINITY_SCOPE_NODE", 0),
+                        )
+                    ),
+                    nvlinks=tuple(links) if links is not None else None,
+                )
+            )
 
         n = len(gpus)
         ancestor: list[list[str | None]] = [["X" if i == j else None for j in range(n)] for i in range(n)]
@@ -204,8 +219,13 @@ def read_nvml(nvml: Any = None) -> NvmlReport:
         call("nvmlShutdown")
 
     topo = _topology(gpus, ancestor, warnings)
-    return NvmlReport(gpus=tuple(gpus), ancestor=tuple(map(tuple, ancestor)), p2p_read=tuple(map(tuple, p2p)),
-                      topology=topo, driver=driver)
+    return NvmlReport(
+        gpus=tuple(gpus),
+        ancestor=tuple(map(tuple, ancestor)),
+        p2p_read=tuple(map(tuple, p2p)),
+        topology=topo,
+        driver=driver,
+    )
 
 
 def _topology(gpus: list[NvmlGpu], ancestor: list[list[str | None]], warnings: list[str]) -> GpuTopology:
@@ -238,14 +258,22 @@ def _topology(gpus: list[NvmlGpu], ancestor: list[list[str | None]], warnings: l
                 matrix[i][j] = "SYS"
                 unknown += 1
     if n > 1 and not known:
-        warnings.append("no GPU pair has a known link (NVLink and topology queries unsupported): no link data")
+        warnings.append(
+            "no GPU pair has a known link (NVLink and topology queries unsupported): no link data"
+        )
         final: tuple[tuple[str, ...], ...] = ()
     else:
         if unknown:
             warnings.append(f"{unknown // 2} GPU pairs have no NVLink and an unknown PCIe path: assumed SYS")
         final = tuple(tuple(row) for row in matrix)
     return GpuTopology(
-        gpus=tuple(range(n)), matrix=final,
-        cpu_affinity=tuple(g.cpu_affinity for g in gpus), numa_affinity=tuple(g.numa_affinity for g in gpus),
+        gpus=tuple(range(n)),
+        matrix=final,
+        cpu_affinity=tuple(g.cpu_affinity for g in gpus),
+        numa_affinity=tuple(g.numa_affinity for g in gpus),
         gpu_numa_id=tuple(None if g.numa_node is None else str(g.numa_node) for g in gpus),
-        minors=tuple(g.minor for g in gpus), nvswitch=switched, warnings=tuple(warnings), source="nvml")
+        minors=tuple(g.minor for g in gpus),
+        nvswitch=switched,
+        warnings=tuple(warnings),
+        source="nvml",
+    )

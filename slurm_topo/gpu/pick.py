@@ -46,11 +46,11 @@ from .model import GpuTopology
 @dataclass(frozen=True, slots=True)
 class _Prepared:
     n: int
-    position: Mapping[int, int]          # GPU index -> row
+    position: Mapping[int, int]  # GPU index -> row
     weight: tuple[tuple[int, ...], ...]  # MB/s per pair, 0 on the diagonal
-    levels: tuple[int, ...]              # distinct pair bandwidths, descending
+    levels: tuple[int, ...]  # distinct pair bandwidths, descending
     adjacency: tuple[tuple[int, ...], ...]  # per level, per row: bitmask of rows joined at >= level
-    islands: tuple[int, ...]             # bitmask per island
+    islands: tuple[int, ...]  # bitmask per island
 
 
 _CACHE: dict[tuple[int, int], tuple[GpuTopology, Mapping[str, float] | None, _Prepared]] = {}
@@ -66,11 +66,16 @@ def _prepare(topo: GpuTopology, bandwidth: Mapping[str, float] | None) -> _Prepa
     position = {g: i for i, g in enumerate(topo.gpus)}
     if topo.matrix and (len(topo.matrix) != n or any(len(row) != n for row in topo.matrix)):
         raise InputError(f"{topo.source or 'topology'}: matrix is not {n}×{n}")
-    weight = tuple(tuple(0 if i == j else round(link_bandwidth(c, table) * 1000) for j, c in enumerate(row))
-                   for i, row in enumerate(topo.matrix))
-    levels = tuple(sorted({w for i, row in enumerate(weight) for j, w in enumerate(row) if i != j}, reverse=True))
-    adjacency = tuple(tuple(sum(1 << j for j in range(n) if j != i and weight[i][j] >= t) for i in range(n))
-                      for t in levels)
+    weight = tuple(
+        tuple(0 if i == j else round(link_bandwidth(c, table) * 1000) for j, c in enumerate(row))
+        for i, row in enumerate(topo.matrix)
+    )
+    levels = tuple(
+        sorted({w for i, row in enumerate(weight) for j, w in enumerate(row) if i != j}, reverse=True)
+    )
+    adjacency = tuple(
+        tuple(sum(1 << j for j in range(n) if j != i and weight[i][j] >= t) for i in range(n)) for t in levels
+    )
     island_masks = tuple(sum(1 << position[g] for g in isl) for isl in islands(topo)) if topo.matrix else ()
     prepared = _Prepared(n, position, weight, levels, adjacency, island_masks)
     if len(_CACHE) > 256:
@@ -95,8 +100,9 @@ def _broken(smask: int, whole: list[int]) -> int:
     return sum(1 for isl in whole if isl & smask and isl & ~smask)
 
 
-def pick_devices(topo: GpuTopology, free: Iterable[int], k: int,
-                 bandwidth: Mapping[str, float] | None = None) -> tuple[int, ...]:
+def pick_devices(
+    topo: GpuTopology, free: Iterable[int], k: int, bandwidth: Mapping[str, float] | None = None
+) -> tuple[int, ...]:
     """The best ``k`` GPUs among ``free`` under the order in the module docstring, ascending.
 
     ``bandwidth`` overrides entries of :data:`~slurm_topo.gpu.links.DEFAULT_BANDWIDTH`. Raises
@@ -176,8 +182,12 @@ def pick_devices(topo: GpuTopology, free: Iterable[int], k: int,
     raise AssertionError("unreachable: the lowest threshold joins every pair")
 
 
-def order_key(topo: GpuTopology, subset: Iterable[int], free: Iterable[int],
-              bandwidth: Mapping[str, float] | None = None) -> tuple[int, int, int, tuple[int, ...]]:
+def order_key(
+    topo: GpuTopology,
+    subset: Iterable[int],
+    free: Iterable[int],
+    bandwidth: Mapping[str, float] | None = None,
+) -> tuple[int, int, int, tuple[int, ...]]:
     """The sort key of one candidate set (smaller is better), as defined in the module docstring."""
     p = _prepare(topo, bandwidth)
     s = sorted(subset)
@@ -190,8 +200,9 @@ def order_key(topo: GpuTopology, subset: Iterable[int], free: Iterable[int],
     return (-lowest, -sum(pairs), _broken(smask, whole), tuple(s))
 
 
-def pick_exhaustive(topo: GpuTopology, free: Iterable[int], k: int,
-                    bandwidth: Mapping[str, float] | None = None) -> tuple[int, ...]:
+def pick_exhaustive(
+    topo: GpuTopology, free: Iterable[int], k: int, bandwidth: Mapping[str, float] | None = None
+) -> tuple[int, ...]:
     """Reference implementation: every k-subset of ``free``, the minimum of :func:`order_key`. O(C(n,k)·k²)."""
     free_sorted = _check(topo, free, k)
     if not topo.matrix:

@@ -67,15 +67,25 @@ def _refuse_other_formats(lines: list[str], source: str) -> None:
         if not s:
             continue
         if s.startswith("<"):
-            raise ParseError(source, lineno, "this is XML (an NCCL topology dump?), not `nvidia-smi topo -m` output")
+            raise ParseError(
+                source, lineno, "this is XML (an NCCL topology dump?), not `nvidia-smi topo -m` output"
+            )
         if re.match(r"GPU \d+: .*\(UUID: ", s):
-            raise ParseError(source, lineno, "this is `nvidia-smi nvlink`/`-L` output (`GPU 0: … (UUID: …)`), "
-                                             "not `nvidia-smi topo -m` output")
+            raise ParseError(
+                source,
+                lineno,
+                "this is `nvidia-smi nvlink`/`-L` output (`GPU 0: … (UUID: …)`), "
+                "not `nvidia-smi topo -m` output",
+            )
         break
     for lineno, line in enumerate(lines, 1):
         if re.match(r"\s*OK\s*=\s*Status Ok", line):
-            raise ParseError(source, lineno, "this is `nvidia-smi topo -p2p` output (its legend has `OK = Status Ok`), "
-                                             "not `nvidia-smi topo -m` output")
+            raise ParseError(
+                source,
+                lineno,
+                "this is `nvidia-smi topo -p2p` output (its legend has `OK = Status Ok`), "
+                "not `nvidia-smi topo -m` output",
+            )
 
 
 def _split_labels(text: str) -> list[str]:
@@ -110,10 +120,18 @@ def _scan_cells(row: _Row, count: int, source: str) -> None:
         if not m:
             found = text[pos:].split()[0] if text[pos:].split() else "end of line"
             if found.rstrip("\t") in _P2P_TOKENS:
-                raise ParseError(source, row.lineno, f"{row.label}: cell {found!r} is a P2P status: this is "
-                                                     "`nvidia-smi topo -p2p` output, not `topo -m`")
-            raise ParseError(source, row.lineno, f"{row.label}: expected {count} link cells, cell {c + 1} is "
-                                                 f"{found!r} (truncated or misaligned row)")
+                raise ParseError(
+                    source,
+                    row.lineno,
+                    f"{row.label}: cell {found!r} is a P2P status: this is "
+                    "`nvidia-smi topo -p2p` output, not `topo -m`",
+                )
+            raise ParseError(
+                source,
+                row.lineno,
+                f"{row.label}: expected {count} link cells, cell {c + 1} is "
+                f"{found!r} (truncated or misaligned row)",
+            )
         row.cells.append("SYS" if m.group(0) == "SOC" else m.group(0))
         pos = m.end()
     row.rest = text[pos:]
@@ -164,8 +182,12 @@ def _affinity(rows: list[_Row], columns: list[str], warnings: list[str]) -> list
             tokens = rest.split()
             if len(tokens) == len(columns):
                 values = tokens
-            elif (len(tokens) == len(columns) - 1 and columns[:2] == ["CPU Affinity", "NUMA Affinity"]
-                  and tokens and _CPU_LIST_RE.fullmatch(tokens[0])):
+            elif (
+                len(tokens) == len(columns) - 1
+                and columns[:2] == ["CPU Affinity", "NUMA Affinity"]
+                and tokens
+                and _CPU_LIST_RE.fullmatch(tokens[0])
+            ):
                 gnid = tokens[-1] if len(columns) == 3 else None
                 glued.append((i, tokens[0], gnid))
                 parsed.append(None)
@@ -173,17 +195,25 @@ def _affinity(rows: list[_Row], columns: list[str], warnings: list[str]) -> list
             elif not tokens:
                 values = [""] * len(columns)
         if values is None:
-            warnings.append(f"line {row.lineno}: {row.label}: could not split the affinity cells "
-                            f"{rest.strip()!r} into {', '.join(columns) or 'no columns'}; left unknown")
+            warnings.append(
+                f"line {row.lineno}: {row.label}: could not split the affinity cells "
+                f"{rest.strip()!r} into {', '.join(columns) or 'no columns'}; left unknown"
+            )
             values = [""] * len(columns)
         parsed.append(dict(zip(columns, values)))
     if glued:
-        counts = Counter(_cpu_count(d["CPU Affinity"]) for d in parsed
-                         if d is not None and d.get("CPU Affinity") and _valid_cpu_list(d["CPU Affinity"] or ""))
+        counts = Counter(
+            _cpu_count(d["CPU Affinity"])
+            for d in parsed
+            if d is not None and d.get("CPU Affinity") and _valid_cpu_list(d["CPU Affinity"] or "")
+        )
         for i, token, gnid in glued:
             row = rows[i]
-            splits = [(token[:p], token[p:]) for p in range(1, len(token))
-                      if _valid_cpu_list(token[:p]) and _NUMA_ID_RE.fullmatch(token[p:])]
+            splits = [
+                (token[:p], token[p:])
+                for p in range(1, len(token))
+                if _valid_cpu_list(token[:p]) and _NUMA_ID_RE.fullmatch(token[p:])
+            ]
             if len(splits) > 1 and counts:
                 splits = [sp for sp in splits if counts.get(_cpu_count(sp[0]))]
             out: dict[str, str | None] = {c: None for c in columns}
@@ -191,11 +221,15 @@ def _affinity(rows: list[_Row], columns: list[str], warnings: list[str]) -> list
                 out["GPU NUMA ID"] = gnid
             if len(splits) == 1:
                 out["CPU Affinity"], out["NUMA Affinity"] = splits[0]
-                warnings.append(f"line {row.lineno}: {row.label}: CPU affinity and NUMA affinity run together in "
-                                f"{token!r}; read as {splits[0][0]!r} and {splits[0][1]!r}")
+                warnings.append(
+                    f"line {row.lineno}: {row.label}: CPU affinity and NUMA affinity run together in "
+                    f"{token!r}; read as {splits[0][0]!r} and {splits[0][1]!r}"
+                )
             else:
-                warnings.append(f"line {row.lineno}: {row.label}: CPU and NUMA affinity run together in "
-                                f"{token!r} and cannot be split unambiguously; left unknown")
+                warnings.append(
+                    f"line {row.lineno}: {row.label}: CPU and NUMA affinity run together in "
+                    f"{token!r} and cannot be split unambiguously; left unknown"
+                )
             parsed[i] = out
     return [d if d is not None else {} for d in parsed]
 
@@ -213,7 +247,9 @@ def parse_topo_matrix(text: str, *, source: str = "nvidia-smi topo -m") -> GpuTo
     # -- header
     header_idx = next((i for i, line in enumerate(lines) if _is_header(line.strip())), None)
     if header_idx is None:
-        raise ParseError(source, None, "no header line starting with `GPU0` found: not `nvidia-smi topo -m` output")
+        raise ParseError(
+            source, None, "no header line starting with `GPU0` found: not `nvidia-smi topo -m` output"
+        )
     header = lines[header_idx].strip()
 
     # -- rows (and header continuation lines before the first row)
@@ -225,12 +261,14 @@ def parse_topo_matrix(text: str, *, source: str = "nvidia-smi topo -m") -> GpuTo
         if not s or s.startswith("Legend"):
             break
         tok = _first_token(s)
-        is_row = bool(_GPU_LABEL_RE.fullmatch(tok)) or tok in nic_labels_hint or bool(_NIC_LABEL_RE.fullmatch(tok))
+        is_row = (
+            bool(_GPU_LABEL_RE.fullmatch(tok)) or tok in nic_labels_hint or bool(_NIC_LABEL_RE.fullmatch(tok))
+        )
         if not rows and not is_row:
             header += " " + s  # wrapped header
             nic_labels_hint = set(_split_labels(header))
         elif is_row:
-            rows.append(_Row(tok, i + 1, s[len(tok):]))
+            rows.append(_Row(tok, i + 1, s[len(tok) :]))
         elif _CELL_RE.match(s) or s[0].isdigit() or s.startswith("N/A"):
             rows[-1].text += " " + s  # wrapped row
         else:
@@ -246,11 +284,17 @@ def parse_topo_matrix(text: str, *, source: str = "nvidia-smi topo -m") -> GpuTo
     nic_labels = [lab for lab in labels if not _GPU_LABEL_RE.fullmatch(lab)]
     hdr_lineno = header_idx + 1
     if labels[: len(gpu_labels)] != gpu_labels:
-        raise ParseError(source, hdr_lineno, f"header: GPU columns must come before NIC columns ({' '.join(labels)})")
+        raise ParseError(
+            source, hdr_lineno, f"header: GPU columns must come before NIC columns ({' '.join(labels)})"
+        )
     expected = [f"GPU{n}" for n in range(len(gpu_labels))]
     if gpu_labels != expected:
-        raise ParseError(source, hdr_lineno, f"header: GPU columns must be GPU0…GPU{len(gpu_labels) - 1} in order, "
-                                             f"found {' '.join(gpu_labels)}")
+        raise ParseError(
+            source,
+            hdr_lineno,
+            f"header: GPU columns must be GPU0…GPU{len(gpu_labels) - 1} in order, "
+            f"found {' '.join(gpu_labels)}",
+        )
     n_gpu, n_dev = len(gpu_labels), len(labels)
 
     # -- GPU rows: exact
@@ -264,20 +308,28 @@ def parse_topo_matrix(text: str, *, source: str = "nvidia-smi topo -m") -> GpuTo
                 what = f"row {expected[k]} is missing before it"
             else:
                 what = "unexpected row"
-            raise ParseError(source, r.lineno, f"{r.label}: {what}; header names {n_gpu} GPUs, rows must be "
-                                               f"GPU0…GPU{n_gpu - 1} in order")
+            raise ParseError(
+                source,
+                r.lineno,
+                f"{r.label}: {what}; header names {n_gpu} GPUs, rows must be GPU0…GPU{n_gpu - 1} in order",
+            )
     if len(gpu_rows) < n_gpu:
         last = gpu_rows[-1].lineno if gpu_rows else hdr_lineno
-        missing = ", ".join(expected[len(gpu_rows):])
-        raise ParseError(source, last, f"header names {n_gpu} GPUs but the rows for {missing} are missing "
-                                       "(truncated output?)")
+        missing = ", ".join(expected[len(gpu_rows) :])
+        raise ParseError(
+            source,
+            last,
+            f"header names {n_gpu} GPUs but the rows for {missing} are missing (truncated output?)",
+        )
     if rows and not _GPU_LABEL_RE.fullmatch(rows[0].label):
         raise ParseError(source, rows[0].lineno, f"{rows[0].label}: NIC row before the GPU rows")
     for r in gpu_rows:
         _scan_cells(r, n_dev, source)
         extra = r.rest.lstrip(" \t")
         if _CELL_RE.match(extra) and not extra.startswith("N/A"):
-            raise ParseError(source, r.lineno, f"{r.label}: more link cells than the header's {n_dev} columns")
+            raise ParseError(
+                source, r.lineno, f"{r.label}: more link cells than the header's {n_dev} columns"
+            )
     matrix = tuple(tuple(r.cells[:n_gpu]) for r in gpu_rows)
     for a in range(n_gpu):
         for b in range(n_gpu):
@@ -286,8 +338,11 @@ def parse_topo_matrix(text: str, *, source: str = "nvidia-smi topo -m") -> GpuTo
                 what = "the diagonal must be X" if a == b else "X off the diagonal"
                 raise ParseError(source, gpu_rows[a].lineno, f"GPU{a}: column GPU{b} is {cell!r}: {what}")
             if b < a and cell != matrix[b][a]:
-                raise ParseError(source, gpu_rows[a].lineno, f"GPU{a}→GPU{b} is {cell} but GPU{b}→GPU{a} is "
-                                                             f"{matrix[b][a]}: matrix not symmetric")
+                raise ParseError(
+                    source,
+                    gpu_rows[a].lineno,
+                    f"GPU{a}→GPU{b} is {cell} but GPU{b}→GPU{a} is {matrix[b][a]}: matrix not symmetric",
+                )
 
     # -- legend and NIC legend (best effort)
     nic_names: dict[str, str] = {}
@@ -309,8 +364,10 @@ def parse_topo_matrix(text: str, *, source: str = "nvidia-smi topo -m") -> GpuTo
         nics = tuple(nic_names.get(lab, lab) for lab in nic_labels)
         nic_matrix = tuple(tuple(r.cells[n_gpu:]) for r in gpu_rows)
         if [r.label for r in nic_rows] != nic_labels:
-            warnings.append(f"NIC rows ({' '.join(r.label for r in nic_rows) or 'none'}) do not match the NIC "
-                            f"columns ({' '.join(nic_labels)}); NIC rows not checked")
+            warnings.append(
+                f"NIC rows ({' '.join(r.label for r in nic_rows) or 'none'}) do not match the NIC "
+                f"columns ({' '.join(nic_labels)}); NIC rows not checked"
+            )
         else:
             for c, r in enumerate(nic_rows):
                 try:
@@ -320,7 +377,9 @@ def parse_topo_matrix(text: str, *, source: str = "nvidia-smi topo -m") -> GpuTo
                     continue
                 col = [nic_matrix[g][c] for g in range(n_gpu)]
                 if r.cells[:n_gpu] != col:
-                    warnings.append(f"line {r.lineno}: {r.label} row disagrees with the GPU rows' {r.label} column")
+                    warnings.append(
+                        f"line {r.lineno}: {r.label} row disagrees with the GPU rows' {r.label} column"
+                    )
         unnamed = [lab for lab in nic_labels if re.fullmatch(r"NIC\d+", lab) and lab not in nic_names]
         if unnamed:
             warnings.append(f"no NIC legend for {' '.join(unnamed)}: NICs named by their column labels")
@@ -337,6 +396,14 @@ def parse_topo_matrix(text: str, *, source: str = "nvidia-smi topo -m") -> GpuTo
     for r, value in zip(gpu_rows, cpu):
         if value is not None and not _valid_cpu_list(value):
             warnings.append(f"line {r.lineno}: {r.label}: CPU affinity {value!r} is not a CPU list")
-    return GpuTopology(gpus=tuple(range(n_gpu)), matrix=matrix, nics=nics, nic_matrix=nic_matrix,
-                       cpu_affinity=cpu, numa_affinity=numa, gpu_numa_id=gnid, warnings=tuple(warnings),
-                       source=source)
+    return GpuTopology(
+        gpus=tuple(range(n_gpu)),
+        matrix=matrix,
+        nics=nics,
+        nic_matrix=nic_matrix,
+        cpu_affinity=cpu,
+        numa_affinity=numa,
+        gpu_numa_id=gnid,
+        warnings=tuple(warnings),
+        source=source,
+    )

@@ -10,10 +10,8 @@ gives identical bytes.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-from collections.abc import Sequence
 
 from ..errors import InputError
 from ..model import Inventory
@@ -43,15 +41,31 @@ Renderer = Callable[[RenderContext], "str | None"]
 """A renderer returns the file's text, or None when the file does not apply (gres.conf without GPU data)."""
 
 
-def fingerprint(inventory: Inventory, slurm_version: tuple[int, int],
-                partitions: Sequence[Partition] | None = None) -> str:
+def fingerprint(
+    inventory: Inventory, slurm_version: tuple[int, int], partitions: Sequence[Partition] | None = None
+) -> str:
     """sha256 over everything that shapes the outputs (not origins, paths or times); 16 hex digits."""
-    h = hashlib.sha256(f"slurm={slurm_version}\npolicy={inventory.policy}\npartitions={partitions}\n".encode())
+    h = hashlib.sha256(
+        f"slurm={slurm_version}\npolicy={inventory.policy}\npartitions={partitions}\n".encode()
+    )
     for n in inventory.nodes:
         topo = n.gpu_topology
         gpu = (topo.matrix, topo.minors, topo.cpu_affinity) if topo is not None else None
-        h.update(repr((n.name, n.location.region, n.location.zone, n.location.network_group, n.features,
-                       n.gpus, n.gpu_type, n.slurm, gpu)).encode())
+        h.update(
+            repr(
+                (
+                    n.name,
+                    n.location.region,
+                    n.location.zone,
+                    n.location.network_group,
+                    n.features,
+                    n.gpus,
+                    n.gpu_type,
+                    n.slurm,
+                    gpu,
+                )
+            ).encode()
+        )
         h.update(b"\n")
     h.update(repr(inventory.extra_nodes).encode())
     return h.hexdigest()[:16]
@@ -67,14 +81,24 @@ def header(filename: str, ctx: RenderContext, summary: str, comment: str = "#") 
     return "".join(f"{comment} {line}\n" for line in lines)
 
 
-def make_context(inventory: Inventory, slurm_version: tuple[int, int],
-                 partitions: Sequence[Partition] | None = None, options: RenderOptions | None = None) -> RenderContext:
+def make_context(
+    inventory: Inventory,
+    slurm_version: tuple[int, int],
+    partitions: Sequence[Partition] | None = None,
+    options: RenderOptions | None = None,
+) -> RenderContext:
     if not inventory.nodes and not inventory.extra_nodes:
         raise InputError("the inventory has no nodes; refusing to render empty Slurm files")
     topology = build_topology(inventory)
     fp = fingerprint(inventory, slurm_version, partitions)
-    return RenderContext(inventory, topology, slurm_version, fp, compile_policy(inventory, topology, partitions, fp),
-                         options or RenderOptions())
+    return RenderContext(
+        inventory,
+        topology,
+        slurm_version,
+        fp,
+        compile_policy(inventory, topology, partitions, fp),
+        options or RenderOptions(),
+    )
 
 
 def _registry() -> dict[str, Renderer]:
@@ -95,8 +119,12 @@ RENDERERS: dict[str, Renderer] = _registry()
 """Output file name -> renderer, in the order ``generate`` writes them."""
 
 
-def render_all(inventory: Inventory, slurm_version: tuple[int, int],
-               partitions: Sequence[Partition] | None = None, options: RenderOptions | None = None) -> dict[str, str]:
+def render_all(
+    inventory: Inventory,
+    slurm_version: tuple[int, int],
+    partitions: Sequence[Partition] | None = None,
+    options: RenderOptions | None = None,
+) -> dict[str, str]:
     """Render every registered output that applies, in memory; raises before anything could be written."""
     ctx = make_context(inventory, slurm_version, partitions, options)
     out = {}

@@ -38,11 +38,16 @@ def _ancestors(feature: str, location_features: frozenset[str]) -> tuple[str, st
 
 
 def render_lua_table(data: PolicyData) -> str:
-    out = ["return {\n", f"format={FORMAT},\n", f"fingerprint={_q(data.fingerprint)},\n", f"default={_q(data.config.default)},\n",
-           f"default_partition={_q(data.default_partition)},\n",
-           "partition_defaults={" + ",".join(f"[{_q(p)}]={_q(v)}" for p, v in data.config.partitions) + "},\n",
-           "families={" + ",".join(f"{{{_q(n)},{_q(p)}}}" for n, p in data.config.families) + "},\n",
-           "classes={\n"]
+    out = [
+        "return {\n",
+        f"format={FORMAT},\n",
+        f"fingerprint={_q(data.fingerprint)},\n",
+        f"default={_q(data.config.default)},\n",
+        f"default_partition={_q(data.default_partition)},\n",
+        "partition_defaults={" + ",".join(f"[{_q(p)}]={_q(v)}" for p, v in data.config.partitions) + "},\n",
+        "families={" + ",".join(f"{{{_q(n)},{_q(p)}}}" for n, p in data.config.families) + "},\n",
+        "classes={\n",
+    ]
     for cls in data.classes:
         gtype = _q(cls.gpu_type) if cls.gpu_type else "nil"
         out.append(f"{{f={_set(cls.features)},g={cls.gpus},t={gtype}}},\n")
@@ -59,8 +64,10 @@ def render_lua_table(data: PolicyData) -> str:
                 zone = _q(g.zone) if g.zone else "nil"
                 region = _q(g.region) if g.region else "nil"
                 rf, zf = _ancestors(g.feature, g.location_features)
-                out.append(f"{{f={_q(g.feature)},l={_q(g.label)},r={region},z={zone},n={g.nodes},g={g.gpus},"
-                           f"m={g.max_gpus},k={g.rank},rf={rf},zf={zf},c={{{counts}}}}},\n")
+                out.append(
+                    f"{{f={_q(g.feature)},l={_q(g.label)},r={region},z={zone},n={g.nodes},g={g.gpus},"
+                    f"m={g.max_gpus},k={g.rank},rf={rf},zf={zf},c={{{counts}}}}},\n"
+                )
             out.append("},\n")
         out.append("},\n")
     out.append("},\n}\n")
@@ -70,7 +77,12 @@ def render_lua_table(data: PolicyData) -> str:
 def render_filter_data(ctx: RenderContext) -> str:
     data = ctx.policy
     groups = sum(len(v) for levels in data.partitions.values() for v in levels.values())
-    summary = (f"submit-filter data: {len(data.partitions)} partitions, {groups} groups, {len(data.classes)} node "
-               f"classes; read by job_submit/slurm_topo_filter.lua")
-    return (f"-- slurm-topo-data {ctx.fingerprint}\n" + header("slurm_topo_data.lua", ctx, summary, comment="--")
-            + render_lua_table(data))
+    summary = (
+        f"submit-filter data: {len(data.partitions)} partitions, {groups} groups, {len(data.classes)} node "
+        f"classes; read by job_submit/slurm_topo_filter.lua"
+    )
+    return (
+        f"-- slurm-topo-data {ctx.fingerprint}\n"
+        + header("slurm_topo_data.lua", ctx, summary, comment="--")
+        + render_lua_table(data)
+    )

@@ -93,18 +93,25 @@ def render_gres_conf(ctx: RenderContext) -> str | None:
     if not any(n.gpu_topology is not None for n in nodes):
         return None
     if not ctx.options.assume_minor_equals_index:
-        guessing = [n.name for n in nodes if n.gpu_topology is None or
-                    any(m is None for m in (n.gpu_topology.minors or (None,) * len(n.gpu_topology.gpus)))]
+        guessing = [
+            n.name
+            for n in nodes
+            if n.gpu_topology is None
+            or any(m is None for m in (n.gpu_topology.minors or (None,) * len(n.gpu_topology.gpus)))
+        ]
         if guessing:
             raise InputError(
                 f"gres.conf: no device minor numbers for {hostlist.compress(guessing)} (a topo -m capture or no "
-                "gpu_topology has none): pass --assume-minor-equals-index to write File=/dev/nvidia<index>")
+                "gpu_topology has none): pass --assume-minor-equals-index to write File=/dev/nvidia<index>"
+            )
     blocks: dict[tuple[str, ...], list[str]] = {}
     for node in nodes:
         blocks.setdefault(tuple(_lines(node, ctx)), []).append(node.name)
     rows = sorted(blocks.items(), key=lambda kv: natural_key(kv[1][0]))
     gpus = sum(len(lines) * len(names) for lines, names in rows)
-    summary = f"{len(nodes)} GPU nodes, {gpus} GPUs; AutoDetect=off for these nodes; Cores= changes need a restart"
+    summary = (
+        f"{len(nodes)} GPU nodes, {gpus} GPUs; AutoDetect=off for these nodes; Cores= changes need a restart"
+    )
     out = [header("gres.conf", ctx, summary)]
     for lines, names in rows:
         expr = hostlist.compress(names)

@@ -12,8 +12,10 @@ from . import RenderContext, header
 def render_topology_conf(ctx: RenderContext) -> str:
     topo = ctx.topology
     nodes = sum(len(sw.nodes) for sw in topo.switches)
-    summary = (f"topology/tree: root -> region -> zone -> network group (leaf) -> nodes; "
-               f"{len(topo.switches)} switches, {nodes} nodes")
+    summary = (
+        f"topology/tree: root -> region -> zone -> network group (leaf) -> nodes; "
+        f"{len(topo.switches)} switches, {nodes} nodes"
+    )
     out = [header("topology.conf", ctx, summary)]
     for sw in topo.switches:
         if sw.nodes:

@@ -102,8 +102,9 @@ def slurm_cluster(request: pytest.FixtureRequest) -> Iterator[slurmctl.Cluster]:
         yield cluster
 
 
-def _report_start(request: pytest.FixtureRequest, reporter: object, cluster: slurmctl.Cluster, base: Path,
-                  t0: float) -> None:
+def _report_start(
+    request: pytest.FixtureRequest, reporter: object, cluster: slurmctl.Cluster, base: Path, t0: float
+) -> None:
     capman = request.config.pluginmanager.getplugin("capturemanager")
     if reporter is not None and capman is not None:
         with capman.global_and_fixture_disabled():
@@ -114,7 +115,6 @@ def _report_start(request: pytest.FixtureRequest, reporter: object, cluster: slu
                 f"{time.monotonic() - t0:.2f}s with the call; "
                 f"base {base}"
             )
-
 
 
 FILTER_FLEET = slurmctl.REPO / "docker-slurm" / "fleet-filter.yaml"
@@ -132,7 +132,9 @@ def filtered_cluster(request: pytest.FixtureRequest) -> Iterator[slurmctl.Cluste
         return
     missing = _missing_preconditions()
     if not (shutil.which("gcc") and os.path.exists("/usr/include/slurm/spank.h")):
-        missing.append("gcc or /usr/include/slurm/spank.h (libslurm-dev) missing: cannot build the SPANK plugin")
+        missing.append(
+            "gcc or /usr/include/slurm/spank.h (libslurm-dev) missing: cannot build the SPANK plugin"
+        )
     if missing:
         _unavailable("; ".join(missing))
     base = Path(f"{os.environ.get('SLURM_TOPO_CLUSTER_BASE') or f'/tmp/slurm-topo-it-{os.getpid()}'}-filter")

@@ -375,7 +375,9 @@ def restart_ctld(base: Path) -> None:
     """``cluster restart-ctld``: stop and start the cluster's slurmctld, wait until every node is up again."""
     p = launcher("restart-ctld", "--base", str(base), timeout=90)
     if p.returncode != 0:
-        raise AssertionError(f"cluster restart-ctld --base {base} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+        raise AssertionError(
+            f"cluster restart-ctld --base {base} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}"
+        )
 
 
 def cluster_pids(base: Path) -> list[int]:
@@ -419,8 +421,9 @@ def owned_cluster(base: Path, *launcher_args: str, nodes_max: int = 98) -> Itera
 
 
 @contextlib.contextmanager
-def scratch_cluster(name: str, fleet: Mapping[str, object], *launcher_args: str, nodes_max: int = 4
-                    ) -> Iterator[Cluster]:
+def scratch_cluster(
+    name: str, fleet: Mapping[str, object], *launcher_args: str, nodes_max: int = 4
+) -> Iterator[Cluster]:
     """A small extra cluster for one test module, from ``fleet`` (an inventory mapping).
 
     It lives in /tmp/slurm-topo-it-<name>-<pid> (``cluster.base.parent``, also a work folder for the test):
@@ -432,8 +435,9 @@ def scratch_cluster(name: str, fleet: Mapping[str, object], *launcher_args: str,
     os.chmod(work, 0o755)
     try:
         (work / "fleet.yaml").write_text(yaml.safe_dump(dict(fleet), sort_keys=False))
-        with owned_cluster(work / "cluster", "--inventory", str(work / "fleet.yaml"), *launcher_args,
-                           nodes_max=nodes_max) as cluster:
+        with owned_cluster(
+            work / "cluster", "--inventory", str(work / "fleet.yaml"), *launcher_args, nodes_max=nodes_max
+        ) as cluster:
             yield cluster
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -20,7 +20,14 @@ from slurm_topo.render import RenderOptions, render_all
 
 pytestmark = pytest.mark.slurm
 
-HW = {"CPUs": 4, "Boards": 1, "SocketsPerBoard": 1, "CoresPerSocket": 4, "ThreadsPerCore": 1, "RealMemory": 4000}
+HW = {
+    "CPUs": 4,
+    "Boards": 1,
+    "SocketsPerBoard": 1,
+    "CoresPerSocket": 4,
+    "ThreadsPerCore": 1,
+    "RealMemory": 4000,
+}
 LIVE = ("topology.conf", "slurm-topo-nodes.conf", "gres.conf", "slurm_topo_data.lua")
 
 
@@ -34,7 +41,9 @@ class EnvRunner:
     def run(self, argv: Sequence[str], timeout: float = 30.0) -> str:
         self.calls.append(list(argv))
         try:
-            p = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, env=self.env, check=False)
+            p = subprocess.run(
+                list(argv), capture_output=True, text=True, timeout=timeout, env=self.env, check=False
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise CommandError(argv, None, str(exc)) from None
         if p.returncode != 0:
@@ -45,9 +54,15 @@ class EnvRunner:
 @pytest.fixture(scope="module")
 def cluster(scratch_cluster) -> Iterator[slurmctl.Cluster]:  # type: ignore[no-untyped-def]
     """Four nodes, zone z1: a[1-2] on rack-1, a[3-4] on rack-2."""
-    with scratch_cluster("apply", {"nodes": [
-            {"name": "a[1-2]", "region": "r1", "zone": "z1", "network_group": "rack-1", "slurm": HW},
-            {"name": "a[3-4]", "region": "r1", "zone": "z1", "network_group": "rack-2", "slurm": HW}]}) as c:
+    with scratch_cluster(
+        "apply",
+        {
+            "nodes": [
+                {"name": "a[1-2]", "region": "r1", "zone": "z1", "network_group": "rack-1", "slurm": HW},
+                {"name": "a[3-4]", "region": "r1", "zone": "z1", "network_group": "rack-2", "slurm": HW},
+            ]
+        },
+    ) as c:
         yield c
 
 
@@ -56,8 +71,12 @@ def rendered_for(c: slurmctl.Cluster, inventory: dict, work: Path) -> dict[str, 
     renders byte-identical files)."""
     path = work / "inventory.yaml"
     path.write_text(yaml.safe_dump(inventory, sort_keys=False))
-    return render_all(merge([load_inventory_file(path)]), c.version, None,
-                      RenderOptions(True, str(c.base / "dev" / "nvidia")))
+    return render_all(
+        merge([load_inventory_file(path)]),
+        c.version,
+        None,
+        RenderOptions(True, str(c.base / "dev" / "nvidia")),
+    )
 
 
 def options(c: slurmctl.Cluster, **kw: object) -> ApplyOptions:
@@ -70,7 +89,11 @@ def live_bytes(c: slurmctl.Cluster) -> dict[str, bytes | None]:
 
 
 def reconfigures(c: slurmctl.Cluster) -> int:
-    return (c.base / "log" / "slurmctld.log").read_text(errors="replace").count("Processing Reconfiguration Request")
+    return (
+        (c.base / "log" / "slurmctld.log")
+        .read_text(errors="replace")
+        .count("Processing Reconfiguration Request")
+    )
 
 
 def inventory_of(c: slurmctl.Cluster) -> dict:
@@ -78,7 +101,8 @@ def inventory_of(c: slurmctl.Cluster) -> dict:
 
 
 def test_a_moved_node_reaches_slurmctld_and_the_next_job_and_a_second_run_changes_nothing(
-        cluster: slurmctl.Cluster, tmp_path: Path) -> None:
+    cluster: slurmctl.Cluster, tmp_path: Path
+) -> None:
     slurm = cluster.slurm
     slurm.quiesce()
     runner = EnvRunner(dict(cluster.env))
@@ -134,7 +158,9 @@ def test_refusals_leave_the_live_files_byte_identical(cluster: slurmctl.Cluster,
     down.mkdir()
     port = slurmctl.free_port_block(1)
     conf = (cluster.etc / "slurm.conf").read_text()
-    conf = "\n".join(f"SlurmctldPort={port}" if ln.startswith("SlurmctldPort=") else ln for ln in conf.splitlines())
+    conf = "\n".join(
+        f"SlurmctldPort={port}" if ln.startswith("SlurmctldPort=") else ln for ln in conf.splitlines()
+    )
     (down / "slurm.conf").write_text(conf + "\n")
     shutil.copyfile(cluster.etc / "slurm-topo-nodes.conf", down / "slurm-topo-nodes.conf")
     os.chmod(down, 0o755)
@@ -143,7 +169,9 @@ def test_refusals_leave_the_live_files_byte_identical(cluster: slurmctl.Cluster,
     for node in inv["nodes"]:
         if node["name"] == "a1":
             node["network_group"] = "rack-9"
-    res = run_apply(options(cluster, command_timeout=10), rendered_for(cluster, inv, tmp_path), EnvRunner(down_env))
+    res = run_apply(
+        options(cluster, command_timeout=10), rendered_for(cluster, inv, tmp_path), EnvRunner(down_env)
+    )
     assert res.exit_code == 3 and "does not answer" in res.summary, res
 
     assert live_bytes(cluster) == files

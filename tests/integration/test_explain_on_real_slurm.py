@@ -21,7 +21,9 @@ class ClusterRunner:
         self.env = dict(env)
 
     def run(self, argv: Sequence[str], timeout: float = 30.0) -> str:
-        p = subprocess.run(list(argv), env=self.env, capture_output=True, text=True, timeout=timeout, check=True)
+        p = subprocess.run(
+            list(argv), env=self.env, capture_output=True, text=True, timeout=timeout, check=True
+        )
         return p.stdout
 
 

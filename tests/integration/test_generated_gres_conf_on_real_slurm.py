@@ -13,15 +13,34 @@ pytestmark = pytest.mark.slurm
 
 REPO = Path(__file__).resolve().parents[2]
 CAPTURE = REPO / "tests" / "fixtures" / "synthetic" / "islands-2x4-nv18.txt"
-HW = {"CPUs": 16, "Boards": 1, "SocketsPerBoard": 2, "CoresPerSocket": 8, "ThreadsPerCore": 1, "RealMemory": 64000}
+HW = {
+    "CPUs": 16,
+    "Boards": 1,
+    "SocketsPerBoard": 2,
+    "CoresPerSocket": 8,
+    "ThreadsPerCore": 1,
+    "RealMemory": 64000,
+}
 
 
 @pytest.fixture(scope="module")
 def gpu_cluster(scratch_cluster) -> Iterator[slurmctl.Slurm]:  # type: ignore[no-untyped-def]
     """A small cluster whose gres.conf is the generator's, from a topo -m capture."""
-    with scratch_cluster("gres", {"nodes": [
-            {"name": "gx[1-2]", "region": "r1", "zone": "r1-a", "gpu_type": "h100", "gpu_topology": str(CAPTURE),
-             "slurm": HW}]}) as cluster:
+    with scratch_cluster(
+        "gres",
+        {
+            "nodes": [
+                {
+                    "name": "gx[1-2]",
+                    "region": "r1",
+                    "zone": "r1-a",
+                    "gpu_type": "h100",
+                    "gpu_topology": str(CAPTURE),
+                    "slurm": HW,
+                }
+            ]
+        },
+    ) as cluster:
         yield cluster.slurm
 
 
@@ -33,10 +52,23 @@ def test_gres_conf_is_slurms_view(gpu_cluster: slurmctl.Slurm) -> None:
     assert "State=IDLE" in out
     conf = gpu_cluster.env["SLURM_CONF"]
     slurmd = Path(conf).parent.parent / "bin" / "slurmd"
-    parsed = subprocess.run([str(slurmd), "-G", "-N", "gx1", "-f", conf], capture_output=True, text=True,
-                            timeout=30, env=gpu_cluster.env).stderr + ""
-    parsed += subprocess.run([str(slurmd), "-G", "-N", "gx1", "-f", conf], capture_output=True, text=True,
-                             timeout=30, env=gpu_cluster.env).stdout
+    parsed = (
+        subprocess.run(
+            [str(slurmd), "-G", "-N", "gx1", "-f", conf],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=gpu_cluster.env,
+        ).stderr
+        + ""
+    )
+    parsed += subprocess.run(
+        [str(slurmd), "-G", "-N", "gx1", "-f", conf],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=gpu_cluster.env,
+    ).stdout
     assert "Index=0 " in parsed and "Cores=0-7" in parsed and "Links=-1,18,18,18,0,0,0,0" in parsed
     assert "Index=7 " in parsed and "Cores=8-15" in parsed and "Links=0,0,0,0,18,18,18,-1" in parsed
 

@@ -19,7 +19,14 @@ pytestmark = pytest.mark.slurm
 
 REPO = Path(__file__).resolve().parents[2]
 CAPTURE = REPO / "tests" / "fixtures" / "synthetic" / "islands-2x4-nv18.txt"
-HW = {"CPUs": 16, "Boards": 1, "SocketsPerBoard": 2, "CoresPerSocket": 8, "ThreadsPerCore": 1, "RealMemory": 64000}
+HW = {
+    "CPUs": 16,
+    "Boards": 1,
+    "SocketsPerBoard": 2,
+    "CoresPerSocket": 8,
+    "ThreadsPerCore": 1,
+    "RealMemory": 64000,
+}
 ISLANDS = ({0, 1, 2, 3}, {4, 5, 6, 7})
 PRINT = "echo rank=$SLURM_PROCID node=$SLURMD_NODENAME cvd=$CUDA_VISIBLE_DEVICES local=$LOCAL_RANK"
 LINE_RE = re.compile(r"rank=(\d+) node=(\S+) cvd=(\S*) local=(\S*)")
@@ -34,19 +41,29 @@ def _launcher() -> str:
 def srun_cluster(scratch_cluster) -> Iterator[tuple[slurmctl.Slurm, Path]]:  # type: ignore[no-untyped-def]
     """gs1, gs2 on leaf rack-1 and gs3, gs4 on leaf rack-2; gres.conf Links= from the capture."""
     node = {"region": "r1", "zone": "r1-a", "gpu_type": "h100", "gpu_topology": str(CAPTURE), "slurm": HW}
-    with scratch_cluster("srun", {"nodes": [{"name": "gs[1-2]", "network_group": "rack-1", **node},
-                                            {"name": "gs[3-4]", "network_group": "rack-2", **node}]}) as cluster:
+    with scratch_cluster(
+        "srun",
+        {
+            "nodes": [
+                {"name": "gs[1-2]", "network_group": "rack-1", **node},
+                {"name": "gs[3-4]", "network_group": "rack-2", **node},
+            ]
+        },
+    ) as cluster:
         yield cluster.slurm, cluster.base.parent
 
 
-def _run_job(slurm: slurmctl.Slurm, work: Path, name: str, sbatch_args: list[str], body: str
-             ) -> list[tuple[int, str, str, str]]:
+def _run_job(
+    slurm: slurmctl.Slurm, work: Path, name: str, sbatch_args: list[str], body: str
+) -> list[tuple[int, str, str, str]]:
     """Submit ``body`` as a batch script, wait for it to complete, return the tasks' lines sorted by rank."""
     slurm.quiesce()
     script = work / f"{name}.sh"
     out = work / f"{name}.out"
     out.unlink(missing_ok=True)
-    script.write_text(f"#!/bin/bash\nset -e\nexport TMPDIR={work}  # the SLURM_HOSTFILE goes away with the work dir\n{body}\n")
+    script.write_text(
+        f"#!/bin/bash\nset -e\nexport TMPDIR={work}  # the SLURM_HOSTFILE goes away with the work dir\n{body}\n"
+    )
     job = slurm.submit("-o", str(out), "-t", "2", *sbatch_args, str(script))
     try:
         slurm.wait_state(job, "COMPLETED", timeout=60)
@@ -64,12 +81,13 @@ def _gsrun(args: str, tag: str = "") -> str:
 
 def test_tp4_on_two_nodes_binds_each_group_to_one_island(srun_cluster: tuple[slurmctl.Slurm, Path]) -> None:
     slurm, work = srun_cluster
-    rows = _run_job(slurm, work, "tp4", ["-N2", "-w", "gs[1-2]", "--ntasks-per-node=8", "--gres=gpu:8"],
-                    _gsrun("--tp 4"))
+    rows = _run_job(
+        slurm, work, "tp4", ["-N2", "-w", "gs[1-2]", "--ntasks-per-node=8", "--gres=gpu:8"], _gsrun("--tp 4")
+    )
     assert [r[0] for r in rows] == list(range(16)), rows
     groups: dict[str, list[set[int]]] = {}
     for g in range(4):
-        members = rows[4 * g:4 * g + 4]
+        members = rows[4 * g : 4 * g + 4]
         nodes = {r[1] for r in members}
         cvds = {r[2] for r in members}
         assert len(nodes) == 1 and len(cvds) == 1, members  # one node, the same CUDA_VISIBLE_DEVICES
@@ -85,12 +103,16 @@ def test_tp4_on_two_nodes_binds_each_group_to_one_island(srun_cluster: tuple[slu
 def test_tp8_pp2_keeps_pipelines_in_one_leaf(srun_cluster: tuple[slurmctl.Slurm, Path]) -> None:
     slurm, work = srun_cluster
     leaf = {node: sw.name for sw in slurm.topology().values() if sw.level == 0 for node in sw.nodes}
-    rows = _run_job(slurm, work, "tp8pp2", ["-N4", "--ntasks-per-node=8", "--gres=gpu:8"], _gsrun("--tp 8 --pp 2"))
+    rows = _run_job(
+        slurm, work, "tp8pp2", ["-N4", "--ntasks-per-node=8", "--gres=gpu:8"], _gsrun("--tp 8 --pp 2")
+    )
     assert [r[0] for r in rows] == list(range(32)), rows
     node_of = {r[0]: r[1] for r in rows}
     for g in range(4):
-        assert len({node_of[r] for r in range(8 * g, 8 * g + 8)}) == 1, rows  # ranks 0-7 (and each TP group) on one node
-        assert {r[2] for r in rows[8 * g:8 * g + 8]} == {"0,1,2,3,4,5,6,7"}
+        assert len({node_of[r] for r in range(8 * g, 8 * g + 8)}) == 1, (
+            rows
+        )  # ranks 0-7 (and each TP group) on one node
+        assert {r[2] for r in rows[8 * g : 8 * g + 8]} == {"0,1,2,3,4,5,6,7"}
     # Megatron order tp-cp-ep-dp-pp: rank = tp + 8·(dp + 2·pp); pipeline dp = stages at ranks 8·dp and 8·dp + 16
     for dp in range(2):
         first, second = node_of[8 * dp], node_of[8 * dp + 16]
@@ -100,21 +122,29 @@ def test_tp8_pp2_keeps_pipelines_in_one_leaf(srun_cluster: tuple[slurmctl.Slurm,
 
 
 def test_uneven_tasks_per_node_hostname_order_splits_tp_group_gpulayer_does_not(
-        srun_cluster: tuple[slurmctl.Slurm, Path]) -> None:
+    srun_cluster: tuple[slurmctl.Slurm, Path],
+) -> None:
     """3 nodes with 4 task slots and 4 GPUs each, 8 ranks: plain ``srun -n 8`` (block distribution in hostname order,
     spread over the job's 3 nodes: 3+3+2) puts a TP group of 4 on two nodes. gpulayer-srun --tp 4 --dp 2 keeps both
     groups whole, one node each."""
     slurm, work = srun_cluster
-    body = "\n".join([f"timeout 60 srun -n 8 /bin/sh -c 'echo plain {PRINT}'",
-                      _gsrun("--tp 4 --dp 2", tag="echo planned ")])
+    body = "\n".join(
+        [
+            f"timeout 60 srun -n 8 /bin/sh -c 'echo plain {PRINT}'",
+            _gsrun("--tp 4 --dp 2", tag="echo planned "),
+        ]
+    )
     out_rows: dict[str, list[tuple[int, str, str, str]]] = {"plain": [], "planned": []}
     slurm.quiesce()
     script = work / "split.sh"
     out = work / "split.out"
     out.unlink(missing_ok=True)
-    script.write_text(f"#!/bin/bash\nset -e\nexport TMPDIR={work}  # the SLURM_HOSTFILE goes away with the work dir\n{body}\n")
-    job = slurm.submit("-o", str(out), "-t", "2", "-N3", "-w", "gs[1-3]", "--ntasks-per-node=4", "--gres=gpu:4",
-                       str(script))
+    script.write_text(
+        f"#!/bin/bash\nset -e\nexport TMPDIR={work}  # the SLURM_HOSTFILE goes away with the work dir\n{body}\n"
+    )
+    job = slurm.submit(
+        "-o", str(out), "-t", "2", "-N3", "-w", "gs[1-3]", "--ntasks-per-node=4", "--gres=gpu:4", str(script)
+    )
     try:
         slurm.wait_state(job, "COMPLETED", timeout=60)
     except AssertionError as e:
@@ -130,7 +160,7 @@ def test_uneven_tasks_per_node_hostname_order_splits_tp_group_gpulayer_does_not(
     planned = sorted(out_rows["planned"])
     assert [r[0] for r in planned] == list(range(8)), planned
     for g in range(2):
-        members = planned[4 * g:4 * g + 4]
+        members = planned[4 * g : 4 * g + 4]
         assert len({r[1] for r in members}) == 1 and len({r[2] for r in members}) == 1, members
         assert len(members[0][2].split(",")) == 4
     assert planned[0][1] != planned[4][1]  # one group per node

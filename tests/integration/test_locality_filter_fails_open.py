@@ -80,7 +80,10 @@ def test_family_bucket_keeps_one_torch_version_and_one_zone(tmp_path: Path) -> N
         slurm = cluster.slurm
         feats = slurm.all_node_features()
         assert "zone_r1-a.torch-2.4" in feats["t3"], feats["t3"]
-        blockers = [slurm.submit("--exclusive", "-w", n, "--locality=any", "--wrap", "sleep 300") for n in ("t3", "t6")]
+        blockers = [
+            slurm.submit("--exclusive", "-w", n, "--locality=any", "--wrap", "sleep 300")
+            for n in ("t3", "t6")
+        ]
         for b in blockers:
             slurm.wait_state(b, "RUNNING")
         job = slurm.submit("--exclusive", "-N3", "--locality=zone", "--wrap", "sleep 300")

@@ -43,7 +43,9 @@ def block(slurm: slurmctl.Slurm, *nodes: str) -> list[str]:
 def sbatch(slurm: slurmctl.Slurm, *args: str, timeout: int = 20):
     """sbatch --parsable under timeout, returning the CompletedProcess (exit code and stderr are asserted)."""
     return slurm.run(
-        ["timeout", str(timeout), "sbatch", "--parsable", "-o", "/dev/null", *args], timeout=timeout + 5, check=False
+        ["timeout", str(timeout), "sbatch", "--parsable", "-o", "/dev/null", *args],
+        timeout=timeout + 5,
+        check=False,
     )
 
 
@@ -74,10 +76,14 @@ def test_required_zone_keeps_one_zone_pends_while_none_has_room_and_starts_when_
     assert len(nodes) == 3 and nodes <= zones["zone_us-east-1a"], sorted(nodes)
 
 
-def test_fail_on_impossible_size_is_rejected_with_level_request_and_largest_group(fslurm: slurmctl.Slurm) -> None:
+def test_fail_on_impossible_size_is_rejected_with_level_request_and_largest_group(
+    fslurm: slurmctl.Slurm,
+) -> None:
     p = sbatch(fslurm, "-N5", "--locality=zone:fail", "--wrap", "true")
     assert p.returncode != 0, p.stdout
-    assert "sbatch: error: slurm-topo: --locality=zone:fail: no zone can ever hold 5 nodes" in p.stderr, p.stderr
+    assert "sbatch: error: slurm-topo: --locality=zone:fail: no zone can ever hold 5 nodes" in p.stderr, (
+        p.stderr
+    )
     assert "the largest is us-east-1a with 4 nodes" in p.stderr, p.stderr
     assert fslurm.out("squeue", "-h").strip() == ""
 
@@ -106,7 +112,9 @@ def test_prefer_never_waits_and_spans_zones_when_no_zone_has_room(fslurm: slurmc
     info = fslurm.wait_state(job, "RUNNING", timeout=15)
     waited = time.monotonic() - t0
     assert info["Features"] == "(null)", "prefer must not require anything"
-    assert "slurm-topo: prefer network_group [us-east-1a/rack-a1(3n)]" in fslurm.out("scontrol", "show", "job", job)
+    assert "slurm-topo: prefer network_group [us-east-1a/rack-a1(3n)]" in fslurm.out(
+        "scontrol", "show", "job", job
+    )
     assert len(groups_touched(set(fslurm.allocation_of(job).nodes), zones)) > 1
     assert waited < 12, f"prefer waited {waited:.1f}s (more than one scheduling pass)"
 
@@ -115,14 +123,18 @@ def test_prefer_larger_than_every_network_group_is_accepted_and_runs(fslurm: slu
     job = fslurm.submit("--exclusive", "-N4", "--locality=prefer", "--wrap", SLEEP)
     fslurm.wait_state(job, "RUNNING", timeout=15)
     assert "slurm-topo: prefer zone [us-east-1a(4n)]" in fslurm.out("scontrol", "show", "job", job)
-    assert set(fslurm.allocation_of(job).nodes) == {"n01", "n02", "n03", "n04"}, "idle cluster: the preferred zone"
+    assert set(fslurm.allocation_of(job).nodes) == {"n01", "n02", "n03", "n04"}, (
+        "idle cluster: the preferred zone"
+    )
 
 
 def test_any_leaves_the_job_unchanged(fslurm: slurmctl.Slurm) -> None:
     job = fslurm.submit("--exclusive", "-N3", "--locality=any", "--wrap", SLEEP)
     info = fslurm.wait_state(job, "RUNNING")
     assert info["Features"] == "(null)"
-    assert info.get("AdminComment") == "slurm-topo:"  # the "slurm-topo: any" record, cut at the space by the parser
+    assert (
+        info.get("AdminComment") == "slurm-topo:"
+    )  # the "slurm-topo: any" record, cut at the space by the parser
     assert "AdminComment=slurm-topo: any " in fslurm.out("scontrol", "show", "job", "-o", job)
 
 
@@ -149,13 +161,24 @@ def test_sbatch_directive_in_the_script_works(fslurm: slurmctl.Slurm, tmp_path: 
 def test_salloc_and_srun_take_the_option(fslurm: slurmctl.Slurm) -> None:
     """An srun allocation gets the same decision (the SPANK option travels in its spank_job_env too)."""
     p = fslurm.run(
-        ["timeout", "30", "srun", "--exclusive", "-N2", "--locality=network_group:fail", "hostname"], timeout=35
+        ["timeout", "30", "srun", "--exclusive", "-N2", "--locality=network_group:fail", "hostname"],
+        timeout=35,
     )
     hosts = set(p.stdout.split())
     racks = zones_of(fslurm.all_node_features(), prefix="ng_")
     assert len(hosts) == 2 and any(hosts <= r for r in racks.values()), (hosts, p.stderr)
     p = fslurm.run(
-        ["timeout", "30", "salloc", "--exclusive", "-N2", "--locality=zone", "sh", "-c", "echo $SLURM_JOB_NODELIST"],
+        [
+            "timeout",
+            "30",
+            "salloc",
+            "--exclusive",
+            "-N2",
+            "--locality=zone",
+            "sh",
+            "-c",
+            "echo $SLURM_JOB_NODELIST",
+        ],
         timeout=35,
     )
     nodes = set(fslurm.hostnames(p.stdout.strip().splitlines()[-1]))
