@@ -24,7 +24,7 @@ local MAX_ALTERNATIVES = 64
 local MAX_CONSTRAINT = 1024
 local MAX_RECORD = 200
 local RECHECK_SECONDS = 10
-local DATA_FORMAT = 1 -- slurm_topo/render/filter_data.py FORMAT
+local DATA_FORMAT = 2 -- slurm_topo/render/filter_data.py FORMAT
 local SPANK_LOCALITY = "_SLURM_SPANK_OPTION_locality_locality"
 local SPANK_REGIONS = "_SLURM_SPANK_OPTION_locality_locality_regions"
 local LEVELS = { "network_group", "zone", "region" }
@@ -544,10 +544,12 @@ decide_inner = function(data, req)
   if level == "any" and req.regions == nil then
     return { action = "unchanged", locality = loc, record = record("any") }
   end
-  for _, p in ipairs(partitions) do
+  local unknown
+  for i, p in ipairs(partitions) do
     if data.partitions[p] == nil then
-      return { action = "unchanged", locality = loc,
-               record = record(loc .. ": partition '" .. safe(p) .. "' not in the data file") }
+      -- a partition the data does not know counts as every node: never a silent no-op
+      unknown = unknown or p
+      partitions[i] = data.everywhere
     end
   end
 
@@ -561,6 +563,7 @@ decide_inner = function(data, req)
   elseif not counted(c) then
     note = "; fit not checked (constraint)"
   end
+  if unknown ~= nil then note = note .. "; partition '" .. safe(unknown) .. "' not in the data: all nodes counted" end
 
   local restrict, area_features, wanted
   if req.regions ~= nil then

@@ -116,6 +116,8 @@ class PolicyData:
     """--locality-regions names: region or zone label -> (its features, the regions it lies in)."""
     bucket_features: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Per node, the family-bucket features the node definitions carry (empty without families)."""
+    everywhere: str = IMPLICIT_PARTITION
+    """A partition holding every node: what a partition the data does not know is counted as."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,8 +191,15 @@ def compile_policy(
         known = set(all_names)
         parts = [(p.name, [n for n in p.nodes if n in known]) for p in partitions]
         default = next((p.name for p in partitions if p.default), partitions[0].name)
+        # A partition the data does not know (created after the generator ran, or partitions never given) is
+        # counted as holding every node: an unknown name never switches the locality off.
+        everywhere = next((name for name, members in parts if len(set(members)) == len(known)), None)
+        if everywhere is None:
+            parts.append((IMPLICIT_PARTITION, all_names))
+            everywhere = IMPLICIT_PARTITION
     else:
         parts, default = [(IMPLICIT_PARTITION, all_names)], IMPLICIT_PARTITION
+        everywhere = IMPLICIT_PARTITION
     ranks: dict[str, dict[str, int]] = {}
     for level in LEVELS:
         labels = {(row[2], row[1]) for rows in per_node.values() for row in rows if row[0] == level}
@@ -237,6 +246,7 @@ def compile_policy(
         compiled,
         {k: (tuple(sorted(f)), tuple(sorted(r))) for k, (f, r) in sorted(areas.items())},
         bucket_features,
+        everywhere,
     )
 
 
@@ -640,12 +650,20 @@ def decide(data: PolicyData, req: JobRequest) -> Decision:
     return replace(d, record=rec + note)
 
 
+def _partition_names(data: PolicyData, req: JobRequest) -> tuple[list[str], list[str], str | None]:
+    """(the job's partitions as named, the data's partitions counted for them, the first name the data does not
+    know — counted as every node)."""
+    names = req.partition.split(",") if req.partition else [data.default_partition]
+    unknown = next((p for p in names if p not in data.partitions), None)
+    return names, [p if p in data.partitions else data.everywhere for p in names], unknown
+
+
 def _decide(data: PolicyData, req: JobRequest) -> Decision:
-    partitions = req.partition.split(",") if req.partition else [data.default_partition]
+    names, partitions, unknown = _partition_names(data, req)
     locality = req.locality
     if locality is None:
         defaults = dict(data.config.partitions)
-        locality = next((defaults[p] for p in partitions if p in defaults), data.config.default)
+        locality = next((defaults[p] for p in names if p in defaults), data.config.default)
     try:
         level, mode = parse_locality(locality)
     except InputError as exc:
@@ -658,12 +676,6 @@ def _decide(data: PolicyData, req: JobRequest) -> Decision:
     loc = f"{level}:{mode}"
     if level == "any" and req.regions is None:
         return Decision("unchanged", loc, record=_record("any"))
-    missing = next((p for p in partitions if p not in data.partitions), None)
-    if missing is not None:
-        return Decision(
-            "unchanged", loc, record=_record(f"{loc}: partition '{safe(missing)}' not in the data file")
-        )
-
     c = parse_constraint(req.features)
     if c.kind == "invalid":
         return Decision("unchanged", loc, record=_record(f"{loc}: constraint not understood; unchanged"))
@@ -672,6 +684,8 @@ def _decide(data: PolicyData, req: JobRequest) -> Decision:
         note = f"; fit not checked ({req.unchecked})"
     elif not c.counted:
         note = "; fit not checked (constraint)"
+    if unknown is not None:
+        note += f"; partition '{safe(unknown)}' not in the data: all nodes counted"
 
     restrict = None
     area_features: frozenset[str] | None = None
@@ -787,9 +801,7 @@ class Survey:
 
 def survey(data: PolicyData, req: JobRequest, level: str) -> Survey:
     """All groups of ``level`` split by "can ever hold" (for `slurm-topo check`; the filter stops at 65)."""
-    partitions = req.partition.split(",") if req.partition else [data.default_partition]
-    if any(p not in data.partitions for p in partitions):
-        return Survey((), ())
+    _, partitions, _ = _partition_names(data, req)
     area = wanted = None
     if req.regions:
         names = [r for r in req.regions.split(",") if r in data.areas]

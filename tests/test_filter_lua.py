@@ -136,7 +136,7 @@ def test_bad_data_file_fails_open_and_logs_once(tmp_path: Path, data_file: Path,
                 "not a table": first + "\nreturn 42\n",
                 "wrong fingerprint": first + "\nreturn {fingerprint='0', partitions={}}\n",
                 "hostile": first + "\nos.execute('touch " + str(tmp_path / "pwned") + "')\nreturn {}\n",
-                "older format": text.replace("format=1,", "format=0,", 1),
+                "older format": text.replace("format=2,", "format=1,", 1),
             }[damage]
         )
     f = _fresh(path)

@@ -131,8 +131,35 @@ def test_partition_default_and_membership(data) -> None:  # type: ignore[no-unty
     assert d.action == "reject"  # strict's default is zone:fail
     d = run(data, locality="zone", partition="east", min_nodes=2)
     assert d.features == "[zone_us-east-1b|zone_us-east-1a]"
-    d = run(data, locality="zone", partition="nowhere", min_nodes=2)
-    assert d.action == "unchanged" and "not in the data file" in d.record
+
+
+@pytest.mark.parametrize("given", [True, False], ids=["partitions-given", "inventory-only"])
+def test_a_partition_the_data_does_not_know_counts_every_node(given: bool) -> None:
+    """`-p main` when the data file knows no partition 'main' (generated from the inventory alone, or the
+    partition created later): every node counts, the locality applies, and the record says why. Never a no-op."""
+    data = make_context(inventory(), (22, 5), PARTITIONS if given else None).policy
+    d = run(data, locality="zone", partition="main", min_nodes=3)
+    assert d.action == "amend" and d.features == "[zone_us-west-2a|zone_us-east-1a]", d
+    assert "partition 'main' not in the data: all nodes counted" in d.record
+    d = run(data, locality="zone:fail", partition="main", min_nodes=5)
+    assert d.action == "reject" and "the largest is us-east-1a with 4 nodes" in (d.message or "")
+    d = run(data, locality="zone", partition="gpu,main", min_nodes=3)
+    assert d.features == "[zone_us-west-2a|zone_us-east-1a]", d
+
+
+def test_check_with_an_unknown_partition_applies_the_locality(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`slurm-topo check -p main` on an inventory-only data set: the bracket, not a silent no-op."""
+    from click.testing import CliRunner
+    from policy_cases import FLEET, POLICY
+
+    from slurm_topo.cli import cli
+
+    inv = tmp_path / "fleet.yaml"
+    inv.write_text(FLEET + POLICY)
+    r = CliRunner().invoke(cli, ["check", "-i", str(inv), "--locality", "zone", "-N", "3", "-p", "main"])
+    assert r.exit_code == 0, r.output
+    assert "features: [zone_us-west-2a|zone_us-east-1a]" in r.output
+    assert "partition 'main' not in the data: all nodes counted" in r.output
 
 
 def test_fit_is_not_checked_with_a_nodelist(data) -> None:  # type: ignore[no-untyped-def]

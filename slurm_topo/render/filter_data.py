@@ -13,7 +13,7 @@ import re
 from ..policy import LEVELS, PolicyData
 from . import RenderContext, header
 
-FORMAT = 1
+FORMAT = 2
 """The data file's layout version; job_submit/slurm_topo_filter.lua refuses (fails open on) any other."""
 _PLAIN = re.compile(r"^[A-Za-z0-9._:*?=+/ -]*\Z")
 
@@ -44,6 +44,7 @@ def render_lua_table(data: PolicyData) -> str:
         f"fingerprint={_q(data.fingerprint)},\n",
         f"default={_q(data.config.default)},\n",
         f"default_partition={_q(data.default_partition)},\n",
+        f"everywhere={_q(data.everywhere)},\n",
         "partition_defaults={" + ",".join(f"[{_q(p)}]={_q(v)}" for p, v in data.config.partitions) + "},\n",
         "families={" + ",".join(f"{{{_q(n)},{_q(p)}}}" for n, p in data.config.families) + "},\n",
         "classes={\n",

@@ -4,10 +4,11 @@
 -- submit-filter data: 1 partitions, 8 groups, 3 node classes; read by job_submit/slurm_topo_filter.lua
 -- Do not edit: regenerate with `slurm-topo generate` (see the slurm-topo README).
 return {
-format=1,
+format=2,
 fingerprint="b7315d29c865ecb8",
 default="prefer",
 default_partition="*",
+everywhere="*",
 partition_defaults={},
 families={},
 classes={

@@ -4,10 +4,11 @@
 -- submit-filter data: 1 partitions, 17 groups, 2 node classes; read by job_submit/slurm_topo_filter.lua
 -- Do not edit: regenerate with `slurm-topo generate` (see the slurm-topo README).
 return {
-format=1,
+format=2,
 fingerprint="f317a61fe1e8a1f2",
 default="prefer",
 default_partition="*",
+everywhere="*",
 partition_defaults={},
 families={},
 classes={
