@@ -1,38 +1,47 @@
-"""``slurm-topo apply``: put a rendered file set live in a Slurm config directory, safely, from cron or systemd.
+"""``slurm-topo apply``: put a rendered file set live in a Slurm config directory, safely, from cron/systemd.
 
-One run = one call of :func:`run_apply` (or :func:`recover` / :func:`rollback`), under an exclusive ``flock`` on
-``<state-dir>/lock``. It never prints and never exits: it returns an :class:`ApplyResult` with one summary line
-(fit for syslog), detail lines and the exit code:
+One run = one call of :func:`run_apply` (or :func:`recover` / :func:`rollback`), under an exclusive ``flock``
+on ``<state-dir>/lock``. It never prints and never exits: it returns an :class:`ApplyResult` with one summary
+line (fit for syslog), detail lines and the exit code:
 
-====  =========================================================================================================
+====  ======================================================================================================
 0     applied, unchanged, deferred (debounce) or a dry run (the summary says which)
-2     applied, with ``detailed_exitcodes`` (a dry run that would apply also gives 2 then)
-3     refused: nothing was changed (restart required, foreign file, too many removals, pending jobs, lint, …)
-4     failed and rolled back: the live files are the old ones again (and slurmctld was reconfigured on them)
-5     the rollback itself failed: look at the details; the journal stays for ``--recover``
-====  =========================================================================================================
+10    applied, with ``detailed_exitcodes`` (a dry run that would apply also gives 10 then)
+11    refused: nothing was changed (restart required, foreign file, too many removals, pending jobs, lint,
+      lock held, Slurm's own parser rejects the set, …)
+12    failed and rolled back: the live files are the old ones again (and slurmctld was reconfigured on
+      them); also a staging failure before anything went live
+13    the rollback or recovery itself failed, or the journal cannot be read: look at the details; the
+      journal stays for ``--recover``
+====  ======================================================================================================
+
+The codes are :class:`~slurm_topo.errors.ExitCode`'s (``OK``, ``APPLIED``, ``REFUSED``, ``ROLLED_BACK``,
+``ROLLBACK_FAILED``): disjoint from the input (2) and command (3) errors of every other command.
 
 Order of a change (each step is journaled; see docs/apply.md):
 
-1. every file of the new set is checked (topology.conf lint, node lines sanity) and compared with the live one;
-   nothing differs → nothing is touched.
-2. refusals are checked against the live files and the running controller (``scontrol ping``, ``show node``,
-   ``squeue``) — before anything is written.
-3. a set directory ``<state-dir>/sets/<id>/{old,new}`` gets copies of the old and new files; each new file is
-   staged beside its target as ``.<name>.slurm-topo.tmp`` with the target's mode and owner; files and directories
-   are fsynced; then ``<state-dir>/journal.json`` is written (atomically).
+1. every file of the new set is checked (topology.conf lint, node lines sanity) and compared with the live
+   one; nothing differs → nothing is touched.
+2. refusals are checked against the live files and the running controller (``scontrol ping``, ``show
+   node``, ``squeue``) — before anything is written.
+3. a set directory ``<state-dir>/sets/<id>/{old,new}`` gets copies of the old and new files; each new file
+   is staged beside its target as ``.<name>.slurm-topo.tmp`` with the target's mode and owner; files and
+   directories are fsynced; then ``<state-dir>/journal.json`` is written (atomically).
 4. if the new filter data only *removes* groups (its node features are a subset of the live ones),
-   ``slurm_topo_data.lua`` is renamed first: it names nothing slurmctld lacks, before or after the reconfigure.
-5. rename topology.conf, slurm-topo-nodes.conf, gres.conf; journal phase ``reconfiguring``; ``--sync-cmd``;
-   ``scontrol reconfigure``; verify ``scontrol show topology`` and each node's AvailableFeatures.
-6. journal phase ``verified``; rename ``slurm_topo_data.lua`` (when it adds groups it must follow the reconfigure:
-   naming features slurmctld does not have yet would fail every locality job); remove the journal.
+   ``slurm_topo_data.lua`` is renamed first: it names nothing slurmctld lacks, before or after the
+   reconfigure.
+5. rename topology.conf, slurm-topo-nodes.conf, gres.conf; journal phase ``reconfiguring``;
+   ``--sync-cmd``; ``scontrol reconfigure``; verify ``scontrol show topology`` and each node's
+   AvailableFeatures.
+6. journal phase ``verified``; rename ``slurm_topo_data.lua`` (when it adds groups it must follow the
+   reconfigure: naming features slurmctld does not have yet would fail every locality job); remove the
+   journal.
 
-A crash anywhere leaves a journal. The next run (or :func:`recover`) first cleans stale staging files, then:
-phase ``verified`` → finish (publish the remaining files); any earlier phase → restore every file from the set's
-``old`` copies and, when a reconfigure may already have run on the new set, reconfigure once more on the old one.
-``scontrol reconfigure`` is only ever called when every config file of one set is in place, so slurmctld never
-reads a mixed set.
+A crash anywhere leaves a journal. The next run (or :func:`recover`) first cleans stale staging files,
+then: phase ``verified`` → finish (publish the remaining files); any earlier phase → restore every file
+from the set's ``old`` copies and, when a reconfigure may already have run on the new set, reconfigure
+once more on the old one. ``scontrol reconfigure`` is only ever called when every config file of one set
+is in place, so slurmctld never reads a mixed set.
 """
 
 from __future__ import annotations
@@ -50,7 +59,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import hostlist
-from .errors import CommandError, HostlistError, InputError, ParseError, SlurmTopoError
+from .errors import CommandError, ExitCode, HostlistError, InputError, ParseError, SlurmTopoError
 from .lint import lint_topology
 from .output import fsync_dir as _fsync_dir
 from .runner import Runner
@@ -63,7 +72,11 @@ CONFIG_ORDER = (TOPOLOGY, NODES, GRES)
 """Files slurmctld reads at reconfigure, in the order they are renamed."""
 MANAGED = (*CONFIG_ORDER, DATA)
 
-EXIT_OK, EXIT_APPLIED, EXIT_REFUSED, EXIT_ROLLED_BACK, EXIT_ROLLBACK_FAILED = 0, 2, 3, 4, 5
+EXIT_OK = ExitCode.OK
+EXIT_APPLIED = ExitCode.APPLIED
+EXIT_REFUSED = ExitCode.REFUSED
+EXIT_ROLLED_BACK = ExitCode.ROLLED_BACK
+EXIT_ROLLBACK_FAILED = ExitCode.ROLLBACK_FAILED
 STAGE_SUFFIX = ".slurm-topo.tmp"
 _HEADER_RE = re.compile(r"^(?:#|--) \S+: generated by slurm-topo ", re.M)
 _FEATURE_TOKEN_RE = re.compile(r"[A-Za-z0-9._-]+")
@@ -82,7 +95,8 @@ class ApplyOptions:
     """Lock, journal, state.json and the last ``keep`` sets (``--state-dir``); never inside ``slurm_dir``."""
     dry_run: bool = False
     no_reconfigure: bool = False
-    """Never contact slurmctld: the files are written, the reconfigure is left to the admin (recorded as owed)."""
+    """Never contact slurmctld: the files are written, the reconfigure is left to the admin (recorded as
+    owed)."""
     adopt: bool = False
     """Take over live files that lack slurm-topo's header (once: after that they carry it)."""
     force: bool = False
@@ -92,7 +106,8 @@ class ApplyOptions:
     min_interval: float = 60.0
     """Seconds between two reconfigures (debounce); a change inside it is deferred, nothing touched."""
     sync_cmd: str | None = None
-    """Run (shlex-split, no shell) after the renames, before ``scontrol reconfigure``; also after a rollback."""
+    """Run (shlex-split, no shell) after the renames, before ``scontrol reconfigure``; also after a
+    rollback."""
     detailed_exitcodes: bool = False
     slurm_version: tuple[int, int] | None = None
     """The running Slurm; None → ask ``scontrol --version`` (unknown → treated as older than 23.11)."""
@@ -109,9 +124,10 @@ class ApplyOptions:
 
 @dataclass
 class ApplyResult:
-    exit_code: int
+    exit_code: ExitCode
     status: str
-    """unchanged | applied | deferred | dry-run | refused | rolled-back | rollback-failed | recovered"""
+    """unchanged | applied | deferred | dry-run | refused | failed | rolled-back | rollback-failed |
+    journal-unreadable | recovered"""
     summary: str
     """One line, ASCII, for syslog: ``slurm-topo apply: <status>: …``."""
     details: list[str] = field(default_factory=list)
@@ -126,6 +142,12 @@ class Refusal(SlurmTopoError):
         self.reason = reason
         self.details = list(details)
         super().__init__(reason)
+
+
+class JournalUnreadable(SlurmTopoError):
+    """``journal.json`` exists but cannot be read or parsed: a person must decide what is live."""
+
+    exit_code = ExitCode.ROLLBACK_FAILED
 
 
 class _Failure(SlurmTopoError):
@@ -149,7 +171,7 @@ def _line(text: str, limit: int = 400) -> str:
 
 def _result(
     status: str,
-    code: int,
+    code: ExitCode,
     text: str,
     details: Sequence[str] = (),
     changed: Sequence[str] = (),
@@ -227,7 +249,8 @@ def _written_topology(text: str) -> dict[str, tuple[frozenset[str] | None, froze
 
 def topology_difference(written: str, shown: str) -> list[str]:
     """What ``scontrol show topology`` lacks or has more than the written topology.conf (empty: equal).
-    Inner switches are compared by their child switches (Slurm lists every node below them), leaves by nodes."""
+    Inner switches are compared by their child switches (Slurm lists every node below them), leaves by
+    nodes."""
     want = _written_topology(written)
     have = parse_show_topology(shown)
     diff = [f"switch {n} missing in slurmctld" for n in sorted(set(want) - set(have))]
@@ -337,7 +360,10 @@ class _Lock:
         self.fd: int | None = None
 
     def __enter__(self) -> _Lock:
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise Refusal(f"cannot open the lock {self.path}: {exc.strerror or exc}") from None
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -355,6 +381,28 @@ class _Lock:
 # the state directory
 
 
+def _journal_shape_ok(journal: object) -> bool:
+    """The keys recovery reads, with their types (a hand-edited or truncated journal fails here, not
+    later)."""
+    if not isinstance(journal, dict):
+        return False
+    if not all(isinstance(journal.get(k), str) for k in ("id", "phase", "slurm_dir")):
+        return False
+    files, order = journal.get("files"), journal.get("order")
+    if not isinstance(files, list) or not isinstance(order, list):
+        return False
+    names = set()
+    for f in files:
+        if (
+            not isinstance(f, dict)
+            or f.get("name") not in MANAGED
+            or not {"old_sha", "new_sha", "meta"} <= set(f)
+        ):
+            return False
+        names.add(f["name"])
+    return set(order) <= names and "/" not in journal["id"] and journal["id"] not in ("", ".", "..")
+
+
 class _State:
     def __init__(self, state_dir: Path):
         self.dir = state_dir
@@ -369,15 +417,22 @@ class _State:
         _fsync_dir(self.dir)
 
     def journal(self) -> dict | None:
-        data = _read(self.journal_path)
+        try:
+            data = _read(self.journal_path)
+        except OSError as exc:
+            raise JournalUnreadable(f"cannot read {self.journal_path}: {exc.strerror or exc}") from None
         if data is None:
             return None
         try:
-            return json.loads(data)
+            journal = json.loads(data)
         except ValueError:
-            raise _Failure(
-                f"{self.journal_path} is not JSON: fix or remove it by hand (the set copies are in sets/)"
-            ) from None
+            journal = None
+        if not _journal_shape_ok(journal):
+            raise JournalUnreadable(
+                f"{self.journal_path} is not a slurm-topo journal: fix or remove it by hand (the set copies "
+                f"are in {self.sets})"
+            )
+        return journal
 
     def write_journal(self, journal: dict) -> None:
         self._write_json(self.journal_path, journal)
@@ -958,6 +1013,13 @@ def _check_dirs(options: ApplyOptions) -> None:
         raise Refusal(f"--slurm-dir {options.slurm_dir} is not a directory")
 
 
+def _make_state_dir(options: ApplyOptions) -> None:
+    try:
+        options.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise Refusal(f"cannot create --state-dir {options.state_dir}: {exc.strerror or exc}") from None
+
+
 def _guard(fn: Callable[[], ApplyResult]) -> ApplyResult:
     try:
         return fn()
@@ -965,6 +1027,18 @@ def _guard(fn: Callable[[], ApplyResult]) -> ApplyResult:
         return _result("refused", EXIT_REFUSED, f"{exc.reason}; nothing changed", exc.details)
     except _Deferred as exc:
         return _result("deferred", EXIT_OK, str(exc))
+    except JournalUnreadable as exc:
+        return _result(
+            "journal-unreadable",
+            EXIT_ROLLBACK_FAILED,
+            f"{exc}; nothing changed, the live files may be a half-done set",
+        )
+    except OSError as exc:
+        return _result(
+            "failed",
+            EXIT_ROLLBACK_FAILED,
+            f"{exc}; a journal, if one was written, stays for --recover",
+        )
 
 
 def _encode(rendered: Mapping[str, str | bytes | None]) -> dict[str, bytes | None]:
@@ -972,13 +1046,14 @@ def _encode(rendered: Mapping[str, str | bytes | None]) -> dict[str, bytes | Non
 
 
 def run_apply(options: ApplyOptions, rendered: Mapping[str, str | bytes], runner: Runner) -> ApplyResult:
-    """Apply ``rendered`` (``render.render_all``'s name → text) to ``options.slurm_dir``; see the module doc."""
+    """Apply ``rendered`` (``render.render_all``'s name → text) to ``options.slurm_dir``; see the module
+    doc."""
 
     def go() -> ApplyResult:
         _check_dirs(options)
         if options.dry_run:
             return _dry_run(options, _encode(rendered), runner)
-        options.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _make_state_dir(options)
         st = _State(options.state_dir)
         slurm = _Slurm(runner, options)
         with _Lock(options.state_dir):
@@ -1054,7 +1129,7 @@ def recover(options: ApplyOptions, runner: Runner) -> ApplyResult:
 
     def go() -> ApplyResult:
         _check_dirs(options)
-        options.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _make_state_dir(options)
         st = _State(options.state_dir)
         with _Lock(options.state_dir):
             what, details, ok = _recover_locked(options, st, _Slurm(runner, options))
@@ -1071,9 +1146,9 @@ def recover(options: ApplyOptions, runner: Runner) -> ApplyResult:
 
 
 def rollback(options: ApplyOptions, runner: Runner) -> ApplyResult:
-    """``apply --rollback``: put back the files the last completed apply replaced (its ``old`` copies), through
-    the same journaled path (refusals that protect slurmctld still apply; the header check and the removal
-    threshold do not). Rolling back twice returns to where you were."""
+    """``apply --rollback``: put back the files the last completed apply replaced (its ``old`` copies),
+    through the same journaled path (refusals that protect slurmctld still apply; the header check and the
+    removal threshold do not). Rolling back twice returns to where you were."""
 
     def go() -> ApplyResult:
         _check_dirs(options)

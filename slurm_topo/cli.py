@@ -497,7 +497,9 @@ def gpu_pick(topology_file: str, count: int, busy: str, as_json: bool) -> None:
     help="Seconds between two reconfigures (a change inside it waits for the next run).",
 )
 @click.option("--sync-cmd", metavar="CMD", help="Run before reconfiguring (copy the files to the nodes).")
-@click.option("--detailed-exitcodes", is_flag=True, help="Exit 2 when something was applied.")
+@click.option(
+    "--detailed-exitcodes", is_flag=True, help="Exit 10 when something was applied (or a dry run would apply)."
+)
 @click.option("--recover", "mode", flag_value="recover", help="Only finish or revert a half-done run.")
 @click.option("--rollback", "mode", flag_value="rollback", help="Put the previous set back.")
 def apply(
@@ -523,8 +525,9 @@ def apply(
 ) -> None:
     """Keep Slurm true (cron/systemd): regenerate, lint, stage, reconfigure only on change, verify, roll back.
 
-    Exit: 0 applied or unchanged (the summary says which; 2 for applied with --detailed-exitcodes),
-    3 refused, 4 failed and rolled back, 5 rollback failed (run --recover).
+    Exit: 0 applied, unchanged, deferred or dry run (the summary says which; 10 for applied, or a dry run
+    that would apply, with --detailed-exitcodes), 11 refused (nothing changed), 12 failed and rolled back,
+    13 rollback failed or journal unreadable (look, then --recover). Every run prints one summary line.
     """
     from .apply import ApplyOptions, recover, rollback, run_apply
 

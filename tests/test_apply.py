@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -37,7 +39,7 @@ from slurm_topo.apply import (
     rollback,
     run_apply,
 )
-from slurm_topo.errors import CommandError
+from slurm_topo.errors import CommandError, ExitCode
 from slurm_topo.inventory import load_inventory_file, merge
 from slurm_topo.render import render_all
 from slurm_topo.slurmconf import parse_topology_conf
@@ -553,3 +555,117 @@ def test_a_crash_at_any_step_recovers_to_old_or_new_and_never_reconfigures_a_mix
 
 def sha_set_of(files: dict[str, str], names: Sequence[str]) -> tuple[str | None, ...]:
     return tuple(hashlib.sha256(files[n].encode()).hexdigest() if n in files else None for n in names)
+
+
+# --------------------------------------------------------------------------------------------------
+# exit codes: one test per apply outcome code (errors.ExitCode), each with its summary line
+
+
+def one_summary(res) -> None:  # type: ignore[no-untyped-def]
+    assert res.summary.startswith(f"slurm-topo apply: {res.status}:") and "\n" not in res.summary, res
+    assert res.summary.isascii()
+
+
+def test_exit_0_unchanged_deferred_and_a_plain_dry_run(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    res = run_apply(opts(etc, state, detailed_exitcodes=True), render(tmp_path, fleet()), fake)
+    assert (int(res.exit_code), res.status) == (0, "unchanged") and res.exit_code is ExitCode.OK
+    one_summary(res)
+    res = run_apply(opts(etc, state, dry_run=True), render(tmp_path, fleet({"n1": "rack-b"})), fake)
+    assert (int(res.exit_code), res.status) == (0, "dry-run")
+    one_summary(res)
+
+
+def test_exit_10_applied_and_a_dry_run_that_would_apply_with_detailed_exitcodes(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    new = render(tmp_path, fleet({"n1": "rack-b"}))
+    before = snapshot(etc)
+    res = run_apply(opts(etc, state, dry_run=True, detailed_exitcodes=True), new, fake)
+    assert (int(res.exit_code), res.status) == (10, "dry-run") and res.exit_code is ExitCode.APPLIED
+    assert snapshot(etc) == before
+    res = run_apply(opts(etc, state, detailed_exitcodes=True), new, fake)
+    assert (int(res.exit_code), res.status) == (10, "applied")
+    one_summary(res)
+    assert int(run_apply(opts(etc, state), render(tmp_path, fleet({"n2": "rack-b"})), fake).exit_code) == 0
+
+
+def test_exit_11_refused_with_nothing_changed(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    fake.up = False
+    before = snapshot(etc)
+    res = run_apply(
+        opts(etc, state, detailed_exitcodes=True), render(tmp_path, fleet({"n1": "rack-b"})), fake
+    )
+    assert (int(res.exit_code), res.status) == (11, "refused") and res.exit_code is ExitCode.REFUSED
+    one_summary(res)
+    assert snapshot(etc) == before
+
+
+def test_exit_12_rolled_back_with_the_old_files_live(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    fake.ignore_reconfigure = True
+    before = snapshot(etc)
+    res = run_apply(
+        opts(etc, state, detailed_exitcodes=True), render(tmp_path, fleet({"n1": "rack-b"})), fake
+    )
+    assert (int(res.exit_code), res.status) == (12, "rolled-back") and res.exit_code is ExitCode.ROLLED_BACK
+    one_summary(res)
+    assert snapshot(etc) == before
+
+
+def test_exit_13_rollback_failed(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    fake.ignore_reconfigure = True
+    fake.down_after_reconfigures = 1
+    res = run_apply(opts(etc, state), render(tmp_path, fleet({"n1": "rack-b"})), fake)
+    assert (int(res.exit_code), res.status) == (13, "rollback-failed")
+    assert res.exit_code is ExitCode.ROLLBACK_FAILED
+    one_summary(res)
+
+
+@pytest.mark.parametrize(
+    "journal", [b"{not json", b"[]", b'{"id": "x", "phase": "prepared"}', b"\xff\xfe", b"", None]
+)
+def test_exit_13_an_unreadable_journal_gives_one_summary_line_and_touches_nothing(
+    env, tmp_path: Path, journal: bytes | None
+) -> None:
+    etc, state, fake = env
+    state.mkdir()
+    if journal is None:  # a journal that is not a readable file
+        (state / "journal.json").mkdir()
+    else:
+        (state / "journal.json").write_bytes(journal)
+    before = snapshot(etc)
+    new = render(tmp_path, fleet({"n1": "rack-b"}))
+    for res in (
+        run_apply(opts(etc, state), new, fake),
+        run_apply(opts(etc, state, dry_run=True), new, fake),
+        recover(opts(etc, state), fake),
+        rollback(opts(etc, state), fake),
+    ):
+        assert (int(res.exit_code), res.status) == (13, "journal-unreadable"), res
+        one_summary(res)
+        assert "journal.json" in res.summary
+    assert snapshot(etc) == before and fake.calls == []
+
+
+def test_exit_13_from_the_command_line_with_its_summary_line(env, tmp_path: Path) -> None:
+    """The CLI prints the summary line on stdout and exits 13 (it used to exit 2 with a bare error)."""
+    etc, state, _ = env
+    inv = tmp_path / "cli-inv.yaml"
+    inv.write_text(yaml.safe_dump(fleet()))
+    state.mkdir()
+    (state / "journal.json").write_text("{truncated")
+    before = snapshot(etc)
+    proc = subprocess.run(
+        [sys.executable, "-m", "slurm_topo", "apply", "-i", str(inv), "--slurm-dir", str(etc)]
+        + ["--state-dir", str(state), "--slurm-version", "22.05"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 13, (proc.stdout, proc.stderr)
+    assert proc.stdout.startswith("slurm-topo apply: journal-unreadable: ") and proc.stdout.count("\n") == 1
+    assert "Traceback" not in proc.stderr
+    assert snapshot(etc) == before

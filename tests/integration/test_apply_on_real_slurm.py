@@ -115,7 +115,7 @@ def test_a_moved_node_reaches_slurmctld_and_the_next_job_and_a_second_run_change
             node["network_group"] = "rack-2"
     before_log = reconfigures(cluster)
     res = run_apply(options(cluster, detailed_exitcodes=True), rendered_for(cluster, inv, tmp_path), runner)
-    assert (res.exit_code, res.status) == (2, "applied"), res
+    assert (res.exit_code, res.status) == (10, "applied"), res
     assert reconfigures(cluster) == before_log + 1
     topo = slurm.topology()
     assert topo["ng_z1.rack-2"].nodes == {"a2", "a3", "a4"} and topo["ng_z1.rack-1"].nodes == {"a1"}
@@ -146,12 +146,12 @@ def test_refusals_leave_the_live_files_byte_identical(cluster: slurmctl.Cluster,
     broken = rendered_for(cluster, inv, tmp_path)
     broken["topology.conf"] += "SwitchName=stray Nodes=a1\n"
     res = run_apply(options(cluster), broken, runner)
-    assert res.exit_code == 3 and "lint" in res.summary, res
+    assert res.exit_code == 11 and "lint" in res.summary, res
 
     # over-threshold removal: three of four nodes gone
     few = {"nodes": [n for n in inv["nodes"] if n["name"] == "a1"]}
     res = run_apply(options(cluster), rendered_for(cluster, few, tmp_path), runner)
-    assert res.exit_code == 3 and "would disappear" in res.summary, res
+    assert res.exit_code == 11 and "would disappear" in res.summary, res
 
     # controller down: a client configuration pointing at a port where no slurmctld listens
     down = tmp_path / "down"
@@ -172,7 +172,7 @@ def test_refusals_leave_the_live_files_byte_identical(cluster: slurmctl.Cluster,
     res = run_apply(
         options(cluster, command_timeout=10), rendered_for(cluster, inv, tmp_path), EnvRunner(down_env)
     )
-    assert res.exit_code == 3 and "does not answer" in res.summary, res
+    assert res.exit_code == 11 and "does not answer" in res.summary, res
 
     assert live_bytes(cluster) == files
     assert reconfigures(cluster) == count
