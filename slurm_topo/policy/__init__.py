@@ -1,0 +1,83 @@
+"""The locality policy: the executable specification of what the submit filter does.
+
+``compile_policy`` turns the merged inventory (plus Slurm's partitions) into ``PolicyData``: node classes (own
+features, GPUs, GPU type) and, per partition and level, the groups with their node count per class, ordered by
+size (nodes in the partition) then label — Slurm takes the first alternative of a matching OR that fits now, so the
+smallest group that can hold a job comes first. ``render/filter_data.py`` writes the same data as
+``slurm_topo_data.lua``; ``job_submit/slurm_topo_filter.lua`` implements ``decide`` over it in Lua 5.1, and the
+parity tests run one table of cases through both. ``decide`` is pure.
+
+Semantics (ADR-0021 §2, DESIGN D4):
+
+* ``prefer`` (default) never delays a job. topology/tree already packs to the lowest common switch; in addition
+  ``prefer = <user constraint>&[g1|…]`` at the finest level where some group can ever hold the job. Untouched when
+  the user gave ``--prefer``, when the constraint has brackets, parentheses or counts, or when no level fits (Slurm
+  rejects at submit a ``--prefer`` that no node set can meet).
+* ``network_group`` / ``zone`` / ``region``: ``features = <user constraint>&[g1|…]`` over the groups of that level
+  that can ever hold the job. None can → ``fail`` rejects at submit, ``wait`` holds (priority 0); both say why.
+* ``any``: the job is left alone.
+* ``--locality-regions=A,B`` restricts every node to the named regions or zones: a plain OR of their features is
+  ANDed in, and only groups overlapping them are candidates.
+
+"Can ever hold", per group: the nodes of the job's partition whose own features satisfy the user's ``&``/``|``
+list and that have at least the GPUs per node asked (of the type asked); the job needs
+``max(min_nodes or 1, ⌈total GPUs ÷ largest GPUs per node⌉)`` of them and the group needs the GPUs in total.
+It is not checked — and the decision says so — with ``--nodelist``, ``--exclude``, ``--reservation`` or
+``--contiguous``, or when the constraint has parentheses or counts or names location features.
+
+Algorithm: groups are pre-sorted by size, so a request for N nodes starts at the first group with ≥ N nodes
+(binary search) and scans forward until 65 groups fit (64 are kept, the 65th tells that the list was cut).
+The full scan happens only when nothing fits, to name the largest group. O(log G + scan) per level.
+"""
+
+from .compile import Group, NodeClass, Partition, PolicyData, compile_policy
+from .constraint import Constraint, compose, parse_constraint
+from .decide import Decision, Survey, decide, describe_request, survey
+from .request import GpuAsk, JobRequest, parse_gpu_tres
+from .vocab import (
+    IMPLICIT_PARTITION,
+    LEVELS,
+    LOCALITIES,
+    LOCATION_PREFIXES,
+    MAX_ALTERNATIVES,
+    MAX_CONSTRAINT,
+    MAX_RECORD,
+    MODES,
+    NO_VAL,
+    SPANK_LOCALITY,
+    SPANK_REGIONS,
+    parse_locality,
+    safe,
+)
+
+__all__ = [
+    "IMPLICIT_PARTITION",
+    "LEVELS",
+    "LOCALITIES",
+    "LOCATION_PREFIXES",
+    "MAX_ALTERNATIVES",
+    "MAX_CONSTRAINT",
+    "MAX_RECORD",
+    "MODES",
+    "NO_VAL",
+    "SPANK_LOCALITY",
+    "SPANK_REGIONS",
+    "Constraint",
+    "Decision",
+    "GpuAsk",
+    "Group",
+    "JobRequest",
+    "NodeClass",
+    "Partition",
+    "PolicyData",
+    "Survey",
+    "compile_policy",
+    "compose",
+    "decide",
+    "describe_request",
+    "parse_constraint",
+    "parse_gpu_tres",
+    "parse_locality",
+    "safe",
+    "survey",
+]

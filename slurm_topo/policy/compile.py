@@ -1,0 +1,185 @@
+"""Compile: the inventory and Slurm's partitions -> ``PolicyData``, everything the decision needs that does not
+depend on the job (node classes; per partition and level the groups in the filter's order)."""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..inventory import natural_key
+from ..model import Inventory, Location, PolicyConfig
+from ..topology import Topology
+from .vocab import IMPLICIT_PARTITION, LEVELS
+
+
+@dataclass(frozen=True, slots=True)
+class NodeClass:
+    features: frozenset[str]
+    """The node's own features only; location (and family-bucket) features belong to the groups."""
+    gpus: int
+    gpu_type: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    feature: str
+    label: str
+    region: str | None
+    zone: str | None
+    location_features: frozenset[str]
+    """This group's feature and its ancestors' (region_…, zone_…)."""
+    counts: tuple[tuple[int, int], ...]
+    """(class index, nodes) for the partition's nodes in this group."""
+    nodes: int
+    gpus: int
+    max_gpus: int
+    rank: int = 0
+    """Position of (label, feature) in natural order among the level's groups: the tie-break after size."""
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyData:
+    fingerprint: str
+    config: PolicyConfig
+    default_partition: str
+    classes: tuple[NodeClass, ...]
+    partitions: Mapping[str, Mapping[str, tuple[Group, ...]]]
+    areas: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]]
+    """--locality-regions names: region or zone label -> (its features, the regions it lies in)."""
+    bucket_features: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Per node, the family-bucket features the node definitions carry (empty without families)."""
+    everywhere: str = IMPLICIT_PARTITION
+    """A partition holding every node: what a partition the data does not know is counted as."""
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    name: str
+    nodes: tuple[str, ...]
+    default: bool = False
+
+
+def _family_values(features: Sequence[str], families: Sequence[tuple[str, str]]) -> str:
+    values = []
+    for _, pattern in families:
+        values.append(next((f for f in features if fnmatch.fnmatchcase(f, pattern)), "none"))
+    return ".".join(values)
+
+
+def _bucket_name(feature: str, suffix: str) -> str:
+    name = f"{feature}.{suffix}"
+    return name if len(name) <= 64 else f"{name[:55]}_{hashlib.sha1(name.encode()).hexdigest()[:8]}"
+
+
+def _level_key(level: str, loc: Location) -> Location | None:
+    if loc.value(level) is None:
+        return None
+    return {"region": Location(loc.region), "zone": Location(loc.region, loc.zone)}.get(level, loc)
+
+
+def compile_policy(
+    inventory: Inventory, topology: Topology, partitions: Sequence[Partition] | None, fingerprint: str
+) -> PolicyData:
+    """Groups per partition and level, with node classes; family buckets when the policy declares families."""
+    config = inventory.policy or PolicyConfig()
+    families = config.families
+    names = topology.group_names
+    bucket_features: dict[str, tuple[str, ...]] = {}
+    per_node: dict[str, list[tuple[str, str, str, Location, frozenset[str]]]] = {}
+    areas: dict[str, tuple[set[str], set[str]]] = {}
+    for node in inventory.nodes:
+        loc = node.location
+        suffix = _family_values(node.features, families) if families else ""
+        rows, ancestors = [], []
+        for level in ("region", "zone", "network_group"):
+            key = _level_key(level, loc)
+            if key is None:
+                continue
+            feature = names[level][key]
+            ancestors.append(feature)
+            if level in ("region", "zone"):
+                feats, regions = areas.setdefault(loc.value(level) or "", (set(), set()))
+                feats.add(feature)
+                regions.add(loc.region or "")
+            label = loc.value(level) or ""
+            if level == "network_group":
+                label = f"{loc.zone or loc.region}/{label}"  # a group is scoped to its zone
+            if families:
+                feature, label = _bucket_name(feature, suffix), f"{label}/{suffix}"
+            rows.append((level, feature, label, key, frozenset(ancestors) | {feature}))
+        per_node[node.name] = rows
+        if families:
+            bucket_features[node.name] = tuple(r[1] for r in rows)
+
+    classes: dict[NodeClass, int] = {}
+    class_of: dict[str, int] = {}
+    for node in inventory.nodes:
+        cls = NodeClass(frozenset(node.features), node.gpus or 0, node.gpu_type)
+        class_of[node.name] = classes.setdefault(cls, len(classes))
+    class_list = tuple(classes)
+
+    all_names = [n.name for n in inventory.nodes]
+    if partitions:
+        known = set(all_names)
+        parts = [(p.name, [n for n in p.nodes if n in known]) for p in partitions]
+        default = next((p.name for p in partitions if p.default), partitions[0].name)
+        # A partition the data does not know (created after the generator ran, or partitions never given) is
+        # counted as holding every node: an unknown name never switches the locality off.
+        everywhere = next((name for name, members in parts if len(set(members)) == len(known)), None)
+        if everywhere is None:
+            parts.append((IMPLICIT_PARTITION, all_names))
+            everywhere = IMPLICIT_PARTITION
+    else:
+        parts, default = [(IMPLICIT_PARTITION, all_names)], IMPLICIT_PARTITION
+        everywhere = IMPLICIT_PARTITION
+    ranks: dict[str, dict[str, int]] = {}
+    for level in LEVELS:
+        labels = {(row[2], row[1]) for rows in per_node.values() for row in rows if row[0] == level}
+        ranks[level] = {
+            f: i for i, (_, f) in enumerate(sorted(labels, key=lambda x: (natural_key(x[0]), x[1])))
+        }
+    compiled: dict[str, dict[str, tuple[Group, ...]]] = {}
+    for pname, members in parts:
+        acc: dict[str, dict[str, Any]] = {lvl: {} for lvl in LEVELS}
+        for name in members:
+            for level, feature, label, key, locs in per_node[name]:
+                e = acc[level].setdefault(feature, {"label": label, "key": key, "locs": locs, "counts": {}})
+                e["counts"][class_of[name]] = e["counts"].get(class_of[name], 0) + 1
+        compiled[pname] = {}
+        for level in LEVELS:
+            groups = []
+            for feature, e in acc[level].items():
+                counts = tuple(sorted(e["counts"].items()))
+                nodes = sum(n for _, n in counts)
+                gpus = sum(n * class_list[c].gpus for c, n in counts)
+                most = max(class_list[c].gpus for c, _ in counts)
+                key = e["key"]
+                groups.append(
+                    Group(
+                        feature,
+                        e["label"],
+                        key.region,
+                        key.zone,
+                        e["locs"],
+                        counts,
+                        nodes,
+                        gpus,
+                        most,
+                        ranks[level][feature],
+                    )
+                )
+            groups.sort(key=lambda g: (g.nodes, g.rank))
+            compiled[pname][level] = tuple(groups)
+    return PolicyData(
+        fingerprint,
+        config,
+        default,
+        class_list,
+        compiled,
+        {k: (tuple(sorted(f)), tuple(sorted(r))) for k, (f, r) in sorted(areas.items())},
+        bucket_features,
+        everywhere,
+    )

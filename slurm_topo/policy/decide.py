@@ -1,0 +1,371 @@
+"""Decide: one job's request against the compiled data -> ``Decision`` (the Lua filter's "decision" section)."""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from ..errors import InputError
+from .compile import Group, PolicyData
+from .constraint import Constraint, _class_ok, compose, parse_constraint
+from .request import JobRequest
+from .vocab import LEVELS, MAX_ALTERNATIVES, MAX_CONSTRAINT, MAX_RECORD, parse_locality, safe
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the filter does: ``unchanged``, ``amend`` (features and/or prefer set), ``hold`` or ``reject``."""
+
+    action: str
+    locality: str = ""
+    features: str | None = None
+    prefer: str | None = None
+    message: str | None = None
+    """Sent to the user (slurm.log_user): a rejection's or a hold's reason, or a warning."""
+    record: str = ""
+    """Appended to the job's AdminComment ("slurm-topo: …", at most 200 characters)."""
+    candidates: tuple[tuple[str, int, int], ...] = ()
+    """(label, nodes, GPUs) of the groups put in the bracket, in order."""
+    level: str | None = None
+    """The level the bracket is at (for prefer: the finest that fits)."""
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "action": self.action,
+            "locality": self.locality,
+            "features": self.features,
+            "prefer": self.prefer,
+            "message": self.message,
+            "record": self.record,
+        }
+
+
+def _record(text: str) -> str:
+    text = "slurm-topo: " + text  # ASCII only: user strings pass through safe()
+    return text if len(text) <= MAX_RECORD else text[: MAX_RECORD - 3] + "..."
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _needs(req: JobRequest) -> tuple[int, int, int, str | None]:
+    """(nodes at least, total GPUs, GPUs per node at least, GPU type)."""
+    nodes = req.min_nodes or 1
+    gpu = req.gpu
+    if gpu is None:
+        return nodes, 0, 0, None
+    if gpu.scope == "node":
+        return nodes, gpu.count * nodes, gpu.count, gpu.gpu_type
+    if gpu.scope == "task":
+        return nodes, gpu.count * (req.num_tasks or nodes), 1, gpu.gpu_type
+    return nodes, gpu.count, 1, gpu.gpu_type
+
+
+def describe_request(req: JobRequest) -> str:
+    nodes, gpus, _, gtype = _needs(req)
+    text = _plural(nodes, "node")
+    if gpus:
+        text += f" with {gpus} {gtype + ' ' if gtype else ''}GPU{'' if gpus == 1 else 's'}"
+    return text
+
+
+class _Scan:
+    """Per-request evaluation of groups (see the module docstring for the algorithm)."""
+
+    def __init__(
+        self,
+        data: PolicyData,
+        req: JobRequest,
+        c: Constraint,
+        area_features: frozenset[str] | None,
+        wanted: set[str] | None,
+    ):
+        self.data = data
+        self.nodes, self.total_gpus, self.per_node, self.gpu_type = _needs(req)
+        self.check = req.unchecked is None and c.counted
+        self.area_features = area_features
+        self.ok = [
+            _class_ok(cls, c)
+            and (
+                not self.per_node
+                or (cls.gpus >= self.per_node and (self.gpu_type is None or cls.gpu_type == self.gpu_type))
+            )
+            for cls in data.classes
+        ]
+        self.wanted = wanted
+
+    def allowed(self, g: Group) -> bool:
+        """Inside a --locality-regions area, or a region group holding one."""
+        if self.area_features is None:
+            return True
+        return bool(g.location_features & self.area_features) or (
+            g.zone is None and self.wanted is not None and g.region in self.wanted
+        )
+
+    def eligible(self, g: Group) -> tuple[int, int, int]:
+        n = gp = most = 0
+        for idx, count in g.counts:
+            if self.ok[idx]:
+                cls = self.data.classes[idx]
+                n += count
+                gp += count * cls.gpus
+                most = max(most, cls.gpus)
+        return n, gp, most
+
+    def fits(self, g: Group) -> tuple[bool, int]:
+        n, gp, most = self.eligible(g)
+        if not self.check:
+            return True, n
+        need = self.nodes
+        if self.total_gpus:
+            if most == 0:
+                return False, n
+            need = max(need, math.ceil(self.total_gpus / most))
+        return n >= need and gp >= self.total_gpus, n
+
+    def candidates(
+        self, groups: Sequence[Group], budget: int, only: set[str] | None = None
+    ) -> tuple[list[tuple[Group, int]], bool]:
+        """Up to 64 fitting groups within ``budget`` characters of bracket; (kept, cut short)."""
+        start = bisect.bisect_left([g.nodes for g in groups], self.nodes) if self.check else 0
+        kept: list[tuple[Group, int]] = []
+        length = 2
+        for g in groups[start:]:
+            if (only is not None and g.feature not in only) or not self.allowed(g):
+                continue
+            ok, n = self.fits(g)
+            if not ok:
+                continue
+            extra = len(g.feature) + (1 if kept else 0)
+            if len(kept) == MAX_ALTERNATIVES or length + extra > budget:
+                return kept, True
+            kept.append((g, n))
+            length += extra
+        return kept, False
+
+    def largest(self, groups: Sequence[Group]) -> tuple[Group, int, int] | None:
+        best: tuple[Group, int, int] | None = None
+        for g in groups:
+            if not self.allowed(g):
+                continue
+            n, gp, _ = self.eligible(g)
+            if best is None or (n, gp) > (best[1], best[2]):
+                best = (g, n, gp)
+        return best
+
+
+def _groups(data: PolicyData, partitions: Sequence[str], level: str) -> tuple[Group, ...]:
+    if len(partitions) == 1:
+        return data.partitions[partitions[0]][level]
+    merged: dict[str, Group] = {}
+    for p in partitions:
+        for g in data.partitions[p][level]:
+            if g.feature not in merged or g.nodes > merged[g.feature].nodes:
+                merged[g.feature] = g
+    return tuple(sorted(merged.values(), key=lambda g: (g.nodes, g.rank)))
+
+
+def _bracket(kept: Sequence[tuple[Group, int]]) -> str:
+    return "[" + "|".join(g.feature for g, _ in kept) + "]"
+
+
+def _shown(kept: Sequence[tuple[Group, int]], cut: bool) -> str:
+    text = ",".join(f"{g.label}({n}n)" for g, n in kept)
+    return (f"first {len(kept)} kept (Slurm's limits) " if cut else "") + f"[{text}]"
+
+
+def _conflict(loc: str, mode: str, what: str, msg: str) -> Decision:
+    """The user's constraint and the locality cannot be combined: :fail rejects, :wait leaves the job alone."""
+    if mode == "fail":
+        return Decision("reject", loc, message=msg, record=_record(f"{loc}: rejected, {what} conflict"))
+    return Decision(
+        "unchanged",
+        loc,
+        message=msg + "; job left unchanged",
+        record=_record(f"{loc}: {what} conflict; unchanged"),
+    )
+
+
+def decide(data: PolicyData, req: JobRequest) -> Decision:
+    """The filter's decision for one job (see the module docstring)."""
+    d = _decide(data, req)
+    if req.het_offset is None or d.action == "unchanged":
+        return d
+    note = f" [het+{req.het_offset}: components are placed separately]"
+    rec = (
+        d.record
+        if len(d.record) + len(note) <= MAX_RECORD
+        else d.record[: MAX_RECORD - len(note) - 3] + "..."
+    )
+    return replace(d, record=rec + note)
+
+
+def _partition_names(data: PolicyData, req: JobRequest) -> tuple[list[str], list[str], str | None]:
+    """(the job's partitions as named, the data's partitions counted for them, the first name the data does not
+    know — counted as every node)."""
+    names = req.partition.split(",") if req.partition else [data.default_partition]
+    unknown = next((p for p in names if p not in data.partitions), None)
+    return names, [p if p in data.partitions else data.everywhere for p in names], unknown
+
+
+def _decide(data: PolicyData, req: JobRequest) -> Decision:
+    names, partitions, unknown = _partition_names(data, req)
+    locality = req.locality
+    if locality is None:
+        defaults = dict(data.config.partitions)
+        locality = next((defaults[p] for p in names if p in defaults), data.config.default)
+    try:
+        level, mode = parse_locality(locality)
+    except InputError as exc:
+        return Decision(
+            "reject",
+            safe(locality),
+            message=f"slurm-topo: {exc}",
+            record=_record(f"rejected locality '{safe(locality)}'"),
+        )
+    loc = f"{level}:{mode}"
+    if level == "any" and req.regions is None:
+        return Decision("unchanged", loc, record=_record("any"))
+    c = parse_constraint(req.features)
+    if c.kind == "invalid":
+        return Decision("unchanged", loc, record=_record(f"{loc}: constraint not understood; unchanged"))
+    note = ""
+    if req.unchecked:
+        note = f"; fit not checked ({req.unchecked})"
+    elif not c.counted:
+        note = "; fit not checked (constraint)"
+    if unknown is not None:
+        note += f"; partition '{safe(unknown)}' not in the data: all nodes counted"
+
+    restrict = None
+    area_features: frozenset[str] | None = None
+    wanted: set[str] | None = None
+    if req.regions is not None:
+        names = list(dict.fromkeys(r for r in req.regions.split(",") if r))
+        bad = next((r for r in names if r not in data.areas), None)
+        if bad is not None or not names:
+            shown = safe(bad if bad is not None else req.regions)
+            return Decision(
+                "reject",
+                loc,
+                message=f"slurm-topo: --locality-regions: '{shown}' is not a region or zone of this cluster",
+                record=_record(f"{loc}: unknown region '{shown}'"),
+            )
+        feats = list(dict.fromkeys(f for r in names for f in data.areas[r][0]))
+        area_features = frozenset(feats)
+        wanted = {region for r in names for region in data.areas[r][1]}
+        restrict = feats[0] if len(feats) == 1 else "(" + "|".join(feats) + ")"
+    scan = _Scan(data, req, c, area_features, wanted)
+
+    if level in ("prefer", "any"):
+        base = compose(c, restrict) if restrict else None
+        if restrict and base is None:
+            return Decision(
+                "unchanged",
+                loc,
+                message="slurm-topo: --locality-regions cannot be combined with your "
+                "constraint; job left unchanged",
+                record=_record(f"{loc}: regions conflict; unchanged"),
+            )
+        if level == "any":
+            return Decision("amend", loc, features=base, record=_record(f"any; regions {restrict}"))
+        why = None
+        if req.prefer is not None:
+            why = "your --prefer kept"
+        elif c.kind in ("bracket", "complex"):
+            why = "constraint has brackets or parentheses"
+        else:
+            for lvl in LEVELS:
+                probe = compose(c, *(t for t in (restrict, "[]") if t))
+                assert probe is not None
+                kept, cut = scan.candidates(_groups(data, partitions, lvl), MAX_CONSTRAINT - len(probe) + 2)
+                if kept:
+                    prefer = compose(c, *(t for t in (restrict, _bracket(kept)) if t))
+                    return Decision(
+                        "amend",
+                        loc,
+                        features=base,
+                        prefer=prefer,
+                        record=_record(f"prefer {lvl} {_shown(kept, cut)}{note}"),
+                        candidates=tuple((g.label, n, g.gpus) for g, n in kept),
+                        level=lvl,
+                    )
+            why = "no group fits; topology/tree packs"
+        return Decision(
+            "amend" if base else "unchanged", loc, features=base, record=_record(f"prefer: {why}")
+        )
+
+    groups = _groups(data, partitions, level)
+    only: set[str] | None = None
+    if c.kind == "bracket":
+        level_features = {g.feature for g in groups}
+        if not all(x in level_features for x in c.inside):
+            return _conflict(
+                loc,
+                mode,
+                "bracket",
+                f"slurm-topo: --locality={level}: the brackets in your "
+                f"constraint are not all {level} groups (Slurm allows one bracket set)",
+            )
+        only = set(c.inside)
+    probe = compose(c, *(t for t in (restrict, "[]") if t))
+    if probe is None:
+        return _conflict(
+            loc,
+            mode,
+            "constraint",
+            f"slurm-topo: --locality={level}: your constraint cannot be combined with a {level} bracket",
+        )
+    kept, cut = scan.candidates(groups, MAX_CONSTRAINT - len(probe) + 2, only)
+    if kept:
+        features = compose(c, *(t for t in (restrict, _bracket(kept)) if t))
+        return Decision(
+            "amend",
+            loc,
+            features=features,
+            record=_record(f"{loc} {_shown(kept, cut)}{note}"),
+            candidates=tuple((g.label, n, g.gpus) for g, n in kept),
+            level=level,
+        )
+    largest = scan.largest([g for g in groups if only is None or g.feature in only])
+    if largest is None:
+        why = f"no node of the partition has a {level}"
+    else:
+        g, n, gp = largest
+        why = f"the largest is {g.label} with {_plural(n, 'node')} ({gp} GPUs)"
+    msg = f"slurm-topo: --locality={loc}: no {level} can ever hold {describe_request(req)}; {why}"
+    if mode == "fail":
+        return Decision("reject", loc, message=msg, record=_record(f"{loc}: rejected; {why}"), level=level)
+    return Decision(
+        "hold", loc, message=msg + "; the job is held", record=_record(f"{loc}: held; {why}"), level=level
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Survey:
+    """Every group of one level for one request: those that can ever hold it, in the filter's order, and the rest."""
+
+    fitting: tuple[tuple[str, int, int], ...]
+    too_small: tuple[tuple[str, int, int], ...]
+
+
+def survey(data: PolicyData, req: JobRequest, level: str) -> Survey:
+    """All groups of ``level`` split by "can ever hold" (for `slurm-topo check`; the filter stops at 65)."""
+    _, partitions, _ = _partition_names(data, req)
+    area = wanted = None
+    if req.regions:
+        names = [r for r in req.regions.split(",") if r in data.areas]
+        area = frozenset(f for r in names for f in data.areas[r][0])
+        wanted = {region for r in names for region in data.areas[r][1]}
+    scan = _Scan(data, req, parse_constraint(req.features), area, wanted)
+    fitting: list[tuple[str, int, int]] = []
+    small: list[tuple[str, int, int]] = []
+    for g in _groups(data, partitions, level):
+        if not scan.allowed(g):
+            continue
+        ok, n = scan.fits(g)
+        (fitting if ok else small).append((g.label, n, scan.eligible(g)[1]))
+    return Survey(tuple(fitting), tuple(small))

@@ -1,0 +1,37 @@
+"""The shared vocabulary of the locality policy: levels, localities, Slurm's limits, the job_desc field names, and
+how a user string may appear in a message. The Lua filter carries the same names (its "vocabulary" section)."""
+
+from __future__ import annotations
+
+from ..errors import InputError
+
+LEVELS = ("network_group", "zone", "region")  # finest first: the order prefer tries them
+LOCALITIES = ("prefer", "network_group", "zone", "region", "any")
+MODES = ("wait", "fail")
+MAX_ALTERNATIVES = 64  # a matching-OR bracket is a 64-bit bitmap in slurmctld; more corrupts memory
+MAX_CONSTRAINT = 1024  # longest features / prefer string slurmctld accepts
+MAX_RECORD = 200
+IMPLICIT_PARTITION = "*"
+NO_VAL = 0xFFFFFFFE
+SPANK_LOCALITY = "_SLURM_SPANK_OPTION_locality_locality"
+SPANK_REGIONS = "_SLURM_SPANK_OPTION_locality_locality_regions"
+LOCATION_PREFIXES = ("region_", "zone_", "ng_", "leaf_")
+_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:=,+-")
+
+
+def parse_locality(text: str) -> tuple[str, str]:
+    """``zone:fail`` -> ("zone", "fail"); the mode defaults to wait."""
+    level, _, mode = text.partition(":")
+    mode = mode or "wait"
+    if level not in LOCALITIES or mode not in MODES:
+        raise InputError(
+            f"unknown locality '{safe(text)}' (use prefer|network_group|zone|region|any, "
+            "optionally :wait or :fail)"
+        )
+    return level, mode
+
+
+def safe(text: str, limit: int = 40) -> str:
+    """A user-supplied string as it may appear in a message: ASCII word characters only, cut (bytewise, as Lua)."""
+    raw = text.encode("utf-8", "surrogatepass")[:limit]
+    return "".join(chr(b) if chr(b) in _SAFE else "?" for b in raw)
