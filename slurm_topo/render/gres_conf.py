@@ -1,33 +1,37 @@
 """gres.conf for the GPUs of the nodes the inventory describes (gres.conf(5)).
 
-* One line per GPU: ``NodeName=<nodes> Name=gpu [Type=<t>] File=/dev/nvidia<minor> [Cores=<ids>] Links=<counts>``.
-  Lines are in PCI-bus order, which is how Slurm numbers a node's GPUs: never reorder them to steer Slurm, or
-  ``SLURM_JOB_GPUS`` and ``CUDA_VISIBLE_DEVICES`` would name the wrong devices.
-* ``Links=``: one entry per GPU index, ``-1`` for the GPU itself, else the number of NVLinks to that GPU (``0``:
-  none). NVSwitch boxes read as NV<n> between every pair, one all-to-all island (AutoDetect=nvml would report all
-  zeros there).
+* One line per GPU: ``NodeName=<nodes> Name=gpu [Type=<t>] File=/dev/nvidia<minor> [Cores=<ids>]
+  Links=<counts>``. Lines are in PCI-bus order, which is how Slurm numbers a node's GPUs: never reorder them
+  to steer Slurm, or ``SLURM_JOB_GPUS`` and ``CUDA_VISIBLE_DEVICES`` would name the wrong devices.
+* ``Links=``: one entry per GPU index, ``-1`` for the GPU itself, else the number of NVLinks to that GPU
+  (``0``: none). NVSwitch boxes read as NV<n> between every pair, one all-to-all island (AutoDetect=nvml would
+  report all zeros there).
 * ``File=``: the NVML minor number. From a ``topo -m`` capture (no minors) only with
   ``--assume-minor-equals-index``, with a warning.
-* ``Cores=``: Slurm's logical core ids of the sockets the GPU's CPU affinity touches (whole sockets: Slurm wants
-  whole sockets), from the node's Sockets/CoresPerSocket/ThreadsPerCore and Linux's CPU numbering (thread t of core
-  c is CPU ``c + t × cores``). Left out when the affinity covers every CPU or the layout is unknown. A ``Cores=``
-  change needs a slurmctld restart.
+* ``Cores=``: Slurm's logical core ids (socket-major) of the sockets the GPU's printed CPU/NUMA affinity
+  touches (whole sockets: Slurm wants whole sockets), from the node's Sockets/CoresPerSocket/ThreadsPerCore.
+  Which socket a kernel CPU id is on depends on how the kernel numbers CPUs (socket-major, SMT-adjacent on
+  POWER, interleaved even/odd): :func:`slurm_topo.gpu.affinity.gpu_sockets` reads that from the capture
+  itself. Left out when the affinity covers every socket, the layout is unknown, or the sockets cannot be
+  read; every doubt is a ``# warning:`` line above the node's block (and :func:`gres_warnings`, for stderr). A
+  ``Cores=`` change needs a slurmctld restart.
 * ``NodeName=<nodes> AutoDetect=off`` for every described node: a mismatch with autodetection drains nodes.
 
-Rendered only when at least one node has a ``gpu_topology:``; then every GPU node of the inventory needs one (or
-``--assume-minor-equals-index``), because this file replaces the admin's gres.conf.
+Rendered only when at least one node has a ``gpu_topology:``; then every GPU node of the inventory needs one
+(or ``--assume-minor-equals-index``), because this file replaces the admin's gres.conf.
 """
 
 from __future__ import annotations
 
 from .. import hostlist
-from ..errors import HostlistError, InputError
+from ..errors import InputError
+from ..gpu.affinity import Layout, gpu_sockets
 from ..inventory import natural_key
-from ..model import Node
+from ..model import Inventory, Node
 from . import RenderContext, header
 
 
-def _layout(node: Node) -> tuple[int, int, int] | None:
+def _layout(node: Node) -> Layout | None:
     def num(key: str) -> int | None:
         v = node.slurm_attr(key)
         return int(v) if v is not None else None
@@ -39,22 +43,37 @@ def _layout(node: Node) -> tuple[int, int, int] | None:
     return sockets, cores, threads
 
 
-def slurm_cores(affinity: str | None, layout: tuple[int, int, int] | None) -> str | None:
-    """The ``Cores=`` value for one GPU, or None (unknown layout, unreadable affinity, or every CPU)."""
-    if not affinity or layout is None:
+def slurm_cores(sockets: frozenset[int] | None, layout: Layout | None) -> str | None:
+    """The ``Cores=`` value for sockets of a GPU: Slurm's logical core ids of those whole sockets (Slurm wants
+    whole sockets), or None (unknown, or every socket: nothing to say)."""
+    if not sockets or layout is None:
         return None
-    sockets, cps, tpc = layout
-    total = sockets * cps
-    try:
-        cpus = set(hostlist.expand_numbers(affinity))
-    except HostlistError:
+    n_sockets, cps, _ = layout
+    if len(sockets) >= n_sockets or max(sockets) >= n_sockets:
         return None
-    if not cpus or max(cpus) >= total * tpc:
-        return None
-    touched = sorted({(cpu % total) // cps for cpu in cpus})
-    if len(touched) == sockets:
-        return None
-    return ",".join(f"{s * cps}-{s * cps + cps - 1}" for s in touched)
+    return ",".join(f"{s * cps}-{s * cps + cps - 1}" for s in sorted(sockets))
+
+
+def node_cores(node: Node) -> tuple[tuple[str | None, ...], tuple[str, ...]]:
+    """Per GPU of ``node`` its ``Cores=`` value (None: left out), and the warnings about how it was read."""
+    topo = node.gpu_topology
+    if topo is None:
+        return (), ()
+    layout = _layout(node)
+    if layout is None:
+        return (None,) * len(topo.gpus), ()
+    found = gpu_sockets(topo, layout)
+    return tuple(slurm_cores(s, layout) for s in found.sockets), found.warnings
+
+
+def gres_warnings(inventory: Inventory) -> list[str]:
+    """What ``Cores=`` could not read exactly, one line per distinct warning and its nodes (for stderr)."""
+    by_warning: dict[str, list[str]] = {}
+    for node in inventory.nodes:
+        if node.gpus and node.gpu_topology is not None:
+            for w in node_cores(node)[1]:
+                by_warning.setdefault(w, []).append(node.name)
+    return [f"gres.conf: {hostlist.compress(names)}: {w}" for w, names in by_warning.items()]
 
 
 def _links(matrix: tuple[tuple[str, ...], ...], i: int) -> str:
@@ -73,14 +92,13 @@ def _lines(node: Node, ctx: RenderContext) -> list[str]:
     typ = f" Type={node.gpu_type}" if node.gpu_type else ""
     if topo is None:
         return [f"Name=gpu{typ} File={opts.gpu_device_prefix}{i}" for i in range(node.gpus or 0)]
-    layout = _layout(node)
+    cores_per_gpu, _ = node_cores(node)
     lines = []
     for i in range(len(topo.gpus)):
         minor = topo.minors[i] if i < len(topo.minors) else None
         if minor is None:
             minor = i  # only reached with --assume-minor-equals-index (checked in render_gres_conf)
-        affinity = topo.cpu_affinity[i] if i < len(topo.cpu_affinity) else None
-        cores = slurm_cores(affinity, layout)
+        cores = cores_per_gpu[i]
         line = f"Name=gpu{typ} File={opts.gpu_device_prefix}{minor}"
         if cores:
             line += f" Cores={cores}"
@@ -101,20 +119,22 @@ def render_gres_conf(ctx: RenderContext) -> str | None:
         ]
         if guessing:
             raise InputError(
-                f"gres.conf: no device minor numbers for {hostlist.compress(guessing)} (a topo -m capture or no "
-                "gpu_topology has none): pass --assume-minor-equals-index to write File=/dev/nvidia<index>"
+                f"gres.conf: no device minor numbers for {hostlist.compress(guessing)} (a topo -m capture or "
+                "no gpu_topology has none): pass --assume-minor-equals-index to write File=/dev/nvidia<index>"
             )
-    blocks: dict[tuple[str, ...], list[str]] = {}
+    blocks: dict[tuple[tuple[str, ...], tuple[str, ...]], list[str]] = {}
     for node in nodes:
-        blocks.setdefault(tuple(_lines(node, ctx)), []).append(node.name)
+        warnings = node_cores(node)[1] if node.gpu_topology is not None else ()
+        blocks.setdefault((tuple(_lines(node, ctx)), warnings), []).append(node.name)
     rows = sorted(blocks.items(), key=lambda kv: natural_key(kv[1][0]))
-    gpus = sum(len(lines) * len(names) for lines, names in rows)
+    gpus = sum(len(lines) * len(names) for (lines, _), names in rows)
     summary = (
         f"{len(nodes)} GPU nodes, {gpus} GPUs; AutoDetect=off for these nodes; Cores= changes need a restart"
     )
     out = [header("gres.conf", ctx, summary)]
-    for lines, names in rows:
+    for (lines, warnings), names in rows:
         expr = hostlist.compress(names)
+        out.extend(f"# warning: {w}\n" for w in warnings)
         out.append(f"NodeName={expr} AutoDetect=off\n")
         out.extend(f"NodeName={expr} {line}\n" for line in lines)
     return "".join(out)

@@ -1,4 +1,4 @@
-"""Our gres.conf on real Slurm: accepted as written, and its Cores= per NVLink island keeps GPU jobs in one island."""
+"""Our gres.conf on real Slurm: accepted as written; Cores= per NVLink island keeps GPU jobs in one island."""
 
 from __future__ import annotations
 
@@ -13,6 +13,16 @@ pytestmark = pytest.mark.slurm
 
 REPO = Path(__file__).resolve().parents[2]
 CAPTURE = REPO / "tests" / "fixtures" / "synthetic" / "islands-2x4-nv18.txt"
+# real HGX capture whose CPU ids are numbered even/odd across the sockets (GPU0-3 on NUMA 0, GPU4-7 on NUMA 1)
+HGX_CAPTURE = REPO / "tests" / "fixtures" / "real" / "topo" / "hgx-h100-8gpu-12nic-evenodd-cpuaffinity.txt"
+HGX_HW = {
+    "CPUs": 224,
+    "Boards": 1,
+    "SocketsPerBoard": 2,
+    "CoresPerSocket": 56,
+    "ThreadsPerCore": 2,
+    "RealMemory": 64000,
+}
 HW = {
     "CPUs": 16,
     "Boards": 1,
@@ -37,7 +47,15 @@ def gpu_cluster(scratch_cluster) -> Iterator[slurmctl.Slurm]:  # type: ignore[no
                     "gpu_type": "h100",
                     "gpu_topology": str(CAPTURE),
                     "slurm": HW,
-                }
+                },
+                {
+                    "name": "hx[1-2]",
+                    "region": "r1",
+                    "zone": "r1-a",
+                    "gpu_type": "h100",
+                    "gpu_topology": str(HGX_CAPTURE),
+                    "slurm": HGX_HW,
+                },
             ]
         },
     ) as cluster:
@@ -71,6 +89,35 @@ def test_gres_conf_is_slurms_view(gpu_cluster: slurmctl.Slurm) -> None:
     ).stdout
     assert "Index=0 " in parsed and "Cores=0-7" in parsed and "Links=-1,18,18,18,0,0,0,0" in parsed
     assert "Index=7 " in parsed and "Cores=8-15" in parsed and "Links=0,0,0,0,18,18,18,-1" in parsed
+
+
+def _slurmd_gres(cluster: slurmctl.Slurm, node: str) -> dict[int, str]:
+    """``slurmd -G -N node``: what slurmd parsed from gres.conf, one line per GPU index."""
+    conf = cluster.env["SLURM_CONF"]
+    slurmd = Path(conf).parent.parent / "bin" / "slurmd"
+    proc = subprocess.run(
+        [str(slurmd), "-G", "-N", node, "-f", conf],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=cluster.env,
+    )
+    out: dict[int, str] = {}
+    for line in (proc.stdout + proc.stderr).splitlines():
+        if "Index=" in line:
+            out[int(line.split("Index=")[1].split()[0])] = line
+    return out
+
+
+def test_even_odd_numbered_hgx_gets_each_socket_s_cores(gpu_cluster: slurmctl.Slurm) -> None:
+    """slurmd's own parse of the generated gres.conf for the HGX capture numbered even/odd: GPUs 0-3 on socket
+    0's cores, GPUs 4-7 on socket 1's (socket-major arithmetic gave all eight socket 0)."""
+    assert "Gres=gpu:h100:8" in gpu_cluster.out("scontrol", "show", "node", "hx1")
+    parsed = _slurmd_gres(gpu_cluster, "hx1")
+    assert sorted(parsed) == list(range(8)), parsed
+    for index, line in parsed.items():
+        want = "Cores=0-55" if index < 4 else "Cores=56-111"
+        assert want in line, line
 
 
 def test_four_gpu_job_stays_in_the_free_island(gpu_cluster: slurmctl.Slurm) -> None:
