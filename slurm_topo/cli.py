@@ -1,7 +1,10 @@
-"""``slurm-topo``: a thin click layer over the library. Errors map to exit codes in ``main`` only.
+"""``slurm-topo``: a thin click layer over the library.
 
-Exit codes: 0 ok · 1 lint found problems · 2 bad input or usage · 3 an external command failed ·
-4 an output could not be written (nothing was changed).
+Errors map to exit codes in one place: ``main`` runs the group through :func:`slurm_topo.entry.run_entry`,
+which prints ``slurm-topo: error: …`` and exits with :func:`slurm_topo.errors.exit_code_for` (the table is
+:class:`slurm_topo.errors.ExitCode`, shown in README "Exit codes"). click's own usage errors become
+:class:`~slurm_topo.errors.UsageError` (exit 2) and Ctrl-C exits 130. A command that found problems
+(``lint``, ``check``) exits 1 itself; ``apply`` exits with its outcome.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from pathlib import Path
 import click
 
 from . import files as shipped
-from .errors import CommandError, InputError, OutputError, SlurmTopoError
+from .entry import read_input, run_entry
+from .errors import CommandError, ExitCode, InputError, UsageError
 from .inventory import load_inventory_file, merge, with_slurm_nodes
 from .lint import lint_topology
 from .model import LABEL_RE, Inventory
@@ -22,10 +26,12 @@ from .policy import GpuAsk, JobRequest, Partition, decide, parse_locality, surve
 from .render import RenderOptions, make_context, render_all
 from .runner import SubprocessRunner, scontrol_nodes_argv, scontrol_partitions_argv, slurm_version_argvs
 from .show import render_tree
+from .text import counted
 from .slurmconf import parse_scontrol_nodes, parse_scontrol_partitions, parse_topology_conf
 from .version import DEFAULT_SLURM, __version__, format_slurm_version, parse_slurm_version
 
-EXIT_PROBLEMS, EXIT_INPUT, EXIT_COMMAND, EXIT_OUTPUT = 1, 2, 3, 4
+PROG = "slurm-topo"
+EXIT_PROBLEMS = ExitCode.PROBLEMS  # kept for the commands that exit 1 themselves
 
 
 def _warn(message: str) -> None:
@@ -97,11 +103,7 @@ def _slurm_version(given: str | None) -> tuple[int, int]:
 
 def _partitions(partitions_from: str | None, scontrol: bool) -> list[Partition] | None:
     if partitions_from:
-        try:
-            text = Path(partitions_from).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"{partitions_from}: cannot read: {exc.strerror}") from None
-        rows = parse_scontrol_partitions(text, source=partitions_from)
+        rows = parse_scontrol_partitions(read_input(partitions_from), source=partitions_from)
     elif scontrol:
         rows = parse_scontrol_partitions(SubprocessRunner().run(scontrol_partitions_argv()))
     else:
@@ -212,11 +214,7 @@ def generate(
 @click.option("--slurm-conf", metavar="FILE", help="slurm.conf: also check that no node is defined twice.")
 def lint(topology: str, nodes_from: str | None, scontrol: bool, slurm_conf: str | None) -> None:
     """Check a topology.conf for what would make Slurm fail or never place a node."""
-    try:
-        text = Path(topology).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{topology}: cannot read: {exc.strerror}") from None
-    switches = parse_topology_conf(text, source=topology)
+    switches = parse_topology_conf(read_input(topology), source=topology)
     records = _slurm_nodes(nodes_from, scontrol)
     known = [r["NodeName"] for r in records] if records is not None else None
     problems = lint_topology(switches, known_nodes=known, slurm_conf=Path(slurm_conf) if slurm_conf else None)
@@ -224,9 +222,9 @@ def lint(topology: str, nodes_from: str | None, scontrol: bool, slurm_conf: str 
         where = f"{topology}:{p.lineno}" if p.lineno else topology
         click.echo(f"{where}: {p.code}: {p.message}")
     if problems:
-        sys.exit(EXIT_PROBLEMS)
+        sys.exit(ExitCode.PROBLEMS)
     nodes = sum(len(sw.nodes or ()) for sw in switches)
-    click.echo(f"{topology}: ok ({len(switches)} switches, {nodes} nodes)")
+    click.echo(f"{topology}: ok ({counted(len(switches), 'switch', 'switches')}, {counted(nodes, 'node')})")
 
 
 @cli.command()
@@ -498,6 +496,13 @@ def gpu_pick(topology_file: str, count: int, busy: str, as_json: bool) -> None:
 )
 @click.option("--sync-cmd", metavar="CMD", help="Run before reconfiguring (copy the files to the nodes).")
 @click.option(
+    "--lock-wait",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="Seconds to wait for another apply writing the same --slurm-dir, then refuse.",
+)
+@click.option(
     "--detailed-exitcodes", is_flag=True, help="Exit 10 when something was applied (or a dry run would apply)."
 )
 @click.option("--recover", "mode", flag_value="recover", help="Only finish or revert a half-done run.")
@@ -520,6 +525,7 @@ def apply(
     max_removal: float,
     min_interval: float,
     sync_cmd: str | None,
+    lock_wait: float,
     detailed_exitcodes: bool,
     mode: str | None,
 ) -> None:
@@ -541,6 +547,7 @@ def apply(
         max_removal=max_removal,
         min_interval=min_interval,
         sync_cmd=sync_cmd,
+        lock_wait=lock_wait,
         detailed_exitcodes=detailed_exitcodes,
         slurm_version=parse_slurm_version(slurm_version) if slurm_version else None,
     )
@@ -627,27 +634,33 @@ def render_check(decision, found, level, verbose, as_json):  # type: ignore[no-u
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> None:
+def _click_error(exc: click.ClickException) -> UsageError:
+    """click's own error as ours: one line, ``slurm-topo: error: …``, with where to look for help."""
+    message = exc.format_message().rstrip(".")
+    if message[:2].istitle():  # click's "Invalid value …", "No such option …": our lines start lower-case
+        message = message[0].lower() + message[1:]
+    ctx = getattr(exc, "ctx", None)
+    if isinstance(exc, click.UsageError) and ctx is not None:
+        message += f" (see '{ctx.command_path} --help')"
+    return UsageError(message)
+
+
+def _invoke(argv: list[str] | None) -> None:
+    """Run the click group; click's exceptions become ours, so that ``run_entry`` maps every one."""
     try:
-        cli.main(args=argv, prog_name="slurm-topo", standalone_mode=False)
-    except click.exceptions.Exit as exc:
+        cli.main(args=argv, prog_name=PROG, standalone_mode=False)
+    except click.exceptions.Exit as exc:  # --help, --version
         sys.exit(exc.exit_code)
+    except click.exceptions.Abort:  # click turns Ctrl-C into Abort
+        raise KeyboardInterrupt from None
     except click.ClickException as exc:
-        exc.show()
-        sys.exit(EXIT_INPUT if isinstance(exc, click.UsageError) else exc.exit_code)
-    except click.exceptions.Abort:
-        _warn("aborted")
-        sys.exit(130)
-    except InputError as exc:
-        _warn(f"error: {exc}")
-        sys.exit(EXIT_INPUT)
-    except CommandError as exc:
-        _warn(f"error: {exc}")
-        sys.exit(EXIT_COMMAND)
-    except OutputError as exc:
-        _warn(f"error: {exc}")
-        sys.exit(EXIT_OUTPUT)
-    except SlurmTopoError as exc:
-        _warn(f"error: {exc}")
-        sys.exit(EXIT_INPUT)
-    sys.exit(0)
+        no_args = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click >= 8.2
+        if isinstance(exc, no_args) and exc.ctx is not None:  # a bare `slurm-topo` (or `slurm-topo gpu`)
+            click.echo(exc.ctx.get_help(), err=True)
+            raise UsageError(f"give a command (see '{exc.ctx.command_path} --help')") from None
+        raise _click_error(exc) from None
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``slurm-topo``: every outcome leaves through ``run_entry`` (one line on stderr, one exit-code table)."""
+    run_entry(PROG, lambda: _invoke(argv))

@@ -4,16 +4,19 @@
 
     SlurmTopoError
     ├── InputError (ValueError)        the operator's input is wrong: fix the file or the flag      exit 2
+    │   ├── UsageError                 a command line that does not parse (click's, argparse's)
     │   ├── InventoryError             a bad inventory value, with FILE: nodes[i].key: reason (value)
     │   ├── HostlistError              a hostlist expression that does not parse
     │   └── ParseError                 a Slurm file or command output that does not parse
     ├── CommandError (RuntimeError)    an external command failed (argv, returncode, stderr tail)   exit 3
+    ├── PlacementError (RuntimeError)  Slurm did not do what a plan asked (a task on another node)  exit 3
     └── OutputError (OSError)          an output could not be written; nothing was changed         exit 4
 
 The library never prints or exits. Every entry point (``slurm-topo``, ``gpulayer-srun``, the per-task shim)
-maps exceptions to exit codes with :func:`exit_code_for` and nothing else; :class:`ExitCode` is the one table
-(README "Exit codes" shows it to users). ``apply``'s outcome codes (10-13) are disjoint from the input/command
-codes, so ``--detailed-exitcodes`` can never be mistaken for a bad inventory.
+maps exceptions to exit codes with :func:`exit_code_for` and nothing else (the one place that does it is
+:func:`slurm_topo.entry.run_entry`); :class:`ExitCode` is the one table (README "Exit codes" shows it to
+users). ``apply``'s outcome codes (10-13) are disjoint from the input/command codes, so
+``--detailed-exitcodes`` can never be mistaken for a bad inventory.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ class ExitCode(IntEnum):
     """The exit codes of every slurm-topo entry point. One table, documented in README "Exit codes"."""
 
     OK = 0
-    """Done; for ``apply`` also "unchanged", "deferred", a dry run, or applied without --detailed-exitcodes."""
+    """Done; for ``apply`` also "unchanged", "deferred", a dry run, or applied without
+    --detailed-exitcodes."""
     PROBLEMS = 1
     """The command ran and found problems: ``lint`` problems, ``check`` would reject, ``health`` faults."""
     INPUT = 2
@@ -38,7 +42,8 @@ class ExitCode(IntEnum):
     APPLIED = 10
     """``apply --detailed-exitcodes``: a change was applied (or a dry run would apply one)."""
     REFUSED = 11
-    """``apply`` refused: nothing was changed (restart required, foreign file, Slurm would not load the set, …)."""
+    """``apply`` refused: nothing was changed (restart required, foreign file, Slurm would not load the
+    set, …)."""
     ROLLED_BACK = 12
     """``apply`` failed and rolled back: the old files are live again."""
     ROLLBACK_FAILED = 13
@@ -65,6 +70,10 @@ def show_value(value: object, limit: int = 40) -> str:
     """repr() of a value, cut at ``limit`` characters, safe to print on one line."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+class UsageError(InputError):
+    """A command line that does not parse: an unknown option, a missing or malformed value."""
 
 
 class InventoryError(InputError):
@@ -118,6 +127,12 @@ class CommandError(SlurmTopoError, RuntimeError):
         tail = stderr.strip().splitlines()[-1] if stderr.strip() else ""
         what = "could not be started" if returncode is None else f"exited {returncode}"
         super().__init__(f"{' '.join(self.argv)} {what}" + (f": {tail}" if tail else ""))
+
+
+class PlacementError(SlurmTopoError, RuntimeError):
+    """Slurm did not do what a plan asked (a task started on another node than its SLURM_HOSTFILE line)."""
+
+    exit_code = ExitCode.COMMAND
 
 
 class OutputError(SlurmTopoError, OSError):

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from .inventory import natural_key
 from .model import Inventory, Node, Source
+from .text import counted
 
 
 @dataclass
@@ -21,7 +22,7 @@ class _Count:
         self.self_only += node.located_by == Source.SELF
 
     def text(self) -> str:
-        s = f"{self.nodes} node{'s' if self.nodes != 1 else ''}, {self.gpus} GPUs"
+        s = f"{counted(self.nodes, 'node')}, {counted(self.gpus, 'GPU')}"
         return s + (f", {self.self_only} self-reported*" if self.self_only else "")
 
 
@@ -41,7 +42,7 @@ def render_tree(inventory: Inventory) -> str:
             cur.add(node)
     regions = [k for k in root.children if not k.startswith("(")]
     zones = sum(len([z for z in root.children[r].children if not z.startswith("(")]) for r in regions)
-    lines = [f"fleet: {root.text()}; {len(regions)} regions, {zones} zones"]
+    lines = [f"fleet: {root.text()}; {counted(len(regions), 'region')}, {counted(zones, 'zone')}"]
 
     def walk(count: _Count, prefix: str) -> None:
         keys = sorted(count.children, key=lambda k: (k.startswith("("), natural_key(k)))
@@ -53,7 +54,7 @@ def render_tree(inventory: Inventory) -> str:
 
     walk(root, "")
     if inventory.extra_nodes:
-        lines.append(f"not in any inventory (root leaf): {len(inventory.extra_nodes)} nodes")
+        lines.append(f"not in any inventory (root leaf): {counted(len(inventory.extra_nodes), 'node')}")
     if root.self_only:
         lines.append("* location known only from the node's own report")
     return "\n".join(lines) + "\n"

@@ -40,9 +40,11 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 from . import hostlist, version
-from .errors import CommandError, InputError, ParseError, SlurmTopoError
+from .entry import run_entry
+from .errors import CommandError, InputError, OutputError, ParseError, UsageError
 from .gpu.links import islands
 from .gpu.model import GpuTopology
 from .gpu.pick import pick_devices
@@ -575,22 +577,42 @@ def check_srun_options(options: Sequence[str]) -> None:
                     break
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises :class:`UsageError` instead of printing and exiting (``run_entry`` reports it)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see '{PROG} --help')")
+
+
+def _positive(text: str) -> int:
+    """A size: a whole number, at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: must be at least 1")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog=PROG,
         allow_abbrev=False,
         usage=f"{PROG} --tp N [--pp N] [--dp N] [OPTIONS] [SRUN OPTIONS] -- COMMAND...",
         description="Run COMMAND with one Slurm task per rank, ranks ordered by TP/PP/DP over the allocation's "
         "NVLink islands and switch tree. Unknown options are passed to srun untouched.",
     )
-    p.add_argument("--tp", type=int, required=True, help="tensor-parallel size (one node, one NVLink island)")
     p.add_argument(
-        "--pp", type=int, default=1, help="pipeline-parallel size (stages inside one leaf if possible)"
+        "--tp", type=_positive, required=True, help="tensor-parallel size (one node, one NVLink island)"
     )
     p.add_argument(
-        "--dp", type=int, default=None, help="data-parallel size (default: task count / (tp × pp))"
+        "--pp", type=_positive, default=1, help="pipeline-parallel size (stages inside one leaf if possible)"
     )
-    p.add_argument("--gpus-per-task", type=int, default=1, help="GPUs per rank (default 1)")
+    p.add_argument(
+        "--dp", type=_positive, default=None, help="data-parallel size (default: task count / (tp × pp))"
+    )
+    p.add_argument("--gpus-per-task", type=_positive, default=1, help="GPUs per rank (default 1)")
     p.add_argument(
         "--order",
         default=DEFAULT_ORDER,
@@ -613,6 +635,7 @@ def _parser() -> argparse.ArgumentParser:
         const=False,
         help="CUDA_VISIBLE_DEVICES in global indices (no device cgroup)",
     )
+    p.add_argument("--version", action="store_true", help="print the version and exit")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
     mode.add_argument("--explain", action="store_true", help="print the plan, then run")
@@ -621,7 +644,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     if "--" not in argv:
-        raise InputError("no command: put it after -- (gpulayer-srun --tp 4 -- python train.py)")
+        raise UsageError("no command: put it after -- (gpulayer-srun --tp 4 -- python train.py)")
     i = list(argv).index("--")
     return list(argv[:i]), list(argv[i + 1 :])
 
@@ -642,7 +665,7 @@ def build_plan(
     ours, command = split_argv(argv)
     args, srun_options = _parser().parse_known_args(ours)
     if not command:
-        raise InputError("no command after --")
+        raise UsageError("no command after --")
     check_srun_options(srun_options)
     job_id = _jobid(srun_options, environ)
     if not job_id:
@@ -710,23 +733,23 @@ def write_hostfile(plan: Plan) -> None:
     the same plan reuses one file)."""
     path = Path(plan.hostfile)
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text("\n".join(plan.hostfile_lines) + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text("\n".join(plan.hostfile_lines) + "\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise OutputError(f"cannot write {plan.hostfile}: {exc.strerror or exc}") from None
 
 
-def main(
-    argv: list[str] | None = None, environ: Mapping[str, str] | None = None, runner: Runner | None = None
-) -> None:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    environ = os.environ if environ is None else environ
-    if argv and argv[0] in ("-h", "--help") and "--" not in argv:
+def run(argv: Sequence[str], environ: Mapping[str, str], runner: Runner) -> None:
+    """Plan, print (--dry-run/--explain), write the hostfile and exec srun; errors are raised, never printed."""
+    ours = argv[: list(argv).index("--")] if "--" in argv else argv
+    if "-h" in ours or "--help" in ours:
         _parser().print_help()
         return
-    try:
-        plan, args = build_plan(argv, environ, runner or SubprocessRunner())
-    except SlurmTopoError as e:
-        sys.stderr.write(f"{PROG}: {e}\n")
-        sys.exit(3 if isinstance(e, CommandError) else 2)
+    if "--version" in ours:
+        sys.stdout.write(f"{PROG} (slurm-topo) {version.__version__}\n")
+        return
+    plan, args = build_plan(argv, environ, runner)
     for w in plan.warnings:
         sys.stderr.write(f"{PROG}: {w}\n")
     if args.dry_run or args.explain:
@@ -734,18 +757,24 @@ def main(
         sys.stdout.flush()
     if args.dry_run:
         return
-    try:
-        write_hostfile(plan)
-    except OSError as e:
-        sys.stderr.write(f"{PROG}: cannot write {plan.hostfile}: {e.strerror}\n")
-        sys.exit(4)
+    write_hostfile(plan)
     env = {k: v for k, v in environ.items() if k not in plan.unset_env}
     env.update(plan.env)
+    sys.stderr.flush()
     try:
+        # From here on the process is srun: its signals and its exit status are srun's own.
         os.execvpe(plan.argv[0], list(plan.argv), env)
-    except OSError as e:
-        sys.stderr.write(f"{PROG}: cannot run srun: {e.strerror}\n")
-        sys.exit(3)
+    except OSError as exc:
+        raise CommandError(plan.argv[:1], None, exc.strerror or str(exc)) from None
+
+
+def main(
+    argv: list[str] | None = None, environ: Mapping[str, str] | None = None, runner: Runner | None = None
+) -> None:
+    """``gpulayer-srun``: exits through ``run_entry`` (``gpulayer-srun: error: …``, the one exit-code table)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    env = os.environ if environ is None else environ
+    run_entry(PROG, lambda: run(args, env, runner or SubprocessRunner()))
 
 
 if __name__ == "__main__":

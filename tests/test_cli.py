@@ -134,6 +134,26 @@ def test_files_copy_ships_the_filter(tmp_path: Path) -> None:
     assert (tmp_path / "examples" / "gcp-two-regions.yaml").exists()
 
 
+def test_files_copy_keeps_build_spank_runnable(tmp_path: Path) -> None:
+    """files --copy keeps build-spank's executable bit: the documented next step runs (here it stops at the
+    missing headers, exit 2, instead of the shell's 126 "Permission denied")."""
+    out = tmp_path / "copy"
+    assert cli("files", "--copy", str(out)).returncode == 0
+    script = out / "job_submit" / "build-spank"
+    assert script.stat().st_mode & 0o100
+    assert not (out / "job_submit" / "job_submit.lua").stat().st_mode & 0o111
+    proc = subprocess.run(
+        [str(script), str(tmp_path / "build")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "SLURM_INCLUDE": str(tmp_path / "no-headers")},
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "spank.h not found" in proc.stderr
+
+
 def test_show_marks_self_reported_nodes(tmp_path: Path) -> None:
     """show: counts per level, and nodes placed only by their own report are marked."""
     inv = tmp_path / "f.yaml"
@@ -143,7 +163,7 @@ def test_show_marks_self_reported_nodes(tmp_path: Path) -> None:
     )
     proc = cli("show", "-i", str(inv))
     assert proc.returncode == 0
-    assert "fleet: 3 nodes, 8 GPUs, 1 self-reported*; 1 regions, 1 zones" in proc.stdout
+    assert "fleet: 3 nodes, 8 GPUs, 1 self-reported*; 1 region, 1 zone" in proc.stdout
     assert "g1  1 node, 0 GPUs, 1 self-reported*" in proc.stdout
     assert proc.stdout.rstrip().endswith("* location known only from the node's own report")
 
@@ -240,7 +260,7 @@ def test_apply_cli_writes_then_says_unchanged(tmp_path: Path) -> None:
         "22.05",
     )
     first = cli(*args, "--detailed-exitcodes")
-    assert first.returncode == 2, first.stderr
+    assert first.returncode == 10, first.stderr  # ExitCode.APPLIED
     assert first.stdout.startswith("slurm-topo apply: applied:") and first.stdout.count("\n") == 1
     assert (slurm_dir / "topology.conf").exists() and not (slurm_dir / "slurm_topo_data.lua").exists()
     second = cli(*args)

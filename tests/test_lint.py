@@ -100,4 +100,4 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stdout
-    assert "ok (1 switches, 2 nodes)" in proc.stdout
+    assert "ok (1 switch, 2 nodes)" in proc.stdout

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from slurm_topo import srun
-from slurm_topo.errors import CommandError, InputError
+from slurm_topo.errors import CommandError, InputError, PlacementError
 from slurm_topo.gpu.topo import parse_topo_matrix
 from slurm_topo.srun_shim import bind
 
@@ -327,7 +327,7 @@ def test_shim_binds_by_procid() -> None:
         "RANK": "6",
         "WORLD_SIZE": "16",
     }
-    with pytest.raises(ValueError, match="planned on gs1 but runs on gs2"):
+    with pytest.raises(PlacementError, match="planned on gs1 but runs on gs2"):
         bind({**env, "SLURM_PROCID": "6", "SLURMD_NODENAME": "gs2"})
 
 

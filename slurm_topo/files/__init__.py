@@ -1,8 +1,15 @@
-"""The Slurm-side files shipped with the package (job_submit/, gres/, examples/), read via importlib.resources."""
+"""The Slurm-side files shipped with the package (job_submit/, gres/, examples/), via importlib.resources.
+
+A copied file keeps its executable bit (``job_submit/build-spank`` is run as the next step); a file that
+starts with ``#!`` is made executable even where the package's own copy lost the bit (an installation that
+does not keep modes).
+"""
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 from collections.abc import Iterator
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -51,15 +58,29 @@ def read_text(rel: str) -> str:
     raise KeyError(rel)
 
 
+def _executable(entry: Traversable) -> bool:
+    """Whether a shipped file is meant to be run: its own executable bit, else a ``#!`` first line."""
+    if isinstance(entry, Path) and entry.stat().st_mode & 0o111:
+        return True
+    with entry.open("rb") as src:
+        return src.read(2) == b"#!"
+
+
 def copy_to(directory: Path) -> list[Path]:
-    """Copy every shipped file into ``directory`` keeping the group folders; returns the paths written."""
+    """Copy every shipped file into ``directory`` keeping the group folders and executable bits; returns the
+    paths written."""
     out = []
+    umask = os.umask(0)
+    os.umask(umask)
     try:
         for rel, entry in _entries():
             target = directory / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             with entry.open("rb") as src, open(target, "wb") as dst:
                 shutil.copyfileobj(src, dst)
+            if _executable(entry):
+                mode = stat.S_IMODE(target.stat().st_mode)
+                target.chmod(mode | (0o111 & ~umask))
             out.append(target)
     except OSError as exc:
         raise OutputError(f"{exc.filename or directory}: {exc.strerror or exc}") from None
