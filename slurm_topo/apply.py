@@ -1,8 +1,9 @@
 """``slurm-topo apply``: put a rendered file set live in a Slurm config directory, safely, from cron/systemd.
 
 One run = one call of :func:`run_apply` (or :func:`recover` / :func:`rollback`), under an exclusive ``flock``
-on ``<state-dir>/lock``. It never prints and never exits: it returns an :class:`ApplyResult` with one summary
-line (fit for syslog), detail lines and the exit code:
+on ``<state-dir>/lock`` and one on the ``--slurm-dir`` directory itself (so two runs with different state
+directories never interleave their writes). It never prints and never exits: it returns an
+:class:`ApplyResult` with one summary line (fit for syslog), detail lines and the exit code:
 
 ====  ======================================================================================================
 0     applied, unchanged, deferred (debounce) or a dry run (the summary says which)
@@ -54,7 +55,8 @@ import re
 import shlex
 import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -111,6 +113,8 @@ class ApplyOptions:
     detailed_exitcodes: bool = False
     slurm_version: tuple[int, int] | None = None
     """The running Slurm; None → ask ``scontrol --version`` (unknown → treated as older than 23.11)."""
+    lock_wait: float = 60.0
+    """How long to wait for another run writing the same ``slurm_dir`` (any state dir) before refusing."""
     keep: int = 10
     verify_timeout: float = 30.0
     """How long to wait for slurmctld to answer and to show the written topology after a reconfigure."""
@@ -355,6 +359,8 @@ def _clean_stage(slurm_dir: Path) -> list[str]:
 
 
 class _Lock:
+    """``flock`` on ``<state-dir>/lock``: one run per state directory; a second one is refused at once."""
+
     def __init__(self, state_dir: Path):
         self.path = state_dir / "lock"
         self.fd: int | None = None
@@ -375,6 +381,56 @@ class _Lock:
     def __exit__(self, *exc: object) -> None:
         if self.fd is not None:
             os.close(self.fd)  # closing releases the flock
+
+
+class _DirLock:
+    """``flock`` on the ``--slurm-dir`` directory itself: what is written is locked, whatever the state dir.
+
+    Two runs with different state directories on one config directory would otherwise interleave their
+    renames (a mixed live set). The lock is taken on an ``O_DIRECTORY`` descriptor, so nothing is created in
+    the config directory; a second run waits up to ``wait`` seconds, then is refused. Taken after the
+    state-dir lock, always in this order.
+    """
+
+    def __init__(self, slurm_dir: Path, wait: float):
+        self.dir = slurm_dir
+        self.wait = wait
+        self.fd: int | None = None
+
+    def __enter__(self) -> _DirLock:
+        try:
+            self.fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as exc:
+            raise Refusal(f"cannot open --slurm-dir {self.dir} to lock it: {exc.strerror or exc}") from None
+        deadline = time.monotonic() + self.wait
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return self
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(self.fd)
+                    self.fd = None
+                    raise Refusal(
+                        f"another slurm-topo apply is writing {self.dir} (its lock on the directory was "
+                        f"held for {self.wait:g}s; another --state-dir?)"
+                    ) from None
+                time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+            except OSError as exc:
+                os.close(self.fd)
+                self.fd = None
+                raise Refusal(f"cannot lock --slurm-dir {self.dir}: {exc.strerror or exc}") from None
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+
+
+@contextmanager
+def _locked(options: ApplyOptions) -> Iterator[None]:
+    """Both locks of a writing run: the state directory's, then the config directory's."""
+    with _Lock(options.state_dir), _DirLock(options.slurm_dir, options.lock_wait):
+        yield
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1056,7 +1112,7 @@ def run_apply(options: ApplyOptions, rendered: Mapping[str, str | bytes], runner
         _make_state_dir(options)
         st = _State(options.state_dir)
         slurm = _Slurm(runner, options)
-        with _Lock(options.state_dir):
+        with _locked(options):
             what, details, ok = _recover_locked(options, st, slurm)
             if not ok:
                 return _result(
@@ -1131,7 +1187,7 @@ def recover(options: ApplyOptions, runner: Runner) -> ApplyResult:
         _check_dirs(options)
         _make_state_dir(options)
         st = _State(options.state_dir)
-        with _Lock(options.state_dir):
+        with _locked(options):
             what, details, ok = _recover_locked(options, st, _Slurm(runner, options))
         if not ok:
             return _result(
@@ -1155,7 +1211,7 @@ def rollback(options: ApplyOptions, runner: Runner) -> ApplyResult:
         st = _State(options.state_dir)
         if not options.state_dir.is_dir():
             raise Refusal(f"no {options.state_dir}: nothing to roll back")
-        with _Lock(options.state_dir):
+        with _locked(options):
             slurm = _Slurm(runner, options)
             what, details, ok = _recover_locked(options, st, slurm)
             if not ok:
