@@ -1,12 +1,13 @@
 """`slurm-topo explain JOBID`: what a job asked for, what the locality filter decided, and where Slurm put it.
 
-* the request: the locality from the filter's record on the job (``AdminComment=... slurm-topo: <record>``), else
-  from ``--comment=locality=...``; the job's constraint (``Features=``) and comment;
+* the request: the locality from the filter's record on the job (``AdminComment=... slurm-topo: <record>``),
+  else from ``--comment=locality=...``; the job's constraint (``Features=``) and comment;
 * the decision: the filter's record, as it wrote it;
 * the outcome: for a job with nodes, the lowest level all of them share, read from the nodes' own features as
   Slurm reports them (``region_*``, ``zone_*``, ``ng_*`` in ``scontrol show node -o``), phrased like
-  "same zone us-east-1a, 2 network groups"; for a pending job, Slurm's ``Reason=`` (and for a held one the record,
-  which says why).
+  "same zone us-east-1a, 2 network groups" (nodes without a group of a level are counted apart); a placement
+  that breaks a required locality (a zone job whose nodes span zones, e.g. with ``--nodelist``) is flagged;
+  for a pending job, Slurm's ``Reason=`` (and for a held one the record, which says why).
 
 The parsing functions are pure (text in, values out); ``explain_job`` is the only one that calls the runner.
 """
@@ -22,13 +23,13 @@ from .slurmconf import split_pairs
 
 RECORD_PREFIX = "slurm-topo: "
 LEVEL_PREFIXES = (("network group", "ng_"), ("zone", "zone_"), ("region", "region_"))
-# scontrol's keys start upper-case (JobId=, AdminComment=, AllocNode:Sid=, CPUs/Task=, ReqB:S:C:T=); a value may
-# hold spaces (AdminComment, Comment), so a line is split only before " Key=".
+# scontrol's keys start upper-case (JobId=, AdminComment=, AllocNode:Sid=, CPUs/Task=, ReqB:S:C:T=); a value
+# may hold spaces (AdminComment, Comment), so a line is split only before " Key=".
 NULL = "(null)"
 
 
 def parse_record_line(line: str) -> dict[str, str]:
-    """One ``scontrol show job -o`` / ``show node -o`` line -> {key: value}; values keep their inner spaces."""
+    """One ``scontrol show job -o`` / ``show node -o`` line -> {key: value}; values keep inner spaces."""
     try:
         return split_pairs(line.strip(), output=True)
     except ValueError:
@@ -58,7 +59,8 @@ def filter_record(admin_comment: str | None) -> str | None:
 
 
 def locality_of_record(record: str) -> str | None:
-    """``zone:wait [..]`` -> ``zone:wait``; ``prefer zone [..]`` / ``prefer: why`` -> ``prefer``; ``any`` -> ``any``."""
+    """``zone:wait [..]`` -> ``zone:wait``; ``prefer zone [..]`` / ``prefer: why`` -> ``prefer``;
+    ``any`` -> ``any``."""
     head = record.split()[0] if record.split() else ""
     head = head.rstrip(":;")
     if head == "rejected":
@@ -69,7 +71,7 @@ def locality_of_record(record: str) -> str | None:
 
 
 def locality_of_comment(comment: str | None) -> str | None:
-    """``--comment='locality=zone:fail ...'`` -> ``zone:fail`` (the fallback for clients without the plugin)."""
+    """``--comment='locality=zone:fail ...'`` -> ``zone:fail`` (for clients without the plugin)."""
     if not comment or comment == NULL:
         return None
     for token in comment.split():
@@ -80,7 +82,8 @@ def locality_of_comment(comment: str | None) -> str | None:
 
 
 def _level_values(features: Iterable[str], prefix: str) -> set[str]:
-    """The node's feature(s) of one level, without family-bucket variants (``zone_a.torch-2.4`` next to ``zone_a``)."""
+    """The node's feature(s) of one level, without family-bucket variants (``zone_a.torch-2.4`` next to
+    ``zone_a``)."""
     cands = {f for f in features if f.startswith(prefix)}
     return {f for f in cands if not any(f != g and f.startswith(g + ".") for g in cands)}
 
@@ -93,37 +96,67 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def landed(node_features: Mapping[str, Sequence[str]]) -> str:
-    """The lowest level all nodes share: "same network group us-east-1a.rack-a1", "same zone us-east-1a,
-    2 network groups", "same region us-west, 3 zones", "3 regions"; "no location features" when none are known."""
-    if not node_features:
-        return "no nodes"
-    per_level: dict[str, set[str]] = {}
+def _spread(node_features: Mapping[str, Sequence[str]]) -> dict[str, tuple[set[str], int]]:
+    """Per level: the values the nodes have, and how many nodes have none at that level."""
+    per_level: dict[str, tuple[set[str], int]] = {}
     for level, prefix in LEVEL_PREFIXES:
         values: set[str] = set()
-        missing = False
+        missing = 0
         for feats in node_features.values():
             found = _level_values(feats, prefix)
             if not found:
-                missing = True
+                missing += 1
             values |= found
-        per_level[level] = values if not missing else values | {""}
-    known = [lvl for lvl, _ in LEVEL_PREFIXES if per_level[lvl] - {""}]
-    if not known:
+        per_level[level] = (values, missing)
+    return per_level
+
+
+def _count(values: set[str], missing: int, level: str) -> str:
+    """A level's spread: "2 zones", "1 network group + 1 node without one", "3 nodes without a zone"."""
+    if not values:
+        return f"{_plural(missing, 'node')} without a{'n' if level[0] in 'aeiou' else ''} {level}"
+    text = _plural(len(values), level)
+    return text + (f" + {_plural(missing, 'node')} without one" if missing else "")
+
+
+def landed(node_features: Mapping[str, Sequence[str]]) -> str:
+    """The lowest level all nodes share: "same network group us-east-1a.rack-a1", "same zone us-east-1a,
+    2 network groups", "same region us-west, 3 zones", "3 regions"; nodes without a group of the finer level
+    are counted apart ("same zone z, 1 network group + 1 node without one"); "no location features" when none
+    are known."""
+    if not node_features:
+        return "no nodes"
+    per_level = _spread(node_features)
+    if not any(values for values, _ in per_level.values()):
         return "no location features on its nodes"
     finer = None
     for level, prefix in LEVEL_PREFIXES:
-        values = per_level[level]
-        if len(values) == 1 and "" not in values:
+        values, missing = per_level[level]
+        if len(values) == 1 and not missing:
             text = f"same {level} {_label(next(iter(values)), prefix)}"
-            if finer is not None:
-                n = len(per_level[finer] - {""})
-                if n:
-                    text += f", {_plural(n, finer)}"
+            if finer is not None and per_level[finer][0]:
+                text += ", " + _count(*per_level[finer], finer)
             return text
         finer = level
-    n = len(per_level["region"] - {""})
-    return f"{_plural(n, 'region')}" if n else "nodes without a common region"
+    values, missing = per_level["region"]
+    return _count(values, missing, "region") if values else "nodes without a common region"
+
+
+REQUIRED_LEVELS = ("network_group", "zone", "region")
+
+
+def broken_locality(locality: str | None, node_features: Mapping[str, Sequence[str]]) -> str | None:
+    """Why a placement breaks a required locality (``zone:wait`` and the nodes span zones), else None."""
+    if not locality or not node_features:
+        return None
+    level = locality.split(":", 1)[0]
+    if level not in REQUIRED_LEVELS:
+        return None
+    word = level.replace("_", " ")
+    values, missing = _spread(node_features)[word]
+    if len(values) == 1 and not missing:
+        return None
+    return f"locality {locality} asks for one {word}; the job's nodes are in {_count(values, missing, word)}"
 
 
 @dataclass(frozen=True)
@@ -138,6 +171,8 @@ class Explanation:
     comment: str | None
     record: str | None
     outcome: str
+    broken: str | None = None
+    """Set when the nodes break the job's required locality (they span the level it asked for)."""
 
     def text(self) -> str:
         lines = [f"job {self.job_id}: {self.state}" + (f" on {self.nodes}" if self.nodes else "")]
@@ -153,7 +188,9 @@ class Explanation:
         lines.append(f"  request:  {req}")
         lines.append(f"  decision: {self.record if self.record else '(none recorded)'}")
         lines.append(f"  {'landed:   ' if self.nodes else 'waiting:  '}{self.outcome}")
-        return "\n".join(lines)
+        if self.broken:
+            lines.append(f"  BROKEN:   {self.broken}")
+        return "\n".join(lines) + "\n"
 
 
 def _val(kv: Mapping[str, str], key: str) -> str | None:
@@ -174,8 +211,10 @@ def explain_record(job: Mapping[str, str], node_features: Mapping[str, Sequence[
     state = job.get("JobState", "UNKNOWN")
     reason = _val(job, "Reason")
     nodes = _val(job, "NodeList")
+    broken = None
     if nodes and node_features:
         outcome = f"{landed(node_features)} ({_plural(len(node_features), 'node')})"
+        broken = broken_locality(locality, node_features)
     elif nodes:
         outcome = "nodes known, but their features could not be read"
     else:
@@ -201,16 +240,18 @@ def explain_record(job: Mapping[str, str], node_features: Mapping[str, Sequence[
         comment,
         record,
         outcome,
+        broken,
     )
 
 
 def explain_job(job_id: str, runner: Runner) -> str:
-    """`slurm-topo explain JOBID`: asks slurmctld (``scontrol show job -o``, and ``scontrol show node -o`` for the
-    job's nodes) and returns the explanation as text. A failing command raises the runner's CommandError."""
+    """`slurm-topo explain JOBID`: asks slurmctld (``scontrol show job -o``, and ``scontrol show node -o`` for
+    the job's nodes) and returns the explanation as text, ending with a newline. A failing command raises the
+    runner's CommandError."""
     text = runner.run(["scontrol", "show", "job", "-o", job_id], timeout=30)
     line = next((ln for ln in text.splitlines() if ln.strip().startswith("JobId=")), "")
     if not line:
-        return f"job {job_id}: not known to slurmctld"
+        return f"job {job_id}: not known to slurmctld\n"
     job = parse_record_line(line)
     features = None
     nodes = _val(job, "NodeList")

@@ -7,16 +7,18 @@ from collections.abc import Sequence
 from slurm_topo import explain
 
 RUNNING = (
-    "JobId=13 JobName=wrap UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901748 Nice=0 Account=(null) "
-    "QOS=(null) JobState=RUNNING Reason=None Dependency=(null) Partition=main AllocNode:Sid=localhost:25828 "
+    "JobId=13 JobName=wrap UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901748 Nice=0 "
+    "Account=(null) QOS=(null) JobState=RUNNING Reason=None Dependency=(null) Partition=main "
+    "AllocNode:Sid=localhost:25828 "
     "ReqNodeList=(null) ExcNodeList=(null) NodeList=n[07-09] BatchHost=n07 NumNodes=3 NumCPUs=48 CPUs/Task=1 "
     "ReqB:S:C:T=0:0:*:* Features=[zone_us-west-2a|zone_us-east-1a] DelayBoot=00:00:00 Comment=locality=zone "
-    "AdminComment=slurm-topo: zone:wait [us-west-2a(3n),us-east-1a(4n)]  StdErr=/dev/null StdIn=/dev/null Power= "
+    "AdminComment=slurm-topo: zone:wait [us-west-2a(3n),us-east-1a(4n)]  StdErr=/dev/null StdIn=/dev/null "
+    "Power= "
 )
 HELD = (
     "JobId=2 JobName=wrap Priority=0 JobState=PENDING Reason=JobHeldUser Dependency=(null) NodeList= "
-    "Features=(null) AdminComment=slurm-topo: zone:wait: held; the largest is us-east-1a with 4 nodes (32 GPUs) "
-    "StdErr=/dev/null"
+    "Features=(null) AdminComment=slurm-topo: zone:wait: held; the largest is us-east-1a with 4 nodes "
+    "(32 GPUs) StdErr=/dev/null"
 )
 NODES = "\n".join(
     f"NodeName={n} Arch=x86_64 CoresPerSocket=8 CPUAlloc=16 AvailableFeatures={f} ActiveFeatures={f} "
@@ -130,3 +132,93 @@ def test_explain_job_without_record_falls_back_to_comment() -> None:
     assert "locality zone:fail (from --comment)" in text
     assert "decision: (none recorded)" in text
     assert "waiting:  Reason=Resources" in text
+
+
+def test_landed_counts_nodes_without_a_network_group() -> None:
+    """Three nodes of one zone, two in one network group and one in none: not "1 network group"."""
+    feats = {
+        "a": ["region_r", "zone_z", "ng_z.g1"],
+        "b": ["region_r", "zone_z", "ng_z.g1"],
+        "c": ["region_r", "zone_z"],
+    }
+    assert explain.landed(feats) == "same zone z, 1 network group + 1 node without one"
+    feats["d"] = ["region_r", "zone_z"]
+    feats["e"] = ["region_r", "zone_z", "ng_z.g2"]
+    assert explain.landed(feats) == "same zone z, 2 network groups + 2 nodes without one"
+
+
+def test_landed_counts_nodes_without_a_zone_or_region() -> None:
+    feats = {
+        "a": ["region_r", "zone_z1"],
+        "b": ["region_r", "zone_z2"],
+        "c": ["region_r"],
+    }
+    assert explain.landed(feats) == "same region r, 2 zones + 1 node without one"
+    spread = {"a": ["region_r1"], "b": ["region_r2"], "c": []}
+    assert explain.landed(spread) == "2 regions + 1 node without one"
+
+
+def test_landed_plurals() -> None:
+    one_region = {"a": ["region_r1", "zone_z1"], "b": ["region_r1", "zone_z2"]}
+    assert explain.landed(one_region) == "same region r1, 2 zones"
+    assert explain.landed({"a": ["region_r1"], "b": ["region_r2"]}) == "2 regions"
+
+
+def _job(locality_record: str, nodes: str = "n[07-09]") -> str:
+    return (
+        f"JobId=21 JobState=RUNNING Reason=None NodeList={nodes} NumNodes=3 Features=(null) "
+        f"AdminComment=slurm-topo: {locality_record} StdErr=/dev/null"
+    )
+
+
+SPREAD_NODES = {
+    "n07": ("region_us-west", "zone_us-west-2a", "ng_us-west-2a.rack-c1"),
+    "n08": ("region_us-west", "zone_us-west-2a", "ng_us-west-2a.rack-c1"),
+    "n12": ("region_us-west", "zone_us-west-2c", "ng_us-west-2c.rack-e1"),
+}
+
+
+def test_explain_flags_a_placement_that_breaks_a_required_locality() -> None:
+    job = explain.parse_record_line(_job("zone:wait; fit not checked (--nodelist)", "n[07-08,12]"))
+    text = explain.explain_record(job, SPREAD_NODES).text()
+    assert (
+        "  BROKEN:   locality zone:wait asks for one zone; the job's nodes are in 2 zones"
+        in text.splitlines()
+    ), text
+    # the same nodes are fine for a region job, and prefer/any are never "broken"
+    for record in ("region:fail [us-west(6n)]", "prefer zone [us-west-2a(3n)]", "any"):
+        text = explain.explain_record(
+            explain.parse_record_line(_job(record, "n[07-08,12]")), SPREAD_NODES
+        ).text()
+        assert "BROKEN" not in text, (record, text)
+
+
+def test_explain_flags_a_required_level_the_nodes_lack() -> None:
+    nodes = {
+        "n07": ("region_us-west", "zone_us-west-2a", "ng_us-west-2a.rack-c1"),
+        "n08": ("region_us-west",),
+    }
+    job = explain.parse_record_line(_job("network_group:wait [us-west-2a/rack-c1(2n)]", "n[07-08]"))
+    text = explain.explain_record(job, nodes).text()
+    assert (
+        "  BROKEN:   locality network_group:wait asks for one network group; the job's nodes are in "
+        "1 network group + 1 node without one"
+    ) in text, text
+
+
+def test_explain_locality_from_comment_is_checked_too() -> None:
+    line = (
+        "JobId=5 JobState=RUNNING Reason=None NodeList=n[07-08,12] Features=(null) "
+        "Comment=locality=zone:fail AdminComment=(null)"
+    )
+    text = explain.explain_record(explain.parse_record_line(line), SPREAD_NODES).text()
+    assert "BROKEN:   locality zone:fail asks for one zone; the job's nodes are in 2 zones" in text, text
+
+
+def test_explain_output_ends_with_one_newline() -> None:
+    runner = FakeRunner({("scontrol", "show", "job", "-o", "2"): HELD})
+    text = explain.explain_job("2", runner)
+    assert text.endswith("\n") and not text.endswith("\n\n"), repr(text)
+    assert explain.explain_job("77", FakeRunner({("scontrol", "show", "job", "-o", "77"): ""})).endswith(
+        "slurmctld\n"
+    )

@@ -1,5 +1,5 @@
-"""slurm_topo.explain.explain_job against the filtered cluster: the landed level of a placed job (from the nodes'
-features as Slurm reports them) and the reason of a held one."""
+"""slurm_topo.explain.explain_job against real Slurm: the landed level of a placed job (from the nodes'
+features as Slurm reports them), the reason of a held one, and a placement that breaks the job's locality."""
 
 from __future__ import annotations
 
@@ -47,3 +47,26 @@ def test_explain_placed_and_held_jobs(fslurm: slurmctl.Slurm) -> None:
     text = explain_job(held, runner)
     assert f"job {held}: PENDING" in text
     assert "held by the locality filter: the largest is us-east-1a with 4 nodes" in text, text
+
+
+def test_explain_flags_a_placement_that_breaks_the_jobs_locality(slurm: slurmctl.Slurm) -> None:
+    """A zone job pinned by --nodelist to nodes of two regions runs there (Slurm honours the nodelist);
+    explain must say that the placement breaks the locality, read from the nodes' features in Slurm."""
+    job = slurm.submit(
+        "--exclusive", "-N2", "--nodelist=n01,n12", "--comment=locality=zone:wait", "--wrap", "sleep 300"
+    )
+    slurm.wait_state(job, "RUNNING")
+    assert set(slurm.allocation_of(job).nodes) == {"n01", "n12"}
+    text = explain_job(job, ClusterRunner(slurm.env))
+    assert text.endswith("\n") and not text.endswith("\n\n"), repr(text)
+    assert "  landed:   2 regions (2 nodes)" in text.splitlines(), text
+    assert (
+        "  BROKEN:   locality zone:wait asks for one zone; the job's nodes are in 2 zones"
+        in text.splitlines()
+    ), text
+
+    inside = slurm.submit(
+        "--exclusive", "-N2", "--nodelist=n07,n08", "--comment=locality=zone:wait", "--wrap", "sleep 300"
+    )
+    slurm.wait_state(inside, "RUNNING")
+    assert "BROKEN" not in explain_job(inside, ClusterRunner(slurm.env))
