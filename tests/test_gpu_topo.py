@@ -1,4 +1,4 @@
-"""nvidia-smi topo -m parsing over every real capture in tests/fixtures/real (copied unedited from shared/)."""
+"""nvidia-smi topo -m parsing over every real capture in tests/fixtures/real (copied unedited)."""
 
 from __future__ import annotations
 
@@ -362,7 +362,7 @@ def test_affinity_cells(
 
 
 def test_merged_affinity_is_reported() -> None:
-    """Splitting a CPU list run into its NUMA id is a guess, so it is reported as a warning naming the line."""
+    """Splitting a CPU list run into its NUMA id is a guess, so a warning names the line."""
     warnings = parse("topo/h800-8gpu-nv18-10nic-merged-affinity-numa.txt").warnings
     assert len(warnings) == 4
     assert warnings[0].startswith(
@@ -375,7 +375,8 @@ def test_clean_capture_has_no_warnings() -> None:
     assert parse("topo/dgx1-v100-8gpu-hybridcube-1nic-oneflow.txt").warnings == ()
 
 
-# -- refused inputs -------------------------------------------------------------------------------------------------
+# -- refused inputs
+# -------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -429,7 +430,7 @@ def test_other_outputs_are_refused(name: str, lineno: int, words: str) -> None:
 
 
 def _swap_cell(text: str, row: str, col: int, new: str) -> str:
-    """Replace one whitespace-separated cell (col 1 = first cell after the label) of the row labelled ``row``."""
+    """Replace one whitespace-separated cell (col 1: the first after the label) of the row ``row``."""
     out = []
     for line in text.split("\n"):
         if line.split()[:1] == [row]:
@@ -449,7 +450,8 @@ V100 = "topo/dgx1-v100-8gpu-hybridcube-1nic-oneflow.txt"
         pytest.param(_swap_cell(read(V100), "GPU5", 1, "NV1"), 7, "not symmetric", id="asymmetric-bad"),
         pytest.param(
             read(V100).replace(
-                "GPU3    NV2     NV1     NV2      X      SYS     SYS     SYS     NV1     PIX     0-11,24-35\n",
+                "GPU3    NV2     NV1     NV2      X      SYS     SYS     SYS     NV1     PIX     "
+                "0-11,24-35\n",
                 "",
             ),
             5,
@@ -487,14 +489,16 @@ V100 = "topo/dgx1-v100-8gpu-hybridcube-1nic-oneflow.txt"
     ],
 )
 def test_bad_matrices_are_refused(text: str, lineno: int | None, words: str) -> None:
-    """A GPU block that is asymmetric, short, misnumbered or has a bad diagonal raises ParseError naming the line."""
+    """A GPU block that is asymmetric, short, misnumbered or has a bad diagonal raises ParseError naming the
+    line."""
     with pytest.raises(ParseError) as e:
         parse_topo_matrix(text, source="bad")
     assert e.value.lineno == lineno
     assert words in e.value.reason
 
 
-# -- damaged pastes built from real files ---------------------------------------------------------------------------
+# -- damaged pastes built from real files
+# ---------------------------------------------------------------------------
 
 
 def test_ansi_remnants_without_esc_byte() -> None:
@@ -505,7 +509,8 @@ def test_ansi_remnants_without_esc_byte() -> None:
 
 
 def test_glued_cells_split_by_legend_tokens() -> None:
-    """Cells run together where alignment broke (`NODENODE`, `X NV18`, `NODE64-127`) split by the class vocabulary."""
+    """Cells run together where alignment broke (`NODENODE`, `X NV18`, `NODE64-127`) split by the class
+    vocabulary."""
     raw = read("topo/rtx3090-8gpu-pcie-node-sys-dualsocket.txt")
     glued = raw.replace("\tNODE\tNODE", "\tNODENODE").replace("NODE\t64-127", "NODE64-127")
     assert "NODENODE" in glued and "NODE64-127" in glued
@@ -536,3 +541,54 @@ def test_crlf_and_indentation() -> None:
     raw = read("topo/t4-4gpu-1plus3-sys-node-nolegend.txt")
     shifted = "\r\n".join("   " + line for line in raw.split("\n"))
     assert parse_topo_matrix(shifted, source="x").matrix == parse_topo_matrix(raw, source="x").matrix
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        "topo/p2p-rw-rtx5090-2gpu-gns.txt",  # `topo -p2p rw` of the same machine, pasted after the matrix
+        "topo/nvlink-s-rtxa6000-3gpu.txt",
+        "topo/dgx1-v100-8gpu-hybridcube-1nic-oneflow.txt",  # a second matrix
+    ],
+)
+def test_first_block_is_read_and_what_follows_is_ignored(after: str) -> None:
+    """A valid `topo -m` matrix followed by other output (a `topo -p2p` block, `nvlink -s`, another matrix)
+    reads as the first matrix alone: same matrix, same affinity, no extra warnings."""
+    first = "topo/rtx5090-2gpu-phb-tabs.txt"
+    alone = parse(first)
+    both = parse_topo_matrix(read(first) + "\n" + read(after), source="joined")
+    assert (both.matrix, both.cpu_affinity, both.numa_affinity) == (
+        alone.matrix,
+        alone.cpu_affinity,
+        alone.numa_affinity,
+    )
+    assert both.warnings == alone.warnings
+
+
+def test_p2p_block_first_is_still_refused() -> None:
+    """Only the first block decides: `topo -p2p` output then a `topo -m` matrix is refused at its legend."""
+    text = read("topo/p2p-rw-rtx5090-2gpu-gns.txt") + "\n" + read("topo/rtx5090-2gpu-phb-tabs.txt")
+    with pytest.raises(ParseError, match="topo -p2p") as e:
+        parse_topo_matrix(text, source="joined")
+    assert e.value.lineno == 8
+
+
+def test_cli_parses_a_matrix_followed_by_p2p_output(tmp_path: Path) -> None:
+    """`slurm-topo gpu parse FILE --json` accepts the joined file (exit 0) and prints the first matrix."""
+    import json
+    import subprocess
+    import sys
+
+    path = tmp_path / "topo-and-p2p.txt"
+    path.write_text(read("topo/rtx5090-2gpu-phb-tabs.txt") + "\n" + read("topo/p2p-rw-rtx5090-2gpu-gns.txt"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "slurm_topo", "gpu", "parse", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["matrix"] == [
+        list(r) for r in parse("topo/rtx5090-2gpu-phb-tabs.txt").matrix
+    ]

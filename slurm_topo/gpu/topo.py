@@ -3,25 +3,31 @@
 The GPU×GPU block comes out exact or the text is refused with a :class:`ParseError` naming the line; NIC, CPU
 affinity and NUMA cells are best effort and every guess or drop is recorded in ``GpuTopology.warnings``.
 
-Algorithm overview (one pass over the lines, O(lines × columns)):
+Algorithm overview (one pass over the lines, O(lines × columns)); each step is one function, called in order
+by :func:`parse_topo_matrix`:
 
-1. *Clean*: drop ANSI escapes, including remnants whose ESC byte was lost (``[4mGPU0``); lines keep their numbers.
-   Other tools' outputs are recognised and refused by name (NCCL XML, ``nvidia-smi nvlink``, ``topo -p2p``).
+1. *Clean*: drop ANSI escapes, including remnants whose ESC byte was lost (``[4mGPU0``); lines keep their
+   numbers. Other tools' outputs are recognised and refused by name when they come first (NCCL XML,
+   ``nvidia-smi nvlink``, ``topo -p2p`` — the latter by its legend inside the first block). Only the first
+   block is read: a valid matrix followed by a ``topo -p2p`` block, ``nvlink`` output or another matrix reads
+   as that matrix.
 2. *Header*: the first line whose first label is ``GPU0`` and which is not a row (the next thing is not a link
-   class). Its labels are split at ``GPU<n>`` boundaries too, so a mangled ``GPU0GPU1…GPU7mlx5_0`` header reads.
-   The labels before ``CPU Affinity`` / ``NUMA Affinity`` / ``GPU NUMA ID`` are the device columns; GPU labels must
-   be ``GPU0 … GPU<n-1>`` in order.
-3. *Rows*: a line whose first token is ``GPU<n>``, a header label, ``NIC<n>`` or ``mlx…``. A line starting with a
-   link class, a digit or ``N/A`` continues the previous row (wrapped pastes); a blank line or ``Legend:`` ends the
-   matrix. Indentation is ignored.
+   class). Its labels are split at ``GPU<n>`` boundaries too, so a mangled ``GPU0GPU1…GPU7mlx5_0`` header
+   reads. The labels before ``CPU Affinity`` / ``NUMA Affinity`` / ``GPU NUMA ID`` are the device columns; GPU
+   labels must be ``GPU0 … GPU<n-1>`` in order.
+3. *Rows*: a line whose first token is ``GPU<n>``, a header label, ``NIC<n>`` or ``mlx…``. A line starting
+   with a link class, a digit or ``N/A`` continues the previous row (wrapped pastes); a blank line or
+   ``Legend:`` ends the matrix. Indentation is ignored.
 4. *Cells*: scanned with the legend's vocabulary (``X``, ``NV<n>``, ``PIX``, ``PXB``, ``PHB``, ``NODE``,
-   ``SYS``/``SOC``), not split on whitespace, so glued cells (``NODENODE``, ``X PIX``) split correctly. A GPU row
-   must hold one cell per device column; what follows is the affinity text.
-5. *Check*: one row per header GPU, in order; ``X`` exactly on the diagonal; symmetric. Otherwise ``ParseError``.
-6. *Best effort*: NIC rows (checked against the GPU rows' NIC cells), the NIC legend (``NIC3: mlx5_3``) and the
-   affinity columns: tab-separated rows are split on tabs (nvidia-smi writes an empty field before ``GPU NUMA
-   ID``); space-separated rows on whitespace, with ``GPU NUMA ID`` taken from the right and a CPU list run into
-   its NUMA id (``0-45,92-1370``) split where both halves are valid and the CPU count matches the other rows.
+   ``SYS``/``SOC``), not split on whitespace, so glued cells (``NODENODE``, ``X PIX``) split correctly. A GPU
+   row must hold one cell per device column; what follows is the affinity text.
+5. *Check*: one row per header GPU, in order; ``X`` exactly on the diagonal; symmetric. Otherwise
+   ``ParseError``.
+6. *Best effort*: NIC rows (checked against the GPU rows' NIC cells), the NIC legend (``NIC3: mlx5_3``) and
+   the affinity columns: tab-separated rows are split on tabs (nvidia-smi writes an empty field before ``GPU
+   NUMA ID``); space-separated rows on whitespace, with ``GPU NUMA ID`` taken from the right and a CPU list
+   run into its NUMA id (``0-45,92-1370``) split where both halves are valid and the CPU count matches the
+   other rows.
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ _NUMA_ID_RE = re.compile(r"0|[1-9]\d*")
 _LEGEND_RE = re.compile(r"^(\S+)\s*=\s")
 _NIC_LEGEND_RE = re.compile(r"^(NIC\d+)\s*:\s*(\S+)\s*$")
 _KNOWN_LEGEND = frozenset({"X", "SYS", "SOC", "NODE", "PHB", "PXB", "PIX", "NV#"})
+_NVLINK_GPU_RE = re.compile(r"GPU \d+: .*\(UUID: ")
+_P2P_LEGEND_RE = re.compile(r"\s*OK\s*=\s*Status Ok")
 
 
 @dataclass
@@ -70,7 +78,7 @@ def _refuse_other_formats(lines: list[str], source: str) -> None:
             raise ParseError(
                 source, lineno, "this is XML (an NCCL topology dump?), not `nvidia-smi topo -m` output"
             )
-        if re.match(r"GPU \d+: .*\(UUID: ", s):
+        if _NVLINK_GPU_RE.match(s):
             raise ParseError(
                 source,
                 lineno,
@@ -78,8 +86,12 @@ def _refuse_other_formats(lines: list[str], source: str) -> None:
                 "not `nvidia-smi topo -m` output",
             )
         break
-    for lineno, line in enumerate(lines, 1):
-        if re.match(r"\s*OK\s*=\s*Status Ok", line):
+
+
+def _refuse_p2p(lines: list[str], first: int, source: str) -> None:
+    """Refuse when the first block's legend is ``topo -p2p``'s (``OK = Status Ok``); ``lines``: that block."""
+    for lineno, line in enumerate(lines, first):
+        if _P2P_LEGEND_RE.match(line):
             raise ParseError(
                 source,
                 lineno,
@@ -200,10 +212,10 @@ def _affinity(rows: list[_Row], columns: list[str], warnings: list[str]) -> list
                 f"{rest.strip()!r} into {', '.join(columns) or 'no columns'}; left unknown"
             )
             values = [""] * len(columns)
-        parsed.append(dict(zip(columns, values)))
+        parsed.append(dict(zip(columns, values, strict=True)))
     if glued:
         counts = Counter(
-            _cpu_count(d["CPU Affinity"])
+            _cpu_count(d["CPU Affinity"] or "")
             for d in parsed
             if d is not None and d.get("CPU Affinity") and _valid_cpu_list(d["CPU Affinity"] or "")
         )
@@ -234,25 +246,18 @@ def _affinity(rows: list[_Row], columns: list[str], warnings: list[str]) -> list
     return [d if d is not None else {} for d in parsed]
 
 
-def parse_topo_matrix(text: str, *, source: str = "nvidia-smi topo -m") -> GpuTopology:
-    """``nvidia-smi topo -m`` text -> :class:`GpuTopology`; raises :class:`ParseError` naming the line.
-
-    See the module docstring for what is accepted. The GPU block is exact (checked: count, order, diagonal,
-    symmetry); NIC and affinity cells are best effort with ``warnings``.
-    """
-    lines = _clean(text)
-    _refuse_other_formats(lines, source)
-    warnings: list[str] = []
-
-    # -- header
+def _find_header(lines: list[str], source: str) -> int:
     header_idx = next((i for i, line in enumerate(lines) if _is_header(line.strip())), None)
     if header_idx is None:
         raise ParseError(
             source, None, "no header line starting with `GPU0` found: not `nvidia-smi topo -m` output"
         )
-    header = lines[header_idx].strip()
+    return header_idx
 
-    # -- rows (and header continuation lines before the first row)
+
+def _read_rows(lines: list[str], header_idx: int) -> tuple[str, list[_Row], int]:
+    """The header (with its wrapped continuation lines), the rows under it, and the index where they end."""
+    header = lines[header_idx].strip()
     rows: list[_Row] = []
     nic_labels_hint = set(_split_labels(header))
     i = header_idx + 1
@@ -274,30 +279,51 @@ def parse_topo_matrix(text: str, *, source: str = "nvidia-smi topo -m") -> GpuTo
         else:
             break
         i += 1
-    legend_start = i
+    return header, rows, i
 
-    # -- header labels
+
+def _block_end(lines: list[str], legend_start: int) -> int:
+    """Where the first block's legend ends: at the next matrix header or other tool's output, else the end."""
+    for i in range(legend_start, len(lines)):
+        s = lines[i].strip()
+        if _is_header(s) or _NVLINK_GPU_RE.match(s) or s.startswith("<"):
+            return i
+    return len(lines)
+
+
+@dataclass(frozen=True)
+class _Columns:
+    labels: list[str]  # device columns: GPUs then NICs
+    gpu_labels: list[str]
+    nic_labels: list[str]
+    affinity: list[str]  # affinity columns in printed order
+    lineno: int
+
+
+def _columns(header: str, lineno: int, source: str) -> _Columns:
     cut = min((header.find(c) for c in _AFFINITY_COLUMNS if c in header), default=len(header))
     labels = _split_labels(header[:cut])
     aff_columns = sorted((c for c in _AFFINITY_COLUMNS if c in header), key=header.find)
     gpu_labels = [lab for lab in labels if _GPU_LABEL_RE.fullmatch(lab)]
     nic_labels = [lab for lab in labels if not _GPU_LABEL_RE.fullmatch(lab)]
-    hdr_lineno = header_idx + 1
     if labels[: len(gpu_labels)] != gpu_labels:
         raise ParseError(
-            source, hdr_lineno, f"header: GPU columns must come before NIC columns ({' '.join(labels)})"
+            source, lineno, f"header: GPU columns must come before NIC columns ({' '.join(labels)})"
         )
     expected = [f"GPU{n}" for n in range(len(gpu_labels))]
     if gpu_labels != expected:
         raise ParseError(
             source,
-            hdr_lineno,
+            lineno,
             f"header: GPU columns must be GPU0…GPU{len(gpu_labels) - 1} in order, "
             f"found {' '.join(gpu_labels)}",
         )
-    n_gpu, n_dev = len(gpu_labels), len(labels)
+    return _Columns(labels, gpu_labels, nic_labels, aff_columns, lineno)
 
-    # -- GPU rows: exact
+
+def _gpu_rows(rows: list[_Row], cols: _Columns, source: str) -> list[_Row]:
+    """The GPU rows, checked to be GPU0…GPU<n-1> in order, before any NIC row."""
+    expected, n_gpu = cols.gpu_labels, len(cols.gpu_labels)
     gpu_rows = [r for r in rows if _GPU_LABEL_RE.fullmatch(r.label)]
     seen = [r.label for r in gpu_rows]
     for k, r in enumerate(gpu_rows):
@@ -314,7 +340,7 @@ def parse_topo_matrix(text: str, *, source: str = "nvidia-smi topo -m") -> GpuTo
                 f"{r.label}: {what}; header names {n_gpu} GPUs, rows must be GPU0…GPU{n_gpu - 1} in order",
             )
     if len(gpu_rows) < n_gpu:
-        last = gpu_rows[-1].lineno if gpu_rows else hdr_lineno
+        last = gpu_rows[-1].lineno if gpu_rows else cols.lineno
         missing = ", ".join(expected[len(gpu_rows) :])
         raise ParseError(
             source,
@@ -323,6 +349,12 @@ def parse_topo_matrix(text: str, *, source: str = "nvidia-smi topo -m") -> GpuTo
         )
     if rows and not _GPU_LABEL_RE.fullmatch(rows[0].label):
         raise ParseError(source, rows[0].lineno, f"{rows[0].label}: NIC row before the GPU rows")
+    return gpu_rows
+
+
+def _gpu_matrix(gpu_rows: list[_Row], n_dev: int, source: str) -> tuple[tuple[str, ...], ...]:
+    """Scan every GPU row's cells and check the GPU×GPU block: X exactly on the diagonal, symmetric."""
+    n_gpu = len(gpu_rows)
     for r in gpu_rows:
         _scan_cells(r, n_dev, source)
         extra = r.rest.lstrip(" \t")
@@ -343,10 +375,13 @@ def parse_topo_matrix(text: str, *, source: str = "nvidia-smi topo -m") -> GpuTo
                     gpu_rows[a].lineno,
                     f"GPU{a}→GPU{b} is {cell} but GPU{b}→GPU{a} is {matrix[b][a]}: matrix not symmetric",
                 )
+    return matrix
 
-    # -- legend and NIC legend (best effort)
+
+def _legend(lines: list[str], warnings: list[str]) -> dict[str, str]:
+    """The NIC legend (``NIC3: mlx5_3``) of the first block; unknown link classes in its legend are warned."""
     nic_names: dict[str, str] = {}
-    for line in lines[legend_start:]:
+    for line in lines:
         s = line.strip()
         m = _NIC_LEGEND_RE.match(s)
         if m:
@@ -355,49 +390,79 @@ def parse_topo_matrix(text: str, *, source: str = "nvidia-smi topo -m") -> GpuTo
         m = _LEGEND_RE.match(s)
         if m and m.group(1) not in _KNOWN_LEGEND:
             warnings.append(f"legend names an unknown link class {m.group(1)!r}")
+    return nic_names
 
-    # -- NIC block (best effort)
-    nics: tuple[str, ...] = ()
-    nic_matrix: tuple[tuple[str, ...], ...] = ()
-    if nic_labels:
-        nic_rows = [r for r in rows if not _GPU_LABEL_RE.fullmatch(r.label)]
-        nics = tuple(nic_names.get(lab, lab) for lab in nic_labels)
-        nic_matrix = tuple(tuple(r.cells[n_gpu:]) for r in gpu_rows)
-        if [r.label for r in nic_rows] != nic_labels:
-            warnings.append(
-                f"NIC rows ({' '.join(r.label for r in nic_rows) or 'none'}) do not match the NIC "
-                f"columns ({' '.join(nic_labels)}); NIC rows not checked"
-            )
-        else:
-            for c, r in enumerate(nic_rows):
-                try:
-                    _scan_cells(r, n_dev, source)
-                except ParseError as e:
-                    warnings.append(f"line {r.lineno}: NIC row unreadable: {e.reason}")
-                    continue
-                col = [nic_matrix[g][c] for g in range(n_gpu)]
-                if r.cells[:n_gpu] != col:
-                    warnings.append(
-                        f"line {r.lineno}: {r.label} row disagrees with the GPU rows' {r.label} column"
-                    )
-        unnamed = [lab for lab in nic_labels if re.fullmatch(r"NIC\d+", lab) and lab not in nic_names]
-        if unnamed:
-            warnings.append(f"no NIC legend for {' '.join(unnamed)}: NICs named by their column labels")
 
-    # -- affinity (best effort)
-    aff = _affinity(gpu_rows, aff_columns, warnings)
+def _nic_block(
+    rows: list[_Row],
+    gpu_rows: list[_Row],
+    cols: _Columns,
+    nic_names: dict[str, str],
+    source: str,
+    warnings: list[str],
+) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+    """NIC names and the GPU×NIC classes (best effort: NIC rows checked against the GPU rows' NIC cells)."""
+    if not cols.nic_labels:
+        return (), ()
+    n_gpu, n_dev, nic_labels = len(gpu_rows), len(cols.labels), cols.nic_labels
+    nic_rows = [r for r in rows if not _GPU_LABEL_RE.fullmatch(r.label)]
+    nics = tuple(nic_names.get(lab, lab) for lab in nic_labels)
+    nic_matrix = tuple(tuple(r.cells[n_gpu:]) for r in gpu_rows)
+    if [r.label for r in nic_rows] != nic_labels:
+        warnings.append(
+            f"NIC rows ({' '.join(r.label for r in nic_rows) or 'none'}) do not match the NIC "
+            f"columns ({' '.join(nic_labels)}); NIC rows not checked"
+        )
+    else:
+        for c, r in enumerate(nic_rows):
+            try:
+                _scan_cells(r, n_dev, source)
+            except ParseError as e:
+                warnings.append(f"line {r.lineno}: NIC row unreadable: {e.reason}")
+                continue
+            col = [nic_matrix[g][c] for g in range(n_gpu)]
+            if r.cells[:n_gpu] != col:
+                warnings.append(
+                    f"line {r.lineno}: {r.label} row disagrees with the GPU rows' {r.label} column"
+                )
+    unnamed = [lab for lab in nic_labels if re.fullmatch(r"NIC\d+", lab) and lab not in nic_names]
+    if unnamed:
+        warnings.append(f"no NIC legend for {' '.join(unnamed)}: NICs named by their column labels")
+    return nics, nic_matrix
+
+
+def parse_topo_matrix(text: str, *, source: str = "nvidia-smi topo -m") -> GpuTopology:
+    """``nvidia-smi topo -m`` text -> :class:`GpuTopology`; raises :class:`ParseError` naming the line.
+
+    See the module docstring for what is accepted. Only the first block is read (the header, its rows and its
+    legend); whatever follows it — another matrix, ``topo -p2p`` output — is ignored. The GPU block is exact
+    (checked: count, order, diagonal, symmetry); NIC and affinity cells are best effort with ``warnings``.
+    """
+    lines = _clean(text)
+    _refuse_other_formats(lines, source)
+    warnings: list[str] = []
+    header_idx = _find_header(lines, source)
+    header, rows, legend_start = _read_rows(lines, header_idx)
+    block_end = _block_end(lines, legend_start)
+    _refuse_p2p(lines[header_idx:block_end], header_idx + 1, source)
+    cols = _columns(header, header_idx + 1, source)
+    gpu_rows = _gpu_rows(rows, cols, source)
+    matrix = _gpu_matrix(gpu_rows, len(cols.labels), source)
+    nic_names = _legend(lines[legend_start:block_end], warnings)
+    nics, nic_matrix = _nic_block(rows, gpu_rows, cols, nic_names, source, warnings)
+    aff = _affinity(gpu_rows, cols.affinity, warnings)
 
     def column(name: str) -> tuple[str | None, ...]:
-        if name not in aff_columns:
+        if name not in cols.affinity:
             return ()
         return tuple(_value(d.get(name)) for d in aff)
 
     cpu, numa, gnid = column("CPU Affinity"), column("NUMA Affinity"), column("GPU NUMA ID")
-    for r, value in zip(gpu_rows, cpu):
+    for r, value in zip(gpu_rows, cpu, strict=False):
         if value is not None and not _valid_cpu_list(value):
             warnings.append(f"line {r.lineno}: {r.label}: CPU affinity {value!r} is not a CPU list")
     return GpuTopology(
-        gpus=tuple(range(n_gpu)),
+        gpus=tuple(range(len(gpu_rows))),
         matrix=matrix,
         nics=nics,
         nic_matrix=nic_matrix,
