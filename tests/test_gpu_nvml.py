@@ -1,8 +1,10 @@
-"""NVML reader against fake pynvml modules: the real H200 VM answers, an 8-GPU NVSwitch box, a 2-GPU bridge pair."""
+"""NVML reader against fake pynvml modules: a real H200 VM, an 8-GPU NVSwitch box, a bridge pair."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -27,8 +29,9 @@ class NVMLError_NotSupported(NVMLError):  # noqa: N801 - pynvml's spelling
 
 
 class FakeNvml:
-    """A pynvml look-alike. ``devices``: dicts with bus_id, minor, cpus, links ({link: remote bus id or "switch"}),
-    numa; ``ancestor``: {(i, j): level}; any missing answer raises NVMLError_NotSupported, as NVML does on a VM."""
+    """A pynvml look-alike. ``devices``: dicts with bus_id, minor, cpus, links ({link: remote bus id or
+    "switch"}), numa; ``ancestor``: {(i, j): level}; any missing answer raises NVMLError_NotSupported, as NVML
+    does on a VM."""
 
     NVMLError = NVMLError
     NVML_FEATURE_ENABLED = 1
@@ -122,7 +125,8 @@ class FakeNvml:
 
 
 def h200_vm() -> FakeNvml:
-    """The single-H200 VM, from tests/fixtures/real/h200-vm-1gpu/nvml.json (NUMA, NVLink, topology: NotSupported).
+    """The single-H200 VM, from tests/fixtures/real/h200-vm-1gpu/nvml.json (NUMA, NVLink, topology:
+    NotSupported).
 
     The capture printed the CPU affinity array unreadably; the same VM's topo -m says 0-15, used here."""
     record = json.loads((REAL / "h200-vm-1gpu" / "nvml.json").read_text())
@@ -148,7 +152,7 @@ def h200_vm() -> FakeNvml:
 
 
 def test_h200_vm_not_supported_degrades_to_unknown() -> None:
-    """On the real H200 VM answers every NotSupported call becomes unknown, with a warning, and nothing crashes."""
+    """On the real H200 VM's answers each NotSupported call becomes unknown, with a warning; no crash."""
     fake = h200_vm()
     report = read_nvml(fake)
     topo = report.topology
@@ -186,7 +190,7 @@ def nvswitch_box() -> FakeNvml:
 
 
 def test_nvswitch_box_is_all_to_all() -> None:
-    """GPUs whose NVLinks end at NVSwitches are NV<links> to each other, one island, and listed in nvswitch."""
+    """GPUs whose NVLinks end at NVSwitches are NV<links> to each other, one island, listed in nvswitch."""
     topo = read_nvml(nvswitch_box()).topology
     assert topo.matrix == tuple(tuple("X" if i == j else "NV12" for j in range(8)) for i in range(8))
     assert topo.nvswitch == frozenset(range(8))
@@ -220,7 +224,7 @@ def test_bridge_pair_counts_lanes() -> None:
 
 
 def test_unknown_links_everywhere_means_no_link_data() -> None:
-    """With several GPUs and neither NVLink nor topology answers, the matrix is empty (pickers use lowest indices)."""
+    """Several GPUs, neither NVLink nor topology answers: the matrix is empty (pickers use lowest indices)."""
     devices = [{"bus_id": f"00000000:0{i}:00.0", "minor": i, "cpus": range(4)} for i in range(3)]
     topo = read_nvml(FakeNvml(devices, None, nvlink_supported=False)).topology
     assert topo.matrix == ()
@@ -237,3 +241,30 @@ def test_nvml_init_failure_is_a_command_error() -> None:
     fake.nvmlInit = fail  # type: ignore[method-assign]
     with pytest.raises(CommandError, match="Driver Not Loaded"):
         read_nvml(fake)
+
+
+def test_missing_nvidia_ml_py_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without nvidia-ml-py, read_nvml raises a CommandError (exit 3) whose message names the package and the
+    install command, not only that an import failed."""
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # `import pynvml` now raises ImportError
+    with pytest.raises(CommandError) as e:
+        read_nvml()
+    assert e.value.exit_code == 3
+    assert "nvidia-ml-py is not installed" in str(e.value)
+    assert "pip install 'slurm-topo[nvml]'" in str(e.value) and "pip install nvidia-ml-py" in str(e.value)
+
+
+def test_cli_nvml_without_nvidia_ml_py_is_one_line_with_the_hint() -> None:
+    """`slurm-topo gpu parse --nvml` where pynvml cannot be imported: exit 3, one `slurm-topo: error:` line
+    with the install hint, no traceback."""
+    code = (
+        "import sys; sys.modules['pynvml'] = None; sys.argv = ['slurm-topo', 'gpu', 'parse', '--nvml']; "
+        "from slurm_topo.cli import main; main()"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 3
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("slurm-topo: error: "), proc.stderr
+    assert "pip install 'slurm-topo[nvml]'" in lines[0]

@@ -1,20 +1,20 @@
 """Read the GPUs of this node through NVML (nvidia-ml-py, ``import pynvml``), degrading to "unknown".
 
-``read_nvml()`` imports ``pynvml`` lazily (nothing happens at import time) and accepts any module-like object with
-the same functions, so tests pass a fake. Every NVML call goes through one guard: an ``NVMLError`` (NotSupported on
-VMs, NoPermission, FunctionNotFound on old drivers, …) becomes ``None`` plus one warning per (call, reason) — never
-a crash. Only ``nvmlInit`` and the device count are required.
+``read_nvml()`` imports ``pynvml`` lazily (nothing happens at import time) and accepts any module-like object
+with the same functions, so tests pass a fake. Every NVML call goes through one guard: an ``NVMLError``
+(NotSupported on VMs, NoPermission, FunctionNotFound on old drivers, …) becomes ``None`` plus one warning per
+(call, reason) — never a crash. Only ``nvmlInit`` and the device count are required.
 
 Per GPU, in PCI-bus order (which is Slurm's GPU index order): PCI bus id, name, UUID, minor number, NUMA node,
-CPU and memory (NUMA) affinity, the remote end of every active NVLink (peer GPU by PCI bus id, or NVSwitch), and
-per pair the P2P read status and the common-ancestor level (``nvmlDeviceGetTopologyCommonAncestor``: INTERNAL or
-SINGLE → PIX, MULTIPLE → PXB, HOSTBRIDGE → PHB, NODE (CPU) → NODE, SYSTEM → SYS).
+CPU and memory (NUMA) affinity, the remote end of every active NVLink (peer GPU by PCI bus id, or NVSwitch),
+and per pair the P2P read status and the common-ancestor level (``nvmlDeviceGetTopologyCommonAncestor``:
+INTERNAL or SINGLE → PIX, MULTIPLE → PXB, HOSTBRIDGE → PHB, NODE (CPU) → NODE, SYSTEM → SYS).
 
-The :class:`GpuTopology` built from it: ``NV<n>`` where n direct NVLinks join two GPUs; GPUs with links ending at
-NVSwitches are all-to-all among themselves at ``NV<min(switch links of the two)>`` (plus any direct links) and are
-listed in ``nvswitch`` (Slurm's AutoDetect=nvml reads such boxes as "no links"). A pair with neither NVLink nor a
-known ancestor is assumed ``SYS`` with a warning; when no pair is known at all the matrix is left empty ("no link
-data"). Complexity: O(n² + n · links) NVML calls.
+The :class:`GpuTopology` built from it: ``NV<n>`` where n direct NVLinks join two GPUs; GPUs with links ending
+at NVSwitches are all-to-all among themselves at ``NV<min(switch links of the two)>`` (plus any direct links)
+and are listed in ``nvswitch`` (Slurm's AutoDetect=nvml reads such boxes as "no links"). A pair with neither
+NVLink nor a known ancestor is assumed ``SYS`` with a warning; when no pair is known at all the matrix is left
+empty ("no link data"). Complexity: O(n² + n · links) NVML calls.
 """
 
 from __future__ import annotations
@@ -104,12 +104,18 @@ def _mask_to_list(words: Any, bits: int = 64) -> str | None:
 
 
 def read_nvml(nvml: Any = None) -> NvmlReport:
-    """Query NVML for every GPU of this node. ``nvml`` is the ``pynvml`` module (imported lazily) or a fake."""
+    """Query NVML for every GPU of this node. ``nvml``: the ``pynvml`` module (imported lazily) or a fake."""
     if nvml is None:
         try:
-            import pynvml as nvml  # type: ignore[import-not-found,no-redef]  # optional extra: slurm-topo[nvml]
+            # optional extra: slurm-topo[nvml]
+            import pynvml as nvml  # type: ignore[import-not-found,no-redef,unused-ignore]
         except ImportError as e:
-            raise CommandError(["import pynvml"], None, f"nvidia-ml-py is not installed ({e})") from e
+            raise CommandError(
+                ["NVML (Python module pynvml)"],
+                None,
+                f"nvidia-ml-py is not installed ({e}); install it with `pip install 'slurm-topo[nvml]'` "
+                "or `pip install nvidia-ml-py`",
+            ) from e
     error_type: type[BaseException] = getattr(nvml, "NVMLError", Exception)
     warnings: list[str] = []
     seen: set[tuple[str, str]] = set()
