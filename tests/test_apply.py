@@ -1,4 +1,4 @@
-"""`slurm-topo apply` (slurm_topo/apply.py) against a fake slurmctld: refusals, journal, recovery, rollback.
+"""`slurm-topo apply` (slurm_topo/apply/) against a fake slurmctld: refusals, journal, recovery, rollback.
 
 ``FakeSlurm`` is a Runner that behaves like slurmctld for what apply asks: it reads topology.conf and the node
 lines from the config directory only at ``scontrol reconfigure`` (and records the hashes of the config set it

@@ -1,4 +1,4 @@
-"""`slurm-topo apply` (slurm_topo/apply.py) on a real Slurm: a moved node reaches slurmctld and the next job;
+"""`slurm-topo apply` (slurm_topo/apply/) on a real Slurm: a moved node reaches slurmctld and the next job;
 a second run reconfigures nothing; refusals leave the live files byte-identical."""
 
 from __future__ import annotations

@@ -60,14 +60,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import hostlist
-from .errors import CommandError, ExitCode, HostlistError, InputError, ParseError, SlurmTopoError
-from .lint import lint_topology
-from .output import fsync_dir as _fsync_dir
-from .runner import Runner
-from .slurmconf import logical_lines as _logical_lines
-from .slurmconf import parse_gres_gpus, parse_scontrol_nodes, parse_topology_conf, split_pairs
-from .version import parse_slurm_version
+from .. import hostlist
+from ..errors import CommandError, ExitCode, HostlistError, InputError, ParseError, SlurmTopoError
+from ..lint import lint_topology
+from ..output import fsync_dir as _fsync_dir
+from ..runner import Runner
+from ..slurmconf import logical_lines as _logical_lines
+from ..slurmconf import parse_gres_gpus, parse_scontrol_nodes, parse_topology_conf, split_pairs
+from ..version import parse_slurm_version
 
 TOPOLOGY, NODES, GRES, DATA = "topology.conf", "slurm-topo-nodes.conf", "gres.conf", "slurm_topo_data.lua"
 CONFIG_ORDER = (TOPOLOGY, NODES, GRES)
