@@ -1,0 +1,48 @@
+# The common commands, each a thin wrapper over one you can type yourself (README.md, docker-slurm/README.md).
+#   make install       python3 -m venv .venv && .venv/bin/pip install -e '.[test]'
+#   make test          the README's test command (integration tests start their own Slurm cluster; root)
+#   make lint          ruff format --check, ruff check, mypy --strict on the package (pyproject.toml)
+#   make fixtures      capture real Slurm output into tests/fixtures/real/slurm-<X.Y>/ (root)
+#   make cluster-up    start the test cluster (docker-slurm/cluster up) in BASE; CLUSTER_ARGS='--with-filter'
+#   make cluster-down  stop the cluster in BASE and delete its directory
+#   make bench         the benchmarks named in BENCH (benchmarks/bench_<name>.py); results in benchmarks/results/
+# Variables: PYTHON (makes the venv), VENV, BASE (default: the launcher's), CLUSTER_ARGS, BENCH.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BASE ?=
+CLUSTER_ARGS ?=
+BASE_ARG := $(if $(BASE),--base $(BASE))
+# Without a Slurm cluster: generate, filter, pick. On real Slurm (root): submit, gres_picks, placement,
+# apply_faults.
+BENCH ?= generate filter pick
+
+.PHONY: help install test lint fixtures cluster-up cluster-down bench
+
+help:
+	@sed -n '2,9s/^# //p' Makefile
+
+install:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -e '.[test]'
+
+test:
+	$(PY) -m pytest -m 'not gpu'
+
+lint:
+	$(PY) -m ruff format --check .
+	$(PY) -m ruff check .
+	$(PY) -m mypy
+
+fixtures:
+	$(PY) docker-slurm/capture-fixtures
+
+cluster-up:
+	$(PY) docker-slurm/cluster up $(BASE_ARG) $(CLUSTER_ARGS)
+
+cluster-down:
+	$(PY) docker-slurm/cluster down $(BASE_ARG)
+
+bench:
+	@set -e; for b in $(BENCH); do echo "== $(PY) benchmarks/bench_$$b.py"; $(PY) benchmarks/bench_$$b.py; done
