@@ -1,17 +1,19 @@
-"""Parsers for Slurm's own text: topology.conf, NodeName= lines of slurm.conf, ``scontrol show node -o``.
+"""Parsers for Slurm's own text: topology.conf, NodeName= lines of slurm.conf, gres.conf GPU lines, and the
+output of ``scontrol show node -o`` / ``partition -o`` / ``topology`` / ``job -d`` / ``config``.
 
-Pure functions from text to values; they never run a command.
+Pure functions from text to values; they never run a command. The one place that reads Slurm's syntax.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import hostlist
 from .errors import HostlistError, ParseError
+from .gpu.model import GpuTopology
 
 _PAIR_RE = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_/]*)=")
 _OUTPUT_PAIR_RE = re.compile(r"(?:^|\s)([A-Z][A-Za-z0-9_:/]*)=")
@@ -69,8 +71,8 @@ def parse_topology_conf(
 ) -> list[SwitchLine]:
     """topology.conf(5) tree syntax -> one ``SwitchLine`` per ``SwitchName=`` (hostlists expanded).
 
-    ``scontrol_output``: read ``scontrol show topology`` instead — other lines are skipped, ``Level=`` is kept,
-    ``(null)`` means none, and a parent lists every node below it as well as its switches.
+    ``scontrol_output``: read ``scontrol show topology`` instead — other lines are skipped, ``Level=`` is
+    kept, ``(null)`` means none, and a parent lists every node below it as well as its switches.
     """
     out = []
     for lineno, line in logical_lines(text):
@@ -101,7 +103,8 @@ def parse_topology_conf(
 
 
 def parse_gres_gpus(text: str, *, source: str = "gres.conf") -> dict[str, list[dict[str, str]]]:
-    """gres.conf -> per node, its ``Name=gpu`` lines in file order (Slurm's GPU index) as {lower-case key: value}.
+    """gres.conf -> per node, its ``Name=gpu`` lines in file order (Slurm's GPU index) as
+    {lower-case key: value}.
 
     Lines this reader does not understand are skipped: a foreign gres.conf may hold other syntax.
     """
@@ -147,12 +150,13 @@ def _one_line_records(
 
 
 def parse_scontrol_nodes(text: str, *, source: str = "scontrol show node -o") -> list[dict[str, str]]:
-    """``scontrol show node -o`` (one node a line) -> one dict per node. A line without ``=`` is a hostlist."""
+    """``scontrol show node -o`` (one node a line) -> one dict per node; a plain line is a hostlist."""
     return [pairs for _, pairs in _one_line_records(text, source, "NodeName", plain=True)]
 
 
 def slurm_conf_node_definitions(path: Path) -> dict[str, list[str]]:
-    """Node names defined by ``NodeName=`` lines in slurm.conf and the files it ``Include``s: file -> names."""
+    """Node names defined by ``NodeName=`` lines in slurm.conf and the files it ``Include``s:
+    file -> names."""
     found: dict[str, list[str]] = {}
     seen: set[Path] = set()
 
@@ -201,3 +205,147 @@ def parse_scontrol_partitions(
             raise ParseError(source, lineno, str(exc)) from None
         out.append((pairs["PartitionName"], nodes, pairs.get("Default", "NO").upper() == "YES"))
     return out
+
+
+def parse_gres_links(text: str, source: str = "gres.conf") -> dict[str, GpuTopology]:
+    """Per node, the GPU×GPU link classes from the ``Links=`` of its ``Name=gpu`` lines (index = line order).
+
+    ``Links=`` counts NVLinks per peer: ``n > 0`` → ``NV<n>``, ``0`` → no NVLink (``SYS``: the PCIe path is
+    not in gres.conf). Nodes whose GPU lines carry no ``Links=`` are left out.
+    """
+    out: dict[str, GpuTopology] = {}
+    for node, lines in parse_gres_gpus(text, source=source).items():
+        if any("links" not in line for line in lines):
+            continue
+        n = len(lines)
+        matrix = []
+        for i, line in enumerate(lines):
+            try:
+                r = [int(x) for x in line["links"].split(",")]
+            except ValueError:
+                raise ParseError(source, None, f"bad Links={line['links']} for {node}") from None
+            if len(r) != n or r[i] != -1:
+                raise ParseError(
+                    source,
+                    None,
+                    f"{node}: GPU {i} has Links={line['links']}, expected {n} "
+                    "entries with -1 at its own index",
+                )
+            matrix.append(tuple("X" if j == i else (f"NV{c}" if c > 0 else "SYS") for j, c in enumerate(r)))
+        out[node] = GpuTopology(gpus=tuple(range(n)), matrix=tuple(matrix), source=f"{source} Links=")
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchTree:
+    """The switch tree Slurm uses: per node its leaf switch; per switch its parent and level (leaf = 0)."""
+
+    leaf: Mapping[str, str] = field(default_factory=dict)
+    parent: Mapping[str, str] = field(default_factory=dict)
+    level: Mapping[str, int] = field(default_factory=dict)
+
+    def path(self, node: str) -> tuple[str, ...]:
+        """Switches above ``node``, lowest first (empty when the node is on no switch)."""
+        out: list[str] = []
+        sw = self.leaf.get(node)
+        while sw is not None and sw not in out:
+            out.append(sw)
+            sw = self.parent.get(sw)
+        return tuple(out)
+
+
+def parse_scontrol_topology(text: str) -> SwitchTree:
+    """``scontrol show topology`` → :class:`SwitchTree`; no ``SwitchName=`` lines → an empty tree.
+
+    A switch without ``Level=`` gets one more than its highest child (a cycle counts as 0).
+    """
+    leaf: dict[str, str] = {}
+    parent: dict[str, str] = {}
+    level: dict[str, int] = {}
+    children: dict[str, tuple[str, ...]] = {}
+    for sw in parse_topology_conf(text, source="scontrol show topology", scontrol_output=True):
+        if sw.switches:
+            children[sw.name] = sw.switches
+            for child in sw.switches:
+                parent[child] = sw.name
+        elif sw.nodes:
+            for node in sw.nodes:
+                leaf[node] = sw.name
+            level[sw.name] = 0
+        if sw.level is not None:
+            level[sw.name] = sw.level
+
+    def lvl(name: str, seen: frozenset[str] = frozenset()) -> int:
+        if name in level:
+            return level[name]
+        if name in seen:
+            return 0
+        return 1 + max((lvl(c, seen | {name}) for c in children.get(name, ())), default=-1)
+
+    for name in set(children) | set(parent):
+        level[name] = lvl(name)
+    return SwitchTree(leaf, parent, level)
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """A job's nodes (in Slurm's order) and each node's allocated GPU indices (sorted)."""
+
+    job_id: str
+    nodes: tuple[str, ...]
+    gpus: Mapping[str, tuple[int, ...]]
+
+
+_GRES_IDX_RE = re.compile(r"gpu[^,(\s]*\(IDX:([0-9,-]*)\)")
+_JOB_ID_RE = re.compile(r"\bJobId=(\S+)")
+_NODELIST_RE = re.compile(r"(?<![A-Za-z])NodeList=(\S+)")
+_DETAIL_NODES_RE = re.compile(r"Nodes=(\S+)")
+
+
+def parse_job_detail(text: str, source: str = "scontrol show job -d") -> Allocation:
+    """``scontrol show job -d <id>`` → :class:`Allocation` (``Nodes=… GRES=gpu:h100:4(IDX:0-3)`` detail
+    lines)."""
+    job_id = _JOB_ID_RE.search(text)
+    nodelist = _NODELIST_RE.search(text)
+    if not job_id or not nodelist or nodelist.group(1) == "(null)":
+        raise ParseError(source, None, "no JobId= and NodeList= (is the job running?)")
+    try:
+        nodes = tuple(hostlist.expand(nodelist.group(1)))
+        gpus: dict[str, tuple[int, ...]] = {}
+        for line in text.splitlines():
+            m = _DETAIL_NODES_RE.match(line.strip())
+            if not m:
+                continue
+            idx: list[int] = []
+            for g in _GRES_IDX_RE.finditer(line):
+                idx.extend(hostlist.expand_numbers(g.group(1)))
+            for node in hostlist.expand(m.group(1)):
+                gpus[node] = tuple(sorted(set(idx)))
+    except HostlistError as exc:
+        raise ParseError(source, None, str(exc)) from None
+    return Allocation(job_id.group(1), nodes, {n: gpus.get(n, ()) for n in nodes})
+
+
+def parse_show_config(text: str) -> dict[str, str]:
+    """``scontrol show config`` → {key: value} (``Key = value`` lines; the first of a repeated key wins)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and " " not in key.strip():
+            out.setdefault(key.strip(), value.strip())
+    return out
+
+
+_CONSTRAIN_DEVICES_RE = re.compile(r"\s*ConstrainDevices\s*=\s*(\S+)", re.IGNORECASE)
+
+
+def devices_constrained(config: Mapping[str, str], cgroup_conf: str | None) -> bool:
+    """True when tasks see local GPU indices: ``TaskPlugin`` has task/cgroup and cgroup.conf has
+    ``ConstrainDevices=yes``."""
+    if "task/cgroup" not in config.get("TaskPlugin", ""):
+        return False
+    for line in (cgroup_conf or "").splitlines():
+        m = _CONSTRAIN_DEVICES_RE.match(line.split("#", 1)[0])
+        if m:
+            return m.group(1).lower() == "yes"
+    return False

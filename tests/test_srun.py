@@ -1,4 +1,5 @@
-"""gpulayer-srun without Slurm: parsing Slurm's answers, the plan, refusals, the shim, and the stable --dry-run."""
+"""gpulayer-srun without Slurm: the plan, refusals, the shim, and the stable --dry-run (Slurm's answers are
+parsed by slurmconf: tests/test_slurmconf.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from slurm_topo import srun
 from slurm_topo.errors import CommandError, InputError, PlacementError
 from slurm_topo.gpu.topo import parse_topo_matrix
+from slurm_topo.slurmconf import parse_scontrol_topology
 from slurm_topo.srun_shim import bind
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,40 +49,7 @@ def eight(*names: str) -> srun.Allocation:
     return alloc({n: range(8) for n in names})
 
 
-TREE = srun.parse_scontrol_topology(TOPOLOGY)
-
-
-# ---- parsing Slurm's answers
-
-
-def test_parse_job_detail_reads_nodes_and_gpu_indices() -> None:
-    a = srun.parse_job_detail(JOB)
-    assert a.job_id == "42" and a.nodes == ("gs1", "gs2", "gs3", "gs4")
-    assert a.gpus["gs3"] == tuple(range(8))
-    b = srun.parse_job_detail(
-        "JobId=7 NodeList=n[01-02]\n Nodes=n01 CPU_IDs=0 Mem=0 GRES=gpu:a:1(IDX:0),gpu:b:2(IDX:4-5)\n"
-        " Nodes=n02 CPU_IDs=0 Mem=0 GRES=gpu:2(IDX:1,3)\n"
-    )
-    assert b.gpus == {"n01": (0, 4, 5), "n02": (1, 3)}
-
-
-def test_parse_gres_links_gives_two_islands() -> None:
-    topos = srun.parse_gres_links(GRES)
-    assert set(topos) == {"gs1", "gs2", "gs3", "gs4"}
-    assert topos["gs1"].link(0, 3) == "NV18" and topos["gs1"].link(3, 4) == "SYS"
-    # nodes without Links= have no link data
-    assert srun.parse_gres_links("NodeName=n[01-02] Name=gpu File=/dev/nvidia[0-3]\n") == {}
-
-
-def test_parse_topology_paths() -> None:
-    assert TREE.path("gs3") == ("ng_r1-a.rack-2", "zone_r1-a", "root")
-    assert srun.parse_scontrol_topology("No topology information available\n").path("gs1") == ()
-
-
-def test_devices_constrained_needs_task_cgroup_and_constrain_devices() -> None:
-    assert srun.devices_constrained({"TaskPlugin": "task/affinity,task/cgroup"}, "ConstrainDevices=yes\n")
-    assert not srun.devices_constrained({"TaskPlugin": "task/none"}, "ConstrainDevices=yes\n")
-    assert not srun.devices_constrained({"TaskPlugin": "task/cgroup"}, "ConstrainCores=yes\n")
+TREE = parse_scontrol_topology(TOPOLOGY)
 
 
 # ---- the plan
@@ -123,6 +92,26 @@ def test_order_tp_pp_dp_makes_pipeline_stages_consecutive() -> None:
     )
     assert [(r.tp, r.pp, r.dp) for r in plan.rows[3:6]] == [(3, 0, 0), (0, 1, 0), (1, 1, 0)]
     assert {r.pp_level for r in plan.rows} == {"node"}  # a whole pipeline fits one node
+
+
+def test_tp_group_that_must_span_islands_is_warned() -> None:
+    """--tp 8 on two islands of 4: the plan runs (a group per node) and says, once, that TP leaves NVLink."""
+    plan = srun.plan_srun(eight("gs1", "gs2"), tp=8, topologies={"gs1": TOPO, "gs2": TOPO})
+    assert plan.warnings == (
+        "warning: --tp 8: TP groups of 8 GPUs span NVLink islands on gs[1-2] (largest island there: 4 "
+        "GPUs): tensor-parallel traffic between the islands leaves NVLink",
+    )
+    assert {r.tp_level for r in plan.rows} == {"node"} and plan.rows[0].island == "0-3+4-7"
+    # islands of 4 but the allocation splits them: still one line, with that reason
+    split = srun.plan_srun(alloc({"gs1": (2, 3, 4, 5)}), tp=4, topologies={"gs1": TOPO})
+    assert split.warnings[0].endswith(
+        "on gs1 (the GPUs allocated there hold no whole island of 4): tensor-parallel traffic between the "
+        "islands leaves NVLink"
+    )
+    # a group inside one island, or a single GPU, or no link data: no such warning
+    assert srun.plan_srun(eight("gs1"), tp=4, topologies={"gs1": TOPO}).warnings == ()
+    assert srun.plan_srun(eight("gs1"), tp=1, topologies={"gs1": TOPO}).warnings == ()
+    assert not any("span" in w for w in srun.plan_srun(eight("gs1"), tp=8).warnings)
 
 
 def test_local_indices_are_ranks_in_the_allocated_list() -> None:

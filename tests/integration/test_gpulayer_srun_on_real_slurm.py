@@ -1,8 +1,10 @@
-"""gpulayer-srun on real Slurm: what each task printed (host, CUDA_VISIBLE_DEVICES, LOCAL_RANK), not the plan.
+"""gpulayer-srun on real Slurm: what each task printed (host, CUDA_VISIBLE_DEVICES, LOCAL_RANK), not the
+plan.
 
-A small extra cluster (4 nodes, 8 fake GPUs each, two leaf switches) whose gres.conf is the generator's from the
-synthetic capture islands-2x4-nv18 (two NVLink islands, GPUs 0-3 and 4-7). Every task runs
-``sh -c 'echo rank=… node=… cvd=… local=…'`` through the shim. The cluster has no cgroups, so indices are global.
+A small extra cluster (4 nodes, 8 fake GPUs each, two leaf switches) whose gres.conf is the generator's from
+the synthetic capture islands-2x4-nv18 (two NVLink islands, GPUs 0-3 and 4-7). Every task runs
+``sh -c 'echo rank=… node=… cvd=… local=…'`` through the shim. The cluster has no cgroups, so indices are
+global.
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ def _run_job(
     out = work / f"{name}.out"
     out.unlink(missing_ok=True)
     script.write_text(
-        f"#!/bin/bash\nset -e\nexport TMPDIR={work}  # the SLURM_HOSTFILE goes away with the work dir\n{body}\n"
+        f"#!/bin/bash\nset -e\nexport TMPDIR={work}  # the SLURM_HOSTFILE goes away with the work dir\n"
+        f"{body}\n"
     )
     job = slurm.submit("-o", str(out), "-t", "2", *sbatch_args, str(script))
     try:
@@ -98,6 +101,7 @@ def test_tp4_on_two_nodes_binds_each_group_to_one_island(srun_cluster: tuple[slu
     assert sorted(groups) == ["gs1", "gs2"]
     for node, sets in groups.items():
         assert len(sets) == 2 and not sets[0] & sets[1], (node, sets)  # the two groups on a node are disjoint
+    assert "span NVLink islands" not in (work / "tp4.out").read_text()  # every group inside one island
 
 
 def test_tp8_pp2_keeps_pipelines_in_one_leaf(srun_cluster: tuple[slurmctl.Slurm, Path]) -> None:
@@ -113,20 +117,28 @@ def test_tp8_pp2_keeps_pipelines_in_one_leaf(srun_cluster: tuple[slurmctl.Slurm,
             rows
         )  # ranks 0-7 (and each TP group) on one node
         assert {r[2] for r in rows[8 * g : 8 * g + 8]} == {"0,1,2,3,4,5,6,7"}
-    # Megatron order tp-cp-ep-dp-pp: rank = tp + 8·(dp + 2·pp); pipeline dp = stages at ranks 8·dp and 8·dp + 16
+    # Megatron order tp-cp-ep-dp-pp: rank = tp + 8·(dp + 2·pp); pipeline dp = stages at ranks 8·dp and
+    # 8·dp + 16
     for dp in range(2):
         first, second = node_of[8 * dp], node_of[8 * dp + 16]
         assert first != second and leaf[first] == leaf[second], (dp, first, second, leaf)
     # hostname order would have put stage 1 of pipeline 0 on gs3, in the other leaf
     assert leaf["gs1"] != leaf["gs3"]
+    # a TP group of 8 on islands of 4 (the cluster's own gres.conf Links=): said once, on stderr
+    text = (work / "tp8pp2.out").read_text()
+    assert text.count("span NVLink islands") == 1, text
+    assert (
+        "gpulayer-srun: warning: --tp 8: TP groups of 8 GPUs span NVLink islands on gs[1-4] (largest island "
+        "there: 4 GPUs)" in text
+    ), text
 
 
 def test_uneven_tasks_per_node_hostname_order_splits_tp_group_gpulayer_does_not(
     srun_cluster: tuple[slurmctl.Slurm, Path],
 ) -> None:
-    """3 nodes with 4 task slots and 4 GPUs each, 8 ranks: plain ``srun -n 8`` (block distribution in hostname order,
-    spread over the job's 3 nodes: 3+3+2) puts a TP group of 4 on two nodes. gpulayer-srun --tp 4 --dp 2 keeps both
-    groups whole, one node each."""
+    """3 nodes with 4 task slots and 4 GPUs each, 8 ranks: plain ``srun -n 8`` (block distribution in hostname
+    order, spread over the job's 3 nodes: 3+3+2) puts a TP group of 4 on two nodes. gpulayer-srun --tp 4
+    --dp 2 keeps both groups whole, one node each."""
     slurm, work = srun_cluster
     body = "\n".join(
         [
@@ -140,7 +152,8 @@ def test_uneven_tasks_per_node_hostname_order_splits_tp_group_gpulayer_does_not(
     out = work / "split.out"
     out.unlink(missing_ok=True)
     script.write_text(
-        f"#!/bin/bash\nset -e\nexport TMPDIR={work}  # the SLURM_HOSTFILE goes away with the work dir\n{body}\n"
+        f"#!/bin/bash\nset -e\nexport TMPDIR={work}  # the SLURM_HOSTFILE goes away with the work dir\n"
+        f"{body}\n"
     )
     job = slurm.submit(
         "-o", str(out), "-t", "2", "-N3", "-w", "gs[1-3]", "--ntasks-per-node=4", "--gres=gpu:4", str(script)

@@ -1,0 +1,52 @@
+"""srun's options on a ``gpulayer-srun`` command line: those the plan decides are refused, the rest pass."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ..errors import InputError
+
+PROG = "gpulayer-srun"
+
+#: srun options the plan decides; refused by name (long forms, and the short letters below)
+REFUSED_LONG = ("--ntasks", "--nodes", "--ntasks-per-node", "--distribution", "--nodelist", "--gpu-bind")
+REFUSED_SHORT = {"n": "-n/--ntasks", "N": "-N/--nodes", "m": "-m/--distribution", "w": "-w/--nodelist"}
+#: srun short options that take no value (others take one: the rest of the token or the next token)
+_SHORT_FLAGS = frozenset("hHklOQsuvVXZEI")
+#: srun environment inputs that would contradict the plan; removed from srun's environment
+UNSET_ENV = ("SLURM_NTASKS_PER_NODE", "SLURM_DISTRIBUTION", "SLURM_GPU_BIND", "SLURM_HOSTFILE")
+
+
+def check_srun_options(options: Sequence[str]) -> None:
+    """Refuse srun options the plan decides (``-n -N -m -w --ntasks --nodes --ntasks-per-node --distribution
+    --nodelist --gpu-bind``), by name."""
+    skip = False
+    for tok in options:
+        if skip:
+            skip = False
+            continue
+        if tok.startswith("--"):
+            name = tok.split("=", 1)[0]
+            if name in REFUSED_LONG:
+                raise InputError(f"srun option {name} conflicts with the plan ({PROG} decides it): remove it")
+            continue
+        if tok.startswith("-") and len(tok) > 1:
+            for k, ch in enumerate(tok[1:], start=1):
+                if ch in REFUSED_SHORT:
+                    raise InputError(
+                        f"srun option -{ch} ({REFUSED_SHORT[ch]}) conflicts with the plan ({PROG} "
+                        "decides it): remove it"
+                    )
+                if ch not in _SHORT_FLAGS:
+                    skip = k == len(tok) - 1  # the value is the next token
+                    break
+
+
+def job_id(srun_options: Sequence[str], environ: Mapping[str, str]) -> str | None:
+    """The job to plan for: srun's ``--jobid``, else ``SLURM_JOB_ID`` (``SLURM_JOBID``)."""
+    for k, tok in enumerate(srun_options):
+        if tok.startswith("--jobid="):
+            return tok.split("=", 1)[1]
+        if tok == "--jobid" and k + 1 < len(srun_options):
+            return srun_options[k + 1]
+    return environ.get("SLURM_JOB_ID") or environ.get("SLURM_JOBID")

@@ -1,0 +1,493 @@
+"""The plan of ``gpulayer-srun`` (:func:`plan_srun`, pure): which rank runs where, on which GPUs, how.
+
+The steps, each its own function below:
+
+1. *Sizes* (:func:`_check_sizes`, :func:`_world`, :func:`_check_nodes`): TP × PP × DP against the task
+   count and each node's GPUs.
+2. *TP groups → GPUs* (:func:`_tp_slots`): on every node, TP-group GPU sets are carved out of the allocated
+   GPUs one after the other by ``pick_devices`` (best-connected free set, so one NVLink island when one is
+   free), disjoint by construction. A node without link data gets the lowest indices (one warning line for all
+   such nodes); a group that must span NVLink islands gets one warning line too (:func:`_island_warning`).
+3. *Pipelines → slots* (:func:`_place_pipelines`): pipeline ``d`` (the PP stages of DP replica ``d``) takes
+   ``PP`` group slots in the smallest subtree that still has that many free: one node, else one leaf switch,
+   else the lowest common switch; first fit in allocation order. Stage ``s`` gets the ``s``-th of those slots.
+   DP replicas spread across.
+4. *Rank coordinates* (:func:`coordinates`, :func:`_rank_rows`): ``--order`` lists the dimensions fastest
+   first. Megatron's default ``tp-cp-ep-dp-pp``: ``rank = tp + TP·(dp + DP·pp)`` (cp = ep = 1 here):
+   consecutive ranks form a TP group, a whole DP replica set of one stage comes before the next stage.
+   ``tp-pp-dp``: ``rank = tp + TP·(pp + PP·dp)``: one pipeline's stages are consecutive
+   (DeepSpeed/torchtitan).
+5. *srun* (:func:`_srun_argv`): ``srun -m arbitrary -N <nodes> -n <ranks> [passed options] python -m
+   slurm_topo.srun_shim -- COMMAND`` with ``SLURM_HOSTFILE``; on Slurm 23.11+ with constrained devices also
+   ``--gpu-bind=mask_gpu:…`` and ``--gres-flags=allow-task-sharing`` when every node has the same per-task
+   masks (22.05 has no task sharing: a bound task would lose NVLink to its peers, so only the shim binds
+   there).
+
+Indices: ``CUDA_VISIBLE_DEVICES`` is local (the rank of the global index in the node's sorted allocated list)
+when the device cgroup is constrained (``local_indices``); global otherwise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ClusterShell.RangeSet import RangeSet
+
+from .. import hostlist
+from ..errors import InputError
+from ..gpu.links import islands
+from ..gpu.model import GpuTopology
+from ..gpu.pick import pick_devices
+from ..slurmconf import Allocation, SwitchTree
+from ..srun_shim import GROUPS_VAR, RANKS_VAR
+from ..text import counted
+from .options import PROG, UNSET_ENV, check_srun_options
+
+DEFAULT_ORDER = "tp-cp-ep-dp-pp"
+_DIMS = ("tp", "cp", "ep", "dp", "pp")
+
+Slot = tuple[str, tuple[int, ...]]
+"""One TP group's place: its node and its GPUs (global indices, ascending)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RankRow:
+    rank: int
+    node: str
+    gpus: tuple[int, ...]  # this rank's own GPUs (global indices)
+    cuda_visible_devices: str  # the TP group's GPUs in TP-rank order, in the index space of the node
+    local_rank: int  # = TP rank
+    island: str  # the NVLink island(s) of the group on its node, "-" without link data
+    tp: int
+    pp: int
+    dp: int
+    tp_level: str  # lowest common level of the rank's TP group: gpu | island | node
+    pp_level: str  # ... of its pipeline: node | <switch> | - (no common switch)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    argv: tuple[str, ...]
+    env: Mapping[str, str]  # set in srun's environment
+    unset_env: tuple[str, ...]  # removed from srun's environment
+    hostfile: str  # path of SLURM_HOSTFILE
+    hostfile_lines: tuple[str, ...]
+    rows: tuple[RankRow, ...]
+    summary: str
+    warnings: tuple[str, ...] = ()
+
+
+def numbers(indices: Sequence[int]) -> str:
+    """(0, 1, 2, 3, 6) -> ``0-3,6`` (ClusterShell's RangeSet); empty -> ``""``."""
+    return str(RangeSet.fromlist([str(i) for i in indices]))
+
+
+def parse_order(order: str) -> tuple[str, ...]:
+    dims = tuple(d.strip().lower() for d in order.split("-"))
+    if len(set(dims)) != len(dims) or not {"tp", "pp", "dp"} <= set(dims) or not set(dims) <= set(_DIMS):
+        raise InputError(
+            f"--order {order!r}: expected the dimensions tp, pp and dp (cp, ep optional) once each, "
+            f"fastest first, e.g. {DEFAULT_ORDER} or tp-pp-dp"
+        )
+    return dims
+
+
+def coordinates(rank: int, order: Sequence[str], sizes: Mapping[str, int]) -> dict[str, int]:
+    out = {}
+    for dim in order:
+        out[dim] = rank % sizes[dim]
+        rank //= sizes[dim]
+    return out
+
+
+# ---- 1. sizes
+
+
+def _check_sizes(tp: int, pp: int, dp: int | None, gpus_per_task: int) -> None:
+    """Every size at least 1."""
+    for name, value in (("--tp", tp), ("--pp", pp), ("--gpus-per-task", gpus_per_task)):
+        if value < 1:
+            raise InputError(f"{name} {value}: must be at least 1")
+    if dp is not None and dp < 1:
+        raise InputError(f"--dp {dp}: must be at least 1")
+
+
+def _check_nodes(alloc: Allocation, tp: int, gpus_per_task: int) -> None:
+    """One TP group fits the GPUs of every node (the node that cannot is named)."""
+    if not alloc.nodes:
+        raise InputError(f"job {alloc.job_id}: no nodes")
+    per_group = tp * gpus_per_task
+    most = max(alloc.nodes, key=lambda n: len(alloc.gpus.get(n, ())))
+    if per_group > len(alloc.gpus.get(most, ())):
+        raise InputError(
+            f"--tp {tp} × --gpus-per-task {gpus_per_task} = {per_group} GPUs per TP group, more than "
+            f"any node of the allocation has (most: {len(alloc.gpus.get(most, ()))} on {most})"
+        )
+    for node in alloc.nodes:
+        have = alloc.gpus.get(node, ())
+        if len(have) < per_group:
+            raise InputError(
+                f"node {node} has {counted(len(have), 'allocated GPU')} ({numbers(have) or 'none'}), fewer "
+                f"than the {per_group} one TP group needs (--tp {tp} × --gpus-per-task {gpus_per_task})"
+            )
+
+
+def _world(
+    alloc: Allocation, tp: int, pp: int, dp: int | None, gpus_per_task: int, ntasks: int | None
+) -> tuple[int, int]:
+    """(dp, ranks), checked against the task count."""
+    if dp is not None:
+        ranks = tp * pp * dp
+        if ntasks is not None and ranks > ntasks:
+            raise InputError(
+                f"--tp {tp} × --pp {pp} × --dp {dp} = {ranks} ranks, more than the {ntasks} tasks of "
+                "the allocation (SLURM_NTASKS)"
+            )
+        return dp, ranks
+    if ntasks is not None:
+        tasks, what = ntasks, f"{ntasks} tasks of the allocation (SLURM_NTASKS)"
+    else:
+        total = sum(len(g) for g in alloc.gpus.values())
+        tasks, what = (
+            total // gpus_per_task,
+            (
+                f"{total // gpus_per_task} tasks the allocation's {total} GPUs hold "
+                f"at --gpus-per-task {gpus_per_task}"
+            ),
+        )
+    if tasks < tp * pp or tasks % (tp * pp):
+        raise InputError(
+            f"--tp {tp} × --pp {pp} = {tp * pp} does not divide the {what}: give --dp, or sizes "
+            "whose product is the task count"
+        )
+    return tasks // (tp * pp), tasks
+
+
+# ---- 2. TP groups -> GPUs
+
+
+def _linked(topologies: Mapping[str, GpuTopology], node: str) -> GpuTopology | None:
+    topo = topologies.get(node)
+    return topo if topo is not None and topo.has_links else None
+
+
+def _tp_slots(alloc: Allocation, per_group: int, topologies: Mapping[str, GpuTopology]) -> list[Slot]:
+    """Per node, disjoint GPU sets of ``per_group`` GPUs, best connected first; in allocation order."""
+    slots: list[Slot] = []
+    for node in alloc.nodes:
+        free = list(alloc.gpus[node])
+        topo = _linked(topologies, node)
+        if topo is not None:
+            unknown = [g for g in free if g not in topo.gpus]
+            if unknown:
+                raise InputError(
+                    f"node {node}: allocated GPUs {unknown} are not in its link data "
+                    f"({counted(len(topo.gpus), 'GPU')})"
+                )
+        while len(free) >= per_group:
+            chosen = pick_devices(topo, free, per_group) if topo is not None else tuple(free[:per_group])
+            slots.append((node, tuple(sorted(chosen))))
+            free = [g for g in free if g not in chosen]
+    return slots
+
+
+def _group_islands(topo: GpuTopology | None, gpus: Sequence[int]) -> list[frozenset[int]]:
+    """The NVLink islands of ``topo`` that the group ``gpus`` touches (none without link data)."""
+    if topo is None:
+        return []
+    return [frozenset(i) for i in islands(topo) if i & set(gpus)]
+
+
+def _island_warning(slots: Sequence[Slot], topologies: Mapping[str, GpuTopology], tp: int) -> str | None:
+    """One line naming the nodes where a TP group of more than one GPU spans NVLink islands, else None."""
+    spans: dict[str, int] = {}  # node -> its largest island
+    for node, gpus in slots:
+        topo = _linked(topologies, node)
+        if topo is not None and len(gpus) > 1 and len(_group_islands(topo, gpus)) > 1:
+            spans[node] = max(len(i) for i in islands(topo))
+    if not spans:
+        return None
+    per_group = len(slots[0][1])
+    if min(spans.values()) < per_group:
+        why = f"largest island there: {' or '.join(map(str, sorted(set(spans.values()))))} GPUs"
+    else:
+        why = f"the GPUs allocated there hold no whole island of {per_group}"
+    return (
+        f"warning: --tp {tp}: TP groups of {per_group} GPUs span NVLink islands on "
+        f"{hostlist.compress(spans)} ({why}): tensor-parallel traffic between the islands leaves NVLink"
+    )
+
+
+# ---- 3. pipelines -> slots
+
+
+def _place_pipelines(slots: Sequence[Slot], tree: SwitchTree, pp: int, dp: int) -> dict[tuple[int, int], int]:
+    """(stage, replica) -> slot index: each pipeline in the smallest subtree with ``pp`` free slots."""
+    subtrees: dict[tuple[int, str], list[int]] = {}
+    for i, (node, _) in enumerate(slots):
+        subtrees.setdefault((-1, "node:" + node), []).append(i)
+        for sw in tree.path(node):
+            subtrees.setdefault((tree.level.get(sw, 0), sw), []).append(i)
+        subtrees.setdefault((1 << 30, "*"), []).append(i)
+    candidates = sorted(subtrees.items(), key=lambda kv: (kv[0][0], kv[1][0]))
+    used: set[int] = set()
+    stage_slot: dict[tuple[int, int], int] = {}
+    for d in range(dp):
+        for _, members in candidates:
+            free_here = [i for i in members if i not in used]
+            if len(free_here) >= pp:
+                for s, i in enumerate(free_here[:pp]):
+                    stage_slot[(s, d)] = i
+                    used.add(i)
+                break
+    return stage_slot
+
+
+def _common_level(tree: SwitchTree, nodes: set[str]) -> str:
+    """``node`` for one node, else the lowest switch above all of them, else ``-``."""
+    if len(nodes) == 1:
+        return "node"
+    paths = [tree.path(n) for n in nodes]
+    for sw in paths[0]:
+        if all(sw in p for p in paths[1:]):
+            return sw
+    return "-"
+
+
+# ---- 4. rank coordinates -> rows
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """What the rows are computed from: the sizes, the slots and where each pipeline stage went."""
+
+    dims: tuple[str, ...]
+    sizes: Mapping[str, int]
+    gpus_per_task: int
+    slots: Sequence[Slot]
+    stage_slot: Mapping[tuple[int, int], int]
+    pipe_level: Mapping[int, str]
+
+
+def _rank_rows(
+    layout: _Layout, alloc: Allocation, topologies: Mapping[str, GpuTopology], local_indices: bool
+) -> tuple[list[RankRow], dict[str, str]]:
+    """One row per rank, and the shim's two variables (groups in slot order, ranks in rank order)."""
+    sorted_alloc = {n: sorted(alloc.gpus[n]) for n in alloc.nodes}
+    slot_ids = {i: k for k, i in enumerate(sorted(set(layout.stage_slot.values())))}
+    group_entries: dict[int, str] = {}
+    rows: list[RankRow] = []
+    rank_entries: list[str] = []
+    g = layout.gpus_per_task
+    world = layout.sizes["tp"] * layout.sizes["pp"] * layout.sizes["dp"]
+    for rank in range(world):
+        c = coordinates(rank, layout.dims, layout.sizes)
+        slot = layout.stage_slot[(c["pp"], c["dp"])]
+        node, gpus = layout.slots[slot]
+        space = [sorted_alloc[node].index(x) for x in gpus] if local_indices else list(gpus)
+        cvd = ",".join(map(str, space))
+        group_entries[slot_ids[slot]] = f"{node}={cvd}"
+        topo = _linked(topologies, node)
+        isl = _group_islands(topo, gpus)
+        island = "+".join(numbers(sorted(i)) for i in isl) if topo is not None else "-"
+        tp_level = "gpu" if len(gpus) == 1 else ("island" if len(isl) == 1 else "node")
+        own = gpus[c["tp"] * g : (c["tp"] + 1) * g]
+        rows.append(
+            RankRow(
+                rank,
+                node,
+                own,
+                cvd,
+                c["tp"],
+                island,
+                c["tp"],
+                c["pp"],
+                c["dp"],
+                tp_level,
+                layout.pipe_level[c["dp"]],
+            )
+        )
+        rank_entries.append(f"{slot_ids[slot]}:{c['tp']}")
+    env = {
+        GROUPS_VAR: ";".join(group_entries[k] for k in sorted(group_entries)),
+        RANKS_VAR: ",".join(rank_entries),
+    }
+    return rows, env
+
+
+# ---- 5. srun
+
+
+def _per_node_masks(rows: Sequence[RankRow]) -> str | None:
+    """``--gpu-bind=mask_gpu:`` list (per local task id) when every node has the same one, else None."""
+    per_node: dict[str, list[str]] = {}
+    for r in rows:
+        ids = [int(x) for x in r.cuda_visible_devices.split(",")]
+        per_node.setdefault(r.node, []).append(hex(sum(1 << i for i in ids)))
+    lists = {",".join(v) for v in per_node.values()}
+    return lists.pop() if len(lists) == 1 else None
+
+
+def _srun_argv(
+    rows: Sequence[RankRow],
+    nodes: int,
+    *,
+    slurm_version: tuple[int, int] | None,
+    local_indices: bool,
+    srun_options: Sequence[str],
+    python: str,
+    command: Sequence[str],
+) -> tuple[str, ...]:
+    extra: list[str] = []
+    constrained_bind = (
+        slurm_version is not None
+        and slurm_version >= (23, 11)
+        and local_indices
+        and not any(o.split("=", 1)[0] == "--gres-flags" for o in srun_options)
+    )
+    if constrained_bind:
+        masks = _per_node_masks(rows)
+        if masks is not None:
+            extra = [f"--gpu-bind=mask_gpu:{masks}", "--gres-flags=allow-task-sharing"]
+    return (
+        "srun",
+        "-m",
+        "arbitrary",
+        "-N",
+        str(nodes),
+        "-n",
+        str(len(rows)),
+        *extra,
+        *srun_options,
+        python,
+        "-m",
+        "slurm_topo.srun_shim",
+        "--",
+        *command,
+    )
+
+
+# ---- the whole plan
+
+
+def plan_srun(
+    alloc: Allocation,
+    *,
+    tp: int,
+    pp: int = 1,
+    dp: int | None = None,
+    gpus_per_task: int = 1,
+    order: str = DEFAULT_ORDER,
+    topologies: Mapping[str, GpuTopology] | None = None,
+    tree: SwitchTree | None = None,
+    local_indices: bool = False,
+    ntasks: int | None = None,
+    slurm_version: tuple[int, int] | None = None,
+    srun_options: Sequence[str] = (),
+    command: Sequence[str] = ("true",),
+    python: str = "python3",
+    tmpdir: str = "/tmp",
+    link_source: str = "link data",
+) -> Plan:
+    """The whole plan, without running anything: srun argv and environment, hostfile lines, per-rank table."""
+    _check_sizes(tp, pp, dp, gpus_per_task)
+    dims = parse_order(order)
+    check_srun_options(srun_options)
+    topologies = topologies or {}
+    tree = tree or SwitchTree()
+    per_group = tp * gpus_per_task
+    dp, world = _world(alloc, tp, pp, dp, gpus_per_task, ntasks)
+    _check_nodes(alloc, tp, gpus_per_task)
+
+    warnings: list[str] = []
+    no_links = [n for n in alloc.nodes if _linked(topologies, n) is None]
+    if no_links:
+        warnings.append(
+            f"warning: no GPU link data for {hostlist.compress(no_links)} ({link_source}): TP groups "
+            "take the lowest allocated indices"
+        )
+    slots = _tp_slots(alloc, per_group, topologies)
+    if pp * dp > len(slots):
+        per_node = ", ".join(f"{n}: {sum(1 for s in slots if s[0] == n)}" for n in alloc.nodes)
+        raise InputError(
+            f"{pp * dp} TP groups (--pp {pp} × --dp {dp}) of {per_group} GPUs do not fit: the "
+            f"allocation holds {len(slots)} ({per_node})"
+        )
+    stage_slot = _place_pipelines(slots, tree, pp, dp)
+    used = [stage_slot[(s, d)] for d in range(dp) for s in range(pp)]
+    span = _island_warning([slots[i] for i in used], topologies, tp)
+    if span:
+        warnings.append(span)
+    pipe_level = {
+        d: _common_level(tree, {slots[stage_slot[(s, d)]][0] for s in range(pp)}) for d in range(dp)
+    }
+    sizes = {"tp": tp, "pp": pp, "dp": dp, "cp": 1, "ep": 1}
+    layout = _Layout(dims, sizes, gpus_per_task, slots, stage_slot, pipe_level)
+    rows, shim_env = _rank_rows(layout, alloc, topologies, local_indices)
+
+    hostfile_lines = tuple(r.node for r in rows)
+    digest = hashlib.sha1("\n".join(hostfile_lines).encode()).hexdigest()[:12]
+    hostfile = os.path.join(tmpdir, f"gpulayer-srun-{alloc.job_id}-{digest}.hosts")
+    used_nodes = sorted(set(hostfile_lines), key=alloc.nodes.index)
+    argv = _srun_argv(
+        rows,
+        len(used_nodes),
+        slurm_version=slurm_version,
+        local_indices=local_indices,
+        srun_options=srun_options,
+        python=python,
+        command=command,
+    )
+    summary = (
+        f"{PROG}: job {alloc.job_id}: {counted(world, 'rank')} = tp {tp} × pp {pp} × dp {dp} "
+        f"(order {'-'.join(dims)}, {counted(gpus_per_task, 'GPU')} per task) on "
+        f"{counted(len(used_nodes), 'node')} {hostlist.compress(used_nodes)}; "
+        f"CUDA_VISIBLE_DEVICES {'local' if local_indices else 'global'} indices"
+    )
+    env = {"SLURM_HOSTFILE": hostfile, **shim_env}
+    return Plan(argv, env, UNSET_ENV, hostfile, hostfile_lines, tuple(rows), summary, tuple(warnings))
+
+
+def format_plan(plan: Plan) -> str:
+    """The plan as text: summary, the srun command, one table row per rank."""
+    head = (
+        "rank",
+        "node",
+        "gpus",
+        "cuda_visible_devices",
+        "local_rank",
+        "island",
+        "tp",
+        "pp",
+        "dp",
+        "tp_group",
+        "pp_group",
+    )
+    table = [head] + [
+        (
+            str(r.rank),
+            r.node,
+            numbers(r.gpus),
+            r.cuda_visible_devices,
+            str(r.local_rank),
+            r.island,
+            str(r.tp),
+            str(r.pp),
+            str(r.dp),
+            r.tp_level,
+            r.pp_level,
+        )
+        for r in plan.rows
+    ]
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    lines = [
+        plan.summary,
+        f"{PROG}: SLURM_HOSTFILE={plan.hostfile} ({counted(len(plan.hostfile_lines), 'line')}) "
+        f"{shlex.join(plan.argv)}",
+    ]
+    lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,164 @@
+"""slurmconf: the one reader of Slurm's text (hand-typed cases; tests/test_slurmconf_real.py runs the same
+readers over what real daemons printed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slurm_topo import slurmconf
+from slurm_topo.errors import ParseError
+
+JOB = """JobId=42 JobName=train
+   UserId=root(0) GroupId=root(0) MCS_label=N/A
+   JobState=RUNNING Reason=None Dependency=(null)
+   NodeList=gs[1-4] BatchHost=gs1
+   NumNodes=4 NumCPUs=32 NumTasks=32 CPUs/Task=1 ReqB:S:C:T=0:0:*:*
+     Nodes=gs[1-2] CPU_IDs=0-7 Mem=0 GRES=gpu:h100:8(IDX:0-7)
+     Nodes=gs[3-4] CPU_IDs=0-7 Mem=0 GRES=gpu:h100:8(IDX:0-7)
+   TresPerNode=gres:gpu:8
+"""
+TOPOLOGY = """SwitchName=root Level=2 LinkSpeed=1 Nodes=gs[1-4] Switches=zone_r1-a
+SwitchName=zone_r1-a Level=1 LinkSpeed=1 Nodes=gs[1-4] Switches=ng_r1-a.rack-1,ng_r1-a.rack-2
+SwitchName=ng_r1-a.rack-1 Level=0 LinkSpeed=1 Nodes=gs[1-2]
+SwitchName=ng_r1-a.rack-2 Level=0 LinkSpeed=1 Nodes=gs[3-4]
+"""
+GRES = "".join(
+    f"NodeName=gs[1-4] Name=gpu Type=h100 File=/dev/nvidia{i} Links="
+    + ",".join("-1" if j == i else ("18" if (i < 4) == (j < 4) else "0") for j in range(8))
+    + "\n"
+    for i in range(8)
+)
+
+
+# ---- scontrol show job -d
+
+
+def test_parse_job_detail_reads_nodes_and_gpu_indices() -> None:
+    a = slurmconf.parse_job_detail(JOB)
+    assert a.job_id == "42" and a.nodes == ("gs1", "gs2", "gs3", "gs4")
+    assert a.gpus["gs3"] == tuple(range(8))
+    b = slurmconf.parse_job_detail(
+        "JobId=7 NodeList=n[01-02]\n Nodes=n01 CPU_IDs=0 Mem=0 GRES=gpu:a:1(IDX:0),gpu:b:2(IDX:4-5)\n"
+        " Nodes=n02 CPU_IDs=0 Mem=0 GRES=gpu:2(IDX:1,3)\n"
+    )
+    assert b.gpus == {"n01": (0, 4, 5), "n02": (1, 3)}
+
+
+def test_parse_job_detail_without_gpus_or_not_running() -> None:
+    a = slurmconf.parse_job_detail("JobId=9 NodeList=c1\n   Nodes=c1 CPU_IDs=0-3 Mem=0 GRES=\n")
+    assert a.gpus == {"c1": ()}
+    with pytest.raises(ParseError, match="is the job running"):
+        slurmconf.parse_job_detail("JobId=9 JobState=PENDING NodeList=(null)\n")
+    with pytest.raises(ParseError, match="scontrol show job -d"):
+        slurmconf.parse_job_detail("JobId=9 NodeList=c[1-\n")
+
+
+# ---- scontrol show config, cgroup.conf
+
+
+def test_parse_show_config_keeps_the_first_value_and_skips_prose() -> None:
+    text = (
+        "Configuration data as of 2026-01-01T00:00:00\n"
+        "SLURM_CONF               = /etc/slurm/slurm.conf\n"
+        "SLURM_VERSION            = 22.05.8\n"
+        "TaskPlugin               = task/affinity,task/cgroup\n"
+        "TaskPlugin               = later\n"
+        "Cgroup Support Configuration:\n"
+    )
+    config = slurmconf.parse_show_config(text)
+    assert config["SLURM_VERSION"] == "22.05.8"
+    assert config["TaskPlugin"] == "task/affinity,task/cgroup"
+    assert "Cgroup Support Configuration:" not in config
+
+
+def test_devices_constrained_needs_task_cgroup_and_constrain_devices() -> None:
+    assert slurmconf.devices_constrained(
+        {"TaskPlugin": "task/affinity,task/cgroup"}, "ConstrainDevices=yes\n"
+    )
+    assert not slurmconf.devices_constrained({"TaskPlugin": "task/none"}, "ConstrainDevices=yes\n")
+    assert not slurmconf.devices_constrained({"TaskPlugin": "task/cgroup"}, "ConstrainCores=yes\n")
+    assert not slurmconf.devices_constrained({"TaskPlugin": "task/cgroup"}, "#ConstrainDevices=yes\n")
+    assert slurmconf.devices_constrained({"TaskPlugin": "task/cgroup"}, "constraindevices = YES # on\n")
+    assert not slurmconf.devices_constrained({"TaskPlugin": "task/cgroup"}, None)
+
+
+# ---- gres.conf Links=
+
+
+def test_parse_gres_links_gives_two_islands() -> None:
+    topos = slurmconf.parse_gres_links(GRES)
+    assert set(topos) == {"gs1", "gs2", "gs3", "gs4"}
+    assert topos["gs1"].link(0, 3) == "NV18" and topos["gs1"].link(3, 4) == "SYS"
+    # nodes without Links= have no link data
+    assert slurmconf.parse_gres_links("NodeName=n[01-02] Name=gpu File=/dev/nvidia[0-3]\n") == {}
+
+
+@pytest.mark.parametrize(
+    "links, words",
+    [("-1,x", "bad Links=-1,x for n1"), ("-1,2,2", "expected 2 entries"), ("2,-1", "-1 at its own index")],
+)
+def test_parse_gres_links_refuses_a_bad_row(links: str, words: str) -> None:
+    text = (
+        f"NodeName=n1 Name=gpu File=/dev/nvidia0 Links={links}\n"
+        "NodeName=n1 Name=gpu File=/dev/nvidia1 Links=2,-1\n"
+    )
+    with pytest.raises(ParseError, match=words):
+        slurmconf.parse_gres_links(text, source="g.conf")
+
+
+# ---- scontrol show topology
+
+
+def test_parse_scontrol_topology_paths_and_levels() -> None:
+    tree = slurmconf.parse_scontrol_topology(TOPOLOGY)
+    assert tree.path("gs3") == ("ng_r1-a.rack-2", "zone_r1-a", "root")
+    assert tree.level["root"] == 2 and tree.level["ng_r1-a.rack-1"] == 0
+    assert slurmconf.parse_scontrol_topology("No topology information available\n").path("gs1") == ()
+
+
+def test_parse_scontrol_topology_derives_missing_levels() -> None:
+    """A switch printed without Level= sits one above its highest child."""
+    tree = slurmconf.parse_scontrol_topology(
+        "SwitchName=top Switches=mid\nSwitchName=mid Switches=leaf\nSwitchName=leaf Nodes=n1\n"
+    )
+    assert (tree.level["leaf"], tree.level["mid"], tree.level["top"]) == (0, 1, 2)
+    assert tree.path("n1") == ("leaf", "mid", "top")
+
+
+# ---- topology.conf, slurm.conf
+
+
+def test_parse_topology_conf_lines_and_errors() -> None:
+    lines = slurmconf.parse_topology_conf(
+        "# c\nSwitchName=s1 \\\n  Nodes=n[1-2]\nSwitchName=top Switches=s1\n"
+    )
+    assert [(s.name, s.nodes, s.switches, s.lineno) for s in lines] == [
+        ("s1", ("n1", "n2"), None, 2),
+        ("top", None, ("s1",), 4),
+    ]
+    with pytest.raises(ParseError, match=r"t.conf:1: unknown key 'bogus'"):
+        slurmconf.parse_topology_conf("SwitchName=s1 Bogus=1\n", source="t.conf")
+    with pytest.raises(ParseError, match="expected SwitchName="):
+        slurmconf.parse_topology_conf("BlockName=b1 Nodes=n1\n")
+
+
+def test_slurm_conf_node_definitions_follow_includes(tmp_path: Path) -> None:
+    (tmp_path / "slurm.conf").write_text(
+        "NodeName=DEFAULT CPUs=4\nNodeName=n[1-2] CPUs=4\nInclude more.conf\n"
+    )
+    (tmp_path / "more.conf").write_text("NodeName=n3\n")
+    found = slurmconf.slurm_conf_node_definitions(tmp_path / "slurm.conf")
+    assert found == {str(tmp_path / "slurm.conf"): ["n1", "n2"], str(tmp_path / "more.conf"): ["n3"]}
+
+
+def test_scontrol_partitions_and_nodes() -> None:
+    rows = slurmconf.parse_scontrol_partitions(
+        "PartitionName=gpu Default=YES Nodes=n[01-02] State=UP\nPartitionName=empty Nodes=(null)\n"
+    )
+    assert rows == [("gpu", ["n01", "n02"], True), ("empty", [], False)]
+    nodes = slurmconf.parse_scontrol_nodes("NodeName=n1 Comment=locality=zone CPUTot=4\nn[2-3]\n")
+    assert [n["NodeName"] for n in nodes] == ["n1", "n2", "n3"] and nodes[0]["Comment"] == "locality=zone"
+    with pytest.raises(ParseError, match="expected PartitionName="):
+        slurmconf.parse_scontrol_partitions("Nodes=n1\n")
