@@ -1,7 +1,7 @@
 """slurm-topo: the shape of a GPU fleet, written as Slurm configuration.
 
-Data flow (DESIGN D2): sources -> ``Inventory`` -> renderers -> files. Importing this package reads no file,
-starts no process and configures no logging.
+Data flow (ARCHITECTURE.md): sources -> ``Inventory`` -> renderers -> files. Importing this package reads no
+file, starts no process and configures no logging.
 """
 
 from .errors import (

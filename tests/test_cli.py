@@ -43,7 +43,8 @@ def test_check_accepts_and_lists_candidates_in_filter_order() -> None:
 
 
 def test_check_rejects_naming_level_request_and_largest() -> None:
-    """check: an impossible :fail request prints reject, the reason, and exits 1; --verbose names the groups."""
+    """check: an impossible :fail request prints reject, the reason, and exits 1; --verbose names the
+    groups."""
     proc = cli(
         "check",
         "-i",
@@ -92,7 +93,8 @@ def test_check_json_and_usage_errors() -> None:
 
 
 def test_generate_with_partitions_and_policy(tmp_path: Path) -> None:
-    """generate --partitions-from: the data file has the partitions, their defaults and the default partition."""
+    """generate --partitions-from: the data file has the partitions, their defaults and the default
+    partition."""
     inv = tmp_path / "fleet.yaml"
     inv.write_text(FLEET + POLICY)
     parts = tmp_path / "parts.txt"
@@ -181,7 +183,7 @@ def test_gpu_parse_json_is_the_matrix_as_the_legend_names_it() -> None:
 
 
 def test_gpu_pick_json_and_refusals(tmp_path: Path) -> None:
-    """gpu pick --json gives the chosen indices ascending (ADR: GPU 0 busy, 4 of an 8-GPU 2-island box -> 4-7);
+    """gpu pick --json gives the chosen indices ascending (GPU 0 busy, 4 of an 8-GPU 2-island box -> 4-7);
     a truncated capture or an unknown --busy GPU is refused with a reason and a non-zero exit."""
     synthetic = REPO / "tests" / "fixtures" / "synthetic" / "islands-2x4-nv18.txt"
     proc = cli("gpu", "pick", "--topology", str(synthetic), "--count", "4", "--busy", "0", "--json")
@@ -197,7 +199,8 @@ def test_gpu_pick_json_and_refusals(tmp_path: Path) -> None:
 
 
 def test_discover_json_is_one_object_and_asks_no_network_off_cloud(tmp_path: Path) -> None:
-    """discover --json: exactly one object; with no DMI folder (not a cloud) nothing is asked and a note says so."""
+    """discover --json: exactly one object; with no DMI folder (not a cloud) nothing is asked and a note says
+    so."""
     proc = subprocess.run(
         [
             sys.executable,
@@ -244,7 +247,8 @@ def test_import_gcp_listing_gives_a_provider_inventory(tmp_path: Path) -> None:
 
 
 def test_apply_cli_writes_then_says_unchanged(tmp_path: Path) -> None:
-    """apply --no-reconfigure writes the live set once; the next run changes nothing; exit codes as documented."""
+    """apply --no-reconfigure writes the live set once; the next run changes nothing; exit codes as
+    documented."""
     slurm_dir, state = tmp_path / "etc", tmp_path / "state"
     slurm_dir.mkdir()
     args = (
