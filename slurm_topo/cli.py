@@ -26,8 +26,8 @@ from .policy import GpuAsk, JobRequest, Partition, decide, parse_locality, surve
 from .render import RenderOptions, make_context, render_all
 from .runner import SubprocessRunner, scontrol_nodes_argv, scontrol_partitions_argv, slurm_version_argvs
 from .show import render_tree
-from .text import counted
 from .slurmconf import parse_scontrol_nodes, parse_scontrol_partitions, parse_topology_conf
+from .text import counted
 from .version import DEFAULT_SLURM, __version__, format_slurm_version, parse_slurm_version
 
 PROG = "slurm-topo"
@@ -96,7 +96,8 @@ def _slurm_version(given: str | None) -> tuple[int, int]:
             except (CommandError, InputError):
                 continue
     _warn(
-        f"no Slurm found to ask and no --slurm-version: rendering for Slurm {format_slurm_version(DEFAULT_SLURM)}"
+        "no Slurm found to ask and no --slurm-version: rendering for Slurm "
+        f"{format_slurm_version(DEFAULT_SLURM)}"
     )
     return DEFAULT_SLURM
 
@@ -662,5 +663,5 @@ def _invoke(argv: list[str] | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``slurm-topo``: every outcome leaves through ``run_entry`` (one line on stderr, one exit-code table)."""
+    """``slurm-topo``: every outcome leaves through ``run_entry`` (one stderr line, one exit-code table)."""
     run_entry(PROG, lambda: _invoke(argv))
