@@ -1,13 +1,18 @@
 """docker-slurm/cluster makes as many fake GPU devices as the cluster's gres.conf names: a 16-GPU node whose
-gres.conf the generator wrote (from a topo -m capture) starts, and Slurm hands out all 16 GPUs."""
+gres.conf the generator wrote (from a topo -m capture) starts, and Slurm hands out all 16 GPUs. Bad input to
+`up` is one clear line."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import slurmctl
+import yaml
 
 pytestmark = pytest.mark.slurm
 
@@ -74,3 +79,53 @@ def test_a_16_gpu_node_reaches_idle_with_its_16_gpus(big_gpu_cluster: slurmctl.C
     slurm.wait_state(job12, "RUNNING")
     assert slurm.allocation_of(job12).gpus == {"p12": tuple(range(12))}
     slurm.cancel(job, job12)
+
+
+@pytest.mark.parametrize("case", ["bad hostlist", "missing device"])
+def test_up_refuses_bad_input_in_one_line(scratch_cluster, case: str) -> None:  # type: ignore[no-untyped-def]
+    """A fleet whose name is no hostlist, or a gres.conf naming a device that is neither on this host nor
+    the launcher's to make: `up` exits 1 with one `cluster: error:` line naming the file, and nothing of the
+    cluster runs."""
+    work = Path(f"/tmp/slurm-topo-it-bad-{os.getpid()}")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(mode=0o755)
+    base = work / "cluster"
+    try:
+        if case == "bad hostlist":
+            (work / "fleet.yaml").write_text('nodes:\n  - {name: "x[1-", region: r1, zone: r1-a}\n')
+            args = ["--inventory", str(work / "fleet.yaml")]
+            want = f"{work / 'fleet.yaml'}: nodes[0].name: "
+        else:
+            fleet = {
+                "nodes": [
+                    {
+                        "name": "x1",
+                        "region": "r1",
+                        "zone": "r1-a",
+                        "gpus": 1,
+                        "slurm": {"NodeHostname": "localhost", "NodeAddr": "127.0.0.1", "Port": 1},
+                    }
+                ]
+            }
+            (work / "fleet.yaml").write_text(yaml.safe_dump(fleet))
+            files = work / "files"
+            gen = subprocess.run(
+                [*slurmctl.slurm_topo_cli(), "generate", "-i", str(work / "fleet.yaml"), "-o", str(files)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert gen.returncode == 0, gen.stderr
+            missing = "/nonexistent-slurm-topo/nvidia0"
+            (files / "gres.conf").write_text(f"NodeName=x1 Name=gpu File={missing}\n")
+            args = ["--files", str(files)]
+            want = f"{files / 'gres.conf'}: File={missing} does not exist"
+        p = slurmctl.launcher("up", "--base", str(base), *args, timeout=60)
+        assert p.returncode == 1, p.stdout + p.stderr
+        assert "Traceback" not in p.stderr
+        errors = [line for line in p.stderr.splitlines() if line.startswith("cluster: error: ")]
+        assert len(errors) == 1 and want in errors[0], p.stderr
+        assert slurmctl.cluster_pids(base) == []
+    finally:
+        slurmctl.launcher("down", "--base", str(base), timeout=60)
+        shutil.rmtree(work, ignore_errors=True)
