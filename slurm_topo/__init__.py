@@ -6,12 +6,16 @@ file, starts no process and configures no logging.
 
 from .errors import (
     CommandError,
+    ExitCode,
     HostlistError,
     InputError,
     InventoryError,
     OutputError,
     ParseError,
+    PlacementError,
     SlurmTopoError,
+    UsageError,
+    exit_code_for,
 )
 from .inventory import load_inventories, merge, parse_inventory
 from .model import Conflict, Inventory, Location, Node, Source
@@ -23,6 +27,7 @@ __all__ = [
     "RENDERERS",
     "CommandError",
     "Conflict",
+    "ExitCode",
     "HostlistError",
     "InputError",
     "Inventory",
@@ -31,12 +36,15 @@ __all__ = [
     "Node",
     "OutputError",
     "ParseError",
+    "PlacementError",
     "SlurmTopoError",
     "Source",
     "Switch",
     "Topology",
+    "UsageError",
     "__version__",
     "build_topology",
+    "exit_code_for",
     "load_inventories",
     "merge",
     "parse_inventory",

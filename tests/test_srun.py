@@ -332,3 +332,13 @@ def test_python_dash_m_works() -> None:
         env={"PATH": "/usr/bin:/bin"},
     )
     assert p.returncode == 2 and "not inside a Slurm allocation" in p.stderr
+
+
+def test_console_script_is_the_cli_main() -> None:
+    """The installed `gpulayer-srun` (pyproject: slurm_topo.srun:main) is the package's command line."""
+    from importlib.metadata import entry_points
+
+    from slurm_topo.srun import cli
+
+    (ep,) = [e for e in entry_points(group="console_scripts") if e.name == "gpulayer-srun"]
+    assert ep.load() is cli.main
