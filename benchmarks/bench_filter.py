@@ -2,9 +2,9 @@
 """Cost of the submit filter per submission, in the real Lua 5.1 interpreter, against fleet size.
 
 For 1 000, 10 000 and 100 000 nodes (the same synthetic fleets as bench_generate.py: racks of 40, 3 zones a
-region) it renders slurm_topo_data.lua, then runs benchmarks/filter_bench.lua under `lua5.1`: the data file's load
-time, and per job shape the full `submit()` path (read the job, decide, write the decision back) — median of five
-runs of N submissions each (min and max shown). Also the same for the Python reference, for scale.
+region) it renders slurm_topo_data.lua, then runs benchmarks/filter_bench.lua under `lua5.1`: the data file's
+load time, and per job shape the full `submit()` path (read the job, decide, write the decision back) — median
+of five runs of N submissions each (min and max shown). Also the same for the Python reference, for scale.
 
     python benchmarks/bench_filter.py [--sizes 1000,10000,100000] [--iterations 20000]
 """
@@ -67,7 +67,8 @@ def main() -> None:
         f"Command: `{cmd.strip()}`  ",
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}; {version}  ",
         f"Method: each cell is **decision / submit**, in µs of CPU time (os.clock), median of five runs of "
-        f"{args.iterations}: *decision* = `decide(data, request(job_desc))` (read the job, decide); *submit* = "
+        f"{args.iterations}: *decision* = `decide(data, request(job_desc))` (read the job, decide); *submit* "
+        "= "
         "`submit()` on a fresh job_desc copy (the whole hook: also the data-file check, writing the decision "
         "back and logging), with its min–max. Data load: `loadfile` + run of the generated file, once.",
         "",
@@ -77,7 +78,8 @@ def main() -> None:
     names = [c[0] for c in rows[0][3]]
     for i, name in enumerate(names):
         cells = [
-            f"{float(r[3][i][4]):.1f} / {float(r[3][i][1]):.1f} ({float(r[3][i][2]):.1f}–{float(r[3][i][3]):.1f})"
+            f"{float(r[3][i][4]):.1f} / {float(r[3][i][1]):.1f} "
+            f"({float(r[3][i][2]):.1f}–{float(r[3][i][3]):.1f})"
             for r in rows
         ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")

@@ -1,15 +1,16 @@
-"""sbatch submit latency with the slurm-topo locality filter and without it, interleaved, on real Slurm daemons.
+"""sbatch submit latency with the slurm-topo locality filter and without it, interleaved, on real Slurm
+daemons.
 
-Two test clusters side by side (docker-slurm/cluster), identical but for the filter: both load the locality SPANK
-plugin (so both clients pay the same plugin load), only one has JobSubmitPlugins=lua with job_submit.lua +
-slurm_topo_filter.lua + the generated slurm_topo_data.lua. Rounds alternate blocks of submissions between them in
-seeded random order, so machine noise hits both alike. Every submission is
+Two test clusters side by side (docker-slurm/cluster), identical but for the filter: both load the locality
+SPANK plugin (so both clients pay the same plugin load), only one has JobSubmitPlugins=lua with job_submit.lua
++ slurm_topo_filter.lua + the generated slurm_topo_data.lua. Rounds alternate blocks of submissions between
+them in seeded random order, so machine noise hits both alike. Every submission is
 
     timeout 30 sbatch --parsable --hold -N1 --locality=zone -J bs -o /dev/null --wrap=true
 
 (held: it never runs), timed around the process with perf_counter, as in shared/docs/baselines-22.05.md §A.
-After each block the filtered cluster's jobs are checked for the filter's decision (Features=[zone_...]) and the
-plain one's for none, then all are cancelled.
+After each block the filtered cluster's jobs are checked for the filter's decision (Features=[zone_...]) and
+the plain one's for none, then all are cancelled.
 
     .venv/bin/python benchmarks/bench_submit.py [--rounds 30 --block 20] [--out benchmarks/results/submit.md]
 """
@@ -125,32 +126,42 @@ def render(
         "",
         f"Command: `{cmd}{' --out ' + str(args.out) if args.out else ''}`  ",
         (
-            f"Machine: {platform.machine()}, {cpu} CPUs, {platform.platform()}; Slurm {version[0]}.{version[1]:02d}; "
+            f"Machine: {platform.machine()}, {cpu} CPUs, {platform.platform()}; Slurm "
+            f"{version[0]}.{version[1]:02d}; "
             f"run {time.strftime('%Y-%m-%d %H:%M')}  "
         ),
         (
-            "Method: two 12-node test clusters side by side (docker-slurm/cluster, fleet.yaml), both with the locality "
-            "SPANK plugin; only `filter` has JobSubmitPlugins=lua (job_submit.lua + slurm_topo_filter.lua + generated "
+            "Method: two 12-node test clusters side by side (docker-slurm/cluster, fleet.yaml), both with "
+            "the locality "
+            "SPANK plugin; only `filter` has JobSubmitPlugins=lua (job_submit.lua + slurm_topo_filter.lua + "
+            "generated "
             "data). "
-            f"{args.warmup} untimed rounds, then {args.rounds} rounds of one block of {args.block} submissions per "
-            "cluster in seeded random order; every submission `timeout 30 sbatch --parsable --hold -N1 --locality=zone "
+            f"{args.warmup} untimed rounds, then {args.rounds} rounds of one block of {args.block} "
+            "submissions per "
+            "cluster in seeded random order; every submission `timeout 30 sbatch --parsable --hold -N1 "
+            "--locality=zone "
             "-J bs -o /dev/null --wrap=true`, wall time of the process. Each block's jobs were checked "
             "(Features=[zone_…] with the filter, (null) without) and cancelled."
         ),
         "",
         "| config | n | median ms | p95 ms | mean ms |",
         "|---|---:|---:|---:|---:|",
-        f"| no JobSubmitPlugins | {len(p)} | {statistics.median(p):.2f} | {pct(p, 0.95):.2f} | {statistics.mean(p):.2f} |",
-        f"| slurm-topo filter | {len(f)} | {statistics.median(f):.2f} | {pct(f, 0.95):.2f} | {statistics.mean(f):.2f} |",
+        f"| no JobSubmitPlugins | {len(p)} | {statistics.median(p):.2f} | {pct(p, 0.95):.2f} | "
+        f"{statistics.mean(p):.2f} |",
+        f"| slurm-topo filter | {len(f)} | {statistics.median(f):.2f} | {pct(f, 0.95):.2f} | "
+        f"{statistics.mean(f):.2f} |",
         "",
         (
-            f"Ratio filter/plain: median **{med_ratio:.3f}**, p95 **{p95_ratio:.3f}**; per-round ratio of block medians: "
-            f"median {statistics.median(ratios):.3f}, IQR {pct(rs, 0.25):.3f}–{pct(rs, 0.75):.3f}. Target ≤ 1.05 "
+            f"Ratio filter/plain: median **{med_ratio:.3f}**, p95 **{p95_ratio:.3f}**; per-round ratio of "
+            "block medians: "
+            f"median {statistics.median(ratios):.3f}, IQR {pct(rs, 0.25):.3f}–{pct(rs, 0.75):.3f}. Target ≤ "
+            "1.05 "
             f"(median): {'met' if med_ratio <= 1.05 else 'NOT met'}."
         ),
         "",
         (
-            "Baseline (shared/docs/baselines-22.05.md §A, 2-vCPU VM, one cluster toggled by reconfigure): no plugin "
+            "Baseline (shared/docs/baselines-22.05.md §A, 2-vCPU VM, one cluster toggled by reconfigure): no "
+            "plugin "
             "6.22 ms, realistic Lua 6.55 ms median (ratio 1.053), p95 7.55 / 8.51 ms (1.127)."
         ),
         "",

@@ -20,6 +20,12 @@ Any internal error lets the job through unchanged and is logged once per data fi
 local M = {}
 
 local NO_VAL = 4294967294
+local NO_VAL16 = 65534
+local INFINITE = 4294967295
+local RECORD_PREFIX = "slurm-topo: "
+local HOLD_NOTE = "; the job is held (Slurm shows JobHeldUser, but a release by its owner is refused): resize it "
+  .. "(scontrol update JobId=ID NumNodes=N) to re-plan it, or ask an administrator to release it"
+local INTERACTIVE_NOTE = "; an interactive allocation does not wait for it"
 local MAX_ALTERNATIVES = 64
 local MAX_CONSTRAINT = 1024
 local MAX_RECORD = 200
@@ -88,7 +94,7 @@ local function is_digits(s)
 end
 
 local function record(text)
-  text = "slurm-topo: " .. text
+  text = RECORD_PREFIX .. text
   if #text <= MAX_RECORD then return text end
   return string.sub(text, 1, MAX_RECORD - 3) .. "..."
 end
@@ -117,9 +123,11 @@ function M.parse_gpu_tres(text)
   return nil, nil
 end
 
-function M.request(job)
+function M.request(job, comment_override)
+  -- comment_override: the comment an update would give the job (modify), in place of job.comment
   local req = {}
   local locality, regions
+  local interactive = job.script == nil -- salloc/srun: no batch script, no batch environment
   local env = job.spank_job_env
   if type(env) == "table" then
     local i = 0
@@ -136,12 +144,14 @@ function M.request(job)
   -- The batch environment only when the SPANK entries say nothing (slurmctld logs a complaint for every
   -- srun/salloc job whose environment is read).
   local environment
-  if locality == nil then environment = job.environment end
+  if locality == nil and not interactive then environment = job.environment end
   if type(environment) == "table" then
     locality = to_str(environment["SLURM_SPANK_" .. SPANK_LOCALITY])
     if regions == nil then regions = to_str(environment["SLURM_SPANK_" .. SPANK_REGIONS]) end
   end
-  local comment = to_str(job.comment)
+  local comment = comment_override
+  if comment == nil then comment = job.comment end
+  comment = to_str(comment)
   if comment ~= nil then
     for token in string.gmatch(comment, "[^ \t\n\v\f\r]+") do
       local k, v = string.match(token, "^([^=]*)=(.*)$")
@@ -162,7 +172,8 @@ function M.request(job)
       break
     end
   end
-  if req.unchecked == nil and to_int(job.contiguous) ~= nil then req.unchecked = "--contiguous" end
+  local contiguous = to_int(job.contiguous)
+  if req.unchecked == nil and contiguous ~= nil and contiguous < NO_VAL16 then req.unchecked = "--contiguous" end
   local het = job.het_job_offset
   if to_int(het) ~= nil or het == 0 then req.het_offset = math.floor(het) end
   req.locality = to_str(locality)
@@ -172,6 +183,7 @@ function M.request(job)
   req.partition = to_str(job.partition)
   req.min_nodes = to_int(job.min_nodes)
   req.num_tasks = to_int(job.num_tasks)
+  req.interactive = interactive
   return req
 end
 
@@ -676,8 +688,11 @@ decide_inner = function(data, req)
   if mode == "fail" then
     return { action = "reject", locality = loc, message = msg, record = record(loc .. ": rejected; " .. why) }
   end
-  return { action = "hold", locality = loc, message = msg .. "; the job is held",
-           record = record(loc .. ": held; " .. why) }
+  if req.interactive then
+    return { action = "reject", locality = loc, message = msg .. INTERACTIVE_NOTE,
+             record = record(loc .. ": rejected (interactive); " .. why) }
+  end
+  return { action = "hold", locality = loc, message = msg .. HOLD_NOTE, record = record(loc .. ": held; " .. why) }
 end
 
 -- --------------------------------------------------------------------------------------------------------------
@@ -746,11 +761,15 @@ end
 local function without_record(text)
   -- our record is always the last part of AdminComment; a new decision replaces it
   if type(text) ~= "string" then return nil end
-  local i = string.find(text, "slurm-topo: ", 1, true)
+  local i = string.find(text, RECORD_PREFIX, 1, true)
   if i == nil then return text end
   local rest = string.gsub(string.sub(text, 1, i - 1), "[; ]+$", "")
   if rest == "" then return nil end
   return rest
+end
+
+local function reject_code()
+  return slurm.ESLURM_REQUESTED_TOPO_CONFIG_UNAVAILABLE or slurm.ESLURM_INVALID_NODE_COUNT or slurm.ERROR
 end
 
 local function apply(job_desc, d, old_admin_comment)
@@ -766,9 +785,7 @@ local function apply(job_desc, d, old_admin_comment)
     end
   end
   if d.message ~= nil then slurm.log_user("%s", d.message) end
-  if d.action == "reject" then
-    return slurm.ESLURM_REQUESTED_TOPO_CONFIG_UNAVAILABLE or slurm.ESLURM_INVALID_NODE_COUNT or slurm.ERROR
-  end
+  if d.action == "reject" then return reject_code() end
   if d.action == "amend" or d.action == "hold" then
     slurm.log_info("slurm-topo: job from uid %s: %s", tostring(job_desc.user_id), d.record)
   end
@@ -781,50 +798,6 @@ local function run(job_desc)
   return apply(job_desc, M.decide(data, M.request(job_desc)), job_desc.admin_comment)
 end
 
-local function strip_bracket(features)
-  -- the job's constraint without the matching-OR bracket a previous decision appended ("X&[..]" or "[..]")
-  if features == nil then return nil end
-  local base = string.match(features, "^(.*)&%[[^%[%]]*%]$")
-  if base then return base end
-  if string.find(features, "^%[[^%[%]]*%]$") then return nil end
-  return features
-end
-
-local function run_modify(job_desc, job_rec)
-  local data = load_data()
-  if data == nil then return slurm.SUCCESS end
-  local orig, upd = M.request(job_rec), M.request(job_desc)
-  local ours = to_str(job_rec.admin_comment)
-  ours = ours and string.match(ours, "slurm%-topo: (.*)$")
-  local req = {
-    locality = upd.locality or orig.locality,
-    regions = upd.regions,
-    features = upd.features,
-    prefer = upd.prefer,
-    partition = upd.partition or to_str(job_rec.partition),
-    min_nodes = upd.min_nodes or to_int(job_rec.min_nodes),
-    num_tasks = upd.num_tasks or to_int(job_rec.num_tasks),
-    gpu = upd.gpu or orig.gpu,
-    unchecked = upd.unchecked or orig.unchecked,
-  }
-  if req.features == nil then
-    -- the bracket came from us (and any regions term stays in what is left)
-    if ours and not string.find(ours, "^prefer") and not string.find(ours, "^any") then
-      req.features = strip_bracket(to_str(job_rec.features))
-    else
-      req.features = to_str(job_rec.features)
-    end
-  end
-  if req.prefer == nil and not (ours and string.find(ours, "^prefer ")) then req.prefer = to_str(job_rec.prefer) end
-  local d = M.decide(data, req)
-  if d.action == "unchanged" and d.features == nil then return slurm.SUCCESS end
-  if d.features == nil and upd.features == nil and req.features ~= to_str(job_rec.features) then
-    -- a required level that no longer applies: give back the user's own constraint
-    job_desc.features = req.features or ""
-  end
-  return apply(job_desc, d, job_rec.admin_comment)
-end
-
 function M.submit(job_desc, part_list, submit_uid)
   local ok, rc = pcall(run, job_desc)
   if ok then return rc end
@@ -833,27 +806,132 @@ function M.submit(job_desc, part_list, submit_uid)
   return slurm.SUCCESS
 end
 
-function M.modify(job_desc, job_rec, part_list, modify_uid)
-  -- Recompute only when what the decision depends on changes (nodes, GPUs, partition, features). The update
-  -- carries only the changed fields: the locality comes from the job's own record (its SPANK environment or
-  -- comment), the rest from the update over the record, with the bracket an earlier decision added taken off.
-  local changed = to_int(job_desc.min_nodes) ~= nil
-  for _, k in ipairs({ "features", "partition", "tres_per_node", "tres_per_job", "tres_per_task" }) do
-    if to_str(job_desc[k]) ~= nil then changed = true end
+-- --------------------------------------------------------------------------------------------------------------
+-- modify: an update of a pending job (slurm_topo/policy/modify.py is the specification and says what an owner
+-- may change). Nothing here calls log_user: 22.05 discards it in job_modify with an error line.
+
+local SIZE_FIELDS = { "partition", "tres_per_node", "tres_per_job", "tres_per_task" }
+local PASS = { action = "pass" }
+
+function M.strip_bracket(features)
+  -- the job's constraint without the matching-OR bracket a previous decision appended ("X&[..]" or "[..]")
+  if features == nil then return nil end
+  local base = string.match(features, "^(.*)&%[[^%[%]]*%]$")
+  if base then return base end
+  if string.find(features, "^%[[^%[%]]*%]$") then return nil end
+  return features
+end
+
+local function ours_of(rec)
+  local text = to_str(rec.admin_comment)
+  if text == nil then return nil end
+  local i = string.find(text, RECORD_PREFIX, 1, true)
+  if i == nil then return nil end
+  return string.sub(text, i + #RECORD_PREFIX)
+end
+
+local function changes(upd)
+  if to_int(upd.min_nodes) ~= nil or type(upd.features) == "string" then return true end
+  for _, k in ipairs(SIZE_FIELDS) do
+    if to_str(upd[k]) ~= nil then return true end
   end
-  if job_rec == nil then return slurm.SUCCESS end
-  local held = to_str(job_rec.admin_comment)
-  held = held ~= nil and string.find(held, "slurm%-topo: [%a_]+:wait: held;") ~= nil
-  local prio = job_desc.priority
-  if held and not changed and modify_uid ~= 0 and type(prio) == "number" and prio > 0 and prio ~= NO_VAL then
-    -- Slurm records the filter's priority 0 as a user hold, so the owner could `scontrol release` it and run
-    -- without the locality; only a change of size (re-planned above) or an administrator releases it.
-    slurm.log_user("slurm-topo: this job is held because no group can ever hold it (see its AdminComment); "
-      .. "change its size, or ask an administrator to release it")
+  return false
+end
+
+local function merged(rec, upd, base, ours)
+  -- the request after the update: its fields over the record's, the locality from `base`, and the record's
+  -- constraint without the bracket an earlier decision added
+  local new = M.request(upd)
+  local features
+  if type(upd.features) == "string" then
+    features = to_str(upd.features)
+  elseif ours ~= nil and not string.find(ours, "^prefer") and not string.find(ours, "^any") then
+    features = M.strip_bracket(to_str(rec.features))
+  else
+    features = to_str(rec.features)
+  end
+  local prefer = new.prefer
+  if prefer == nil and not (ours ~= nil and string.find(ours, "^prefer ")) then prefer = to_str(rec.prefer) end
+  return {
+    locality = base.locality, regions = base.regions, features = features, prefer = prefer,
+    partition = new.partition or to_str(rec.partition),
+    min_nodes = new.min_nodes or to_int(rec.min_nodes),
+    num_tasks = new.num_tasks or to_int(rec.num_tasks),
+    gpu = new.gpu or base.gpu, unchecked = new.unchecked or base.unchecked, interactive = false,
+  }
+end
+
+local function outcome(d, req, rec, upd, admin, release, releasable)
+  if d.action == "reject" then return { action = "reject", log = d.record } end
+  local give_back
+  if upd.features == nil and req.features ~= to_str(rec.features) then give_back = req.features or "" end
+  local features, priority
+  if d.action == "hold" then
+    if release and not admin then return { action = "deny", log = d.record } end
+    features = give_back
+    if rec.priority ~= 0 then priority = 0 end
+  else
+    features = d.features
+    if features == nil then features = give_back end
+    if releasable then priority = INFINITE end
+  end
+  local comment
+  if admin then
+    local old = without_record(rec.admin_comment)
+    if old then comment = old .. "; " .. d.record else comment = d.record end
+  end
+  return { action = "apply", features = features, prefer = d.prefer, priority = priority, admin_comment = comment,
+           log = d.record }
+end
+
+function M.decide_modify(data, rec, upd, admin)
+  if rec == nil then return PASS end
+  local prio = upd.priority
+  local release = to_int(prio) ~= nil or prio == INFINITE
+  local held = rec.priority == 0
+  if type(upd.comment) ~= "string" and not changes(upd) and not (release and held) then return PASS end
+  local orig = M.request(rec)
+  local base, relocated = orig, false
+  if type(upd.comment) == "string" then
+    local again = M.request(rec, upd.comment)
+    if again.locality ~= orig.locality or again.regions ~= orig.regions then
+      if not admin then return { action = "deny", log = "the locality is fixed at submit; update refused" } end
+      base, relocated = again, true
+    end
+  end
+  local changed = changes(upd) or relocated
+  if not changed and not (release and held) then return PASS end
+  if not changed and admin then return PASS end -- an administrator's release
+  local ours = ours_of(rec)
+  local req = merged(rec, upd, base, ours)
+  local by_us = ours ~= nil and string.find(ours, "^[%a_]+:wait: held;") ~= nil
+  return outcome(M.decide(data, req), req, rec, upd, admin, release, held and (release or by_us))
+end
+
+local function run_modify(job_desc, job_rec, modify_uid)
+  local data = load_data()
+  if data == nil then return slurm.SUCCESS end
+  local m = M.decide_modify(data, job_rec, job_desc, modify_uid == 0)
+  if m.action == "pass" then return slurm.SUCCESS end
+  local who = "slurm-topo: update of job " .. tostring(job_rec.job_id) .. " by uid " .. tostring(modify_uid)
+  if m.action == "deny" then
+    slurm.log_info("%s refused: %s", who, m.log)
     return slurm.ESLURM_ACCESS_DENIED or slurm.ERROR
   end
-  if not changed then return slurm.SUCCESS end
-  local ok, rc = pcall(run_modify, job_desc, job_rec)
+  if m.action == "reject" then
+    slurm.log_info("%s refused: %s", who, m.log)
+    return reject_code()
+  end
+  if m.features ~= nil then job_desc.features = m.features end
+  if m.prefer ~= nil then job_desc.prefer = m.prefer end
+  if m.priority ~= nil then job_desc.priority = m.priority end
+  if m.admin_comment ~= nil then job_desc.admin_comment = m.admin_comment end
+  slurm.log_info("%s: %s", who, m.log)
+  return slurm.SUCCESS
+end
+
+function M.modify(job_desc, job_rec, part_list, modify_uid)
+  local ok, rc = pcall(run_modify, job_desc, job_rec, modify_uid)
   if ok then return rc end
   log_error_once("error:" .. tostring(state.fingerprint), "slurm-topo: internal error in modify, job passes "
     .. "unchanged: %s", tostring(rc))

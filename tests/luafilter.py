@@ -1,4 +1,5 @@
-"""Runs the real job_submit/slurm_topo_filter.lua in Lua 5.1 in-process (lupa's lua51), with a recording `slurm`."""
+"""Runs the real job_submit/slurm_topo_filter.lua in Lua 5.1 in-process (lupa's lua51), with a recording
+`slurm`."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ class LuaFilter:
         self.mod.configure(self.table({"data": str(data_path), "recheck": recheck}))
 
     def table(self, value: Any) -> Any:
-        """Python values -> Lua values (dicts keep integer keys, so a 0-indexed spank_job_env stays 0-indexed)."""
+        """Python values -> Lua values (dicts keep integer keys, so a 0-indexed spank_job_env stays
+        0-indexed)."""
         if isinstance(value, Mapping):
             t = self.lua.table()
             for k, v in value.items():
@@ -58,3 +60,9 @@ class LuaFilter:
 
     def messages(self, kind: str = "user_msgs") -> list[str]:
         return list(self.lua.globals().slurm[kind].values())
+
+    def decide_modify(
+        self, data: Any, rec: Mapping[str, Any], upd: Mapping[str, Any], admin: bool
+    ) -> dict[str, Any]:
+        m = self.mod.decide_modify(data, self.table(rec), self.table(upd), admin)
+        return {k: m[k] for k in ("action", "features", "prefer", "priority", "admin_comment", "log")}

@@ -6,18 +6,26 @@ import itertools
 from typing import Any
 
 from slurm_topo import merge, parse_inventory
-from slurm_topo.policy import NO_VAL, SPANK_LOCALITY, SPANK_REGIONS, Partition
+from slurm_topo.policy import NO_VAL, NO_VAL16, SPANK_LOCALITY, SPANK_REGIONS, Partition
 
-# us-east: 1a (rack-a1: n01-n03 8x h100 torch-2.4, rack-a2: n04 8x h100 torch-2.3), 1b (rack-b1: n05-n06 4x a100)
-# us-west: 2a (rack-c1: n07-n08, rack-c2: n09), 2b (rack-d1: n10-n11), 2c (no rack: n12); login1 with no location
+# us-east: 1a (rack-a1: n01-n03 8x h100 torch-2.4, rack-a2: n04 8x h100 torch-2.3), 1b (rack-b1: n05-n06 4x
+# a100)
+# us-west: 2a (rack-c1: n07-n08, rack-c2: n09), 2b (rack-d1: n10-n11), 2c (no rack: n12); login1 with no
+# location
 FLEET = """
 nodes:
-  - {name: "n[01-03]", region: us-east, zone: us-east-1a, network_group: rack-a1, gpus: 8, gpu_type: h100, features: [torch-2.4, ib]}
-  - {name: "n04", region: us-east, zone: us-east-1a, network_group: rack-a2, gpus: 8, gpu_type: h100, features: [torch-2.3, ib]}
-  - {name: "n[05-06]", region: us-east, zone: us-east-1b, network_group: rack-b1, gpus: 4, gpu_type: a100, features: [torch-2.4]}
-  - {name: "n[07-08]", region: us-west, zone: us-west-2a, network_group: rack-c1, gpus: 4, gpu_type: a100, features: [torch-2.4]}
-  - {name: "n09", region: us-west, zone: us-west-2a, network_group: rack-c2, gpus: 4, gpu_type: a100, features: [torch-2.3]}
-  - {name: "n[10-11]", region: us-west, zone: us-west-2b, network_group: rack-d1, gpus: 4, gpu_type: a100, features: [torch-2.4]}
+  - {name: "n[01-03]", region: us-east, zone: us-east-1a, network_group: rack-a1,
+     gpus: 8, gpu_type: h100, features: [torch-2.4, ib]}
+  - {name: "n04", region: us-east, zone: us-east-1a, network_group: rack-a2,
+     gpus: 8, gpu_type: h100, features: [torch-2.3, ib]}
+  - {name: "n[05-06]", region: us-east, zone: us-east-1b, network_group: rack-b1,
+     gpus: 4, gpu_type: a100, features: [torch-2.4]}
+  - {name: "n[07-08]", region: us-west, zone: us-west-2a, network_group: rack-c1,
+     gpus: 4, gpu_type: a100, features: [torch-2.4]}
+  - {name: "n09", region: us-west, zone: us-west-2a, network_group: rack-c2,
+     gpus: 4, gpu_type: a100, features: [torch-2.3]}
+  - {name: "n[10-11]", region: us-west, zone: us-west-2b, network_group: rack-d1,
+     gpus: 4, gpu_type: a100, features: [torch-2.4]}
   - {name: "n12", region: us-west, zone: us-west-2c, gpus: 4, gpu_type: a100, features: [torch-2.4]}
   - {name: "login1"}
 """
@@ -39,7 +47,13 @@ def inventory(families: bool = False):  # type: ignore[no-untyped-def]
 
 def job(locality: str | None = None, *, via: str = "spank", **fields: Any) -> dict[str, Any]:
     """A job_desc as slurmctld hands it to job_submit/lua (unset numbers are NO_VAL)."""
-    desc: dict[str, Any] = {"min_nodes": NO_VAL, "max_nodes": NO_VAL, "num_tasks": NO_VAL, "contiguous": 0}
+    desc: dict[str, Any] = {
+        "min_nodes": NO_VAL,
+        "max_nodes": NO_VAL,
+        "num_tasks": NO_VAL,
+        "contiguous": NO_VAL16,
+        "script": "#!/bin/sh\ntrue\n",
+    }
     regions = fields.pop("regions", None)
     env: dict[int, str] = {}
     if locality is not None and via == "spank":
@@ -166,5 +180,92 @@ def cases() -> list[tuple[str, dict[str, Any]]]:
         ("tres with trailing newline", job("zone:fail", tres_per_job="gres:gpu:2\n")),
         ("typed tres with trailing newline", job("zone:fail", tres_per_node="gres/gpu:h100\n:8")),
         ("constraint with trailing newline", job("zone", features="ib\n", min_nodes=2)),
+        ("contiguous given", job("zone", min_nodes=2, contiguous=1)),
+        ("contiguous unset (0)", job("zone", min_nodes=2, contiguous=0)),
+        ("interactive impossible wait", job("zone", min_nodes=7, script=None)),
+        ("interactive impossible fail", job("zone:fail", min_nodes=7, script=None)),
+        ("interactive fits", job("zone", min_nodes=3, script=None)),
+        ("interactive environment ignored", job("zone", via="environment", min_nodes=7, script=None)),
+        ("interactive comment", job("region", via="comment", min_nodes=20, script=None)),
     ]
     return out + extras
+
+
+def job_record(data: Any, desc: dict[str, Any]) -> dict[str, Any]:
+    """The job record slurmctld would hold after submitting ``desc`` through the filter (Python decision)."""
+    from slurm_topo.policy import JobRequest, decide
+
+    d = decide(data, JobRequest.from_job_desc(desc))
+    rec = {k: v for k, v in desc.items() if k not in ("script", "environment", "contiguous")}
+    rec.update(contiguous=1 if desc.get("contiguous") == 1 else 0, priority=0 if d.action == "hold" else 1000)
+    rec["partition"] = desc.get("partition") or "gpu"
+    if d.features is not None:
+        rec["features"] = d.features
+    if d.prefer is not None:
+        rec["prefer"] = d.prefer
+    if d.record:
+        rec["admin_comment"] = d.record
+    return rec
+
+
+UPDATES: list[dict[str, Any]] = [
+    {},
+    {"time_limit": 60},
+    {"min_nodes": 1},
+    {"min_nodes": 3},
+    {"min_nodes": 6},
+    {"min_nodes": 13},
+    {"features": ""},
+    {"features": "ib"},
+    {"features": "torch-2.4|ib"},
+    {"features": "[zone_us-west-2a|zone_us-east-1b]"},
+    {"comment": "locality=any"},
+    {"comment": "locality=zone:fail"},
+    {"comment": "hello"},
+    {"comment": "locality=any", "features": ""},
+    {"priority": 0xFFFFFFFF},
+    {"priority": 0},
+    {"priority": 0xFFFFFFFF, "min_nodes": 2},
+    {"partition": "cpu"},
+    {"partition": "east"},
+    {"partition": "main"},
+    {"tres_per_node": "gres:gpu:8"},
+    {"tres_per_job": "gres/gpu:h100:16"},
+    {"min_nodes": NO_VAL, "contiguous": NO_VAL16, "num_tasks": NO_VAL},
+    {"req_nodes": "n01,n12", "min_nodes": 2},
+    {"prefer": "ib"},
+]
+
+
+def modify_cases(data: Any) -> list[tuple[str, dict[str, Any], dict[str, Any], bool]]:
+    """(name, job record, update, administrator?) over submitted jobs of every outcome."""
+    submitted = [
+        ("zone -N2", job("zone", min_nodes=2)),
+        ("zone:fail -N2 ib", job("zone:fail", min_nodes=2, features="ib")),
+        ("zone held -N7", job("zone", min_nodes=7)),
+        ("region held -N20", job("region", min_nodes=20)),
+        ("comment zone -N3", job("zone", via="comment", min_nodes=3)),
+        ("comment zone held", job("zone", via="comment", min_nodes=7)),
+        ("prefer -N2", job("prefer", min_nodes=2)),
+        ("default", job(None, min_nodes=2)),
+        ("any", job("any", min_nodes=2)),
+        ("network_group gpus", job("network_group", tres_per_node="gres:gpu:4", min_nodes=2)),
+        ("strict partition", job(None, partition="strict", min_nodes=2)),
+        ("regions", job("zone", regions="us-west", min_nodes=2)),
+        ("no record", {"min_nodes": 2, "features": "ib"}),
+    ]
+    out = []
+    for (name, desc), upd, admin in itertools.product(submitted, UPDATES, (False, True)):
+        rec = job_record(data, desc)
+        if name == "no record":
+            rec = dict(desc)
+        out.append((f"{name}|{upd}|{'admin' if admin else 'owner'}", rec, upd, admin))
+    out.append(
+        (
+            "user-held fitting job released",
+            {**job_record(data, job("zone", min_nodes=2)), "priority": 0},
+            {"priority": 0xFFFFFFFF},
+            False,
+        )
+    )
+    return out

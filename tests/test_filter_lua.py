@@ -1,4 +1,5 @@
-"""The real job_submit Lua (Lua 5.1 via lupa): fuzzing, failing open on bad data files, what it does to a job."""
+"""The real job_submit Lua (Lua 5.1 via lupa): fuzzing, failing open on bad data files, what it does to a
+job."""
 
 from __future__ import annotations
 
@@ -69,8 +70,8 @@ def data_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_fuzz_100k_job_descs_no_error_escapes(data_file: Path) -> None:
-    """100 000 random job_desc tables (nil fields, NO_VAL, NaN, huge strings, odd features, both tres spellings):
-    the decision code raises no error at all, and submit always returns a Slurm code."""
+    """100 000 random job_desc tables (nil fields, NO_VAL, NaN, huge strings, odd features, both tres
+    spellings): the decision code raises no error at all, and submit always returns a Slurm code."""
     f = LuaFilter(data_file)
     driver = f.lua.execute("return function(...) " + FUZZ_DRIVER + " end")
     errors, first = driver(f.mod, f.load_data(data_file), 100_000, 1234)
@@ -79,7 +80,8 @@ def test_fuzz_100k_job_descs_no_error_escapes(data_file: Path) -> None:
 
 
 def test_random_jobs_agree_with_python(data_file: Path) -> None:
-    """2 000 random jobs built in Python get the same decision from the Lua filter and the Python reference."""
+    """2 000 random jobs built in Python get the same decision from the Lua filter and the Python
+    reference."""
     rng = random.Random(7)
     data = make_context(inventory(), (22, 5), PARTITIONS).policy
     f = LuaFilter()
@@ -123,7 +125,8 @@ def _fresh(data_path: Path) -> LuaFilter:
     ],
 )
 def test_bad_data_file_fails_open_and_logs_once(tmp_path: Path, data_file: Path, damage: str) -> None:
-    """A missing, empty, truncated, broken or hostile data file: every job passes unchanged, one error is logged."""
+    """A missing, empty, truncated, broken or hostile data file: every job passes unchanged, one error is
+    logged."""
     path = tmp_path / "slurm_topo_data.lua"
     text = data_file.read_text()
     first = text.splitlines()[0]
@@ -150,8 +153,8 @@ def test_bad_data_file_fails_open_and_logs_once(tmp_path: Path, data_file: Path,
 
 
 def test_submit_applies_the_decision_to_the_job(data_file: Path) -> None:
-    """amend sets features and appends the record to AdminComment; hold sets priority 0; reject returns an error
-    code with the reason for the user; the user's comment is never touched."""
+    """amend sets features and appends the record to AdminComment; hold sets priority 0; reject returns an
+    error code with the reason for the user; the user's comment is never touched."""
     f = _fresh(data_file)
     rc, desc = f.submit(job("zone", min_nodes=3, admin_comment="site note", comment="mine"))
     assert rc == 0
@@ -199,8 +202,8 @@ def test_job_submit_lua_wrapper_runs_the_filter(tmp_path: Path, data_file: Path)
 
 
 def test_modify_replans_from_the_job_record(data_file: Path) -> None:
-    """An update of a pending zone job's size re-plans its bracket from the job's own record; a size no zone can
-    ever hold is refused for :fail; an update that changes nothing the decision uses passes untouched."""
+    """An update of a pending zone job's size re-plans its bracket from the job's own record; a size no zone
+    can ever hold is refused for :fail; an update that changes nothing the decision uses passes untouched."""
     f = _fresh(data_file)
     _, submitted = f.submit(job("zone:fail", min_nodes=2, features="ib"))
     assert submitted["features"] == "ib&[zone_us-east-1a]"
@@ -216,15 +219,18 @@ def test_modify_replans_from_the_job_record(data_file: Path) -> None:
     assert update["features"] == "ib&[zone_us-east-1a]"
     assert update["admin_comment"].count("slurm-topo:") == 1
     update = f.table({"min_nodes": 5})
+    said = len(f.messages())
     assert f.mod.modify(update, f.table(record), f.lua.table(), 0) == 2006
-    assert "no zone can ever hold 5 nodes" in f.messages()[-1]
+    assert "refused: slurm-topo: zone:fail: rejected; the largest is us-east-1a" in f.messages("infos")[-1]
+    assert len(f.messages()) == said, "no log_user in job_modify (22.05 discards it with an error line)"
     untouched = f.table({"time_limit": 60})
     assert f.mod.modify(untouched, f.table(record), f.lua.table(), 0) == 0
     assert untouched["features"] is None and untouched["admin_comment"] is None
 
 
 def test_wrapper_without_the_filter_lets_jobs_pass(tmp_path: Path) -> None:
-    """job_submit.lua alone (filter file missing): it loads, logs the problem, and every job passes unchanged."""
+    """job_submit.lua alone (filter file missing): it loads, logs the problem, and every job passes
+    unchanged."""
     shutil.copy(REPO / "job_submit" / "job_submit.lua", tmp_path / "job_submit.lua")
     f = LuaFilter()
     f.lua.execute(f'package.path = "{tmp_path}/?.lua"')
@@ -247,10 +253,15 @@ def test_release_of_a_filter_hold_is_refused_for_users(data_file: Path) -> None:
         "admin_comment": held["admin_comment"],
         "min_nodes": 7,
     }
+    record["priority"] = 0
     release = f.table({"priority": 0xFFFFFFFF})
+    said = len(f.messages())
     assert f.mod.modify(release, f.table(record), f.lua.table(), 1000) != 0
-    assert "this job is held because no group can ever hold it" in f.messages()[-1]
+    assert "refused: slurm-topo: zone:wait: held;" in f.messages("infos")[-1]
+    assert len(f.messages()) == said and f.messages("errors") == [], "denied quietly"
     assert f.mod.modify(f.table({"priority": 0xFFFFFFFF}), f.table(record), f.lua.table(), 0) == 0
     _, placed = f.submit(job("zone", min_nodes=2))
-    record["admin_comment"] = placed["admin_comment"]
-    assert f.mod.modify(f.table({"priority": 0xFFFFFFFF}), f.table(record), f.lua.table(), 1000) == 0
+    record.update(admin_comment=placed["admin_comment"], features=placed["features"], min_nodes=2)
+    release = f.table({"priority": 0xFFFFFFFF})
+    assert f.mod.modify(release, f.table(record), f.lua.table(), 1000) == 0  # the owner's own hold
+    assert release["features"] == placed["features"] and release["admin_comment"] is None

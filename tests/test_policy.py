@@ -1,4 +1,5 @@
-"""The locality policy's behaviour, case by case (the Python reference; parity with Lua is tested separately)."""
+"""The locality policy's behaviour, case by case (the Python reference; parity with Lua is tested
+separately)."""
 
 from __future__ import annotations
 
@@ -117,7 +118,8 @@ def test_user_bracket_of_the_same_level_is_intersected(data) -> None:  # type: i
 
 
 def test_user_bracket_of_another_level_conflicts(data) -> None:  # type: ignore[no-untyped-def]
-    """zone with a bracket over racks: wait leaves it unchanged with a warning, fail rejects naming the conflict."""
+    """zone with a bracket over racks: wait leaves it unchanged with a warning, fail rejects naming the
+    conflict."""
     feats = "[ng_us-east-1a.rack-a1|ng_us-west-2a.rack-c1]"
     d = run(data, locality="zone", features=feats)
     assert d.action == "unchanged" and "not all zone groups" in (d.message or "")
@@ -136,7 +138,8 @@ def test_partition_default_and_membership(data) -> None:  # type: ignore[no-unty
 @pytest.mark.parametrize("given", [True, False], ids=["partitions-given", "inventory-only"])
 def test_a_partition_the_data_does_not_know_counts_every_node(given: bool) -> None:
     """`-p main` when the data file knows no partition 'main' (generated from the inventory alone, or the
-    partition created later): every node counts, the locality applies, and the record says why. Never a no-op."""
+    partition created later): every node counts, the locality applies, and the record says why. Never a
+    no-op."""
     data = make_context(inventory(), (22, 5), PARTITIONS if given else None).policy
     d = run(data, locality="zone", partition="main", min_nodes=3)
     assert d.action == "amend" and d.features == "[zone_us-west-2a|zone_us-east-1a]", d
@@ -170,7 +173,8 @@ def test_fit_is_not_checked_with_a_nodelist(data) -> None:  # type: ignore[no-un
 
 
 def test_locality_regions_restricts_and_filters(data) -> None:  # type: ignore[no-untyped-def]
-    """--locality-regions: a plain OR of the named areas is ANDed in; only overlapping groups are candidates."""
+    """--locality-regions: a plain OR of the named areas is ANDed in; only overlapping groups are
+    candidates."""
     d = run(data, locality="zone", regions="us-west", min_nodes=2)
     assert d.features == "region_us-west&[zone_us-west-2b|zone_us-west-2a]"
     d = run(data, locality="any", regions="us-east,us-west-2b")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 from luafilter import LuaFilter
-from policy_cases import PARTITIONS, cases, inventory
+from policy_cases import PARTITIONS, cases, inventory, modify_cases
 
 from slurm_topo import render_all
-from slurm_topo.policy import JobRequest, decide
+from slurm_topo.policy import JobRequest, decide, decide_modify
 from slurm_topo.render import make_context
 
 CASES = cases()
@@ -24,7 +24,8 @@ def setup(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 
 
 def test_parity_over_the_case_table(setup) -> None:  # type: ignore[no-untyped-def]
-    """Every case of the table gets the same action, features, prefer, message and record from Python and Lua."""
+    """Every case of the table gets the same action, features, prefer, message and record from Python and
+    Lua."""
     data, lua, lua_data = setup
     assert len(CASES) > 1000
     mismatches = []
@@ -43,3 +44,20 @@ def test_case_table_covers_every_outcome(setup) -> None:  # type: ignore[no-unty
     assert {d.action for d in decisions} == {"unchanged", "amend", "hold", "reject"}
     assert any(d.prefer for d in decisions) and any(d.features for d in decisions)
     # (Slurm's 64-alternative / 1024-character limits are exercised in test_policy.py, with larger fleets)
+
+
+def test_modify_parity_over_the_case_table(setup) -> None:  # type: ignore[no-untyped-def]
+    """Every update of the modify table (size, features, comment, release, partition, GPUs; by the owner and
+    by an administrator) gets the same answer from decide_modify in Python and in Lua."""
+    data, lua, lua_data = setup
+    table = modify_cases(data)
+    assert len(table) > 500
+    mismatches = []
+    for name, rec, upd, admin in table:
+        expected = decide_modify(data, rec, upd, admin).as_dict()
+        got = lua.decide_modify(lua_data, rec, upd, admin)
+        if got != expected:
+            mismatches.append((name, expected, got))
+    assert mismatches == [], f"{len(mismatches)} mismatches, first: {mismatches[0]}"
+    actions = {decide_modify(data, rec, upd, admin).action for _, rec, upd, admin in table}
+    assert actions == {"pass", "apply", "deny", "reject"}

@@ -2,21 +2,25 @@
 
 ``compile_policy`` turns the merged inventory (plus Slurm's partitions) into ``PolicyData``: node classes (own
 features, GPUs, GPU type) and, per partition and level, the groups with their node count per class, ordered by
-size (nodes in the partition) then label — Slurm takes the first alternative of a matching OR that fits now, so the
-smallest group that can hold a job comes first. ``render/filter_data.py`` writes the same data as
-``slurm_topo_data.lua``; ``job_submit/slurm_topo_filter.lua`` implements ``decide`` over it in Lua 5.1, and the
-parity tests run one table of cases through both. ``decide`` is pure.
+size (nodes in the partition) then label — Slurm takes the first alternative of a matching OR that fits now,
+so the smallest group that can hold a job comes first. ``render/filter_data.py`` writes the same data as
+``slurm_topo_data.lua``; ``job_submit/slurm_topo_filter.lua`` implements ``decide`` over it in Lua 5.1, and
+the parity tests run one table of cases through both. ``decide`` is pure.
 
 Semantics (ADR-0021 §2, DESIGN D4):
 
-* ``prefer`` (default) never delays a job. topology/tree already packs to the lowest common switch; in addition
-  ``prefer = <user constraint>&[g1|…]`` at the finest level where some group can ever hold the job. Untouched when
-  the user gave ``--prefer``, when the constraint has brackets, parentheses or counts, or when no level fits (Slurm
-  rejects at submit a ``--prefer`` that no node set can meet).
-* ``network_group`` / ``zone`` / ``region``: ``features = <user constraint>&[g1|…]`` over the groups of that level
-  that can ever hold the job. None can → ``fail`` rejects at submit, ``wait`` holds (priority 0); both say why.
+* ``prefer`` (default) never delays a job. topology/tree already packs to the lowest common switch; in
+addition
+  ``prefer = <user constraint>&[g1|…]`` at the finest level where some group can ever hold the job. Untouched
+  when the user gave ``--prefer``, when the constraint has brackets, parentheses or counts, or when no level
+  fits (Slurm rejects at submit a ``--prefer`` that no node set can meet).
+* ``network_group`` / ``zone`` / ``region``: ``features = <user constraint>&[g1|…]`` over the groups of that
+level
+  that can ever hold the job. None can → ``fail`` rejects at submit, ``wait`` holds (priority 0); both say
+  why.
 * ``any``: the job is left alone.
-* ``--locality-regions=A,B`` restricts every node to the named regions or zones: a plain OR of their features is
+* ``--locality-regions=A,B`` restricts every node to the named regions or zones: a plain OR of their features
+is
   ANDed in, and only groups overlapping them are candidates.
 
 "Can ever hold", per group: the nodes of the job's partition whose own features satisfy the user's ``&``/``|``
@@ -33,9 +37,11 @@ The full scan happens only when nothing fits, to name the largest group. O(log G
 from .compile import Group, NodeClass, Partition, PolicyData, compile_policy
 from .constraint import Constraint, compose, parse_constraint
 from .decide import Decision, Survey, decide, describe_request, survey
+from .modify import ModifyDecision, decide_modify
 from .request import GpuAsk, JobRequest, parse_gpu_tres
 from .vocab import (
     IMPLICIT_PARTITION,
+    INFINITE,
     LEVELS,
     LOCALITIES,
     LOCATION_PREFIXES,
@@ -44,6 +50,7 @@ from .vocab import (
     MAX_RECORD,
     MODES,
     NO_VAL,
+    NO_VAL16,
     SPANK_LOCALITY,
     SPANK_REGIONS,
     parse_locality,
@@ -52,6 +59,7 @@ from .vocab import (
 
 __all__ = [
     "IMPLICIT_PARTITION",
+    "INFINITE",
     "LEVELS",
     "LOCALITIES",
     "LOCATION_PREFIXES",
@@ -60,6 +68,7 @@ __all__ = [
     "MAX_RECORD",
     "MODES",
     "NO_VAL",
+    "NO_VAL16",
     "SPANK_LOCALITY",
     "SPANK_REGIONS",
     "Constraint",
@@ -67,6 +76,7 @@ __all__ = [
     "GpuAsk",
     "Group",
     "JobRequest",
+    "ModifyDecision",
     "NodeClass",
     "Partition",
     "PolicyData",
@@ -74,6 +84,7 @@ __all__ = [
     "compile_policy",
     "compose",
     "decide",
+    "decide_modify",
     "describe_request",
     "parse_constraint",
     "parse_gpu_tres",

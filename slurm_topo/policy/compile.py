@@ -1,5 +1,5 @@
-"""Compile: the inventory and Slurm's partitions -> ``PolicyData``, everything the decision needs that does not
-depend on the job (node classes; per partition and level the groups in the filter's order)."""
+"""Compile: the inventory and Slurm's partitions -> ``PolicyData``, everything the decision needs that does
+not depend on the job (node classes; per partition and level the groups in the filter's order)."""
 
 from __future__ import annotations
 

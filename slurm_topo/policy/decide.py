@@ -1,4 +1,5 @@
-"""Decide: one job's request against the compiled data -> ``Decision`` (the Lua filter's "decision" section)."""
+"""Decide: one job's request against the compiled data -> ``Decision`` (the Lua filter's "decision"
+section)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,17 @@ from ..errors import InputError
 from .compile import Group, PolicyData
 from .constraint import Constraint, _class_ok, compose, parse_constraint
 from .request import JobRequest
-from .vocab import LEVELS, MAX_ALTERNATIVES, MAX_CONSTRAINT, MAX_RECORD, parse_locality, safe
+from .vocab import (
+    HOLD_NOTE,
+    INTERACTIVE_NOTE,
+    LEVELS,
+    MAX_ALTERNATIVES,
+    MAX_CONSTRAINT,
+    MAX_RECORD,
+    RECORD_PREFIX,
+    parse_locality,
+    safe,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +54,7 @@ class Decision:
 
 
 def _record(text: str) -> str:
-    text = "slurm-topo: " + text  # ASCII only: user strings pass through safe()
+    text = RECORD_PREFIX + text  # ASCII only: user strings pass through safe()
     return text if len(text) <= MAX_RECORD else text[: MAX_RECORD - 3] + "..."
 
 
@@ -178,7 +189,8 @@ def _shown(kept: Sequence[tuple[Group, int]], cut: bool) -> str:
 
 
 def _conflict(loc: str, mode: str, what: str, msg: str) -> Decision:
-    """The user's constraint and the locality cannot be combined: :fail rejects, :wait leaves the job alone."""
+    """The user's constraint and the locality cannot be combined: :fail rejects, :wait leaves the job
+    alone."""
     if mode == "fail":
         return Decision("reject", loc, message=msg, record=_record(f"{loc}: rejected, {what} conflict"))
     return Decision(
@@ -204,8 +216,8 @@ def decide(data: PolicyData, req: JobRequest) -> Decision:
 
 
 def _partition_names(data: PolicyData, req: JobRequest) -> tuple[list[str], list[str], str | None]:
-    """(the job's partitions as named, the data's partitions counted for them, the first name the data does not
-    know — counted as every node)."""
+    """(the job's partitions as named, the data's partitions counted for them, the first name the data does
+    not know — counted as every node)."""
     names = req.partition.split(",") if req.partition else [data.default_partition]
     unknown = next((p for p in names if p not in data.partitions), None)
     return names, [p if p in data.partitions else data.everywhere for p in names], unknown
@@ -339,14 +351,21 @@ def _decide(data: PolicyData, req: JobRequest) -> Decision:
     msg = f"slurm-topo: --locality={loc}: no {level} can ever hold {describe_request(req)}; {why}"
     if mode == "fail":
         return Decision("reject", loc, message=msg, record=_record(f"{loc}: rejected; {why}"), level=level)
-    return Decision(
-        "hold", loc, message=msg + "; the job is held", record=_record(f"{loc}: held; {why}"), level=level
-    )
+    if req.interactive:
+        return Decision(
+            "reject",
+            loc,
+            message=msg + INTERACTIVE_NOTE,
+            record=_record(f"{loc}: rejected (interactive); {why}"),
+            level=level,
+        )
+    return Decision("hold", loc, message=msg + HOLD_NOTE, record=_record(f"{loc}: held; {why}"), level=level)
 
 
 @dataclass(frozen=True, slots=True)
 class Survey:
-    """Every group of one level for one request: those that can ever hold it, in the filter's order, and the rest."""
+    """Every group of one level for one request: those that can ever hold it, in the filter's order, and the
+    rest."""
 
     fitting: tuple[tuple[str, int, int], ...]
     too_small: tuple[tuple[str, int, int], ...]

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .vocab import NO_VAL, SPANK_LOCALITY, SPANK_REGIONS
+from .vocab import NO_VAL, NO_VAL16, SPANK_LOCALITY, SPANK_REGIONS
 
 _DIGITS = re.compile(r"^[0-9]{1,9}\Z")
 _ASCII_SPACE = re.compile(r"[^ \t\n\v\f\r]+")
@@ -68,12 +68,18 @@ class JobRequest:
     unchecked: str | None = None
     """Why "can ever fit" is not checked (--nodelist, --exclude, --reservation, --contiguous), or None."""
     het_offset: int | None = None
-    """A heterogeneous job's component: each is constrained on its own, so they may land in different groups."""
+    """A heterogeneous job's component: each is constrained on its own, so they may land in different
+    groups."""
+    interactive: bool = False
+    """An salloc/srun allocation (job_desc.script is nil): nobody waits at a terminal for a job no group can
+    ever hold, so a ``:wait`` that would hold it rejects it at once with the reason."""
 
     @classmethod
     def from_job_desc(cls, job: Mapping[str, Any]) -> JobRequest:
-        """The same reading as the Lua filter: SPANK env, then the job environment, then ``--comment``."""
+        """The same reading as the Lua filter: SPANK env, then the job environment (batch jobs only), then
+        ``--comment``."""
         locality = regions = None
+        interactive = job.get("script") is None
         env = job.get("spank_job_env")
         if isinstance(env, Mapping):
             i = 0
@@ -88,7 +94,7 @@ class JobRequest:
                         regions = v
         # The batch environment only when the SPANK entries say nothing (slurmctld logs a complaint for every
         # srun/salloc job whose environment is read).
-        environment = job.get("environment") if locality is None else None
+        environment = job.get("environment") if locality is None and not interactive else None
         if isinstance(environment, Mapping):
             locality = _str(environment.get("SLURM_SPANK_" + SPANK_LOCALITY))
             if regions is None:
@@ -118,7 +124,8 @@ class JobRequest:
             if _str(job.get(key)) is not None:
                 unchecked = what
                 break
-        if unchecked is None and _int(job.get("contiguous")) is not None:
+        contiguous = _int(job.get("contiguous"))
+        if unchecked is None and contiguous is not None and contiguous < NO_VAL16:  # NO_VAL16: not given
             unchecked = "--contiguous"
         het = job.get("het_job_offset")
         het_offset = _int(het)
@@ -135,4 +142,5 @@ class JobRequest:
             gpu=gpu,
             unchecked=unchecked,
             het_offset=het_offset,
+            interactive=interactive,
         )

@@ -1,5 +1,6 @@
-"""The shared vocabulary of the locality policy: levels, localities, Slurm's limits, the job_desc field names, and
-how a user string may appear in a message. The Lua filter carries the same names (its "vocabulary" section)."""
+"""The shared vocabulary of the locality policy: levels, localities, Slurm's limits, the job_desc field names,
+and how a user string may appear in a message. The Lua filter carries the same names (its "vocabulary"
+section)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,16 @@ MODES = ("wait", "fail")
 MAX_ALTERNATIVES = 64  # a matching-OR bracket is a 64-bit bitmap in slurmctld; more corrupts memory
 MAX_CONSTRAINT = 1024  # longest features / prefer string slurmctld accepts
 MAX_RECORD = 200
+RECORD_PREFIX = "slurm-topo: "  # the job's AdminComment record starts with it
 IMPLICIT_PARTITION = "*"
 NO_VAL = 0xFFFFFFFE
+NO_VAL16 = 0xFFFE
+INFINITE = 0xFFFFFFFF
+HOLD_NOTE = (
+    "; the job is held (Slurm shows JobHeldUser, but a release by its owner is refused): resize it "
+    "(scontrol update JobId=ID NumNodes=N) to re-plan it, or ask an administrator to release it"
+)
+INTERACTIVE_NOTE = "; an interactive allocation does not wait for it"
 SPANK_LOCALITY = "_SLURM_SPANK_OPTION_locality_locality"
 SPANK_REGIONS = "_SLURM_SPANK_OPTION_locality_locality_regions"
 LOCATION_PREFIXES = ("region_", "zone_", "ng_", "leaf_")
@@ -32,6 +41,7 @@ def parse_locality(text: str) -> tuple[str, str]:
 
 
 def safe(text: str, limit: int = 40) -> str:
-    """A user-supplied string as it may appear in a message: ASCII word characters only, cut (bytewise, as Lua)."""
+    """A user-supplied string as it may appear in a message: ASCII word characters only, cut (bytewise, as
+    Lua)."""
     raw = text.encode("utf-8", "surrogatepass")[:limit]
     return "".join(chr(b) if chr(b) in _SAFE else "?" for b in raw)

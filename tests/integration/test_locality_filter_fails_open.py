@@ -1,5 +1,6 @@
-"""The filter fails open: slurmctld restarts and accepts jobs (unchanged) with the data file missing, truncated or
-broken, and picks the restored file up again. A family bucket keeps one torch version and one zone."""
+"""The filter fails open: slurmctld restarts and accepts jobs (unchanged) with the data file missing,
+truncated or broken, and picks the restored file up again. A family bucket keeps one torch version and one
+zone."""
 
 from __future__ import annotations
 
@@ -69,9 +70,9 @@ for _entry in FAMILY_FLEET["nodes"]:
 
 
 def test_family_bucket_keeps_one_torch_version_and_one_zone(tmp_path: Path) -> None:
-    """policy.families {torch: 'torch-*'}: zone r1-a mixes torch-2.3 (t1 t2) and torch-2.4 (t3-t5). With t3 and t6
-    busy, r1-a still has 4 free nodes, but only 2 of one torch version: the -N3 zone job waits, then runs on t6-t8
-    (r1-b, torch-2.4) once t6 frees."""
+    """policy.families {torch: 'torch-*'}: zone r1-a mixes torch-2.3 (t1 t2) and torch-2.4 (t3-t5). With t3
+    and t6 busy, r1-a still has 4 free nodes, but only 2 of one torch version: the -N3 zone job waits, then
+    runs on t6-t8 (r1-b, torch-2.4) once t6 frees."""
     inventory = tmp_path / "families.yaml"
     inventory.write_text(yaml.safe_dump(FAMILY_FLEET))
     base = Path(f"/tmp/slurm-topo-it3-{os.getpid()}")

@@ -1,6 +1,6 @@
-"""`sbatch --locality=...` end to end on the filtered cluster (docker-slurm/cluster up --with-filter): the SPANK
-plugin takes the option, job_submit/lua runs slurm_topo_filter.lua on the generated data file, and every assertion
-is about Slurm's own record of the job (scontrol show job) and its allocation.
+"""`sbatch --locality=...` end to end on the filtered cluster (docker-slurm/cluster up --with-filter): the
+SPANK plugin takes the option, job_submit/lua runs slurm_topo_filter.lua on the generated data file, and every
+assertion is about Slurm's own record of the job (scontrol show job) and its allocation.
 
 Fleet (docker-slurm/fleet-filter.yaml): us-east-1a n01-n04 (racks a1: n01-n03, a2: n04), us-east-1b n05-n06,
 us-west-2a n07-n09 (racks c1: n07-n08, c2: n09), us-west-2b n10-n11, us-west-2c n12.
@@ -33,7 +33,8 @@ def groups_touched(nodes: set[str], groups: dict[str, set[str]]) -> set[str]:
 
 
 def block(slurm: slurmctl.Slurm, *nodes: str) -> list[str]:
-    """Exclusive sleepers pinned to ``nodes`` (--locality=any: the filter leaves them alone); waits until running."""
+    """Exclusive sleepers pinned to ``nodes`` (--locality=any: the filter leaves them alone); waits until
+    running."""
     jobs = [slurm.submit("--exclusive", "-w", n, "--locality=any", "--wrap", SLEEP) for n in nodes]
     for j in jobs:
         slurm.wait_state(j, "RUNNING")
@@ -52,8 +53,8 @@ def sbatch(slurm: slurmctl.Slurm, *args: str, timeout: int = 20):
 def test_required_zone_keeps_one_zone_pends_while_none_has_room_and_starts_when_one_frees(
     fslurm: slurmctl.Slurm,
 ) -> None:
-    """--locality=zone -N3: with at most 2 free nodes per zone (9 free in all) a plain -N3 job spans zones at once,
-    the zone job pends; when us-east-1a gets a third free node it starts there."""
+    """--locality=zone -N3: with at most 2 free nodes per zone (9 free in all) a plain -N3 job spans zones at
+    once, the zone job pends; when us-east-1a gets a third free node it starts there."""
     zones = zones_of(fslurm.all_node_features())
     assert zones["zone_us-east-1a"] == {"n01", "n02", "n03", "n04"}
     blockers = block(fslurm, "n01", "n02", "n07")  # free: n03 n04 | n05 n06 | n08 n09 | n10 n11 | n12
@@ -186,8 +187,8 @@ def test_salloc_and_srun_take_the_option(fslurm: slurmctl.Slurm) -> None:
 
 
 def test_user_or_constraint_with_parentheses_is_composed_and_accepted(fslurm: slurmctl.Slurm) -> None:
-    """-C '(ib|eth)&nvme' --locality=zone: the filter writes '(ib|eth)&nvme&[zone_...]'; Slurm 22.05 accepts it and
-    puts all 3 nodes on nvme nodes of one zone (only us-east-1a has 3)."""
+    """-C '(ib|eth)&nvme' --locality=zone: the filter writes '(ib|eth)&nvme&[zone_...]'; Slurm 22.05 accepts
+    it and puts all 3 nodes on nvme nodes of one zone (only us-east-1a has 3)."""
     job = fslurm.submit("--exclusive", "-N3", "--locality=zone", "-C", "(ib|eth)&nvme", "--wrap", SLEEP)
     info = fslurm.wait_state(job, "RUNNING", timeout=15)
     assert info["Features"].startswith("(ib|eth)&nvme&[zone_"), info["Features"]
@@ -207,7 +208,8 @@ def test_user_or_constraint_with_parentheses_is_composed_and_accepted(fslurm: sl
 def test_locality_regions_keeps_nodes_in_that_region(fslurm: slurmctl.Slurm) -> None:
     job = fslurm.submit("--exclusive", "-N4", "--locality-regions=us-west", "--wrap", SLEEP)
     info = fslurm.wait_state(job, "RUNNING", timeout=15)
-    # features = region_us-west, prefer = region_us-west&[region_us-west]; 22.05 shows the prefer string it used
+    # features = region_us-west, prefer = region_us-west&[region_us-west]; 22.05 shows the prefer string it
+    # used
     assert info["Features"].startswith("region_us-west"), info["Features"]
     nodes = set(fslurm.allocation_of(job).nodes)
     assert len(nodes) == 4 and nodes <= {"n07", "n08", "n09", "n10", "n11", "n12"}, sorted(nodes)

@@ -1,8 +1,9 @@
-"""Submit paths of the locality filter on a real Slurm 22.05 (the filtered test cluster, docker-slurm/cluster up
+"""Submit paths of the locality filter on a real Slurm 22.05 (the filtered test cluster, docker-slurm/cluster
+up
 --with-filter): a partition the data file does not know, and what Slurm records for the job.
 
-The data file of the test cluster is generated from the inventory alone (no partitions), as the README's install
-step does; the cluster's partition is ``main`` (Nodes=ALL, Default=YES).
+The data file of the test cluster is generated from the inventory alone (no partitions), as the README's
+install step does; the cluster's partition is ``main`` (Nodes=ALL, Default=YES).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ pytestmark = pytest.mark.slurm
 
 
 def test_named_partition_unknown_to_the_data_still_gets_its_bracket(fslurm: slurmctl.Slurm) -> None:
-    """`sbatch -p main --locality=zone -N3`: 'main' is not in the data file, which then counts every node; the job
-    gets the zone bracket and the record says why (it was a silent no-op)."""
+    """`sbatch -p main --locality=zone -N3`: 'main' is not in the data file, which then counts every node; the
+    job gets the zone bracket and the record says why (it was a silent no-op)."""
     job = fslurm.submit("-p", "main", "--exclusive", "-N3", "--locality=zone", "--wrap", "sleep 300")
     info = fslurm.wait_state(job, "RUNNING", timeout=15)
     assert info["Features"] == "[zone_us-west-2a|zone_us-east-1a]", info["Features"]
@@ -34,3 +35,119 @@ def test_named_partition_unknown_to_the_data_still_gets_its_bracket(fslurm: slur
         check=False,
     )
     assert p.returncode != 0 and "no zone can ever hold 5 nodes" in p.stderr, p.stderr
+
+
+USER = "nobody"
+
+
+def as_user(slurm: slurmctl.Slurm, *argv: str, timeout: int = 20):  # type: ignore[no-untyped-def]
+    """A client command run as the unprivileged ``nobody`` (the owner of its jobs), under a timeout."""
+    return slurm.run(
+        [
+            "runuser",
+            "-u",
+            USER,
+            "--",
+            "env",
+            f"SLURM_CONF={slurm.env['SLURM_CONF']}",
+            "timeout",
+            str(timeout),
+            *argv,
+        ],
+        timeout=timeout + 5,
+        check=False,
+    )
+
+
+def log_since(cluster: slurmctl.Cluster, offset: int) -> str:
+    return (cluster.base / "log" / "slurmctld.log").read_bytes()[offset:].decode(errors="replace")
+
+
+def log_size(cluster: slurmctl.Cluster) -> int:
+    return (cluster.base / "log" / "slurmctld.log").stat().st_size
+
+
+def user_submit(slurm: slurmctl.Slurm, *args: str) -> tuple[str, str]:
+    p = as_user(slurm, "sbatch", "--parsable", "-o", "/dev/null", "--chdir=/tmp", *args)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip().split(";")[0], p.stderr
+
+
+def test_owner_resizes_a_held_job_and_it_runs_in_one_zone(
+    filtered_cluster: slurmctl.Cluster, fslurm: slurmctl.Slurm
+) -> None:
+    """The documented path, as a non-root owner: a held `--locality=zone -N5` job cannot be released by its
+    owner (refused quietly), but `scontrol update NumNodes=3` re-plans it, and it runs inside one zone.
+    Nothing of this writes an `error:` line to slurmctld.log (no admin_comment from a non-admin, no log_user
+    in job_modify)."""
+    start = log_size(filtered_cluster)
+    job, said = user_submit(fslurm, "--exclusive", "-N5", "--locality=zone", "--wrap", "sleep 300")
+    assert "no zone can ever hold 5 nodes" in said and "JobHeldUser" in said and "resize it" in said, said
+    info = fslurm.wait_state(job, "PENDING")
+    assert (info["Priority"], info["Reason"], info["UserId"].split("(")[0]) == ("0", "JobHeldUser", USER), (
+        info
+    )
+
+    p = as_user(fslurm, "scontrol", "release", job)
+    assert p.returncode != 0, "the owner's release of a filter hold must be refused"
+    assert fslurm.job(job)["Priority"] == "0"
+
+    p = as_user(fslurm, "scontrol", "update", f"JobId={job}", "NumNodes=3")
+    assert p.returncode == 0, p.stderr
+    info = fslurm.wait_state(job, "RUNNING", timeout=20)
+    assert info["Features"] == "[zone_us-west-2a|zone_us-east-1a]", info
+    nodes = set(fslurm.allocation_of(job).nodes)
+    zones = zones_of(fslurm)
+    assert len(nodes) == 3 and any(nodes <= z for z in zones.values()), sorted(nodes)
+    log = log_since(filtered_cluster, start)
+    assert "error:" not in log, [line for line in log.splitlines() if "error:" in line]
+    assert f"update of job {job} by uid" in log
+
+
+def zones_of(slurm: slurmctl.Slurm) -> dict[str, set[str]]:
+    zones: dict[str, set[str]] = {}
+    for node, feats in slurm.all_node_features().items():
+        for f in feats:
+            if f.startswith("zone_"):
+                zones.setdefault(f, set()).add(node)
+    return zones
+
+
+def test_owner_cannot_strip_a_required_bracket(
+    filtered_cluster: slurmctl.Cluster, fslurm: slurmctl.Slurm
+) -> None:
+    """A pending (user-held) `--comment=locality=zone` job of a non-root owner: `Features=` (empty) and a new
+    constraint get the zone bracket again; `Comment=locality=any` is refused; an unset --contiguous is not
+    read as set; an administrator's update rewrites the record."""
+    start = log_size(filtered_cluster)
+    job, _ = user_submit(fslurm, "-H", "-N2", "--comment=locality=zone", "--wrap", "sleep 300")
+    bracket = "[zone_us-east-1b|zone_us-west-2b|zone_us-west-2a|zone_us-east-1a]"
+    assert fslurm.wait_state(job, "PENDING")["Features"] == bracket
+
+    assert as_user(fslurm, "scontrol", "update", f"JobId={job}", "Features=").returncode == 0
+    assert fslurm.job(job)["Features"] == bracket, "an owner's empty Features= must not strip the bracket"
+    assert as_user(fslurm, "scontrol", "update", f"JobId={job}", "Features=nvme").returncode == 0
+    assert fslurm.job(job)["Features"].startswith("nvme&[zone_"), fslurm.job(job)["Features"]
+    p = as_user(fslurm, "scontrol", "update", f"JobId={job}", "Comment=locality=any", "Features=")
+    assert p.returncode != 0, "the locality is fixed at submit for the owner"
+    info = fslurm.job(job)
+    assert info["Comment"] == "locality=zone" and info["Features"].startswith("nvme&[zone_"), info
+    assert info["Priority"] == "0", "the owner's own hold stays"
+
+    fslurm.out(
+        "scontrol", "update", f"JobId={job}", "NumNodes=1"
+    )  # an administrator: the record is rewritten
+    record = fslurm.out("scontrol", "show", "job", "-o", job)
+    assert "AdminComment=slurm-topo: zone:wait [" in record and "--contiguous" not in record, record
+    log = log_since(filtered_cluster, start)
+    assert "error:" not in log and "_job_env_field" not in log, log
+
+
+@pytest.mark.parametrize("client", ["salloc", "srun"])
+def test_interactive_allocation_no_zone_can_hold_fails_at_once(fslurm: slurmctl.Slurm, client: str) -> None:
+    """`salloc/srun --locality=zone -N5` (default :wait): an interactive allocation is rejected at once with
+    the reason, instead of being held with a terminal blocked."""
+    p = fslurm.run(["timeout", "20", client, "-N5", "--locality=zone", "true"], timeout=25, check=False)
+    assert p.returncode not in (0, 124), (p.returncode, p.stderr)
+    assert "no zone can ever hold 5 nodes" in p.stderr and "interactive allocation does not wait" in p.stderr
+    assert fslurm.out("squeue", "-h").strip() == ""

@@ -1,0 +1,205 @@
+"""Modify: what the filter does with an update of a pending job (``scontrol update``), from the job's record
+and the update; the Python twin of the Lua filter's "modify" section (parity tests run one case table through
+both).
+
+What an owner may change, and what stays enforced (administrators are uid 0):
+
+* **Size, GPUs, partition, features**: re-planned as at submit, from the job's own locality. The bracket an
+earlier
+  decision added is replaced, so an owner cannot strip a required level: ``Features=`` (empty) or a new
+  constraint gets the level's bracket again.
+* **The locality** is fixed at submit for owners: an update of the comment that would change it
+  (``Comment=locality=any``) is refused. Administrators may change it (``any`` then gives back the job's own
+  constraint).
+* **A release of a job the filter holds** is re-planned: refused while no group can ever hold the job,
+released
+  with its bracket once one can (the data changed). A resize that fits releases the job as well.
+  Administrators' releases pass unchanged.
+* **AdminComment** is written only for administrators: Slurm refuses it from anyone else ("Attempt to change
+  admin_comment"), which would deny the whole update. Owners' re-plans are logged in slurmctld.log instead.
+
+Nothing here sends a message to the user: 22.05 discards ``log_user`` in job_modify (with an ``error:`` line).
+A refusal is Slurm's "Access/permission denied"; the reason is in the job's AdminComment (a hold) or the
+locality the owner asked to change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .decide import Decision, decide
+from .request import JobRequest, _int, _str
+from .vocab import INFINITE, NO_VAL, RECORD_PREFIX
+
+_SIZE_FIELDS = ("partition", "tres_per_node", "tres_per_job", "tres_per_task")
+
+
+@dataclass(frozen=True, slots=True)
+class ModifyDecision:
+    """``pass`` (the update goes on untouched), ``apply`` (the fields below are written into the update),
+    ``deny`` (Access/permission denied) or ``reject`` (the decision's rejection, as at submit)."""
+
+    action: str
+    features: str | None = None
+    """The job's new constraint ("" clears it); None leaves the update's own."""
+    prefer: str | None = None
+    priority: int | None = None
+    """0 holds the job, INFINITE releases it; None leaves it."""
+    admin_comment: str | None = None
+    """Only for administrators: the AdminComment with this decision's record in place of the earlier one."""
+    log: str | None = None
+    """A line for slurmctld.log (info): the new decision's record, or why the update is refused."""
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "action": self.action,
+            "features": self.features,
+            "prefer": self.prefer,
+            "priority": self.priority,
+            "admin_comment": self.admin_comment,
+            "log": self.log,
+        }
+
+
+PASS = ModifyDecision("pass")
+
+
+def strip_bracket(features: str | None) -> str | None:
+    """The job's constraint without the matching-OR bracket a previous decision appended (``X&[..]`` or
+    ``[..]``)."""
+    if features is None or not features.endswith("]"):
+        return features
+    i = features.rfind("[")
+    inner = features[i + 1 : -1]
+    if i < 0 or "[" in inner or "]" in inner:
+        return features
+    if i == 0:
+        return None
+    return features[: i - 1] if features[i - 1] == "&" else features
+
+
+def without_record(text: object) -> str | None:
+    """AdminComment without our record (always its last part)."""
+    if not isinstance(text, str):
+        return None
+    i = text.find(RECORD_PREFIX)
+    if i < 0:
+        return text
+    rest = text[:i].rstrip("; ")
+    return rest or None
+
+
+def _ours(rec: Mapping[str, Any]) -> str | None:
+    """The earlier decision's record on the job (after ``slurm-topo: ``), or None."""
+    text = _str(rec.get("admin_comment"))
+    if text is None:
+        return None
+    i = text.find(RECORD_PREFIX)
+    return None if i < 0 else text[i + len(RECORD_PREFIX) :]
+
+
+def _held_by_us(ours: str | None) -> bool:
+    if ours is None:
+        return False
+    level, _, rest = ours.partition(":")
+    return level.replace("_", "").isalpha() and rest.startswith("wait: held;")
+
+
+def _changes(upd: Mapping[str, Any]) -> bool:
+    """Whether the update touches what the decision depends on (size, GPUs, partition, features)."""
+    return (
+        _int(upd.get("min_nodes")) is not None
+        or isinstance(upd.get("features"), str)
+        or any(_str(upd.get(k)) is not None for k in _SIZE_FIELDS)
+    )
+
+
+def _merged(rec: Mapping[str, Any], upd: Mapping[str, Any], base: JobRequest, ours: str | None) -> JobRequest:
+    """The request the job makes after the update: the update's fields over the record's, the locality from
+    ``base``, and the record's constraint without the bracket an earlier decision added."""
+    new = JobRequest.from_job_desc(upd)
+    if isinstance(upd.get("features"), str):
+        features = _str(upd.get("features"))
+    elif ours is not None and not ours.startswith(("prefer", "any")):
+        features = strip_bracket(_str(rec.get("features")))
+    else:
+        features = _str(rec.get("features"))
+    prefer = new.prefer
+    if prefer is None and not (ours is not None and ours.startswith("prefer ")):
+        prefer = _str(rec.get("prefer"))
+    return JobRequest(
+        locality=base.locality,
+        regions=base.regions,
+        features=features,
+        prefer=prefer,
+        partition=new.partition or _str(rec.get("partition")),
+        min_nodes=new.min_nodes or _int(rec.get("min_nodes")),
+        num_tasks=new.num_tasks or _int(rec.get("num_tasks")),
+        gpu=new.gpu or base.gpu,
+        unchecked=new.unchecked or base.unchecked,
+    )
+
+
+def decide_modify(
+    data: Any, rec: Mapping[str, Any] | None, upd: Mapping[str, Any], admin: bool
+) -> ModifyDecision:
+    """The filter's answer to one update (see the module docstring). ``data`` is the compiled PolicyData."""
+    if rec is None:
+        return PASS
+    prio = upd.get("priority")
+    release = _int(prio) is not None or prio == INFINITE
+    held = rec.get("priority") == 0
+    if not isinstance(upd.get("comment"), str) and not _changes(upd) and not (release and held):
+        return PASS
+    orig = JobRequest.from_job_desc(rec)
+    base = orig
+    relocated = False
+    if isinstance(upd.get("comment"), str):
+        again = JobRequest.from_job_desc({**rec, "comment": upd["comment"]})
+        if (again.locality, again.regions) != (orig.locality, orig.regions):
+            if not admin:
+                return ModifyDecision("deny", log="the locality is fixed at submit; update refused")
+            base, relocated = again, True
+    changed = _changes(upd) or relocated
+    if not changed and not (release and held):
+        return PASS
+    if not changed and admin:
+        return PASS  # an administrator's release
+    ours = _ours(rec)
+    req = _merged(rec, upd, base, ours)
+    return _outcome(decide(data, req), req, rec, upd, admin, release, held and (release or _held_by_us(ours)))
+
+
+def _outcome(
+    d: Decision,
+    req: JobRequest,
+    rec: Mapping[str, Any],
+    upd: Mapping[str, Any],
+    admin: bool,
+    release: bool,
+    releasable: bool,
+) -> ModifyDecision:
+    if d.action == "reject":
+        return ModifyDecision("reject", log=d.record)
+    own = req.features or ""
+    give_back = own if upd.get("features") is None and req.features != _str(rec.get("features")) else None
+    priority = None
+    if d.action == "hold":
+        if release and not admin:
+            return ModifyDecision("deny", log=d.record)
+        features = give_back
+        priority = None if rec.get("priority") == 0 else 0
+    else:
+        features = d.features if d.features is not None else give_back
+        if releasable:
+            priority = INFINITE
+    comment = None
+    if admin:
+        old = without_record(rec.get("admin_comment"))
+        comment = f"{old}; {d.record}" if old else d.record
+    return ModifyDecision("apply", features, d.prefer, priority, comment, d.record)
+
+
+__all__ = ["INFINITE", "NO_VAL", "ModifyDecision", "decide_modify", "strip_bracket", "without_record"]
