@@ -617,7 +617,10 @@ def render_check(decision, found, level, verbose, as_json):  # type: ignore[no-u
         )
     lines = [verdict]
     if decision.action == "hold":
-        lines.append("held: the job would wait (priority 0) until an admin releases it")
+        lines.append(
+            "held: the job would wait (priority 0, Reason=JobHeldUser; its owner's release is refused) until "
+            "it is resized or an administrator releases it"
+        )
     if decision.message:
         lines.append(decision.message)
     if decision.features:
