@@ -30,9 +30,12 @@ install:
 test:
 	$(PY) -m pytest -m 'not gpu'
 
+# The launcher scripts have no .py suffix, so ruff only reads them when named.
+SCRIPTS := docker-slurm/cluster docker-slurm/capture-fixtures
+
 lint:
-	$(PY) -m ruff format --check .
-	$(PY) -m ruff check .
+	$(PY) -m ruff format --check . $(SCRIPTS)
+	$(PY) -m ruff check . $(SCRIPTS)
 	$(PY) -m mypy
 
 fixtures:
