@@ -479,6 +479,11 @@ def gpu_pick(topology_file: str, count: int, busy: str, as_json: bool) -> None:
 @click.option("--no-reconfigure", is_flag=True, help="Write the files but never contact slurmctld.")
 @click.option("--adopt", is_flag=True, help="Take over live files without slurm-topo's header (once).")
 @click.option(
+    "--no-slurm-check",
+    is_flag=True,
+    help="Do not prove a changed set with a throwaway slurmctld before it goes live (docs/apply.md).",
+)
+@click.option(
     "--force", is_flag=True, help="Apply over --max-removal and pending jobs naming a removed group."
 )
 @click.option(
@@ -522,6 +527,7 @@ def apply(
     dry_run: bool,
     no_reconfigure: bool,
     adopt: bool,
+    no_slurm_check: bool,
     force: bool,
     max_removal: float,
     min_interval: float,
@@ -544,6 +550,7 @@ def apply(
         dry_run=dry_run,
         no_reconfigure=no_reconfigure,
         adopt=adopt,
+        slurm_check=not no_slurm_check,
         force=force,
         max_removal=max_removal,
         min_interval=min_interval,

@@ -2,7 +2,8 @@
 
 ``FakeSlurm`` is a Runner that behaves like slurmctld for what apply asks: it reads topology.conf and the node
 lines from the config directory only at ``scontrol reconfigure`` (and records the hashes of the config set it
-read), answers ``show topology`` / ``show node -o`` from what it read, ``squeue`` from a list, ``ping`` from a flag.
+read), answers ``show topology`` / ``show node -o`` from what it read, ``squeue`` from a list, ``ping`` from a
+flag.
 The benchmark benchmarks/bench_apply_faults.py imports it.
 """
 
@@ -39,6 +40,7 @@ from slurm_topo.apply import (
     rollback,
     run_apply,
 )
+from slurm_topo.apply.prove import Proof, probe_conf
 from slurm_topo.errors import CommandError, ExitCode
 from slurm_topo.inventory import load_inventory_file, merge
 from slurm_topo.render import render_all
@@ -143,7 +145,8 @@ class FakeSlurm:
             return "\n".join(lines) + "\n"
         if argv == ["scontrol", "show", "node", "-o"]:
             lines = [
-                f"NodeName={n} Arch=x86_64 CoresPerSocket=1 AvailableFeatures={','.join(sorted(f)) or '(null)'}"
+                f"NodeName={n} Arch=x86_64 CoresPerSocket=1"
+                f" AvailableFeatures={','.join(sorted(f)) or '(null)'}"
                 f" ActiveFeatures={','.join(sorted(f)) or '(null)'} State=IDLE"
                 for n, f in self.nodes.items()
             ]
@@ -669,3 +672,50 @@ def test_exit_13_from_the_command_line_with_its_summary_line(env, tmp_path: Path
     assert proc.stdout.startswith("slurm-topo apply: journal-unreadable: ") and proc.stdout.count("\n") == 1
     assert "Traceback" not in proc.stderr
     assert snapshot(etc) == before
+
+
+# --------------------------------------------------------------------------------------------------
+# Slurm's own parser before a reconfigure (the throwaway controller itself: tests/integration)
+
+
+class RejectingProver:
+    def __init__(self) -> None:
+        self.asked: list[dict[str, bytes | None]] = []
+
+    def prove(self, slurm_dir: Path, staged, timeout: float) -> Proof:  # type: ignore[no-untyped-def]
+        self.asked.append(dict(staged))
+        return Proof("rejected", "test prover", "fatal: Invalid state BOGUS from n1", ("fatal: Invalid",))
+
+
+def test_a_set_slurm_rejects_is_refused_before_anything_is_written(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    before = snapshot(etc)
+    prover = RejectingProver()
+    new = render(tmp_path, fleet({"n1": "rack-b"}))
+    res = run_apply(opts(etc, state, prover=prover), new, fake)
+    refused(res, etc, before, "Slurm's own parser rejects the new set (fatal: Invalid state BOGUS from n1)")
+    assert fake.reconfigures() == 0 and not (state / "journal.json").exists()
+    assert prover.asked and prover.asked[0][TOPOLOGY] == new[TOPOLOGY].encode()
+    dry = run_apply(opts(etc, state, prover=prover, dry_run=True), new, fake)
+    assert dry.status == "refused" and snapshot(etc) == before
+    unproven = run_apply(opts(etc, state, prover=prover, slurm_check=False), new, fake)
+    assert unproven.status == "applied" and "not proven by Slurm (--no-slurm-check)" in unproven.details
+
+
+def test_the_throwaway_controller_gets_private_paths_and_nothing_it_could_reach() -> None:
+    live = Path("/etc/slurm")
+    text = (
+        "ClusterName=c\nSlurmctldHost=ctl1(10.0.0.1)\nSlurmctldHost=ctl2\nStateSaveLocation=/var/spool/ctld\n"
+        "SlurmUser=slurm\nAccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=db\n"
+        "JobCompType=jobcomp/elasticsearch\nResumeProgram=/usr/bin/resume\n  slurmctldpidfile = /run/x.pid\n"
+        "Include /etc/slurm/slurm-topo-nodes.conf\ninclude /other/parts.conf\nInclude nodes2.conf\n"
+        "PartitionName=p Nodes=ALL\n"
+    )
+    out = probe_conf(text, live, Path("/tmp/p"), "here")
+    keys = [ln.split("=", 1)[0].strip().lower() for ln in out.splitlines() if "=" in ln and ln[0] != "#"]
+    assert keys.count("slurmctldhost") == 1 and "SlurmctldHost=here" in out
+    assert "StateSaveLocation=/tmp/p/state" in out and "/var/spool/ctld" not in out
+    assert "SlurmctldPidFile=/tmp/p/slurmctld.pid" in out and "/run/x.pid" not in out
+    assert not any(k.startswith(("accountingstorage", "jobcomp", "resume")) for k in keys)
+    assert "Include /tmp/p/slurm-topo-nodes.conf" in out and "include /other/parts.conf" in out
+    assert "Include nodes2.conf" in out and "PartitionName=p Nodes=ALL" in out and "ClusterName=c" in out

@@ -25,6 +25,8 @@ Order of a change (each step is journaled; see docs/apply.md):
    one; nothing differs → nothing is touched.
 2. refusals are checked against the live files and the running controller (``scontrol ping``, ``show
    node``, ``squeue``) — before anything is written.
+   When a config file changes, Slurm's own parser loads the set as it would be live (a throwaway
+   slurmctld, :mod:`slurm_topo.apply.prove`); a set it rejects is refused.
 3. a set directory ``<state-dir>/sets/<id>/{old,new}`` gets copies of the old and new files; each new file
    is staged beside its target as ``.<name>.slurm-topo.tmp`` with the target's mode and owner; files and
    directories are fsynced; then ``<state-dir>/journal.json`` is written (atomically).
@@ -68,6 +70,7 @@ from ..runner import Runner
 from ..slurmconf import logical_lines as _logical_lines
 from ..slurmconf import parse_gres_gpus, parse_scontrol_nodes, parse_topology_conf, split_pairs
 from ..version import parse_slurm_version
+from .prove import Prover, prover_for
 
 TOPOLOGY, NODES, GRES, DATA = "topology.conf", "slurm-topo-nodes.conf", "gres.conf", "slurm_topo_data.lua"
 CONFIG_ORDER = (TOPOLOGY, NODES, GRES)
@@ -113,6 +116,11 @@ class ApplyOptions:
     detailed_exitcodes: bool = False
     slurm_version: tuple[int, int] | None = None
     """The running Slurm; None → ask ``scontrol --version`` (unknown → treated as older than 23.11)."""
+    slurm_check: bool = True
+    """Prove a changed config set with Slurm's own parser (a throwaway slurmctld) before it goes live."""
+    slurm_check_timeout: float = 60.0
+    prover: Prover | None = None
+    """How to prove it (tests); None → ``prove.prover_for`` the running version."""
     lock_wait: float = 60.0
     """How long to wait for another run writing the same ``slurm_dir`` (any state dir) before refusing."""
     keep: int = 10
@@ -798,6 +806,23 @@ class _Deferred(SlurmTopoError):
 # commit, rollback, recover
 
 
+def _prove(options: ApplyOptions, plan: _Plan) -> str:
+    """Load the set as it would be live with Slurm's own parser (a throwaway slurmctld, see ``prove``)
+    when a config file changes; raise Refusal when Slurm would not load it. The detail line to report."""
+    if not any(n in CONFIG_ORDER for n in plan.new):
+        return "Slurm's parser not asked: no config file changes"
+    if not options.slurm_check:
+        return "not proven by Slurm (--no-slurm-check)"
+    prover = options.prover or prover_for(options.slurm_version)
+    proof = prover.prove(options.slurm_dir, dict(plan.new), options.slurm_check_timeout)
+    if proof.verdict == "rejected":
+        raise Refusal(
+            f"Slurm's own parser rejects the new set ({proof.error or 'no reason given'})",
+            [f"proof: {proof.how}", *proof.log[-8:]],
+        )
+    return f"proof: {proof.how}"
+
+
 def _step(options: ApplyOptions, name: str) -> None:
     if options.step_hook is not None:
         options.step_hook(name)
@@ -1125,7 +1150,9 @@ def run_apply(options: ApplyOptions, rendered: Mapping[str, str | bytes], runner
             if plan is None:
                 text = f"{len(rendered)} files in {options.slurm_dir} already match; nothing touched"
                 return _result("unchanged", EXIT_OK, (f"{what}; " if what else "") + text, details)
+            proven = _prove(options, plan)
             res = _commit(options, st, slurm, plan)
+            res.details.append(proven)
             if what:
                 res.summary = _line(res.summary + f" (first {what})")
                 res.details = [*details, *res.details]
@@ -1145,6 +1172,8 @@ def _dry_run(options: ApplyOptions, rendered: dict[str, bytes | None], runner: R
         if pending
         else []
     )
+    if plan is not None:
+        pre.append(_prove(options, plan))
     if plan is None:
         return _result(
             "dry-run", EXIT_OK, f"unchanged: {len(rendered)} files in {options.slurm_dir} already match", pre

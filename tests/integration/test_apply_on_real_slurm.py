@@ -176,3 +176,48 @@ def test_refusals_leave_the_live_files_byte_identical(cluster: slurmctl.Cluster,
 
     assert live_bytes(cluster) == files
     assert reconfigures(cluster) == count
+
+
+def controller_up(c: slurmctl.Cluster) -> bool:
+    p = subprocess.run(
+        ["scontrol", "ping"], capture_output=True, text=True, timeout=30, env=dict(c.env), check=False
+    )
+    return p.returncode == 0 and "is UP" in p.stdout
+
+
+def test_a_set_slurm_would_not_load_is_refused_and_the_running_slurmctld_stays_up(
+    cluster: slurmctl.Cluster, tmp_path: Path
+) -> None:
+    """Slurm's own parser (a throwaway slurmctld on the staged set) rejects what our checks let through:
+    exit 11 naming Slurm's fatal line; the controller answers and the live files are byte-identical."""
+    runner = EnvRunner(dict(cluster.env))
+    inv = inventory_of(cluster)
+    files = live_bytes(cluster)
+    count = reconfigures(cluster)
+    for node in inv["nodes"]:
+        if node["name"] == "a1":
+            node["network_group"] = "rack-7"  # a real change, so apply means to reconfigure
+    staged = rendered_for(cluster, inv, tmp_path)
+    lines = staged["slurm-topo-nodes.conf"].splitlines(keepends=True)
+    first = next(i for i, ln in enumerate(lines) if ln.startswith("NodeName="))
+    name, rest = lines[first].split(" ", 1)
+    lines[first] = f"{name} State=BOGUS {rest}"
+    staged["slurm-topo-nodes.conf"] = "".join(lines)
+    assert "State=BOGUS" in staged["slurm-topo-nodes.conf"]
+
+    res = run_apply(options(cluster, detailed_exitcodes=True), staged, runner)
+    assert (res.exit_code, res.status) == (11, "refused"), res
+    assert "Slurm's own parser rejects the new set" in res.summary
+    assert "Invalid state BOGUS" in res.summary, res.summary
+    assert controller_up(cluster), "the running slurmctld stopped"
+    assert live_bytes(cluster) == files
+    assert reconfigures(cluster) == count
+    assert ["scontrol", "reconfigure"] not in runner.calls
+
+    # the same change without the bad value is proven and applied
+    good = rendered_for(cluster, inv, tmp_path)
+    res = run_apply(options(cluster), good, runner)
+    assert res.status == "applied", res
+    assert any(d.startswith("proof: throwaway slurmctld") and "loaded the set" in d for d in res.details)
+    assert controller_up(cluster)
+    assert "ng_z1.rack-7" in cluster.slurm.node_features("a1")

@@ -1,0 +1,317 @@
+"""Prove a staged file set with Slurm's own parser before it goes live.
+
+slurm-topo's own checks (lint, node-line sanity) cannot know everything slurmctld refuses: a value
+outside a range, an unknown node state, a host range over Slurm's limit. A reconfigure on such a set stops
+the running slurmctld on 22.05 (``fatal: Invalid state BOGUS from a1``). So before any live file changes,
+the whole set as it would be live (the config directory's files with the staged ones in place) is loaded
+by a **throwaway slurmctld**:
+
+* a private temporary copy of the config directory, the staged files written over it;
+* its ``slurm.conf`` keeps everything that describes the cluster but gets a private
+  ``StateSaveLocation`` and pid file, ``SlurmctldHost`` = this host, ``SlurmUser=root``, no log file
+  (foreground, ``-D``), no accounting, job completion, sched log or power-save / primary-on/off programs
+  (nothing it could reach or run);
+* ``unshare --net --mount``: a network namespace of its own, so it can neither bind the real controller's
+  port nor reach a slurmd, slurmdbd or anything else; a private ``/etc/hosts`` names every node (no DNS is
+  reachable in there, and Slurm retries an unresolvable name for about 10 s);
+* ``slurmctld -D -c -i -f <copy>/slurm.conf``: it reads slurm.conf, the node lines, topology.conf and
+  gres.conf exactly as the real one would at a restart; ``Running as primary controller`` (logged right
+  after ``read_slurm_conf`` on every release from 22.05 to 26.05) means the set loads, a ``fatal:`` line (or
+  an exit) before it means it does not — that line is what the refusal names;
+* then its process group is killed (SIGKILL: its state is thrown away) and the copy removed.
+
+Per release (slurmctld(8) has no configuration-test option on any of them, so all use the same throwaway):
+
+=======  =================================================================================================
+22.05    throwaway controller (a reconfigure with a bad set kills the running slurmctld: this is the guard)
+24.11    throwaway controller (a reconfigure re-executes slurmctld and keeps the old one if the new fails,
+         but the bad files would stay live and stop the next restart)
+26.05    throwaway controller (as 24.11)
+=======  =================================================================================================
+
+It needs root (namespaces; the real apply runs as root), ``unshare`` and ``mount`` (util-linux), ``ip``
+(iproute2) and ``slurmctld`` on the apply host, and ``slurm.conf`` in the config directory. Without them
+the set is applied unproven and the result's details say so.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+from .. import hostlist
+from ..errors import SlurmTopoError
+from ..slurmconf import logical_lines, split_pairs
+
+ACCEPTED_MARK = "Running as primary controller"
+"""Logged by slurmctld right after read_slurm_conf() succeeded (22.05 … 26.05)."""
+MAX_COPY = 16 * 1024 * 1024
+"""Files of the config directory larger than this are not copied (Slurm config files are small)."""
+
+_NETNS_ADDR = "192.0.2.1/32"
+"""TEST-NET-1 (RFC 5737), on the namespace's own loopback: never routed, never anyone's."""
+_DROP_KEYS = {
+    "slurmctldhost",
+    "controlmachine",
+    "controladdr",
+    "backupcontroller",
+    "backupaddr",
+    "slurmuser",
+    "statesavelocation",
+    "slurmctldpidfile",
+    "slurmctldlogfile",
+    "slurmctlddebug",
+    "slurmctldsyslogdebug",
+    "slurmschedlogfile",
+    "slurmschedloglevel",
+    "slurmctldprimaryonprog",
+    "slurmctldprimaryoffprog",
+    "suspendprogram",
+    "resumeprogram",
+    "resumefailprogram",
+}
+_DROP_PREFIXES = ("accountingstorage", "jobcomp")
+_KEY_RE = re.compile(r"^\s*([A-Za-z]+)\s*=")
+_INCLUDE_RE = re.compile(r"^(\s*include\s+)(\S+)(.*)$", re.I)
+
+
+@dataclass(frozen=True)
+class Proof:
+    verdict: Literal["accepted", "rejected", "skipped"]
+    how: str
+    """One phrase: what ran (or why nothing could), for the details."""
+    error: str = ""
+    """Slurm's own line (``fatal: …``) when rejected."""
+    log: tuple[str, ...] = field(default=())
+    """The last lines slurmctld printed."""
+
+
+class Prover(Protocol):
+    def prove(self, slurm_dir: Path, staged: Mapping[str, bytes | None], timeout: float) -> Proof:
+        """Would slurmctld load ``slurm_dir`` with ``staged`` (name → bytes, None: absent) in place?"""
+        ...
+
+
+def prover_for(version: tuple[int, int] | None) -> Prover:
+    """The best proof the release offers: a throwaway controller on every supported one (see the module
+    docstring's table; no release up to 26.05 has a configuration-test mode)."""
+    return ThrowawayController()
+
+
+def probe_conf(text: str, slurm_dir: Path, copy_dir: Path, hostname: str) -> str:
+    """``slurm.conf`` text for the throwaway controller: private paths, this host, nothing it could reach
+    or run; ``Include`` lines that name ``slurm_dir`` point into the copy."""
+    out = []
+    for line in text.splitlines():
+        m = _KEY_RE.match(line)
+        if m:
+            key = m.group(1).lower()
+            if key in _DROP_KEYS or key.startswith(_DROP_PREFIXES):
+                continue
+        out.append(_redirect_include(line, slurm_dir, copy_dir))
+    out += [
+        "# slurm-topo apply: throwaway controller that only proves the files load",
+        f"SlurmctldHost={hostname}",
+        "SlurmUser=root",
+        f"StateSaveLocation={copy_dir / 'state'}",
+        f"SlurmctldPidFile={copy_dir / 'slurmctld.pid'}",
+        "SlurmctldDebug=info",
+        "SlurmctldSyslogDebug=quiet",
+    ]
+    return "\n".join(out) + "\n"
+
+
+def _redirect_include(line: str, slurm_dir: Path, copy_dir: Path) -> str:
+    m = _INCLUDE_RE.match(line)
+    if not m:
+        return line
+    target = Path(m.group(2))
+    if target.is_absolute() and target.parent == slurm_dir:
+        return f"{m.group(1)}{copy_dir / target.name}{m.group(3)}"
+    return line
+
+
+class ThrowawayController:
+    """A slurmctld of our own, in its own network namespace, on a private copy of the set (module doc)."""
+
+    def __init__(self, slurmctld: str | None = None, unshare: str | None = None):
+        self.slurmctld = (
+            slurmctld
+            or shutil.which("slurmctld")
+            or _first_executable(
+                "/usr/sbin/slurmctld", "/usr/sbin/slurmctld-wlm", "/usr/local/sbin/slurmctld"
+            )
+        )
+        self.unshare = unshare or shutil.which("unshare")
+
+    def prove(self, slurm_dir: Path, staged: Mapping[str, bytes | None], timeout: float) -> Proof:
+        conf = slurm_dir / "slurm.conf"
+        if not conf.is_file():
+            return Proof("skipped", f"no slurm.conf in {slurm_dir}: not proven by Slurm")
+        if self.slurmctld is None or self.unshare is None:
+            return Proof("skipped", "slurmctld or unshare not found on this host: not proven by Slurm")
+        if os.geteuid() != 0:
+            return Proof("skipped", "not root (a network namespace is needed): not proven by Slurm")
+        copy_dir = Path(tempfile.mkdtemp(prefix="slurm-topo-prove-"))
+        try:
+            self._populate(slurm_dir, copy_dir, staged)
+            return self._run(copy_dir, timeout)
+        finally:
+            shutil.rmtree(copy_dir, ignore_errors=True)
+
+    def _populate(self, slurm_dir: Path, copy_dir: Path, staged: Mapping[str, bytes | None]) -> None:
+        for entry in os.scandir(slurm_dir):
+            if entry.name.startswith(".") or not entry.is_file() or entry.stat().st_size > MAX_COPY:
+                continue
+            shutil.copyfile(entry.path, copy_dir / entry.name)
+        for name, data in staged.items():
+            if data is None:
+                (copy_dir / name).unlink(missing_ok=True)
+            else:
+                (copy_dir / name).write_bytes(data)
+        text = (copy_dir / "slurm.conf").read_text(encoding="utf-8", errors="replace")
+        host = socket.gethostname().split(".")[0]
+        (copy_dir / "slurm.conf").write_text(probe_conf(text, slurm_dir, copy_dir, host))
+        addr = _NETNS_ADDR.split("/")[0]
+        names = sorted(node_host_names(copy_dir) | {host})
+        (copy_dir / "hosts").write_text(
+            "127.0.0.1 localhost\n" + "".join(f"{addr} {n}\n" for n in names if not _is_ip(n))
+        )
+        (copy_dir / "nsswitch.conf").write_text("hosts: files\n")
+        (copy_dir / "state").mkdir(mode=0o700)
+
+    def _run(self, copy_dir: Path, timeout: float) -> Proof:
+        assert self.slurmctld is not None and self.unshare is not None
+        conf = str(copy_dir / "slurm.conf")
+        daemon = [self.slurmctld, "-D", "-c", "-i", "-f", conf]
+        ip = shutil.which("ip")
+        setup = []
+        if ip:  # an address besides 127.0.0.1, or getaddrinfo(AI_ADDRCONFIG) resolves nothing in there
+            setup.append(f"{ip} link set lo up && {ip} addr add {_NETNS_ADDR} dev lo")
+        # every node name resolves at once from a private /etc/hosts (no DNS is reachable in there, and
+        # Slurm retries an unresolvable name for about 10 s)
+        setup.append(f"mount --bind {copy_dir / 'hosts'} /etc/hosts")
+        setup.append(f"mount --bind {copy_dir / 'nsswitch.conf'} /etc/nsswitch.conf")
+        script = "; ".join(setup) + '; exec "$@"'
+        argv = [self.unshare, "--net", "--mount", "--", "/bin/sh", "-c", script, "sh", *daemon]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+        env["SLURM_CONF"] = conf
+        started = time.monotonic()
+        how = f"throwaway slurmctld ({Path(self.slurmctld).name} -D in its own network namespace)"
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                cwd=copy_dir,
+                env=env,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            return Proof("skipped", f"could not start {argv[0]}: {exc.strerror or exc}: not proven by Slurm")
+        lines: list[str] = []
+        try:
+            verdict, error = _watch(proc, lines, started + timeout)
+        finally:
+            _kill_group(proc)
+        took = f"{time.monotonic() - started:.1f}s"
+        tail = tuple(lines[-20:])
+        if verdict == "accepted":
+            return Proof("accepted", f"{how} loaded the set ({took})", log=tail)
+        if verdict == "timeout":
+            return Proof(
+                "rejected",
+                f"{how} ({took})",
+                f"no '{ACCEPTED_MARK}' and no fatal: line within {timeout:g}s",
+                tail,
+            )
+        return Proof("rejected", f"{how} ({took})", error, tail)
+
+
+def _watch(proc: subprocess.Popen[bytes], lines: list[str], deadline: float) -> tuple[str, str]:
+    """Read slurmctld's output until it says it runs, says fatal, exits, or the deadline passes."""
+    assert proc.stdout is not None
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    buf = b""
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "timeout", ""
+            if not sel.select(min(left, 0.5)):
+                continue
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            if not chunk:  # slurmctld exited
+                proc.wait(timeout=5)
+                last = next((ln for ln in reversed(lines) if "error" in ln or "fatal" in ln), "")
+                return "exited", last or f"slurmctld exited {proc.returncode} before it ran"
+            buf += chunk
+            *done, buf = buf.split(b"\n")
+            for raw in done:
+                line = raw.decode("utf-8", "replace").rstrip()
+                lines.append(line)
+                if "fatal:" in line:
+                    return "fatal", line.split("slurmctld: ", 1)[-1]
+                if ACCEPTED_MARK in line:
+                    return "accepted", ""
+    finally:
+        sel.close()
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the throwaway's process group (slurmctld and its slurmscriptd); we started it, by its id."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+def node_host_names(conf_dir: Path) -> set[str]:
+    """Every NodeName / NodeHostname / NodeAddr name on the node lines of the ``*.conf`` files in
+    ``conf_dir`` (hostlists expanded; ``DEFAULT`` skipped)."""
+    names: set[str] = set()
+    for path in sorted(conf_dir.glob("*.conf")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for _, line in logical_lines(text):
+            if not line[:9].lower() == "nodename=":
+                continue
+            try:
+                pairs = {k.lower(): v for k, v in split_pairs(line).items()}
+                for key in ("nodename", "nodehostname", "nodeaddr"):
+                    if key in pairs and pairs[key].upper() != "DEFAULT":
+                        names.update(hostlist.expand(pairs[key]))
+            except (ValueError, SlurmTopoError):
+                continue  # slurmctld itself will say what is wrong with the line
+    return names
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _first_executable(*paths: str) -> str | None:
+    return next((p for p in paths if os.access(p, os.X_OK)), None)
