@@ -6,10 +6,10 @@
   it uses that already running cluster instead and leaves it running.
 * ``slurm`` (function): a :class:`slurmctl.Slurm` client on a quiet cluster (no jobs, all nodes idle).
 * ``filtered_cluster`` (session): a second cluster with the locality filter installed as an admin would
-  (``cluster up --with-filter``: job_submit.lua + slurm_topo_filter.lua + the generated slurm_topo_data.lua beside
-  slurm.conf, ``JobSubmitPlugins=lua``, the SPANK plugin built by job_submit/build-spank in plugstack.conf), on
-  ``docker-slurm/fleet-filter.yaml``. Started only when a test asks for it (about 1 s); stopped at the end.
-  ``$SLURM_TOPO_FILTERED_CLUSTER=<base>`` uses a running one instead.
+  (``cluster up --with-filter``: job_submit.lua + slurm_topo_filter.lua + the generated slurm_topo_data.lua
+  beside slurm.conf, ``JobSubmitPlugins=lua``, the SPANK plugin built by job_submit/build-spank in
+  plugstack.conf), on ``docker-slurm/fleet-filter.yaml``. Started only when a test asks for it (about 1 s);
+  stopped at the end. ``$SLURM_TOPO_FILTERED_CLUSTER=<base>`` uses a running one instead.
 * ``fslurm`` (function): a :class:`slurmctl.Slurm` client on the quiet filtered cluster.
 
 Preconditions are declared, and skipped honestly: without root or the Slurm binaries the tests skip with
@@ -54,7 +54,7 @@ def slurm_preconditions() -> None:
 
 @pytest.fixture(scope="session")
 def scratch_cluster() -> object:
-    """``slurmctl.scratch_cluster``, after the same preconditions as the session cluster (without starting it)."""
+    """``slurmctl.scratch_cluster``, after the session cluster's preconditions (without starting it)."""
     slurm_preconditions()
     return slurmctl.scratch_cluster
 
