@@ -3,38 +3,41 @@
 ``slurm-topo discover`` runs on a node and prints that node's record (``source: self``). It never contacts
 slurmctld and never runs a command. Algorithm:
 
-1. **Name**: ``node_name`` (``--node-name``), else ``$SLURMD_NODENAME``, else the short host name. It must be a
-   valid Slurm node name (1-64 characters from ``[A-Za-z0-9._-]``).
+1. **Name**: ``node_name`` (``--node-name``), else ``$SLURMD_NODENAME``, else the short host name. It must
+   be a valid Slurm node name (1-64 characters from ``[A-Za-z0-9._-]``).
 2. **Explicit values**: per level, the flag (``--region/--zone/--network-group``) wins over the environment
-   (``GPULAYER_REGION``, ``GPULAYER_ZONE``, ``GPULAYER_NETWORK_GROUP``). A bad explicit value raises ``InputError``.
+   (``GPULAYER_REGION``, ``GPULAYER_ZONE``, ``GPULAYER_NETWORK_GROUP``). A bad explicit value raises
+   ``InputError``.
 3. **Cloud**, only when a level is still missing, and only on the cloud DMI names (at most one is asked):
 
    - **GCE** when DMI ``product_name`` is ``Google Compute Engine``: ``GET instance/zone`` with
      ``Metadata-Flavor: Google`` (``projects/N/zones/Z``: zone Z, region Z less its last ``-x``);
-   - **AWS** when DMI ``sys_vendor`` is ``Amazon EC2`` or ``/sys/hypervisor/uuid`` starts with ``ec2``: IMDSv2,
-     ``PUT /latest/api/token`` first, then ``placement/{region,availability-zone,group-name}`` with the token
-     (the placement group, when there is one, is the network-group candidate);
+   - **AWS** when DMI ``sys_vendor`` is ``Amazon EC2`` or ``/sys/hypervisor/uuid`` starts with ``ec2``:
+     IMDSv2, ``PUT /latest/api/token`` first, then ``placement/{region,availability-zone,group-name}`` with
+     the token (the placement group, when there is one, is the network-group candidate);
    - **Azure** when DMI ``chassis_asset_tag`` is ``7783-7084-3265-9085-8269-3286-77``:
      ``GET /instance?api-version=2021-02-01`` with ``Metadata: true``; ``compute.location`` is the region and
      ``compute.zone`` the zone, recorded as ``<location>-<zone>``.
 
-   Anything else (including a missing DMI folder, normal in containers and some VMs) sends **no** request and adds
-   a note. Each provider has one total time budget (``budget_s``, 1 s): every socket operation gets the time
-   left as its timeout and the body is read against the same deadline, so a hanging or trickling server costs
-   at most about the budget. No answer in time, a refused connection or an HTTP error status is not an error:
-   the record is returned without the cloud's values and with a note (the node may still be placed by a
-   trusted record). An answer that *is* given but is garbage (not UTF-8, not the documented shape, a value that
-   is not a valid label, a zone outside its region) raises ``MetadataError`` (exit 2) and no record is made:
-   a value from the network never reaches a file unvalidated, and notes never quote it.
+   Anything else (including a missing DMI folder, normal in containers and some VMs) sends **no** request and
+   adds a note. Each provider has one total time budget (``budget_s``, 1 s): every socket operation gets the
+   time left as its timeout and the body is read against the same deadline, so a hanging or trickling server
+   costs at most about the budget. No answer in time, a refused connection or an HTTP error status is not an
+   error: the record is returned without the cloud's values and with a note (the node may still be placed by a
+   trusted record). An answer that *is* given but is garbage (not UTF-8, not the documented shape, a value
+   that is not a valid label, a zone outside its region) raises ``MetadataError`` (exit 2) and no record is
+   made: a value from the network never reaches a file unvalidated, and notes never quote it.
 4. **Combination**: explicit values win per level; a metadata value that disagrees with an explicit one is
    dropped with a note. A missing region is derived from a zone-shaped zone (``europe-west1-b`` ->
-   ``europe-west1``). A network group without any region is dropped with a note (the inventory would refuse it).
+   ``europe-west1``). A network group without any region is dropped with a note (the inventory would refuse
+   it).
 
 Requests go through ``http.client`` rather than ``urllib.request`` on purpose: urllib honours ``http_proxy``
 from the environment and follows redirects, and a metadata request must do neither.
 
-Trust: a record made here is always ``source: self``. ``slurm_topo.records`` reads such records back and forces
-``self`` whatever the file says; a self value fills a gap in a trusted record but never overrides it (DESIGN D3).
+Trust: a record made here is always ``source: self``. ``slurm_topo.records`` reads such records back and
+forces ``self`` whatever the file says; a self value fills a gap in a trusted record but never overrides it
+(DESIGN D3).
 """
 
 from __future__ import annotations
@@ -54,8 +57,14 @@ from urllib.parse import urlsplit
 import yaml
 
 from .errors import InputError, show_value
-from .inventory import region_of_zone
-from .model import LABEL_RE, LEVELS, NODE_NAME_RE
+from .model import (
+    LABEL_RE,
+    LEVELS,
+    NODE_NAME_RE,
+    region_of_gce_zone,
+    region_of_zone,
+    zone_in_region,
+)
 
 GCE_URL = "http://169.254.169.254/computeMetadata/v1"
 AWS_URL = "http://169.254.169.254"
@@ -91,7 +100,8 @@ class _NoAnswer(Exception):
 
 @dataclass(frozen=True, slots=True)
 class NodeRecord:
-    """What a node says about itself. ``source`` is always ``self``; ``found_by`` maps a field to its origin."""
+    """What a node says about itself. ``source`` is always ``self``; ``found_by`` maps a field to its
+    origin."""
 
     name: str
     region: str | None = None
@@ -120,7 +130,8 @@ def record_json(rec: NodeRecord) -> str:
 
 
 def record_yaml(rec: NodeRecord) -> str:
-    """A one-entry inventory (``nodes: [...]``) that ``--inventory`` and ``--records`` accept; ends in a newline."""
+    """A one-entry inventory (``nodes: [...]``) that ``--inventory`` and ``--records`` accept; ends in a
+    newline."""
     entry: dict[str, Any] = {"name": rec.name}
     for lvl in LEVELS:
         if getattr(rec, lvl) is not None:
@@ -136,7 +147,7 @@ def record_yaml(rec: NodeRecord) -> str:
     return f"# slurm-topo discover: node record of {rec.name} (source: self)\n{body}"
 
 
-# --------------------------------------------------------------------------------------------------- detection
+# -------------------------------------------------------------------------------------------------- detection
 
 
 def _read_dmi(path: Path) -> str | None:
@@ -168,7 +179,7 @@ def detect_cloud(
     return None, "DMI names no supported cloud"
 
 
-# --------------------------------------------------------------------------------------------------------- HTTP
+# ------------------------------------------------------------------------------------------------------- HTTP
 
 
 def _http(method: str, url: str, headers: Mapping[str, str], deadline: float) -> tuple[int, bytes]:
@@ -250,7 +261,7 @@ class _Client:
         return value
 
 
-# --------------------------------------------------------------------------------------------------- providers
+# -------------------------------------------------------------------------------------------------- providers
 
 
 Found = dict[str, str]  # level -> value
@@ -264,7 +275,7 @@ def _gce(base: str, client: _Client) -> Found:
     if m is None:
         raise MetadataError("gce", url, "not of the form projects/N/zones/ZONE", text, has_value=True)
     zone = client.label(url, "zone", m["zone"])
-    region = region_of_zone(zone) or (zone.rsplit("-", 1)[0] if "-" in zone else None)
+    region = region_of_gce_zone(zone)
     if region is None or not LABEL_RE.fullmatch(region):
         raise MetadataError("gce", url, "zone does not name a region", zone, has_value=True)
     return {"region": region, "zone": zone}
@@ -332,7 +343,7 @@ _PROVIDERS: dict[str, tuple[str, Callable[[str, _Client], Found]]] = {
 }
 
 
-# ---------------------------------------------------------------------------------------------------- discover
+# --------------------------------------------------------------------------------------------------- discover
 
 
 def _short_hostname(hostname: Callable[[], str]) -> str:
@@ -356,8 +367,8 @@ def discover_node(
 ) -> NodeRecord:
     """This node's record (see the module docstring for the order of sources and the trust rules).
 
-    Raises ``InputError`` for a bad name or explicit value, ``MetadataError`` (an ``InputError``) for a garbage
-    metadata answer. Never raises for a missing DMI folder or an unreachable/hanging metadata service.
+    Raises ``InputError`` for a bad name or explicit value, ``MetadataError`` (an ``InputError``) for a
+    garbage metadata answer. Never raises for a missing DMI folder or an unreachable/hanging metadata service.
     """
     env = os.environ if environ is None else environ
     found_by: dict[str, str] = {}
@@ -418,7 +429,7 @@ def discover_node(
                     notes.append(f"{lvl}: {found_by[lvl]} overrides {origin}")
 
     parent = region_of_zone(values["zone"]) if "zone" in values else None
-    if parent is not None and values.get("region", parent) != parent:
+    if parent is not None and not zone_in_region(values["zone"], values.get("region", parent)):
         if found_by["region"] in ("flag", "env:GPULAYER_REGION"):
             raise InputError(
                 f"zone {values['zone']} ({found_by['zone']}) is not in region {values['region']} "

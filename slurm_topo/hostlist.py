@@ -4,9 +4,9 @@ Two functions: ``expand`` (expression -> names, in ClusterShell's sorted order) 
 Slurm-compatible expression). Folding only ever happens on the *last* numeric run of a name: Slurm accepts
 multi-dimensional ranges, but a one-axis fold is unambiguous and what ``scontrol show hostlist`` prints.
 
-``compress`` splits each name once with a regular expression and hands the numbers to ``RangeSet`` (the bracket
-algebra, padding included, stays ClusterShell's): parsing every name through ``NodeSet`` costs ~26 µs a name,
-which alone would spend half the 5 s budget for a 100 000-node fleet.
+``compress`` splits each name once with a regular expression and hands the numbers to ``RangeSet`` (the
+bracket algebra, padding included, stays ClusterShell's): parsing every name through ``NodeSet`` costs ~26 µs
+a name, which alone would spend half the 5 s budget for a 100 000-node fleet.
 """
 
 from __future__ import annotations
@@ -19,8 +19,58 @@ from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetBase, NodeSet
 from ClusterShell.RangeSet import RangeSet, RangeSetParseError
 
 from .errors import HostlistError
+from .model import MAX_NODES, SLURM_MAX_RANGE
 
 _LAST_NUMBER = re.compile(r"^(.*?)(\d+)(\D*)\Z")
+_BRACKET = re.compile(r"\[([^\[\]]*)\]")
+_RANGE_ITEM = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?(?:/\s*(\d+)\s*)?\Z")
+
+
+def _top_level_parts(expression: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(expression):
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "," and depth == 0:
+            parts.append(expression[start:i])
+            start = i + 1
+    parts.append(expression[start:])
+    return parts
+
+
+def _range_count(text: str) -> int:
+    """How many numbers a bracket's content (``1-4,7,10-20/2``) names; 0 for what ClusterShell will refuse."""
+    total = 0
+    for item in text.split(","):
+        m = _RANGE_ITEM.match(item)
+        if m is None:
+            return 0  # not a range list: the parser says what is wrong
+        lo = int(m[1])
+        hi = int(m[2]) if m[2] is not None else lo
+        step = int(m[3]) if m[3] is not None else 1
+        if hi >= lo and step > 0:
+            total += (hi - lo) // step + 1
+    return total
+
+
+def count(expression: str) -> int:
+    """How many names ``expression`` names (duplicates counted), without expanding it."""
+    total = 0
+    for part in _top_level_parts(expression):
+        n = 1
+        for group in _BRACKET.findall(part):
+            n *= max(_range_count(group), 1)
+        total += n
+    return total
+
+
+def check_size(expression: str, limit: int = MAX_NODES) -> int:
+    """``count(expression)``, or ``HostlistError`` when it is over ``limit`` (before anything is expanded)."""
+    n = count(expression)
+    if n > limit:
+        left = f" ({limit} left)" if limit < MAX_NODES else ""
+        raise HostlistError(expression, f"names {n} hosts, over the limit of {MAX_NODES} nodes in all{left}")
+    return n
 
 
 def expand(expression: str) -> list[str]:
@@ -29,6 +79,7 @@ def expand(expression: str) -> list[str]:
         raise HostlistError(expression, "empty")
     if "@" in expression or "!" in expression or "&" in expression or "^" in expression:
         raise HostlistError(expression, "node groups and set operators are not allowed")
+    check_size(expression)
     try:
         return list(NodeSet(expression, resolver=RESOLVER_NOGROUP))
     except (NodeSetParseError, RangeSetParseError) as exc:
@@ -38,21 +89,17 @@ def expand(expression: str) -> list[str]:
 
 def expand_keep_duplicates(expression: str) -> list[str]:
     """Like ``expand``, but a name listed twice (``n1,n[1-2]``) comes out twice, as Slurm would read it."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(expression):
-        depth += ch == "["
-        depth -= ch == "]"
-        if ch == "," and depth == 0:
-            parts.append(expression[start:i])
-            start = i + 1
-    parts.append(expression[start:])
-    return [name for part in parts for name in expand(part)]
+    check_size(expression)
+    return [name for part in _top_level_parts(expression) for name in expand(part)]
 
 
 def expand_numbers(text: str) -> list[int]:
     """A number list such as ``0-11,24-35`` (CPU ids, GPU indices) -> its integers, ascending."""
     if not text:
         return []
+    n = _range_count(text)
+    if n > MAX_NODES:
+        raise HostlistError(text, f"names {n} numbers, over the limit of {MAX_NODES}")
     try:
         return sorted(int(x) for x in RangeSet(text))
     except (RangeSetParseError, ValueError) as exc:
@@ -60,7 +107,11 @@ def expand_numbers(text: str) -> list[int]:
 
 
 def compress(names: Iterable[str]) -> str:
-    """Fold names into one hostlist expression (``gpu-[01-06],login1``); empty input gives ``""``."""
+    """Fold names into one hostlist expression (``gpu-[01-06],login1``); empty input gives ``""``.
+
+    Slurm reads at most ``SLURM_MAX_RANGE`` (65 536) hosts in one bracket range: names sharing a prefix and
+    suffix are folded in chunks of at most that many, so no range is longer
+    (``n[1-65536],n[65537-70000]``)."""
     return _compress(tuple(names))
 
 
@@ -78,8 +129,17 @@ def _compress(names: tuple[str, ...]) -> str:
     nodeset = NodeSet(resolver=RESOLVER_NOGROUP)
     for name in plain:
         nodeset.update(NodeSetBase(name, None))
+    long_runs: list[str] = []
     for (prefix, suffix), numbers in groups.items():
         rangeset = RangeSet()
         rangeset.update(numbers)  # RangeSet is a set of padded number strings; 4x faster than updaten()
-        nodeset.update(NodeSetBase(prefix + "%s" + suffix, rangeset))
-    return str(nodeset)
+        pattern = prefix + "%s" + suffix
+        if len(rangeset) <= SLURM_MAX_RANGE:
+            nodeset.update(NodeSetBase(pattern, rangeset))
+            continue
+        ordered = list(rangeset)  # sorted; chunks of at most SLURM_MAX_RANGE names fold to ranges no longer
+        for start in range(0, len(ordered), SLURM_MAX_RANGE):
+            chunk = RangeSet()
+            chunk.update(ordered[start : start + SLURM_MAX_RANGE])
+            long_runs.append(str(NodeSetBase(pattern, chunk)))
+    return ",".join(filter(None, (str(nodeset), *long_runs)))

@@ -1,7 +1,7 @@
 """Load YAML inventories into the merged ``Inventory``.
 
-An inventory is a mapping with one key, ``nodes``: a list of entries, each covering one or more nodes through a
-Slurm hostlist expression::
+An inventory is a mapping with the key ``nodes`` (a list of entries, each covering one or more nodes through a
+Slurm hostlist expression) and, optionally, ``policy`` (the submit filter's defaults)::
 
     nodes:
       - name: gpu-ew1b-[01-06]
@@ -17,14 +17,25 @@ Slurm hostlist expression::
 Validation stops at the first problem and raises ``InventoryError`` naming ``FILE: nodes[i].key``; nothing is
 rewritten silently except one documented case (a zone-shaped region with no zone, with a warning).
 
+What Slurm would refuse is refused here, before anything is written: every ``slurm:`` value is checked against
+what slurm.conf's parser accepts (``model.SLURM_INT_RANGES``, ``model.SLURM_NODE_STATES``, the Gres syntax,
+one address per node); a digit run Slurm's hostlist would misread (``model.SLURM_MAX_SUFFIX``) is refused in
+names and addresses; features with a generator prefix (``model.LEVEL_FEATURE_PREFIXES``) are refused on every
+source.
+
+Hostile documents are bounded: YAML aliases may expand to at most ``MAX_YAML_NODES`` nodes, a duplicate key is
+an error naming both lines, a tag that does not construct (``!!int x``) is an error, a hostlist is counted
+before it is expanded (``model.MAX_NODES`` in all), and every message quotes at most 40 characters of a value.
+
 Merging (DESIGN D3): records for the same node at the same trust level must agree on the location; across
-trust levels the most trusted record wins, lower ones only fill gaps that agree with it, and every disagreement
-becomes a ``Conflict``.
+trust levels the most trusted record wins, lower ones only fill gaps that agree with it, and every
+disagreement becomes a ``Conflict``.
 """
 
 from __future__ import annotations
 
 import re
+import reprlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,22 +44,44 @@ from typing import Any
 import yaml
 
 from . import hostlist
-from .errors import HostlistError, InputError, InventoryError
+from .errors import HostlistError, InputError, InventoryError, show_value
 from .model import (
     LABEL_RE,
+    LEVEL_FEATURE_PREFIXES,
     LEVELS,
+    MAX_NODES,
     NO_LOCATION,
     NODE_NAME_RE,
     SLURM_INT_KEYS,
+    SLURM_INT_RANGES,
     SLURM_NODE_KEYS,
+    SLURM_NODE_STATES,
     SLURM_PER_NODE_KEYS,
     Conflict,
     Inventory,
     Location,
     Node,
+    PlacementError,
     PolicyConfig,
     Source,
+    is_level_feature,
+    natural_key,
+    oversized_number,
+    place,
+    region_of_zone,
 )
+
+__all__ = [
+    "Loaded",
+    "load_inventories",
+    "load_inventory_file",
+    "load_yaml",
+    "merge",
+    "natural_key",  # re-exported: the rule lives in the model
+    "parse_inventory",
+    "region_of_zone",
+    "with_slurm_nodes",
+]
 
 ENTRY_KEYS = frozenset(
     {
@@ -78,29 +111,114 @@ LABEL_KEYS = {
     "topology.kubernetes.io/region": "region",
 }
 _SLURM_VALUE_RE = re.compile(r"^[A-Za-z0-9._:/+,-]{1,256}\Z")
-# A region spelled like a zone: GCP "europe-west1-b", AWS "us-east-1a".
-_ZONE_SHAPED = (
-    re.compile(r"^(?P<region>[a-z]+(?:-[a-z]+)+\d+)-[a-z]\Z"),
-    re.compile(r"^(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)[a-z]\Z"),
+_ADDRESS_RE = re.compile(r"^[A-Za-z0-9._:-]{1,255}\Z")  # a host name, an IPv4 or IPv6 address: one node
+_HOSTLIST_RE = re.compile(r"^[A-Za-z0-9._,\[\]-]{1,65536}\Z")  # Slurm's hostlist alphabet, no spaces
+# Gres=<name>[:<type>][:no_consume][:<count>[KMGTP]], comma-separated (slurm.conf(5) "Gres").
+_GRES_ITEM_RE = re.compile(
+    r"^[A-Za-z][A-Za-z0-9_]{0,63}(?::[A-Za-z0-9_.-]{1,64})?(?::no_consume)?(?::(?P<count>\d{1,19})[KMGTP]?)?\Z"
 )
-_NATURAL = re.compile(r"(\d+)")
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_STATES = frozenset(SLURM_NODE_STATES)
+MAX_YAML_NODES = 1_000_000
+"""At most this many YAML nodes after alias expansion (a "billion laughs" document is refused unexpanded)."""
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 60
+_SHORT.maxlist = _SHORT.maxdict = _SHORT.maxtuple = _SHORT.maxset = 4
+_SHORT.maxlevel = 2
 
 
-def natural_key(name: str) -> tuple[Any, ...]:
-    """Sort key that orders ``n2`` before ``n10`` (and, as a total order, ``n0`` before ``n00``)."""
-    parts: list[Any] = _NATURAL.split(name)  # text, digits, text, ...: ints and strs never meet at one index
-    parts[1::2] = map(int, parts[1::2])
-    return (parts, name)
+class _Shown:
+    """A value whose repr is bounded (depth, items, characters) whatever the value is: messages never walk a
+    huge or self-referencing structure."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, value: object):
+        self.text = _SHORT.repr(value)
+
+    def __repr__(self) -> str:
+        return self.text
 
 
-def region_of_zone(zone: str) -> str | None:
-    """The region a zone-shaped name belongs to (``europe-west1-b`` -> ``europe-west1``), else None."""
-    for rx in _ZONE_SHAPED:
-        m = rx.match(zone)
-        if m:
-            return m["region"]
-    return None
+class _DuplicateKeyError(yaml.constructor.ConstructorError):
+    pass
+
+
+def _base_loader() -> Any:
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_base_loader()):  # type: ignore[misc]
+    """The safe loader (libyaml's when present) that refuses a key given twice in one mapping."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node)
+            except TypeError:
+                continue  # an unhashable key: the constructor reports it
+            if first is not key_node:
+                raise _DuplicateKeyError(
+                    None,
+                    None,
+                    f"duplicate key {_SHORT.repr(key)} at line {key_node.start_mark.line + 1} "
+                    f"(first at line {first.start_mark.line + 1})",
+                    key_node.start_mark,
+                )
+        return super().construct_mapping(node, deep=deep)
+
+
+def _expanded_size(text: str, limit: int) -> None:
+    """Raise ``yaml.YAMLError`` when aliases would expand the document past ``limit`` nodes (events only;
+    nothing is constructed)."""
+    anchors: dict[str, int] = {}
+    stack: list[tuple[str | None, int]] = []
+    total = 0
+
+    def add(n: int) -> None:
+        nonlocal total
+        if stack:
+            anchor, size = stack[-1]
+            stack[-1] = (anchor, size + n)
+        else:
+            total += n
+        if total + sum(size for _, size in stack) > limit:
+            raise yaml.YAMLError(f"aliases expand to more than {limit} YAML nodes")
+
+    for event in yaml.parse(text, Loader=_base_loader()):
+        if isinstance(event, yaml.AliasEvent):
+            add(anchors.get(event.anchor or "", 1))
+        elif isinstance(event, yaml.ScalarEvent):
+            if event.anchor:
+                anchors[event.anchor] = 1
+            add(1)
+        elif isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            stack.append((event.anchor, 1))
+        elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            anchor, size = stack.pop()
+            if anchor:
+                anchors[anchor] = size
+            add(size)
+
+
+def load_yaml(text: str, *, max_nodes: int = MAX_YAML_NODES) -> Any:
+    """Parse one YAML document safely and boundedly. Raises ``yaml.YAMLError`` for anything that is not a
+    plain document: bad syntax, a duplicate key, aliases that expand past ``max_nodes``, a tag that does not
+    construct (``!!int x``, ``!!timestamp x``, ``!!python/...``), nesting too deep to build."""
+    if "&" in text or "*" in text:
+        _expanded_size(text, max_nodes)
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
+    except yaml.YAMLError:
+        raise
+    except RecursionError:
+        raise yaml.YAMLError("nested too deeply") from None
+    except (ValueError, TypeError, AttributeError, OverflowError, KeyError, IndexError):
+        # SafeConstructor's own failures on a tagged scalar it cannot build (int('x'), a timestamp regex miss)
+        raise yaml.YAMLError("a tagged value cannot be read (such as !!int x or !!timestamp x)") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,12 +248,14 @@ class _Entry:
         self.warnings: list[str] = []
         self.base = base
         self.topologies = topologies if topologies is not None else {}
+        self.budget = MAX_NODES
 
     def fail(
         self, key: str | None, reason: str, value: object = None, *, has_value: bool = True
     ) -> InventoryError:
         where = f"{self.where}.{key}" if key else self.where
-        return InventoryError(self.source, where, reason, value, has_value=has_value)
+        shown = value if isinstance(value, (str, int, float, type(None))) else _Shown(value)
+        return InventoryError(self.source, where, reason, shown, has_value=has_value)
 
     def label(self, key: str, value: object) -> str:
         if not isinstance(value, str):
@@ -156,15 +276,31 @@ class _Entry:
         expr = raw["name"]
         if not isinstance(expr, str):
             raise self.fail("name", f"must be a hostlist string, not {type(expr).__name__}", expr)
+        if not _HOSTLIST_RE.match(expr):
+            raise self.fail(
+                "name",
+                "node names must be 1-64 characters from [A-Za-z0-9._-], in a hostlist (no spaces or breaks)",
+                expr,
+            )
         try:
+            hostlist.check_size(expr, self.budget)
             names = hostlist.expand(expr)
         except HostlistError as exc:
             raise self.fail("name", exc.reason, expr) from None
         for name in names:
             if not NODE_NAME_RE.match(name):
                 raise self.fail("name", "node names must be 1-64 characters from [A-Za-z0-9._-]", name)
+            if (run := oversized_number(name)) is not None:
+                raise self.fail(
+                    "name", f"number {run[:24]} is too large for Slurm's hostlist (max 2**64-2)", name
+                )
 
         location = self.location(raw)
+        if location.region is None:
+            self.warnings.append(
+                f"{self.source}: {self.where}: {show_value(expr)} has no region or zone; placed in the "
+                "root's leaf switch (no locality)"
+            )
         features = self.features(raw.get("features"))
         gpus = raw.get("gpus")
         if gpus is not None and (
@@ -174,6 +310,8 @@ class _Entry:
         gpu_type = self.label("gpu_type", raw["gpu_type"]) if raw.get("gpu_type") is not None else None
         source = self.trust(raw.get("source", "operator"))
         per_node = self.slurm_attrs(raw.get("slurm"), len(names))
+        if source == Source.SELF and any(k == "State" for k, _ in per_node[0]):
+            raise self.fail("slurm.State", "a source: self entry cannot set a node's State", "State")
         found_by = self.found_by(raw.get("found_by"))
         notes = self.notes(raw.get("notes"))
         topology = self.gpu_topology(raw.get("gpu_topology"))
@@ -203,7 +341,7 @@ class _Entry:
         """A ``nvidia-smi topo -m`` capture, relative to the inventory's folder; parsed once per file."""
         if raw is None:
             return None
-        if not isinstance(raw, str) or not raw or "\n" in raw:
+        if not isinstance(raw, str) or not raw or "\n" in raw or "\0" in raw or len(raw) > 4096:
             raise self.fail("gpu_topology", "must be the path of a `nvidia-smi topo -m` capture", raw)
         path = Path(raw)
         if not path.is_absolute() and self.base is not None:
@@ -231,31 +369,22 @@ class _Entry:
             if not isinstance(labels, Mapping):
                 raise self.fail("labels", f"must be a mapping, not {type(labels).__name__}", labels)
             for key, value in labels.items():
-                lvl = LABEL_KEYS.get(key) if isinstance(key, str) else None
-                if lvl is None:
+                level = LABEL_KEYS.get(key) if isinstance(key, str) else None
+                if level is None:
                     raise self.fail(
                         f"labels.{key}", f"unknown label (known: {', '.join(sorted(LABEL_KEYS))})", key
                     )
                 value = self.label(f"labels.{key}", value)
-                if values[lvl] is not None and values[lvl] != value:
-                    raise self.fail(f"labels.{key}", f"disagrees with {lvl}={values[lvl]}", value)
-                values[lvl] = value
-        region, zone, group = values["region"], values["zone"], values["network_group"]
-        if region is not None and (parent := region_of_zone(region)) is not None:
-            if zone is None:
-                self.warnings.append(
-                    f"{self.source}: {self.where}.region: {region!r} looks like a zone; "
-                    f"read as region {parent!r}, zone {region!r}"
-                )
-                region, zone = parent, region
-            elif zone == region:
-                region = parent
-            else:
-                raise self.fail("region", f"looks like a zone but zone is {zone!r}", region)
-        if zone is not None and region is None:
-            region = region_of_zone(zone)
-            if region is None:
-                raise self.fail("zone", "needs a region (the zone name does not name one)", zone)
+                if values[level] is not None and values[level] != value:
+                    raise self.fail(f"labels.{key}", f"disagrees with {level}={values[level]}", value)
+                values[level] = value
+        group = values["network_group"]
+        try:
+            region, zone, note = place(values["region"], values["zone"])
+        except PlacementError as exc:
+            raise self.fail(exc.level, exc.reason, exc.value) from None
+        if note is not None:
+            self.warnings.append(f"{self.source}: {self.where}.region: {note}")
         if group is not None and region is None:
             raise self.fail("network_group", "needs a zone or a region to hang under", group)
         return Location(region, zone, group)
@@ -267,7 +396,15 @@ class _Entry:
             raise self.fail("features", f"must be a list, not {type(raw).__name__}", raw)
         seen: dict[str, None] = {}
         for i, item in enumerate(raw):
-            seen[self.label(f"features[{i}]", item)] = None
+            feature = self.label(f"features[{i}]", item)
+            if is_level_feature(feature):
+                raise self.fail(
+                    f"features[{i}]",
+                    f"{', '.join(p + '*' for p in LEVEL_FEATURE_PREFIXES)} features are made by slurm-topo "
+                    "from the node's location; give region/zone/network_group instead",
+                    feature,
+                )
+            seen[feature] = None
         return tuple(seen)
 
     def trust(self, raw: object) -> Source:
@@ -293,10 +430,18 @@ class _Entry:
             if not isinstance(value, str):
                 raise self.fail(f"slurm.{key}", f"must be a string, not {type(value).__name__}", value)
             if key in SLURM_PER_NODE_KEYS:
+                if not _HOSTLIST_RE.match(value.replace(":", "")):
+                    raise self.fail(f"slurm.{key}", "not a valid value for a NodeName= line", value)
                 try:
-                    values = hostlist.expand(value) if "[" in value else [value]
+                    hostlist.check_size(value)
+                    listed = "[" in value or "," in value
+                    values = hostlist.expand_keep_duplicates(value) if listed else [value]
                 except HostlistError as exc:
                     raise self.fail(f"slurm.{key}", exc.reason, value) from None
+                if count == 1 and len(values) > 1:
+                    raise self.fail(
+                        f"slurm.{key}", f"the entry names one node: give one value, not {len(values)}", value
+                    )
                 if len(values) == 1 and count > 1:
                     raise self.fail(
                         f"slurm.{key}",
@@ -310,9 +455,35 @@ class _Entry:
             for v in values:
                 if not _SLURM_VALUE_RE.match(v) or (key in SLURM_INT_KEYS and not v.isdigit()):
                     raise self.fail(f"slurm.{key}", "not a valid value for a NodeName= line", v)
+                self.slurm_value(key, v)
             columns[key] = values
         order = [k for k in SLURM_NODE_KEYS if k in columns]
         return [tuple((k, columns[k][i]) for k in order) for i in range(count)]
+
+    def slurm_value(self, key: str, value: str) -> None:
+        """What slurm.conf's parser would refuse (or silently change) in one ``NodeName=`` value."""
+        where = f"slurm.{key}"
+        if key in SLURM_INT_RANGES:
+            lo, hi = SLURM_INT_RANGES[key]
+            if len(value) > 1 and value.startswith("0"):
+                raise self.fail(where, "no leading zeros (Slurm would read the number as octal)", value)
+            if not lo <= int(value[:40]) <= hi:
+                raise self.fail(where, f"must be from {lo} to {hi} (what Slurm accepts)", value)
+        elif key == "State":
+            if value.upper() not in _STATES:
+                raise self.fail(where, f"must be one of {', '.join(SLURM_NODE_STATES)}", value)
+        elif key == "Gres":
+            for item in value.split(","):
+                m = _GRES_ITEM_RE.match(item)
+                if m is None:
+                    raise self.fail(where, "must be NAME[:TYPE][:no_consume][:COUNT], comma-separated", value)
+                if m["count"] is not None and int(m["count"]) > 2**63:
+                    raise self.fail(where, "count too large", value)
+        elif key in ("NodeAddr", "NodeHostname"):
+            if not _ADDRESS_RE.match(value):
+                raise self.fail(where, "must be one host name or address per node", value)
+            if (run := oversized_number(value)) is not None:
+                raise self.fail(where, f"number {run[:24]} is too large for Slurm's hostlist", value)
 
     def found_by(self, raw: object) -> tuple[tuple[str, str], ...]:
         if raw is None:
@@ -329,15 +500,20 @@ class _Entry:
         return tuple(raw)
 
 
-def parse_inventory(text: str, *, source: str = "<inventory>", base: Path | None = None) -> Loaded:
-    """Validate one inventory document and expand it into per-node records (not yet merged)."""
+def parse_inventory(
+    text: str, *, source: str = "<inventory>", base: Path | None = None, max_nodes: int = MAX_NODES
+) -> Loaded:
+    """Validate one inventory document and expand it into per-node records (not yet merged).
+
+    ``max_nodes`` bounds the nodes this document may name (what is left of ``MAX_NODES`` after earlier
+    files)."""
     try:
-        doc = yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a safe loader, libyaml's when present
+        doc = load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InventoryError(source, where, f"not valid YAML: {problem}") from None
+        problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise InventoryError(source, where, f"not valid YAML: {problem[:200]}") from None
     if not isinstance(doc, Mapping):
         raise InventoryError(source, "", f"must be a mapping with a 'nodes' list, not {type(doc).__name__}")
     for key in doc:
@@ -350,8 +526,17 @@ def parse_inventory(text: str, *, source: str = "<inventory>", base: Path | None
     nodes: list[Node] = []
     warnings: list[str] = []
     topologies: dict[Path, Any] = {}
+    counted = 0  # every entry's names are counted before any is expanded
+    for i, raw in enumerate(entries):
+        expr = raw.get("name") if isinstance(raw, Mapping) else None
+        if isinstance(expr, str) and _HOSTLIST_RE.match(expr):
+            try:
+                counted += hostlist.check_size(expr, max_nodes - counted)
+            except HostlistError as exc:
+                raise InventoryError(source, f"nodes[{i}].name", exc.reason, expr, has_value=True) from None
     for i, raw in enumerate(entries):
         entry = _Entry(source, i, raw, base, topologies)
+        entry.budget = max_nodes - len(nodes)
         nodes.extend(entry.nodes())
         warnings.extend(entry.warnings)
     return Loaded(source, tuple(nodes), tuple(warnings), policy)
@@ -394,13 +579,13 @@ def _parse_policy(source: str, raw: object) -> PolicyConfig:
     return PolicyConfig(default, tuple(sorted(parts)), tuple(sorted(fams)))
 
 
-def load_inventory_file(path: str | Path) -> Loaded:
+def load_inventory_file(path: str | Path, max_nodes: int = MAX_NODES) -> Loaded:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InventoryError(str(path), "", f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
-    return parse_inventory(text, source=str(path), base=path.parent)
+    return parse_inventory(text, source=str(path), base=path.parent, max_nodes=max_nodes)
 
 
 def _merge_same_trust(a: Node, b: Node) -> Node:
@@ -503,7 +688,10 @@ def merge(loaded: Iterable[Loaded], extra_nodes: Sequence[str] = ()) -> Inventor
 
 def load_inventories(paths: Sequence[str | Path], extra_nodes: Sequence[str] = ()) -> Inventory:
     """Load and merge inventory files; the first bad value raises ``InventoryError``."""
-    return merge((load_inventory_file(p) for p in paths), extra_nodes)
+    loaded: list[Loaded] = []
+    for p in paths:
+        loaded.append(load_inventory_file(p, MAX_NODES - sum(len(x.nodes) for x in loaded)))
+    return merge(loaded, extra_nodes)
 
 
 # scontrol show node -o key -> NodeName= key (hardware only; location never comes from Slurm's own record).
@@ -523,12 +711,28 @@ _SCONTROL_KEYS = {
 }
 
 
-def with_slurm_nodes(inventory: Inventory, records: Sequence[Mapping[str, str]]) -> Inventory:
+def with_slurm_nodes(
+    inventory: Inventory, records: Sequence[Mapping[str, str]], source: str = "scontrol show node"
+) -> Inventory:
     """Take in the nodes Slurm knows (``scontrol show node -o`` records).
 
     Inventory nodes get the hardware attributes they lack (imported once, so the include can replace the
     admin's own ``NodeName=`` lines); nodes no inventory places become ``extra_nodes`` (the root's leaf).
+    Every name is validated like an inventory name (they reach ``Nodes=`` and ``NodeName=``): a bad one raises
+    ``InputError`` naming ``source``.
     """
+    if len(records) > MAX_NODES:
+        raise InputError(f"{source}: {len(records)} nodes, over the limit of {MAX_NODES} nodes in all")
+    for record in records:
+        name = record.get("NodeName")
+        if not isinstance(name, str) or not NODE_NAME_RE.match(name):
+            raise InputError(
+                f"{source}: node name {show_value(name)}: must be 1-64 characters from [A-Za-z0-9._-]"
+            )
+        if (run := oversized_number(name)) is not None:
+            raise InputError(
+                f"{source}: node name {show_value(name)}: number {run[:24]} is too large for Slurm's hostlist"
+            )
     by_name = {r["NodeName"]: r for r in records}
     nodes = []
     for node in inventory.nodes:

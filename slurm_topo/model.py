@@ -7,6 +7,7 @@ Nothing here touches the world. ``Inventory`` is the merged fleet (one ``Node`` 
 from __future__ import annotations
 
 import enum
+import hashlib
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,126 @@ NODE_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}\Z")
 
 LEVELS = ("region", "zone", "network_group")
 """Location levels, coarsest first. ``prefer`` and ``any`` are policies, not levels."""
+
+MAX_NAME = 64
+"""Slurm's HOST_NAME_MAX for switch names; feature names are kept to the same length."""
+
+LEVEL_FEATURE_PREFIXES = ("region_", "zone_", "ng_", "leaf_", "nvl_")
+"""Feature prefixes the generator owns: location features (``region_*``, ``zone_*``, ``ng_*``), the bucket
+features built on them (``zone_<z>.<family value>``), the extra leaves' names and NVLink domain features.
+No input may carry a feature with one of these prefixes: a node's location is never its own say."""
+
+MAX_NODES = 262_144
+"""At most this many nodes in all the inputs of one run (2**18). A hostlist expression is counted before it
+is expanded, so ``n[1-1000000000]`` is refused at once instead of filling memory."""
+
+SLURM_MAX_RANGE = 65_536
+"""Slurm's hostlist reads at most this many hosts in one bracket range (``MAX_RANGE`` in hostlist.c;
+``n[1-65537]`` is "Too many hosts in range"). Renderers split longer runs."""
+
+SLURM_MAX_SUFFIX = 2**64 - 2
+"""The largest number Slurm's hostlist reads back as written: it parses digit runs with ``strtoul`` (64 bits),
+so 2**64 and above all read as 2**64-1, which itself marks an empty range (``scontrol show hostnames`` crashes
+on ``n[18446744073709551614-18446744073709551615]``)."""
+
+_DIGITS = re.compile(r"\d+")
+_NATURAL = re.compile(r"(\d+)")
+# A region spelled like a zone: GCP "europe-west1-b", AWS "us-east-1a".
+_ZONE_SHAPED = (
+    re.compile(r"^(?P<region>[a-z]+(?:-[a-z]+)+\d+)-[a-z]\Z"),
+    re.compile(r"^(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)[a-z]\Z"),
+)
+# A cloud's own region name: GCP "europe-west1", AWS "us-east-1" (the regions of the zone shapes above).
+_REGION_SHAPED = (re.compile(r"^[a-z]+(?:-[a-z]+)+\d+\Z"), re.compile(r"^[a-z]{2}(?:-[a-z]+)+-\d+\Z"))
+
+
+def natural_key(name: str) -> tuple[Any, ...]:
+    """Sort key that orders ``n2`` before ``n10`` (and, as a total order, ``n0`` before ``n00``)."""
+    parts: list[Any] = _NATURAL.split(name)  # text, digits, text, ...: ints and strs never meet at one index
+    parts[1::2] = map(int, parts[1::2])
+    return (parts, name)
+
+
+def region_of_zone(zone: str) -> str | None:
+    """The region a zone-shaped name belongs to (``europe-west1-b`` -> ``europe-west1``), else None.
+
+    The one zone -> region rule: inventories, node records, ``discover`` and ``import`` all use it."""
+    for rx in _ZONE_SHAPED:
+        m = rx.match(zone)
+        if m:
+            return m["region"]
+    return None
+
+
+def region_of_gce_zone(zone: str) -> str | None:
+    """A GCE zone's region: the shape rule, else the name less its last ``-x`` (GCE zones are
+    ``<region>-<x>``)."""
+    return region_of_zone(zone) or (zone.rsplit("-", 1)[0] if "-" in zone else None)
+
+
+def zone_in_region(zone: str, region: str) -> bool:
+    """False only when both names are a cloud's own and disagree (``eu-west-1a`` is not in ``us-east-1``); an
+    operator's own region name (``us-east``, ``hall``) may hold any zone, as may any region a free-form
+    zone."""
+    parent = region_of_zone(zone)
+    return parent is None or parent == region or not any(rx.match(region) for rx in _REGION_SHAPED)
+
+
+class PlacementError(ValueError):
+    """A region/zone pair that ``place`` refuses; ``level`` names the field to blame."""
+
+    def __init__(self, level: str, reason: str, value: str):
+        super().__init__(reason)
+        self.level, self.reason, self.value = level, reason, value
+
+
+def place(region: str | None, zone: str | None) -> tuple[str | None, str | None, str | None]:
+    """The one zone -> region rule, for inventories and ``discover`` alike: ``(region, zone, note)``.
+
+    * a region spelled like a zone with no zone is read as that zone and its region (``note`` says so); with
+    the
+      same zone it becomes the zone's region; with another zone it is an error;
+    * a zone with no region takes the region its name gives, else it is an error;
+    * a cloud's zone name must be in a cloud region name given with it (``zone_in_region``).
+
+    Raises ``PlacementError``."""
+    note = None
+    if region is not None and (parent := region_of_zone(region)) is not None:
+        if zone is None:
+            note = f"{region!r} looks like a zone; read as region {parent!r}, zone {region!r}"
+            region, zone = parent, region
+        elif zone == region:
+            region = parent
+        else:
+            raise PlacementError("region", f"looks like a zone but zone is {zone!r}", region)
+    if zone is not None and region is None:
+        region = region_of_zone(zone)
+        if region is None:
+            raise PlacementError("zone", "needs a region (the zone name does not name one)", zone)
+    if zone is not None and region is not None and not zone_in_region(zone, region):
+        raise PlacementError("zone", f"is not in region {region!r}", zone)
+    return region, zone, note
+
+
+def hashed_name(candidate: str, key: str) -> str:
+    """``candidate`` cut to 55 characters plus ``_<first 8 hex of sha1(key)>``: the one rule for names that
+    are too long (over ``MAX_NAME``) or shared by two different keys (switch, feature and group names)."""
+    return f"{candidate[: MAX_NAME - 9]}_{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+
+
+def is_level_feature(feature: str) -> bool:
+    """True for a feature name the generator reserves (``LEVEL_FEATURE_PREFIXES``)."""
+    return feature.startswith(LEVEL_FEATURE_PREFIXES)
+
+
+def oversized_number(name: str) -> str | None:
+    """The first digit run in ``name`` that Slurm's hostlist would misread (over ``SLURM_MAX_SUFFIX``), else
+    None."""
+    for match in _DIGITS.finditer(name):
+        run = match.group()
+        if len(run.lstrip("0")) >= 20 and int(run) > SLURM_MAX_SUFFIX:
+            return run
+    return None
 
 
 class Source(enum.IntEnum):
@@ -96,6 +217,28 @@ SLURM_INT_KEYS = frozenset(
 SLURM_PER_NODE_KEYS = frozenset({"NodeHostname", "NodeAddr", "Port"})
 """Keys that name one node each: on a multi-node entry they must be hostlists of the same length."""
 
+SLURM_INT_RANGES: dict[str, tuple[int, int]] = {
+    # slurm.conf's parser (parse_value.c) reads these as uint16/uint32/uint64 with strtoul(..., 0): a leading
+    # 0 means octal and 0x hex, so only plain decimals are written. 0 is "invalid, reset to 1" for the
+    # counts (read_config.c), 0xffff/0xfffe are INFINITE16/NO_VAL16, 0xffffffff/0xfffffffe INFINITE/NO_VAL.
+    "Port": (1, 65_535),
+    "CPUs": (1, 65_533),
+    "Boards": (1, 65_533),
+    "Sockets": (1, 65_533),
+    "SocketsPerBoard": (1, 65_533),
+    "CoresPerSocket": (1, 65_533),
+    "ThreadsPerCore": (1, 65_533),
+    "RealMemory": (0, 2**40),  # MB (uint64 in Slurm): up to 1 EiB per node
+    "TmpDisk": (0, 2**32 - 3),  # MB, uint32
+    "Weight": (0, 2**32 - 2),  # uint32; Slurm itself turns INFINITE into 2**32-2
+}
+"""Accepted values of the integer ``NodeName=`` attributes (both ends included); the same in 22.05 to
+25.11."""
+
+SLURM_NODE_STATES = ("CLOUD", "DOWN", "DRAIN", "FAIL", "FAILING", "FUTURE", "UNKNOWN")
+"""``State=`` values of a NodeName= line (slurm.conf(5)); any other value is fatal to slurmctld
+("Invalid state", node_conf.c). Compared without case, as Slurm does."""
+
 
 @dataclass(frozen=True, slots=True)
 class Node:
@@ -114,7 +257,8 @@ class Node:
     found_by: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()
     gpu_topology: Any = None
-    """The node's GPU links (``slurm_topo.gpu.model.GpuTopology``), from the entry's ``gpu_topology:`` file."""
+    """The node's GPU links (``slurm_topo.gpu.model.GpuTopology``), from the entry's ``gpu_topology:``
+    file."""
     location_source: Source | None = None
     """Who supplied the node's region when another record filled it in; None means ``source`` did."""
 
@@ -156,7 +300,8 @@ class Conflict:
 
 @dataclass(frozen=True, slots=True)
 class Inventory:
-    """The merged fleet: nodes sorted by name, each once; conflicts and warnings kept for the caller to report."""
+    """The merged fleet: nodes sorted by name, each once; conflicts and warnings kept for the caller to
+    report."""
 
     nodes: tuple[Node, ...] = ()
     conflicts: tuple[Conflict, ...] = ()

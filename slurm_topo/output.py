@@ -1,10 +1,11 @@
 """All-or-nothing writing of a set of generated files into one directory.
 
 * A new directory is built beside its final place and renamed into it: either every file appears or none.
-* In an existing directory each file is written to a temporary name and fsynced first; only when all are written
-  are they renamed over their targets, then the directory is fsynced. A failure before the renames removes the
-  temporaries and changes nothing.
-* A replaced file keeps its mode and owner; a new one is 0644. Unchanged content is not rewritten (mtime kept).
+* In an existing directory each file is written to a temporary name and fsynced first; only when all are
+  written are they renamed over their targets, then the directory is fsynced. A failure before the renames
+  removes the temporaries and changes nothing.
+* A replaced file keeps its mode and owner; a new one is 0644. Unchanged content is not rewritten (mtime
+  kept).
 """
 
 from __future__ import annotations

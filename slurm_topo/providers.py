@@ -1,4 +1,5 @@
-"""Provider records: a cloud's own instance listing -> an inventory with ``source: provider`` (the trusted level).
+"""Provider records: a cloud's own instance listing -> an inventory with ``source: provider`` (the trusted
+level).
 
 ``slurm-topo import gcp|aws|azure FILE`` reads a listing the admin saved (no cloud SDK or API call is made):
 
@@ -7,29 +8,31 @@ provider  listing                                          location taken from
 ========= ================================================ ===================================================
 ``gcp``   ``gcloud compute instances list --format=json``   ``zone`` (a URL or a bare name; last path part) ->
                                                            zone ``europe-west1-b``, region ``europe-west1``
-``aws``   ``aws ec2 describe-instances`` (JSON)             ``Placement.AvailabilityZone`` -> zone, its region;
-                                                           ``Placement.GroupName`` (when not empty) -> network
-                                                           group. ``terminated``/``shutting-down`` instances are
-                                                           left out (their names are reused by replacements)
+``aws``   ``aws ec2 describe-instances`` (JSON)             ``Placement.AvailabilityZone`` -> zone, its
+                                                           region; ``Placement.GroupName`` (when not empty)
+                                                           -> network group. ``terminated``/``shutting-down``
+                                                           instances are left out (their names are reused by
+                                                           replacements)
 ``azure`` ``az vm list -d`` (JSON)                          ``location`` -> region; ``zones[0]`` -> zone
-                                                           ``<location>-<zone>``; ``proximityPlacementGroup.id``
-                                                           (last path part) -> network group
+                                                           ``<location>-<zone>``;
+                                                           ``proximityPlacementGroup.id`` (last path part) ->
+                                                           network group
 ========= ================================================ ===================================================
 
-**Instance name -> Slurm node name** (``NameRule``): the instance name is ``name`` (gcp, azure) or, for aws, the
-value chosen by ``aws_name``: ``tag:Name`` (default; any ``tag:KEY``), ``private-dns`` (the first label of
+**Instance name -> Slurm node name** (``NameRule``): the instance name is ``name`` (gcp, azure) or, for aws,
+the value chosen by ``aws_name``: ``tag:Name`` (default; any ``tag:KEY``), ``private-dns`` (the first label of
 ``PrivateDnsName``, e.g. ``ip-10-0-1-23``) or ``instance-id``. With no rules the node name *is* the instance
 name. With rules (``--name-map REGEX=REPLACEMENT``, repeatable), the first regex that matches the *whole*
 instance name gives the node name through ``re.Match.expand`` (``(.*)-vm=\\1`` strips a ``-vm`` suffix;
-``gpu-vm-(\\d+)=gpu\\1`` renames); an instance no rule matches is left out, with a warning that counts them (add
-``(.*)=\\1`` last to keep the rest unchanged). ``REGEX=REPLACEMENT`` is split at its *last* ``=`` (a node name
-cannot contain ``=``).
+``gpu-vm-(\\d+)=gpu\\1`` renames); an instance no rule matches is left out, with a warning that counts them
+(add ``(.*)=\\1`` last to keep the rest unchanged). ``REGEX=REPLACEMENT`` is split at its *last* ``=`` (a node
+name cannot contain ``=``).
 
 Every value is validated as a label (``[A-Za-z0-9._-]{1,63}``) or a node name; a bad one raises
 ``InventoryError`` as ``FILE: <json path>: reason (value)``. Two instances mapped to the same node name at
-different locations are an error; an instance without a name (aws) is left out with a warning. The output groups
-nodes by location (hostlist-folded names), is sorted and deterministic, and is checked by the inventory loader
-before it is returned.
+different locations are an error; an instance without a name (aws) is left out with a warning. The output
+groups nodes by location (hostlist-folded names), is sorted and deterministic, and is checked by the inventory
+loader before it is returned.
 """
 
 from __future__ import annotations
@@ -44,8 +47,8 @@ import yaml
 
 from . import hostlist
 from .errors import InputError, InventoryError
-from .inventory import natural_key, parse_inventory, region_of_zone
-from .model import LABEL_RE, NODE_NAME_RE, Location
+from .inventory import parse_inventory
+from .model import LABEL_RE, NODE_NAME_RE, Location, natural_key, region_of_zone
 
 PROVIDERS = ("gcp", "aws", "azure")
 _AWS_GONE = frozenset({"terminated", "shutting-down"})
@@ -55,7 +58,8 @@ _AWS_AZ_RE = re.compile(r"^(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)(?:[a-z]|-[a-z0-9
 
 @dataclass(frozen=True, slots=True)
 class NameRule:
-    """Instance name -> Slurm node name. No rules: identity. Rules: first whole match wins; no match: left out."""
+    """Instance name -> Slurm node name. No rules: identity. Rules: first whole match wins; no match: left
+    out."""
 
     rules: tuple[tuple[re.Pattern[str], str], ...] = ()
 
@@ -93,7 +97,8 @@ class NameRule:
 
 @dataclass(frozen=True, slots=True)
 class ImportResult:
-    """The inventory text (``source: provider``), the warning lines (no ``warning:`` prefix), the node count."""
+    """The inventory text (``source: provider``), the warning lines (no ``warning:`` prefix), the node
+    count."""
 
     text: str
     warnings: tuple[str, ...] = ()

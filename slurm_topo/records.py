@@ -1,17 +1,19 @@
 """Node records collected in a directory (``generate --records DIR``) -> ``Loaded`` inventories for ``merge``.
 
 Each node runs ``slurm-topo discover`` and ships its record into DIR (``docs/discovery.md``). Here every
-``*.yaml``, ``*.yml`` and ``*.json`` file directly in DIR is read, in name order; hidden files (``.n1.yaml.tmp``,
-the usual temporary name of an atomic write) and anything that is not a regular file are ignored.
+``*.yaml``, ``*.yml`` and ``*.json`` file directly in DIR is read, in name order; hidden files
+(``.n1.yaml.tmp``, the usual temporary name of an atomic write) and anything that is not a regular file are
+ignored.
 
-A record is *untrusted*: whatever it says, it is read as ``source: self`` (a node cannot promote itself; a file
-that claims ``provider`` or ``operator`` is demoted with a warning), and ``merge`` then lets it fill gaps in a
-trusted record but never override one (DESIGN D3); each disagreement becomes a ``Conflict``.
+A record is *untrusted*: whatever it says, it is read as ``source: self`` (a node cannot promote itself; a
+file that claims ``provider`` or ``operator`` is demoted with a warning), and ``merge`` then lets it fill gaps
+in a trusted record but never override one (DESIGN D3); each disagreement becomes a ``Conflict``.
 
 **A bad record is skipped, never fatal** (production admins want the fleet's other records, and a node that
 writes junk must not stop ``generate``): the record is left out and one warning line names the file and the
 reason (``DIR/n1.yaml: nodes[0].zone: must be 1-63 characters ... ('…'); record skipped``). Bad means: not
-readable, larger than 64 KiB, not valid YAML/JSON, not exactly one node, any key other than the ones
+readable, larger than 64 KiB, not valid YAML/JSON (a duplicate key, a tag such as ``!!int x``, aliases that
+expand past the loader's bound, nesting too deep all count), not exactly one node, any key other than the ones
 ``discover`` writes (``name region zone network_group source found_by notes`` — so a record cannot carry
 ``slurm:`` attributes, features, GPU counts, a ``gpu_topology`` path or a policy), or any value the inventory
 loader refuses. A JSON record is the object ``discover --json`` prints; YAML is the one-entry inventory
@@ -35,13 +37,14 @@ from typing import Any
 import yaml
 
 from .errors import InputError, InventoryError, show_value
-from .inventory import Loaded, parse_inventory
+from .inventory import Loaded, load_yaml, parse_inventory
 from .model import LABEL_RE, LEVELS, NODE_NAME_RE, Source
 
 RECORD_SUFFIXES = (".yaml", ".yml", ".json")
 RECORD_KEYS = frozenset({"name", "region", "zone", "network_group", "source", "found_by", "notes"})
 MAX_RECORD_BYTES = 64 * 1024
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MAX_RECORD_YAML_NODES = 10_000
+"""A record is a handful of values: aliases may expand it to at most this many YAML nodes."""
 
 
 class _Skip(Exception):
@@ -51,10 +54,14 @@ class _Skip(Exception):
 def _entry(path: Path, text: str) -> Mapping[str, Any]:
     """The record's one entry, as a mapping, from either form."""
     try:
-        doc = json.loads(text) if path.suffix == ".json" else yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506
-    except (ValueError, yaml.YAMLError) as exc:
+        if path.suffix == ".json":
+            doc = json.loads(text)
+        else:
+            doc = load_yaml(text, max_nodes=MAX_RECORD_YAML_NODES)
+    except (ValueError, yaml.YAMLError, RecursionError) as exc:
         kind = "JSON" if path.suffix == ".json" else "YAML"
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        lines = str(exc).splitlines()
+        first = lines[0][:200] if lines else type(exc).__name__
         raise _Skip(f"not valid {kind}: {first}") from None
     if isinstance(doc, Mapping) and "nodes" in doc:
         extra = sorted(str(k) for k in doc if k != "nodes")
@@ -69,7 +76,7 @@ def _entry(path: Path, text: str) -> Mapping[str, Any]:
     unknown = sorted(str(k) for k in doc if k not in RECORD_KEYS)
     if unknown:
         raise _Skip(f"key(s) not allowed in a node record: {', '.join(unknown)[:80]}")
-    # Stricter than the loader's LABEL_RE.match (whose `$` lets one trailing newline through): whole strings only.
+    # Whole strings only (fullmatch), as the loader's `\Z`-anchored patterns: a trailing newline never passes.
     name = doc.get("name")
     if not isinstance(name, str) or not NODE_NAME_RE.fullmatch(name):
         raise _Skip(f"name: must be one node name, 1-64 characters from [A-Za-z0-9._-] ({show_value(name)})")
@@ -81,8 +88,8 @@ def _entry(path: Path, text: str) -> Mapping[str, Any]:
 
 
 def load_record_file(path: Path) -> tuple[Loaded, tuple[str, ...]]:
-    """One record file -> ``Loaded`` (one node, source self) and its warnings; a bad file raises ``InputError``
-    with one line naming the file (``load_records`` turns that into a skip)."""
+    """One record file -> ``Loaded`` (one node, source self) and its warnings; a bad file raises
+    ``InputError`` with one line naming the file (``load_records`` turns that into a skip)."""
     try:
         st = path.stat()
         if not stat.S_ISREG(st.st_mode):

@@ -1,10 +1,10 @@
 """The switch tree and the per-level feature names, derived from an ``Inventory``.
 
 Tree (topology/tree): ``root`` → region → zone → network group (leaf) → nodes. Nodes with no network group sit
-in a per-zone leaf, nodes with no zone in a per-region leaf, nodes with no location (and nodes Slurm knows that no
-inventory places) in the root's own leaf, so every node is on exactly one leaf and any job can still span the fleet
-(topology/tree never allocates a node on no switch). A switch holds either nodes or switches, never both, and
-never nothing.
+in a per-zone leaf, nodes with no zone in a per-region leaf, nodes with no location (and nodes Slurm knows
+that no inventory places) in the root's own leaf, so every node is on exactly one leaf and any job can still
+span the fleet (topology/tree never allocates a node on no switch). A switch holds either nodes or switches,
+never both, and never nothing.
 
 Names are derived from the label path, so the same fleet always gives the same names:
 
@@ -26,16 +26,13 @@ always agree.
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from .inventory import natural_key
-from .model import Inventory, Location
+from .model import MAX_NAME, Inventory, Location, hashed_name, natural_key
 
-MAX_NAME = 64
 ROOT = "root"
 
 
@@ -59,15 +56,11 @@ class Topology:
     """Feature name per level and location (the location cut to that level)."""
 
 
-def _hashed(candidate: str, path: str) -> str:
-    return f"{candidate[: MAX_NAME - 9]}_{hashlib.sha1(path.encode()).hexdigest()[:8]}"
-
-
 def _finalize_names(candidates: Mapping[str, str]) -> dict[str, str]:
     """path -> final unique name (see module docstring)."""
     counts = Counter(candidates.values())
     names = {
-        path: cand if counts[cand] == 1 and len(cand) <= MAX_NAME else _hashed(cand, path)
+        path: cand if counts[cand] == 1 and len(cand) <= MAX_NAME else hashed_name(cand, path)
         for path, cand in candidates.items()
     }
     if len(set(names.values())) != len(names) or ROOT in names.values():
@@ -130,8 +123,8 @@ def build_topology(inventory: Inventory) -> Topology:
     for path in sorted(candidates, key=lambda p: (order[kind_of[p][0]], natural_key(names[p]))):
         kind, label = kind_of[path]
         if path in leaf_nodes:
-            nodes = tuple(sorted(leaf_nodes[path], key=natural_key))
-            switches.append(Switch(names[path], kind, label, nodes=nodes))
+            members = tuple(sorted(leaf_nodes[path], key=natural_key))
+            switches.append(Switch(names[path], kind, label, nodes=members))
         else:
             kids = tuple(sorted(children[path], key=natural_key))
             switches.append(Switch(names[path], kind, label, switches=kids))

@@ -1,4 +1,5 @@
-"""Every invalid inventory: exit != 0, exactly one stderr line naming FILE: nodes[i].key, and no file touched."""
+"""Every invalid inventory: exit != 0, exactly one stderr line naming FILE: nodes[i].key, and no file
+touched."""
 
 from __future__ import annotations
 
@@ -15,6 +16,14 @@ nodes:
     region: r1
     zone: r1-a
 """
+
+LAUGHS_DOC = (
+    "a: &a [x, x, x, x, x, x, x, x, x]\n"
+    + "".join(
+        f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+    )
+    + "nodes: *i\n"
+)
 
 CASES = [
     pytest.param("nodes:\n  - region: r1\n", "nodes[0].name: missing", id="missing name"),
@@ -115,6 +124,144 @@ CASES = [
         "policy.default: must be LEVEL",
         id="bad policy default",
     ),
+    # What Slurm itself refuses (slurmctld would not start): every value is checked against slurm.conf's
+    # parser.
+    pytest.param(
+        "nodes:\n  - {name: n1, slurm: {State: BOGUS}}\n",
+        "nodes[0].slurm.State: must be one of",
+        id="bad state",
+    ),
+    pytest.param(
+        "nodes:\n  - {name: n1, slurm: {State: IDLE}}\n",
+        "nodes[0].slurm.State: must be one of",
+        id="idle state",
+    ),
+    pytest.param(
+        "nodes:\n  - {name: n1, slurm: {Port: 99999999}}\n", "slurm.Port: must be from 1", id="port"
+    ),
+    pytest.param("nodes:\n  - {name: n1, slurm: {Port: 0}}\n", "slurm.Port: must be from 1", id="port 0"),
+    pytest.param(
+        "nodes:\n  - {name: n1, slurm: {CPUs: 99999999}}\n", "slurm.CPUs: must be from 1", id="cpus"
+    ),
+    pytest.param(
+        "nodes:\n  - {name: n1, slurm: {CPUs: 65535}}\n", "slurm.CPUs: must be from 1", id="cpus 16"
+    ),
+    pytest.param(
+        "nodes:\n  - {name: n1, slurm: {ThreadsPerCore: 0}}\n",
+        "slurm.ThreadsPerCore: must be",
+        id="threads 0",
+    ),
+    pytest.param(
+        "nodes:\n  - {name: n1, slurm: {SocketsPerBoard: 70000}}\n",
+        "slurm.SocketsPerBoard: must be",
+        id="spb",
+    ),
+    pytest.param(
+        "nodes:\n  - {name: n1, slurm: {RealMemory: 99999999999999999999}}\n",
+        "slurm.RealMemory: must be from 0",
+        id="realmemory",
+    ),
+    pytest.param(
+        "nodes:\n  - {name: n1, slurm: {TmpDisk: 4294967296}}\n",
+        "slurm.TmpDisk: must be from 0",
+        id="tmpdisk",
+    ),
+    pytest.param(
+        "nodes:\n  - {name: n1, slurm: {Weight: 99999999999}}\n", "slurm.Weight: must be from 0", id="weight"
+    ),
+    pytest.param("nodes:\n  - {name: n1, slurm: {Boards: '010'}}\n", "no leading zeros", id="octal"),
+    pytest.param(
+        "nodes:\n  - {name: n1, slurm: {Gres: 'gpu:a100:x:y:8'}}\n", "slurm.Gres: must be NAME", id="gres"
+    ),
+    pytest.param(
+        "nodes:\n  - {name: n1, slurm: {Gres: ':8'}}\n", "slurm.Gres: must be NAME", id="gres no name"
+    ),
+    pytest.param(
+        "nodes:\n  - {name: n1, slurm: {NodeAddr: '10.0.0.1,10.0.0.2'}}\n",
+        "slurm.NodeAddr: the entry names one node: give one value, not 2",
+        id="two addresses on one node",
+    ),
+    pytest.param(
+        "nodes:\n  - {name: n1, slurm: {Port: '7001,7002'}}\n",
+        "slurm.Port: the entry names one node",
+        id="two ports on one node",
+    ),
+    pytest.param(
+        "nodes:\n  - {name: n1, slurm: {NodeHostname: 'h18446744073709551616'}}\n",
+        "slurm.NodeHostname: number 18446744073709551616 is too large",
+        id="hostname suffix over 2^64",
+    ),
+    pytest.param(
+        "nodes:\n  - {name: 'n18446744073709551616'}\n",
+        "nodes[0].name: number 18446744073709551616 is too large",
+        id="name suffix over 2^64",
+    ),
+    pytest.param(
+        "nodes:\n  - {name: 'n18446744073709551615'}\n",
+        "nodes[0].name: number 18446744073709551615 is too large",
+        id="name suffix 2^64-1",
+    ),
+    # Hostile documents: bounded in time and memory, one line each.
+    pytest.param(
+        "nodes:\n  - {name: 'n[1-1000000000]'}\n",
+        "nodes[0].name: names 1000000000 hosts, over the limit",
+        id="1e9",
+    ),
+    pytest.param(
+        "nodes:\n  - {name: 'n[0-99999999]'}\n",
+        "nodes[0].name: names 100000000 hosts, over the limit",
+        id="1e8",
+    ),
+    pytest.param(
+        "nodes:\n  - {name: 'n[1-200000]'}\n  - {name: 'm[1-200000]'}\n",
+        "nodes[1].name: names 200000 hosts, over the limit of 262144 nodes in all (62144 left)",
+        id="limit over entries",
+    ),
+    pytest.param(LAUGHS_DOC, "not valid YAML: aliases expand to more than", id="billion laughs"),
+    pytest.param(
+        "nodes:\n  - {name: n1, region: !!timestamp x}\n",
+        "not valid YAML: a tagged value",
+        id="timestamp tag",
+    ),
+    pytest.param("nodes:\n  - {name: n1, region: !!int x}\n", "not valid YAML: a tagged value", id="int tag"),
+    pytest.param(
+        "nodes:\n  - {name: n1, region: !!python/object:os.system x}\n", "not valid YAML", id="python tag"
+    ),
+    pytest.param(
+        "nodes:\n  - name: n1\n    region: r1\n    zone: z\n    region: r2\n",
+        "line 5: not valid YAML: duplicate key 'region' at line 5 (first at line 3)",
+        id="duplicate key",
+    ),
+    pytest.param("nodes:\n" + "[" * 5000 + "\n", "not valid YAML", id="deep nesting"),
+    # Location is not forgeable; names are names.
+    pytest.param(
+        'nodes:\n  - {name: "ab\\n", region: r1}\n', "nodes[0].name: node names must", id="name newline"
+    ),
+    pytest.param(
+        "nodes:\n  - {name: n1, region: r1, features: [zone_us-central1-c]}\n",
+        "nodes[0].features[0]: region_*, zone_*, ng_*",
+        id="level feature",
+    ),
+    pytest.param(
+        "nodes:\n  - {name: n1, region: r1, source: self, features: [region_r1.torch-2.4]}\n",
+        "nodes[0].features[0]: region_*",
+        id="bucket feature from self",
+    ),
+    pytest.param(
+        "nodes:\n  - {name: n1, region: r1, source: self, slurm: {State: DRAIN}}\n",
+        "nodes[0].slurm.State: a source: self entry cannot set",
+        id="state from self",
+    ),
+    pytest.param(
+        "nodes:\n  - {name: n1, region: us-east-1, zone: eu-west-1a}\n",
+        "nodes[0].zone: is not in region 'us-east-1'",
+        id="cloud zone in another cloud region",
+    ),
+    pytest.param(
+        'nodes:\n  - {name: n1, gpu_topology: "a\\0b"}\n',
+        "nodes[0].gpu_topology: must be the path",
+        id="gpu_topology with NUL",
+    ),
 ]
 
 
@@ -130,7 +277,8 @@ def _snapshot(directory: Path) -> dict[str, tuple[bytes, int]]:
 
 @pytest.mark.parametrize(("text", "expected"), CASES)
 def test_bad_inventory_is_one_line_and_writes_nothing(tmp_path: Path, text: str, expected: str) -> None:
-    """A bad inventory exits non-zero with one stderr line naming file and key; no output appears or changes."""
+    """A bad inventory exits non-zero with one stderr line naming file and key; no output appears or
+    changes."""
     bad = tmp_path / "bad.yaml"
     bad.write_text(text, encoding="utf-8")
     good = tmp_path / "good.yaml"
@@ -164,7 +312,8 @@ def test_bad_inventory_is_one_line_and_writes_nothing(tmp_path: Path, text: str,
 
 
 def test_long_value_is_repr_escaped_and_cut(tmp_path: Path) -> None:
-    """The offending value is shown as a repr, cut at 40 characters, so a hostile label cannot break the line."""
+    """The offending value is shown as a repr, cut at 40 characters, so a hostile label cannot break the
+    line."""
     bad = tmp_path / "bad.yaml"
     bad.write_text(
         'nodes:\n  - {name: n1, region: r1, zone: "z1\\n\\n    SwitchName=evil Nodes=n1 and more"}\n'
@@ -177,8 +326,8 @@ def test_long_value_is_repr_escaped_and_cut(tmp_path: Path) -> None:
 
 
 def test_version_without_scontrol(tmp_path: Path) -> None:
-    """Without --slurm-version and without scontrol, generate asks the installed daemons, else renders for 22.05
-    and says so."""
+    """Without --slurm-version and without scontrol, generate asks the installed daemons, else renders for
+    22.05 and says so."""
     good = tmp_path / "good.yaml"
     good.write_text(GOOD)
     env = dict(os.environ, PATH=str(tmp_path))
@@ -211,7 +360,7 @@ def test_empty_inventory_writes_nothing(tmp_path: Path) -> None:
     proc = _run("generate", "-i", str(empty), "-o", str(tmp_path / "o"), "--slurm-version", "22.05")
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
-        "error: the inventory has no nodes; refusing to render empty Slurm files"
+        "slurm-topo: error: the inventory has no nodes; refusing to render empty Slurm files"
     ]
     assert not (tmp_path / "o").exists()
 
@@ -222,4 +371,44 @@ def test_trailing_newline_in_a_label_is_refused(tmp_path: Path) -> None:
     bad.write_text('nodes:\n  - {name: n1, region: "r1\\n"}\n')
     proc = _run("generate", "-i", str(bad), "-o", str(tmp_path / "o"), "--slurm-version", "22.05")
     assert proc.returncode == 2 and "nodes[0].region: must be 1-63 characters" in proc.stderr
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("listing", "shown"),
+    [
+        ("NodeName=a#b CPUTot=4\n", "'a#b'"),
+        ("NodeName=a=b CPUTot=4\n", "'a=b'"),
+        ("NodeName=a%sb CPUTot=4\n", "'a%sb'"),
+        ("n[1-2]\na b\n", "'a b'"),
+        ("NodeName=" + "x" * 10_000 + " CPUTot=4\n", "'xxxxxxxxxx"),
+        ("NodeName=n18446744073709551616 CPUTot=4\n", "too large for Slurm's hostlist"),
+    ],
+    ids=["hash", "equals", "percent-s", "space", "10 kB", "suffix over 2^64"],
+)
+def test_nodes_from_names_are_validated_like_inventory_names(
+    tmp_path: Path, listing: str, shown: str
+) -> None:
+    """Names read from `scontrol show node -o` (or a hostlist per line) reach Nodes= and NodeName=: a bad one
+    is one clear line naming the file, exit 2, nothing written (never a traceback)."""
+    good = tmp_path / "good.yaml"
+    good.write_text(GOOD)
+    nodes = tmp_path / "nodes.txt"
+    nodes.write_text(listing)
+    proc = _run("generate", "-i", str(good), "--nodes-from", str(nodes), "-o", str(tmp_path / "o"))
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{nodes}: node name" in lines[0] and shown in lines[0] and len(lines[0]) < 300
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("prefix", ["/dev/nvidia[0-1]", "/dev/a|b", "/dev/x y", "/dev/x\n"])
+def test_gpu_device_prefix_that_slurm_would_misread_is_refused(tmp_path: Path, prefix: str) -> None:
+    """gres.conf File= takes a hostlist and `|` alternatives: a prefix with them is one clear line, exit 2."""
+    good = tmp_path / "good.yaml"
+    good.write_text(GOOD)
+    proc = _run("generate", "-i", str(good), "-o", str(tmp_path / "o"), "--gpu-device-prefix", prefix)
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and "--gpu-device-prefix" in proc.stderr
     assert not (tmp_path / "o").exists()

@@ -1,4 +1,5 @@
-"""Node discovery: flags/env, cloud metadata only on the cloud DMI names, budgets, garbage refused, record forms."""
+"""Node discovery: flags/env, cloud metadata only on the cloud DMI names, budgets, garbage refused, record
+forms."""
 
 from __future__ import annotations
 
@@ -172,7 +173,8 @@ def test_aws_imdsv2_token_first_then_placement(
 
 
 def test_aws_fake_refuses_get_without_token(fake: Callable[[Answer], FakeMetadata]) -> None:
-    """The fake behaves as IMDSv2: a GET without the token is 401 (so the test above proves the token is used)."""
+    """The fake behaves as IMDSv2: a GET without the token is 401 (so the test above proves the token is
+    used)."""
     import urllib.error
     import urllib.request
 
@@ -352,7 +354,8 @@ def test_refused_connection_is_a_note(tmp_path: Path) -> None:
 def test_garbage_answer_is_a_clear_error_and_no_record(
     tmp_path: Path, fake: Callable[[Answer], FakeMetadata], files: dict[str, str], answer: Answer
 ) -> None:
-    """A metadata answer that is not a valid location raises MetadataError (an InputError): no record is made."""
+    """A metadata answer that is not a valid location raises MetadataError (an InputError): no record is
+    made."""
     srv = fake(answer)
     with pytest.raises(MetadataError) as err:
         discover_node(
@@ -370,7 +373,8 @@ def test_garbage_answer_is_a_clear_error_and_no_record(
 def test_flags_win_over_env_and_env_over_metadata(
     tmp_path: Path, fake: Callable[[Answer], FakeMetadata]
 ) -> None:
-    """Per level: flag, then GPULAYER_* env, then metadata; a disagreeing metadata value is noted and dropped."""
+    """Per level: flag, then GPULAYER_* env, then metadata; a disagreeing metadata value is noted and
+    dropped."""
     srv = fake(gce_answer(b"projects/1/zones/europe-west1-b"))
     rec = discover_node(
         node_name="n",
@@ -440,7 +444,8 @@ def test_json_is_exactly_one_object_with_the_documented_keys() -> None:
 
 
 def test_yaml_record_loads_through_the_inventory_loader(tmp_path: Path) -> None:
-    """The YAML form is a one-entry inventory: load_inventories reads it as a self record at the same place."""
+    """The YAML form is a one-entry inventory: load_inventories reads it as a self record at the same
+    place."""
     rec = discover_node(
         node_name="gpu-3",
         region="europe-west1",
@@ -493,3 +498,17 @@ def test_explicit_zone_outside_explicit_region_is_an_error() -> None:
     """--region and --zone that disagree are refused."""
     with pytest.raises(InputError, match="is not in region"):
         discover_node(node_name="n", region="us-east-1", zone="eu-west-1a", environ={}, dmi_root=NOWHERE)
+
+
+def test_operator_region_with_its_cloud_zone_is_accepted_as_inventories_accept_it() -> None:
+    """`--region us-east --zone us-east-1a` (an operator's own region name over a cloud zone) is accepted, as
+    the inventory loader accepts that pair (one rule: model.zone_in_region); two cloud names that disagree are
+    not."""
+    rec = discover_node(node_name="n", region="us-east", zone="us-east-1a", environ={}, dmi_root=NOWHERE)
+    assert (rec.region, rec.zone) == ("us-east", "us-east-1a")
+    doc = parse_inventory(record_yaml(rec))
+    assert doc.nodes[0].location == Location("us-east", "us-east-1a")
+    with pytest.raises(InputError, match="is not in region"):
+        discover_node(node_name="n", region="us-east-1", zone="eu-west-1a", environ={}, dmi_root=NOWHERE)
+    with pytest.raises(InputError, match="is not in region"):
+        parse_inventory("nodes:\n  - {name: n, region: us-east-1, zone: eu-west-1a}\n")

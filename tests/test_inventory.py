@@ -38,7 +38,8 @@ def test_region_of_zone(zone: str, region: str | None) -> None:
 
 
 def test_zone_shaped_region_is_split_with_one_warning() -> None:
-    """region: europe-west1-b with no zone becomes region europe-west1, zone europe-west1-b, and one warning."""
+    """region: europe-west1-b with no zone becomes region europe-west1, zone europe-west1-b, and one
+    warning."""
     inv = load("nodes:\n  - {name: n1, region: europe-west1-b}\n")
     assert inv.nodes[0].location == Location("europe-west1", "europe-west1-b")
     assert len(inv.warnings) == 1 and "looks like a zone" in inv.warnings[0]
@@ -122,3 +123,42 @@ def test_slurm_node_list_fills_hardware_and_adds_unknown_nodes() -> None:
     assert node.slurm_attr("NodeHostname") is None, "equal to the node name: nothing to carry"
     assert node.slurm_attr("Gres") == "gpu:h100:8"
     assert inv.extra_nodes == ("login9",)
+
+
+def test_entry_with_no_location_is_a_warning_line() -> None:
+    """An entry with no region or zone still loads (its nodes go to the root's leaf) but says so, once."""
+    loaded = parse_inventory("nodes:\n  - {name: 'n[1-3]'}\n  - {name: m1, region: r1}\n", source="f.yaml")
+    assert loaded.warnings == (
+        "f.yaml: nodes[0]: 'n[1-3]' has no region or zone; placed in the root's leaf switch (no locality)",
+    )
+
+
+def test_valid_slurm_values_at_slurms_limits_are_kept() -> None:
+    """The edges of what Slurm accepts pass unchanged; one past them is refused (tests/test_bad_input.py)."""
+    doc = """
+nodes:
+  - name: n1
+    slurm: {Port: 65535, CPUs: 65533, RealMemory: 1099511627776, TmpDisk: 4294967293, Weight: 4294967294,
+            State: future, Gres: 'gpu:h100:no_consume:8,mps:400,shard:2K', NodeAddr: 'fe80::1'}
+"""
+    node = parse_inventory(doc).nodes[0]
+    assert dict(node.slurm) == {
+        "Port": "65535",
+        "CPUs": "65533",
+        "RealMemory": "1099511627776",
+        "TmpDisk": "4294967293",
+        "Weight": "4294967294",
+        "State": "future",
+        "Gres": "gpu:h100:no_consume:8,mps:400,shard:2K",
+        "NodeAddr": "fe80::1",
+    }
+    with pytest.raises(InventoryError, match="slurm.NodeAddr: has 2 values for 3 nodes"):
+        parse_inventory("nodes:\n  - {name: 'n[1-3]', slurm: {NodeAddr: 'a1,a2'}}\n")
+    pairs = parse_inventory("nodes:\n  - {name: 'n[1-2]', slurm: {NodeAddr: 'b2,b1'}}\n").nodes
+    assert [(n.name, n.slurm_attr("NodeAddr")) for n in pairs] == [("n1", "b2"), ("n2", "b1")]
+
+
+def test_yaml_anchors_within_the_bound_still_work() -> None:
+    """Aliases are legitimate YAML (one hardware block for many entries); only their expansion is bounded."""
+    doc = "nodes:\n  - {name: a1, region: r1, slurm: &hw {CPUs: 8}}\n  - {name: a2, region: r1, slurm: *hw}\n"
+    assert [n.slurm for n in parse_inventory(doc).nodes] == [(("CPUs", "8"),)] * 2

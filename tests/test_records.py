@@ -1,4 +1,5 @@
-"""Node records in a directory: read as self, bad ones skipped with one line, never overriding trusted records."""
+"""Node records in a directory: read as self, bad ones skipped with one line, never overriding trusted
+records."""
 
 from __future__ import annotations
 
@@ -72,6 +73,26 @@ def test_a_record_claiming_provider_is_read_as_self_with_a_warning(tmp_path: Pat
             '{"name": "l", "region": "r1", "source": "root"}',
             "source: must be provider, operator or self",
         ),
+        # Hostile documents: each one warning line, never an exception, bounded in time and memory.
+        ("m.yaml", "nodes:\n  - {name: m, region: !!timestamp x}\n", "not valid YAML: a tagged value"),
+        ("n.yaml", "nodes:\n  - {name: n, region: !!int x}\n", "not valid YAML: a tagged value"),
+        ("o.yaml", "nodes:\n  - {name: o, region: !!python/name:os.system x}\n", "not valid YAML"),
+        (
+            "p.yaml",
+            "a: &a [x, x, x, x, x, x, x, x, x]\n"
+            + "".join(
+                f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n"
+                for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+            )
+            + "nodes: [{name: p, region: *i}]\n",
+            "not valid YAML: aliases expand to more than",
+        ),
+        ("q.yaml", "nodes:\n  - {name: q, region: r1, region: r2}\n", "duplicate key 'region'"),
+        ("r.json", "[" * 30_000 + "]" * 30_000, "not valid JSON"),
+        ("v.yaml", "nodes:\n" + "[" * 30_000 + "]" * 30_000 + "\n", "not valid YAML"),
+        ("s.yaml", "nodes:\n  - {name: s, region: r1, features: [zone_x]}\n", "not allowed in a node record"),
+        ("t.yaml", 'nodes:\n  - {name: "t\\n", region: r1}\n', "name: must be one node name"),
+        ("u.json", '{"name": "u", "region": "r1", "found_by": {"x": ' + "9" * 5000 + "}}", "not valid JSON"),
     ],
     ids=lambda v: v if isinstance(v, str) and v.endswith(("yaml", "json")) else "",
 )

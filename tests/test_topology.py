@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
 
 from slurm_topo import build_topology, merge, parse_inventory, render_all
+from slurm_topo.model import SLURM_MAX_RANGE, SLURM_MAX_SUFFIX, oversized_number
 
 
 def topo(doc: str):  # type: ignore[no-untyped-def]
@@ -16,7 +24,8 @@ def switches(doc: str) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
 
 
 def test_missing_levels_get_their_own_leaves() -> None:
-    """No group -> per-zone leaf, no zone -> per-region leaf, no location -> the root's leaf; each node once."""
+    """No group -> per-zone leaf, no zone -> per-region leaf, no location -> the root's leaf; each node
+    once."""
     sw = switches("""
 nodes:
   - {name: a1, region: r1, zone: r1-a, network_group: g1}
@@ -69,7 +78,8 @@ def test_node_features_follow_levels() -> None:
 
 
 def test_trusted_location_is_used_in_every_output() -> None:
-    """A node claimed elsewhere by its self-report is placed where the provider record puts it, in every file."""
+    """A node claimed elsewhere by its self-report is placed where the provider record puts it, in every
+    file."""
     inv = merge(
         [
             parse_inventory("nodes:\n  - {name: n1, region: r9, source: self}\n", source="self.yaml"),
@@ -92,8 +102,9 @@ def test_own_features_and_gres_are_kept_on_the_node_line() -> None:
         merge(
             [
                 parse_inventory(
-                    "nodes:\n  - {name: 'n[1-2]', region: r1, features: [torch-2.4], gpus: 8, gpu_type: h100, "
-                    "slurm: {CPUs: 16, Weight: 5}}\n  - {name: n3, gpus: 4, slurm: {Gres: 'gpu:a100:4,nic:1'}}\n"
+                    "nodes:\n  - {name: 'n[1-2]', region: r1, features: [torch-2.4], gpus: 8, "
+                    "gpu_type: h100, slurm: {CPUs: 16, Weight: 5}}\n"
+                    "  - {name: n3, gpus: 4, slurm: {Gres: 'gpu:a100:4,nic:1'}}\n"
                 )
             ]
         ),
@@ -105,3 +116,59 @@ def test_own_features_and_gres_are_kept_on_the_node_line() -> None:
         "NodeName=n3 Gres=gpu:a100:4,nic:1",
     ]
     assert "NodeName=DEFAULT" not in out["slurm-topo-nodes.conf"]
+
+
+def _slurm_hostnames(tmp_path: Path, expression: str) -> list[str] | None:
+    """Slurm's own reading of a hostlist (``scontrol show hostnames``; no daemon is contacted), or None when
+    scontrol is not installed."""
+    scontrol = shutil.which("scontrol")
+    if scontrol is None:
+        return None
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=hostlist\nSlurmctldHost=localhost\n")
+    proc = subprocess.run(
+        [scontrol, "show", "hostnames", expression],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SLURM_CONF": str(conf)},
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split()
+
+
+def test_more_than_65536_nodes_under_one_leaf_are_split_into_ranges_slurm_reads(tmp_path: Path) -> None:
+    """Slurm reads at most 65 536 hosts in one range (hostlist.c MAX_RANGE: `n[1-65537]` is "Too many hosts in
+    range"); topology.conf `Nodes=` and the NodeName= line split longer runs, and Slurm reads back every
+    node."""
+    out = render_all(merge([parse_inventory("nodes:\n  - {name: 'n[1-70000]', region: r1}\n")]), (22, 5))
+    nodes = next(line for line in out["topology.conf"].splitlines() if line.startswith("SwitchName=leaf_r1 "))
+    expr = nodes.split("Nodes=", 1)[1]
+    assert expr == "n[1-65536],n[65537-70000]"
+    node_line = next(
+        line for line in out["slurm-topo-nodes.conf"].splitlines() if line.startswith("NodeName=")
+    )
+    assert node_line.split()[0] == "NodeName=n[1-65536],n[65537-70000]"
+    for lo, hi in re.findall(r"(\d+)-(\d+)", expr):
+        assert int(hi) - int(lo) + 1 <= SLURM_MAX_RANGE
+    want = [f"n{i}" for i in range(1, 70001)]
+    got = _slurm_hostnames(tmp_path, expr)
+    if got is None:
+        pytest.skip("scontrol is not installed: Slurm's own hostlist reading not checked")
+    assert got == want
+    assert _slurm_hostnames(tmp_path, "n[1-65536]") == want[:65536]
+
+
+def test_slurm_misreads_numbers_past_the_suffix_limit(tmp_path: Path) -> None:
+    """Why names with a digit run over 2**64-2 are refused: Slurm's hostlist reads 2**64 and 2**64+1 as the
+    same host (and 2**64-1 marks an empty range); 2**64-2 round-trips."""
+    ok = f"n{SLURM_MAX_SUFFIX}"
+    got = _slurm_hostnames(tmp_path, ok)
+    if got is None:
+        pytest.skip("scontrol is not installed")
+    assert got == [ok]
+    assert oversized_number(ok) is None
+    over = [f"n{2**64}", f"n{2**64 + 1}"]
+    assert len(set(_slurm_hostnames(tmp_path, ",".join(over)) or [])) == 1  # two names, one host for Slurm
+    assert all(oversized_number(name) is not None for name in over)

@@ -1,16 +1,17 @@
-"""slurm-topo-nodes.conf: the only ``NodeName=`` definition of every inventory node (slurm.conf(5) NODE CONFIGURATION).
+"""slurm-topo-nodes.conf: the only ``NodeName=`` definition of every inventory node (slurm.conf(5) NODE
+CONFIGURATION).
 
-slurm.conf pulls it in with ``Include slurm-topo-nodes.conf``; a second ``NodeName=`` for the same node is fatal to
-slurmctld, so the admin removes those nodes' own lines. Each line carries the node's hardware attributes, its own
-features and its location features (``region_*``, ``zone_*``, ``ng_*``). Nodes whose lines would be identical are
-folded into one hostlist; there is no ``NodeName=DEFAULT`` line, so nothing leaks into the admin's other nodes.
+slurm.conf pulls it in with ``Include slurm-topo-nodes.conf``; a second ``NodeName=`` for the same node is
+fatal to slurmctld, so the admin removes those nodes' own lines. Each line carries the node's hardware
+attributes, its own features and its location features (``region_*``, ``zone_*``, ``ng_*``). Nodes whose lines
+would be identical are folded into one hostlist; there is no ``NodeName=DEFAULT`` line, so nothing leaks into
+the admin's other nodes.
 """
 
 from __future__ import annotations
 
 from .. import hostlist
-from ..inventory import natural_key
-from ..model import Node
+from ..model import Node, natural_key
 from . import RenderContext, header
 
 

@@ -1,6 +1,7 @@
 """topology.conf for ``TopologyPlugin=topology/tree`` (topology.conf(5): ``SwitchName= Nodes=|Switches=``).
 
-Hostlist-compressed ``Nodes=``; ``Switches=`` as a plain comma list (Slurm expands only digits in switch ranges).
+Hostlist-compressed ``Nodes=``; ``Switches=`` as a plain comma list (Slurm expands only digits in switch
+ranges).
 """
 
 from __future__ import annotations
