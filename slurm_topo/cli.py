@@ -60,7 +60,11 @@ def _load(
 ) -> Inventory:
     if not inventories and not records_dir:
         raise click.UsageError("give at least one --inventory FILE or --records DIR")
-    loaded = [load_inventory_file(p) for p in inventories]
+    from .model import MAX_NODES
+
+    loaded = []
+    for path in inventories:  # one budget for all files: each is counted before it is expanded
+        loaded.append(load_inventory_file(path, MAX_NODES - sum(len(x.nodes) for x in loaded)))
     if records_dir:
         from .records import load_records
 
@@ -71,7 +75,7 @@ def _load(
     inventory = merge(loaded)
     records = _slurm_nodes(nodes_from, scontrol)
     if records is not None:
-        inventory = with_slurm_nodes(inventory, records)
+        inventory = with_slurm_nodes(inventory, records, nodes_from or "scontrol show node")
         if inventory.extra_nodes:
             _warn(
                 f"{len(inventory.extra_nodes)} nodes Slurm knows are in no inventory; placed in the root's "
@@ -185,12 +189,14 @@ def generate(
     gpu_device_prefix: str,
 ) -> None:
     """Render every output for the merged inventories (and node records) into DIR, all or nothing."""
+    import time
+
+    started = time.monotonic()
+    options = RenderOptions(assume_minor_equals_index, gpu_device_prefix)  # refuses a bad prefix first
     inventory = _load(inventories, nodes_from, scontrol, records_dir)
-    if not gpu_device_prefix.startswith("/") or any(c.isspace() or c in "#=," for c in gpu_device_prefix):
-        raise InputError(
-            f"--gpu-device-prefix must be an absolute path without spaces: {gpu_device_prefix!r}"
-        )
-    options = RenderOptions(assume_minor_equals_index, gpu_device_prefix)
+    loaded_s = time.monotonic() - started
+    if loaded_s > 1.0:  # progress on stderr once the work is long enough to wonder about
+        _warn(f"slurm-topo: {len(inventory.nodes)} nodes loaded in {loaded_s:.1f} s; rendering")
     if assume_minor_equals_index and any(n.gpus for n in inventory.nodes):
         _warn(
             "warning: --assume-minor-equals-index: gres.conf names /dev/nvidia<index> where NVML's minor number "
@@ -204,6 +210,8 @@ def generate(
     rendered = render_all(
         inventory, _slurm_version(slurm_version), _partitions(partitions_from, scontrol), options
     )
+    if time.monotonic() - started > 2.0:
+        _warn(f"slurm-topo: rendered in {time.monotonic() - started:.1f} s; writing {out}")
     for written in write_files(out, rendered):
         click.echo(f"{written.status:9} {written.path}")
 
