@@ -1,0 +1,90 @@
+"""The controller client: every ``scontrol``/``squeue`` call apply makes (through a Runner), and the
+verification of what slurmctld shows after a reconfigure."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+
+from ..errors import CommandError, InputError, ParseError
+from ..runner import Runner
+from ..version import parse_slurm_version
+from .base import NODES, TOPOLOGY, ApplyOptions
+from .parse import _written_topology, features_difference, parse_node_lines, topology_difference
+
+
+class _Slurm:
+    def __init__(self, runner: Runner, options: ApplyOptions):
+        self.runner = runner
+        self.o = options
+
+    def run(self, *argv: str, timeout: float | None = None) -> str:
+        return self.runner.run(list(argv), timeout=timeout or self.o.command_timeout)
+
+    def primary_up(self) -> bool:
+        try:
+            out = self.run("scontrol", "ping")
+        except CommandError:
+            return False
+        for line in out.splitlines():
+            if "primary" in line.lower() or line.lower().startswith("slurmctld"):
+                return line.rstrip().endswith("UP")
+        return False
+
+    def version(self) -> tuple[int, int] | None:
+        if self.o.slurm_version:
+            return self.o.slurm_version
+        try:
+            return parse_slurm_version(self.run("scontrol", "--version"))
+        except (CommandError, InputError):
+            return None
+
+    def nodes_text(self) -> str:
+        return self.run("scontrol", "show", "node", "-o")
+
+    def pending_features(self) -> list[tuple[str, str]]:
+        out = self.run("squeue", "-h", "-t", "PD", "-o", "%i %f")
+        rows = []
+        for line in out.splitlines():
+            job, _, feats = line.strip().partition(" ")
+            if job:
+                rows.append((job, feats.strip()))
+        return rows
+
+    def reconfigure(self) -> None:
+        self.run("scontrol", "reconfigure", timeout=max(self.o.command_timeout, 60.0))
+
+    def sync(self) -> None:
+        if self.o.sync_cmd:
+            argv = shlex.split(self.o.sync_cmd)
+            if argv:
+                self.runner.run(argv, timeout=self.o.sync_timeout)
+
+    def verify(self, files: Mapping[str, bytes | None]) -> list[str]:
+        """Wait (up to verify_timeout) until slurmctld answers and shows what ``files`` say; the last
+        difference otherwise."""
+        topo = files.get(TOPOLOGY)
+        nodes = files.get(NODES)
+        try:
+            want_nodes = parse_node_lines(nodes.decode()) if nodes is not None else None
+            if topo is not None:
+                _written_topology(topo.decode())
+        except ParseError:
+            return []  # a foreign file being restored: nothing we can compare with
+        deadline = self.o.clock() + self.o.verify_timeout
+        diff = ["slurmctld does not answer after the reconfigure"]
+        while True:
+            try:
+                if self.primary_up():
+                    diff = []
+                    if topo is not None:
+                        diff += topology_difference(topo.decode(), self.run("scontrol", "show", "topology"))
+                    if want_nodes is not None:
+                        diff += features_difference(want_nodes, self.nodes_text())
+                    if not diff:
+                        return []
+            except (CommandError, ParseError) as exc:
+                diff = [f"verify: {exc}"]
+            if self.o.clock() >= deadline:
+                return diff
+            self.o.sleep(0.25)
