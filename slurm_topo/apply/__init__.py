@@ -58,7 +58,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
+from ..errors import CommandError, ParseError
 from ..runner import Runner
+from ..slurmconf import parse_scontrol_nodes
 from .base import (
     CONFIG_ORDER,
     DATA,
@@ -90,9 +92,9 @@ from .parse import (
     parse_show_topology,
     topology_difference,
 )
-from .plan import _plan
+from .plan import _Plan, check_interval, check_node_set, check_pending, check_unplaced, draft, finish
 from .prove import Proof, Prover, ThrowawayController, prover_for
-from .store import _locked, _read, _State
+from .store import _locked, _meta, _read, _State
 
 __all__ = [
     "CONFIG_ORDER",
@@ -125,6 +127,39 @@ __all__ = [
     "run_apply",
     "topology_difference",
 ]
+
+
+def _plan(
+    options: ApplyOptions,
+    rendered: Mapping[str, bytes | None],
+    slurm: _Slurm,
+    state: dict[str, object],
+    *,
+    checks: bool = True,
+) -> _Plan | None:
+    """Read the live files, ask the controller what the pure plan needs, plan (see ``plan``)."""
+    sd = options.slurm_dir
+    live = {name: _read(sd / name) for name in rendered}
+    d = draft(options, rendered, live, state, topology_yaml=(sd / "topology.yaml").exists(), checks=checks)
+    if d is None:
+        return None
+    if checks and d.reconfigure:
+        if not slurm.primary_up():
+            raise Refusal("slurmctld (primary) does not answer `scontrol ping` UP; nothing changed")
+        try:
+            known = {r["NodeName"] for r in parse_scontrol_nodes(slurm.nodes_text())}
+        except (CommandError, ParseError) as exc:
+            raise Refusal(f"cannot read the controller's nodes: {exc}") from None
+        expected = check_node_set(d, known, slurm.version())
+        check_unplaced(rendered.get(TOPOLOGY), expected)
+        if d.gone_feats and not options.force:
+            try:
+                pending = slurm.pending_features()
+            except CommandError as exc:
+                raise Refusal(f"cannot list pending jobs: {exc}") from None
+            check_pending(d, pending)
+        check_interval(options, d, state, options.clock())
+    return finish(options, d, {n: _meta(sd / n) for n in d.changed})
 
 
 def _check_dirs(options: ApplyOptions) -> None:

@@ -1,13 +1,24 @@
-"""What a run would change and why it would refuse (no writes)."""
+"""What a run would change and why it would refuse — pure: no file, no command, no clock.
+
+The caller (``apply._plan``) reads the live files and asks the controller; these functions decide:
+
+1. :func:`draft` — the files that change, the new set's own checks (lint, node lines), the live-file
+   refusals (topology.yaml, foreign files), the node and feature changes, the removal threshold and the
+   gres ``Cores=`` rule;
+2. :func:`check_controller` — when a reconfigure is due: the node set against the running controller's
+   (restart required before 23.11), nodes on no switch, pending jobs naming a group about to disappear, and
+   the ``--min-interval`` debounce;
+3. :func:`finish` — when the data file goes live (first, last, or held back for an owed reconfigure).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
-from ..errors import CommandError, ParseError
+from ..errors import ParseError
 from ..lint import lint_topology
-from ..slurmconf import parse_scontrol_nodes, parse_topology_conf
+from ..slurmconf import parse_topology_conf
 from .base import (
     _FEATURE_TOKEN_RE,
     CONFIG_ORDER,
@@ -20,9 +31,7 @@ from .base import (
     Refusal,
     _Deferred,
 )
-from .controller import _Slurm
 from .parse import _nodes_hl, has_header, parse_gres_cores, parse_node_lines
-from .store import _meta, _read
 
 
 @dataclass
@@ -58,148 +67,215 @@ def _check_new_set(new: Mapping[str, bytes | None]) -> tuple[dict[str, frozenset
     return nodes, []
 
 
-def _plan(
+def draft(
     options: ApplyOptions,
     rendered: Mapping[str, bytes | None],
-    slurm: _Slurm,
-    state: dict,
+    live: Mapping[str, bytes | None],
+    state: Mapping[str, object],
     *,
+    topology_yaml: bool,
     checks: bool = True,
-) -> _Plan | None:
-    sd = options.slurm_dir
+) -> _Draft | None:
+    """What changes, and every refusal that needs no controller. None: nothing to do."""
     unknown = set(rendered) - set(MANAGED)
     if unknown:
         raise Refusal(f"unknown output {sorted(unknown)[0]!r}: apply manages only {', '.join(MANAGED)}")
-    live = {name: _read(sd / name) for name in rendered}
-    changed = {n: rendered[n] for n in MANAGED if n in rendered and rendered[n] != live[n]}
+    changed = {n: rendered[n] for n in MANAGED if n in rendered and rendered[n] != live.get(n)}
     owed_before = bool(state.get("reconfigure_owed"))
     """A previous --no-reconfigure run wrote config files slurmctld has not read yet."""
     owed = owed_before and not options.no_reconfigure
     if not changed and not owed:
         return None
     new_nodes, _ = _check_new_set(rendered)
-    details: list[str] = []
-
     if checks:
-        if (sd / "topology.yaml").exists():
-            raise Refusal(
-                f"{sd / 'topology.yaml'} exists: Slurm 25.05+ then ignores topology.conf; remove it or "
-                "stop using apply"
-            )
-        foreign = [n for n, data in changed.items() if live[n] is not None and not has_header(live[n])]
-        if foreign and not options.adopt:
-            raise Refusal(
-                f"{', '.join(foreign)} in {sd} not written by slurm-topo (no header); --adopt takes "
-                "it over once"
-            )
+        _check_live_files(options, changed, live, topology_yaml)
+    d = _Draft(changed=changed, live=dict(live), owed_before=owed_before)
+    d.old_nodes = _live_nodes(live.get(NODES))
+    d.new_nodes = new_nodes if new_nodes is not None else d.old_nodes
+    d.details = _node_details(d)
+    if checks and not options.force:
+        _check_removal(options, d)
+    if checks:
+        _check_gres_cores(changed, live)
+    d.config_changed = any(n in changed for n in CONFIG_ORDER)
+    d.reconfigure = (d.config_changed or owed) and not options.no_reconfigure
+    return d
 
-    old_nodes: dict[str, frozenset[str]] = {}
-    if live.get(NODES) is not None and has_header(live[NODES]):
-        try:
-            old_nodes = parse_node_lines(live[NODES].decode())
-        except ParseError:
-            old_nodes = {}
-    new_nodes = new_nodes if new_nodes is not None else old_nodes
-    removed = set(old_nodes) - set(new_nodes)
-    added = set(new_nodes) - set(old_nodes)
-    old_feats = frozenset().union(*old_nodes.values()) if old_nodes else frozenset()
-    new_feats = frozenset().union(*new_nodes.values()) if new_nodes else frozenset()
-    gone_feats = old_feats - new_feats
-    if added:
-        details.append(f"nodes added: {_nodes_hl(added)}")
-    if removed:
-        details.append(f"nodes removed: {_nodes_hl(removed)}")
-    if gone_feats:
-        details.append(f"features removed: {','.join(sorted(gone_feats))}")
 
-    if checks and old_nodes and removed and not options.force:
-        share = len(removed) / len(old_nodes)
-        if share > options.max_removal:
-            raise Refusal(
-                f"{len(removed)} of {len(old_nodes)} nodes would disappear ({share:.0%} > "
-                f"--max-removal {options.max_removal:.0%}); --force applies anyway",
-                [f"removed: {_nodes_hl(removed)}"],
-            )
+@dataclass
+class _Draft:
+    changed: dict[str, bytes | None]
+    live: dict[str, bytes | None]
+    owed_before: bool
+    old_nodes: dict[str, frozenset[str]] = field(default_factory=dict)
+    new_nodes: dict[str, frozenset[str]] = field(default_factory=dict)
+    details: list[str] = field(default_factory=list)
+    config_changed: bool = False
+    reconfigure: bool = False
 
-    if checks and GRES in changed and live.get(GRES) is not None and changed[GRES] is not None:
-        try:
-            before = parse_gres_cores(live[GRES].decode())
-            after = parse_gres_cores(changed[GRES].decode())
-        except ParseError as exc:
-            raise Refusal(f"gres.conf: {exc}") from None
-        moved = {n for n in set(before) & set(after) if before[n] != after[n]}
-        if moved:
-            raise Refusal(
-                f"restart required: gres.conf Cores= changes on {_nodes_hl(moved)} (slurmctld reads "
-                "Cores= only at start); apply refuses"
-            )
+    @property
+    def removed(self) -> set[str]:
+        return set(self.old_nodes) - set(self.new_nodes)
 
-    config_changed = any(n in changed for n in CONFIG_ORDER)
-    reconfigure = (config_changed or owed) and not options.no_reconfigure
-    if checks and reconfigure:
-        if not slurm.primary_up():
-            raise Refusal("slurmctld (primary) does not answer `scontrol ping` UP; nothing changed")
-        try:
-            known_text = slurm.nodes_text()
-            known = {r["NodeName"] for r in parse_scontrol_nodes(known_text)}
-        except (CommandError, ParseError) as exc:
-            raise Refusal(f"cannot read the controller's nodes: {exc}") from None
-        expected = (known - set(old_nodes)) | set(new_nodes)
-        more, less = expected - known, known - expected
-        version = slurm.version()
-        if (more or less) and (version is None or version < (23, 11)):
-            lines = ([f"nodes to add: {_nodes_hl(more)}"] if more else []) + (
-                [f"nodes to remove: {_nodes_hl(less)}"] if less else []
-            )
-            raise Refusal(
-                "restart required: the node set differs from the running slurmctld's and Slurm "
-                f"{'?' if version is None else f'{version[0]}.{version[1]:02d}'} < 23.11 would die on "
-                f"a reconfigure; {'; '.join(lines)}",
-                lines,
-            )
-        if rendered.get(TOPOLOGY) is not None:
-            switches = parse_topology_conf(rendered[TOPOLOGY].decode())
-            unplaced = [
-                p.message for p in lint_topology(switches, known_nodes=expected) if p.code == "unplaced-node"
-            ]
-            if unplaced:
-                raise Refusal(
-                    f"{len(unplaced)} nodes Slurm knows would be on no switch ({unplaced[0]})", unplaced
-                )
-        if gone_feats and not options.force:
-            try:
-                pending = slurm.pending_features()
-            except CommandError as exc:
-                raise Refusal(f"cannot list pending jobs: {exc}") from None
-            stuck = [
-                f"job {job}: {feats}"
-                for job, feats in pending
-                if gone_feats & set(_FEATURE_TOKEN_RE.findall(feats))
-            ]
-            if stuck:
-                raise Refusal(
-                    f"{len(stuck)} pending jobs name a group about to disappear (they would be held "
-                    f"forever); --force applies anyway",
-                    stuck,
-                )
-        last = float(state.get("last_reconfigure", 0))
-        wait = options.min_interval - (options.clock() - last)
-        if wait > 0:
-            raise _Deferred(
-                f"last reconfigure {options.clock() - last:.0f}s ago (--min-interval "
-                f"{options.min_interval:.0f}s); {len(changed)} files left as they are"
-            )
+    @property
+    def added(self) -> set[str]:
+        return set(self.new_nodes) - set(self.old_nodes)
 
+    @property
+    def old_feats(self) -> frozenset[str]:
+        return frozenset().union(*self.old_nodes.values()) if self.old_nodes else frozenset()
+
+    @property
+    def new_feats(self) -> frozenset[str]:
+        return frozenset().union(*self.new_nodes.values()) if self.new_nodes else frozenset()
+
+    @property
+    def gone_feats(self) -> frozenset[str]:
+        return self.old_feats - self.new_feats
+
+
+def _check_live_files(
+    options: ApplyOptions,
+    changed: Mapping[str, bytes | None],
+    live: Mapping[str, bytes | None],
+    topology_yaml: bool,
+) -> None:
+    sd = options.slurm_dir
+    if topology_yaml:
+        raise Refusal(
+            f"{sd / 'topology.yaml'} exists: Slurm 25.05+ then ignores topology.conf; remove it or "
+            "stop using apply"
+        )
+    foreign = [n for n in changed if (old := live.get(n)) is not None and not has_header(old)]
+    if foreign and not options.adopt:
+        raise Refusal(
+            f"{', '.join(foreign)} in {sd} not written by slurm-topo (no header); --adopt takes it over once"
+        )
+
+
+def _live_nodes(data: bytes | None) -> dict[str, frozenset[str]]:
+    """The live node lines (only ours: a foreign file says nothing we can compare with)."""
+    if data is None or not has_header(data):
+        return {}
+    try:
+        return parse_node_lines(data.decode())
+    except ParseError:
+        return {}
+
+
+def _node_details(d: _Draft) -> list[str]:
+    details = []
+    if d.added:
+        details.append(f"nodes added: {_nodes_hl(d.added)}")
+    if d.removed:
+        details.append(f"nodes removed: {_nodes_hl(d.removed)}")
+    if d.gone_feats:
+        details.append(f"features removed: {','.join(sorted(d.gone_feats))}")
+    return details
+
+
+def _check_removal(options: ApplyOptions, d: _Draft) -> None:
+    removed = d.removed
+    if not d.old_nodes or not removed:
+        return
+    share = len(removed) / len(d.old_nodes)
+    if share > options.max_removal:
+        raise Refusal(
+            f"{len(removed)} of {len(d.old_nodes)} nodes would disappear ({share:.0%} > "
+            f"--max-removal {options.max_removal:.0%}); --force applies anyway",
+            [f"removed: {_nodes_hl(removed)}"],
+        )
+
+
+def _check_gres_cores(changed: Mapping[str, bytes | None], live: Mapping[str, bytes | None]) -> None:
+    old, new = live.get(GRES), changed.get(GRES)
+    if GRES not in changed or old is None or new is None:
+        return
+    try:
+        before = parse_gres_cores(old.decode())
+        after = parse_gres_cores(new.decode())
+    except ParseError as exc:
+        raise Refusal(f"gres.conf: {exc}") from None
+    moved = {n for n in set(before) & set(after) if before[n] != after[n]}
+    if moved:
+        raise Refusal(
+            f"restart required: gres.conf Cores= changes on {_nodes_hl(moved)} (slurmctld reads "
+            "Cores= only at start); apply refuses"
+        )
+
+
+def check_node_set(d: _Draft, known: set[str], version: tuple[int, int] | None) -> set[str]:
+    """The nodes slurmctld will know after the change; refuse a changed node set before 23.11."""
+    expected = (known - set(d.old_nodes)) | set(d.new_nodes)
+    more, less = expected - known, known - expected
+    if (more or less) and (version is None or version < (23, 11)):
+        lines = ([f"nodes to add: {_nodes_hl(more)}"] if more else []) + (
+            [f"nodes to remove: {_nodes_hl(less)}"] if less else []
+        )
+        raise Refusal(
+            "restart required: the node set differs from the running slurmctld's and Slurm "
+            f"{'?' if version is None else f'{version[0]}.{version[1]:02d}'} < 23.11 would die on "
+            f"a reconfigure; {'; '.join(lines)}",
+            lines,
+        )
+    return expected
+
+
+def check_unplaced(topology: bytes | None, expected: set[str]) -> None:
+    """Every node slurmctld will know must be on some switch (topology/tree never allocates it otherwise)."""
+    if topology is None:
+        return
+    switches = parse_topology_conf(topology.decode())
+    unplaced = [p.message for p in lint_topology(switches, known_nodes=expected) if p.code == "unplaced-node"]
+    if unplaced:
+        raise Refusal(f"{len(unplaced)} nodes Slurm knows would be on no switch ({unplaced[0]})", unplaced)
+
+
+def check_pending(d: _Draft, pending: Sequence[tuple[str, str]]) -> None:
+    """Pending jobs whose features name a group about to disappear would wait forever."""
+    gone = d.gone_feats
+    stuck = [f"job {job}: {feats}" for job, feats in pending if gone & set(_FEATURE_TOKEN_RE.findall(feats))]
+    if stuck:
+        raise Refusal(
+            f"{len(stuck)} pending jobs name a group about to disappear (they would be held "
+            f"forever); --force applies anyway",
+            stuck,
+        )
+
+
+def check_interval(options: ApplyOptions, d: _Draft, state: Mapping[str, object], now: float) -> None:
+    """Defer (nothing touched) a reconfigure inside ``--min-interval`` of the last one."""
+    last = float(state.get("last_reconfigure", 0) or 0)  # type: ignore[arg-type]
+    if options.min_interval - (now - last) > 0:
+        raise _Deferred(
+            f"last reconfigure {now - last:.0f}s ago (--min-interval "
+            f"{options.min_interval:.0f}s); {len(d.changed)} files left as they are"
+        )
+
+
+def finish(options: ApplyOptions, d: _Draft, meta: Mapping[str, dict[str, int] | None]) -> _Plan:
+    """The plan: when the data file goes live (see docs/apply.md "Why the data file moves when it does")."""
+    changed, details = dict(d.changed), list(d.details)
     # The live files tell what slurmctld knows only when no reconfigure is owed from an earlier run.
     data_first = (
-        DATA in changed and config_changed and not owed_before and new_feats <= old_feats and bool(old_nodes)
+        DATA in changed
+        and d.config_changed
+        and not d.owed_before
+        and d.new_feats <= d.old_feats
+        and bool(d.old_nodes)
     )
-    if DATA in changed and options.no_reconfigure and (config_changed or owed_before) and not data_first:
+    if DATA in changed and options.no_reconfigure and (d.config_changed or d.owed_before) and not data_first:
         # new groups: slurmctld learns them only at the reconfigure the admin owes; publish the data then
         del changed[DATA]
         details.append(
             f"{DATA} held back until slurmctld is reconfigured (it names new groups): the next "
             "apply without --no-reconfigure reconfigures and publishes it"
         )
-    meta = {n: _meta(sd / n) for n in changed}
-    return _Plan(dict(changed), {n: live[n] for n in changed}, meta, reconfigure, data_first, details)
+    return _Plan(
+        changed,
+        {n: d.live.get(n) for n in changed},
+        {n: meta.get(n) for n in changed},
+        d.reconfigure,
+        data_first,
+        details,
+    )
