@@ -76,6 +76,7 @@ from .base import (
     TOPOLOGY,
     ApplyOptions,
     ApplyResult,
+    Journal,
     JournalUnreadable,
     Refusal,
     _Deferred,
@@ -133,7 +134,7 @@ def _plan(
     options: ApplyOptions,
     rendered: Mapping[str, bytes | None],
     slurm: _Slurm,
-    state: dict[str, object],
+    state: Journal,
     *,
     checks: bool = True,
 ) -> _Plan | None:

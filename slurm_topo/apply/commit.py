@@ -23,6 +23,7 @@ from .base import (
     TOPOLOGY,
     ApplyOptions,
     ApplyResult,
+    Journal,
     Refusal,
     _Failure,
     _result,
@@ -63,13 +64,13 @@ def _rename_order(plan_names: Sequence[str], data_first: bool) -> list[str]:
     return order
 
 
-def _prepare(options: ApplyOptions, st: _State, plan: _Plan) -> dict:
+def _prepare(options: ApplyOptions, st: _State, plan: _Plan) -> Journal:
     sd = options.slurm_dir
     set_id = f"{time.time_ns():020d}-{os.getpid()}"
     set_dir = st.sets / set_id
     (set_dir / "old").mkdir(parents=True)
     (set_dir / "new").mkdir()
-    files = []
+    files: list[Journal] = []
     for name in MANAGED:
         if name not in plan.new:
             continue
@@ -106,7 +107,7 @@ def _prepare(options: ApplyOptions, st: _State, plan: _Plan) -> dict:
     return journal
 
 
-def _set_bytes(st: _State, journal: dict, which: str, name: str) -> bytes | None:
+def _set_bytes(st: _State, journal: Journal, which: str, name: str) -> bytes | None:
     f = next(f for f in journal["files"] if f["name"] == name)
     if f[f"{which}_sha"] is None:
         return None
@@ -116,7 +117,7 @@ def _set_bytes(st: _State, journal: dict, which: str, name: str) -> bytes | None
     return data
 
 
-def _rename_staged(options: ApplyOptions, st: _State, journal: dict, name: str) -> None:
+def _rename_staged(options: ApplyOptions, st: _State, journal: Journal, name: str) -> None:
     sd = options.slurm_dir
     f = next(f for f in journal["files"] if f["name"] == name)
     if f["new_sha"] is None:
@@ -131,7 +132,7 @@ def _rename_staged(options: ApplyOptions, st: _State, journal: dict, name: str) 
     _step(options, f"rename:{name}")
 
 
-def _restore_old(options: ApplyOptions, st: _State, journal: dict) -> list[str]:
+def _restore_old(options: ApplyOptions, st: _State, journal: Journal) -> list[str]:
     """Every file of the journal back to its old bytes (idempotent); the names restored."""
     sd = options.slurm_dir
     _clean_stage(sd)
@@ -150,13 +151,13 @@ def _restore_old(options: ApplyOptions, st: _State, journal: dict) -> list[str]:
     return restored
 
 
-def _finish(options: ApplyOptions, st: _State, journal: dict, reconfigured: bool) -> None:
+def _finish(options: ApplyOptions, st: _State, journal: Journal, reconfigured: bool) -> None:
     if journal.get("data_last"):
         _rename_staged(options, st, journal, DATA)
     set_dir = st.sets / journal["id"]
     _write_synced(set_dir / "complete", b"", 0o600)
     _fsync_dir(set_dir)
-    values: dict[str, object] = {"last_applied": journal["id"]}
+    values: Journal = {"last_applied": journal["id"]}
     if reconfigured:
         values.update(last_reconfigure=options.clock(), reconfigure_owed=False)
     elif any(f["name"] in CONFIG_ORDER for f in journal["files"]) and options.no_reconfigure:
@@ -168,7 +169,7 @@ def _finish(options: ApplyOptions, st: _State, journal: dict, reconfigured: bool
 
 
 def _rollback_live(
-    options: ApplyOptions, st: _State, slurm: _Slurm, journal: dict, reconfigure: bool
+    options: ApplyOptions, st: _State, slurm: _Slurm, journal: Journal, reconfigure: bool
 ) -> tuple[bool, list[str]]:
     """Restore the old files; sync and reconfigure on them when ``reconfigure``. (ok, details)."""
     details: list[str] = []

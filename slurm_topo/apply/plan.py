@@ -28,6 +28,7 @@ from .base import (
     NODES,
     TOPOLOGY,
     ApplyOptions,
+    Journal,
     Refusal,
     _Deferred,
 )
@@ -49,15 +50,16 @@ def _check_new_set(new: Mapping[str, bytes | None]) -> tuple[dict[str, frozenset
     """Lint the new topology.conf and sanity-check the node lines; raise Refusal on any problem."""
     problems: list[str] = []
     nodes = None
-    if new.get(TOPOLOGY) is not None:
+    topology, node_lines = new.get(TOPOLOGY), new.get(NODES)
+    if topology is not None:
         try:
-            switches = parse_topology_conf(new[TOPOLOGY].decode(), source=f"new {TOPOLOGY}")
+            switches = parse_topology_conf(topology.decode(), source=f"new {TOPOLOGY}")
             problems += [f"{TOPOLOGY}: {p.code}: {p.message}" for p in lint_topology(switches)]
         except ParseError as exc:
             problems.append(str(exc))
-    if new.get(NODES) is not None:
+    if node_lines is not None:
         try:
-            nodes = parse_node_lines(new[NODES].decode(), source=f"new {NODES}")
+            nodes = parse_node_lines(node_lines.decode(), source=f"new {NODES}")
             if not nodes:
                 problems.append(f"{NODES}: no NodeName= lines")
         except ParseError as exc:
@@ -71,7 +73,7 @@ def draft(
     options: ApplyOptions,
     rendered: Mapping[str, bytes | None],
     live: Mapping[str, bytes | None],
-    state: Mapping[str, object],
+    state: Journal,
     *,
     topology_yaml: bool,
     checks: bool = True,
@@ -243,9 +245,9 @@ def check_pending(d: _Draft, pending: Sequence[tuple[str, str]]) -> None:
         )
 
 
-def check_interval(options: ApplyOptions, d: _Draft, state: Mapping[str, object], now: float) -> None:
+def check_interval(options: ApplyOptions, d: _Draft, state: Journal, now: float) -> None:
     """Defer (nothing touched) a reconfigure inside ``--min-interval`` of the last one."""
-    last = float(state.get("last_reconfigure", 0) or 0)  # type: ignore[arg-type]
+    last = float(state.get("last_reconfigure", 0) or 0)
     if options.min_interval - (now - last) > 0:
         raise _Deferred(
             f"last reconfigure {now - last:.0f}s ago (--min-interval "

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..output import fsync_dir as _fsync_dir
-from .base import MANAGED, STAGE_SUFFIX, ApplyOptions, JournalUnreadable, Refusal
+from .base import MANAGED, STAGE_SUFFIX, ApplyOptions, Journal, JournalUnreadable, Refusal
 
 
 def _read(path: Path) -> bytes | None:
@@ -187,7 +187,7 @@ class _State:
         os.replace(tmp, path)
         _fsync_dir(self.dir)
 
-    def journal(self) -> dict | None:
+    def journal(self) -> Journal | None:
         try:
             data = _read(self.journal_path)
         except OSError as exc:
@@ -198,21 +198,21 @@ class _State:
             journal = json.loads(data)
         except ValueError:
             journal = None
-        if not _journal_shape_ok(journal):
+        if not isinstance(journal, dict) or not _journal_shape_ok(journal):
             raise JournalUnreadable(
                 f"{self.journal_path} is not a slurm-topo journal: fix or remove it by hand (the set copies "
                 f"are in {self.sets})"
             )
         return journal
 
-    def write_journal(self, journal: dict) -> None:
+    def write_journal(self, journal: Journal) -> None:
         self._write_json(self.journal_path, journal)
 
     def drop_journal(self) -> None:
         self.journal_path.unlink(missing_ok=True)
         _fsync_dir(self.dir)
 
-    def state(self) -> dict:
+    def state(self) -> Journal:
         data = _read(self.state_path)
         try:
             return json.loads(data) if data else {}
