@@ -193,7 +193,8 @@ def _aws_instance_name(inst: dict[str, Any], aws_name: str) -> str | None:
         value = dns.split(".", 1)[0] if isinstance(dns, str) else None
     elif aws_name.startswith("tag:"):
         key = aws_name[4:]
-        tags = inst.get("Tags") or []
+        tags = inst.get("Tags")
+        tags = tags if isinstance(tags, list) else []  # no tag list: an instance without a name (left out)
         value = next((t.get("Value") for t in tags if isinstance(t, dict) and t.get("Key") == key), None)
     else:
         raise InputError(f"aws instance name: {aws_name!r} is not tag:KEY, private-dns or instance-id")

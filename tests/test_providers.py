@@ -43,7 +43,8 @@ def test_aws_listing_az_group_and_terminated_left_out() -> None:
 
 
 def test_azure_listing_location_zone_and_proximity_group() -> None:
-    """location + zones[0] -> <location>-<zone>; a proximity placement group is the network group; no zone ok."""
+    """location + zones[0] -> <location>-<zone>; a proximity placement group is the network group; no zone
+    ok."""
     got = placed("azure", (CLOUDS / "azure-vm-list-d.json").read_text())
     assert got == {
         "gpu-weu1-01": Location("westeurope", "westeurope-1", "ppg-train"),
@@ -177,3 +178,13 @@ def test_provider_record_beats_operator_and_self() -> None:
     node = next(n for n in inv.nodes if n.name == "gpu-ew1b-01")
     assert node.location == Location("europe-west1", "europe-west1-b") and node.source == Source.PROVIDER
     assert [c.node for c in inv.conflicts] == ["gpu-ew1b-01"]
+
+
+@pytest.mark.parametrize("tags", [5, 1.5, True, "Name=x"])
+def test_aws_tags_that_are_not_a_list_leave_the_instance_unnamed(tags: object) -> None:
+    """A listing whose Tags is not a list (found by tests/test_fuzz_inputs.py: `Tags: 5` was a TypeError) is
+    an instance without a name: left out, with the warning that counts them."""
+    inst = {"InstanceId": "i-1", "Tags": tags, "Placement": {"AvailabilityZone": "us-east-1a"}}
+    result = import_listing("aws", json.dumps({"Reservations": [{"Instances": [inst]}]}), source="l.json")
+    assert result.nodes == 0
+    assert result.warnings == ("l.json: 1 instance(s) without a Name tag left out: 'i-1'",)
