@@ -15,12 +15,27 @@
 Preconditions are declared, and skipped honestly: without root or the Slurm binaries the tests skip with
 the reason, except when ``CI`` is set, where an unavailable cluster is a failure, never a skip.
 On a failing test the report gets the tail of slurmctld.log and ``scontrol show job -d``.
+
+**Slurm versions.** ``--slurm-versions native,24.11,26.05`` (or ``$SLURM_TOPO_SLURM_VERSIONS``; default
+``native``, the host's Slurm) runs every integration test once per version: the session fixture
+``slurm_release`` (autouse) is parametrized with them (test ids ``[slurm-24.11]``; none with ``native`` alone)
+and exports ``SLURM_TOPO_SLURM=<release>`` for its duration, so every ``docker-slurm/cluster up`` a test makes
+(fixtures, ``slurmctl.start_cluster``, ``scratch_cluster``) runs that Slurm; 24.11/26.05 run from a Debian
+root the launcher builds once (``cluster root``). ``@pytest.mark.slurm_min("24.05", reason=...)`` marks a
+test that only makes sense from a release on: on an older one it is skipped with the reason, and under ``CI``
+it is deselected instead and listed by name in the summary (CI counts every skip as a failure: nothing is
+silent).
+The option is only known when pytest loads this file at start-up (a path under tests/integration is given);
+the environment variable always works.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -31,6 +46,164 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests import the helper module as `slurmctl`
 
 import slurmctl  # noqa: E402
+
+RELEASES = ("native", "24.11", "26.05")
+VERSIONS_ENV = "SLURM_TOPO_SLURM_VERSIONS"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--slurm-versions",
+        default=None,
+        help=f"comma-separated Slurm releases to run the integration tests on: {', '.join(RELEASES)} "
+        f"(env {VERSIONS_ENV}; default native = the host's Slurm)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "slurm_min(version, reason): the test needs Slurm >= version (major.minor); on an older release "
+        "it is skipped with the reason (deselected and listed under CI)",
+    )
+    selected_releases(config)  # a bad --slurm-versions is one usage error, before collection
+
+
+def selected_releases(config: pytest.Config) -> list[str]:
+    """The releases of ``--slurm-versions`` / ``$SLURM_TOPO_SLURM_VERSIONS`` (default: native)."""
+    raw = config.getoption("--slurm-versions", default=None) or os.environ.get(VERSIONS_ENV) or "native"
+    out: list[str] = []
+    for v in (x.strip() for x in raw.split(",")):
+        if v not in RELEASES:
+            raise pytest.UsageError(f"--slurm-versions: {v!r} is not one of {', '.join(RELEASES)}")
+        if v not in out:
+            out.append(v)
+    return out
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    releases = selected_releases(metafunc.config)
+    if "slurm_release" in metafunc.fixturenames and releases != ["native"]:
+        metafunc.parametrize(
+            "slurm_release", releases, indirect=True, scope="session", ids=[f"slurm-{r}" for r in releases]
+        )
+
+
+_NATIVE_VERSION: list[tuple[int, int] | None] = []
+
+
+def release_version(release: str) -> tuple[int, int] | None:
+    """major.minor of a release: the host's ``slurmctld -V`` for native (None if not installed)."""
+    if release != "native":
+        major, minor = release.split(".")
+        return int(major), int(minor)
+    if not _NATIVE_VERSION:
+        found = None
+        for cand in ("/usr/sbin/slurmctld-wlm", shutil.which("slurmctld") or "", "/usr/sbin/slurmctld"):
+            if cand and os.access(cand, os.X_OK):
+                try:
+                    out = subprocess.run([cand, "-V"], capture_output=True, text=True, timeout=10).stdout
+                except (OSError, subprocess.TimeoutExpired):
+                    continue
+                m = re.search(r"(\d+)\.(\d+)", out)
+                if m:
+                    found = (int(m.group(1)), int(m.group(2)))
+                    break
+        _NATIVE_VERSION.append(found)
+    return _NATIVE_VERSION[0]
+
+
+#: (test id, reason) of the tests CI deselected by their slurm_min marker; printed in the summary
+_NOT_FOR_VERSION: list[str] = []
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    keep: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        marker = item.get_closest_marker("slurm_min")
+        if marker is None:
+            keep.append(item)
+            continue
+        if not marker.args:
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.slurm_min needs a version, e.g. '24.05'")
+        need = tuple(int(x) for x in str(marker.args[0]).split(".")[:2])
+        callspec = getattr(item, "callspec", None)
+        release = callspec.params.get("slurm_release", "native") if callspec else "native"
+        have = release_version(release)
+        if have is None or have >= need:
+            keep.append(item)
+            continue
+        why = (
+            f"needs Slurm >= {marker.args[0]}, this is {have[0]}.{have[1]:02d} ({release}): "
+            f"{marker.kwargs.get('reason', 'no reason given')}"
+        )
+        if _in_ci():
+            dropped.append(item)
+            _NOT_FOR_VERSION.append(f"{item.nodeid}: {why}")
+        else:
+            item.add_marker(pytest.mark.skip(reason=why))
+            keep.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
+def pytest_terminal_summary(terminalreporter: object) -> None:
+    if _NOT_FOR_VERSION:
+        write = terminalreporter.write_line  # type: ignore[attr-defined]
+        write(f"not run on this Slurm by design (slurm_min), {len(_NOT_FOR_VERSION)} tests:")
+        for line in _NOT_FOR_VERSION:
+            write(f"  {line}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def slurm_release(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The Slurm release the integration tests run on now (``native``, ``24.11``, ``26.05``).
+
+    Exported as ``SLURM_TOPO_SLURM`` (the launcher's default for ``--slurm``) while it is active; for a
+    Debian-root release the root is built first if the cache has none (minutes, once, reported)."""
+    release: str = getattr(request, "param", "native")
+    if release != "native":
+        _ensure_root(request, release)
+    old = os.environ.get("SLURM_TOPO_SLURM")
+    os.environ["SLURM_TOPO_SLURM"] = release
+    try:
+        yield release
+    finally:
+        if old is None:
+            os.environ.pop("SLURM_TOPO_SLURM", None)
+        else:
+            os.environ["SLURM_TOPO_SLURM"] = old
+
+
+def _ensure_root(request: pytest.FixtureRequest, release: str) -> None:
+    missing = _missing_root_preconditions()
+    if missing:
+        _unavailable("; ".join(missing))
+    t0 = time.monotonic()
+    p = slurmctl.launcher("root", "--slurm", release, timeout=3600)
+    if p.returncode != 0:
+        _unavailable(f"no Slurm {release} root: {p.stderr.strip().splitlines()[-1:]}")
+    _say(request, f"\nSlurm {release} root: {p.stdout.strip()} ({time.monotonic() - t0:.1f}s to get it)")
+
+
+def _say(request: pytest.FixtureRequest, line: str) -> None:
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    capman = request.config.pluginmanager.getplugin("capturemanager")
+    if reporter is not None and capman is not None:
+        with capman.global_and_fixture_disabled():
+            reporter.write_line(line)
+
+
+def _missing_root_preconditions() -> list[str]:
+    missing = []
+    if os.geteuid() != 0:
+        missing.append("not root (the launcher needs unshare --mount, chroot, mknod and a munge-user munged)")
+    for tool in ("unshare", "chroot", "mount"):
+        if not shutil.which(tool):
+            missing.append(f"{tool} not on PATH")
+    return missing
 
 
 def _in_ci() -> bool:
@@ -46,7 +219,7 @@ def _unavailable(reason: str) -> None:
 
 
 def slurm_preconditions() -> None:
-    """Skip (outside CI) or fail (in CI) when this host cannot run a test cluster."""
+    """Skip (outside CI) or fail (in CI) when this host cannot run a test cluster (of the current release)."""
     missing = _missing_preconditions()
     if missing:
         _unavailable("; ".join(missing))
@@ -60,6 +233,8 @@ def scratch_cluster() -> object:
 
 
 def _missing_preconditions() -> list[str]:
+    if os.environ.get("SLURM_TOPO_SLURM", "native") != "native":
+        return _missing_root_preconditions()  # the root brings its own Slurm (checked when it was built)
     missing = []
     if os.geteuid() != 0:
         missing.append("not root (the launcher needs mknod, unshare --uts and a munge-user munged)")
@@ -76,11 +251,29 @@ def _missing_preconditions() -> list[str]:
     return missing
 
 
+def _base(release: str, suffix: str = "") -> Path:
+    """The session cluster's base: ``$SLURM_TOPO_CLUSTER_BASE`` or /tmp/slurm-topo-it-<pid> (+ -<release>)."""
+    base = os.environ.get("SLURM_TOPO_CLUSTER_BASE") or f"/tmp/slurm-topo-it-{os.getpid()}"
+    return Path(base + ("" if release == "native" else f"-{release}") + suffix)
+
+
+def _named(var: str, release: str) -> str | None:
+    """``$SLURM_TOPO_CLUSTER`` / ``$SLURM_TOPO_FILTERED_CLUSTER`` if it names a cluster of ``release``."""
+    named = os.environ.get(var)
+    if not named:
+        return None
+    try:
+        state = json.loads((Path(named) / "cluster.json").read_text())
+    except (OSError, ValueError):
+        return named  # reported below as "no cluster.json there"
+    return named if state.get("slurm", "native") == release else None
+
+
 @pytest.fixture(scope="session")
-def slurm_cluster(request: pytest.FixtureRequest) -> Iterator[slurmctl.Cluster]:
+def slurm_cluster(request: pytest.FixtureRequest, slurm_release: str) -> Iterator[slurmctl.Cluster]:
     """The session's real Slurm cluster (see the module docstring)."""
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    named = os.environ.get("SLURM_TOPO_CLUSTER")
+    named = _named("SLURM_TOPO_CLUSTER", slurm_release)
     if named:
         base = Path(named)
         if not (base / "cluster.json").exists():
@@ -95,7 +288,7 @@ def slurm_cluster(request: pytest.FixtureRequest) -> Iterator[slurmctl.Cluster]:
         return
 
     slurm_preconditions()
-    base = Path(os.environ.get("SLURM_TOPO_CLUSTER_BASE") or f"/tmp/slurm-topo-it-{os.getpid()}")
+    base = _base(slurm_release)
     t0 = time.monotonic()
     with slurmctl.owned_cluster(base) as cluster:
         _report_start(request, reporter, cluster, base, t0)
@@ -109,7 +302,8 @@ def _report_start(
     if reporter is not None and capman is not None:
         with capman.global_and_fixture_disabled():
             reporter.write_line(
-                f"\nslurm test cluster: Slurm {cluster.version[0]}.{cluster.version[1]:02d}, "
+                f"\nslurm test cluster: Slurm {cluster.version[0]}.{cluster.version[1]:02d} "
+                f"({cluster.release}), "
                 f"{len(cluster.nodes)} nodes, "
                 f"up (all idle) in {cluster.up_seconds:.2f}s by the launcher, "
                 f"{time.monotonic() - t0:.2f}s with the call; "
@@ -121,9 +315,9 @@ FILTER_FLEET = slurmctl.REPO / "docker-slurm" / "fleet-filter.yaml"
 
 
 @pytest.fixture(scope="session")
-def filtered_cluster(request: pytest.FixtureRequest) -> Iterator[slurmctl.Cluster]:
+def filtered_cluster(request: pytest.FixtureRequest, slurm_release: str) -> Iterator[slurmctl.Cluster]:
     """The session's cluster with the locality filter and the SPANK plugin (see the module docstring)."""
-    named = os.environ.get("SLURM_TOPO_FILTERED_CLUSTER")
+    named = _named("SLURM_TOPO_FILTERED_CLUSTER", slurm_release)
     if named:
         cluster = slurmctl.load_cluster(Path(named), owned=False)
         if "UP" not in cluster.slurm.run(["scontrol", "ping"], check=False).stdout:
@@ -131,13 +325,15 @@ def filtered_cluster(request: pytest.FixtureRequest) -> Iterator[slurmctl.Cluste
         yield cluster
         return
     missing = _missing_preconditions()
-    if not (shutil.which("gcc") and os.path.exists("/usr/include/slurm/spank.h")):
+    if slurm_release == "native" and not (
+        shutil.which("gcc") and os.path.exists("/usr/include/slurm/spank.h")
+    ):
         missing.append(
             "gcc or /usr/include/slurm/spank.h (libslurm-dev) missing: cannot build the SPANK plugin"
         )
     if missing:
         _unavailable("; ".join(missing))
-    base = Path(f"{os.environ.get('SLURM_TOPO_CLUSTER_BASE') or f'/tmp/slurm-topo-it-{os.getpid()}'}-filter")
+    base = _base(slurm_release, "-filter")
     with slurmctl.owned_cluster(base, "--with-filter", "--inventory", str(FILTER_FLEET)) as cluster:
         yield cluster
 

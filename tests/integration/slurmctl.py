@@ -3,7 +3,10 @@
 Every client call runs under a timeout (pitfall 14: a broken step can hang srun/sbatch for minutes), and
 every answer is Slurm's own words: ``scontrol show job -d``, ``scontrol show topology``, ``sinfo``.
 A :class:`Slurm` is bound to one cluster through ``SLURM_CONF`` in its environment, so two clusters can be
-driven from one test session.
+driven from one test session. A cluster of another Slurm release (``cluster up --slurm 24.11``) also puts
+its ``<base>/clients`` first on that environment's ``PATH``: wrappers that run the release's own clients
+inside its root (``cluster.json``'s ``client_prefix``), so ``timeout 30 srun ...`` and every program that
+calls ``sbatch``/``scontrol`` with the cluster's environment talk to it with a matching client.
 """
 
 from __future__ import annotations
@@ -298,6 +301,10 @@ class Cluster:
     #: True when this session started it (and so stops it)
     owned: bool
     up_seconds: float | None = None
+    #: ``native`` (the host's Slurm) or the Debian-root release it runs (``24.11``, ``26.05``)
+    release: str = "native"
+    #: argv prefix that runs a command inside the release's root (empty for native)
+    client_prefix: tuple[str, ...] = ()
 
     @property
     def etc(self) -> Path:
@@ -309,8 +316,16 @@ class Cluster:
 
 
 def client_env(base: Path) -> dict[str, str]:
+    """The environment of the cluster's clients: its ``SLURM_CONF``, and for a root release its client
+    wrappers first on ``PATH`` (from ``cluster.json``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") or k.startswith("SLURM_TOPO_")}
     env["SLURM_CONF"] = str(base / "etc" / "slurm.conf")
+    try:
+        clients = json.loads((base / "cluster.json").read_text()).get("client_path")
+    except (OSError, ValueError):
+        clients = None
+    if clients:
+        env["PATH"] = f"{clients}:{env.get('PATH', '/usr/bin:/bin')}"
     return env
 
 
@@ -325,6 +340,8 @@ def load_cluster(base: Path, owned: bool) -> Cluster:
         nodes=tuple(state["nodes"]),
         owned=owned,
         up_seconds=state.get("up_seconds"),
+        release=state.get("slurm", "native"),
+        client_prefix=tuple(state.get("client_prefix") or ()),
     )
 
 
@@ -350,7 +367,10 @@ def free_port_block(count: int) -> int:
 
 
 def launcher(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    """Run docker-slurm/cluster with this interpreter (it has PyYAML); never raises on a non-zero exit."""
+    """Run docker-slurm/cluster with this interpreter (it has PyYAML); never raises on a non-zero exit.
+
+    ``up`` runs the Slurm of ``$SLURM_TOPO_SLURM`` unless ``--slurm`` is given (the version fixture sets it).
+    """
     return subprocess.run(
         [sys.executable, str(LAUNCHER), *args], capture_output=True, text=True, timeout=timeout, check=False
     )

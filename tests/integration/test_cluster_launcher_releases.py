@@ -1,0 +1,112 @@
+"""docker-slurm/cluster on each selected Slurm release (``--slurm-versions``): the daemons and the clients are
+that release's, a reconfigure (a re-exec from 23.11) keeps the nodes' GPUs and the launcher's hold on every
+process, and `down` leaves no process, no mount and no file of the cluster behind."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+import slurmctl
+import yaml
+
+pytestmark = pytest.mark.slurm
+
+FLEET = {
+    "nodes": [
+        {
+            "name": "v[1-2]",
+            "region": "r1",
+            "zone": "r1-a",
+            "network_group": "g1",
+            "gpus": 2,
+            "gpu_type": "t4",
+            "slurm": {"CPUs": 4, "RealMemory": 8000},
+        },
+        {"name": "v3", "region": "r1", "zone": "r1-b", "network_group": "g2", "slurm": {"CPUs": 4}},
+    ]
+}
+
+
+def mounts_naming(*paths: Path) -> list[str]:
+    """Mount-table lines, of any process's mount namespace, whose mount point is under one of ``paths``."""
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/mountinfo") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            point = line.split()[4]
+            if any(point == str(p) or point.startswith(f"{p}/") for p in paths):
+                found.append(f"pid {d}: {line}")
+    return found
+
+
+def daemon_names(base: Path) -> list[str]:
+    """basename(argv[0]) of the cluster's processes."""
+    names = []
+    for pid in slurmctl.cluster_pids(base):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                names.append(os.path.basename(f.read().split(b"\0")[0].decode()))
+        except OSError:
+            pass
+    return names
+
+
+def test_the_release_runs_survives_reconfigure_and_down_leaves_nothing(slurm_release: str) -> None:
+    work = Path(f"/tmp/slurm-topo-it-rel-{os.getpid()}")
+    work.mkdir(parents=True, exist_ok=True)
+    os.chmod(work, 0o755)
+    (work / "fleet.yaml").write_text(yaml.safe_dump(FLEET))
+    base = work / "cluster"
+    rootfs: Path | None = None
+    try:
+        cluster = slurmctl.start_cluster(base, "--inventory", str(work / "fleet.yaml"), nodes_max=4)
+        slurm = cluster.slurm
+        assert cluster.release == slurm_release
+        # the clients are the release's own: their version is the daemons' (slurmctld -V, cluster.json)
+        client = slurm.out("scontrol", "--version").split()[-1]
+        assert tuple(int(x) for x in client.split(".")[:2]) == cluster.version
+        if slurm_release != "native":
+            assert client.startswith(slurm_release + "."), client
+            assert cluster.client_prefix, "a root release records how to run its clients"
+            rootfs = Path(yaml.safe_load((base / "cluster.json").read_text())["root"])
+            t0 = time.monotonic()
+            again = slurmctl.launcher("root", "--slurm", slurm_release, timeout=60)
+            assert again.returncode == 0, again.stderr
+            assert again.stdout.strip() == str(rootfs)
+            assert time.monotonic() - t0 < 15, "a cached root is reused, not rebuilt"
+        assert slurm.node_states() == {"v1": "idle", "v2": "idle", "v3": "idle"}
+
+        job = slurm.submit("-w", "v1", "--gres=gpu:t4:2", "--wrap", "sleep 300")
+        slurm.wait_state(job, "RUNNING")
+        assert slurm.allocation_of(job).gpus == {"v1": (0, 1)}
+        slurm.cancel(job)
+        slurm.quiesce()
+
+        # a reconfigure re-executes the daemons from 23.11 on: they must come back under the same names
+        # (basename(argv[0]) decides which daemon Slurm thinks it is: pitfall 2) and still carry the tag
+        slurm.reconfigure(cluster.version, timeout=60)
+        names = daemon_names(base)
+        assert "slurmctld" in names and names.count("slurmd") == 3, names
+        gres = slurm.out("sinfo", "-h", "-N", "-o", "%N %G")
+        assert re.search(r"^v2 gpu:t4:2\b", gres, re.M), gres
+        job = slurm.submit("-w", "v2", "--gres=gpu:t4:1", "--wrap", "sleep 300")
+        slurm.wait_state(job, "RUNNING")
+        assert slurmctl.cluster_pids(base)
+    finally:
+        slurmctl.stop_cluster(base)
+        left_mounts = mounts_naming(*(p for p in (base, rootfs) if p is not None))
+        os.remove(work / "fleet.yaml")
+        work.rmdir()
+    assert slurmctl.cluster_pids(base) == []
+    assert not base.exists()
+    assert left_mounts == []
