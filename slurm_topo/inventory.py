@@ -461,29 +461,9 @@ class _Entry:
         return [tuple((k, columns[k][i]) for k in order) for i in range(count)]
 
     def slurm_value(self, key: str, value: str) -> None:
-        """What slurm.conf's parser would refuse (or silently change) in one ``NodeName=`` value."""
-        where = f"slurm.{key}"
-        if key in SLURM_INT_RANGES:
-            lo, hi = SLURM_INT_RANGES[key]
-            if len(value) > 1 and value.startswith("0"):
-                raise self.fail(where, "no leading zeros (Slurm would read the number as octal)", value)
-            if not lo <= int(value[:40]) <= hi:
-                raise self.fail(where, f"must be from {lo} to {hi} (what Slurm accepts)", value)
-        elif key == "State":
-            if value.upper() not in _STATES:
-                raise self.fail(where, f"must be one of {', '.join(SLURM_NODE_STATES)}", value)
-        elif key == "Gres":
-            for item in value.split(","):
-                m = _GRES_ITEM_RE.match(item)
-                if m is None:
-                    raise self.fail(where, "must be NAME[:TYPE][:no_consume][:COUNT], comma-separated", value)
-                if m["count"] is not None and int(m["count"]) > 2**63:
-                    raise self.fail(where, "count too large", value)
-        elif key in ("NodeAddr", "NodeHostname"):
-            if not _ADDRESS_RE.match(value):
-                raise self.fail(where, "must be one host name or address per node", value)
-            if (run := oversized_number(value)) is not None:
-                raise self.fail(where, f"number {run[:24]} is too large for Slurm's hostlist", value)
+        problem = slurm_value_problem(key, value)
+        if problem is not None:
+            raise self.fail(f"slurm.{key}", problem, value)
 
     def found_by(self, raw: object) -> tuple[tuple[str, str], ...]:
         if raw is None:
@@ -498,6 +478,34 @@ class _Entry:
         if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
             raise self.fail("notes", "must be a list of strings", raw)
         return tuple(raw)
+
+
+def slurm_value_problem(key: str, value: str) -> str | None:
+    """What slurm.conf's parser would refuse (or silently change) in one ``NodeName=`` value, else None.
+
+    ``value`` has passed the token alphabet (and is all digits for ``SLURM_INT_KEYS``)."""
+    if key in SLURM_INT_RANGES:
+        lo, hi = SLURM_INT_RANGES[key]
+        if len(value) > 1 and value.startswith("0"):
+            return "no leading zeros (Slurm would read the number as octal)"
+        if not lo <= int(value[:40]) <= hi:
+            return f"must be from {lo} to {hi} (what Slurm accepts)"
+    elif key == "State":
+        if value.upper() not in _STATES:
+            return f"must be one of {', '.join(SLURM_NODE_STATES)}"
+    elif key == "Gres":
+        for item in value.split(","):
+            m = _GRES_ITEM_RE.match(item)
+            if m is None:
+                return "must be NAME[:TYPE][:no_consume][:COUNT], comma-separated"
+            if m["count"] is not None and int(m["count"]) > 2**63:
+                return "count too large"
+    elif key in ("NodeAddr", "NodeHostname"):
+        if not _ADDRESS_RE.match(value):
+            return "must be one host name or address per node"
+        if (run := oversized_number(value)) is not None:
+            return f"number {run[:24]} is too large for Slurm's hostlist"
+    return None
 
 
 def parse_inventory(
@@ -749,7 +757,11 @@ def with_slurm_nodes(
                 continue
             if key == "Gres" and node.gpus is not None:
                 continue
-            if _SLURM_VALUE_RE.match(value) and (key not in SLURM_INT_KEYS or value.isdigit()):
+            if (
+                _SLURM_VALUE_RE.match(value)
+                and (key not in SLURM_INT_KEYS or value.isdigit())
+                and slurm_value_problem(key, value) is None
+            ):  # what Slurm would not load again is left out, like any value that is not a plain token
                 have[key] = value
         nodes.append(replace(node, slurm=tuple((k, have[k]) for k in SLURM_NODE_KEYS if k in have)))
     known = {n.name for n in inventory.nodes}

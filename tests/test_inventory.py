@@ -162,3 +162,14 @@ def test_yaml_anchors_within_the_bound_still_work() -> None:
     """Aliases are legitimate YAML (one hardware block for many entries); only their expansion is bounded."""
     doc = "nodes:\n  - {name: a1, region: r1, slurm: &hw {CPUs: 8}}\n  - {name: a2, region: r1, slurm: *hw}\n"
     assert [n.slurm for n in parse_inventory(doc).nodes] == [(("CPUs", "8"),)] * 2
+
+
+def test_slurm_node_list_values_slurm_would_refuse_are_not_imported() -> None:
+    """A saved `scontrol show node -o` can be edited: values outside what slurm.conf accepts are left out, as
+    values that are not plain tokens always were; the node itself is still known."""
+    inv = merge([parse_inventory("nodes:\n  - {name: n1, region: r1}\n")])
+    records = parse_scontrol_nodes(
+        "NodeName=n1 CPUTot=99999999 RealMemory=1000 Port=0 Weight=99999999999 TmpDisk=010 Boards=1\n"
+    )
+    node = with_slurm_nodes(inv, records).nodes[0]
+    assert dict(node.slurm) == {"Boards": "1", "RealMemory": "1000"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -61,3 +62,24 @@ def test_output_path_that_is_a_file_is_refused(tmp_path: Path) -> None:
     with pytest.raises(OutputError, match="not a directory"):
         write_files(f, {"x.conf": "x"})
     assert f.read_text() == "keep"
+
+
+def test_generate_reports_progress_on_stderr_only_when_the_work_takes_seconds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Long generations (100 000 nodes take seconds) say what they are doing on stderr; quick ones stay quiet."""
+    from slurm_topo.cli import main
+
+    inventory = tmp_path / "fleet.yaml"
+    inventory.write_text("nodes:\n  - {name: 'n[1-4]', region: r1}\n")
+    argv = ["generate", "-i", str(inventory), "--slurm-version", "22.05", "-o"]
+    main([*argv, str(tmp_path / "quick")])
+    assert capsys.readouterr().err == ""
+    clock = iter(range(0, 10_000, 2))  # every reading of the clock is two seconds later
+    monkeypatch.setattr(time, "monotonic", lambda: float(next(clock)))
+    main([*argv, str(tmp_path / "slow")])
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("slurm-topo: 4 nodes loaded in ") and err[0].endswith(" s; rendering")
+    assert err[1].startswith("slurm-topo: rendered in ") and err[1].endswith(
+        f" s; writing {tmp_path / 'slow'}"
+    )
