@@ -67,7 +67,7 @@ def test_output_path_that_is_a_file_is_refused(tmp_path: Path) -> None:
 def test_generate_reports_progress_on_stderr_only_when_the_work_takes_seconds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Long generations (100 000 nodes take seconds) say what they are doing on stderr; quick ones stay quiet."""
+    """Long generations (100 000 nodes take seconds) say what they do on stderr; quick ones stay quiet."""
     from slurm_topo.cli import main
 
     inventory = tmp_path / "fleet.yaml"
