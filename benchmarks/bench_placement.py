@@ -1,0 +1,555 @@
+#!/usr/bin/env python3
+"""Where real Slurm 22.05 puts 4-, 6- and 8-node jobs on a partly busy fleet, per constraint form and
+switch order.
+
+For each fleet a test cluster (docker-slurm/cluster: real slurmctld and one slurmd per node, topology/tree on
+the generated topology.conf) runs seeded "busy patterns": a random subset of nodes is taken by one exclusive
+filler job pinned with --nodelist; then each measured job (exclusive, sleeping) is submitted in each variant,
+its nodes are read from ``scontrol show job -d`` once it runs, and it is cancelled. Placement is compared with
+what the free nodes allowed: the fewest regions, then the fewest zones inside that many regions (with family
+values: one value, then the same, where one value had room).
+
+Variants (the constraint strings are built from the fleet as the submit filter sees it):
+
+    tree              no constraint: topology/tree alone
+    prefer_today      --prefer as the filter writes it today (policy.decide, locality=prefer): one level
+    prefer_mixed      --prefer=[groups of every level that can ever hold the job, finest level first,
+                      smallest group first inside a level] -- one matching OR across levels (family buckets
+                      with families, then the bare family values as the coarsest alternatives)
+    prefer_mixed_big  the same, largest group first inside a level
+    region_asc/desc   --constraint=[regions that can ever hold it], smallest / largest first
+    region_asc+prefer region_asc plus --prefer=[zones that can hold it|regions], finest first
+
+Switch orders (topology.conf lines reordered, ``scontrol reconfigure``, checked in ``scontrol show
+topology``): ``alpha`` (by name), ``desc`` (depth first, the largest region, zone and leaf first), ``asc``
+(the smallest first).
+
+    python benchmarks/bench_placement.py [--patterns 20] [--sizes 4,6,8] [--fleets five-zones,uneven]
+        [--orders alpha,desc,asc] [--seed 1] [--jsonl FILE] [--out benchmarks/results/placement.md]
+    python benchmarks/bench_placement.py --from-jsonl A.jsonl,B.jsonl --out ...   # re-summarize runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import random
+import shutil
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests" / "integration"))
+
+import slurmctl  # noqa: E402
+
+from slurm_topo import hostlist  # noqa: E402
+from slurm_topo.explain import _level_values  # noqa: E402
+from slurm_topo.inventory import load_inventories  # noqa: E402
+from slurm_topo.policy import JobRequest, compile_policy, decide  # noqa: E402
+from slurm_topo.topology import build_topology  # noqa: E402
+
+FAMILY_PREFIX = "torch-"
+
+
+# ----------------------------------------------------------------------------------------------------
+# fleets
+
+
+def uneven_fleet(seed: int = 4242) -> dict[str, object]:
+    """3 regions with 3/2/1 zones of 14/11/3 nodes, partial racks (1-4 nodes), two torch versions (one rack
+    mixed), node names shuffled across the positions (so Slurm's node order says nothing about the tree)."""
+    racks = [  # region, zone, group, [versions of its nodes]
+        ("eu", "eu-1a", "g1", ["2.4"] * 4),
+        ("eu", "eu-1a", "g2", ["2.3"] * 3),
+        ("eu", "eu-1b", "g1", ["2.4", "2.4", "2.3", "2.3"]),
+        ("eu", "eu-1c", "g1", ["2.3"] * 2),
+        ("eu", "eu-1c", "g2", ["2.3"]),
+        ("us", "us-1a", "g1", ["2.4"] * 4),
+        ("us", "us-1a", "g2", ["2.4"] * 4),
+        ("us", "us-1b", "g1", ["2.3"] * 3),
+        ("ap", "ap-1a", "g1", ["2.4"] * 3),
+    ]
+    positions = [(r, z, g, v) for r, z, g, vs in racks for v in vs]
+    names = [f"c{i:02d}" for i in range(1, len(positions) + 1)]
+    random.Random(seed).shuffle(names)
+    nodes = [
+        {"name": n, "region": r, "zone": z, "network_group": g, "features": [f"{FAMILY_PREFIX}{v}"]}
+        for n, (r, z, g, v) in sorted(zip(names, positions, strict=True))
+    ]
+    return {"policy": {"families": {"torch": f"{FAMILY_PREFIX}*"}}, "nodes": nodes}
+
+
+def fleet_of(name: str) -> dict[str, object]:
+    if name == "five-zones":
+        data = yaml.safe_load((REPO / "examples" / "benchmark-five-zones.yaml").read_text())
+        assert isinstance(data, dict)
+        return data
+    if name == "uneven":
+        return uneven_fleet()
+    raise SystemExit(f"bench_placement: unknown fleet {name!r}")
+
+
+# ----------------------------------------------------------------------------------------------------
+# the fleet as Slurm reports it
+
+
+@dataclass
+class Fleet:
+    region: dict[str, str]  # node -> region label
+    zone: dict[str, str]  # node -> zone label
+    family: dict[str, str | None]  # node -> family value or None
+    features: dict[str, tuple[str, ...]]
+
+    @property
+    def nodes(self) -> list[str]:
+        return sorted(self.region)
+
+
+def read_fleet(slurm: slurmctl.Slurm) -> Fleet:
+    feats = slurm.all_node_features()
+    region, zone, family = {}, {}, {}
+    for node, fs in feats.items():
+        (r,) = _level_values(fs, "region_")
+        (z,) = _level_values(fs, "zone_")
+        region[node], zone[node] = r, z
+        fam = [f for f in fs if f.startswith(FAMILY_PREFIX)]
+        family[node] = fam[0] if fam else None
+    return Fleet(region, zone, family, feats)
+
+
+def _fewest(nodes: Sequence[str], fleet: Fleet, n: int) -> tuple[int, int] | None:
+    """(fewest regions, fewest zones inside that many regions) that ``nodes`` (free) allow for n nodes."""
+    if len(nodes) < n:
+        return None
+    by_region: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for x in nodes:
+        by_region[fleet.region[x]][fleet.zone[x]] += 1
+    regions = list(by_region)
+    for k in range(1, len(regions) + 1):
+        best = None
+        for combo in itertools.combinations(regions, k):
+            sizes = sorted((c for r in combo for c in by_region[r].values()), reverse=True)
+            if sum(sizes) < n:
+                continue
+            acc = zones = 0
+            for s in sizes:
+                acc += s
+                zones += 1
+                if acc >= n:
+                    break
+            best = zones if best is None else min(best, zones)
+        if best is not None:
+            return k, best
+    return None
+
+
+def spans(nodes: Sequence[str], fleet: Fleet) -> tuple[int, int]:
+    return len({fleet.region[x] for x in nodes}), len({fleet.zone[x] for x in nodes})
+
+
+# ----------------------------------------------------------------------------------------------------
+# constraint forms
+
+
+def groups_of(fleet: Fleet, prefix: str, family: bool) -> dict[str, set[str]]:
+    """feature -> nodes of one level (``ng_``/``zone_``/``region_``): location features or family buckets."""
+    out: dict[str, set[str]] = defaultdict(set)
+    for node, fs in fleet.features.items():
+        loc = _level_values(fs, prefix)
+        value = fleet.family[node]
+        for f in fs:
+            if not f.startswith(prefix):
+                continue
+            is_bucket = f not in loc and value is not None and f.endswith("." + value)
+            if is_bucket == family:
+                out[f].add(node)
+    return out
+
+
+def bracket(groups: Mapping[str, set[str]], n: int, largest_first: bool = False) -> list[str]:
+    """The groups that can ever hold n nodes, smallest first (name breaks ties), or largest first."""
+    fit = [(len(v), k) for k, v in groups.items() if len(v) >= n]
+    fit.sort(key=lambda x: (-x[0] if largest_first else x[0], x[1]))
+    return [k for _, k in fit]
+
+
+def mixed(
+    fleet: Fleet, n: int, largest_first: bool = False, levels: Sequence[str] = ("ng_", "zone_", "region_")
+) -> str | None:
+    family = any(v is not None for v in fleet.family.values())
+    alts: list[str] = []
+    for prefix in levels:
+        alts += bracket(groups_of(fleet, prefix, family), n, largest_first)
+    if family:  # the coarsest bucket: one family value anywhere
+        fam: dict[str, set[str]] = defaultdict(set)
+        for node, v in fleet.family.items():
+            if v is not None:
+                fam[v].add(node)
+        alts += bracket(fam, n, largest_first)
+    return "[" + "|".join(alts) + "]" if alts else None
+
+
+def prefer_today(inventory: Path, n: int) -> str | None:
+    inv = load_inventories([inventory])
+    data = compile_policy(inv, build_topology(inv), None, "bench")
+    return decide(data, JobRequest(locality="prefer", min_nodes=n)).prefer
+
+
+def variants(fleet: Fleet, inventory: Path, n: int) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {"tree": []}
+    today = prefer_today(inventory, n)
+    out["prefer_today"] = [f"--prefer={today}"] if today else []
+    m = mixed(fleet, n)
+    if m:
+        out["prefer_mixed"] = [f"--prefer={m}"]
+    big = mixed(fleet, n, largest_first=True)
+    if big:
+        out["prefer_mixed_big"] = [f"--prefer={big}"]
+    family = any(
+        v is not None for v in fleet.family.values()
+    )  # with families the filter's groups are buckets
+    regions = groups_of(fleet, "region_", family)
+    asc, desc = bracket(regions, n), bracket(regions, n, largest_first=True)
+    if asc:
+        out["region_asc"] = ["--constraint=[" + "|".join(asc) + "]"]
+        out["region_desc"] = ["--constraint=[" + "|".join(desc) + "]"]
+        zr = "[" + "|".join(bracket(groups_of(fleet, "zone_", family), n) + asc) + "]"
+        out["region_asc+prefer"] = [out["region_asc"][0], f"--prefer={zr}"]
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------
+# topology.conf orders
+
+
+def parse_topology(text: str) -> list[tuple[str, list[str], list[str], str]]:
+    """(name, nodes, switches, line) per SwitchName= line, in file order."""
+    out = []
+    for line in text.splitlines():
+        s = line.split("#", 1)[0].strip()
+        if not s.startswith("SwitchName="):
+            continue
+        kv = slurmctl.parse_kv_line(s)
+        nodes = hostlist.expand(kv["Nodes"]) if "Nodes" in kv else []
+        switches = kv["Switches"].split(",") if "Switches" in kv else []
+        out.append((kv["SwitchName"], list(nodes), switches, s))
+    return out
+
+
+def reorder(text: str, order: str) -> str:
+    """topology.conf with its switch lines in ``order``: alpha (unchanged), desc or asc (depth first, by
+    size)."""
+    if order == "alpha":
+        return text
+    sw = {name: (nodes, kids) for name, nodes, kids, _ in parse_topology(text)}
+    size: dict[str, int] = {}
+
+    def count(name: str) -> int:
+        if name not in size:
+            nodes, kids = sw[name]
+            size[name] = len(nodes) + sum(count(k) for k in kids)
+        return size[name]
+
+    sign = -1 if order == "desc" else 1
+    level: dict[str, int] = {}
+    seq: list[str] = []
+
+    def walk(name: str) -> int:
+        kids = sorted(sw[name][1], key=lambda k: (sign * count(k), k))
+        level[name] = 1 + max((walk(k) for k in kids), default=-1)
+        seq.append(name)
+        return level[name]
+
+    walk("root")
+    pos = {name: i for i, name in enumerate(seq)}
+    lines = []
+    for name in sorted(seq, key=lambda x: (level[x], pos[x])):
+        nodes, kids = sw[name]
+        kids = sorted(kids, key=lambda k: pos[k])
+        lines.append(
+            f"SwitchName={name} Nodes={hostlist.compress(nodes)}"
+            if nodes
+            else f"SwitchName={name} Switches={','.join(kids)}"
+        )
+    head = [ln for ln in text.splitlines() if ln.startswith("#")]
+    return "\n".join([*head, *lines]) + "\n"
+
+
+# ----------------------------------------------------------------------------------------------------
+# measuring
+
+
+@dataclass
+class Row:
+    fleet: str
+    order: str
+    pattern: int
+    size: int
+    variant: str
+    nodes: list[str] = field(default_factory=list)
+    state: str = ""  # running | pending | rejected
+    regions: int = 0
+    zones: int = 0
+    best: tuple[int, int] | None = None
+    best_same: tuple[int, int] | None = None  # fewest (regions, zones) with one family value, if any had room
+    mixed_family: bool = False
+    same_family_possible: bool = False
+    same_region_bucket_possible: bool = False
+    seconds: float = 0.0
+
+
+def wait_idle(slurm: slurmctl.Slurm, nodes: Sequence[str], timeout: float = 30) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        states = slurm.node_states()
+        if all(states.get(n) == "idle" for n in nodes):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"nodes not idle after {timeout}s: {[(n, states.get(n)) for n in nodes]}")
+
+
+def measure(slurm: slurmctl.Slurm, args: Sequence[str], n: int, run_timeout: float) -> tuple[str, list[str]]:
+    try:
+        job = slurm.submit("--exclusive", f"-N{n}", *args, "--wrap", "sleep 100000", timeout=20)
+    except slurmctl.SlurmCommandError as e:
+        return "rejected: " + str(e).splitlines()[-1][-160:], []
+    end = time.monotonic() + run_timeout
+    state, nodes = "pending", []
+    while time.monotonic() < end:
+        info = slurm.job(job)
+        if info.get("JobState") == "RUNNING":
+            nodes = list(slurm.allocation_of(job).nodes)
+            state = "running"
+            break
+        time.sleep(0.05)
+    slurm.cancel(job)
+    if nodes:
+        wait_idle(slurm, nodes)
+    else:
+        end = time.monotonic() + 20
+        while slurm.state(job) not in ("", *slurmctl.TERMINAL_STATES) and time.monotonic() < end:
+            time.sleep(0.05)
+    return state, nodes
+
+
+def run_fleet(name: str, a: argparse.Namespace, rows: list[Row]) -> dict[str, object]:
+    work = Path(f"/tmp/slurm-topo-bench-placement-{name}-{os.getpid()}")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    os.chmod(work, 0o755)
+    fleet_file = work / "fleet.yaml"
+    fleet_file.write_text(yaml.safe_dump(fleet_of(name), sort_keys=False))
+    t0 = time.monotonic()
+    cluster = slurmctl.start_cluster(work / "cluster", "--inventory", str(fleet_file), nodes_max=40)
+    info: dict[str, object] = {"fleet": name}
+    try:
+        slurm = cluster.slurm
+        fleet = read_fleet(slurm)
+        inventory = cluster.etc / "inventory.yaml"
+        generated = (cluster.etc / "topology.conf").read_text()
+        info["nodes"] = len(fleet.nodes)
+        info["shape"] = {
+            r: {
+                z: sum(1 for x in fleet.nodes if fleet.zone[x] == z)
+                for z in sorted(set(fleet.zone.values()))
+                if any(fleet.region[x] == r and fleet.zone[x] == z for x in fleet.nodes)
+            }
+            for r in sorted(set(fleet.region.values()))
+        }
+        forms = {n: variants(fleet, inventory, n) for n in a.sizes}
+        info["forms"] = forms
+        rng = random.Random(f"{a.seed}-{name}")
+        total = len(fleet.nodes)
+        patterns = []
+        for _ in range(a.patterns):
+            busy_n = rng.randint(int(total * 0.3), int(total * 0.6))
+            patterns.append(sorted(rng.sample(fleet.nodes, busy_n)))
+        for order in a.orders:
+            (cluster.etc / "topology.conf").write_text(reorder(generated, order))
+            slurm.reconfigure(cluster.version)
+            live = [ln.split()[0] for ln in slurm.out("scontrol", "show", "topology").splitlines() if ln]
+            want = [f"SwitchName={s[0]}" for s in parse_topology(reorder(generated, order))]
+            assert live == want, f"order {order}: scontrol show topology {live} != {want}"
+            names = a.order_variants if order != "alpha" else None
+            for p, busy in enumerate(patterns):
+                filler = None
+                if busy:
+                    filler = slurm.submit(
+                        "--exclusive",
+                        f"-N{len(busy)}",
+                        f"--nodelist={','.join(busy)}",
+                        "--wrap",
+                        "sleep 100000",
+                    )
+                    slurm.wait_state(filler, "RUNNING", timeout=30)
+                free = [x for x in fleet.nodes if x not in busy]
+                for n in a.sizes:
+                    best = _fewest(free, fleet, n)
+                    by_fam: dict[str, list[str]] = defaultdict(list)
+                    for x in free:
+                        value = fleet.family[x]
+                        if value is not None:
+                            by_fam[value].append(x)
+                    same = [b for b in (_fewest(v, fleet, n) for v in by_fam.values()) if b is not None]
+                    region_bucket = any(
+                        sum(1 for x in v if fleet.region[x] == r) >= n
+                        for v in by_fam.values()
+                        for r in set(fleet.region.values())
+                    )
+                    for vname, args in forms[n].items():
+                        if names is not None and vname not in names:
+                            continue
+                        t = time.monotonic()
+                        state, nodes = measure(slurm, args, n, a.run_timeout)
+                        row = Row(
+                            name, order, p, n, vname, nodes, state, best=best, seconds=time.monotonic() - t
+                        )
+                        if nodes:
+                            row.regions, row.zones = spans(nodes, fleet)
+                            fams = {fleet.family[x] for x in nodes}
+                            row.mixed_family = len(fams) > 1
+                        row.best_same = min(same) if same else None
+                        row.same_family_possible = bool(same)
+                        row.same_region_bucket_possible = region_bucket
+                        rows.append(row)
+                        if a.verbose:
+                            print(json.dumps(row.__dict__), flush=True)
+                if filler:
+                    slurm.cancel(filler)
+                    wait_idle(slurm, busy)
+                print(
+                    f"{name} {order} pattern {p + 1}/{len(patterns)} done at {time.monotonic() - t0:.0f}s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    finally:
+        slurmctl.stop_cluster(work / "cluster")
+        shutil.rmtree(work, ignore_errors=True)
+    info["seconds"] = round(time.monotonic() - t0, 1)
+    return info
+
+
+# ----------------------------------------------------------------------------------------------------
+# report
+
+
+def pct(k: int, n: int) -> str:
+    return f"{100 * k / n:.0f} % ({k}/{n})" if n else "-"
+
+
+def summarize(rows: Sequence[Row]) -> list[str]:
+    keys: dict[tuple[str, str, int, str], list[Row]] = defaultdict(list)
+    for r in rows:
+        keys[(r.fleet, r.order, r.size, r.variant)].append(r)
+    out = [
+        "| fleet | order | N | variant | fewest regions | fewest regions, then zones | one family value, "
+        "then fewest regions and zones | mean regions / zones (best) | not started | mixed family values "
+        "| … although one value had room |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (fleet, order, size, variant), rs in sorted(keys.items(), key=lambda kv: kv[0]):
+        ran = [r for r in rs if r.state == "running"]
+        ok_r = sum(1 for r in ran if r.best and r.regions == r.best[0])
+        ok_rz = sum(1 for r in ran if r.best and (r.regions, r.zones) == r.best)
+        fam = any(r.same_family_possible or r.mixed_family for r in rs)
+        ok_fam = 0
+        if (
+            fam
+        ):  # with family values the target is the fewest (regions, zones) of one value, where one had room
+            ok_fam = sum(
+                1
+                for r in ran
+                if (r.best_same and not r.mixed_family and (r.regions, r.zones) == r.best_same)
+                or (not r.best_same and r.best and (r.regions, r.zones) == r.best)
+            )
+        mean = (
+            f"{sum(r.regions for r in ran) / len(ran):.2f} / {sum(r.zones for r in ran) / len(ran):.2f} "
+            f"({sum(r.best[0] for r in ran if r.best) / len(ran):.2f} / "
+            f"{sum(r.best[1] for r in ran if r.best) / len(ran):.2f})"
+            if ran
+            else "-"
+        )
+        pend = sum(1 for r in rs if r.state != "running")
+        mixed_n = sum(1 for r in ran if r.mixed_family)
+        avoid = sum(1 for r in ran if r.mixed_family and r.same_family_possible)
+        out.append(
+            f"| {fleet} | {order} | {size} | {variant} | {pct(ok_r, len(ran))} | {pct(ok_rz, len(ran))} "
+            f"| {pct(ok_fam, len(ran)) if fam else '-'} | {mean} "
+            f"| {pct(pend, len(rs))} | {pct(mixed_n, len(ran)) if fam else '-'} "
+            f"| {pct(avoid, len(ran)) if fam else '-'} |"
+        )
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--patterns", type=int, default=20)
+    p.add_argument("--sizes", default="4,6,8")
+    p.add_argument("--fleets", default="five-zones,uneven")
+    p.add_argument("--orders", default="alpha,desc,asc")
+    p.add_argument(
+        "--order-variants",
+        default="tree,region_asc,prefer_mixed",
+        help="variants measured under the non-alpha orders (all of them under alpha)",
+    )
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--run-timeout", type=float, default=12.0, help="seconds a job may pend before it counts as pending"
+    )
+    p.add_argument("--out", default=None)
+    p.add_argument("--jsonl", default=None, help="also write every measured job as one JSON line")
+    p.add_argument("--from-jsonl", default=None, help="summarize these --jsonl files instead of measuring")
+    p.add_argument("-v", "--verbose", action="store_true")
+    a = p.parse_args(argv)
+    a.sizes = [int(x) for x in a.sizes.split(",")]
+    a.orders = a.orders.split(",")
+    a.order_variants = set(a.order_variants.split(","))
+    rows: list[Row] = []
+    infos: list[dict[str, object]] = []
+    t0 = time.monotonic()
+    if a.from_jsonl:  # re-summarize earlier runs (several files: one per fleet run side by side)
+        for path in a.from_jsonl.split(","):
+            for line in Path(path).read_text().splitlines():
+                d = json.loads(line)
+                for k in ("best", "best_same"):
+                    d[k] = tuple(d[k]) if d[k] else None
+                rows.append(Row(**d))
+    else:
+        for name in a.fleets.split(","):
+            infos.append(run_fleet(name, a, rows))
+    table = summarize(rows)
+    print("\n".join(table))
+    if a.jsonl:
+        Path(a.jsonl).write_text("".join(json.dumps(r.__dict__) + "\n" for r in rows))
+    if a.out:
+        cmd = "python benchmarks/bench_placement.py " + " ".join(sys.argv[1:] if argv is None else argv)
+        text = [
+            "# Placement on real Slurm 22.05: constraint forms and switch orders",
+            "",
+            f"Command: `{cmd}` ({time.monotonic() - t0:.0f} s)",
+            "",
+            *table,
+            "",
+            "Fleets and forms:",
+            "",
+            "```",
+            *(json.dumps(i, sort_keys=True) for i in infos),
+            "```",
+        ]
+        Path(a.out).write_text("\n".join(text) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
