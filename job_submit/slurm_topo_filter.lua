@@ -37,6 +37,11 @@ local LEVELS = { "network_group", "zone", "region" }
 local LOCALITIES = { prefer = true, network_group = true, zone = true, region = true, any = true }
 local LOCATION_PREFIXES = { "region_", "zone_", "ng_", "leaf_" }
 local GPU_FIELDS = { { "job", "tres_per_job" }, { "node", "tres_per_node" }, { "task", "tres_per_task" } }
+local MAX_FIELD = 4096 -- longest partition list, GPU request, regions, SPANK entry or comment read (policy/vocab.py)
+local CAPPED_FIELDS = { { "features", MAX_CONSTRAINT, "--constraint" }, { "prefer", MAX_CONSTRAINT, "--prefer" },
+                        { "partition", MAX_FIELD, "--partition" }, { "tres_per_job", MAX_FIELD, "--gpus" },
+                        { "tres_per_node", MAX_FIELD, "--gpus-per-node" },
+                        { "tres_per_task", MAX_FIELD, "--gpus-per-task" } }
 local UNCHECKED_FIELDS = { { "req_nodes", "--nodelist" }, { "exc_nodes", "--exclude" },
                            { "reservation", "--reservation" } }
 
@@ -126,6 +131,13 @@ end
 function M.request(job, comment_override)
   -- comment_override: the comment an update would give the job (modify), in place of job.comment
   local req = {}
+  for _, capped in ipairs(CAPPED_FIELDS) do -- hostile sizes: not scanned at all
+    local value = job[capped[1]]
+    if type(value) == "string" and #value > capped[2] then
+      req.oversize = capped[3]
+      return req
+    end
+  end
   local locality, regions
   local interactive = job.script == nil -- salloc/srun: no batch script, no batch environment
   local env = job.spank_job_env
@@ -134,7 +146,7 @@ function M.request(job, comment_override)
     while i < 1000 and env[i] ~= nil do -- 0-indexed, as slurmctld builds it
       local kv = env[i]
       i = i + 1
-      if type(kv) == "string" then
+      if type(kv) == "string" and #kv <= MAX_FIELD then
         local k, v = string.match(kv, "^([^=]*)=(.*)$")
         if k == SPANK_LOCALITY and locality == nil then locality = v
         elseif k == SPANK_REGIONS and regions == nil then regions = v end
@@ -152,7 +164,7 @@ function M.request(job, comment_override)
   local comment = comment_override
   if comment == nil then comment = job.comment end
   comment = to_str(comment)
-  if comment ~= nil then
+  if comment ~= nil and #comment <= MAX_FIELD then -- a longer comment is not read
     for token in string.gmatch(comment, "[^ \t\n\v\f\r]+") do
       local k, v = string.match(token, "^([^=]*)=(.*)$")
       if k == "locality" and locality == nil then locality = v
@@ -178,6 +190,10 @@ function M.request(job, comment_override)
   if to_int(het) ~= nil or het == 0 then req.het_offset = math.floor(het) end
   req.locality = to_str(locality)
   req.regions = to_str(regions)
+  if req.regions ~= nil and #req.regions > MAX_FIELD then
+    req.oversize = "--locality-regions"
+    return req
+  end
   req.features = to_str(job.features)
   req.prefer = to_str(job.prefer)
   req.partition = to_str(job.partition)
@@ -531,6 +547,14 @@ function M.decide(data, req)
 end
 
 decide_inner = function(data, req)
+  local oversize = req.oversize
+  if oversize == nil and req.features ~= nil and #req.features > MAX_CONSTRAINT then
+    oversize = "--constraint" -- a request not read from a job_desc (an update's merge)
+  end
+  if oversize ~= nil then
+    return { action = "unchanged", locality = "", record = record("request too large (" .. oversize
+      .. "); unchanged") }
+  end
   local partitions
   if req.partition then partitions = split(req.partition, ",") else partitions = { data.default_partition } end
   local locality = req.locality
@@ -557,13 +581,19 @@ decide_inner = function(data, req)
     return { action = "unchanged", locality = loc, record = record("any") }
   end
   local unknown
-  for i, p in ipairs(partitions) do
+  local resolved, seen = {}, {}
+  for _, p in ipairs(partitions) do
     if data.partitions[p] == nil then
       -- a partition the data does not know counts as every node: never a silent no-op
       unknown = unknown or p
-      partitions[i] = data.everywhere
+      p = data.everywhere
+    end
+    if not seen[p] then
+      seen[p] = true
+      resolved[#resolved + 1] = p
     end
   end
+  partitions = resolved
 
   local c = M.parse_constraint(req.features)
   if c.kind == "invalid" then
@@ -671,6 +701,10 @@ decide_inner = function(data, req)
     return conflict(loc, mode, "constraint", "slurm-topo: --locality=" .. level .. ": your constraint cannot be "
       .. "combined with a " .. level .. " bracket")
   end
+  if #probe >= MAX_CONSTRAINT then
+    return conflict(loc, mode, "length", "slurm-topo: --locality=" .. level .. ": your constraint leaves no room for a "
+      .. level .. " bracket (Slurm's " .. MAX_CONSTRAINT .. "-character limit)")
+  end
   local kept, cut = scan_candidates(scan, groups, MAX_CONSTRAINT - #probe + 2, only)
   if #kept > 0 then
     return { action = "amend", locality = loc, features = compose(c, terms(restrict, bracket(kept))),
@@ -712,6 +746,58 @@ local function first_line(path)
   return line
 end
 
+function M.adler32(s, from)
+  -- Adler-32 of s from byte `from` on (zlib's, as slurm_topo/render/filter_data.py writes it). Lua 5.1 has no bit
+  -- operations: 64 bytes per string.byte call, sums only, the modulo once per 64 bytes (every value stays exact)
+  local a, b, n, i = 1, 0, #s, from
+  local byte = string.byte
+  while i + 63 <= n do
+    local c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16, c17, c18, c19, c20, c21, c22, c23,
+      c24, c25, c26, c27, c28, c29, c30, c31, c32, c33, c34, c35, c36, c37, c38, c39, c40, c41, c42, c43, c44, c45,
+      c46, c47, c48, c49, c50, c51, c52, c53, c54, c55, c56, c57, c58, c59, c60, c61, c62, c63,
+      c64 = byte(s, i, i + 63)
+    a = a + c1; b = b + a; a = a + c2; b = b + a; a = a + c3; b = b + a; a = a + c4; b = b + a;
+    a = a + c5; b = b + a; a = a + c6; b = b + a; a = a + c7; b = b + a; a = a + c8; b = b + a;
+    a = a + c9; b = b + a; a = a + c10; b = b + a; a = a + c11; b = b + a; a = a + c12; b = b + a;
+    a = a + c13; b = b + a; a = a + c14; b = b + a; a = a + c15; b = b + a; a = a + c16; b = b + a;
+    a = a + c17; b = b + a; a = a + c18; b = b + a; a = a + c19; b = b + a; a = a + c20; b = b + a;
+    a = a + c21; b = b + a; a = a + c22; b = b + a; a = a + c23; b = b + a; a = a + c24; b = b + a;
+    a = a + c25; b = b + a; a = a + c26; b = b + a; a = a + c27; b = b + a; a = a + c28; b = b + a;
+    a = a + c29; b = b + a; a = a + c30; b = b + a; a = a + c31; b = b + a; a = a + c32; b = b + a;
+    a = a + c33; b = b + a; a = a + c34; b = b + a; a = a + c35; b = b + a; a = a + c36; b = b + a;
+    a = a + c37; b = b + a; a = a + c38; b = b + a; a = a + c39; b = b + a; a = a + c40; b = b + a;
+    a = a + c41; b = b + a; a = a + c42; b = b + a; a = a + c43; b = b + a; a = a + c44; b = b + a;
+    a = a + c45; b = b + a; a = a + c46; b = b + a; a = a + c47; b = b + a; a = a + c48; b = b + a;
+    a = a + c49; b = b + a; a = a + c50; b = b + a; a = a + c51; b = b + a; a = a + c52; b = b + a;
+    a = a + c53; b = b + a; a = a + c54; b = b + a; a = a + c55; b = b + a; a = a + c56; b = b + a;
+    a = a + c57; b = b + a; a = a + c58; b = b + a; a = a + c59; b = b + a; a = a + c60; b = b + a;
+    a = a + c61; b = b + a; a = a + c62; b = b + a; a = a + c63; b = b + a; a = a + c64; b = b + a;
+    a = a % 65521
+    b = b % 65521
+    i = i + 64
+  end
+  while i <= n do
+    a = (a + byte(s, i)) % 65521
+    b = (b + a) % 65521
+    i = i + 1
+  end
+  return string.format("%08x", b * 65536 + a)
+end
+
+local function read_all(path)
+  local f = io.open(path, "rb")
+  if f == nil then return nil end
+  local text = f:read("*a")
+  f:close()
+  return text
+end
+
+local function fail_open(key, fmt, ...)
+  log_error_once(key, fmt, ...)
+  state.data, state.fingerprint = nil, nil
+  return nil
+end
+
 local function load_data()
   local now = os.time()
   if state.data ~= nil and now - state.checked < config.recheck then return state.data end
@@ -720,13 +806,25 @@ local function load_data()
   local line = first_line(path)
   local fp = line and string.match(line, "^%-%- slurm%-topo%-data (%x+)$")
   if fp == nil then
-    log_error_once("missing:" .. tostring(line), "slurm-topo: data file %s missing or without its header line; "
+    return fail_open("missing:" .. tostring(line), "slurm-topo: data file %s missing or without its header line; "
       .. "jobs pass unchanged", path)
-    state.data, state.fingerprint = nil, nil
-    return nil
   end
   if fp == state.fingerprint and state.data ~= nil then return state.data end
-  local chunk, err = loadfile(path)
+  local text = read_all(path) or ""
+  line = string.match(text, "^([^\n]*)\n") or "" -- the file may have been replaced since its first line was read
+  fp = string.match(line, "^%-%- slurm%-topo%-data (%x+)$") or fp
+  local sum_at = #line + 2
+  local sum_line_end = string.find(text, "\n", sum_at, true)
+  local want_sum, want_len
+  if sum_line_end then
+    want_sum, want_len = string.match(string.sub(text, sum_at, sum_line_end - 1),
+      "^%-%- slurm%-topo%-checksum adler32:(%x%x%x%x%x%x%x%x):(%d+)$")
+  end
+  if want_sum == nil or tonumber(want_len) ~= #text - sum_line_end or M.adler32(text, sum_line_end + 1) ~= want_sum then
+    return fail_open("checksum:" .. fp, "slurm-topo: data file %s (fingerprint %s) fails its checksum or has none "
+      .. "(corrupted, truncated, edited, or written by an older slurm-topo): regenerate it; jobs pass unchanged", path, fp)
+  end
+  local chunk, err = loadstring(text, "=" .. path)
   local ok, data = false, nil
   if chunk then
     setfenv(chunk, {}) -- the data file is a table literal: it gets no globals at all
@@ -735,16 +833,12 @@ local function load_data()
     data = err
   end
   if ok and type(data) == "table" and data.format ~= DATA_FORMAT then
-    log_error_once("format:" .. fp, "slurm-topo: data file %s has format %s, this filter reads %s: regenerate it "
-      .. "with the matching slurm-topo; jobs pass unchanged", path, tostring(data.format), tostring(DATA_FORMAT))
-    state.data, state.fingerprint = nil, nil
-    return nil
+    return fail_open("format:" .. fp, "slurm-topo: data file %s has format %s, this filter reads %s: regenerate "
+      .. "it with the matching slurm-topo; jobs pass unchanged", path, tostring(data.format), tostring(DATA_FORMAT))
   end
   if not ok or type(data) ~= "table" or data.fingerprint ~= fp or type(data.partitions) ~= "table" then
-    log_error_once("broken:" .. fp, "slurm-topo: data file %s (fingerprint %s) does not load: %s; jobs pass "
+    return fail_open("broken:" .. fp, "slurm-topo: data file %s (fingerprint %s) does not load: %s; jobs pass "
       .. "unchanged", path, fp, tostring(data))
-    state.data, state.fingerprint = nil, nil
-    return nil
   end
   state.data, state.fingerprint = data, fp
   return data
@@ -838,10 +932,9 @@ local function changes(upd)
   return false
 end
 
-local function merged(rec, upd, base, ours)
-  -- the request after the update: its fields over the record's, the locality from `base`, and the record's
-  -- constraint without the bracket an earlier decision added
-  local new = M.request(upd)
+local function merged(rec, upd, new, base, ours)
+  -- the request after the update (`new`, read from it): its fields over the record's, the locality from `base`,
+  -- and the record's constraint without the bracket an earlier decision added
   local features
   if type(upd.features) == "string" then
     features = to_str(upd.features)
@@ -891,6 +984,7 @@ function M.decide_modify(data, rec, upd, admin)
   local held = rec.priority == 0
   if type(upd.comment) ~= "string" and not changes(upd) and not (release and held) then return PASS end
   local orig = M.request(rec)
+  if orig.oversize ~= nil then return PASS end -- hostile sizes are not scanned (as at submit)
   local base, relocated = orig, false
   if type(upd.comment) == "string" then
     local again = M.request(rec, upd.comment)
@@ -902,8 +996,10 @@ function M.decide_modify(data, rec, upd, admin)
   local changed = changes(upd) or relocated
   if not changed and not (release and held) then return PASS end
   if not changed and admin then return PASS end -- an administrator's release
+  local new = M.request(upd)
+  if new.oversize ~= nil then return PASS end -- hostile sizes are not scanned (as at submit)
   local ours = ours_of(rec)
-  local req = merged(rec, upd, base, ours)
+  local req = merged(rec, upd, new, base, ours)
   local by_us = ours ~= nil and string.find(ours, "^[%a_]+:wait: held;") ~= nil
   return outcome(M.decide(data, req), req, rec, upd, admin, release, held and (release or by_us))
 end

@@ -187,6 +187,16 @@ def cases() -> list[tuple[str, dict[str, Any]]]:
         ("interactive fits", job("zone", min_nodes=3, script=None)),
         ("interactive environment ignored", job("zone", via="environment", min_nodes=7, script=None)),
         ("interactive comment", job("region", via="comment", min_nodes=20, script=None)),
+        ("huge partition list", job("zone", min_nodes=2, partition=",".join(f"p{i}" for i in range(5000)))),
+        ("long partition list within limits", job("zone", min_nodes=2, partition=",".join(["main"] * 800))),
+        ("huge tres", job("zone", tres_per_node=",".join(["gres:nic:1"] * 500))),
+        ("huge prefer", job("prefer", prefer="a|" * 600 + "b")),
+        ("constraint at the limit", job("zone", features="&".join(["ib"] * 341) + "&i")),
+        (
+            "long comment not read",
+            job("zone", via="comment", min_nodes=7, comment="w " * 2100 + "locality=zone"),
+        ),
+        ("long spank entry skipped", job("zone", min_nodes=2, spank_job_env={0: "x=" + "y" * 5000})),
     ]
     return out + extras
 

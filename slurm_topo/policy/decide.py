@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from ..errors import InputError
 from .compile import Group, PolicyData
 from .constraint import Constraint, _class_ok, compose, parse_constraint
-from .request import JobRequest
+from .request import JobRequest, _blen
 from .vocab import (
     HOLD_NOTE,
     INTERACTIVE_NOTE,
@@ -220,10 +220,16 @@ def _partition_names(data: PolicyData, req: JobRequest) -> tuple[list[str], list
     not know — counted as every node)."""
     names = req.partition.split(",") if req.partition else [data.default_partition]
     unknown = next((p for p in names if p not in data.partitions), None)
-    return names, [p if p in data.partitions else data.everywhere for p in names], unknown
+    counted = list(dict.fromkeys(p if p in data.partitions else data.everywhere for p in names))
+    return names, counted, unknown
 
 
 def _decide(data: PolicyData, req: JobRequest) -> Decision:
+    oversize = req.oversize
+    if oversize is None and req.features is not None and _blen(req.features) > MAX_CONSTRAINT:
+        oversize = "--constraint"  # a request not read from a job_desc (an update's merge, `check`)
+    if oversize is not None:
+        return Decision("unchanged", "", record=_record(f"request too large ({oversize}); unchanged"))
     names, partitions, unknown = _partition_names(data, req)
     locality = req.locality
     if locality is None:
@@ -330,6 +336,14 @@ def _decide(data: PolicyData, req: JobRequest) -> Decision:
             mode,
             "constraint",
             f"slurm-topo: --locality={level}: your constraint cannot be combined with a {level} bracket",
+        )
+    if len(probe) >= MAX_CONSTRAINT:
+        return _conflict(
+            loc,
+            mode,
+            "length",
+            f"slurm-topo: --locality={level}: your constraint leaves no room for a {level} bracket "
+            f"(Slurm's {MAX_CONSTRAINT}-character limit)",
         )
     kept, cut = scan.candidates(groups, MAX_CONSTRAINT - len(probe) + 2, only)
     if kept:

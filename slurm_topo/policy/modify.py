@@ -116,10 +116,12 @@ def _changes(upd: Mapping[str, Any]) -> bool:
     )
 
 
-def _merged(rec: Mapping[str, Any], upd: Mapping[str, Any], base: JobRequest, ours: str | None) -> JobRequest:
-    """The request the job makes after the update: the update's fields over the record's, the locality from
-    ``base``, and the record's constraint without the bracket an earlier decision added."""
-    new = JobRequest.from_job_desc(upd)
+def _merged(
+    rec: Mapping[str, Any], upd: Mapping[str, Any], new: JobRequest, base: JobRequest, ours: str | None
+) -> JobRequest:
+    """The request the job makes after the update (``new``, read from it): the update's fields over the
+    record's, the locality from ``base``, and the record's constraint without the bracket an earlier decision
+    added."""
     if isinstance(upd.get("features"), str):
         features = _str(upd.get("features"))
     elif ours is not None and not ours.startswith(("prefer", "any")):
@@ -154,6 +156,8 @@ def decide_modify(
     if not isinstance(upd.get("comment"), str) and not _changes(upd) and not (release and held):
         return PASS
     orig = JobRequest.from_job_desc(rec)
+    if orig.oversize is not None:
+        return PASS  # hostile sizes are not scanned (as at submit)
     base = orig
     relocated = False
     if isinstance(upd.get("comment"), str):
@@ -167,8 +171,11 @@ def decide_modify(
         return PASS
     if not changed and admin:
         return PASS  # an administrator's release
+    new = JobRequest.from_job_desc(upd)
+    if new.oversize is not None:
+        return PASS  # hostile sizes are not scanned (as at submit); Slurm applies its own limits
     ours = _ours(rec)
-    req = _merged(rec, upd, base, ours)
+    req = _merged(rec, upd, new, base, ours)
     return _outcome(decide(data, req), req, rec, upd, admin, release, held and (release or _held_by_us(ours)))
 
 

@@ -8,11 +8,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .vocab import NO_VAL, NO_VAL16, SPANK_LOCALITY, SPANK_REGIONS
+from .vocab import MAX_CONSTRAINT, MAX_FIELD, NO_VAL, NO_VAL16, SPANK_LOCALITY, SPANK_REGIONS
 
 _DIGITS = re.compile(r"^[0-9]{1,9}\Z")
 _ASCII_SPACE = re.compile(r"[^ \t\n\v\f\r]+")
 _LABEL_TOKEN = re.compile(r"^[A-Za-z0-9._-]{1,63}\Z")
+_GPU_FIELDS = (("job", "tres_per_job"), ("node", "tres_per_node"), ("task", "tres_per_task"))
+_UNCHECKED_FIELDS = (
+    ("req_nodes", "--nodelist"),
+    ("exc_nodes", "--exclude"),
+    ("reservation", "--reservation"),
+)
+_CAPPED_FIELDS = (
+    ("features", MAX_CONSTRAINT, "--constraint"),
+    ("prefer", MAX_CONSTRAINT, "--prefer"),
+    ("partition", MAX_FIELD, "--partition"),
+    ("tres_per_job", MAX_FIELD, "--gpus"),
+    ("tres_per_node", MAX_FIELD, "--gpus-per-node"),
+    ("tres_per_task", MAX_FIELD, "--gpus-per-task"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,24 +88,16 @@ class JobRequest:
     """An salloc/srun allocation (job_desc.script is nil): nobody waits at a terminal for a job no group can
     ever hold, so a ``:wait`` that would hold it rejects it at once with the reason."""
 
+    oversize: str | None = None
+    """A field longer than the filter reads (hostile sizes): the job passes unchanged without being
+    scanned."""
+
     @classmethod
     def from_job_desc(cls, job: Mapping[str, Any]) -> JobRequest:
         """The same reading as the Lua filter: SPANK env, then the job environment (batch jobs only), then
         ``--comment``."""
-        locality = regions = None
         interactive = job.get("script") is None
-        env = job.get("spank_job_env")
-        if isinstance(env, Mapping):
-            i = 0
-            while i < 1000 and env.get(i) is not None:  # 0-indexed, as slurmctld builds it
-                kv = env[i]
-                i += 1
-                if isinstance(kv, str) and "=" in kv:
-                    k, _, v = kv.partition("=")
-                    if k == SPANK_LOCALITY and locality is None:
-                        locality = v
-                    elif k == SPANK_REGIONS and regions is None:
-                        regions = v
+        locality, regions = _spank_values(job.get("spank_job_env"))
         # The batch environment only when the SPANK entries say nothing (slurmctld logs a complaint for every
         # srun/salloc job whose environment is read).
         environment = job.get("environment") if locality is None and not interactive else None
@@ -100,33 +106,10 @@ class JobRequest:
             if regions is None:
                 regions = _str(environment.get("SLURM_SPANK_" + SPANK_REGIONS))
         comment = _str(job.get("comment"))
-        if comment is not None:
-            for token in _ASCII_SPACE.findall(comment):
-                if "=" not in token:
-                    continue
-                k, _, v = token.partition("=")
-                if k == "locality" and locality is None:
-                    locality = v
-                elif k == "locality-regions" and regions is None:
-                    regions = v
-        gpu = None
-        for scope, key in (("job", "tres_per_job"), ("node", "tres_per_node"), ("task", "tres_per_task")):
-            parsed = parse_gpu_tres(job.get(key))
-            if parsed is not None:
-                gpu = GpuAsk(scope, parsed[0], parsed[1])
-                break
-        unchecked = None
-        for key, what in (
-            ("req_nodes", "--nodelist"),
-            ("exc_nodes", "--exclude"),
-            ("reservation", "--reservation"),
-        ):
-            if _str(job.get(key)) is not None:
-                unchecked = what
-                break
-        contiguous = _int(job.get("contiguous"))
-        if unchecked is None and contiguous is not None and contiguous < NO_VAL16:  # NO_VAL16: not given
-            unchecked = "--contiguous"
+        if comment is not None and _blen(comment) <= MAX_FIELD:  # a longer comment is not read
+            c_locality, c_regions = _comment_values(comment)
+            locality = c_locality if locality is None else locality
+            regions = c_regions if regions is None else regions
         het = job.get("het_job_offset")
         het_offset = _int(het)
         if het_offset is None and isinstance(het, (int, float)) and not isinstance(het, bool) and het == 0:
@@ -139,8 +122,77 @@ class JobRequest:
             partition=_str(job.get("partition")),
             min_nodes=_int(job.get("min_nodes")),
             num_tasks=_int(job.get("num_tasks")),
-            gpu=gpu,
-            unchecked=unchecked,
+            gpu=_gpu(job),
+            unchecked=_unchecked(job),
             het_offset=het_offset,
             interactive=interactive,
+            oversize=_oversize(job, regions),
         )
+
+
+def _blen(text: str) -> int:
+    """Length in bytes, as Lua's ``#``."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _spank_values(env: object) -> tuple[str | None, str | None]:
+    """(locality, regions) from the SPANK entries (0-indexed, as slurmctld builds them; the first of each
+    wins)."""
+    locality = regions = None
+    if not isinstance(env, Mapping):
+        return None, None
+    i = 0
+    while i < 1000 and env.get(i) is not None:
+        kv = env[i]
+        i += 1
+        if isinstance(kv, str) and "=" in kv and _blen(kv) <= MAX_FIELD:
+            k, _, v = kv.partition("=")
+            if k == SPANK_LOCALITY and locality is None:
+                locality = v
+            elif k == SPANK_REGIONS and regions is None:
+                regions = v
+    return locality, regions
+
+
+def _comment_values(comment: str) -> tuple[str | None, str | None]:
+    """(locality, regions) from ``locality=…`` / ``locality-regions=…`` words of the comment (the first
+    wins)."""
+    locality = regions = None
+    for token in _ASCII_SPACE.findall(comment):
+        if "=" not in token:
+            continue
+        k, _, v = token.partition("=")
+        if k == "locality" and locality is None:
+            locality = v
+        elif k == "locality-regions" and regions is None:
+            regions = v
+    return locality, regions
+
+
+def _gpu(job: Mapping[str, Any]) -> GpuAsk | None:
+    for scope, key in _GPU_FIELDS:
+        parsed = parse_gpu_tres(job.get(key))
+        if parsed is not None:
+            return GpuAsk(scope, parsed[0], parsed[1])
+    return None
+
+
+def _unchecked(job: Mapping[str, Any]) -> str | None:
+    for key, what in _UNCHECKED_FIELDS:
+        if _str(job.get(key)) is not None:
+            return what
+    contiguous = _int(job.get("contiguous"))
+    if contiguous is not None and contiguous < NO_VAL16:  # NO_VAL16: not given
+        return "--contiguous"
+    return None
+
+
+def _oversize(job: Mapping[str, Any], regions: str | None) -> str | None:
+    """The first field longer than the filter reads, by its option name (see ``MAX_FIELD``)."""
+    for key, limit, what in _CAPPED_FIELDS:
+        value = job.get(key)
+        if isinstance(value, str) and _blen(value) > limit:
+            return what
+    if regions is not None and _blen(regions) > MAX_FIELD:
+        return "--locality-regions"
+    return None

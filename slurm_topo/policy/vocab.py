@@ -12,6 +12,9 @@ MODES = ("wait", "fail")
 MAX_ALTERNATIVES = 64  # a matching-OR bracket is a 64-bit bitmap in slurmctld; more corrupts memory
 MAX_CONSTRAINT = 1024  # longest features / prefer string slurmctld accepts
 MAX_RECORD = 200
+MAX_FIELD = 4096
+"""Longest partition list, GPU request, regions list, SPANK entry or comment the filter reads: a longer one is
+not scanned (hostile sizes cost what a normal request costs); Slurm has its own, larger limits for these."""
 RECORD_PREFIX = "slurm-topo: "  # the job's AdminComment record starts with it
 IMPLICIT_PARTITION = "*"
 NO_VAL = 0xFFFFFFFE

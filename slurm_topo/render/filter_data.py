@@ -1,14 +1,16 @@
 """slurm_topo_data.lua: what the submit filter decides from (DESIGN D5).
 
-A Lua 5.1 chunk returning one table: the policy defaults, node classes and, per partition and level, the groups in
-the filter's order (size, then label). Its first line is ``-- slurm-topo-data <fingerprint>``: the filter reads
-only that line to notice a new file, and reloads the whole table only when it changed. Every string written here
-has passed label validation ([A-Za-z0-9._-]) or is one of our own names, and is still written through ``_q``.
+A Lua 5.1 chunk returning one table: the policy defaults, node classes and, per partition and level, the
+groups in the filter's order (size, then label). Its first line is ``-- slurm-topo-data <fingerprint>``: the
+filter reads only that line to notice a new file, and reloads the whole table only when it changed. Every
+string written here has passed label validation ([A-Za-z0-9._-]) or is one of our own names, and is still
+written through ``_q``.
 """
 
 from __future__ import annotations
 
 import re
+import zlib
 
 from ..policy import LEVELS, PolicyData
 from . import RenderContext, header
@@ -75,6 +77,14 @@ def render_lua_table(data: PolicyData) -> str:
     return "".join(out)
 
 
+def checksum(body: str) -> str:
+    """The data file's content checksum: Adler-32 of the bytes after its second line, and their length. The
+    filter computes the same in Lua 5.1 (no bit operations: sums only) before it loads the table, and fails
+    open on a mismatch (a corrupted or hand-edited file is never used)."""
+    raw = body.encode("utf-8")
+    return f"adler32:{zlib.adler32(raw):08x}:{len(raw)}"
+
+
 def render_filter_data(ctx: RenderContext) -> str:
     data = ctx.policy
     groups = sum(len(v) for levels in data.partitions.values() for v in levels.values())
@@ -82,8 +92,5 @@ def render_filter_data(ctx: RenderContext) -> str:
         f"submit-filter data: {len(data.partitions)} partitions, {groups} groups, {len(data.classes)} node "
         f"classes; read by job_submit/slurm_topo_filter.lua"
     )
-    return (
-        f"-- slurm-topo-data {ctx.fingerprint}\n"
-        + header("slurm_topo_data.lua", ctx, summary, comment="--")
-        + render_lua_table(data)
-    )
+    body = header("slurm_topo_data.lua", ctx, summary, comment="--") + render_lua_table(data)
+    return f"-- slurm-topo-data {ctx.fingerprint}\n-- slurm-topo-checksum {checksum(body)}\n{body}"

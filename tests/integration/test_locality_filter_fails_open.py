@@ -35,6 +35,8 @@ def test_slurmctld_restarts_and_accepts_jobs_with_missing_truncated_or_broken_da
         "missing": None,
         "truncated": good[: len(good) // 2],
         "broken": header + b"\nreturn { fingerprint = ,,, }\n",
+        # one character of the content changed, header and checksum line intact: never loaded
+        "edited": good.replace(b'"zone_us-east-1a"', b'"zone_us-east-1U"', 1),
     }
     try:
         for name, content in variants.items():
@@ -49,7 +51,7 @@ def test_slurmctld_restarts_and_accepts_jobs_with_missing_truncated_or_broken_da
                 raise AssertionError(f"data file {name}: {e}") from e
         log = (filtered_cluster.base / "log" / "slurmctld.log").read_text(errors="replace")
         assert "missing or without its header line; jobs pass unchanged" in log
-        assert "does not load" in log
+        assert "fails its checksum" in log
     finally:
         data.write_bytes(good)
         slurmctl.restart_ctld(filtered_cluster.base)
