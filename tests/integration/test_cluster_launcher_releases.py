@@ -49,6 +49,21 @@ def mounts_naming(*paths: Path) -> list[str]:
     return found
 
 
+def written_since_built(rootfs: Path) -> list[str]:
+    """Paths of the cached root changed after its build (root.json is written last); /proc, /sys, /dev and
+    /tmp are mount points while a cluster runs, never written."""
+    built = (rootfs.parent / "root.json").stat().st_mtime
+    changed = []
+    for dirpath, dirnames, filenames in os.walk(rootfs):
+        if Path(dirpath) == rootfs:
+            dirnames[:] = [d for d in dirnames if d not in ("proc", "sys", "dev", "tmp")]
+        for name in (*dirnames, *filenames):
+            path = os.path.join(dirpath, name)
+            if os.lstat(path).st_mtime > built:
+                changed.append(path)
+    return changed
+
+
 def daemon_names(base: Path) -> list[str]:
     """basename(argv[0]) of the cluster's processes."""
     names = []
@@ -110,3 +125,5 @@ def test_the_release_runs_survives_reconfigure_and_down_leaves_nothing(slurm_rel
     assert slurmctl.cluster_pids(base) == []
     assert not base.exists()
     assert left_mounts == []
+    if rootfs is not None:
+        assert written_since_built(rootfs) == [], "the cached root is only read"
