@@ -43,7 +43,8 @@ def from_rows(*rows: str) -> GpuTopology:
     return GpuTopology(tuple(range(len(rows))), tuple(tuple(r.split()) for r in rows))
 
 
-# -- link model -----------------------------------------------------------------------------------------------------
+# -- link model
+# -----------------------------------------------------------------------------------------------------
 
 
 def test_every_nvlink_class_beats_every_pcie_class() -> None:
@@ -58,7 +59,7 @@ def test_every_nvlink_class_beats_every_pcie_class() -> None:
 
 
 def test_bandwidth_override_keeps_the_order() -> None:
-    """An override table is merged over the default; one that breaks the order or names a new class is refused."""
+    """An override table merges over the default; one breaking the order or naming a new class is refused."""
     assert bandwidth_table({"NV": 50})["NV"] == 50.0
     with pytest.raises(InputError, match="NV .* must be faster than PIX"):
         bandwidth_table({"NV": 10})
@@ -96,7 +97,8 @@ def test_islands_of_two_quads() -> None:
     assert islands(blocks(8, 4, "NV4", "SYS")) == (frozenset({0, 1, 2, 3}), frozenset({4, 5, 6, 7}))
 
 
-# -- ADR examples ---------------------------------------------------------------------------------------------------
+# -- ADR examples
+# ---------------------------------------------------------------------------------------------------
 
 
 def test_adr_8gpu_two_islands_gpu0_busy_picks_the_whole_free_island() -> None:
@@ -115,7 +117,8 @@ def test_adr_two_a100_sxm4_nv4() -> None:
     assert pick_devices(from_rows("X NV4", "NV4 X"), [0, 1], 2) == (0, 1)
 
 
-# -- behaviour ------------------------------------------------------------------------------------------------------
+# -- behaviour
+# ------------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -191,7 +194,8 @@ def test_pick_refuses(free: list[int], k: int, words: str) -> None:
         pick_devices(blocks(4, 2, "NV2", "SYS"), free, k)
 
 
-# -- fast equals exhaustive -----------------------------------------------------------------------------------------
+# -- fast equals exhaustive
+# -----------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("name", sorted(REAL_TOPOS))
@@ -246,3 +250,77 @@ def test_sixteen_gpus_some_masks(topo: GpuTopology) -> None:
         free = [g for g in topo.gpus if g not in busy]
         for k in (2, 5, 9, len(free) - 1):
             assert pick_devices(topo, free, k) == pick_exhaustive(topo, free, k)
+
+
+def _two_cubes() -> GpuTopology:
+    """Two DGX-1 V100 hybrid cube-meshes (the real capture's GPU block) joined by SYS: 16 GPUs."""
+    cube = REAL_TOPOS["dgx1-v100-8gpu-hybridcube-1nic-oneflow.txt"].matrix
+    m = tuple(tuple(cube[i % 8][j % 8] if i // 8 == j // 8 else "SYS" for j in range(16)) for i in range(16))
+    return GpuTopology(tuple(range(16)), m, source="two cubes")
+
+
+def _pcie_tree() -> GpuTopology:
+    """16 GPUs under PCIe switches: PIX pairs, PXB quads, NODE inside a socket's 8, SYS across."""
+
+    def cls(i: int, j: int) -> str:
+        if i == j:
+            return "X"
+        if i // 2 == j // 2:
+            return "PIX"
+        if i // 4 == j // 4:
+            return "PXB"
+        return "NODE" if i // 8 == j // 8 else "SYS"
+
+    return GpuTopology(tuple(range(16)), tuple(tuple(cls(i, j) for j in range(16)) for i in range(16)))
+
+
+NON_UNIFORM_16 = {
+    "two cubes": _two_cubes(),
+    "pcie tree": _pcie_tree(),
+    "2x8 islands": blocks(16, 8, "NV18", "SYS"),
+    "nvswitch 16": blocks(16, 16, "NV6", "SYS"),
+    "4x4 islands": blocks(16, 4, "NV4", "NODE"),
+}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_sixteen_gpu_non_uniform_layouts_equal_exhaustive(data: st.DataObject) -> None:
+    """16-GPU layouts that are not uniform (two cube-meshes joined, a PCIe tree) and the uniform ones, random
+    busy masks, k from 2 to free-1 (9-12 included): the fast pick equals the exhaustive search."""
+    topo = NON_UNIFORM_16[data.draw(st.sampled_from(sorted(NON_UNIFORM_16)))]
+    busy = data.draw(st.sets(st.integers(0, 15), max_size=8))
+    free = [g for g in topo.gpus if g not in busy]
+    k = data.draw(st.integers(2, len(free) - 1))
+    assert pick_devices(topo, free, k) == pick_exhaustive(topo, free, k)
+
+
+@st.composite
+def hierarchical_topology(draw: st.DrawFn) -> GpuTopology:
+    """11-13 GPUs with nested groups (a random tree of link classes, fastest innermost), a few pairs
+    overridden: groups above the search's group limit and islands that span groups both occur."""
+    n = draw(st.integers(11, 13))
+    classes = draw(st.lists(st.sampled_from(CLASSES), min_size=2, max_size=4, unique=True))
+    classes.sort(key=link_bandwidth, reverse=True)
+    cuts = [draw(st.integers(1, n)) for _ in classes]
+    m = [["X"] * n for _ in range(n)]
+    for i in range(n):
+        for j in range(i + 1, n):
+            level = next(
+                (c for c, size in zip(classes, sorted(cuts), strict=True) if i // size == j // size), None
+            )
+            m[i][j] = m[j][i] = level or classes[-1]
+    for _ in range(draw(st.integers(0, 3))):
+        i, j = draw(st.integers(0, n - 1)), draw(st.integers(0, n - 1))
+        if i != j:
+            m[i][j] = m[j][i] = draw(st.sampled_from(classes))
+    return GpuTopology(tuple(range(n)), tuple(tuple(r) for r in m))
+
+
+@settings(max_examples=150, deadline=None)
+@given(hierarchical_topology(), st.data())
+def test_hierarchical_matrices_equal_exhaustive(topo: GpuTopology, data: st.DataObject) -> None:
+    """Nested link classes (the shape of real boxes) on 11-13 GPUs, random masks and k: fast == exhaustive."""
+    free = data.draw(st.lists(st.sampled_from(topo.gpus), min_size=2, unique=True))
+    k = data.draw(st.integers(1, len(free)))
+    assert pick_devices(topo, free, k) == pick_exhaustive(topo, free, k)

@@ -7,35 +7,46 @@ Order on candidate sets S ⊆ free, |S| = k (smaller key wins)::
       islands broken,                      # 3. then fewest previously whole free islands split
       sorted(S) )                          # 4. then the lowest indices (lexicographic)
 
-An island is *previously whole free* when all its GPUs are free; S *breaks* it when it takes some but not all of
-them (an island of one is never broken). For k = 1 only (3) and (4) apply; without link data (empty matrix) the
-answer is the k lowest free indices. Bandwidths come from :mod:`slurm_topo.gpu.links` and are compared as integers
-(MB/s) so that sums are exact and the fast and exhaustive searches agree bit for bit.
+An island is *previously whole free* when all its GPUs are free; S *breaks* it when it takes some but not all
+of them (an island of one is never broken). For k = 1 only (3) and (4) apply; without link data (empty matrix)
+the answer is the k lowest free indices. Bandwidths come from :mod:`slurm_topo.gpu.links` and are compared as
+integers (MB/s) so that sums are exact and the fast and exhaustive searches agree bit for bit.
 
 Algorithm overview (``pick_devices``):
 
-1. *Bottleneck*: the optimal (1) is one of the distinct pair bandwidths t₁ > t₂ > … (at most a handful: one per link
-   class present). For each t in descending order, look for k-cliques in the graph "pairs with bandwidth ≥ t"
-   restricted to the free GPUs. The first t that has one is the optimum of (1) — any set found there has its
-   slowest link exactly t, since no k-clique exists at a higher threshold.
-2. *Within that threshold*: depth-first branch-and-bound over cliques with bitmask candidate sets, members added in
-   ascending index order, so cliques are visited in lexicographic order of their sorted indices; the incumbent is
-   replaced only when strictly better on (2, 3), which makes the first optimum found the lexicographically lowest
-   (4). A branch is cut when too few candidates remain, or when its upper bound on (2) — partial sum plus every
-   missing pair at the level's maximum bandwidth — cannot beat the incumbent, or ties it while the islands it has
-   already broken for sure (a member taken, another member excluded) are no fewer than the incumbent's.
+1. *Bottleneck*: the optimal (1) is one of the distinct pair bandwidths t₁ > t₂ > … (one per link class
+   present). For each t in descending order, look for k-cliques in the graph "pairs with bandwidth ≥ t"
+   restricted to the free GPUs: levels whose largest degree is below k-1 are skipped outright; otherwise GPUs
+   of degree < k-1 are peeled off (repeatedly) and the rest split into connected components of ≥ k GPUs. The
+   first t that has a k-clique is the optimum of (1) — any set found there has its slowest link exactly t.
+2. *Complete components* (the large k of 16-GPU boxes: k-sets that must span islands or switches): when every
+   live component is a clique at t, a k-set's bandwidth is t·C(k,2) plus the *extra* (bandwidth above t)
+   inside each group of GPUs joined by links faster than t — pairs in different groups are exactly t. Every
+   NVLink island lies in one group (or holds every live GPU, so all k-sets break it alike), so (3) is counted
+   per group too, and (4) is the largest bit-reversed set, a sum over GPUs. One integer per subset of a group
+   thus orders it by (2), (3), (4) at once, and the best k-set is a knapsack over the groups
+   (:func:`_complete_pick`), each group's best subset per size read from its subsets pre-sorted by (2), (4)
+   (groups of ≤ ``_PART_MAX`` GPUs).
+3. *Otherwise* (k-cliques inside NVLink meshes, 8-GPU boxes): depth-first branch-and-bound over cliques with
+   bitmask candidate sets, members added in ascending index order, so cliques are visited in lexicographic
+   order; the incumbent is replaced only when strictly better on (2, 3), which makes the first optimum found
+   the lexicographically lowest (4). A branch is cut when too few candidates remain, or when its bound on (2)
+   — partial sum plus, per remaining candidate, its weight to the members and half its r-1 best links to other
+   candidates (counted per level with bitmask popcounts) — cannot beat the incumbent, or ties it while the
+   islands it has already broken for sure are no fewer than the incumbent's. *Twins* (GPUs with the same link
+   to every third GPU) are interchangeable: once a GPU is left out, its higher twins are too.
 
-Complexity: worst case O(T · C(n, k) · k) like the exhaustive search (T thresholds), but on real layouts the
-threshold graph splits into islands and the bounds are tight where bandwidths are uniform (NVSwitch all-to-all
-collapses to one path per level), so the visited tree is tiny. Preparation (bandwidth matrix, adjacency bitmasks
-per threshold, islands) is O(n² T) and cached per topology object. ``pick_exhaustive`` is the O(C(n, k) · k²)
-reference, used by the tests and the benchmark.
+Complexity: step 2 costs O(Σ 2^|group|) (at most 2^10 per group) plus O(groups · k · |group|); step 3 is O(T ·
+C(n, k) · k) in the worst case like the exhaustive search, but it is reached only where cliques are bounded by
+NVLink meshes (≤ 8 GPUs on real boxes). Preparation (bandwidth matrix, adjacency bitmasks and per-level link
+steps, twins, groups with their subsets sorted) is O(n³ + Σ 2^|group| log) and cached per topology object.
+``pick_exhaustive`` is the O(C(n, k) · k²) reference, used by the tests and the benchmark.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 
 from ..errors import InputError
@@ -50,10 +61,95 @@ class _Prepared:
     weight: tuple[tuple[int, ...], ...]  # MB/s per pair, 0 on the diagonal
     levels: tuple[int, ...]  # distinct pair bandwidths, descending
     adjacency: tuple[tuple[int, ...], ...]  # per level, per row: bitmask of rows joined at >= level
+    largest: tuple[int, ...]  # per level: 1 + the largest degree (no clique at that level is larger)
+    steps: tuple[tuple[tuple[tuple[int, int], ...], ...], ...]  # per level, per row: see _Search.branch
+    later_twins: tuple[int, ...]  # per row: bitmask of higher rows with the same weight to every other row
     islands: tuple[int, ...]  # bitmask per island
+    parts: dict[int, tuple[_Part, ...] | None] = field(default_factory=dict)  # per level, filled on demand
+
+
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """A group of rows joined by links faster than a level (at most 10 rows), with the extra bandwidth above
+    the level of every subset: ``extra[code]`` for the subset whose bit i is ``rows[i]``."""
+
+    mask: int
+    rows: tuple[int, ...]
+    extra: tuple[int, ...]
+    key: tuple[int, ...]  # per subset: (extra << 20) · 2^n + its rows' reversed bits (see _complete_pick)
+    rowmask: tuple[int, ...]  # per subset: its rows as a row bitmask
+    by_size: tuple[tuple[int, ...], ...]  # per size: the subsets of that size, by ``key`` descending
+
+
+_PART_MAX = 10
+
+
+def _parts(p: _Prepared, level: int) -> tuple[_Part, ...] | None:
+    """The groups of rows joined (transitively) by links faster than ``levels[level]``; None if one is larger
+    than ``_PART_MAX`` rows (then the search does without them)."""
+    if level in p.parts:
+        return p.parts[level]
+    t, n, weight = p.levels[level], p.n, p.weight
+    comp = list(range(n))
+
+    def find(x: int) -> int:
+        while comp[x] != x:
+            comp[x] = comp[comp[x]]
+            x = comp[x]
+        return x
+
+    for i in range(n):
+        for j in range(i + 1, n):
+            if weight[i][j] > t:
+                comp[find(j)] = find(i)
+    groups: dict[int, list[int]] = {}
+    for i in range(n):
+        groups.setdefault(find(i), []).append(i)
+    out: list[_Part] | None = []
+    for rows in groups.values():
+        if len(rows) > _PART_MAX:
+            out = None
+            break
+        if len(rows) < 2 or out is None:
+            continue
+        extra = [0] * (1 << len(rows))
+        for code in range(1, 1 << len(rows)):
+            low = (code & -code).bit_length() - 1
+            rest = code & (code - 1)
+            add = sum(weight[rows[low]][rows[b]] - t for b in range(len(rows)) if rest >> b & 1)
+            extra[code] = extra[rest] + add
+        rowmask = [0] * (1 << len(rows))
+        rev = [0] * (1 << len(rows))
+        for code in range(1, 1 << len(rows)):
+            low = (code & -code).bit_length() - 1
+            rowmask[code] = rowmask[code & (code - 1)] | 1 << rows[low]
+            rev[code] = rev[code & (code - 1)] | 1 << (n - 1 - rows[low])
+        key = tuple((e << 20 << n) + r for e, r in zip(extra, rev, strict=True))
+        by_size = tuple(
+            tuple(sorted((c for c in range(1 << len(rows)) if c.bit_count() == j), key=lambda c: -key[c]))
+            for j in range(len(rows) + 1)
+        )
+        out.append(_Part(sum(1 << r for r in rows), tuple(rows), tuple(extra), key, tuple(rowmask), by_size))
+    result = tuple(out) if out is not None else None
+    p.parts[level] = result
+    return result
 
 
 _CACHE: dict[tuple[int, int], tuple[GpuTopology, Mapping[str, float] | None, _Prepared]] = {}
+
+
+def _twins(weight: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
+    """Per row, the higher rows that are its twins: the same weight to every third row (so the same
+    adjacency at every level and the same island). Swapping twins changes no part of the order but (4)."""
+    n = len(weight)
+    out = []
+    for u in range(n):
+        mask = 0
+        for v in range(u + 1, n):
+            if all(weight[u][x] == weight[v][x] for x in range(n) if x != u and x != v):
+                mask |= 1 << v
+        out.append(mask)
+    return tuple(out)
 
 
 def _prepare(topo: GpuTopology, bandwidth: Mapping[str, float] | None) -> _Prepared:
@@ -76,8 +172,19 @@ def _prepare(topo: GpuTopology, bandwidth: Mapping[str, float] | None) -> _Prepa
     adjacency = tuple(
         tuple(sum(1 << j for j in range(n) if j != i and weight[i][j] >= t) for i in range(n)) for t in levels
     )
+    steps = tuple(
+        tuple(
+            tuple(
+                (adjacency[lv][i], levels[lv] - (levels[lv + 1] if lv < level else 0))
+                for lv in range(level + 1)
+            )
+            for i in range(n)
+        )
+        for level in range(len(levels))
+    )
     island_masks = tuple(sum(1 << position[g] for g in isl) for isl in islands(topo)) if topo.matrix else ()
-    prepared = _Prepared(n, position, weight, levels, adjacency, island_masks)
+    largest = tuple(1 + max((a.bit_count() for a in rows), default=0) for rows in adjacency)
+    prepared = _Prepared(n, position, weight, levels, adjacency, largest, steps, _twins(weight), island_masks)
     if len(_CACHE) > 256:
         _CACHE.clear()
     _CACHE[key] = (topo, bandwidth, prepared)
@@ -98,6 +205,267 @@ def _check(topo: GpuTopology, free: Iterable[int], k: int) -> list[int]:
 
 def _broken(smask: int, whole: list[int]) -> int:
     return sum(1 for isl in whole if isl & smask and isl & ~smask)
+
+
+def _rows(mask: int) -> list[int]:
+    out = []
+    while mask:
+        low = mask & -mask
+        mask ^= low
+        out.append(low.bit_length() - 1)
+    return out
+
+
+def _live_components(adj: list[int], fmask: int, k: int) -> list[int]:
+    """The components (row bitmasks) of the free rows that may be in a k-clique of ``adj``: degree >= k-1
+    (repeated), in a component of >= k rows. Every k-clique lies inside one of them."""
+    alive = fmask
+    while True:
+        keep = 0
+        m = alive
+        while m:
+            low = m & -m
+            m ^= low
+            if (adj[low.bit_length() - 1] & alive).bit_count() >= k - 1:
+                keep |= low
+        if keep == alive:
+            break
+        alive = keep
+    out, rest = [], alive
+    while rest:
+        comp = frontier = rest & -rest
+        while frontier:
+            low = frontier & -frontier
+            frontier ^= low
+            new = adj[low.bit_length() - 1] & alive & ~comp
+            comp |= new
+            frontier |= new
+        rest &= ~comp
+        if comp.bit_count() >= k:
+            out.append(comp)
+    return out
+
+
+def _complete_pick(
+    p: _Prepared, parts: tuple[_Part, ...], alive: int, whole: list[int], k: int
+) -> tuple[int, int] | None:
+    """The best k rows of ``alive`` when every pair of them is joined at >= the level (see the module
+    docstring, step 2), or None when an island spans two groups (the caller then searches).
+
+    A k-set's bandwidth is the level's times C(k,2) plus the extra inside each group of rows joined by faster
+    links; its broken islands are counted group by group (every island lies inside one group); and the lowest
+    indices (4) are the largest *bit-reversed* set, a sum over rows. So one integer per subset of a group —
+    ``(extra · 2^20 - broken) · 2^n + reversed bits`` — orders it by (2), (3), (4), the value of a set is the
+    sum over its groups, and the best k-set is a knapsack over the groups (a row outside every group adds only
+    its reversed bit). Cost: every subset of every group's live rows once (2^rows, rows <= ``_PART_MAX``),
+    plus O(groups · k · rows) for the knapsack.
+    """
+    n = p.n
+    grouped = 0
+    for part in parts:
+        grouped |= part.mask
+    shift = 1 << n
+    penalty = 0
+    for isl in whole:
+        if isl & alive and not any(isl & ~part.mask == 0 for part in parts):
+            if alive & ~isl:
+                return None
+            # one island holds every live row: any k of them break it alike (unless they are all of it)
+            penalty = 0 if isl.bit_count() == k else shift
+            whole = []
+            break
+    # per stage: best value per size and the subset (a row mask) that reaches it
+    stages: list[tuple[list[int | None], list[int]]] = []
+    for part in parts:
+        code = 0
+        for b, row in enumerate(part.rows):
+            if alive >> row & 1:
+                code |= 1 << b
+        if code:
+            stages.append(_group_stage(part, code, whole, k, shift))
+    loose = _rows(alive & ~grouped)  # ascending: the first j are the best j
+    best_l: list[int | None] = [0]
+    pick_l = [0]
+    for r in loose:
+        best_l.append((best_l[-1] or 0) + (1 << (n - 1 - r)))
+        pick_l.append(pick_l[-1] | 1 << r)
+    stages.append((best_l, pick_l))
+    got = _knapsack(stages, k)
+    return None if got is None else (got[0] - penalty, got[1])
+
+
+def _group_stage(
+    part: _Part, code: int, whole: list[int], k: int, shift: int
+) -> tuple[list[int | None], list[int]]:
+    """Per subset size up to k: the best value of a subset of the group's live rows (``code``), its rows."""
+    isl_codes = [
+        sum(1 << b for b, row in enumerate(part.rows) if isl >> row & 1) for isl in whole if isl & part.mask
+    ]
+    # one whole island is the group: every size strictly between 0 and all breaks it once
+    whole_part = isl_codes == [(1 << len(part.rows)) - 1]
+    if whole_part:
+        isl_codes = []
+    size_cap = min(code.bit_count(), k)
+    best: list[int | None] = [None] * (size_cap + 1)
+    pick = [0] * (size_cap + 1)
+    extra, keys, rowmask = part.extra, part.key, part.rowmask
+    for size in range(size_cap + 1):
+        # subsets of this size by (2) then (4); the first live one has the best extra, and only the live
+        # ones with that same extra can differ in (3)
+        top = -1
+        for sub in part.by_size[size]:
+            if sub & ~code:
+                continue
+            if top < 0:
+                top = extra[sub]
+            elif extra[sub] < top:
+                break
+            val = keys[sub] - (shift if whole_part and 0 < size < len(part.rows) else 0)
+            for ic in isl_codes:
+                if ic & sub and ic & ~sub:
+                    val -= shift
+            cur = best[size]
+            if cur is None or val > cur:
+                best[size], pick[size] = val, rowmask[sub]
+            if not isl_codes:
+                break
+    return best, pick
+
+
+def _knapsack(stages: list[tuple[list[int | None], list[int]]], k: int) -> tuple[int, int] | None:
+    """The largest sum of one value per stage (by size) with sizes adding to k, and the union of the rows."""
+    dp: list[int | None] = [0] + [None] * k
+    back: list[list[int]] = []
+    for best, _ in stages:
+        new: list[int | None] = [None] * (k + 1)
+        choice = [0] * (k + 1)
+        for j, d in enumerate(dp):
+            if d is None:
+                continue
+            for size in range(min(len(best) - 1, k - j) + 1):
+                got = best[size]
+                if got is None:
+                    continue
+                v = d + got
+                cur = new[j + size]
+                if cur is None or v > cur:
+                    new[j + size], choice[j + size] = v, size
+        dp = new
+        back.append(choice)
+    total = dp[k]
+    if total is None:
+        return None
+    chosen, j = 0, k
+    for (_, pick), choice in zip(reversed(stages), reversed(back), strict=True):
+        size = choice[j]
+        chosen |= pick[size]
+        j -= size
+    return total, chosen
+
+
+def _complete_levels(
+    p: _Prepared, level: int, adj: list[int], comps: list[int], whole: list[int], k: int
+) -> int | None:
+    """When every live component is complete at this level, the best k-set by :func:`_complete_pick` per
+    component (a k-clique lies in one component; values of different components compare as they are), else
+    None."""
+    parts = _parts(p, level)
+    if parts is None:
+        return None
+    best: tuple[int, int] | None = None
+    for comp in comps:
+        if any(adj[v] | (1 << v) != adj[v] | comp for v in _rows(comp)):
+            return None
+        got = _complete_pick(p, parts, comp, whole, k)
+        if got is None:
+            return None
+        if best is None or got[0] > best[0]:
+            best = got
+    return best[1] if best is not None else None
+
+
+class _Search:
+    """Branch and bound for the best k-clique of one threshold graph (steps 2-3 of the module docstring)."""
+
+    __slots__ = (
+        "adj",
+        "weight",
+        "top",
+        "twins",
+        "whole",
+        "fmask",
+        "best_mask",
+        "best_sum",
+        "best_broken",
+    )
+
+    def __init__(self, p: _Prepared, level: int, adj: list[int], fmask: int, whole: list[int]) -> None:
+        self.adj, self.weight, self.twins = adj, p.weight, p.later_twins
+        self.top = p.steps[level]
+        self.whole, self.fmask = whole, fmask
+        self.best_mask, self.best_sum, self.best_broken = 0, -1, 1 << 30
+
+    def leaf(self, nmask: int, nsum: int) -> None:
+        if nsum < self.best_sum:
+            return
+        broken = _broken(nmask, self.whole)
+        if nsum > self.best_sum or broken < self.best_broken:
+            self.best_mask, self.best_sum, self.best_broken = nmask, nsum, broken
+
+    def run(self, smask: int, cand: int, ssum: int, gain: list[int], need: int) -> None:
+        # gain[w] = total weight from w to the members of smask; members are added in ascending row order
+        c, r = cand, need - 1
+        adj, weight, top, twins = self.adj, self.weight, self.top, self.twins
+        while c:
+            if c.bit_count() < need:
+                return
+            low = c & -c
+            v = low.bit_length() - 1
+            c ^= low
+            nsum = ssum + gain[v]
+            if need == 1:
+                self.leaf(smask | low, nsum)
+            else:
+                ncand = c & adj[v]
+                if ncand.bit_count() >= r:
+                    self.branch(smask | low, ncand, nsum, gain, weight[v], top, r)
+            c &= ~twins[v]  # a later twin instead of v: same key, higher indices
+
+    def branch(
+        self,
+        nmask: int,
+        ncand: int,
+        nsum: int,
+        gain: list[int],
+        row: tuple[int, ...],
+        top: tuple[tuple[tuple[int, int], ...], ...],
+        r: int,
+    ) -> None:
+        # bound: each of the r still to come adds its weight to the members plus half its r-1 best links
+        ngain = gain[:]
+        vals = []
+        m = ncand
+        while m:
+            lw = m & -m
+            w = lw.bit_length() - 1
+            m ^= lw
+            g = gain[w] + row[w]
+            ngain[w] = g
+            # the r-1 best links from w to other candidates: weights as increments per level, highest first
+            best = 0
+            for mask, step in top[w]:
+                best += step * min(r - 1, (mask & ncand).bit_count())
+            vals.append(2 * g + best)
+        vals.sort(reverse=True)
+        ub2 = 2 * nsum + sum(vals[:r])
+        best2 = 2 * self.best_sum
+        if ub2 < best2:
+            return
+        if ub2 < best2 + 2:  # ties the incumbent at best: worth it only for fewer broken islands
+            gone = self.fmask & ~(nmask | ncand)
+            if sum(1 for isl in self.whole if isl & nmask and isl & gone) >= self.best_broken:
+                return
+        self.run(nmask, ncand, nsum, ngain, r)
 
 
 def pick_devices(
@@ -125,60 +493,23 @@ def pick_devices(
             if not any(isl & bit for isl in whole):
                 return (g,)
         return (free_sorted[0],)
-
-    weight = p.weight
-    maxw = p.levels[0]
-    for adjacency in p.adjacency:
+    for level, adjacency in enumerate(p.adjacency):
+        if p.largest[level] < k:
+            continue
         adj = [a & fmask for a in adjacency]
-        best_mask = 0
-        best_sum = -1
-        best_broken = 1 << 30
-
-        def rec(smask: int, cand: int, ssum: int, gain: list[int], need: int) -> None:
-            # gain[w] = total bandwidth from w to the members of smask
-            nonlocal best_mask, best_sum, best_broken
-            c = cand
-            r = need - 1
-            pair_bound = r * (r - 1) // 2 * maxw
-            while c:
-                if c.bit_count() < need:
-                    return
-                low = c & -c
-                v = low.bit_length() - 1
-                c ^= low
-                nsum = ssum + gain[v]
-                nmask = smask | low
-                if need == 1:
-                    if nsum > best_sum or (nsum == best_sum and _broken(nmask, whole) < best_broken):
-                        best_mask, best_sum, best_broken = nmask, nsum, _broken(nmask, whole)
-                    continue
-                ncand = c & adj[v]
-                if ncand.bit_count() < r:
-                    continue
-                row = weight[v]
-                ngain = gain[:]
-                tops = []
-                m = ncand
-                while m:
-                    lw = m & -m
-                    w = lw.bit_length() - 1
-                    m ^= lw
-                    g = gain[w] + row[w]
-                    ngain[w] = g
-                    tops.append(g)
-                tops.sort(reverse=True)
-                ub = nsum + sum(tops[:r]) + pair_bound
-                if ub < best_sum:
-                    continue
-                if ub == best_sum:
-                    gone = fmask & ~(nmask | ncand)
-                    if sum(1 for isl in whole if isl & nmask and isl & gone) >= best_broken:
-                        continue
-                rec(nmask, ncand, nsum, ngain, r)
-
-        rec(0, fmask, 0, [0] * p.n, k)
-        if best_mask:
-            return tuple(gpus[i] for i in range(p.n) if best_mask >> i & 1)
+        comps = _live_components(adj, fmask, k)
+        if not comps:
+            continue
+        found = _complete_levels(p, level, adj, comps, whole, k)
+        if found is not None:
+            return tuple(gpus[i] for i in range(p.n) if found >> i & 1)
+        alive = 0
+        for comp in comps:
+            alive |= comp
+        search = _Search(p, level, adj, fmask, whole)
+        search.run(0, alive, 0, [0] * p.n, k)
+        if search.best_mask:
+            return tuple(gpus[i] for i in range(p.n) if search.best_mask >> i & 1)
     raise AssertionError("unreachable: the lowest threshold joins every pair")
 
 
@@ -203,7 +534,7 @@ def order_key(
 def pick_exhaustive(
     topo: GpuTopology, free: Iterable[int], k: int, bandwidth: Mapping[str, float] | None = None
 ) -> tuple[int, ...]:
-    """Reference implementation: every k-subset of ``free``, the minimum of :func:`order_key`. O(C(n,k)·k²)."""
+    """Reference implementation: every k-subset of ``free``, the minimum of :func:`order_key`. O(C(n,k)k²)."""
     free_sorted = _check(topo, free, k)
     if not topo.matrix:
         return tuple(free_sorted[:k])
