@@ -139,6 +139,11 @@ class _Shown:
         return self.text
 
 
+def _key(key: object) -> str:
+    """A mapping key as it may appear in ``nodes[3].<key>``: a short string as is, anything else bounded."""
+    return key if isinstance(key, str) and len(key) <= 60 and key.isprintable() else _SHORT.repr(key)
+
+
 class _DuplicateKeyError(yaml.constructor.ConstructorError):
     pass
 
@@ -270,7 +275,7 @@ class _Entry:
             raise self.fail(None, f"must be a mapping, not {type(raw).__name__}", raw)
         for key in raw:
             if key not in ENTRY_KEYS:
-                raise self.fail(str(key), "unknown key", key)
+                raise self.fail(_key(key), "unknown key", key)
         if "name" not in raw:
             raise self.fail("name", "missing", has_value=False)
         expr = raw["name"]
@@ -372,7 +377,7 @@ class _Entry:
                 level = LABEL_KEYS.get(key) if isinstance(key, str) else None
                 if level is None:
                     raise self.fail(
-                        f"labels.{key}", f"unknown label (known: {', '.join(sorted(LABEL_KEYS))})", key
+                        f"labels.{_key(key)}", f"unknown label (known: {', '.join(sorted(LABEL_KEYS))})", key
                     )
                 value = self.label(f"labels.{key}", value)
                 if values[level] is not None and values[level] != value:
@@ -421,7 +426,7 @@ class _Entry:
         for key, value in raw.items():
             if key not in SLURM_NODE_KEYS:
                 raise self.fail(
-                    f"slurm.{key}", f"unknown node attribute (known: {', '.join(SLURM_NODE_KEYS)})", key
+                    f"slurm.{_key(key)}", f"unknown node attribute (known: {', '.join(SLURM_NODE_KEYS)})", key
                 )
             if key in SLURM_INT_KEYS and not isinstance(value, str):
                 if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -526,11 +531,13 @@ def parse_inventory(
         raise InventoryError(source, "", f"must be a mapping with a 'nodes' list, not {type(doc).__name__}")
     for key in doc:
         if key not in TOP_KEYS:
-            raise InventoryError(source, str(key), "unknown key", key, has_value=True)
+            raise InventoryError(source, _key(key), "unknown key", _Shown(key), has_value=True)
     policy = _parse_policy(source, doc["policy"]) if doc.get("policy") is not None else None
     entries = doc.get("nodes")
     if not isinstance(entries, list):
-        raise InventoryError(source, "nodes", "must be a list of node entries", entries, has_value=True)
+        raise InventoryError(
+            source, "nodes", "must be a list of node entries", _Shown(entries), has_value=True
+        )
     nodes: list[Node] = []
     warnings: list[str] = []
     topologies: dict[Path, Any] = {}
@@ -552,7 +559,7 @@ def parse_inventory(
 
 def _parse_policy(source: str, raw: object) -> PolicyConfig:
     def fail(where: str, reason: str, value: object) -> InventoryError:
-        return InventoryError(source, f"policy{where}", reason, value, has_value=True)
+        return InventoryError(source, f"policy{where[:80]}", reason, _Shown(value), has_value=True)
 
     def locality(where: str, value: object) -> str:
         if not isinstance(value, str) or not LOCALITY_RE.match(value):
@@ -567,7 +574,7 @@ def _parse_policy(source: str, raw: object) -> PolicyConfig:
         raise fail("", f"must be a mapping, not {type(raw).__name__}", raw)
     for key in raw:
         if key not in ("default", "partitions", "families"):
-            raise fail(f".{key}", "unknown key", key)
+            raise fail(f".{_key(key)}", "unknown key", key)
     default = locality(".default", raw.get("default", "prefer"))
     parts: list[tuple[str, str]] = []
     fams: list[tuple[str, str]] = []

@@ -233,6 +233,10 @@ CASES = [
         id="duplicate key",
     ),
     pytest.param("nodes:\n" + "[" * 5000 + "\n", "not valid YAML", id="deep nesting"),
+    pytest.param(
+        "nodes:\n  - name: n1\n    ? " + "k" * 10_000 + "\n    : 1\n", "unknown key", id="10 kB unknown key"
+    ),
+    pytest.param("nodes: []\n? [" + "a, " * 3000 + "b]\n: 1\n", "not valid YAML", id="huge complex key"),
     # Location is not forgeable; names are names.
     pytest.param(
         'nodes:\n  - {name: "ab\\n", region: r1}\n', "nodes[0].name: node names must", id="name newline"

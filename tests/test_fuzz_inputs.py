@@ -259,6 +259,9 @@ def _inventory_text(rng: random.Random, kind: str) -> str:
                 _put(doc, path, _value(rng))
         else:
             _put(entry, path, _value(rng))
+    if rng.random() < 0.05:  # a hostile key, at the top or in the entry
+        key = rng.choice([v for v in HOSTILE if isinstance(v, str)])
+        (doc if rng.random() < 0.5 else entry)[key] = _value(rng)
     text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=rng.random() < 0.5)
     return _mutate_text(rng, text) if rng.random() < 0.2 else text
 
