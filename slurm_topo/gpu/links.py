@@ -1,7 +1,7 @@
 """The link model: a bandwidth per GPU pair from its class, and NVLink islands.
 
-``DEFAULT_BANDWIDTH`` is the documented table (GB/s, one direction, order-of-magnitude figures meant for *ranking*
-pairs, not for predicting throughput):
+``DEFAULT_BANDWIDTH`` is the documented table (GB/s, one direction, order-of-magnitude figures meant for
+*ranking* pairs, not for predicting throughput):
 
 ======  =========================================================================
 class   GB/s
@@ -15,11 +15,11 @@ SYS      6   across the inter-socket link (QPI/UPI/xGMI); ``SOC`` is ``SYS``
 ======  =========================================================================
 
 Pass an override mapping (any subset of these keys) to :func:`bandwidth_table`; the merged table must keep the
-model's order — every ``NV<n>`` faster than every PCIe class (so ``NV`` > ``PIX``), ``NVa`` > ``NVb`` when a > b
-(automatic: per-link × n), and ``PIX > PXB > PHB > NODE > SYS`` — else :class:`InputError`.
+model's order — every ``NV<n>`` faster than every PCIe class (so ``NV`` > ``PIX``), ``NVa`` > ``NVb`` when a >
+b (automatic: per-link × n), and ``PIX > PXB > PHB > NODE > SYS`` — else :class:`InputError`.
 
-Islands are the connected components of the graph whose edges are NVLink pairs (union-find, O(n² α(n))); every GPU
-is in exactly one island (a GPU without NVLink is an island of one). NICs are never part of it.
+Islands are the connected components of the graph whose edges are NVLink pairs (union-find, O(n² α(n))); every
+GPU is in exactly one island (a GPU without NVLink is an island of one). NICs are never part of it.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def bandwidth_table(overrides: Mapping[str, float] | None = None) -> Mapping[str
             )
         table.update({k: float(v) for k, v in overrides.items()})
     order = ["NV", *PCIE_CLASSES]
-    for a, b in zip(order, order[1:]):
+    for a, b in zip(order, order[1:], strict=False):
         if not table[a] > table[b]:
             raise InputError(f"bandwidth table: {a} ({table[a]}) must be faster than {b} ({table[b]})")
     if not table["SYS"] > 0:
