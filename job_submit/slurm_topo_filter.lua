@@ -528,13 +528,104 @@ local function conflict(loc, mode, what, msg)
   -- the user's constraint and the locality cannot be combined: :fail rejects, :wait leaves the job alone
   if mode == "fail" then
     return { action = "reject", locality = loc, message = msg, record = record(loc .. ": rejected, " .. what
-      .. " conflict") }
+      .. " conflict"), rejection = "request" }
   end
   return { action = "unchanged", locality = loc, message = msg .. "; job left unchanged",
            record = record(loc .. ": " .. what .. " conflict; unchanged") }
 end
 
-local decide_inner
+local function locality_of(data, req, names)
+  -- (level, mode): the job's own, else its partition's default, else the cluster's; a bad one is rejected
+  local locality = req.locality
+  if locality == nil then
+    for _, p in ipairs(names) do
+      if data.partition_defaults[p] then
+        locality = data.partition_defaults[p]
+        break
+      end
+    end
+    locality = locality or data.default
+  end
+  local level, mode = string.match(locality, "^([^:]*):(.*)$")
+  if level == nil then level, mode = locality, "wait" end -- "zone:" is refused, as the SPANK plugin refuses it
+  if not LOCALITIES[level] or (mode ~= "wait" and mode ~= "fail") then
+    return nil, nil, { action = "reject", locality = safe(locality),
+             message = "slurm-topo: unknown locality '" .. safe(locality) .. "' (use prefer|network_group|zone|"
+               .. "region|any, optionally :wait or :fail)",
+             record = record("rejected locality '" .. safe(locality) .. "'"), rejection = "request" }
+  end
+  return level, mode
+end
+
+local function partition_names(data, req)
+  -- (the job's partitions as named, the data's partitions counted for them, the first name the data does not
+  -- know: counted as every node, never a silent no-op)
+  local names
+  if req.partition then names = split(req.partition, ",") else names = { data.default_partition } end
+  local unknown
+  local resolved, seen = {}, {}
+  for _, p in ipairs(names) do
+    if data.partitions[p] == nil then
+      unknown = unknown or p
+      p = data.everywhere
+    end
+    if not seen[p] then
+      seen[p] = true
+      resolved[#resolved + 1] = p
+    end
+  end
+  return names, resolved, unknown
+end
+
+local function unknown_feature(data, c, is_counted)
+  -- the first feature of the user's constraint that no node has (Slurm rejects it: say so)
+  if not is_counted or (c.kind ~= "and" and c.kind ~= "or" and c.kind ~= "bracket") then return nil end
+  local known = data.known
+  for _, n in ipairs(c.names) do
+    if not known[n] then return safe(n) end
+  end
+  return nil
+end
+
+local function area_of(data, req, loc)
+  -- --locality-regions: the term ANDed in, the area's features, its regions; unknown names are rejected
+  if req.regions == nil then return nil, nil, nil end
+  local names, seen = {}, {}
+  for _, r in ipairs(split(req.regions, ",")) do
+    if r ~= "" and not seen[r] then
+      seen[r] = true
+      names[#names + 1] = r
+    end
+  end
+  local bad
+  for _, r in ipairs(names) do
+    if data.areas[r] == nil then
+      bad = r
+      break
+    end
+  end
+  if bad ~= nil or #names == 0 then
+    local s = safe(bad or req.regions)
+    return nil, nil, nil, { action = "reject", locality = loc,
+             message = "slurm-topo: --locality-regions: '" .. s .. "' is not a region or zone of this cluster",
+             record = record(loc .. ": unknown region '" .. s .. "'"), rejection = "request" }
+  end
+  local feats, fseen, area_features, wanted = {}, {}, {}, {}
+  for _, r in ipairs(names) do
+    for _, f in ipairs(data.areas[r].f) do
+      if not fseen[f] then
+        fseen[f] = true
+        feats[#feats + 1] = f
+        area_features[f] = true
+      end
+    end
+    for region in pairs(data.areas[r].r) do wanted[region] = true end
+  end
+  if #feats == 1 then return feats[1], area_features, wanted end
+  return "(" .. table.concat(feats, "|") .. ")", area_features, wanted
+end
+
+local decide_inner, decide_prefer, decide_required, nothing_holds
 
 function M.decide(data, req)
   local d = decide_inner(data, req)
@@ -547,6 +638,8 @@ function M.decide(data, req)
 end
 
 decide_inner = function(data, req)
+  -- the steps in order: hostile sizes, the locality, the constraint, the regions, then prefer or a required
+  -- level; each step returns a decision when it settles the job
   local oversize = req.oversize
   if oversize == nil and req.features ~= nil and #req.features > MAX_CONSTRAINT then
     oversize = "--constraint" -- a request not read from a job_desc (an update's merge)
@@ -555,134 +648,84 @@ decide_inner = function(data, req)
     return { action = "unchanged", locality = "", record = record("request too large (" .. oversize
       .. "); unchanged") }
   end
-  local partitions
-  if req.partition then partitions = split(req.partition, ",") else partitions = { data.default_partition } end
-  local locality = req.locality
-  if locality == nil then
-    for _, p in ipairs(partitions) do
-      if data.partition_defaults[p] then
-        locality = data.partition_defaults[p]
-        break
-      end
-    end
-    locality = locality or data.default
-  end
-  local level, mode = string.match(locality, "^([^:]*):(.*)$")
-  if level == nil then level, mode = locality, "" end
-  if mode == "" then mode = "wait" end
-  if not LOCALITIES[level] or (mode ~= "wait" and mode ~= "fail") then
-    return { action = "reject", locality = safe(locality),
-             message = "slurm-topo: unknown locality '" .. safe(locality) .. "' (use prefer|network_group|zone|"
-               .. "region|any, optionally :wait or :fail)",
-             record = record("rejected locality '" .. safe(locality) .. "'") }
-  end
+  local names, partitions, unknown = partition_names(data, req)
+  local level, mode, rejected = locality_of(data, req, names)
+  if rejected then return rejected end
   local loc = level .. ":" .. mode
   if level == "any" and req.regions == nil then
     return { action = "unchanged", locality = loc, record = record("any") }
   end
-  local unknown
-  local resolved, seen = {}, {}
-  for _, p in ipairs(partitions) do
-    if data.partitions[p] == nil then
-      -- a partition the data does not know counts as every node: never a silent no-op
-      unknown = unknown or p
-      p = data.everywhere
-    end
-    if not seen[p] then
-      seen[p] = true
-      resolved[#resolved + 1] = p
-    end
-  end
-  partitions = resolved
-
   local c = M.parse_constraint(req.features)
   if c.kind == "invalid" then
     return { action = "unchanged", locality = loc, record = record(loc .. ": constraint not understood; unchanged") }
   end
+  local is_counted = counted(c)
+  local missing = unknown_feature(data, c, is_counted)
+  if missing then
+    return { action = "unchanged", locality = loc,
+             message = "slurm-topo: --constraint: no node of this cluster has the feature '" .. missing
+               .. "' (Slurm rejects it); --locality=" .. level .. " not applied",
+             record = record(loc .. ": unknown feature '" .. missing .. "'; unchanged") }
+  end
+  local restrict, area_features, wanted, bad_area = area_of(data, req, loc)
+  if bad_area then return bad_area end
   local note = ""
   if req.unchecked then
     note = "; fit not checked (" .. req.unchecked .. ")"
-  elseif not counted(c) then
+  elseif not is_counted then
     note = "; fit not checked (constraint)"
   end
   if unknown ~= nil then note = note .. "; partition '" .. safe(unknown) .. "' not in the data: all nodes counted" end
+  local job = { data = data, req = req, c = c, loc = loc, level = level, mode = mode, partitions = partitions,
+                note = note, restrict = restrict, scan = new_scan(data, req, c, area_features, wanted) }
+  if level == "prefer" or level == "any" then return decide_prefer(job) end
+  return decide_required(job)
+end
 
-  local restrict, area_features, wanted
-  if req.regions ~= nil then
-    local names, seen = {}, {}
-    for _, r in ipairs(split(req.regions, ",")) do
-      if r ~= "" and not seen[r] then
-        seen[r] = true
-        names[#names + 1] = r
-      end
+decide_prefer = function(job)
+  -- prefer (and any with regions): never delays the job; --prefer at the finest level some group fits
+  local c, loc, restrict, req = job.c, job.loc, job.restrict, job.req
+  local base
+  if restrict then
+    base = compose(c, { restrict })
+    if base == nil then
+      return { action = "unchanged", locality = loc,
+               message = "slurm-topo: --locality-regions cannot be combined with your constraint; job left "
+                 .. "unchanged",
+               record = record(loc .. ": regions conflict; unchanged") }
     end
-    local bad
-    for _, r in ipairs(names) do
-      if data.areas[r] == nil then
-        bad = r
-        break
-      end
-    end
-    if bad ~= nil or #names == 0 then
-      local s = safe(bad or req.regions)
-      return { action = "reject", locality = loc,
-               message = "slurm-topo: --locality-regions: '" .. s .. "' is not a region or zone of this cluster",
-               record = record(loc .. ": unknown region '" .. s .. "'") }
-    end
-    local feats, fseen = {}, {}
-    area_features, wanted = {}, {}
-    for _, r in ipairs(names) do
-      for _, f in ipairs(data.areas[r].f) do
-        if not fseen[f] then
-          fseen[f] = true
-          feats[#feats + 1] = f
-          area_features[f] = true
-        end
-      end
-      for region in pairs(data.areas[r].r) do wanted[region] = true end
-    end
-    if #feats == 1 then restrict = feats[1] else restrict = "(" .. table.concat(feats, "|") .. ")" end
   end
-  local scan = new_scan(data, req, c, area_features, wanted)
-
-  if level == "prefer" or level == "any" then
-    local base
-    if restrict then
-      base = compose(c, { restrict })
-      if base == nil then
-        return { action = "unchanged", locality = loc,
-                 message = "slurm-topo: --locality-regions cannot be combined with your constraint; job left "
-                   .. "unchanged",
-                 record = record(loc .. ": regions conflict; unchanged") }
-      end
-    end
-    if level == "any" then
-      return { action = "amend", locality = loc, features = base, record = record("any; regions " .. restrict) }
-    end
-    local why
-    if req.prefer ~= nil then
-      why = "your --prefer kept"
-    elseif c.kind == "bracket" or c.kind == "complex" then
-      why = "constraint has brackets or parentheses"
-    else
-      for _, lvl in ipairs(LEVELS) do
-        local probe = compose(c, terms(restrict, "[]"))
-        local groups = level_groups(data, partitions, lvl)
-        local kept, cut = scan_candidates(scan, groups, MAX_CONSTRAINT - #probe + 2, nil)
-        if #kept > 0 then
-          return { action = "amend", locality = loc, features = base,
-                   prefer = compose(c, terms(restrict, bracket(kept))),
-                   record = record("prefer " .. lvl .. " " .. shown(kept, cut) .. note), kept = kept }
-        end
-      end
-      why = "no group fits; topology/tree packs"
-    end
-    local action = "unchanged"
-    if base then action = "amend" end
-    return { action = action, locality = loc, features = base, record = record("prefer: " .. why) }
+  if job.level == "any" then
+    return { action = "amend", locality = loc, features = base, record = record("any; regions " .. restrict) }
   end
+  local why
+  if req.prefer ~= nil then
+    why = "your --prefer kept"
+  elseif c.kind == "bracket" or c.kind == "complex" then
+    why = "constraint has brackets or parentheses"
+  else
+    -- one level per try, finest first; a cascade across levels would extend this loop
+    local probe = compose(c, terms(restrict, "[]"))
+    for _, lvl in ipairs(LEVELS) do
+      local groups = level_groups(job.data, job.partitions, lvl)
+      local kept, cut = scan_candidates(job.scan, groups, MAX_CONSTRAINT - #probe + 2, nil)
+      if #kept > 0 then
+        return { action = "amend", locality = loc, features = base,
+                 prefer = compose(c, terms(restrict, bracket(kept))),
+                 record = record("prefer " .. lvl .. " " .. shown(kept, cut) .. job.note), kept = kept }
+      end
+    end
+    why = "no group fits; topology/tree packs"
+  end
+  local action = "unchanged"
+  if base then action = "amend" end
+  return { action = action, locality = loc, features = base, record = record("prefer: " .. why) }
+end
 
-  local groups = level_groups(data, partitions, level)
+decide_required = function(job)
+  -- network_group / zone / region: the matching-OR bracket of the groups that can ever hold the job
+  local level, loc, mode, c = job.level, job.loc, job.mode, job.c
+  local groups = level_groups(job.data, job.partitions, level)
   local only
   if c.kind == "bracket" then
     local level_features = {}
@@ -696,7 +739,7 @@ decide_inner = function(data, req)
       only[x] = true
     end
   end
-  local probe = compose(c, terms(restrict, "[]"))
+  local probe = compose(c, terms(job.restrict, "[]"))
   if probe == nil then
     return conflict(loc, mode, "constraint", "slurm-topo: --locality=" .. level .. ": your constraint cannot be "
       .. "combined with a " .. level .. " bracket")
@@ -705,26 +748,33 @@ decide_inner = function(data, req)
     return conflict(loc, mode, "length", "slurm-topo: --locality=" .. level .. ": your constraint leaves no room for a "
       .. level .. " bracket (Slurm's " .. MAX_CONSTRAINT .. "-character limit)")
   end
-  local kept, cut = scan_candidates(scan, groups, MAX_CONSTRAINT - #probe + 2, only)
+  local kept, cut = scan_candidates(job.scan, groups, MAX_CONSTRAINT - #probe + 2, only)
   if #kept > 0 then
-    return { action = "amend", locality = loc, features = compose(c, terms(restrict, bracket(kept))),
-             record = record(loc .. " " .. shown(kept, cut) .. note), kept = kept }
+    return { action = "amend", locality = loc, features = compose(c, terms(job.restrict, bracket(kept))),
+             record = record(loc .. " " .. shown(kept, cut) .. job.note), kept = kept }
   end
-  local best, bn, bg = scan_largest(scan, groups, only)
+  return nothing_holds(job, groups, only)
+end
+
+nothing_holds = function(job, groups, only)
+  -- no group of the level can ever hold the job: :fail and interactive allocations are rejected, :wait held
+  local level, loc = job.level, job.loc
+  local best, bn, bg = scan_largest(job.scan, groups, only)
   local why
   if best == nil then
     why = "no node of the partition has a " .. level
   else
     why = "the largest is " .. best.l .. " with " .. plural(bn, "node") .. " (" .. bg .. " GPUs)"
   end
-  local msg = "slurm-topo: --locality=" .. loc .. ": no " .. level .. " can ever hold " .. describe_request(req)
+  local msg = "slurm-topo: --locality=" .. loc .. ": no " .. level .. " can ever hold " .. describe_request(job.req)
     .. "; " .. why
-  if mode == "fail" then
-    return { action = "reject", locality = loc, message = msg, record = record(loc .. ": rejected; " .. why) }
+  if job.mode == "fail" then
+    return { action = "reject", locality = loc, message = msg, record = record(loc .. ": rejected; " .. why),
+             rejection = "size" }
   end
-  if req.interactive then
+  if job.req.interactive then
     return { action = "reject", locality = loc, message = msg .. INTERACTIVE_NOTE,
-             record = record(loc .. ": rejected (interactive); " .. why) }
+             record = record(loc .. ": rejected (interactive); " .. why), rejection = "size" }
   end
   return { action = "hold", locality = loc, message = msg .. HOLD_NOTE, record = record(loc .. ": held; " .. why) }
 end
@@ -879,7 +929,10 @@ local function apply(job_desc, d, old_admin_comment)
     end
   end
   if d.message ~= nil then slurm.log_user("%s", d.message) end
-  if d.action == "reject" then return reject_code() end
+  if d.action == "reject" then
+    if d.rejection == "size" then return reject_code() end
+    return slurm.ERROR -- the request itself: not Slurm's "Node count specification invalid"
+  end
   if d.action == "amend" or d.action == "hold" then
     slurm.log_info("slurm-topo: job from uid %s: %s", tostring(job_desc.user_id), d.record)
   end

@@ -51,7 +51,8 @@ class LuaFilter:
 
     def decide(self, data: Any, job: Mapping[str, Any]) -> dict[str, Any]:
         d = self.mod.decide(data, self.mod.request(self.table(job)))
-        return {k: d[k] for k in ("action", "locality", "features", "prefer", "message", "record")}
+        keys = ("action", "locality", "features", "prefer", "message", "record", "rejection")
+        return {k: d[k] if k != "rejection" else (d[k] or "") for k in keys}
 
     def submit(self, job: Mapping[str, Any]) -> tuple[int, Any]:
         t = self.table(job)

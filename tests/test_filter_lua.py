@@ -209,3 +209,13 @@ def test_release_of_a_filter_hold_is_refused_for_users(data_file: Path) -> None:
     release = f.table({"priority": 0xFFFFFFFF})
     assert f.mod.modify(release, f.table(record), f.lua.table(), 1000) == 0  # the owner's own hold
     assert release["features"] == placed["features"] and release["admin_comment"] is None
+
+
+def test_request_rejections_use_a_generic_code_size_rejections_the_node_count_one(data_file: Path) -> None:
+    """A bad locality value returns slurm.ERROR (sbatch then says no "Node count specification invalid"); a
+    size no group can hold returns the node-count code."""
+    f = _fresh(data_file)
+    rc, _ = f.submit(job("zone:", via="comment", min_nodes=2))
+    assert rc == -1 and "unknown locality 'zone:'" in f.messages()[-1]
+    rc, _ = f.submit(job("zone:fail", min_nodes=7))
+    assert rc == 2006

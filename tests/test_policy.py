@@ -279,3 +279,25 @@ def test_partition_default_flag_picks_the_default_partition() -> None:
     data = make_context(inv, (22, 5), [Partition("a", ("n01",)), Partition("b", ("n05", "n06"), True)]).policy
     assert data.default_partition == "b"
     assert decide(data, JobRequest(locality="zone", min_nodes=2)).features == "[zone_us-east-1b]"
+
+
+def test_unknown_feature_is_named_not_blamed_on_the_size(data) -> None:  # type: ignore[no-untyped-def]
+    """`-C nosuch --locality=zone`: no node has 'nosuch' (Slurm rejects it); the filter says the feature is
+    unknown and leaves the job to Slurm, instead of holding it because "the largest zone has 0 nodes"."""
+    for loc in ("zone", "zone:fail", "prefer"):
+        d = run(data, locality=loc, min_nodes=3, features="ib&nosuch")
+        assert d.action == "unchanged" and "held" not in d.record, d
+        assert "no node of this cluster has the feature 'nosuch'" in (d.message or ""), d
+    assert run(data, locality="zone", min_nodes=3, features="ib").action == "amend"
+
+
+def test_bad_locality_values_are_refused_alike_on_every_transport(data) -> None:  # type: ignore[no-untyped-def]
+    """`zone:` (nothing after the colon) is refused from the comment as the SPANK plugin refuses it; a bad
+    value
+    is a rejection of the request (Slurm's generic error), not a node-count error."""
+    for via in ("spank", "comment"):
+        for value in ("zone:", "zome", "zone:later"):
+            d = run(data, locality=value, via=via, min_nodes=2)
+            assert d.action == "reject" and d.rejection == "request", (via, value, d)
+            assert f"unknown locality '{value}'" in (d.message or "")
+    assert run(data, locality="zone:fail", min_nodes=7).rejection == "size"

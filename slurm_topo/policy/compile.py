@@ -54,6 +54,11 @@ class PolicyData:
     everywhere: str = IMPLICIT_PARTITION
     """A partition holding every node: what a partition the data does not know is counted as."""
 
+    @property
+    def known_features(self) -> frozenset[str]:
+        """Every node feature of the cluster (own features; location features are the groups')."""
+        return frozenset(f for cls in self.classes for f in cls.features)
+
 
 @dataclass(frozen=True, slots=True)
 class Partition:

@@ -41,6 +41,10 @@ class Decision:
     """(label, nodes, GPUs) of the groups put in the bracket, in order."""
     level: str | None = None
     """The level the bracket is at (for prefer: the finest that fits)."""
+    rejection: str = ""
+    """For a rejection: ``size`` (no group can ever hold the job: Slurm's node-count / topology error code) or
+    ``request`` (the request itself: an unknown locality or region, a conflict; Slurm's generic error, so
+    that sbatch does not add "Node count specification invalid")."""
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -50,6 +54,7 @@ class Decision:
             "prefer": self.prefer,
             "message": self.message,
             "record": self.record,
+            "rejection": self.rejection,
         }
 
 
@@ -192,7 +197,13 @@ def _conflict(loc: str, mode: str, what: str, msg: str) -> Decision:
     """The user's constraint and the locality cannot be combined: :fail rejects, :wait leaves the job
     alone."""
     if mode == "fail":
-        return Decision("reject", loc, message=msg, record=_record(f"{loc}: rejected, {what} conflict"))
+        return Decision(
+            "reject",
+            loc,
+            message=msg,
+            record=_record(f"{loc}: rejected, {what} conflict"),
+            rejection="request",
+        )
     return Decision(
         "unchanged",
         loc,
@@ -224,99 +235,166 @@ def _partition_names(data: PolicyData, req: JobRequest) -> tuple[list[str], list
     return names, counted, unknown
 
 
+@dataclass(frozen=True, slots=True)
+class _Job:
+    """One request on its way through the decision: what every step below reads."""
+
+    data: PolicyData
+    req: JobRequest
+    c: Constraint
+    loc: str
+    level: str
+    mode: str
+    partitions: list[str]
+    note: str
+    restrict: str | None
+    scan: _Scan
+
+
 def _decide(data: PolicyData, req: JobRequest) -> Decision:
+    """The steps in order: hostile sizes, the locality, the constraint, the regions, then prefer or a required
+    level. Each step returns a Decision when it settles the job."""
     oversize = req.oversize
     if oversize is None and req.features is not None and _blen(req.features) > MAX_CONSTRAINT:
         oversize = "--constraint"  # a request not read from a job_desc (an update's merge, `check`)
     if oversize is not None:
         return Decision("unchanged", "", record=_record(f"request too large ({oversize}); unchanged"))
     names, partitions, unknown = _partition_names(data, req)
-    locality = req.locality
-    if locality is None:
-        defaults = dict(data.config.partitions)
-        locality = next((defaults[p] for p in names if p in defaults), data.config.default)
-    try:
-        level, mode = parse_locality(locality)
-    except InputError as exc:
-        return Decision(
-            "reject",
-            safe(locality),
-            message=f"slurm-topo: {exc}",
-            record=_record(f"rejected locality '{safe(locality)}'"),
-        )
+    parsed = _locality(data, req, names)
+    if isinstance(parsed, Decision):
+        return parsed
+    level, mode = parsed
     loc = f"{level}:{mode}"
     if level == "any" and req.regions is None:
         return Decision("unchanged", loc, record=_record("any"))
     c = parse_constraint(req.features)
     if c.kind == "invalid":
         return Decision("unchanged", loc, record=_record(f"{loc}: constraint not understood; unchanged"))
-    note = ""
-    if req.unchecked:
-        note = f"; fit not checked ({req.unchecked})"
-    elif not c.counted:
+    missing = _unknown_feature(data, c)
+    if missing is not None:
+        return Decision(
+            "unchanged",
+            loc,
+            message=f"slurm-topo: --constraint: no node of this cluster has the feature '{missing}' (Slurm "
+            f"rejects it); --locality={level} not applied",
+            record=_record(f"{loc}: unknown feature '{missing}'; unchanged"),
+        )
+    area = _area(data, req, loc)
+    if isinstance(area, Decision):
+        return area
+    restrict, area_features, wanted = area
+    note = f"; fit not checked ({req.unchecked})" if req.unchecked else ""
+    if not note and not c.counted:
         note = "; fit not checked (constraint)"
     if unknown is not None:
         note += f"; partition '{safe(unknown)}' not in the data: all nodes counted"
-
-    restrict = None
-    area_features: frozenset[str] | None = None
-    wanted: set[str] | None = None
-    if req.regions is not None:
-        names = list(dict.fromkeys(r for r in req.regions.split(",") if r))
-        bad = next((r for r in names if r not in data.areas), None)
-        if bad is not None or not names:
-            shown = safe(bad if bad is not None else req.regions)
-            return Decision(
-                "reject",
-                loc,
-                message=f"slurm-topo: --locality-regions: '{shown}' is not a region or zone of this cluster",
-                record=_record(f"{loc}: unknown region '{shown}'"),
-            )
-        feats = list(dict.fromkeys(f for r in names for f in data.areas[r][0]))
-        area_features = frozenset(feats)
-        wanted = {region for r in names for region in data.areas[r][1]}
-        restrict = feats[0] if len(feats) == 1 else "(" + "|".join(feats) + ")"
-    scan = _Scan(data, req, c, area_features, wanted)
-
+    job = _Job(
+        data, req, c, loc, level, mode, partitions, note, restrict, _Scan(data, req, c, area_features, wanted)
+    )
     if level in ("prefer", "any"):
-        base = compose(c, restrict) if restrict else None
-        if restrict and base is None:
-            return Decision(
-                "unchanged",
-                loc,
-                message="slurm-topo: --locality-regions cannot be combined with your "
-                "constraint; job left unchanged",
-                record=_record(f"{loc}: regions conflict; unchanged"),
-            )
-        if level == "any":
-            return Decision("amend", loc, features=base, record=_record(f"any; regions {restrict}"))
-        why = None
-        if req.prefer is not None:
-            why = "your --prefer kept"
-        elif c.kind in ("bracket", "complex"):
-            why = "constraint has brackets or parentheses"
-        else:
-            for lvl in LEVELS:
-                probe = compose(c, *(t for t in (restrict, "[]") if t))
-                assert probe is not None
-                kept, cut = scan.candidates(_groups(data, partitions, lvl), MAX_CONSTRAINT - len(probe) + 2)
-                if kept:
-                    prefer = compose(c, *(t for t in (restrict, _bracket(kept)) if t))
-                    return Decision(
-                        "amend",
-                        loc,
-                        features=base,
-                        prefer=prefer,
-                        record=_record(f"prefer {lvl} {_shown(kept, cut)}{note}"),
-                        candidates=tuple((g.label, n, g.gpus) for g, n in kept),
-                        level=lvl,
-                    )
-            why = "no group fits; topology/tree packs"
+        return _decide_prefer(job)
+    return _decide_required(job)
+
+
+def _locality(data: PolicyData, req: JobRequest, names: Sequence[str]) -> tuple[str, str] | Decision:
+    """(level, mode): the job's own, else its partition's default, else the cluster's; a bad one is
+    rejected."""
+    locality = req.locality
+    if locality is None:
+        defaults = dict(data.config.partitions)
+        locality = next((defaults[p] for p in names if p in defaults), data.config.default)
+    try:
+        return parse_locality(locality)
+    except InputError as exc:
         return Decision(
-            "amend" if base else "unchanged", loc, features=base, record=_record(f"prefer: {why}")
+            "reject",
+            safe(locality),
+            message=f"slurm-topo: {exc}",
+            record=_record(f"rejected locality '{safe(locality)}'"),
+            rejection="request",
         )
 
-    groups = _groups(data, partitions, level)
+
+def _unknown_feature(data: PolicyData, c: Constraint) -> str | None:
+    """The first feature of the user's constraint that no node has (Slurm rejects it: say so, do not count it
+    as "no group can hold the job"); location features and constraints not counted are left to Slurm."""
+    if not c.counted or c.kind not in ("and", "or", "bracket"):
+        return None
+    known = data.known_features
+    return next((safe(n) for n in c.names if n not in known), None)
+
+
+def _area(
+    data: PolicyData, req: JobRequest, loc: str
+) -> tuple[str | None, frozenset[str] | None, set[str] | None] | Decision:
+    """--locality-regions: (the term ANDed in, the area's features, its regions); unknown names are
+    rejected."""
+    if req.regions is None:
+        return None, None, None
+    names = list(dict.fromkeys(r for r in req.regions.split(",") if r))
+    bad = next((r for r in names if r not in data.areas), None)
+    if bad is not None or not names:
+        shown = safe(bad if bad is not None else req.regions)
+        return Decision(
+            "reject",
+            loc,
+            message=f"slurm-topo: --locality-regions: '{shown}' is not a region or zone of this cluster",
+            record=_record(f"{loc}: unknown region '{shown}'"),
+            rejection="request",
+        )
+    feats = list(dict.fromkeys(f for r in names for f in data.areas[r][0]))
+    wanted = {region for r in names for region in data.areas[r][1]}
+    restrict = feats[0] if len(feats) == 1 else "(" + "|".join(feats) + ")"
+    return restrict, frozenset(feats), wanted
+
+
+def _terms(job: _Job, bracket: str) -> str | None:
+    return compose(job.c, *(t for t in (job.restrict, bracket) if t))
+
+
+def _decide_prefer(job: _Job) -> Decision:
+    """prefer (and any with regions): never delays the job; --prefer at the finest level some group fits."""
+    c, loc, restrict = job.c, job.loc, job.restrict
+    base = compose(c, restrict) if restrict else None
+    if restrict and base is None:
+        return Decision(
+            "unchanged",
+            loc,
+            message="slurm-topo: --locality-regions cannot be combined with your constraint; "
+            "job left unchanged",
+            record=_record(f"{loc}: regions conflict; unchanged"),
+        )
+    if job.level == "any":
+        return Decision("amend", loc, features=base, record=_record(f"any; regions {restrict}"))
+    if job.req.prefer is not None:
+        why = "your --prefer kept"
+    elif c.kind in ("bracket", "complex"):
+        why = "constraint has brackets or parentheses"
+    else:
+        # One level per try, finest first; a cascade across levels would extend this loop.
+        probe = _terms(job, "[]")
+        assert probe is not None
+        for lvl in LEVELS:
+            groups = _groups(job.data, job.partitions, lvl)
+            kept, cut = job.scan.candidates(groups, MAX_CONSTRAINT - len(probe) + 2)
+            if kept:
+                return Decision(
+                    "amend",
+                    loc,
+                    features=base,
+                    prefer=_terms(job, _bracket(kept)),
+                    record=_record(f"prefer {lvl} {_shown(kept, cut)}{job.note}"),
+                    candidates=tuple((g.label, n, g.gpus) for g, n in kept),
+                    level=lvl,
+                )
+        why = "no group fits; topology/tree packs"
+    return Decision("amend" if base else "unchanged", loc, features=base, record=_record(f"prefer: {why}"))
+
+
+def _decide_required(job: _Job) -> Decision:
+    """network_group / zone / region: the matching-OR bracket of the groups that can ever hold the job."""
+    level, loc, mode, c = job.level, job.loc, job.mode, job.c
+    groups = _groups(job.data, job.partitions, level)
     only: set[str] | None = None
     if c.kind == "bracket":
         level_features = {g.feature for g in groups}
@@ -329,7 +407,7 @@ def _decide(data: PolicyData, req: JobRequest) -> Decision:
                 f"constraint are not all {level} groups (Slurm allows one bracket set)",
             )
         only = set(c.inside)
-    probe = compose(c, *(t for t in (restrict, "[]") if t))
+    probe = _terms(job, "[]")
     if probe is None:
         return _conflict(
             loc,
@@ -345,33 +423,47 @@ def _decide(data: PolicyData, req: JobRequest) -> Decision:
             f"slurm-topo: --locality={level}: your constraint leaves no room for a {level} bracket "
             f"(Slurm's {MAX_CONSTRAINT}-character limit)",
         )
-    kept, cut = scan.candidates(groups, MAX_CONSTRAINT - len(probe) + 2, only)
+    kept, cut = job.scan.candidates(groups, MAX_CONSTRAINT - len(probe) + 2, only)
     if kept:
-        features = compose(c, *(t for t in (restrict, _bracket(kept)) if t))
         return Decision(
             "amend",
             loc,
-            features=features,
-            record=_record(f"{loc} {_shown(kept, cut)}{note}"),
+            features=_terms(job, _bracket(kept)),
+            record=_record(f"{loc} {_shown(kept, cut)}{job.note}"),
             candidates=tuple((g.label, n, g.gpus) for g, n in kept),
             level=level,
         )
-    largest = scan.largest([g for g in groups if only is None or g.feature in only])
+    return _nothing_holds(job, groups, only)
+
+
+def _nothing_holds(job: _Job, groups: Sequence[Group], only: set[str] | None) -> Decision:
+    """No group of the level can ever hold the job: :fail and interactive allocations are rejected, :wait
+    held."""
+    level, loc = job.level, job.loc
+    largest = job.scan.largest([g for g in groups if only is None or g.feature in only])
     if largest is None:
         why = f"no node of the partition has a {level}"
     else:
         g, n, gp = largest
         why = f"the largest is {g.label} with {_plural(n, 'node')} ({gp} GPUs)"
-    msg = f"slurm-topo: --locality={loc}: no {level} can ever hold {describe_request(req)}; {why}"
-    if mode == "fail":
-        return Decision("reject", loc, message=msg, record=_record(f"{loc}: rejected; {why}"), level=level)
-    if req.interactive:
+    msg = f"slurm-topo: --locality={loc}: no {level} can ever hold {describe_request(job.req)}; {why}"
+    if job.mode == "fail":
+        return Decision(
+            "reject",
+            loc,
+            message=msg,
+            record=_record(f"{loc}: rejected; {why}"),
+            level=level,
+            rejection="size",
+        )
+    if job.req.interactive:
         return Decision(
             "reject",
             loc,
             message=msg + INTERACTIVE_NOTE,
             record=_record(f"{loc}: rejected (interactive); {why}"),
             level=level,
+            rejection="size",
         )
     return Decision("hold", loc, message=msg + HOLD_NOTE, record=_record(f"{loc}: held; {why}"), level=level)
 

@@ -32,9 +32,11 @@ _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012345678
 
 
 def parse_locality(text: str) -> tuple[str, str]:
-    """``zone:fail`` -> ("zone", "fail"); the mode defaults to wait."""
-    level, _, mode = text.partition(":")
-    mode = mode or "wait"
+    """``zone:fail`` -> ("zone", "fail"); the mode defaults to wait (``zone:``, with nothing after the colon,
+    is
+    refused)."""
+    level, colon, mode = text.partition(":")
+    mode = mode or ("" if colon else "wait")  # "zone:" is refused, as the SPANK plugin refuses it
     if level not in LOCALITIES or mode not in MODES:
         raise InputError(
             f"unknown locality '{safe(text)}' (use prefer|network_group|zone|region|any, "

@@ -49,6 +49,7 @@ def render_lua_table(data: PolicyData) -> str:
         f"everywhere={_q(data.everywhere)},\n",
         "partition_defaults={" + ",".join(f"[{_q(p)}]={_q(v)}" for p, v in data.config.partitions) + "},\n",
         "families={" + ",".join(f"{{{_q(n)},{_q(p)}}}" for n, p in data.config.families) + "},\n",
+        "known=" + _set({f for cls in data.classes for f in cls.features}) + ",\n",
         "classes={\n",
     ]
     for cls in data.classes:

@@ -151,3 +151,46 @@ def test_interactive_allocation_no_zone_can_hold_fails_at_once(fslurm: slurmctl.
     assert p.returncode not in (0, 124), (p.returncode, p.stderr)
     assert "no zone can ever hold 5 nodes" in p.stderr and "interactive allocation does not wait" in p.stderr
     assert fslurm.out("squeue", "-h").strip() == ""
+
+
+def test_messages_name_the_real_problem(fslurm: slurmctl.Slurm) -> None:
+    """An unknown `-C` feature is said to be unknown (Slurm then rejects it as invalid), not blamed on the
+    node
+    count or held; a bad locality value in the comment is refused like the option, without Slurm's "Node count
+    specification invalid"."""
+    p = fslurm.run(
+        [
+            "timeout",
+            "20",
+            "sbatch",
+            "-o",
+            "/dev/null",
+            "-C",
+            "nosuch",
+            "--locality=zone",
+            "-N3",
+            "--wrap",
+            "true",
+        ],
+        timeout=25,
+        check=False,
+    )
+    assert p.returncode != 0
+    assert "no node of this cluster has the feature 'nosuch'" in p.stderr, p.stderr
+    assert "Invalid feature specification" in p.stderr, p.stderr
+    assert "held" not in p.stderr and "largest" not in p.stderr, p.stderr
+    for args in (["--comment=locality=zone:"], ["--comment=locality=bogus"]):
+        p = fslurm.run(
+            ["timeout", "20", "sbatch", "-o", "/dev/null", *args, "-N2", "--wrap", "true"],
+            timeout=25,
+            check=False,
+        )
+        assert p.returncode != 0 and "unknown locality" in p.stderr, p.stderr
+        assert "Node count specification invalid" not in p.stderr, p.stderr
+    p = fslurm.run(
+        ["timeout", "20", "sbatch", "-o", "/dev/null", "--locality=zone:", "--wrap", "true"],
+        timeout=25,
+        check=False,
+    )
+    assert p.returncode != 0 and "--locality" in p.stderr, p.stderr
+    assert fslurm.out("squeue", "-h").strip() == ""
