@@ -114,6 +114,16 @@ class Slurm:
     def out(self, *argv: str, timeout: float = 20) -> str:
         return self.run(argv, timeout=timeout).stdout
 
+    def daemon(self, name: str) -> list[str]:
+        """argv that runs this cluster's own ``slurmd``/``slurmctld`` binary (e.g. for ``slurmd -G``): the
+        launcher's ``<base>/bin/<name>`` link, inside the release's root for a ``--slurm X.Y`` cluster."""
+        base = Path(self.env["SLURM_CONF"]).parent.parent
+        try:
+            prefix = json.loads((base / "cluster.json").read_text()).get("client_prefix") or []
+        except (OSError, ValueError):
+            prefix = []
+        return [*prefix, str(base / "bin" / name)]
+
     def hostnames(self, hostlist: str) -> tuple[str, ...]:
         """Slurm's own expansion of a hostlist expression (``scontrol show hostnames``)."""
         if not hostlist or hostlist == "(null)":
