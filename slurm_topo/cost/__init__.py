@@ -1,0 +1,110 @@
+"""The one communication cost model (DESIGN D12): pure, no I/O.
+
+* :mod:`.links`: link levels, their constants (defaults cite their source) and the ``links:`` validator;
+* :mod:`.model`: ring all-reduce, a TP × PP × DP plan over a placement (ranks as ``gpulayer-srun`` lays
+  them out) -> seconds per step per term;
+* :mod:`.search`: the tightest placement of a shape on a fleet, by groups.
+
+:func:`predict` is the call for ``cost`` and ``explain``: the placement's step cost, the best placement of the
+same shape among eligible nodes (the idle fleet by default), and the slowdown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..model import Node
+from .links import DEFAULT_LINKS, DEFAULT_TABLE, LINK_LEVELS, Link, LinkTable, parse_links
+from .model import (
+    Fabric,
+    PlanSpec,
+    Rank,
+    StepCost,
+    Term,
+    gpus_per_node,
+    network_level,
+    pair_level,
+    parse_bytes,
+    parse_plan,
+    place_ranks,
+    ring_allreduce,
+    ring_allreduce_seconds,
+    score_placement,
+    score_ranks,
+)
+from .search import Found, best_nodes
+
+__all__ = [
+    "DEFAULT_LINKS",
+    "DEFAULT_TABLE",
+    "LINK_LEVELS",
+    "Fabric",
+    "Found",
+    "Link",
+    "LinkTable",
+    "PlanSpec",
+    "Prediction",
+    "Rank",
+    "StepCost",
+    "Term",
+    "best_nodes",
+    "network_level",
+    "pair_level",
+    "parse_bytes",
+    "parse_links",
+    "parse_plan",
+    "place_ranks",
+    "predict",
+    "ring_allreduce",
+    "ring_allreduce_seconds",
+    "score_placement",
+    "score_ranks",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """A placement's step cost against the best placement of the same shape (None: no room for one)."""
+
+    current: StepCost
+    best: StepCost | None
+    best_level: str | None
+
+    @property
+    def slowdown(self) -> float | None:
+        """current / best (1.0 = as good as it gets); None without a best placement or when both are 0."""
+        if self.best is None:
+            return None
+        if self.best.seconds == 0:
+            return 1.0 if self.current.seconds == 0 else None
+        return self.current.seconds / self.best.seconds
+
+
+def predict(
+    fabric: Fabric,
+    nodes: Sequence[str],
+    spec: PlanSpec,
+    table: LinkTable = DEFAULT_TABLE,
+    *,
+    eligible: Callable[[Node], bool] | None = None,
+) -> Prediction:
+    """Score ``spec`` on ``nodes`` and on the best ``len(nodes)`` nodes of the fleet that pass ``eligible``
+    (default: every node, the idle fleet; pass "free now" for the best placement available now). The best
+    placement keeps the shape: as many nodes, at least as many GPUs each, the same GPU type when the
+    placement has one."""
+    cache: dict[int, tuple[int, ...]] = {}
+    current = score_placement(fabric, nodes, spec, table, cache)
+    g = gpus_per_node(fabric, nodes, spec.gpus_per_node)
+    types = {fabric.node(n).gpu_type for n in nodes}
+    gpu_type = types.pop() if len(types) == 1 else None
+    found = best_nodes(fabric, len(nodes), g, eligible=eligible, gpu_type=gpu_type)
+    if found is None:
+        return Prediction(current, None, None)
+    fixed = PlanSpec(
+        spec.tp, spec.pp, spec.dp, g, spec.allreduce_bytes, spec.tp_bytes, spec.pp_bytes, spec.order
+    )
+    best = score_placement(fabric, found.nodes, fixed, table, cache)
+    if best.seconds > current.seconds:  # the placement itself is the best there is
+        return Prediction(current, current, found.level)
+    return Prediction(current, best, found.level)

@@ -1,0 +1,183 @@
+"""Link levels and their constants: where two ranks meet, and what a byte costs there.
+
+Two GPUs meet at the lowest level they share (fastest first):
+
+==============  =======================================================================================
+level           meaning
+==============  =======================================================================================
+nvlink          same NVLink island in one node (``NV<n>`` in the node's ``gpu_topology``), or two nodes of
+                one multi-node NVLink domain (an NVL72 rack)
+node            same node, no link data (``gpu_topology`` absent)
+pcie            same node, different islands, through PCIe switches or one CPU (PIX, PXB, PHB, NODE)
+sys             same node, across the CPU sockets (SYS)
+network_group   different nodes under one leaf (the inventory's network group)
+zone            different network groups of one zone (through the spine)
+region          different zones of one region
+any             different regions, or a node with no location
+==============  =======================================================================================
+
+Each level has a bandwidth (GB/s per GPU, one direction; 1 GB = 1e9 bytes) and a per-hop latency (µs). The
+defaults below cite their source (``docs`` = the project's fact sheet on α/β constants per level, which
+quotes NCCL's ``src/graph/topo.h`` / ``tuning.cc`` and the cloud providers' own pages). Measure your fleet
+and override them in the inventory's ``links:`` mapping (:func:`parse_links`); rank *ratios* matter more
+than the absolute figures.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from ..errors import InputError, show_value
+
+LINK_LEVELS: tuple[str, ...] = ("nvlink", "node", "pcie", "sys", "network_group", "zone", "region", "any")
+"""Every level, fastest first (inside a node, then the network from the leaf up)."""
+
+NODE_LEVELS: tuple[str, ...] = ("nvlink", "node", "pcie", "sys")
+NETWORK_LEVELS: tuple[str, ...] = ("network_group", "zone", "region", "any")
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """One level's constants: ``bandwidth`` in GB/s per GPU per direction, ``latency_us`` per hop."""
+
+    bandwidth: float
+    latency_us: float
+
+    @property
+    def bytes_per_s(self) -> float:
+        return self.bandwidth * 1e9
+
+    @property
+    def latency_s(self) -> float:
+        return self.latency_us * 1e-6
+
+
+# Defaults (GB/s per GPU, one direction; µs per hop).
+DEFAULT_LINKS: Mapping[str, Link] = MappingProxyType(
+    {
+        # NVLink 4 (H100) through NVSwitch: 18 links; 900 GB/s both directions = 450 one way (NVIDIA H100
+        # datasheet; the topology-aware scheduling concept uses 450). NCCL's own figure is 18 × 20.6 = 371
+        # (topo.h SM90_NVLINK_BW 20.6). Latency: NCCL hwLat NVLINK ring Simple 3.4 µs, LL 0.6 -> 1 µs.
+        "nvlink": Link(450.0, 1.0),
+        # Same node without link data: assumed to be the common 8-GPU SXM board with NVSwitch (as nvlink).
+        # Give the node a gpu_topology (or override `node:`) for PCIe-only machines.
+        "node": Link(450.0, 1.0),
+        # PCIe Gen5 x16: NCCL kvDictPciGen 60 per lane × 16 / 20 = 48 GB/s (topo.cc: width × GT/s-code / 80;
+        # Gen4 24, Gen3 12). Latency: NCCL hwLat PCI ring 1.0/2.5/5.7 µs (LL/LL128/Simple) -> 2 µs.
+        "pcie": Link(48.0, 2.0),
+        # Across CPU sockets: NCCL topo.h inter-CPU bandwidth: Intel SPR UPI 22, ERP 40, AMD 16, SKL QPI 10;
+        # 22 (Sapphire Rapids) as the default. Latency: PCI latency plus one socket hop -> 3 µs.
+        "sys": Link(22.0, 3.0),
+        # Same leaf: one 400 Gb/s NDR port per GPU = 50 GB/s (line rate / 8; the concept's 17.5/50 = 0.35 s);
+        # NCCL hwLat NET ring LL/LL128/Simple 2.7/4.0/14.0 µs, switch hop 0.13-0.4 µs -> 5 µs.
+        "network_group": Link(50.0, 5.0),
+        # Different leaves of one zone: through the spine; a 2:1 oversubscribed spine halves the per-GPU share
+        # (rail-optimised SuperPODs are 1:1 inside a scalable unit, cross-SU traffic shares the spine) -> 25.
+        # GCP: "round-trip network latencies of <1ms in the 95th percentile" within a region; in one zone
+        # ~100 µs.
+        "zone": Link(25.0, 100.0),
+        # Different zones of one region: AWS AZs are "up to 60 miles (~100 km) ... single-digit millisecond
+        # latency" (Fault Isolation Boundaries whitepaper); VM egress tier bandwidth -> 12 GB/s, 1 ms.
+        "region": Link(12.0, 1000.0),
+        # Different regions: AWS "to other Regions <= 50 % of [instance bandwidth] ... or 5 Gbps";
+        # ~1 ms RTT per 100 km of fiber -> tens of ms one way across a continent; seed ADR-0021 measured
+        # 56.2 s vs 45.0-48.6 s (europe-west1 + west4). 5 GB/s, 10 ms.
+        "any": Link(5.0, 10_000.0),
+    }
+)
+
+LINK_KEYS = frozenset({"bandwidth", "latency_us"})
+_ALIASES = {"network-group": "network_group", "ng": "network_group", "domain": "nvlink", "island": "nvlink"}
+
+
+@dataclass(frozen=True, slots=True)
+class LinkTable:
+    """The constants of every level (``LINK_LEVELS``); build one with :func:`parse_links`."""
+
+    links: Mapping[str, Link] = field(default_factory=lambda: DEFAULT_LINKS)
+
+    def __getitem__(self, level: str) -> Link:
+        return self.links[level]
+
+    def with_link(self, level: str, link: Link) -> LinkTable:
+        return LinkTable(MappingProxyType({**self.links, level: link}))
+
+    def as_dict(self) -> dict[str, dict[str, float]]:
+        return {lvl: {"bandwidth": k.bandwidth, "latency_us": k.latency_us} for lvl, k in self.links.items()}
+
+
+DEFAULT_TABLE = LinkTable()
+
+
+def _number(where: str, raw: object, *, positive: bool) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        raise InputError(f"{where}: must be a number, not {show_value(raw)}")
+    value = float(raw)
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise InputError(f"{where}: must be {'above' if positive else 'at least'} 0, not {show_value(raw)}")
+    return value
+
+
+def parse_links(mapping: object, *, source: str = "links") -> LinkTable:
+    """Validate an inventory's ``links:`` mapping (level -> ``{bandwidth: GB/s, latency_us: µs}``) into a
+    :class:`LinkTable` over the defaults. Raises :class:`InputError` with one clear line.
+
+    A level may give either key (the other keeps its default). ``network-group``/``ng`` are read as
+    ``network_group``, ``domain``/``island`` as ``nvlink``. The network levels must not get faster going
+    out: bandwidth ``network_group >= zone >= region >= any`` and latency the other way round (a table that
+    breaks this would make a tighter placement look worse)."""
+    if mapping is None:
+        return DEFAULT_TABLE
+    if not isinstance(mapping, Mapping):
+        raise InputError(
+            f"{source}: must be a mapping of level -> {{bandwidth, latency_us}}, not {type(mapping).__name__}"
+        )
+    table = dict(DEFAULT_LINKS)
+    seen: dict[str, str] = {}
+    for key, raw in mapping.items():
+        if not isinstance(key, str):
+            raise InputError(f"{source}: level {show_value(key)} must be a string")
+        level = _ALIASES.get(key, key)
+        if level not in DEFAULT_LINKS:
+            raise InputError(f"{source}.{key[:40]}: unknown level (known: {', '.join(LINK_LEVELS)})")
+        if level in seen:
+            raise InputError(f"{source}.{key[:40]}: the same level as {seen[level]!r}")
+        seen[level] = key
+        where = f"{source}.{key}"
+        if not isinstance(raw, Mapping):
+            raise InputError(
+                f"{where}: must be a mapping {{bandwidth: GB/s, latency_us: µs}}, not {show_value(raw)}"
+            )
+        unknown = sorted(str(k) for k in raw if k not in LINK_KEYS)
+        if unknown:
+            raise InputError(f"{where}: unknown key {unknown[0][:40]!r} (known: bandwidth, latency_us)")
+        if not raw:
+            raise InputError(f"{where}: give bandwidth (GB/s per GPU, one direction) and/or latency_us")
+        old = table[level]
+        bandwidth = (
+            _number(f"{where}.bandwidth", raw["bandwidth"], positive=True)
+            if "bandwidth" in raw
+            else old.bandwidth
+        )
+        latency = (
+            _number(f"{where}.latency_us", raw["latency_us"], positive=False)
+            if "latency_us" in raw
+            else old.latency_us
+        )
+        table[level] = Link(bandwidth, latency)
+    for inner, outer in zip(NETWORK_LEVELS, NETWORK_LEVELS[1:], strict=False):
+        a, b = table[inner], table[outer]
+        if a.bandwidth < b.bandwidth:
+            raise InputError(
+                f"{source}: {outer} bandwidth ({b.bandwidth:g}) is above {inner} ({a.bandwidth:g}); a level "
+                "further out must not be faster"
+            )
+        if a.latency_us > b.latency_us:
+            raise InputError(
+                f"{source}: {outer} latency_us ({b.latency_us:g}) is below {inner} ({a.latency_us:g}); "
+                "a level further out must not be nearer"
+            )
+    return LinkTable(MappingProxyType(table))

@@ -1,0 +1,450 @@
+"""The communication cost of one training step on a placement (pure: no I/O).
+
+A ring all-reduce of ``n`` bytes over ``p`` ranks costs ``2(p−1)·α + 2(p−1)/p · n/B`` (the topology-aware
+scheduling concept; NCCL ``tuning.cc`` has the same shape), with ``B`` the slowest link of the ring and
+``α`` that link's per-hop latency. A parallelism plan TP × PP × DP over a placement gives three terms:
+
+* ``tp``: each TP group all-reduces ``tp_bytes`` (ring over its TP ranks);
+* ``pp``: each pipeline sends ``pp_bytes`` between consecutive stages (``α + n/B`` per stage boundary, the
+  boundaries one after the other; one pipeline per TP index and DP replica);
+* ``dp``: each DP group all-reduces its share of the gradient: ``allreduce_bytes / (TP·PP)`` (every rank
+  holds ``1/(TP·PP)`` of the model), ring over the DP replicas.
+
+Groups of one term run at the same time, so a term costs what its slowest group costs; the terms are added
+(no overlap of communication with computation: an upper bound, and the same bound for every placement, so
+ratios between placements are what to read). Which rank runs where is what ``gpulayer-srun`` computes
+(:func:`slurm_topo.srun.plan.plan_srun`): the same TP groups on the best-connected GPUs, the same pipelines in
+the smallest subtree, the same rank order.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import InputError
+from ..gpu.links import is_nvlink
+from ..gpu.model import GpuTopology
+from ..gpu.pick import pick_devices
+from ..model import Inventory, Node
+from ..slurmconf import Allocation, SwitchTree
+from ..srun.plan import DEFAULT_ORDER, plan_srun
+from .links import DEFAULT_TABLE, LINK_LEVELS, Link, LinkTable
+
+Position = tuple[str, int]
+"""Where one rank runs: (node, GPU index)."""
+
+
+# ---- where two GPUs meet
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """What the model needs to know about the fleet: each node (location, GPUs, link data) and, where known,
+    the multi-node NVLink domain of a node (an NVL72 rack: two nodes of one domain meet at ``nvlink``)."""
+
+    nodes: Mapping[str, Node]
+    domains: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, inventory: Inventory, domains: Mapping[str, str] | None = None) -> Fabric:
+        return cls({n.name: n for n in inventory.nodes}, dict(domains or {}))
+
+    def node(self, name: str) -> Node:
+        try:
+            return self.nodes[name]
+        except KeyError:
+            raise InputError(f"node {name}: not in the inventory") from None
+
+
+def network_level(a: Node, b: Node, domains: Mapping[str, str] | None = None) -> str:
+    """The level at which two different nodes meet: ``nvlink`` (one NVLink domain), ``network_group``,
+    ``zone``, ``region`` or ``any`` (different regions, or a node with no location)."""
+    if domains:
+        da, db = domains.get(a.name), domains.get(b.name)
+        if da is not None and da == db:
+            return "nvlink"
+    la, lb = a.location, b.location
+    if la.region is None or la.region != lb.region:
+        return "any"
+    if la.zone is None or la.zone != lb.zone:
+        return "region"
+    if la.network_group is None or la.network_group != lb.network_group:
+        return "zone"
+    return "network_group"
+
+
+def gpu_level(topo: GpuTopology | None, i: int, j: int) -> str:
+    """The level at which two GPUs of one node meet: ``nvlink`` (``NV<n>``), ``pcie`` (PIX, PXB, PHB, NODE),
+    ``sys`` (SYS/SOC), or ``node`` without link data for them."""
+    if i == j:
+        return "nvlink"
+    if topo is None or not topo.has_links or i not in topo.gpus or j not in topo.gpus:
+        return "node"
+    cls = topo.link(i, j)
+    if is_nvlink(cls):
+        return "nvlink"
+    return "sys" if cls in ("SYS", "SOC") else "pcie"
+
+
+def pair_level(fabric: Fabric, a: Position, b: Position) -> str:
+    if a[0] == b[0]:
+        return gpu_level(fabric.node(a[0]).gpu_topology, a[1], b[1])
+    return network_level(fabric.node(a[0]), fabric.node(b[0]), fabric.domains)
+
+
+# ---- collectives
+
+
+@dataclass(frozen=True, slots=True)
+class Hop:
+    """The slowest hop of a ring or a chain: its level and constants."""
+
+    level: str
+    link: Link
+
+
+def slowest(levels: Iterable[str], table: LinkTable, cost: Callable[[Link], float]) -> Hop:
+    """The hop that sets the pace: the level whose own link makes ``cost`` highest (then the level further
+    out). Its ``link`` is the pace of the whole ring: the lowest bandwidth and the highest latency of all its
+    hops (every step of a ring waits for the slowest hop)."""
+    seen = sorted(set(levels), key=LINK_LEVELS.index)
+    if not seen:
+        raise ValueError("no hops")
+    level = max(seen, key=lambda lvl: (cost(table[lvl]), LINK_LEVELS.index(lvl)))
+    pace = Link(min(table[lvl].bandwidth for lvl in seen), max(table[lvl].latency_us for lvl in seen))
+    return Hop(level, pace)
+
+
+def ring_allreduce_seconds(p: int, nbytes: float, link: Link) -> float:
+    """``2(p−1)·α + 2(p−1)/p · n/B``; 0 for one rank."""
+    if p <= 1:
+        return 0.0
+    return 2 * (p - 1) * link.latency_s + 2 * (p - 1) / p * nbytes / link.bytes_per_s
+
+
+def ring_levels(fabric: Fabric, ring: Sequence[Position]) -> list[str]:
+    """The level of every hop of a ring in the given order (last back to first)."""
+    if len(ring) < 2:
+        return []
+    return [pair_level(fabric, ring[k], ring[(k + 1) % len(ring)]) for k in range(len(ring))]
+
+
+def ring_allreduce(
+    fabric: Fabric, ring: Sequence[Position], nbytes: float, table: LinkTable
+) -> tuple[float, Hop]:
+    """Seconds of a ring all-reduce of ``nbytes`` over ``ring`` and its slowest hop."""
+    levels = ring_levels(fabric, ring)
+    if not levels:
+        return 0.0, Hop("nvlink", table["nvlink"])
+    p = len(ring)
+    hop = slowest(levels, table, lambda link: ring_allreduce_seconds(p, nbytes, link))
+    return ring_allreduce_seconds(p, nbytes, hop.link), hop
+
+
+# ---- a plan over a placement
+
+
+@dataclass(frozen=True, slots=True)
+class PlanSpec:
+    """A parallelism plan and its traffic per step. ``dp`` None: as many replicas as the GPUs hold.
+    ``gpus_per_node`` None: the placement's smallest GPU count. Bytes: ``allreduce_bytes`` is the model's
+    gradient (each DP ring reduces ``1/(tp·pp)`` of it), ``tp_bytes`` what each TP group all-reduces per
+    step, ``pp_bytes`` what one stage sends the next per step (per TP rank)."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int | None = None
+    gpus_per_node: int | None = None
+    allreduce_bytes: float = 0.0
+    tp_bytes: float | None = None
+    pp_bytes: float | None = None
+    order: str = DEFAULT_ORDER
+
+
+@dataclass(frozen=True, slots=True)
+class Rank:
+    rank: int
+    node: str
+    gpu: int
+    tp: int
+    pp: int
+    dp: int
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """One kind of traffic: ``groups`` groups of ``ranks`` ranks each; the slowest group's ``seconds``."""
+
+    kind: str  # tp | pp | dp
+    groups: int
+    ranks: int
+    bytes: float
+    level: str
+    bandwidth: float
+    latency_us: float
+    seconds: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "ranks": self.ranks,
+            "groups": self.groups,
+            "bytes": self.bytes,
+            "level": self.level,
+            "bandwidth": self.bandwidth,
+            "latency_us": self.latency_us,
+            "seconds": self.seconds,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StepCost:
+    """Predicted communication seconds per step: the terms, their sum, and where the time goes."""
+
+    nodes: tuple[str, ...]
+    ranks: tuple[Rank, ...]
+    terms: tuple[Term, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def seconds(self) -> float:
+        return sum(t.seconds for t in self.terms)
+
+    @property
+    def bottleneck(self) -> Term | None:
+        """The term that costs most (None without terms)."""
+        return max(self.terms, key=lambda t: t.seconds, default=None)
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        return {
+            "tp": max((r.tp for r in self.ranks), default=0) + 1,
+            "pp": max((r.pp for r in self.ranks), default=0) + 1,
+            "dp": max((r.dp for r in self.ranks), default=0) + 1,
+        }
+
+
+def switch_tree(nodes: Iterable[Node]) -> SwitchTree:
+    """The inventory's tree as Slurm would have it (leaf = network group, then zone, region, one root), for
+    ``plan_srun``'s pipeline placement."""
+    leaf: dict[str, str] = {}
+    parent: dict[str, str] = {}
+    level: dict[str, int] = {"/": 3}
+    for n in nodes:
+        loc = n.location
+        chain: list[tuple[str, int]] = []
+        if loc.region is not None:
+            if loc.zone is not None:
+                if loc.network_group is not None:
+                    chain.append((f"ng:{loc.region}/{loc.zone}/{loc.network_group}", 0))
+                chain.append((f"zone:{loc.region}/{loc.zone}", 1))
+            chain.append((f"region:{loc.region}", 2))
+        chain.append(("/", 3))
+        leaf[n.name] = chain[0][0]
+        for (sw, lvl), (up, _) in zip(chain, chain[1:], strict=False):
+            parent[sw] = up
+            level[sw] = lvl
+    return SwitchTree(leaf, parent, level)
+
+
+def node_gpus(node: Node, count: int, cache: dict[int, tuple[int, ...]] | None = None) -> tuple[int, ...]:
+    """The ``count`` GPUs a job would use on ``node``: the best-connected set (``pick_devices``) when the node
+    has link data, else the lowest indices. Cached per link table (nodes of one model share one)."""
+    topo = node.gpu_topology
+    if topo is None or not topo.has_links:
+        return tuple(range(count))
+    key = id(topo) * 1024 + count
+    if cache is not None and key in cache:
+        return cache[key]
+    chosen = tuple(sorted(pick_devices(topo, list(topo.gpus), count)))
+    if cache is not None:
+        cache[key] = chosen
+    return chosen
+
+
+def gpus_per_node(fabric: Fabric, nodes: Sequence[str], given: int | None) -> int:
+    """``given``, checked against every node's GPU count, else the smallest count of ``nodes``."""
+    counts = {n: fabric.node(n).gpus for n in nodes}
+    unknown = [n for n, c in counts.items() if c is None]
+    if given is not None:
+        if given < 1:
+            raise InputError(f"--gpus-per-node {given}: must be at least 1")
+        short = [n for n, c in counts.items() if c is not None and c < given]
+        if short:
+            raise InputError(
+                f"node {short[0]} has {counts[short[0]]} GPUs, fewer than --gpus-per-node {given}"
+            )
+        return given
+    if unknown:
+        raise InputError(
+            f"node {unknown[0]}: GPU count unknown (no gpus: in the inventory); give --gpus-per-node"
+        )
+    return min(c for c in counts.values() if c is not None)
+
+
+def place_ranks(
+    fabric: Fabric, nodes: Sequence[str], spec: PlanSpec, cache: dict[int, tuple[int, ...]] | None = None
+) -> tuple[Rank, ...]:
+    """Rank -> (node, GPU) as ``gpulayer-srun`` lays the plan out on ``nodes`` (``gpus_per_node`` each)."""
+    if not nodes:
+        raise InputError("no nodes to place the plan on")
+    if len(set(nodes)) != len(nodes):
+        raise InputError("a node is named twice")
+    g = gpus_per_node(fabric, nodes, spec.gpus_per_node)
+    node_objs = [fabric.node(n) for n in nodes]
+    alloc = Allocation("cost", tuple(nodes), {n.name: node_gpus(n, g, cache) for n in node_objs})
+    topologies = {n.name: n.gpu_topology for n in node_objs if n.gpu_topology is not None}
+    if spec.dp is None and (len(nodes) * g) % (spec.tp * spec.pp):
+        raise InputError(
+            f"--tp {spec.tp} × --pp {spec.pp} = {spec.tp * spec.pp} does not divide the "
+            f"{len(nodes) * g} GPUs of {len(nodes)} nodes × {g}: give --dp"
+        )
+    plan = plan_srun(
+        alloc,
+        tp=spec.tp,
+        pp=spec.pp,
+        dp=spec.dp,
+        order=spec.order,
+        topologies=topologies,
+        tree=switch_tree(node_objs),
+        ntasks=len(nodes) * g,
+    )
+    return tuple(Rank(r.rank, r.node, r.gpus[0], r.tp, r.pp, r.dp) for r in plan.rows)
+
+
+def _term(kind: str, groups: int, ranks: int, nbytes: float, worst: tuple[float, Hop]) -> Term:
+    seconds, hop = worst
+    return Term(kind, groups, ranks, nbytes, hop.level, hop.link.bandwidth, hop.link.latency_us, seconds)
+
+
+def score_ranks(
+    fabric: Fabric, ranks: Sequence[Rank], spec: PlanSpec, table: LinkTable = DEFAULT_TABLE
+) -> StepCost:
+    """The step's terms for ranks already placed (see the module docstring)."""
+    by_coord = {(r.tp, r.pp, r.dp): r for r in ranks}
+    tp = 1 + max(r.tp for r in ranks)
+    pp = 1 + max(r.pp for r in ranks)
+    dp = 1 + max(r.dp for r in ranks)
+    if len(by_coord) != tp * pp * dp:
+        raise InputError("the ranks do not form a whole TP × PP × DP grid")
+
+    def pos(t: int, p: int, d: int) -> Position:
+        r = by_coord[(t, p, d)]
+        return (r.node, r.gpu)
+
+    terms: list[Term] = []
+    notes: list[str] = []
+    if tp > 1:
+        if spec.tp_bytes is None:
+            notes.append("no --tp-bytes: tensor-parallel traffic not counted")
+        else:
+            worst = max(
+                (
+                    ring_allreduce(fabric, [pos(t, p, d) for t in range(tp)], spec.tp_bytes, table)
+                    for p in range(pp)
+                    for d in range(dp)
+                ),
+                key=lambda x: (x[0], -x[1].link.bandwidth),
+            )
+            terms.append(_term("tp", pp * dp, tp, spec.tp_bytes, worst))
+    if pp > 1:
+        if spec.pp_bytes is None:
+            notes.append("no --pp-bytes: pipeline traffic not counted")
+        else:
+            chains = []
+            n = spec.pp_bytes
+            for t in range(tp):
+                for d in range(dp):
+                    hops = [pair_level(fabric, pos(t, s, d), pos(t, s + 1, d)) for s in range(pp - 1)]
+                    seconds = sum(table[h].latency_s + spec.pp_bytes / table[h].bytes_per_s for h in hops)
+                    hop = slowest(hops, table, lambda link: link.latency_s + n / link.bytes_per_s)
+                    chains.append((seconds, Hop(hop.level, table[hop.level])))
+            worst = max(chains, key=lambda x: (x[0], -x[1].link.bandwidth))
+            terms.append(_term("pp", tp * dp, pp, spec.pp_bytes, worst))
+    if dp > 1:
+        share = spec.allreduce_bytes / (tp * pp)
+        worst = max(
+            (
+                ring_allreduce(fabric, [pos(t, p, d) for d in range(dp)], share, table)
+                for t in range(tp)
+                for p in range(pp)
+            ),
+            key=lambda x: (x[0], -x[1].link.bandwidth),
+        )
+        terms.append(_term("dp", tp * pp, dp, share, worst))
+    nodes = tuple(dict.fromkeys(r.node for r in sorted(ranks, key=lambda r: r.rank)))
+    return StepCost(nodes, tuple(ranks), tuple(terms), tuple(notes))
+
+
+def score_placement(
+    fabric: Fabric,
+    nodes: Sequence[str],
+    spec: PlanSpec,
+    table: LinkTable = DEFAULT_TABLE,
+    cache: dict[int, tuple[int, ...]] | None = None,
+) -> StepCost:
+    """Predicted communication seconds per step of ``spec`` on ``nodes`` (in that order, as Slurm lists
+    them): the call ``explain`` and the pickers make."""
+    return score_ranks(fabric, place_ranks(fabric, nodes, spec, cache), spec, table)
+
+
+# ---- sizes with units
+
+_BYTES_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMgGtTpP]?)(i?)[bB]?\s*\Z")
+_POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
+
+
+def parse_bytes(text: str, what: str = "bytes") -> float:
+    """``10G``, ``10GB``, ``1e10``, ``512MiB`` -> bytes (``G`` = 1e9, ``Gi`` = 2**30)."""
+    m = _BYTES_RE.match(str(text))
+    if not m:
+        raise InputError(f"{what} {str(text)[:40]!r}: expected a size such as 10G, 1e10, 512MiB")
+    value = float(m.group(1))
+    power = _POWERS[m.group(2).lower()]
+    out = value * float(1024**power if m.group(3) else 1000**power)
+    if not math.isfinite(out):
+        raise InputError(f"{what} {str(text)[:40]!r}: out of range")
+    return out
+
+
+def parse_plan(text: str) -> PlanSpec:
+    """``tp=8,pp=4,dp=2,bytes=10G,tp_bytes=1G,pp_bytes=100M,order=tp-pp-dp`` -> :class:`PlanSpec` (a SPANK
+    ``--plan`` value or a site default; ``bytes`` is the gradient all-reduced across DP)."""
+    fields: dict[str, str] = {}
+    for part in str(text).split(","):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        key = key.strip().lower().replace("-", "_")
+        if not sep or key in fields:
+            raise InputError(f"plan {text[:60]!r}: expected key=value pairs, each once (tp=8,pp=4,bytes=10G)")
+        fields[key] = value.strip()
+    known = {"tp", "pp", "dp", "bytes", "allreduce_bytes", "tp_bytes", "pp_bytes", "order", "gpus_per_node"}
+    unknown = sorted(set(fields) - known)
+    if unknown:
+        raise InputError(
+            f"plan {text[:60]!r}: unknown key {unknown[0][:20]!r} (known: {', '.join(sorted(known))})"
+        )
+
+    def count(key: str) -> int | None:
+        if key not in fields:
+            return None
+        if not fields[key].isdigit() or int(fields[key]) < 1 or int(fields[key]) > 1 << 20:
+            raise InputError(f"plan {key}={fields[key][:20]!r}: must be a whole number from 1")
+        return int(fields[key])
+
+    grad = fields.get("bytes", fields.get("allreduce_bytes"))
+    return PlanSpec(
+        tp=count("tp") or 1,
+        pp=count("pp") or 1,
+        dp=count("dp"),
+        gpus_per_node=count("gpus_per_node"),
+        allreduce_bytes=parse_bytes(grad, "plan bytes") if grad is not None else 0.0,
+        tp_bytes=parse_bytes(fields["tp_bytes"], "plan tp_bytes") if "tp_bytes" in fields else None,
+        pp_bytes=parse_bytes(fields["pp_bytes"], "plan pp_bytes") if "pp_bytes" in fields else None,
+        order=fields.get("order", DEFAULT_ORDER),
+    )

@@ -1,0 +1,159 @@
+"""The best placement of a shape (N nodes × G GPUs) on a fleet, by groups, never by node subsets.
+
+Levels are tried tightest first — one NVLink domain (where domains are known), one network group, one zone,
+one region, anywhere — and the first level with a group of N eligible nodes wins: with network levels that do
+not get faster going out (:func:`~slurm_topo.cost.links.parse_links` checks it) no placement spanning a wider
+group costs less. Inside the chosen group the nodes are filled greedily, the concept's rule: whole largest
+sub-groups first, the remainder from the smallest sub-group that holds it (so a 12-node job in a zone of
+leaves 8 + 8 + 4 takes 8 + 4, not 8 + 8's half). Among equal groups, the one needing the fewest sub-groups,
+then the lowest name. Nodes inside a leaf go best intra-node links first, then in name order.
+
+Cost: one pass over the eligible nodes per level (dict grouping) plus sorting the groups: O(n log n) for n
+nodes; the model is evaluated once, on the chosen placement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ..gpu.links import DEFAULT_BANDWIDTH, link_bandwidth
+from ..model import Node, natural_key
+from .model import Fabric, node_gpus
+
+SEARCH_LEVELS = ("nvlink", "network_group", "zone", "region", "any")
+
+Key = tuple[str, ...]
+
+
+def level_key(node: Node, level: str, domains: Mapping[str, str]) -> Key | None:
+    """The group ``node`` is in at ``level`` (None: it is in none, e.g. no zone)."""
+    loc = node.location
+    if level == "nvlink":
+        d = domains.get(node.name)
+        return (d,) if d is not None else None
+    if level == "any":
+        return ("*",)
+    if loc.region is None:
+        return None
+    if level == "region":
+        return (loc.region,)
+    if loc.zone is None:
+        return None
+    if level == "zone":
+        return (loc.region, loc.zone)
+    if loc.network_group is None:
+        return None
+    return (loc.region, loc.zone, loc.network_group)
+
+
+def intra_quality(node: Node, gpus: int, cache: dict[int, tuple[int, ...]]) -> float:
+    """Higher is better: the slowest link among the GPUs a job would get on ``node`` (GB/s, the GPU link
+    table); a node without link data ranks as NVLink (the model's ``node`` level assumes it)."""
+    topo = node.gpu_topology
+    if gpus < 2 or topo is None or not topo.has_links:
+        return float("inf")
+    chosen = node_gpus(node, gpus, cache)
+    return min(link_bandwidth(topo.link(a, b), DEFAULT_BANDWIDTH) for a in chosen for b in chosen if a < b)
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    level: str
+    group: Key
+    nodes: tuple[str, ...]
+
+
+def _fill(
+    members: Sequence[Node], need: int, levels: Sequence[str], domains: Mapping[str, str]
+) -> list[Node]:
+    """``need`` of ``members`` (already in preference order): whole largest sub-groups at ``levels[0]`` first,
+    then the smallest sub-group that holds the rest, recursively."""
+    if need >= len(members):
+        return list(members)
+    if not levels:
+        return list(members[:need])
+    groups: dict[Key | None, list[Node]] = {}
+    for n in members:
+        groups.setdefault(level_key(n, levels[0], domains), []).append(n)
+    order = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0] is None, kv[0] or ()))
+    out: list[Node] = []
+    left = need
+    rest = list(order)
+    while left > 0 and rest:
+        fitting = [kv for kv in rest if len(kv[1]) >= left]
+        if fitting:
+            key, nodes = min(fitting, key=lambda kv: (len(kv[1]), kv[0] is None, kv[0] or ()))
+            out.extend(_fill(nodes, left, levels[1:], domains))
+            return out
+        key, nodes = rest.pop(0)
+        out.extend(nodes)
+        left -= len(nodes)
+    return out
+
+
+def _spread(members: Sequence[Node], need: int, finer: str, domains: Mapping[str, str]) -> int:
+    """How many sub-groups at ``finer`` the greedy fill uses (the fewer, the tighter)."""
+    sizes: dict[Key | None, int] = {}
+    for n in members:
+        k = level_key(n, finer, domains)
+        sizes[k] = sizes.get(k, 0) + 1
+    used = 0
+    for size in sorted(sizes.values(), reverse=True):
+        used += 1
+        need -= size
+        if need <= 0:
+            break
+    return used
+
+
+def best_nodes(
+    fabric: Fabric,
+    count: int,
+    gpus: int,
+    *,
+    eligible: Callable[[Node], bool] | None = None,
+    gpu_type: str | None = None,
+    pool: Iterable[Node] | None = None,
+) -> Found | None:
+    """The tightest ``count`` nodes with at least ``gpus`` GPUs each (and ``gpu_type`` when given) among
+    ``pool`` (default: the whole fleet) that pass ``eligible`` (default: all, the idle fleet); None when the
+    fleet has fewer."""
+    cache: dict[int, tuple[int, ...]] = {}
+    nodes = [
+        n
+        for n in (pool if pool is not None else fabric.nodes.values())
+        if (n.gpus or 0) >= gpus
+        and (gpu_type is None or n.gpu_type == gpu_type)
+        and (eligible is None or eligible(n))
+    ]
+    if len(nodes) < count or count < 1:
+        return None
+    quality = {n.name: intra_quality(n, gpus, cache) for n in nodes}
+    nodes.sort(key=lambda n: (-quality[n.name], natural_key(n.name)))
+    domains = fabric.domains
+    levels = [lvl for lvl in SEARCH_LEVELS if lvl != "nvlink" or domains]
+    for i, level in enumerate(levels):
+        groups: dict[Key, list[Node]] = {}
+        for n in nodes:
+            k = level_key(n, level, domains)
+            if k is not None:
+                groups.setdefault(k, []).append(n)
+        big = [(k, m) for k, m in groups.items() if len(m) >= count]
+        if not big:
+            continue
+        below = [lvl for lvl in reversed(levels[:i])]  # the sub-levels, next finer first
+        if below:
+            key, members = min(
+                big,
+                key=lambda kv: (
+                    _spread(kv[1], count, below[0], domains),
+                    -min(quality[n.name] for n in kv[1][:count]),
+                    kv[0],
+                ),
+            )
+        else:
+            key, members = min(big, key=lambda kv: kv[0])
+        chosen = _fill(members, count, below, domains)
+        return Found(level, key, tuple(n.name for n in chosen))
+    return None
