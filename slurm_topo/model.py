@@ -36,6 +36,11 @@ SLURM_MAX_RANGE = 65_536
 """Slurm's hostlist reads at most this many hosts in one bracket range (``MAX_RANGE`` in hostlist.c;
 ``n[1-65537]`` is "Too many hosts in range"). Renderers split longer runs."""
 
+SLURM_MAX_NODES = ((24, 11), 65_536)
+"""From Slurm 24.11 on, slurmctld creates at most this many node records (``MAX_SLURM_NODES`` in slurm.h,
+checked in node_conf.c ``create_node_record_at``): a larger fleet cannot be rendered for those releases.
+22.05 to 24.05 have no such limit."""
+
 SLURM_MAX_SUFFIX = 2**64 - 2
 """The largest number Slurm's hostlist reads back as written: it parses digit runs with ``strtoul`` (64 bits),
 so 2**64 and above all read as 2**64-1, which itself marks an empty range (``scontrol show hostnames`` crashes

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from slurm_topo import build_topology, merge, parse_inventory, render_all
-from slurm_topo.model import SLURM_MAX_RANGE, SLURM_MAX_SUFFIX, oversized_number
+from slurm_topo import InputError, build_topology, merge, parse_inventory, render_all
+from slurm_topo.model import SLURM_MAX_RANGE, SLURM_MAX_SUFFIX, Inventory, Location, Node, oversized_number
 
 
 def topo(doc: str):  # type: ignore[no-untyped-def]
@@ -172,3 +172,13 @@ def test_slurm_misreads_numbers_past_the_suffix_limit(tmp_path: Path) -> None:
     over = [f"n{2**64}", f"n{2**64 + 1}"]
     assert len(set(_slurm_hostnames(tmp_path, ",".join(over)) or [])) == 1  # two names, one host for Slurm
     assert all(oversized_number(name) is not None for name in over)
+
+
+def test_slurm_24_11_and_later_hold_at_most_65536_nodes() -> None:
+    """From 24.11 slurmctld stops creating node records past MAX_SLURM_NODES (65 536): rendering a larger
+    fleet for those releases is one clear error (Slurm's nodes from --nodes-from count too); 22.05-24.05 have
+    no such limit (the 70 000-node test above renders for 22.05)."""
+    nodes = tuple(Node(f"n{i}", Location("r1")) for i in range(65_536))
+    for version in ((24, 11), (25, 11)):
+        with pytest.raises(InputError, match=r"65537 nodes: Slurm 24.11 and later hold at most 65536 nodes"):
+            render_all(Inventory(nodes=nodes, extra_nodes=("x1",)), version)

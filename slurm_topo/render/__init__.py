@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..errors import InputError, show_value
-from ..model import Inventory
+from ..model import SLURM_MAX_NODES, Inventory
 from ..policy import Partition, PolicyData, compile_policy
 from ..topology import Topology, build_topology
 from ..version import __version__, format_slurm_version
@@ -102,6 +102,13 @@ def make_context(
 ) -> RenderContext:
     if not inventory.nodes and not inventory.extra_nodes:
         raise InputError("the inventory has no nodes; refusing to render empty Slurm files")
+    since, most = SLURM_MAX_NODES
+    count = len(inventory.nodes) + len(inventory.extra_nodes)
+    if slurm_version >= since and count > most:
+        raise InputError(
+            f"{count} nodes: Slurm {format_slurm_version(since)} and later hold at most {most} nodes "
+            "(MAX_SLURM_NODES); render for an older release or split the cluster"
+        )
     topology = build_topology(inventory)
     fp = fingerprint(inventory, slurm_version, partitions)
     return RenderContext(
