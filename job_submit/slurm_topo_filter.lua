@@ -200,6 +200,7 @@ function M.request(job, comment_override)
   req.min_nodes = to_int(job.min_nodes)
   req.num_tasks = to_int(job.num_tasks)
   req.interactive = interactive
+  req.nodelist = to_str(job.req_nodes)
   return req
 end
 
@@ -302,6 +303,110 @@ local function compose(c, terms)
   end
   for _, t in ipairs(terms) do parts[#parts + 1] = t end
   return table.concat(parts, "&")
+end
+
+-- --------------------------------------------------------------------------------------------------------------
+-- named nodes (--nodelist): where they are, from the data's ranges (slurm_topo/policy/nodes.py is the twin)
+
+local MAX_NAMED = 4096 -- longest --nodelist read
+local MAX_VISITS = 10000 -- most ranges looked at for one --nodelist
+
+local function split_name(name)
+  -- "n007" -> "n", 7, 3; nil for a name without a numeric suffix of at most 9 digits
+  local prefix, digits = string.match(name, "^(.-)(%d+)$")
+  if prefix == nil or #digits > 9 then return nil end
+  return prefix, tonumber(digits), #digits
+end
+
+local function hostlist_items(text)
+  -- top-level comma items (commas inside brackets stay)
+  local out, depth, start = {}, 0, 1
+  for i = 1, #text do
+    local ch = string.sub(text, i, i)
+    if ch == "[" then depth = depth + 1
+    elseif ch == "]" then depth = depth - 1
+    elseif ch == "," and depth == 0 then
+      out[#out + 1] = string.sub(text, start, i - 1)
+      start = i + 1
+    end
+  end
+  out[#out + 1] = string.sub(text, start)
+  return out
+end
+
+local function requested(text)
+  -- numbered ranges (flat: prefix, first, last, width), bare names, whether some part was not understood
+  local numbered, bare, odd = {}, {}, false
+  for _, item in ipairs(hostlist_items(text)) do
+    local prefix, inner = string.match(item, "^([^%[%]]*)%[([^%[%]]*)%]$")
+    if prefix == nil then
+      if item == "" or string.find(item, "[%[%]]") then
+        odd = true
+      else
+        local p, n, w = split_name(item)
+        if p == nil then bare[#bare + 1] = item else
+          numbered[#numbered + 1] = { p, n, n, w }
+        end
+      end
+    else
+      for _, piece in ipairs(split(inner, ",")) do
+        local a, b = string.match(piece, "^(%d+)%-(%d+)$")
+        if a == nil then a = string.match(piece, "^(%d+)$"); b = a end
+        if a == nil or #a > 9 or #b > 9 or tonumber(b) < tonumber(a) then odd = true else
+          numbered[#numbered + 1] = { prefix, tonumber(a), tonumber(b), #a }
+        end
+      end
+    end
+  end
+  return numbered, bare, odd
+end
+
+function M.place_named(data, text, li)
+  -- where the nodes of `text` are at level index li: the distinct groups met (stops at the second), whether a
+  -- node is in no group of the level, whether some names could not be placed
+  if #text > MAX_NAMED then return {}, false, true end
+  local numbered, bare, unchecked = requested(text)
+  local seen, homeless = {}, false
+  local places = data.places
+  local function note(idx)
+    local group = places[idx][li]
+    if not group then
+      homeless = true
+    elseif seen[1] ~= group and seen[2] ~= group then
+      seen[#seen + 1] = group
+    end
+    return #seen > 1 or homeless
+  end
+  for _, name in ipairs(bare) do
+    local idx = data.bare[name]
+    if idx == nil then unchecked = true
+    elseif note(idx) then return seen, homeless, unchecked end
+  end
+  local visits = 0
+  for _, r in ipairs(numbered) do
+    local lo, hi = r[2], r[3]
+    local runs = data.ranges[r[1] .. "/" .. r[4]] or {}
+    local n = #runs / 3
+    local a, b = 1, n -- the last run starting at or before lo
+    local i = 1
+    while a <= b do
+      local mid = math.floor((a + b) / 2)
+      if runs[mid * 3 - 2] <= lo then i = mid; a = mid + 1 else b = mid - 1 end
+    end
+    local covered = 0
+    while i <= n and runs[i * 3 - 2] <= hi do
+      visits = visits + 1
+      if visits > MAX_VISITS then return seen, homeless, true end
+      local first, last, idx = runs[i * 3 - 2], runs[i * 3 - 1], runs[i * 3]
+      i = i + 1
+      if last >= lo then
+        covered = covered + math.min(last, hi) - math.max(first, lo) + 1
+        if note(idx) then return seen, homeless, unchecked end
+      end
+    end
+    if covered < hi - lo + 1 then unchecked = true end
+  end
+  return seen, homeless, unchecked
 end
 
 -- --------------------------------------------------------------------------------------------------------------
@@ -625,7 +730,7 @@ local function area_of(data, req, loc)
   return "(" .. table.concat(feats, "|") .. ")", area_features, wanted
 end
 
-local decide_inner, decide_prefer, decide_required, nothing_holds
+local decide_inner, decide_prefer, decide_required, nothing_holds, named_nodes
 
 function M.decide(data, req)
   local d = decide_inner(data, req)
@@ -748,12 +853,46 @@ decide_required = function(job)
     return conflict(loc, mode, "length", "slurm-topo: --locality=" .. level .. ": your constraint leaves no room for a "
       .. level .. " bracket (Slurm's " .. MAX_CONSTRAINT .. "-character limit)")
   end
+  local rejected, named = named_nodes(job)
+  if rejected then return rejected end
   local kept, cut = scan_candidates(job.scan, groups, MAX_CONSTRAINT - #probe + 2, only)
   if #kept > 0 then
     return { action = "amend", locality = loc, features = compose(c, terms(job.restrict, bracket(kept))),
-             record = record(loc .. " " .. shown(kept, cut) .. job.note), kept = kept }
+             message = named, record = record(loc .. " " .. shown(kept, cut) .. job.note), kept = kept }
   end
   return nothing_holds(job, groups, only)
+end
+
+local LEVEL_INDEX = { network_group = 1, zone = 2, region = 3 }
+
+named_nodes = function(job)
+  -- --nodelist / --exclude with a required level: refused when the named nodes are already in two groups of
+  -- the level (or one is in none); a note for the user when it cannot be told
+  local level, loc, req = job.level, job.loc, job.req
+  if req.nodelist == nil then
+    if req.unchecked == "--exclude" then
+      return nil, "slurm-topo: --locality=" .. loc .. ": with --exclude, whether a " .. level
+        .. " can still hold the job is not checked"
+    end
+    return nil, nil
+  end
+  local groups, homeless, unchecked = M.place_named(job.data, req.nodelist, LEVEL_INDEX[level])
+  if #groups > 1 then
+    return { action = "reject", locality = loc, rejection = "request",
+             message = "slurm-topo: --locality=" .. loc .. ": the nodes of --nodelist are in more than one " .. level
+               .. " (" .. groups[1] .. ", " .. groups[2] .. "); the job would run across them",
+             record = record(loc .. ": rejected; --nodelist spans " .. level .. "s") }
+  end
+  if homeless then
+    return { action = "reject", locality = loc, rejection = "request",
+             message = "slurm-topo: --locality=" .. loc .. ": --nodelist names a node that is in no " .. level,
+             record = record(loc .. ": rejected; --nodelist node in no " .. level) }
+  end
+  if unchecked then
+    return nil, "slurm-topo: --locality=" .. loc .. ": some nodes of --nodelist are not in the data file; their "
+      .. level .. " is not checked"
+  end
+  return nil, nil
 end
 
 nothing_holds = function(job, groups, only)
@@ -1004,6 +1143,7 @@ local function merged(rec, upd, new, base, ours)
     min_nodes = new.min_nodes or to_int(rec.min_nodes),
     num_tasks = new.num_tasks or to_int(rec.num_tasks),
     gpu = new.gpu or base.gpu, unchecked = new.unchecked or base.unchecked, interactive = false,
+    nodelist = new.nodelist or base.nodelist,
   }
 end
 

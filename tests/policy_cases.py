@@ -198,6 +198,30 @@ def cases() -> list[tuple[str, dict[str, Any]]]:
         ),
         ("long spank entry skipped", job("zone", min_nodes=2, spank_job_env={0: "x=" + "y" * 5000})),
     ]
+    nodelists = [
+        "n01,n12",
+        "n[01-03]",
+        "n[01-04]",
+        "n[01-06]",
+        "n[05-06],n01",
+        "n[10-11]",
+        "n12",
+        "login1",
+        "n99",
+        "n[0001-0002]",
+        "n1",
+        "x[",
+        "n[03-01]",
+        "n[01-02,12]",
+        "n01,,n02",
+        "rack[1-2]-n1",
+        "n[1-999999999]",
+        ",".join(f"n{i:02d}" for i in range(1, 13)),
+        "n0123456789",
+    ]
+    for level, nodes in itertools.product(["zone", "region:fail", "network_group", "prefer"], nodelists):
+        extras.append((f"nodelist {level} {nodes}", job(level, min_nodes=2, req_nodes=nodes)))
+    extras.append(("exclude zone", job("zone", min_nodes=2, exc_nodes="n01")))
     return out + extras
 
 

@@ -167,9 +167,30 @@ def test_check_with_an_unknown_partition_applies_the_locality(tmp_path) -> None:
 
 def test_fit_is_not_checked_with_a_nodelist(data) -> None:  # type: ignore[no-untyped-def]
     """With --nodelist the bracket lists every group and the record says the fit was not checked."""
-    d = run(data, locality="zone", min_nodes=9, req_nodes="n[01-09]")
+    d = run(data, locality="zone", min_nodes=9, req_nodes="n[01-04]")
     assert d.action == "amend" and d.features and d.features.count("|") == 4
-    assert "fit not checked (--nodelist)" in d.record
+    assert "fit not checked (--nodelist)" in d.record and d.message is None
+
+
+@pytest.mark.parametrize("mode", ["wait", "fail"])
+def test_nodelist_that_already_breaks_the_level_is_refused(data, mode: str) -> None:  # type: ignore[no-untyped-def]
+    """`--locality=zone -N2 --nodelist=n01,n12`: the named nodes are in two zones (and two regions), so the
+    job
+    would run across them: refused at submit, naming both. Within one zone it is accepted; a name the data
+    does
+    not place, or --exclude, gets a note that the level is not checked for it."""
+    d = run(data, locality=f"zone:{mode}", min_nodes=2, req_nodes="n01,n12")
+    assert d.action == "reject" and d.rejection == "request", d
+    assert "in more than one zone (zone_us-east-1a, zone_us-west-2c)" in (d.message or "")
+    d = run(data, locality=f"region:{mode}", min_nodes=2, req_nodes="n[05-06],n01")
+    assert d.action == "amend" and d.message is None, d
+    d = run(data, locality=f"network_group:{mode}", min_nodes=2, req_nodes="n[01-02],n12")
+    assert d.action == "reject" and "in no network_group" in (d.message or ""), d
+    d = run(data, locality=f"zone:{mode}", min_nodes=2, req_nodes="n01,gpu-x7")
+    assert d.action == "amend" and "not in the data file" in (d.message or ""), d
+    d = run(data, locality=f"zone:{mode}", min_nodes=2, exc_nodes="n01")
+    assert d.action == "amend" and "with --exclude" in (d.message or ""), d
+    assert run(data, locality="prefer", min_nodes=2, req_nodes="n01,n12").action == "amend"
 
 
 def test_locality_regions_restricts_and_filters(data) -> None:  # type: ignore[no-untyped-def]

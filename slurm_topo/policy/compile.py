@@ -12,6 +12,7 @@ from typing import Any
 from ..inventory import natural_key
 from ..model import Inventory, Location, PolicyConfig
 from ..topology import Topology
+from .nodes import NodeIndex, Place, build_index
 from .vocab import IMPLICIT_PARTITION, LEVELS
 
 
@@ -53,6 +54,8 @@ class PolicyData:
     """Per node, the family-bucket features the node definitions carry (empty without families)."""
     everywhere: str = IMPLICIT_PARTITION
     """A partition holding every node: what a partition the data does not know is counted as."""
+    nodes: NodeIndex = field(default_factory=NodeIndex)
+    """Where each node is (for a --nodelist): see nodes.py."""
 
     @property
     def known_features(self) -> frozenset[str]:
@@ -187,4 +190,12 @@ def compile_policy(
         {k: (tuple(sorted(f)), tuple(sorted(r))) for k, (f, r) in sorted(areas.items())},
         bucket_features,
         everywhere,
+        build_index([(name, _place(rows)) for name, rows in per_node.items()]),
     )
+
+
+def _place(rows: Sequence[tuple[str, str, str, Location, frozenset[str]]]) -> Place:
+    """A node's group feature per level, in LEVELS order."""
+    by_level = {row[0]: row[1] for row in rows}
+    ng, zone, region = (by_level.get(level) for level in LEVELS)
+    return ng, zone, region

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from ..errors import InputError
 from .compile import Group, PolicyData
 from .constraint import Constraint, _class_ok, compose, parse_constraint
+from .nodes import place_named
 from .request import JobRequest, _blen
 from .vocab import (
     HOLD_NOTE,
@@ -423,17 +424,60 @@ def _decide_required(job: _Job) -> Decision:
             f"slurm-topo: --locality={level}: your constraint leaves no room for a {level} bracket "
             f"(Slurm's {MAX_CONSTRAINT}-character limit)",
         )
+    named = _named_nodes(job)
+    if isinstance(named, Decision):
+        return named
     kept, cut = job.scan.candidates(groups, MAX_CONSTRAINT - len(probe) + 2, only)
     if kept:
         return Decision(
             "amend",
             loc,
             features=_terms(job, _bracket(kept)),
+            message=named,
             record=_record(f"{loc} {_shown(kept, cut)}{job.note}"),
             candidates=tuple((g.label, n, g.gpus) for g, n in kept),
             level=level,
         )
     return _nothing_holds(job, groups, only)
+
+
+def _named_nodes(job: _Job) -> Decision | str | None:
+    """--nodelist / --exclude with a required level: refused when the named nodes are already in two groups of
+    the level (or one is in none); a note for the user when it cannot be told."""
+    level, loc, req = job.level, job.loc, job.req
+    if req.nodelist is None:
+        if req.unchecked == "--exclude":
+            return (
+                f"slurm-topo: --locality={loc}: with --exclude, whether a {level} can still hold the job is "
+                "not checked"
+            )
+        return None
+    named = place_named(job.data.nodes, req.nodelist, LEVELS.index(level))
+    if len(named.groups) > 1:
+        return Decision(
+            "reject",
+            loc,
+            message=f"slurm-topo: --locality={loc}: the nodes of --nodelist are in more than one {level} "
+            f"({named.groups[0]}, {named.groups[1]}); the job would run across them",
+            record=_record(f"{loc}: rejected; --nodelist spans {level}s"),
+            level=level,
+            rejection="request",
+        )
+    if named.homeless:
+        return Decision(
+            "reject",
+            loc,
+            message=f"slurm-topo: --locality={loc}: --nodelist names a node that is in no {level}",
+            record=_record(f"{loc}: rejected; --nodelist node in no {level}"),
+            level=level,
+            rejection="request",
+        )
+    if named.unchecked:
+        return (
+            f"slurm-topo: --locality={loc}: some nodes of --nodelist are not in the data file; their {level} "
+            "is not checked"
+        )
+    return None
 
 
 def _nothing_holds(job: _Job, groups: Sequence[Group], only: set[str] | None) -> Decision:

@@ -141,6 +141,7 @@ def _merged(
         num_tasks=new.num_tasks or _int(rec.get("num_tasks")),
         gpu=new.gpu or base.gpu,
         unchecked=new.unchecked or base.unchecked,
+        nodelist=new.nodelist or base.nodelist,
     )
 
 

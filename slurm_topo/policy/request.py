@@ -91,6 +91,9 @@ class JobRequest:
     oversize: str | None = None
     """A field longer than the filter reads (hostile sizes): the job passes unchanged without being
     scanned."""
+    nodelist: str | None = None
+    """--nodelist as Slurm hands it (a hostlist): a required level the named nodes already break is
+    refused."""
 
     @classmethod
     def from_job_desc(cls, job: Mapping[str, Any]) -> JobRequest:
@@ -127,6 +130,7 @@ class JobRequest:
             het_offset=het_offset,
             interactive=interactive,
             oversize=_oversize(job, regions),
+            nodelist=_str(job.get("req_nodes")),
         )
 
 

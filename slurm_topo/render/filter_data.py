@@ -58,7 +58,16 @@ def render_lua_table(data: PolicyData) -> str:
     out.append("},\nareas={\n")
     for label, (features, regions) in data.areas.items():
         out.append(f"[{_q(label)}]={{f={{{','.join(_q(f) for f in features)}}},r={_set(regions)}}},\n")
-    out.append("},\npartitions={\n")
+    out.append("},\nplaces={\n")
+    for place in data.nodes.places:
+        out.append("{" + ",".join(_q(f) if f else "false" for f in place) + "},\n")
+    out.append("},\nranges={\n")
+    for key, runs in (data.nodes.ranges or {}).items():
+        out.append(f"[{_q(key)}]={{" + ",".join(f"{a},{b},{c + 1}" for a, b, c in runs) + "},\n")
+    out.append(
+        "},\nbare={" + ",".join(f"[{_q(k)}]={v + 1}" for k, v in (data.nodes.bare or {}).items()) + "},\n"
+    )
+    out.append("partitions={\n")
     for pname, levels in data.partitions.items():
         out.append(f"[{_q(pname)}]={{\n")
         for level in LEVELS:

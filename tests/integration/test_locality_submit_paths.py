@@ -194,3 +194,32 @@ def test_messages_name_the_real_problem(fslurm: slurmctl.Slurm) -> None:
     )
     assert p.returncode != 0 and "--locality" in p.stderr, p.stderr
     assert fslurm.out("squeue", "-h").strip() == ""
+
+
+def test_nodelist_across_zones_is_refused_at_submit(fslurm: slurmctl.Slurm) -> None:
+    """`--locality=zone -N2 --nodelist=n01,n12`: the named nodes are in two zones (two regions), which Slurm
+    would
+    run as one job; refused at submit with both zones named. Named nodes inside one zone run there."""
+    p = fslurm.run(
+        [
+            "timeout",
+            "20",
+            "sbatch",
+            "-o",
+            "/dev/null",
+            "--locality=zone",
+            "-N2",
+            "-w",
+            "n01,n12",
+            "--wrap",
+            "true",
+        ],
+        timeout=25,
+        check=False,
+    )
+    assert p.returncode != 0, p.stdout
+    assert "the nodes of --nodelist are in more than one zone (zone_us-east-1a, zone_us-west-2c)" in p.stderr
+    assert fslurm.out("squeue", "-h").strip() == ""
+    job = fslurm.submit("--exclusive", "--locality=zone", "-N2", "-w", "n[01-02]", "--wrap", "sleep 300")
+    info = fslurm.wait_state(job, "RUNNING", timeout=15)
+    assert set(fslurm.allocation_of(job).nodes) == {"n01", "n02"} and info["Features"].startswith("[zone_")
