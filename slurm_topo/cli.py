@@ -239,9 +239,24 @@ def lint(topology: str, nodes_from: str | None, scontrol: bool, slurm_conf: str 
 @cli.command()
 @inventory_option
 @records_option
-def show(inventories: tuple[str, ...], records_dir: str | None) -> None:
+@click.option("--svg", "svg_file", metavar="FILE", help="Also draw the fleet tree as an SVG picture in FILE.")
+@nodes_from_option
+@scontrol_option
+def show(
+    inventories: tuple[str, ...],
+    records_dir: str | None,
+    svg_file: str | None,
+    nodes_from: str | None,
+    scontrol: bool,
+) -> None:
     """Print the fleet as a tree: region -> zone -> network group, with node and GPU counts."""
-    click.echo(render_tree(_load(inventories, records_dir=records_dir)), nl=False)
+    inventory = _load(inventories, records_dir=records_dir)
+    records = _slurm_nodes(nodes_from, scontrol)
+    click.echo(render_tree(inventory), nl=False)
+    if svg_file:
+        from .show import write_svg
+
+        click.echo(write_svg(inventory, records, svg_file))
 
 
 @cli.command()
@@ -678,6 +693,175 @@ def _invoke(argv: list[str] | None) -> None:
             click.echo(exc.ctx.get_help(), err=True)
             raise UsageError(f"give a command (see '{exc.ctx.command_path} --help')") from None
         raise _click_error(exc) from None
+
+
+# ---- cost, capacity: the communication cost model (slurm_topo.cost) and topology-feasible capacity
+
+
+def _links_table(inventories: tuple[str, ...], links_file: str | None):  # type: ignore[no-untyped-def]
+    """The link constants: defaults, then the inventories' ``links:`` mappings, then ``--links FILE``."""
+    from .cost import DEFAULT_TABLE, parse_links
+    from .inventory import load_yaml
+
+    table, given = DEFAULT_TABLE, None
+    for path in (*inventories, *([links_file] if links_file else [])):
+        doc = load_yaml(read_input(path))
+        raw = doc.get("links") if isinstance(doc, dict) else None
+        if path == links_file and isinstance(doc, dict) and "links" not in doc:
+            raw = doc  # a file holding the mapping itself
+        if raw is None:
+            continue
+        if given is not None and path != links_file and raw != given:
+            raise InputError(f"{path}: links: differs from an earlier inventory's; give links: once")
+        table = parse_links(raw, source=f"{path}: links", base=table)
+        given = raw
+    return table
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.4f} s" if value >= 0.001 or value == 0 else f"{value:.3g} s"
+
+
+def _cost_json(prediction, spec) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    cur, best = prediction.current, prediction.best
+    top = cur.bottleneck
+    return {
+        "seconds": cur.seconds,
+        "terms": [t.as_dict() for t in cur.terms],
+        "bottleneck": top.level if top else None,
+        "bottleneck_term": top.kind if top else None,
+        "nodes": list(cur.nodes),
+        "plan": {**cur.sizes, "gpus_per_node": spec.gpus_per_node, "order": spec.order},
+        "best_seconds": best.seconds if best else None,
+        "best_nodes": list(best.nodes) if best else None,
+        "best_level": prediction.best_level,
+        "slowdown": prediction.slowdown,
+        "notes": list(cur.notes),
+    }
+
+
+def _cost_text(prediction, spec) -> str:  # type: ignore[no-untyped-def]
+    from .hostlist import compress
+
+    cur, best = prediction.current, prediction.best
+    s = cur.sizes
+    lines = [
+        f"placement: {counted(len(cur.nodes), 'node')} {compress(cur.nodes)} × "
+        f"{counted(spec.gpus_per_node or 0, 'GPU')}, "
+        f"tp {s['tp']} × pp {s['pp']} × dp {s['dp']}: {_seconds(cur.seconds)} of communication per step"
+    ]
+    for t in cur.terms:
+        lines.append(
+            f"  {t.kind}  {counted(t.groups, 'group')} of {t.ranks} ranks, {t.bytes / 1e9:g} GB each: "
+            f"{t.level} ({t.bandwidth:g} GB/s, {t.latency_us:g} µs/hop)  {_seconds(t.seconds)}"
+        )
+    lines += [f"  note: {n}" for n in cur.notes]
+    top = cur.bottleneck
+    if top is not None:
+        lines.append(f"bottleneck: {top.kind} at {top.level}")
+    if best is None:
+        lines.append("best placement: none (the fleet has no other room for this shape)")
+    else:
+        lines.append(
+            f"best placement on the idle fleet: {compress(best.nodes)} (one {prediction.best_level}): "
+            f"{_seconds(best.seconds)}"
+        )
+        if prediction.slowdown is not None:
+            lines.append(
+                f"slowdown: {prediction.slowdown:.2f}× ({(prediction.slowdown - 1) * 100:.0f} % slower)"
+            )
+    return "\n".join(lines) + "\n"
+
+
+@cli.command()
+@inventory_option
+@records_option
+@click.option("--nodes", "nodelist", required=True, metavar="HOSTLIST", help="The placement, e.g. n[1-8].")
+@click.option("--gpus-per-node", type=int, metavar="G", help="GPUs per node (default: the nodes' smallest).")
+@click.option("--tp", default=1, show_default=True, type=click.IntRange(1), help="Tensor-parallel size.")
+@click.option("--pp", default=1, show_default=True, type=click.IntRange(1), help="Pipeline stages.")
+@click.option("--dp", type=click.IntRange(1), help="Data-parallel replicas (default: what the GPUs hold).")
+@click.option("--order", default="tp-cp-ep-dp-pp", show_default=True, help="Rank order, as gpulayer-srun.")
+@click.option(
+    "--allreduce-bytes", required=True, metavar="B", help="Gradient bytes all-reduced per step (10G)."
+)
+@click.option("--tp-bytes", metavar="B", help="Bytes each TP group all-reduces per step.")
+@click.option("--pp-bytes", metavar="B", help="Bytes one stage sends the next per step.")
+@click.option(
+    "--links", "links_file", metavar="FILE", help="Link constants (a links: mapping) over the defaults."
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
+def cost(
+    inventories: tuple[str, ...],
+    records_dir: str | None,
+    nodelist: str,
+    gpus_per_node: int | None,
+    tp: int,
+    pp: int,
+    dp: int | None,
+    order: str,
+    allreduce_bytes: str,
+    tp_bytes: str | None,
+    pp_bytes: str | None,
+    links_file: str | None,
+    as_json: bool,
+) -> None:
+    """Predicted communication seconds per step of a plan on a placement, against the best placement of
+    the same shape on the idle fleet (slowdown = this / best)."""
+    from .cost import Fabric, PlanSpec, parse_bytes, predict
+    from .cost import gpus_per_node as resolve_gpus
+    from .hostlist import expand
+
+    nodes = expand(nodelist)
+    table = _links_table(inventories, links_file)
+    fabric = Fabric.of(_load(inventories, records_dir=records_dir))
+    spec = PlanSpec(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        gpus_per_node=resolve_gpus(fabric, nodes, gpus_per_node),
+        allreduce_bytes=parse_bytes(allreduce_bytes, "--allreduce-bytes"),
+        tp_bytes=parse_bytes(tp_bytes, "--tp-bytes") if tp_bytes is not None else None,
+        pp_bytes=parse_bytes(pp_bytes, "--pp-bytes") if pp_bytes is not None else None,
+        order=order,
+    )
+    prediction = predict(fabric, nodes, spec, table)
+    if as_json:
+        click.echo(json.dumps(_cost_json(prediction, spec), indent=2))
+    else:
+        click.echo(_cost_text(prediction, spec), nl=False)
+
+
+@cli.command()
+@inventory_option
+@records_option
+@nodes_from_option
+@scontrol_option
+@click.option(
+    "--shape", "shapes", multiple=True, required=True, metavar="NxG", help="N nodes × G GPUs; repeat."
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of the table.")
+def capacity(
+    inventories: tuple[str, ...],
+    records_dir: str | None,
+    nodes_from: str | None,
+    scontrol: bool,
+    shapes: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """How many jobs of each shape could start now inside one group per level, against what the free GPUs
+    alone suggest; the rest is stranded (fragmentation)."""
+    from .capacity import capacity as count_capacity
+    from .capacity import format_capacity, node_states, parse_shape
+
+    parsed = [parse_shape(s) for s in shapes]
+    records = _slurm_nodes(nodes_from, scontrol)
+    if records is None:
+        raise InputError("give --nodes-from FILE (`scontrol show node -o` output) or --scontrol")
+    inventory = _load(inventories, records_dir=records_dir)
+    states, extra = node_states(inventory, records)
+    result = count_capacity(inventory, states, parsed, extra_nodes=extra)
+    click.echo(json.dumps(result.as_dict(), indent=2) if as_json else format_capacity(result), nl=as_json)
 
 
 def main(argv: list[str] | None = None) -> None:

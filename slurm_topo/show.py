@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from .errors import InputError
 from .inventory import natural_key
 from .model import Inventory, Node, Source
 from .text import counted
@@ -58,3 +61,17 @@ def render_tree(inventory: Inventory) -> str:
     if root.self_only:
         lines.append("* location known only from the node's own report")
     return "\n".join(lines) + "\n"
+
+
+def write_svg(inventory: Inventory, records: Sequence[Mapping[str, str]] | None, path: str) -> str:
+    """Draw the fleet (with node states when ``records`` are given) into ``path``; the line to print."""
+    from .capacity import node_states
+    from .output import write_files
+    from .svg import render_svg
+
+    states = node_states(inventory, records)[0] if records is not None else None
+    target = Path(path)
+    if not target.name or target.name in (".", ".."):
+        raise InputError(f"--svg {path}: must name a file")
+    write_files(target.parent, {target.name: render_svg(inventory, states, title=target.stem or "fleet")})
+    return f"svg: {path} ({counted(len(inventory.nodes), 'node')}{', with node states' if states else ''})"

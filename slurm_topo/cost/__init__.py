@@ -54,6 +54,7 @@ __all__ = [
     "parse_bytes",
     "parse_links",
     "parse_plan",
+    "gpus_per_node",
     "place_ranks",
     "predict",
     "ring_allreduce",

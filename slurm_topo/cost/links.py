@@ -121,21 +121,21 @@ def _number(where: str, raw: object, *, positive: bool) -> float:
     return value
 
 
-def parse_links(mapping: object, *, source: str = "links") -> LinkTable:
+def parse_links(mapping: object, *, source: str = "links", base: LinkTable | None = None) -> LinkTable:
     """Validate an inventory's ``links:`` mapping (level -> ``{bandwidth: GB/s, latency_us: µs}``) into a
-    :class:`LinkTable` over the defaults. Raises :class:`InputError` with one clear line.
+    :class:`LinkTable` over ``base`` (default: the defaults). Raises :class:`InputError` with one clear line.
 
     A level may give either key (the other keeps its default). ``network-group``/``ng`` are read as
     ``network_group``, ``domain``/``island`` as ``nvlink``. The network levels must not get faster going
     out: bandwidth ``network_group >= zone >= region >= any`` and latency the other way round (a table that
     breaks this would make a tighter placement look worse)."""
     if mapping is None:
-        return DEFAULT_TABLE
+        return base or DEFAULT_TABLE
     if not isinstance(mapping, Mapping):
         raise InputError(
             f"{source}: must be a mapping of level -> {{bandwidth, latency_us}}, not {type(mapping).__name__}"
         )
-    table = dict(DEFAULT_LINKS)
+    table = dict((base or DEFAULT_TABLE).links)
     seen: dict[str, str] = {}
     for key, raw in mapping.items():
         if not isinstance(key, str):

@@ -155,5 +155,5 @@ def best_nodes(
         else:
             key, members = min(big, key=lambda kv: kv[0])
         chosen = _fill(members, count, below, domains)
-        return Found(level, key, tuple(n.name for n in chosen))
+        return Found(level if count > 1 else "node", key, tuple(n.name for n in chosen))
     return None

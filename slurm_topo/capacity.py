@@ -1,0 +1,288 @@
+"""Topology-feasible capacity: how many jobs of a shape could start now inside one group (pure).
+
+Free GPUs alone overstate what a multi-node job can get: a job of ``N`` nodes × ``G`` GPUs that must stay in
+one network group (or zone, region) can only use the free GPUs of groups that hold ``N`` nodes with ``G``
+free each. For each shape and locality level this module counts
+
+* ``jobs``: how many such jobs could start now, each inside one group of the level (a node with ``k·G``
+  free GPUs can host ``k`` of them, on different jobs; per group the largest ``j`` with
+  ``Σ min(slots_i, j) >= j·N``);
+* ``naive``: what the free GPUs alone suggest (``free GPUs // (N·G)``);
+* ``stranded``: free GPUs no such job can use (``free GPUs − jobs·N·G``) — the fragmentation.
+
+Node states come from ``scontrol show node -o`` records (:func:`node_states`): ``IDLE`` is free, ``MIXED``
+frees what its GPU use leaves (``GresUsed=gpu:…(IDX:…)`` or ``AllocTRES=…gres/gpu=N``; unknown use counts as
+none free), ``ALLOCATED``/``COMPLETING`` is allocated, and any of ``DRAIN``, ``DOWN``, ``FAIL``, ``MAINT``,
+``NOT_RESPONDING`` (``*``), ``FUTURE``, ``RESERVED``, ``PLANNED``, ``INVALID`` makes a node unavailable.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .cost.search import level_key
+from .errors import InputError
+from .model import Inventory, Node
+
+CAPACITY_LEVELS = ("network_group", "zone", "region", "any")
+
+FREE, ALLOCATED, DRAINED, UNKNOWN = "free", "allocated", "drained", "unknown"
+STATE_KINDS = (FREE, ALLOCATED, DRAINED, UNKNOWN)
+
+_UNAVAILABLE = {
+    "DRAIN",
+    "DRAINED",
+    "DRAINING",
+    "DOWN",
+    "FAIL",
+    "FAILING",
+    "MAINT",
+    "NOT_RESPONDING",
+    "FUTURE",
+    "RESERVED",
+    "PLANNED",
+    "INVALID",
+    "INVALID_REG",
+    "REBOOT_ISSUED",
+    "REBOOT_REQUESTED",
+    "POWERING_DOWN",
+    "POWER_DOWN",
+    "UNKNOWN",
+}
+_ALLOCATED = {"ALLOCATED", "ALLOC", "COMPLETING"}
+_SUFFIXES = "*~#!%$@^-"
+_GPU_GRES_RE = re.compile(r"(?:^|,)gpu(?::[^:,(]+)?:(\d+)")
+_GPU_USED_RE = re.compile(r"(?:^|,)gpu(?::[^:,(]+)?:(\d+)(?:\(IDX:([^)]*)\))?")
+_TRES_GPU_RE = re.compile(r"(?:^|,)gres/gpu=(\d+)")
+_SHAPE_RE = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)\s*\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    name: str
+    kind: str  # free | allocated | drained | unknown
+    gpus: int
+    free_gpus: int
+    state: str = ""  # Slurm's State= as printed
+
+
+def _gpu_count(text: str | None, rx: re.Pattern[str]) -> int | None:
+    if not text or text in ("(null)", "N/A"):
+        return None
+    found = [int(m.group(1)) for m in rx.finditer(text)]
+    return sum(found) if found else None
+
+
+def classify(state: str) -> str:
+    """Slurm's ``State=`` (``IDLE+DRAIN``, ``MIXED``, ``DOWN*``, ``IDLE~``) -> free | allocated | drained."""
+    raw = state.strip().upper()
+    if not raw:
+        return UNKNOWN
+    words = raw.split("+")
+    base = words[0].rstrip(_SUFFIXES)
+    flags = {w.rstrip(_SUFFIXES) for w in words[1:]}
+    if words[0].endswith("*"):  # not responding
+        flags.add("NOT_RESPONDING")
+    if base in _UNAVAILABLE or flags & _UNAVAILABLE:
+        return DRAINED
+    if base in _ALLOCATED or "COMPLETING" in flags:
+        return ALLOCATED
+    if base == "MIXED":
+        return ALLOCATED  # partly: the caller looks at the GPUs
+    if base == "IDLE":
+        return FREE
+    return UNKNOWN
+
+
+def node_states(
+    inventory: Inventory, records: Sequence[Mapping[str, str]]
+) -> tuple[dict[str, NodeState], tuple[str, ...]]:
+    """Per inventory node its state from ``scontrol show node -o`` records; also the record names no
+    inventory places (left out of every group). A node with no record is ``unknown`` (nothing free)."""
+    by_name = {r.get("NodeName", ""): r for r in records}
+    out: dict[str, NodeState] = {}
+    for node in inventory.nodes:
+        rec = by_name.get(node.name)
+        total = (
+            node.gpus
+            if node.gpus is not None
+            else (_gpu_count(rec.get("Gres"), _GPU_GRES_RE) if rec else None)
+        )
+        total = total or 0
+        if rec is None:
+            out[node.name] = NodeState(node.name, UNKNOWN, total, 0)
+            continue
+        state = rec.get("State", "")
+        kind = classify(state)
+        free = 0
+        if kind == FREE:
+            free = total
+        elif kind == ALLOCATED and state.upper().startswith("MIXED"):
+            used = _gpu_count(rec.get("GresUsed"), _GPU_USED_RE)
+            if used is None:
+                used = _gpu_count(rec.get("AllocTRES"), _TRES_GPU_RE)
+            free = max(0, total - used) if used is not None else 0
+            if free:
+                kind = FREE if used == 0 else ALLOCATED
+        out[node.name] = NodeState(node.name, kind, total, free, state)
+    known = {n.name for n in inventory.nodes}
+    extra = tuple(sorted(n for n in by_name if n and n not in known))
+    return out, extra
+
+
+def idle_states(inventory: Inventory) -> dict[str, NodeState]:
+    """Every node free with all its GPUs (the idle fleet)."""
+    return {n.name: NodeState(n.name, FREE, n.gpus or 0, n.gpus or 0, "IDLE") for n in inventory.nodes}
+
+
+def parse_shape(text: str) -> tuple[int, int]:
+    """``8x4`` -> (8 nodes, 4 GPUs per node)."""
+    m = _SHAPE_RE.match(text)
+    if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1 or len(text) > 20:
+        raise InputError(f"--shape {text[:40]!r}: expected NODESxGPUS with both at least 1, e.g. 8x4")
+    return int(m.group(1)), int(m.group(2))
+
+
+def max_jobs(slots: Sequence[int], nodes: int) -> int:
+    """The most jobs of ``nodes`` distinct nodes each when node ``i`` can host ``slots[i]`` of them: the
+    largest ``j`` with ``Σ min(slots_i, j) >= j·nodes`` (binary search)."""
+    lo, hi = 0, sum(slots) // nodes
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if sum(min(s, mid) for s in slots) >= mid * nodes:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+@dataclass(frozen=True, slots=True)
+class LevelCapacity:
+    level: str
+    jobs: int
+    groups: int  # groups that can start at least one
+    stranded_gpus: int
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "level": self.level,
+            "jobs": self.jobs,
+            "groups": self.groups,
+            "stranded_gpus": self.stranded_gpus,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ShapeCapacity:
+    nodes: int
+    gpus_per_node: int
+    naive_jobs: int
+    levels: tuple[LevelCapacity, ...]
+
+    @property
+    def shape(self) -> str:
+        return f"{self.nodes}x{self.gpus_per_node}"
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "shape": self.shape,
+            "nodes": self.nodes,
+            "gpus_per_node": self.gpus_per_node,
+            "naive_jobs": self.naive_jobs,
+            "levels": [lv.as_dict() for lv in self.levels],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    counts: Mapping[str, int]  # nodes per state kind
+    free_gpus: int
+    total_gpus: int
+    shapes: tuple[ShapeCapacity, ...]
+    extra_nodes: tuple[str, ...] = field(default=())
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "nodes": dict(self.counts),
+            "free_gpus": self.free_gpus,
+            "total_gpus": self.total_gpus,
+            "not_in_inventory": len(self.extra_nodes),
+            "shapes": [s.as_dict() for s in self.shapes],
+        }
+
+
+def capacity(
+    inventory: Inventory,
+    states: Mapping[str, NodeState],
+    shapes: Iterable[tuple[int, int]],
+    levels: Sequence[str] = CAPACITY_LEVELS,
+    extra_nodes: Sequence[str] = (),
+) -> Capacity:
+    """Per shape and level: jobs that could start now inside one group, naive count, stranded GPUs."""
+    counts = dict.fromkeys(STATE_KINDS, 0)
+    for s in states.values():
+        counts[s.kind] += 1
+    free_gpus = sum(s.free_gpus for s in states.values())
+    total_gpus = sum(s.gpus for s in states.values())
+    free_nodes: list[tuple[Node, int]] = [
+        (n, states[n.name].free_gpus)
+        for n in inventory.nodes
+        if n.name in states and states[n.name].free_gpus
+    ]
+    grouped: dict[str, dict[tuple[str, ...], list[int]]] = {}
+    for level in levels:
+        groups: dict[tuple[str, ...], list[int]] = {}
+        for node, free in free_nodes:
+            key = level_key(node, level, {})
+            if key is not None:
+                groups.setdefault(key, []).append(free)
+        grouped[level] = groups
+    out = []
+    for n, g in shapes:
+        naive = free_gpus // (n * g)
+        rows = []
+        for level in levels:
+            jobs = groups_used = 0
+            for frees in grouped[level].values():
+                slots = [f // g for f in frees if f >= g]
+                if len(slots) < n:
+                    continue
+                j = max_jobs(slots, n)
+                jobs += j
+                groups_used += j > 0
+            rows.append(LevelCapacity(level, jobs, groups_used, free_gpus - jobs * n * g))
+        out.append(ShapeCapacity(n, g, naive, tuple(rows)))
+    return Capacity(counts, free_gpus, total_gpus, tuple(out), tuple(extra_nodes))
+
+
+def format_capacity(cap: Capacity) -> str:
+    """The table: one row per shape and level."""
+    c = cap.counts
+    total = sum(c.values())
+    lines = [
+        f"nodes: {total} ({c[FREE]} with free GPUs, {c[ALLOCATED]} allocated, {c[DRAINED]} drained/down, "
+        f"{c[UNKNOWN]} unknown); free GPUs: {cap.free_gpus} of {cap.total_gpus}"
+    ]
+    if cap.extra_nodes:
+        lines.append(f"not in any inventory (left out): {len(cap.extra_nodes)} nodes")
+    head = ("shape", "level", "jobs", "groups", "naive", "stranded GPUs")
+    table = [head]
+    for s in cap.shapes:
+        for lv in s.levels:
+            table.append(
+                (s.shape, lv.level, str(lv.jobs), str(lv.groups), str(s.naive_jobs), str(lv.stranded_gpus))
+            )
+    widths = [max(len(r[i]) for r in table) for i in range(len(head))]
+    for r in table:
+        lines.append(
+            "  ".join(
+                cell.rjust(w) if i >= 2 else cell.ljust(w)
+                for i, (cell, w) in enumerate(zip(r, widths, strict=True))
+            ).rstrip()
+        )
+    lines.append(
+        "jobs: could start now, each inside one group of the level; naive: free GPUs // (nodes × GPUs)"
+    )
+    return "\n".join(lines) + "\n"
