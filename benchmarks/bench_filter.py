@@ -70,7 +70,9 @@ def main() -> None:
         f"{args.iterations}: *decision* = `decide(data, request(job_desc))` (read the job, decide); *submit* "
         "= "
         "`submit()` on a fresh job_desc copy (the whole hook: also the data-file check, writing the decision "
-        "back and logging), with its min–max. Data load: `loadfile` + run of the generated file, once.",
+        "back and logging), with its min–max. Data load: the filter's own load inside its first submission "
+        "(read, "
+        "checksum, load), once.",
         "",
     ]
     header = "| case | " + " | ".join(f"{n} nodes" for n, *_ in rows) + " |"

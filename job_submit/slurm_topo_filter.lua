@@ -23,9 +23,6 @@ local NO_VAL = 4294967294
 local NO_VAL16 = 65534
 local INFINITE = 4294967295
 local RECORD_PREFIX = "slurm-topo: "
-local HOLD_NOTE = "; the job is held (Slurm shows JobHeldUser, but a release by its owner is refused): resize it "
-  .. "(scontrol update JobId=ID NumNodes=N) to re-plan it, or ask an administrator to release it"
-local INTERACTIVE_NOTE = "; an interactive allocation does not wait for it"
 local MAX_ALTERNATIVES = 64
 local MAX_CONSTRAINT = 1024
 local MAX_RECORD = 200
@@ -47,7 +44,6 @@ local UNCHECKED_FIELDS = { { "req_nodes", "--nodelist" }, { "exc_nodes", "--excl
 
 local config = { data = nil, recheck = RECHECK_SECONDS }
 local state = { data = nil, fingerprint = nil, checked = -math.huge, logged = {} }
-local fast_cache = setmetatable({}, { __mode = "k" }) -- group list -> {[request signature] = {kept, cut}}
 
 -- --------------------------------------------------------------------------------------------------------------
 -- small helpers (Lua 5.1: no goto, no integer division, no utf8)
@@ -441,16 +437,14 @@ local function new_scan(data, req, c, area, wanted)
   sc.nodes, sc.total_gpus, sc.per_node, sc.gpu_type = needs(req)
   local is_counted = counted(c)
   sc.check = req.unchecked == nil and is_counted
-  local ok, all_ok, flags = {}, true, {}
+  local ok, all_ok = {}, true
   for i, cls in ipairs(data.classes) do
     local good = class_ok(cls, c, is_counted)
     if good and sc.per_node > 0 then good = cls.g >= sc.per_node and (sc.gpu_type == nil or cls.t == sc.gpu_type) end
     ok[i] = good
     all_ok = all_ok and good
-    flags[i] = good and "1" or "0"
   end
   sc.ok, sc.all_ok = ok, all_ok
-  sc.signature = table.concat(flags) .. ":" .. tostring(sc.check) .. ":" .. sc.nodes .. ":" .. sc.total_gpus .. ":"
   return sc
 end
 
@@ -488,12 +482,32 @@ local function scan_fits(sc, g)
   return n >= need and gp >= total, n
 end
 
+-- The compiled cut (every node counts, no GPUs asked, no area, no user bracket, one partition): every group from
+-- `start` on fits, so the bracket is groups[start..e], e the last within 64 alternatives and `budget` characters
+-- (the data's running bracket length L, binary search).
+local function compiled_cut(groups, start, budget)
+  local n = #groups
+  if start > n then return {}, false end
+  local before = 0
+  if start > 1 then before = groups[start - 1].L end
+  local lo, hi = start, math.min(n, start + MAX_ALTERNATIVES - 1)
+  if 1 + groups[lo].L - before > budget then return {}, true end
+  while lo < hi do -- the last e with 2 + (L[e] - L[start-1] - 1) <= budget
+    local mid = math.floor((lo + hi + 1) / 2)
+    if 1 + groups[mid].L - before <= budget then lo = mid else hi = mid - 1 end
+  end
+  local kept = {}
+  for i = start, lo do
+    local g = groups[i]
+    kept[i - start + 1] = g
+    kept[start - i - 1] = g.n
+  end
+  return kept, lo < n
+end
+
 -- Up to 64 fitting groups within `budget` characters of bracket, in the data's order: {kept, cut short}.
--- Groups are sorted by size, so the scan starts at the first group as large as the job (binary search). The
--- answer depends only on the data and on what the request lets count, so it is memoized per data load for
--- requests without a region restriction or a user bracket (the common case repeats a lot).
+-- Groups are sorted by size, so the scan starts at the first group as large as the job (binary search).
 local function scan_candidates(sc, groups, budget, only)
-  local memo, key
   local start = 1
   if sc.check then
     local lo, hi, nodes = 1, #groups + 1, sc.nodes
@@ -503,16 +517,8 @@ local function scan_candidates(sc, groups, budget, only)
     end
     start = lo
   end
-  if only == nil and sc.area == nil then
-    memo = fast_cache[groups]
-    if memo == nil or memo.size > 512 then -- bounded: a flood of odd requests cannot grow it without end
-      memo = { size = 0 }
-      fast_cache[groups] = memo
-    end
-    key = sc.signature .. start .. ":" .. budget
-    local hit = memo[key]
-    if hit then return hit[1], hit[2] end
-    memo.size = memo.size + 1
+  if only == nil and sc.area == nil and sc.all_ok and sc.total_gpus == 0 and groups.big ~= nil then
+    return compiled_cut(groups, start, budget)
   end
   local kept, count, length, cut = {}, 0, 2, false
   for i = start, #groups do
@@ -533,19 +539,16 @@ local function scan_candidates(sc, groups, budget, only)
       end
     end
   end
-  if memo then memo[key] = { kept, cut } end
   return kept, cut
 end
 
--- The largest group for this request (to name it when none can hold the job): a whole-level scan, memoized like
--- scan_candidates.
+-- The largest group for this request (to name it when none can hold the job): compiled for the whole level
+-- when every node counts, else a whole-level scan.
 local function scan_largest(sc, groups, only)
-  local memo, key
-  if only == nil and sc.area == nil then
-    memo = fast_cache[groups]
-    key = "largest:" .. sc.signature
-    local hit = memo and memo[key]
-    if hit then return hit[1], hit[2], hit[3] end
+  if only == nil and sc.area == nil and sc.all_ok and groups.big ~= nil then
+    local g = groups[groups.big]
+    if g == nil then return nil end
+    return g, g.n, g.g
   end
   local best, bn, bg
   for _, g in ipairs(groups) do
@@ -554,14 +557,11 @@ local function scan_largest(sc, groups, only)
       if best == nil or n > bn or (n == bn and gp > bg) then best, bn, bg = g, n, gp end
     end
   end
-  if memo then
-    memo[key] = { best, bn, bg }
-    memo.size = memo.size + 1
-  end
   return best, bn, bg
 end
 
 local function level_groups(data, partitions, level)
+  -- one partition: the compiled list; several: their groups merged (no compiled cut: `big` is absent)
   if #partitions == 1 then return data.partitions[partitions[1]][level] end
   local merged, list = {}, {}
   for _, p in ipairs(partitions) do
@@ -579,39 +579,19 @@ local function level_groups(data, partitions, level)
 end
 
 local function bracket(kept)
-  if kept.bracket then return kept.bracket end -- kept lists of the fast path are shared: format once
   local names = {}
   for i, g in ipairs(kept) do names[i] = g.f end
-  kept.bracket = "[" .. table.concat(names, "|") .. "]"
-  return kept.bracket
+  return "[" .. table.concat(names, "|") .. "]"
 end
-
-local shown_text
 
 local function shown(kept, cut)
-  local memo = kept[cut and "shown_cut" or "shown"]
-  if memo then return memo end
-  local text = shown_text(kept, cut)
-  kept[cut and "shown_cut" or "shown"] = text
-  return text
-end
-
-shown_text = function(kept, cut)
   -- the record is cut at 200 characters: stop formatting once past that (same text after the cut)
   local parts, length = {}, 0
   for i, g in ipairs(kept) do
     if length > MAX_RECORD then break end
     local n = kept[-i]
-    local part
-    if n == g.n then -- the common case (every node counted): format once per data load
-      part = g.shown
-      if part == nil then
-        part = g.l .. "(" .. g.n .. "n)"
-        g.shown = part
-      end
-    else
-      part = g.l .. "(" .. n .. "n)"
-    end
+    local part = g.s -- compiled: "label(Nn)" with every node counted
+    if n ~= g.n then part = g.l .. "(" .. n .. "n)" end
     parts[i] = part
     length = length + #part + 1
   end
@@ -912,10 +892,11 @@ nothing_holds = function(job, groups, only)
              rejection = "size" }
   end
   if job.req.interactive then
-    return { action = "reject", locality = loc, message = msg .. INTERACTIVE_NOTE,
+    return { action = "reject", locality = loc, message = msg .. job.data.messages.interactive,
              record = record(loc .. ": rejected (interactive); " .. why), rejection = "size" }
   end
-  return { action = "hold", locality = loc, message = msg .. HOLD_NOTE, record = record(loc .. ": held; " .. why) }
+  return { action = "hold", locality = loc, message = msg .. job.data.messages.hold,
+           record = record(loc .. ": held; " .. why) }
 end
 
 -- --------------------------------------------------------------------------------------------------------------

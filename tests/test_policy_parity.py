@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from luafilter import LuaFilter
-from policy_cases import PARTITIONS, cases, inventory, modify_cases
+from policy_cases import PARTITIONS, cases, inventory, job, modify_cases
 
-from slurm_topo import render_all
-from slurm_topo.policy import JobRequest, decide, decide_modify
+from slurm_topo import merge, parse_inventory, render_all
+from slurm_topo.policy import JobRequest, Partition, decide, decide_modify
 from slurm_topo.render import make_context
 
 CASES = cases()
@@ -29,9 +31,9 @@ def test_parity_over_the_case_table(setup) -> None:  # type: ignore[no-untyped-d
     data, lua, lua_data = setup
     assert len(CASES) > 1000
     mismatches = []
-    for name, job in CASES:
-        expected = decide(data, JobRequest.from_job_desc(job)).as_dict()
-        got = lua.decide(lua_data, job)
+    for name, desc in CASES:
+        expected = decide(data, JobRequest.from_job_desc(desc)).as_dict()
+        got = lua.decide(lua_data, desc)
         if got != expected:
             mismatches.append((name, expected, got))
     assert mismatches == [], f"{len(mismatches)} mismatches, first: {mismatches[0]}"
@@ -61,3 +63,43 @@ def test_modify_parity_over_the_case_table(setup) -> None:  # type: ignore[no-un
     assert mismatches == [], f"{len(mismatches)} mismatches, first: {mismatches[0]}"
     actions = {decide_modify(data, rec, upd, admin).action for _, rec, upd, admin in table}
     assert actions == {"pass", "apply", "deny", "reject"}
+
+
+def test_parity_at_slurms_limits(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Fleets past Slurm's limits (100 racks: the 64-alternative cut; long zone names: the 1,024-character
+    cut):
+    Lua's compiled cut and largest group agree with Python's scan for sizes, constraints, GPUs and
+    partitions."""
+    racks = "".join(
+        f"  - {{name: 'x{i:03d}-[1-{1 + i % 4}]', region: r{i % 2}, zone: 'r{i % 2}-{i % 30}{'q' * 40}', "
+        f"network_group: g{i:03d}, gpus: {4 * (1 + i % 2)}, features: [{'ib' if i % 3 else 'eth'}]}}\n"
+        for i in range(100)
+    )
+    inv = merge([parse_inventory("nodes:\n" + racks)])
+    parts = [
+        Partition("all", tuple(n.name for n in inv.nodes), True),
+        Partition("half", ("x000-1", "x001-1")),
+    ]
+    lua = LuaFilter()
+    cuts = 0
+    for partitions in (None, parts):
+        data = make_context(inv, (22, 5), partitions).policy
+        path = tmp_path / "data.lua"
+        path.write_text(render_all(inv, (22, 5), partitions)["slurm_topo_data.lua"])
+        lua_data = lua.load_data(path)
+        for loc, nodes, extra in itertools.product(
+            ["network_group", "zone:fail", "region", "prefer"],
+            [1, 2, 3, 4, 5, 9, 400],
+            [
+                {},
+                {"features": "ib"},
+                {"tres_per_node": "gres:gpu:8"},
+                {"partition": "half"},
+                {"partition": "x,all"},
+            ],
+        ):
+            desc = job(loc, min_nodes=nodes, **extra)
+            expected = decide(data, JobRequest.from_job_desc(desc)).as_dict()
+            assert lua.decide(lua_data, desc) == expected, desc
+            cuts += "kept (Slurm's limits)" in str(expected["record"])
+    assert cuts > 10, "the limits were reached"

@@ -11,18 +11,27 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections.abc import Sequence
 
-from ..policy import LEVELS, PolicyData
+from ..policy import LEVELS, Group, PolicyData
+from ..policy.vocab import HOLD_NOTE, INTERACTIVE_NOTE
 from . import RenderContext, header
 
 FORMAT = 2
 """The data file's layout version; job_submit/slurm_topo_filter.lua refuses (fails open on) any other."""
-_PLAIN = re.compile(r"^[A-Za-z0-9._:*?=+/ -]*\Z")
+_PLAIN = re.compile(r"^[A-Za-z0-9._:*?=+/ ()-]*\Z")
 
 
 def _q(text: str) -> str:
     if not _PLAIN.match(text):
         raise ValueError(f"refusing to write {text!r} into Lua")  # validated upstream; never reached
+    return f'"{text}"'
+
+
+def _msg(text: str) -> str:
+    """A message template of our own (policy/vocab.py) as a Lua string."""
+    if not re.fullmatch(r"[A-Za-z0-9 ._:;,=()'/-]*", text):
+        raise ValueError(f"refusing to write {text!r} into Lua")
     return f'"{text}"'
 
 
@@ -50,6 +59,7 @@ def render_lua_table(data: PolicyData) -> str:
         "partition_defaults={" + ",".join(f"[{_q(p)}]={_q(v)}" for p, v in data.config.partitions) + "},\n",
         "families={" + ",".join(f"{{{_q(n)},{_q(p)}}}" for n, p in data.config.families) + "},\n",
         "known=" + _set({f for cls in data.classes for f in cls.features}) + ",\n",
+        f"messages={{hold={_msg(HOLD_NOTE)},interactive={_msg(INTERACTIVE_NOTE)}}},\n",
         "classes={\n",
     ]
     for cls in data.classes:
@@ -72,19 +82,31 @@ def render_lua_table(data: PolicyData) -> str:
         out.append(f"[{_q(pname)}]={{\n")
         for level in LEVELS:
             out.append(f"{level}={{\n")
+            length = 0
             for g in levels[level]:
                 counts = ",".join(f"{c + 1},{n}" for c, n in g.counts)  # 1-based class index in Lua
                 zone = _q(g.zone) if g.zone else "nil"
                 region = _q(g.region) if g.region else "nil"
                 rf, zf = _ancestors(g.feature, g.location_features)
+                length += len(g.feature) + 1
                 out.append(
                     f"{{f={_q(g.feature)},l={_q(g.label)},r={region},z={zone},n={g.nodes},g={g.gpus},"
-                    f"m={g.max_gpus},k={g.rank},rf={rf},zf={zf},c={{{counts}}}}},\n"
+                    f"m={g.max_gpus},k={g.rank},rf={rf},zf={zf},c={{{counts}}},"
+                    f"s={_q(f'{g.label}({g.nodes}n)')},L={length}}},\n"
                 )
-            out.append("},\n")
+            out.append(f"big={_largest(levels[level])},\n}},\n")
         out.append("},\n")
     out.append("},\n}\n")
     return "".join(out)
+
+
+def _largest(groups: Sequence[Group]) -> int:
+    """1-based index of the level's largest group (nodes, then GPUs; the first of equals), 0 when none."""
+    best = 0
+    for i, g in enumerate(groups, 1):
+        if best == 0 or (g.nodes, g.gpus) > (groups[best - 1].nodes, groups[best - 1].gpus):
+            best = i
+    return best
 
 
 def checksum(body: str) -> str:
@@ -95,6 +117,18 @@ def checksum(body: str) -> str:
     return f"adler32:{zlib.adler32(raw):08x}:{len(raw)}"
 
 
+LEGEND = """\
+-- Keys: default, partition_defaults, families: the policy. everywhere: the partition a name the data
+-- does not know counts as. known: every node feature. messages: text templates (policy/vocab.py).
+-- classes: node classes {f=features, g=GPUs, t=GPU type}. areas: --locality-regions names {f=features,
+-- r=regions}. places, ranges, bare: where each node is ({ng, zone, region} group features;
+-- "prefix/width"={first,last,place,...}; names without a number). partitions[p][level]: groups in the
+-- filter's order {f=feature, l=label, r/z=region/zone, n=nodes, g=GPUs, m=most GPUs on a node, k=rank,
+-- rf/zf=ancestor features, c={class,nodes,...}, s=display, L=bracket length through this group};
+-- big: index of the largest group.
+"""
+
+
 def render_filter_data(ctx: RenderContext) -> str:
     data = ctx.policy
     groups = sum(len(v) for levels in data.partitions.values() for v in levels.values())
@@ -102,5 +136,5 @@ def render_filter_data(ctx: RenderContext) -> str:
         f"submit-filter data: {len(data.partitions)} partitions, {groups} groups, {len(data.classes)} node "
         f"classes; read by job_submit/slurm_topo_filter.lua"
     )
-    body = header("slurm_topo_data.lua", ctx, summary, comment="--") + render_lua_table(data)
+    body = header("slurm_topo_data.lua", ctx, summary, comment="--") + LEGEND + render_lua_table(data)
     return f"-- slurm-topo-data {ctx.fingerprint}\n-- slurm-topo-checksum {checksum(body)}\n{body}"
