@@ -178,35 +178,26 @@ class _Loader(_base_loader()):  # type: ignore[misc]
 
 def _expanded_size(text: str, limit: int) -> None:
     """Raise ``yaml.YAMLError`` when aliases would expand the document past ``limit`` nodes (events only;
-    nothing is constructed)."""
+    nothing is constructed; constant work per event, whatever the nesting)."""
     anchors: dict[str, int] = {}
-    stack: list[tuple[str | None, int]] = []
-    total = 0
-
-    def add(n: int) -> None:
-        nonlocal total
-        if stack:
-            anchor, size = stack[-1]
-            stack[-1] = (anchor, size + n)
-        else:
-            total += n
-        if total + sum(size for _, size in stack) > limit:
-            raise yaml.YAMLError(f"aliases expand to more than {limit} YAML nodes")
-
+    starts: list[tuple[str | None, int]] = []  # open collections: (anchor, expanded count at their start)
+    expanded = 0
     for event in yaml.parse(text, Loader=_base_loader()):
         if isinstance(event, yaml.AliasEvent):
-            add(anchors.get(event.anchor or "", 1))
+            expanded += anchors.get(event.anchor or "", 1)
         elif isinstance(event, yaml.ScalarEvent):
+            expanded += 1
             if event.anchor:
                 anchors[event.anchor] = 1
-            add(1)
         elif isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
-            stack.append((event.anchor, 1))
+            starts.append((event.anchor, expanded))
+            expanded += 1
         elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
-            anchor, size = stack.pop()
+            anchor, start = starts.pop()
             if anchor:
-                anchors[anchor] = size
-            add(size)
+                anchors[anchor] = expanded - start
+        if expanded > limit:
+            raise yaml.YAMLError(f"aliases expand to more than {limit} YAML nodes")
 
 
 def load_yaml(text: str, *, max_nodes: int = MAX_YAML_NODES) -> Any:
