@@ -125,10 +125,10 @@ def _parts(p: _Prepared, level: int) -> tuple[_Part, ...] | None:
             rowmask[code] = rowmask[code & (code - 1)] | 1 << rows[low]
             rev[code] = rev[code & (code - 1)] | 1 << (n - 1 - rows[low])
         key = tuple((e << 20 << n) + r for e, r in zip(extra, rev, strict=True))
-        by_size = tuple(
-            tuple(sorted((c for c in range(1 << len(rows)) if c.bit_count() == j), key=lambda c: -key[c]))
-            for j in range(len(rows) + 1)
-        )
+        sized: list[list[int]] = [[] for _ in range(len(rows) + 1)]
+        for code in range(1 << len(rows)):
+            sized[code.bit_count()].append(code)
+        by_size = tuple(tuple(sorted(codes, key=key.__getitem__, reverse=True)) for codes in sized)
         out.append(_Part(sum(1 << r for r in rows), tuple(rows), tuple(extra), key, tuple(rowmask), by_size))
     result = tuple(out) if out is not None else None
     p.parts[level] = result
@@ -146,7 +146,9 @@ def _twins(weight: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
     for u in range(n):
         mask = 0
         for v in range(u + 1, n):
-            if all(weight[u][x] == weight[v][x] for x in range(n) if x != u and x != v):
+            ru, rv = list(weight[u]), list(weight[v])
+            ru[v] = rv[u] = 0  # the pair's own link does not matter (both diagonals are 0 already)
+            if ru == rv:
                 mask |= 1 << v
         out.append(mask)
     return tuple(out)
@@ -162,9 +164,11 @@ def _prepare(topo: GpuTopology, bandwidth: Mapping[str, float] | None) -> _Prepa
     position = {g: i for i, g in enumerate(topo.gpus)}
     if topo.matrix and (len(topo.matrix) != n or any(len(row) != n for row in topo.matrix)):
         raise InputError(f"{topo.source or 'topology'}: matrix is not {n}×{n}")
+    per_class = {
+        c: round(link_bandwidth(c, table) * 1000) for row in topo.matrix for c in set(row) if c != "X"
+    }
     weight = tuple(
-        tuple(0 if i == j else round(link_bandwidth(c, table) * 1000) for j, c in enumerate(row))
-        for i, row in enumerate(topo.matrix)
+        tuple(0 if i == j else per_class[c] for j, c in enumerate(row)) for i, row in enumerate(topo.matrix)
     )
     levels = tuple(
         sorted({w for i, row in enumerate(weight) for j, w in enumerate(row) if i != j}, reverse=True)
@@ -385,7 +389,7 @@ def _complete_levels(
 
 
 class _Search:
-    """Branch and bound for the best k-clique of one threshold graph (steps 2-3 of the module docstring)."""
+    """Branch and bound for the best k-clique of one threshold graph (step 3 of the module docstring)."""
 
     __slots__ = (
         "adj",
