@@ -24,7 +24,7 @@ LABELS = {FREE: "free", ALLOCATED: "allocated", DRAINED: "drained/down", UNKNOWN
 
 WIDTH = 1240
 MARGIN = 20
-CARD_W = 232
+CARD_W = 222
 CARD_GAP = 10
 PER_ROW = (WIDTH - 2 * MARGIN - 20 + CARD_GAP) // (CARD_W + CARD_GAP)
 SQ = 10

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..gpu.links import DEFAULT_BANDWIDTH, link_bandwidth
-from ..model import Node, natural_key
+from ..model import Node
 from .model import Fabric, node_gpus
 
 SEARCH_LEVELS = ("nvlink", "network_group", "zone", "region", "any")
@@ -47,14 +47,20 @@ def level_key(node: Node, level: str, domains: Mapping[str, str]) -> Key | None:
     return (loc.region, loc.zone, loc.network_group)
 
 
-def intra_quality(node: Node, gpus: int, cache: dict[int, tuple[int, ...]]) -> float:
+def intra_quality(node: Node, gpus: int, cache: dict[int, tuple[int, ...]], seen: dict[int, float]) -> float:
     """Higher is better: the slowest link among the GPUs a job would get on ``node`` (GB/s, the GPU link
-    table); a node without link data ranks as NVLink (the model's ``node`` level assumes it)."""
+    table); a node without link data ranks as NVLink (the model's ``node`` level assumes it). ``seen`` caches
+    per link table (the nodes of one hardware model share one)."""
     topo = node.gpu_topology
     if gpus < 2 or topo is None or not topo.has_links:
         return float("inf")
-    chosen = node_gpus(node, gpus, cache)
-    return min(link_bandwidth(topo.link(a, b), DEFAULT_BANDWIDTH) for a in chosen for b in chosen if a < b)
+    key = id(topo)
+    if key not in seen:
+        chosen = node_gpus(node, gpus, cache)
+        seen[key] = min(
+            link_bandwidth(topo.link(a, b), DEFAULT_BANDWIDTH) for a in chosen for b in chosen if a < b
+        )
+    return seen[key]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,8 +135,9 @@ def best_nodes(
     ]
     if len(nodes) < count or count < 1:
         return None
-    quality = {n.name: intra_quality(n, gpus, cache) for n in nodes}
-    nodes.sort(key=lambda n: (-quality[n.name], natural_key(n.name)))
+    seen: dict[int, float] = {}
+    quality = {n.name: intra_quality(n, gpus, cache, seen) for n in nodes}
+    nodes.sort(key=lambda n: -quality[n.name])  # stable: the fleet's own order (by name) within a quality
     domains = fabric.domains
     levels = [lvl for lvl in SEARCH_LEVELS if lvl != "nvlink" or domains]
     for i, level in enumerate(levels):

@@ -1,0 +1,94 @@
+"""The fleet picture (slurm_topo.svg, `slurm-topo show --svg`): well-formed, complete, bounded at scale.
+
+The browser check (headless Chromium, screenshots) is ``benchmarks/svg_screenshot.py``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from slurm_topo.capacity import NodeState, idle_states
+from slurm_topo.model import Inventory, Location, Node
+from slurm_topo.svg import CARDS_MAX, COLOURS, SQUARES_MAX, render_svg
+
+NS = "{http://www.w3.org/2000/svg}"
+REAL = Path(__file__).parent / "fixtures/real/slurm-22.05"
+
+
+def squares(svg: str) -> list[ET.Element]:
+    root = ET.fromstring(svg)
+    return [r for r in root.iter(f"{NS}rect") if r.find(f"{NS}title") is not None]
+
+
+def fleet(groups: int, per_group: int, zones: int = 2) -> Inventory:
+    nodes = [
+        Node(f"g{g:04d}n{i:03d}", Location("r1", f"r1-{'abcd'[g % zones]}", f"leaf{g:04d}"), gpus=8)
+        for g in range(groups)
+        for i in range(per_group)
+    ]
+    return Inventory(tuple(nodes))
+
+
+def test_one_square_per_node_coloured_by_state() -> None:
+    inv = fleet(3, 4)
+    states = idle_states(inv)
+    states["g0000n000"] = NodeState("g0000n000", "drained", 8, 0, "IDLE+DRAIN")
+    states["g0001n002"] = NodeState("g0001n002", "allocated", 8, 0, "ALLOCATED")
+    svg = render_svg(inv, states)
+    got = {r.find(f"{NS}title").text: r.get("fill") for r in squares(svg)}  # type: ignore[union-attr]
+    assert set(got) == {n.name for n in inv.nodes}
+    assert got["g0000n000"] == COLOURS["drained"] and got["g0001n002"] == COLOURS["allocated"]
+    assert sum(v == COLOURS["free"] for v in got.values()) == 10
+    assert "leaf0002" in svg and "region r1" in svg and "zone r1-a" in svg
+
+
+def test_large_groups_are_counts_and_many_groups_become_zones() -> None:
+    big = render_svg(fleet(2, SQUARES_MAX + 1), None)
+    assert squares(big) == [] and f"{SQUARES_MAX + 1} nodes" in big
+    many = render_svg(fleet(CARDS_MAX + 1, 1, zones=4), None)
+    root = ET.fromstring(many)
+    cards = [g for g in root.iter(f"{NS}g")]
+    assert len(cards) == 4 and "one card per zone" in many
+
+
+def test_ten_thousand_nodes_stay_bounded() -> None:
+    inv = fleet(313, 32)
+    svg = render_svg(inv, idle_states(inv))
+    root = ET.fromstring(svg)
+    assert sum(1 for _ in root.iter()) < 40_000
+    assert len(svg) < 3_000_000
+    assert f"{len(inv.nodes)} nodes" in svg
+
+
+def test_no_states_says_so_and_names_are_escaped() -> None:
+    inv = Inventory((Node("a&b", Location("r<1>", "z", "g'x"), gpus=1),))
+    svg = render_svg(inv, None, title="t<&>")
+    ET.fromstring(svg)  # well-formed despite the characters
+    assert "no node states given" in svg
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "slurm_topo", *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_show_svg_cli(tmp_path: Path) -> None:
+    out = tmp_path / "fleet.svg"
+    res = run(
+        "show", "-i", str(REAL / "inventory.yaml"), "--nodes-from", str(REAL / "scontrol-show-node-o.txt"),
+        "--svg", str(out),
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "svg: " in res.stdout and "with node states" in res.stdout and "fleet:" in res.stdout
+    root = ET.fromstring(out.read_text())
+    fills = [r.get("fill") for r in root.iter(f"{NS}rect") if r.find(f"{NS}title") is not None]
+    assert len(fills) == 12 and COLOURS["drained"] in fills and COLOURS["free"] in fills
+
+
+def test_show_svg_unwritable(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    res = run("show", "-i", str(REAL / "inventory.yaml"), "--svg", str(tmp_path / "file" / "x.svg"))
+    assert res.returncode == 4 and "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
