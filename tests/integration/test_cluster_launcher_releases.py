@@ -99,6 +99,13 @@ def test_the_release_runs_survives_reconfigure_and_down_leaves_nothing(slurm_rel
             assert again.returncode == 0, again.stderr
             assert again.stdout.strip() == str(rootfs)
             assert time.monotonic() - t0 < 15, "a cached root is reused, not rebuilt"
+            # jobs run inside the root, where the checkout's slurm-topo / gpulayer-srun are wrappers over it
+            for cmd, said in (
+                ("slurm-topo --version", "slurm-topo, version"),
+                ("gpulayer-srun --help", "usage:"),
+            ):
+                step = slurm.run(["timeout", "30", "srun", "-w", "v3", *cmd.split()], timeout=35)
+                assert said in step.stdout, step
         assert slurm.node_states() == {"v1": "idle", "v2": "idle", "v3": "idle"}
 
         job = slurm.submit("-w", "v1", "--gres=gpu:t4:2", "--wrap", "sleep 300")
