@@ -324,3 +324,21 @@ def test_best_is_never_worse(case) -> None:  # type: ignore[no-untyped-def]
     assert pred.best is not None and pred.slowdown is not None
     assert pred.best.seconds <= pred.current.seconds * (1 + 1e-9)
     assert pred.slowdown >= 1 - 1e-9
+
+
+def test_cross_rail_hop_counts_as_spine() -> None:
+    nodes = (Node("a", Location("r", "z", "g"), gpus=8), Node("b", Location("r", "z", "g"), gpus=8))
+    plain = Fabric.of(Inventory(nodes))
+    rails = Fabric.of(Inventory(nodes), rail_optimised=True)
+    assert ring_allreduce(plain, [("a", 0), ("b", 1)], 1e9, DEFAULT_TABLE)[1].level == "network_group"
+    assert ring_allreduce(rails, [("a", 0), ("b", 1)], 1e9, DEFAULT_TABLE)[1].level == "zone"
+    assert ring_allreduce(rails, [("a", 3), ("b", 3)], 1e9, DEFAULT_TABLE)[1].level == "network_group"
+    same = [("a", 0), ("a", 2), ("b", 0), ("b", 2)]
+    assert ring_allreduce(rails, same, 1e9, DEFAULT_TABLE)[1].level == "network_group"
+    differ = [("a", 0), ("a", 2), ("b", 1), ("b", 3)]
+    assert ring_allreduce(rails, differ, 1e9, DEFAULT_TABLE)[1].level == "zone"
+    # gpulayer-srun's layout keeps each DP ring on one rail: same cost with and without the rule
+    spec = PlanSpec(tp=2, allreduce_bytes=1e10)
+    assert (
+        score_placement(rails, ["a", "b"], spec).seconds == score_placement(plain, ["a", "b"], spec).seconds
+    )

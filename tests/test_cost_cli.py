@@ -147,3 +147,13 @@ def test_bad_links_file(fleet: tuple[str, str], tmp_path: Path) -> None:
     bad.write_text("links:\n  zone: {bandwidth: 80}\n")
     out = run("cost", "-i", inv, "--links", str(bad), "--nodes", "a1", "--allreduce-bytes", "1G")
     assert out.returncode == 2 and "zone bandwidth (80) is above network_group" in out.stderr
+
+
+@pytest.mark.xfail(
+    strict=True, reason="inventory.py does not accept a top-level links: key yet (hook pending); remove then"
+)
+def test_links_in_the_inventory(tmp_path: Path) -> None:
+    (tmp_path / "fleet.yaml").write_text(FLEET + LINKS)
+    out = run("cost", "-i", str(tmp_path / "fleet.yaml"), "--nodes", "n[1-8]", "--allreduce-bytes", "1e10")
+    assert out.returncode == 0, out.stderr
+    assert "0.3500 s" in out.stdout

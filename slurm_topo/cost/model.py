@@ -44,14 +44,22 @@ Position = tuple[str, int]
 @dataclass(frozen=True)
 class Fabric:
     """What the model needs to know about the fleet: each node (location, GPUs, link data) and, where known,
-    the multi-node NVLink domain of a node (an NVL72 rack: two nodes of one domain meet at ``nvlink``)."""
+    the multi-node NVLink domain of a node (an NVL72 rack: two nodes of one domain meet at ``nvlink``).
+
+    ``rail_optimised``: GPU ``k`` of every node reaches its leaf through NIC ``k`` on rail ``k`` (DGX
+    SuperPOD), so a hop between two nodes of one network group on different local GPU indices crosses rails
+    through the spine and counts as a ``zone`` hop (NCCL keeps a ring on one rail only when every node uses
+    the same GPUs)."""
 
     nodes: Mapping[str, Node]
     domains: Mapping[str, str] = field(default_factory=dict)
+    rail_optimised: bool = False
 
     @classmethod
-    def of(cls, inventory: Inventory, domains: Mapping[str, str] | None = None) -> Fabric:
-        return cls({n.name: n for n in inventory.nodes}, dict(domains or {}))
+    def of(
+        cls, inventory: Inventory, domains: Mapping[str, str] | None = None, rail_optimised: bool = False
+    ) -> Fabric:
+        return cls({n.name: n for n in inventory.nodes}, dict(domains or {}), rail_optimised)
 
     def node(self, name: str) -> Node:
         try:
@@ -91,9 +99,13 @@ def gpu_level(topo: GpuTopology | None, i: int, j: int) -> str:
 
 
 def pair_level(fabric: Fabric, a: Position, b: Position) -> str:
+    """The level of one point-to-point hop (a rail-optimised fabric: different local GPUs cross rails)."""
     if a[0] == b[0]:
         return gpu_level(fabric.node(a[0]).gpu_topology, a[1], b[1])
-    return network_level(fabric.node(a[0]), fabric.node(b[0]), fabric.domains)
+    level = network_level(fabric.node(a[0]), fabric.node(b[0]), fabric.domains)
+    if fabric.rail_optimised and level == "network_group" and a[1] != b[1]:
+        return "zone"  # across rails: through the spine
+    return level
 
 
 # ---- collectives
@@ -127,10 +139,28 @@ def ring_allreduce_seconds(p: int, nbytes: float, link: Link) -> float:
 
 
 def ring_levels(fabric: Fabric, ring: Sequence[Position]) -> list[str]:
-    """The level of every hop of a ring in the given order (last back to first)."""
+    """The level of every hop of a ring (last back to first), built as NCCL builds one: through all the
+    ring's GPUs of a node one after the other, nodes in the order they first appear. On a rail-optimised
+    fabric the ring stays on one rail only when every node takes part with the same local GPUs; otherwise
+    its hops between nodes of one network group cross rails (``zone``)."""
     if len(ring) < 2:
         return []
-    return [pair_level(fabric, ring[k], ring[(k + 1) % len(ring)]) for k in range(len(ring))]
+    per_node: dict[str, list[int]] = {}
+    for node, gpu in ring:
+        per_node.setdefault(node, []).append(gpu)
+    ordered = [(node, gpu) for node, gpus in per_node.items() for gpu in sorted(gpus)]
+    same_rails = len({tuple(sorted(g)) for g in per_node.values()}) == 1
+    levels = []
+    for k, a in enumerate(ordered):
+        b = ordered[(k + 1) % len(ordered)]
+        if a[0] == b[0]:
+            levels.append(gpu_level(fabric.node(a[0]).gpu_topology, a[1], b[1]))
+            continue
+        level = network_level(fabric.node(a[0]), fabric.node(b[0]), fabric.domains)
+        if fabric.rail_optimised and level == "network_group" and not same_rails:
+            level = "zone"  # across rails: through the spine
+        levels.append(level)
+    return levels
 
 
 def ring_allreduce(
