@@ -40,7 +40,7 @@ from slurm_topo.apply import (
     rollback,
     run_apply,
 )
-from slurm_topo.apply.prove import Proof, probe_conf
+from slurm_topo.apply.prove import Proof, ThrowawayController, probe_conf
 from slurm_topo.errors import CommandError, ExitCode
 from slurm_topo.inventory import load_inventory_file, merge
 from slurm_topo.render import render_all
@@ -719,3 +719,15 @@ def test_the_throwaway_controller_gets_private_paths_and_nothing_it_could_reach(
     assert not any(k.startswith(("accountingstorage", "jobcomp", "resume")) for k in keys)
     assert "Include /tmp/p/slurm-topo-nodes.conf" in out and "include /other/parts.conf" in out
     assert "Include nodes2.conf" in out and "PartitionName=p Nodes=ALL" in out and "ClusterName=c" in out
+
+
+def test_a_slurmctld_of_another_release_is_not_asked(tmp_path: Path) -> None:
+    """The throwaway controller proves a set only with the controller's own release (--slurm-version)."""
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "slurm.conf").write_text("ClusterName=c\n")
+    prover = ThrowawayController(expect=(99, 1))
+    proof = prover.prove(etc, {}, 5)
+    assert proof.verdict == "skipped" and "not proven by Slurm" in proof.how
+    if prover.slurmctld and prover.unshare and os.geteuid() == 0:
+        assert "the controller runs 99.01" in proof.how, proof

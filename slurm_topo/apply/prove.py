@@ -52,8 +52,9 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from .. import hostlist
-from ..errors import SlurmTopoError
+from ..errors import InputError, SlurmTopoError
 from ..slurmconf import logical_lines, split_pairs
+from ..version import parse_slurm_version
 
 ACCEPTED_MARK = "Running as primary controller"
 """Logged by slurmctld right after read_slurm_conf() succeeded (22.05 … 26.05)."""
@@ -106,8 +107,9 @@ class Prover(Protocol):
 
 def prover_for(version: tuple[int, int] | None) -> Prover:
     """The best proof the release offers: a throwaway controller on every supported one (see the module
-    docstring's table; no release up to 26.05 has a configuration-test mode)."""
-    return ThrowawayController()
+    docstring's table; no release up to 26.05 has a configuration-test mode). With ``version`` known, a
+    slurmctld of another release on this host proves nothing and is not asked."""
+    return ThrowawayController(expect=version)
 
 
 def probe_conf(text: str, slurm_dir: Path, copy_dir: Path, hostname: str) -> str:
@@ -146,7 +148,14 @@ def _redirect_include(line: str, slurm_dir: Path, copy_dir: Path) -> str:
 class ThrowawayController:
     """A slurmctld of our own, in its own network namespace, on a private copy of the set (module doc)."""
 
-    def __init__(self, slurmctld: str | None = None, unshare: str | None = None):
+    def __init__(
+        self,
+        slurmctld: str | None = None,
+        unshare: str | None = None,
+        expect: tuple[int, int] | None = None,
+    ):
+        self.expect = expect
+        """The running controller's release: a slurmctld of another one here is not asked."""
         self.slurmctld = (
             slurmctld
             or shutil.which("slurmctld")
@@ -164,6 +173,15 @@ class ThrowawayController:
             return Proof("skipped", "slurmctld or unshare not found on this host: not proven by Slurm")
         if os.geteuid() != 0:
             return Proof("skipped", "not root (a network namespace is needed): not proven by Slurm")
+        if self.expect is not None:
+            here = _binary_version(self.slurmctld)
+            if here != self.expect:
+                shown = "unknown" if here is None else f"{here[0]}.{here[1]:02d}"
+                return Proof(
+                    "skipped",
+                    f"{self.slurmctld} is Slurm {shown}, the controller runs "
+                    f"{self.expect[0]}.{self.expect[1]:02d}: not proven by Slurm",
+                )
         copy_dir = Path(tempfile.mkdtemp(prefix="slurm-topo-prove-"))
         try:
             self._populate(slurm_dir, copy_dir, staged)
@@ -311,6 +329,15 @@ def _is_ip(name: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _binary_version(slurmctld: str) -> tuple[int, int] | None:
+    """``slurmctld -V`` → (major, minor), None when it does not say."""
+    try:
+        out = subprocess.run([slurmctld, "-V"], capture_output=True, text=True, timeout=10, check=False)
+        return parse_slurm_version(out.stdout)
+    except (OSError, subprocess.TimeoutExpired, InputError):
+        return None
 
 
 def _first_executable(*paths: str) -> str | None:
