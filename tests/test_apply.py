@@ -709,6 +709,7 @@ def test_the_throwaway_controller_gets_private_paths_and_nothing_it_could_reach(
         "SlurmUser=slurm\nAccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=db\n"
         "JobCompType=jobcomp/elasticsearch\nResumeProgram=/usr/bin/resume\n  slurmctldpidfile = /run/x.pid\n"
         "Include /etc/slurm/slurm-topo-nodes.conf\ninclude /other/parts.conf\nInclude nodes2.conf\n"
+        "Include conf.d/*.conf\n"
         "PartitionName=p Nodes=ALL\n"
     )
     out = probe_conf(text, live, Path("/tmp/p"), "here")
@@ -719,6 +720,7 @@ def test_the_throwaway_controller_gets_private_paths_and_nothing_it_could_reach(
     assert not any(k.startswith(("accountingstorage", "jobcomp", "resume")) for k in keys)
     assert "Include /tmp/p/slurm-topo-nodes.conf" in out and "include /other/parts.conf" in out
     assert "Include nodes2.conf" in out and "PartitionName=p Nodes=ALL" in out and "ClusterName=c" in out
+    assert "Include /etc/slurm/conf.d/*.conf" in out
 
 
 def test_a_slurmctld_of_another_release_is_not_asked(tmp_path: Path) -> None:

@@ -114,7 +114,8 @@ def prover_for(version: tuple[int, int] | None) -> Prover:
 
 def probe_conf(text: str, slurm_dir: Path, copy_dir: Path, hostname: str) -> str:
     """``slurm.conf`` text for the throwaway controller: private paths, this host, nothing it could reach
-    or run; ``Include`` lines that name ``slurm_dir`` point into the copy."""
+    or run; ``Include`` lines that name a file of ``slurm_dir`` point into the copy, relative ones below it
+    (or patterns) to the live directory."""
     out = []
     for line in text.splitlines():
         m = _KEY_RE.match(line)
@@ -142,6 +143,9 @@ def _redirect_include(line: str, slurm_dir: Path, copy_dir: Path) -> str:
     target = Path(m.group(2))
     if target.is_absolute() and target.parent == slurm_dir:
         return f"{m.group(1)}{copy_dir / target.name}{m.group(3)}"
+    if not target.is_absolute() and ("/" in m.group(2) or any(c in m.group(2) for c in "*?[")):
+        # only the directory's own files are copied: a relative path below it (or a pattern) stays live
+        return f"{m.group(1)}{slurm_dir / target}{m.group(3)}"
     return line
 
 
