@@ -700,12 +700,18 @@ def _invoke(argv: list[str] | None) -> None:
 
 def _links_table(inventories: tuple[str, ...], links_file: str | None):  # type: ignore[no-untyped-def]
     """The link constants: defaults, then the inventories' ``links:`` mappings, then ``--links FILE``."""
+    import re
+
     from .cost import DEFAULT_TABLE, parse_links
     from .inventory import load_yaml
 
     table, given = DEFAULT_TABLE, None
     for path in (*inventories, *([links_file] if links_file else [])):
-        doc = load_yaml(read_input(path))
+        text = read_input(path)
+        has_links = re.search(r"(^|[{,])\s*[\"']?links[\"']?\s*:", text, re.MULTILINE)
+        if path != links_file and not has_links:
+            continue  # no top-level links: (parsing a large inventory twice costs seconds)
+        doc = load_yaml(text)
         raw = doc.get("links") if isinstance(doc, dict) else None
         if path == links_file and isinstance(doc, dict) and "links" not in doc:
             raw = doc  # a file holding the mapping itself
