@@ -118,6 +118,7 @@ _GRES_ITEM_RE = re.compile(
     r"^[A-Za-z][A-Za-z0-9_]{0,63}(?::[A-Za-z0-9_.-]{1,64})?(?::no_consume)?(?::(?P<count>\d{1,19})[KMGTP]?)?\Z"
 )
 _STATES = frozenset(SLURM_NODE_STATES)
+_DIGITS_AT_BRACKET = re.compile(r"\d\[|\]\d|\d{20}")
 MAX_YAML_NODES = 1_000_000
 """At most this many YAML nodes after alias expansion (a "billion laughs" document is refused unexpanded)."""
 _SHORT = reprlib.Repr()
@@ -283,10 +284,13 @@ class _Entry:
             names = hostlist.expand(expr)
         except HostlistError as exc:
             raise self.fail("name", exc.reason, expr) from None
+        # A name's digit runs are the expression's own unless digits touch a bracket (n9[99]): only then, or
+        # when the expression itself has a 20-digit run, is every name checked.
+        long_numbers = _DIGITS_AT_BRACKET.search(expr) is not None or oversized_number(expr) is not None
         for name in names:
             if not NODE_NAME_RE.match(name):
                 raise self.fail("name", "node names must be 1-64 characters from [A-Za-z0-9._-]", name)
-            if (run := oversized_number(name)) is not None:
+            if long_numbers and (run := oversized_number(name)) is not None:
                 raise self.fail(
                     "name", f"number {run[:24]} is too large for Slurm's hostlist (max 2**64-2)", name
                 )
@@ -448,7 +452,7 @@ class _Entry:
                     raise self.fail(f"slurm.{key}", f"has {len(values)} values for {count} nodes", value)
             else:
                 values = [value] * count
-            for v in values:
+            for v in dict.fromkeys(values):  # each distinct value once
                 if not _SLURM_VALUE_RE.match(v) or (key in SLURM_INT_KEYS and not v.isdigit()):
                     raise self.fail(f"slurm.{key}", "not a valid value for a NodeName= line", v)
                 self.slurm_value(key, v)

@@ -139,6 +139,8 @@ def is_level_feature(feature: str) -> bool:
 def oversized_number(name: str) -> str | None:
     """The first digit run in ``name`` that Slurm's hostlist would misread (over ``SLURM_MAX_SUFFIX``), else
     None."""
+    if len(name) < 20:  # fast path: no room for a 20-digit run
+        return None
     for match in _DIGITS.finditer(name):
         run = match.group()
         if len(run.lstrip("0")) >= 20 and int(run) > SLURM_MAX_SUFFIX:

@@ -42,9 +42,14 @@ def node_attributes(node: Node, location_features: tuple[str, ...]) -> str:
 
 def render_nodes_conf(ctx: RenderContext) -> str:
     lines: dict[str, list[str]] = {}
+    seen: dict[tuple[object, ...], str] = {}  # nodes of one rack share their attributes: format them once
     for node in ctx.inventory.nodes:
         features = ctx.topology.node_features[node.name] + ctx.policy.bucket_features.get(node.name, ())
-        lines.setdefault(node_attributes(node, features), []).append(node.name)
+        key = (node.slurm, node.features, node.gpus, node.gpu_type, features)
+        attrs = seen.get(key)
+        if attrs is None:
+            attrs = seen[key] = node_attributes(node, features)
+        lines.setdefault(attrs, []).append(node.name)
     rows = sorted(((names, attrs) for attrs, names in lines.items()), key=lambda row: natural_key(row[0][0]))
     summary = f"{len(ctx.inventory.nodes)} nodes on {len(rows)} NodeName= lines; Include it from slurm.conf"
     out = [header("slurm-topo-nodes.conf", ctx, summary)]
