@@ -769,7 +769,8 @@ def _cost_text(prediction, spec) -> str:  # type: ignore[no-untyped-def]
         lines.append("best placement: none (the fleet has no other room for this shape)")
     else:
         lines.append(
-            f"best placement on the idle fleet: {compress(best.nodes)} (one {prediction.best_level}): "
+            f"best placement on the idle fleet: {compress(best.nodes)} "
+            f"(one {(prediction.best_level or '').replace('_', ' ')}): "
             f"{_seconds(best.seconds)}"
         )
         if prediction.slowdown is not None:

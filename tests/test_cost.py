@@ -17,11 +17,13 @@ from slurm_topo.cost import (
     Link,
     PlanSpec,
     best_nodes,
+    describe,
     parse_bytes,
     parse_links,
     parse_plan,
     place_ranks,
     predict,
+    predict_job,
     ring_allreduce,
     ring_allreduce_seconds,
     score_placement,
@@ -342,3 +344,21 @@ def test_cross_rail_hop_counts_as_spine() -> None:
     assert (
         score_placement(rails, ["a", "b"], spec).seconds == score_placement(plain, ["a", "b"], spec).seconds
     )
+
+
+def test_predict_job_and_describe_for_explain() -> None:
+    specs = [(f"a{i}", "r", "z1", "g1", 8) for i in range(4)] + [
+        (f"b{i}", "r", "z2", "g2", 8) for i in range(4)
+    ]
+    fabric = fleet(*specs)
+    spec = PlanSpec(tp=8, allreduce_bytes=1e10)
+    idle, now = predict_job(fabric, ["a0", "b0"], spec, free_now={"a1", "b1"})
+    assert idle.best_level == "network_group" and idle.slowdown is not None and idle.slowdown > 3
+    assert now is not None and now.best is not None
+    assert now.slowdown is not None and now.slowdown > 3  # a0+a1 (own node + a free one) is one leaf
+    assert set(now.best.nodes) <= {"a0", "a1", "b0", "b1"}
+    lines = describe(idle, now)
+    assert lines[0].startswith("predicted communication: ") and "bottleneck: dp at region" in lines[0]
+    assert any(line.startswith("best placement on an idle fleet:") and "% slower" in line for line in lines)
+    assert any(line.startswith("best placement free right now:") for line in lines)
+    assert predict_job(fabric, ["a0", "b0"], spec)[1] is None

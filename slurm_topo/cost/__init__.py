@@ -11,7 +11,7 @@ same shape among eligible nodes (the idle fleet by default), and the slowdown.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from ..model import Node
@@ -56,7 +56,9 @@ __all__ = [
     "parse_plan",
     "gpus_per_node",
     "place_ranks",
+    "describe",
     "predict",
+    "predict_job",
     "ring_allreduce",
     "ring_allreduce_seconds",
     "score_placement",
@@ -109,3 +111,47 @@ def predict(
     if best.seconds > current.seconds:  # the placement itself is the best there is
         return Prediction(current, current, found.level)
     return Prediction(current, best, found.level)
+
+
+def predict_job(
+    fabric: Fabric,
+    nodes: Sequence[str],
+    spec: PlanSpec,
+    table: LinkTable = DEFAULT_TABLE,
+    free_now: Collection[str] | None = None,
+) -> tuple[Prediction, Prediction | None]:
+    """For ``explain``: the job's placement against the best on the idle fleet, and against the best among
+    the nodes free now plus the job's own (None without ``free_now``, e.g. node states unknown)."""
+    idle = predict(fabric, nodes, spec, table)
+    if free_now is None:
+        return idle, None
+    allowed = set(free_now) | set(nodes)
+    return idle, predict(fabric, nodes, spec, table, eligible=lambda n: n.name in allowed)
+
+
+def _level_words(level: str | None) -> str:
+    return {"node": "one node", "nvlink": "one NVLink domain"}.get(
+        level or "", f"one {level or '?'}"
+    ).replace("_", " ")
+
+
+def describe(idle: Prediction, now: Prediction | None = None) -> list[str]:
+    """Lines for ``explain``: predicted seconds per step, the best placements and the slowdown in %."""
+    cur = idle.current
+    top = cur.bottleneck
+    lines = [
+        f"predicted communication: {cur.seconds:.4g} s per step"
+        + (f" (bottleneck: {top.kind} at {top.level.replace('_', ' ')})" if top else "")
+    ]
+    for label, pred in (("on an idle fleet", idle), ("free right now", now)):
+        if pred is None:
+            continue
+        if pred.best is None or pred.slowdown is None:
+            lines.append(f"best placement {label}: none of this shape")
+            continue
+        lines.append(
+            f"best placement {label}: {pred.best.seconds:.4g} s per step ({_level_words(pred.best_level)}); "
+            f"this placement is {(pred.slowdown - 1) * 100:.0f} % slower"
+        )
+    lines += [f"note: {n}" for n in cur.notes]
+    return lines
