@@ -120,6 +120,7 @@ def main() -> int:
     ap.add_argument("--out", help="Folder for the SVGs and PNGs (default: a new temporary folder).")
     ap.add_argument("--chromium", default=shutil.which("chromium") or "chromium")
     ap.add_argument("--max-height", type=int, default=4000, help="Screenshot at most this many pixels high.")
+    ap.add_argument("--results", help="Also write the lines as Markdown to this file (with the command).")
     args = ap.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="slurm-topo-svg-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -129,6 +130,7 @@ def main() -> int:
         ("synthetic-10k", inv10k, nodes10k),
     ]
     failed = 0
+    report: list[str] = []
     for name, inventory, nodes in cases:
         svg, png = out / f"{name}.svg", out / f"{name}.png"
         t0 = time.perf_counter()
@@ -145,10 +147,20 @@ def main() -> int:
         legend = {bytes.fromhex(c) for c in ("2b8a3e", "1c5fb8", "e8590c")}
         ok = width == 1240 and got_height == height and len(seen) > 8 and legend <= seen
         failed += not ok
-        print(
+        report.append(
             f"{'ok  ' if ok else 'FAIL'} {name}: svg {svg.stat().st_size // 1024} KiB in {rendered:.2f} s "
             f"(show, end to end); png {width}x{got_height}, {len(seen)} colours sampled, "
             f"legend colours {'all' if legend <= seen else 'missing'}: {png}"
+        )
+        print(report[-1])
+    if args.results:
+        version = subprocess.run([args.chromium, "--version"], capture_output=True, text=True, check=False)
+        Path(args.results).write_text(
+            "# SVG picture in a real browser\n\n"
+            f"Command: `python benchmarks/svg_screenshot.py {' '.join(sys.argv[1:])}`\n\n"
+            f"Browser: {version.stdout.strip() or args.chromium}, headless; "
+            f"{time.strftime('%Y-%m-%d', time.gmtime())}.\n\n"
+            + "".join(f"- {line.split(': ' + str(out))[0]}\n" for line in report)
         )
     return 1 if failed else 0
 

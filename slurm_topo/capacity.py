@@ -147,11 +147,16 @@ def parse_shape(text: str) -> tuple[int, int]:
 
 def max_jobs(slots: Sequence[int], nodes: int) -> int:
     """The most jobs of ``nodes`` distinct nodes each when node ``i`` can host ``slots[i]`` of them: the
-    largest ``j`` with ``Σ min(slots_i, j) >= j·nodes`` (binary search)."""
+    largest ``j`` with ``Σ min(slots_i, j) >= j·nodes`` (binary search over a histogram of the slot counts:
+    fleets have few distinct ones)."""
+    hist: dict[int, int] = {}
+    for s in slots:
+        hist[s] = hist.get(s, 0) + 1
+    items = list(hist.items())
     lo, hi = 0, sum(slots) // nodes
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if sum(min(s, mid) for s in slots) >= mid * nodes:
+        if sum(c * min(s, mid) for s, c in items) >= mid * nodes:
             lo = mid
         else:
             hi = mid - 1

@@ -125,19 +125,29 @@ def best_nodes(
     """The tightest ``count`` nodes with at least ``gpus`` GPUs each (and ``gpu_type`` when given) among
     ``pool`` (default: the whole fleet) that pass ``eligible`` (default: all, the idle fleet); None when the
     fleet has fewer."""
-    cache: dict[int, tuple[int, ...]] = {}
-    nodes = [
-        n
-        for n in (pool if pool is not None else fabric.nodes.values())
-        if (n.gpus or 0) >= gpus
-        and (gpu_type is None or n.gpu_type == gpu_type)
-        and (eligible is None or eligible(n))
-    ]
-    if len(nodes) < count or count < 1:
+    if count < 1:
         return None
+    cache: dict[int, tuple[int, ...]] = {}
     seen: dict[int, float] = {}
-    quality = {n.name: intra_quality(n, gpus, cache, seen) for n in nodes}
-    nodes.sort(key=lambda n: -quality[n.name])  # stable: the fleet's own order (by name) within a quality
+    by_topo: dict[int, float] = {}  # id(link table) -> quality: computed once per hardware model
+    buckets: dict[float, list[Node]] = {}
+    for n in pool if pool is not None else fabric.nodes.values():
+        if (n.gpus or 0) < gpus or (gpu_type is not None and n.gpu_type != gpu_type):
+            continue
+        if eligible is not None and not eligible(n):
+            continue
+        q = by_topo.get(id(n.gpu_topology))
+        if q is None:
+            q = by_topo[id(n.gpu_topology)] = intra_quality(n, gpus, cache, seen)
+        buckets.setdefault(q, []).append(n)
+    # best intra-node links first; the fleet's own order (by name) within a quality
+    nodes = [n for q in sorted(buckets, reverse=True) for n in buckets[q]]
+    if len(nodes) < count:
+        return None
+
+    def quality(node: Node) -> float:
+        return by_topo[id(node.gpu_topology)]
+
     domains = fabric.domains
     levels = [lvl for lvl in SEARCH_LEVELS if lvl != "nvlink" or domains]
     for i, level in enumerate(levels):
@@ -155,7 +165,7 @@ def best_nodes(
                 big,
                 key=lambda kv: (
                     _spread(kv[1], count, below[0], domains),
-                    -min(quality[n.name] for n in kv[1][:count]),
+                    -quality(kv[1][count - 1]),  # members go best first: the worst one taken
                     kv[0],
                 ),
             )
