@@ -362,3 +362,15 @@ def test_predict_job_and_describe_for_explain() -> None:
     assert any(line.startswith("best placement on an idle fleet:") and "% slower" in line for line in lines)
     assert any(line.startswith("best placement free right now:") for line in lines)
     assert predict_job(fabric, ["a0", "b0"], spec)[1] is None
+
+
+def test_span_level() -> None:
+    from slurm_topo.cost import span_level
+
+    fabric = fleet(
+        ("a", "r", "z", "g", 1), ("b", "r", "z", "g", 1), ("c", "r", "z2", "h", 1), ("d", None, None, None, 1)
+    )
+    assert span_level(fabric, ["a"]) == "node"
+    assert span_level(fabric, ["a", "b"]) == "network_group"
+    assert span_level(fabric, ["a", "b", "c"]) == "region"
+    assert span_level(fabric, ["a", "d"]) == "any"

@@ -63,6 +63,7 @@ __all__ = [
     "ring_allreduce_seconds",
     "score_placement",
     "score_ranks",
+    "span_level",
 ]
 
 
@@ -82,6 +83,16 @@ class Prediction:
         if self.best.seconds == 0:
             return 1.0 if self.current.seconds == 0 else None
         return self.current.seconds / self.best.seconds
+
+
+def span_level(fabric: Fabric, nodes: Sequence[str]) -> str:
+    """The level all of ``nodes`` share: ``node`` for one node, else the widest level between the first and
+    any other (``network_group``, ``zone``, ``region``, ``any``; ``nvlink`` for one NVLink domain)."""
+    if len(set(nodes)) <= 1:
+        return "node"
+    first = fabric.node(nodes[0])
+    levels = {network_level(first, fabric.node(n), fabric.domains) for n in nodes[1:] if n != nodes[0]}
+    return max(levels, key=LINK_LEVELS.index)
 
 
 def predict(
@@ -109,7 +120,7 @@ def predict(
     )
     best = score_placement(fabric, found.nodes, fixed, table, cache)
     if best.seconds > current.seconds:  # the placement itself is the best there is
-        return Prediction(current, current, found.level)
+        return Prediction(current, current, span_level(fabric, nodes))
     return Prediction(current, best, found.level)
 
 
