@@ -33,9 +33,28 @@ HW = {
 }
 
 
+def sixteen_gpu_capture(path: Path) -> Path:
+    """A `topo -m`-shaped capture of 16 GPUs: two DGX-1 V100 hybrid cube-meshes (the real capture's GPU block)
+    joined by SYS, one per 8-core socket."""
+    from slurm_topo.gpu.topo import parse_topo_matrix
+
+    real = REPO / "tests" / "fixtures" / "real" / "topo" / "dgx1-v100-8gpu-hybridcube-1nic-oneflow.txt"
+    cube = parse_topo_matrix(real.read_text()).matrix
+    head = "\t" + "\t".join(f"GPU{i}" for i in range(16)) + "\tCPU Affinity\tNUMA Affinity\n"
+    rows = [
+        f"GPU{i}\t"
+        + "\t".join(" X " if i == j else cube[i % 8][j % 8] if i // 8 == j // 8 else "SYS" for j in range(16))
+        + f"\t{'0-7' if i < 8 else '8-15'}\t{i // 8}\n"
+        for i in range(16)
+    ]
+    path.write_text(head + "".join(rows))
+    return path
+
+
 @pytest.fixture(scope="module")
-def gpu_cluster(scratch_cluster) -> Iterator[slurmctl.Slurm]:  # type: ignore[no-untyped-def]
-    """A small cluster whose gres.conf is the generator's, from a topo -m capture."""
+def gpu_cluster(scratch_cluster, tmp_path_factory) -> Iterator[slurmctl.Slurm]:  # type: ignore[no-untyped-def]
+    """A small cluster whose gres.conf is the generator's, from topo -m captures (8- and 16-GPU nodes)."""
+    x16 = sixteen_gpu_capture(tmp_path_factory.mktemp("x16") / "two-cubes-16gpu.txt")
     with scratch_cluster(
         "gres",
         {
@@ -56,8 +75,17 @@ def gpu_cluster(scratch_cluster) -> Iterator[slurmctl.Slurm]:  # type: ignore[no
                     "gpu_topology": str(HGX_CAPTURE),
                     "slurm": HGX_HW,
                 },
+                {
+                    "name": "x16",
+                    "region": "r1",
+                    "zone": "r1-a",
+                    "gpu_type": "v100",
+                    "gpu_topology": str(x16),
+                    "slurm": HW,
+                },
             ]
         },
+        nodes_max=5,
     ) as cluster:
         yield cluster.slurm
 
@@ -118,6 +146,20 @@ def test_even_odd_numbered_hgx_gets_each_socket_s_cores(gpu_cluster: slurmctl.Sl
     for index, line in parsed.items():
         want = "Cores=0-55" if index < 4 else "Cores=56-111"
         assert want in line, line
+
+
+def test_sixteen_gpu_node_starts_and_runs_a_sixteen_gpu_job(gpu_cluster: slurmctl.Slurm) -> None:
+    """A 16-GPU node from a generated gres.conf comes up IDLE with gpu:v100:16 (the launcher makes
+    nvidia0-15), slurmd parses 16 lines with each cube's socket cores, and a 16-GPU job gets IDX 0-15."""
+    node = gpu_cluster.out("scontrol", "show", "node", "x16")
+    assert "Gres=gpu:v100:16" in node and "State=IDLE" in node, node
+    parsed = _slurmd_gres(gpu_cluster, "x16")
+    assert sorted(parsed) == list(range(16)), parsed
+    assert all(("Cores=0-7" if i < 8 else "Cores=8-15") in line for i, line in parsed.items()), parsed
+    job = gpu_cluster.submit("-w", "x16", "--gres=gpu:16", "-n1", "--wrap", "sleep 300")
+    gpu_cluster.wait_state(job, "RUNNING")
+    assert gpu_cluster.allocation_of(job).gpus["x16"] == tuple(range(16))
+    gpu_cluster.quiesce()
 
 
 def test_four_gpu_job_stays_in_the_free_island(gpu_cluster: slurmctl.Slurm) -> None:
