@@ -152,7 +152,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_terminal_summary(terminalreporter: object) -> None:
     if _NOT_FOR_VERSION:
         write = terminalreporter.write_line  # type: ignore[attr-defined]
-        write(f"not run on this Slurm by design (slurm_min), {len(_NOT_FOR_VERSION)} tests:")
+        write(f"not run on this Slurm by design (slurm_min), {len(_NOT_FOR_VERSION)} test(s):")
         for line in _NOT_FOR_VERSION:
             write(f"  {line}")
 

@@ -134,3 +134,38 @@ def test_the_release_runs_survives_reconfigure_and_down_leaves_nothing(slurm_rel
     assert left_mounts == []
     if rootfs is not None:
         assert written_since_built(rootfs) == [], "the cached root is only read"
+
+
+def daemon_pids(base: Path) -> dict[int, str]:
+    """pid -> basename(argv[0]) of the cluster's slurmctld and slurmd processes."""
+    out = {}
+    for pid in slurmctl.cluster_pids(base):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                name = os.path.basename(f.read().split(b"\0")[0].decode())
+        except OSError:
+            continue
+        if name in ("slurmctld", "slurmd"):
+            out[pid] = name
+    return out
+
+
+@pytest.mark.slurm_min("23.11", reason="scontrol reconfigure re-executes the daemons from Slurm 23.11 on")
+def test_reconfigure_re_executes_the_daemons_in_place(scratch_cluster) -> None:  # type: ignore[no-untyped-def]
+    """Each daemon logs that it started once more, keeps its pid (exec in place: the launcher's tag and `down`
+    still find it) and its name; the nodes come back with their GPUs."""
+    with scratch_cluster("reexec", {"nodes": FLEET["nodes"][:1]}) as cluster:
+        slurm, base = cluster.slurm, cluster.base
+        logs = [base / "log" / "slurmctld.log", *(base / "log" / f"slurmd-{n}.log" for n in cluster.nodes)]
+        started = {log: log.read_text().count(" started") for log in logs}
+        before = daemon_pids(base)
+        slurm.reconfigure(cluster.version, timeout=60)
+        end = time.monotonic() + 30
+        while time.monotonic() < end and any(
+            log.read_text().count(" started") <= started[log] for log in logs
+        ):
+            time.sleep(0.2)
+        assert all(log.read_text().count(" started") > started[log] for log in logs), "no re-exec logged"
+        assert daemon_pids(base) == before
+        slurm.quiesce()
+        assert re.search(r"^v1 gpu:t4:2\b", slurm.out("sinfo", "-h", "-N", "-o", "%N %G"), re.M)
