@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from slurm_topo import InventoryError, Location, Source, merge, parse_inventory
-from slurm_topo.inventory import region_of_zone, with_slurm_nodes
+from slurm_topo.inventory import load_inventories, region_of_zone, with_slurm_nodes
 from slurm_topo.slurmconf import parse_scontrol_nodes
 
 
@@ -173,3 +175,16 @@ def test_slurm_node_list_values_slurm_would_refuse_are_not_imported() -> None:
     )
     node = with_slurm_nodes(inv, records).nodes[0]
     assert dict(node.slurm) == {"Boards": "1", "RealMemory": "1000"}
+
+
+def test_one_node_budget_across_files_is_counted_before_expansion(tmp_path: Path) -> None:
+    """The node limit is for all inputs together: a second file is refused from its counted size, before
+    anything of it is expanded, naming what is left."""
+    first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    first.write_text("nodes:\n  - {name: 'n[1-4]', region: r1}\n")
+    second.write_text("nodes:\n  - {name: 'm[1-262141]', region: r1}\n")
+    with pytest.raises(
+        InventoryError, match=r"b.yaml: nodes\[0\].name: names 262141 hosts, .* \(262140 left\)"
+    ):
+        load_inventories([first, second])
+    assert len(load_inventories([first]).nodes) == 4
