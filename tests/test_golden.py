@@ -1,4 +1,6 @@
-"""The embedded examples render byte-for-byte as tests/golden/ (regenerate with ``pytest --update-golden``)."""
+"""The embedded examples render byte-for-byte as tests/golden/.
+
+Regenerate with ``pytest --update-golden``."""
 
 from __future__ import annotations
 

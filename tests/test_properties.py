@@ -53,8 +53,9 @@ def to_yaml(entries: list[dict[str, object]]) -> str:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fleets(), st.randoms(use_true_random=False))
 def test_generated_fleets_render_consistently(entries: list[dict[str, object]], rnd: random.Random) -> None:
-    """Every node is on exactly one leaf, every switch has one parent up to the root, the file parses back to the
-    same tree and lints clean, node features name the node's own ancestors, and entry order does not matter."""
+    """Every node is on exactly one leaf, every switch has one parent up to the root, the file parses back to
+    the same tree and lints clean, node features name the node's own ancestors, and entry order does not
+    matter."""
     inv = merge([parse_inventory(to_yaml(entries))])
     out = render_all(inv, (22, 5))
     parsed = parse_topology_conf(out["topology.conf"])
