@@ -81,17 +81,21 @@ def test_a_16_gpu_node_reaches_idle_with_its_16_gpus(big_gpu_cluster: slurmctl.C
     slurm.cancel(job, job12)
 
 
-@pytest.mark.parametrize("case", ["bad hostlist", "missing device"])
+@pytest.mark.parametrize("case", ["bad hostlist", "missing device", "root base outside /tmp"])
 def test_up_refuses_bad_input_in_one_line(scratch_cluster, case: str) -> None:  # type: ignore[no-untyped-def]
-    """A fleet whose name is no hostlist, or a gres.conf naming a device that is neither on this host nor
-    the launcher's to make: `up` exits 1 with one `cluster: error:` line naming the file, and nothing of the
-    cluster runs."""
+    """A fleet whose name is no hostlist, a gres.conf naming a device that is neither on this host nor the
+    launcher's to make, or a Debian-root release on a base its root cannot see: `up` exits 1 with one
+    `cluster: error:` line naming the problem, and nothing of the cluster runs."""
     work = Path(f"/tmp/slurm-topo-it-bad-{os.getpid()}")
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(mode=0o755)
     base = work / "cluster"
     try:
-        if case == "bad hostlist":
+        if case == "root base outside /tmp":
+            base = Path(f"/var/tmp/slurm-topo-it-bad-{os.getpid()}")
+            args = ["--slurm", "24.11"]
+            want = f"--slurm 24.11: --base {base} must be under /tmp"
+        elif case == "bad hostlist":
             (work / "fleet.yaml").write_text('nodes:\n  - {name: "x[1-", region: r1, zone: r1-a}\n')
             args = ["--inventory", str(work / "fleet.yaml")]
             want = f"{work / 'fleet.yaml'}: nodes[0].name: "
@@ -126,6 +130,8 @@ def test_up_refuses_bad_input_in_one_line(scratch_cluster, case: str) -> None:  
         errors = [line for line in p.stderr.splitlines() if line.startswith("cluster: error: ")]
         assert len(errors) == 1 and want in errors[0], p.stderr
         assert slurmctl.cluster_pids(base) == []
+        if case == "root base outside /tmp":
+            assert not base.exists(), "refused before anything is written"
     finally:
         slurmctl.launcher("down", "--base", str(base), timeout=60)
         shutil.rmtree(work, ignore_errors=True)
