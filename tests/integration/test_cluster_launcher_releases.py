@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -169,3 +172,86 @@ def test_reconfigure_re_executes_the_daemons_in_place(scratch_cluster) -> None: 
         assert daemon_pids(base) == before
         slurm.quiesce()
         assert re.search(r"^v1 gpu:t4:2\b", slurm.out("sinfo", "-h", "-N", "-o", "%N %G"), re.M)
+
+
+FAKE_DEBOOTSTRAP = r"""#!/bin/sh
+# a stand-in for debootstrap: a root that only has /bin/sh (the host's dash and its libraries) and a
+# slurmctld-wlm that prints a version; counts its calls, and takes a while, like the real one
+set -e
+echo "$*" >> "$FAKE_CALLS"
+root=$4
+mkdir -p "$root/bin" "$root/usr/sbin" "$root/usr/bin" "$root/etc/munge" "$root/lib/x86_64-linux-gnu" \
+  "$root/lib64" "$root/usr/local/bin"
+cp /bin/dash "$root/bin/sh"
+cp /lib/x86_64-linux-gnu/libc.so.6 "$root/lib/x86_64-linux-gnu/"
+cp /lib64/ld-linux-x86-64.so.2 "$root/lib64/"
+for d in slurmctld slurmd slurmstepd; do
+  printf '#!/bin/sh\necho "slurm-wlm %s"\n' "$FAKE_VERSION" > "$root/usr/sbin/$d-wlm"
+  chmod 755 "$root/usr/sbin/$d-wlm"
+done
+touch "$root/usr/bin/setpriv" "$root/usr/bin/gcc" "$root/usr/sbin/munged"
+sleep 3
+"""
+
+
+def test_a_root_is_built_once_atomically_and_shared_by_concurrent_builders(tmp_path: Path) -> None:
+    """Two `cluster root` at once on an empty cache: one build (the other waits on the lock and reuses it),
+    renamed into place complete; a half-built directory without root.json is rebuilt; a suite that ships
+    another release is refused in one line, leaving no root. (A stand-in debootstrap: no network needed.)"""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "debootstrap").write_text(FAKE_DEBOOTSTRAP)
+    (fake / "debootstrap").chmod(0o755)
+    cache = tmp_path / "cache"
+    calls = tmp_path / "calls"
+    env = {
+        **os.environ,
+        "PATH": f"{fake}:{os.environ['PATH']}",
+        "FAKE_CALLS": str(calls),
+        "FAKE_VERSION": "24.11.5",
+    }
+
+    def root(*extra: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                str(slurmctl.LAUNCHER),
+                "root",
+                "--slurm",
+                "24.11",
+                "--cache",
+                str(cache),
+                *extra,
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    first, second = root(), root()
+    outs = [p.communicate(timeout=120) for p in (first, second)]
+    assert [p.returncode for p in (first, second)] == [0, 0], outs
+    assert outs[0][0] == outs[1][0] == f"{cache / 'slurm-24.11' / 'root'}\n"
+    assert len(calls.read_text().splitlines()) == 1, "built once"
+    assert sorted(p.name for p in cache.iterdir()) == [".slurm-24.11.lock", "slurm-24.11"]
+    info = yaml.safe_load((cache / "slurm-24.11" / "root.json").read_text())
+    assert info["version"] == "24.11.5"
+    assert (cache / "slurm-24.11" / "root" / "opt" / "slurm-topo" / "sbin" / "slurmd").stat().st_nlink == 2
+
+    (cache / "slurm-24.11" / "root.json").unlink()  # as if the build had died before its last step
+    p = root()
+    assert p.communicate(timeout=120)[0].strip() == str(cache / "slurm-24.11" / "root")
+    assert len(calls.read_text().splitlines()) == 2 and (cache / "slurm-24.11" / "root.json").exists()
+
+    shutil.rmtree(cache / "slurm-24.11")
+    env["FAKE_VERSION"] = "25.05.1"  # the suite moved on
+    p = root()
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 1
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .startswith("cluster: error: Debian trixie now ships Slurm 25.05.1, not 24.11")
+    )
+    assert sorted(x.name for x in cache.iterdir()) == [".slurm-24.11.lock"]
