@@ -138,7 +138,7 @@ def bench_size(
     spec = PlanSpec(tp=8, pp=2, gpus_per_node=8, allreduce_bytes=20e9, tp_bytes=2e9, pp_bytes=2e8)
     placements = iter([rng.sample(eights, 16) for _ in range(repeat)])
     rows = []
-    rows.append(("build Fabric from the Inventory (once)", n, 1, (build, build, build)))
+    rows.append(("build the fleet in memory + Fabric (once)", n, 1, (build, build, build)))
     rows.append(
         (
             "cost: predict (16x8, tp8 pp2 dp8)",
@@ -187,8 +187,10 @@ def bench_size(
                          "--json"]  # fmt: skip
             cap_argv = [*py, "capacity", "-i", str(inv_path), "--nodes-from", str(nodes_path),
                         "--shape", "16x8", "--shape", "4x8", "--shape", "2x4", "--json"]  # fmt: skip
+            show_argv = [*py, "show", "-i", str(inv_path)]
             for label, argv in (("slurm-topo cost (end to end, YAML load included)", cost_argv),
-                                ("slurm-topo capacity (end to end)", cap_argv)):  # fmt: skip
+                                ("slurm-topo capacity (end to end)", cap_argv),
+                                ("for reference: slurm-topo show (the loader)", show_argv)):  # fmt: skip
 
                 def once(argv: list[str] = argv) -> None:
                     subprocess.run(argv, check=True, capture_output=True, timeout=600, cwd=ROOT)
@@ -220,8 +222,8 @@ def main() -> None:
         "",
         "Fleet: leaves of 32 nodes, 3 zones a region, 2-10 regions; 8-GPU nodes (H800 NV18 link table) and",
         "4-GPU nodes; states 60 % allocated, 5 % drained, 35 % idle. Seconds; median, p95 and worst of N",
-        f"runs. Load average (1 min) at the end: {os.getloadavg()[0]:.1f} (the machine is shared; times are",
-        "upper bounds).",
+        f"runs. Load average (1 min) at the end: {os.getloadavg()[0]:.1f} (the machine is shared: times are",
+        "upper bounds). The end-to-end rows are mostly the inventory loader (compare the `show` row).",
         "",
         "| what | nodes | N | median s | p95 s | worst s |",
         "|---|---:|---:|---:|---:|---:|",

@@ -140,7 +140,8 @@ def main() -> int:
             check=True, capture_output=True, timeout=300, cwd=ROOT,
         )  # fmt: skip
         rendered = time.perf_counter() - t0
-        height = min(svg_height(svg), args.max_height)
+        full = svg_height(svg)
+        height = min(full, args.max_height)
         shoot(args.chromium, svg, png, height)
         width, got_height, rows = read_png(png)
         seen = colours(rows)
@@ -149,7 +150,8 @@ def main() -> int:
         failed += not ok
         report.append(
             f"{'ok  ' if ok else 'FAIL'} {name}: svg {svg.stat().st_size // 1024} KiB in {rendered:.2f} s "
-            f"(show, end to end); png {width}x{got_height}, {len(seen)} colours sampled, "
+            f"(show, end to end), {full} px high; png {width}x{got_height}"
+            f"{' (the top)' if got_height < full else ''}, {len(seen)} colours sampled, "
             f"legend colours {'all' if legend <= seen else 'missing'}: {png}"
         )
         print(report[-1])
