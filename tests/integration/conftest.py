@@ -226,8 +226,11 @@ def slurm_preconditions() -> None:
 
 
 @pytest.fixture(scope="session")
-def scratch_cluster() -> object:
-    """``slurmctl.scratch_cluster``, after the session cluster's preconditions (without starting it)."""
+def scratch_cluster(slurm_release: str) -> object:
+    """``slurmctl.scratch_cluster``, after the session cluster's preconditions (without starting it).
+
+    Its clusters run ``slurm_release`` (``$SLURM_TOPO_SLURM``); depending on it keys the fixtures built on
+    this one (module clusters) by release, so none is reused across releases."""
     slurm_preconditions()
     return slurmctl.scratch_cluster
 
