@@ -17,15 +17,22 @@ Variants (the constraint strings are built from the fleet as the submit filter s
                       smallest group first inside a level] -- one matching OR across levels (family buckets
                       with families, then the bare family values as the coarsest alternatives)
     prefer_mixed_big  the same, largest group first inside a level
+    prefer_mixed_fambig / _regbig  (fleets with family values) smallest first, but the bare family values
+                      (and the region buckets) largest first
     region_asc/desc   --constraint=[regions that can ever hold it], smallest / largest first
     region_asc+prefer region_asc plus --prefer=[zones that can hold it|regions], finest first
 
 Switch orders (topology.conf lines reordered, ``scontrol reconfigure``, checked in ``scontrol show
-topology``): ``alpha`` (by name), ``desc`` (depth first, the largest region, zone and leaf first), ``asc``
-(the smallest first).
+topology``): ``alpha`` (the file as generated, reordered by name), ``desc`` (depth first, the largest region,
+zone and leaf first: what ``generate`` writes now), ``asc`` (the smallest first).
+
+Fleets: ``five-zones`` (examples/benchmark-five-zones.yaml: 30 nodes, 2 regions of 3 and 2 zones of 6, racks
+of 3), ``uneven`` (28 nodes, 3 regions of 14/11/3 nodes, zones of 8/7/4/3/3/3, racks of 1-4, names shuffled
+across positions, torch-2.3/torch-2.4 with ``families: {torch: 'torch-*'}``, one rack mixed) and
+``uneven-plain`` (the same without family values).
 
     python benchmarks/bench_placement.py [--patterns 20] [--sizes 4,6,8] [--fleets five-zones,uneven]
-        [--orders alpha,desc,asc] [--seed 1] [--jsonl FILE] [--out benchmarks/results/placement.md]
+        [--orders alpha,desc,asc] [--variants A,B] [--seed 1] [--jsonl FILE] [--out FILE.md]
     python benchmarks/bench_placement.py --from-jsonl A.jsonl,B.jsonl --out ...   # re-summarize runs
 """
 
@@ -36,6 +43,7 @@ import itertools
 import json
 import os
 import random
+import re
 import shutil
 import sys
 import time
@@ -97,6 +105,10 @@ def fleet_of(name: str) -> dict[str, object]:
         return data
     if name == "uneven":
         return uneven_fleet()
+    if name == "uneven-plain":  # the same shape and names, no family values
+        data = uneven_fleet()
+        nodes = [{k: v for k, v in n.items() if k != "features"} for n in data["nodes"]]  # type: ignore[attr-defined]
+        return {"nodes": nodes}
     raise SystemExit(f"bench_placement: unknown fleet {name!r}")
 
 
@@ -184,19 +196,23 @@ def bracket(groups: Mapping[str, set[str]], n: int, largest_first: bool = False)
     return [k for _, k in fit]
 
 
-def mixed(
-    fleet: Fleet, n: int, largest_first: bool = False, levels: Sequence[str] = ("ng_", "zone_", "region_")
-) -> str | None:
+def mixed(fleet: Fleet, n: int, largest_first: bool | Sequence[str] = False) -> str | None:
+    """One matching OR over every level that can ever hold n nodes, finest first; inside a level smallest
+    first, or largest first (all levels, or those named: ``ng_``, ``zone_``, ``region_``, ``family``)."""
     family = any(v is not None for v in fleet.family.values())
+
+    def big(level: str) -> bool:
+        return largest_first if isinstance(largest_first, bool) else level in largest_first
+
     alts: list[str] = []
-    for prefix in levels:
-        alts += bracket(groups_of(fleet, prefix, family), n, largest_first)
+    for prefix in ("ng_", "zone_", "region_"):
+        alts += bracket(groups_of(fleet, prefix, family), n, big(prefix))
     if family:  # the coarsest bucket: one family value anywhere
         fam: dict[str, set[str]] = defaultdict(set)
         for node, v in fleet.family.items():
             if v is not None:
                 fam[v].add(node)
-        alts += bracket(fam, n, largest_first)
+        alts += bracket(fam, n, big("family"))
     return "[" + "|".join(alts) + "]" if alts else None
 
 
@@ -216,6 +232,11 @@ def variants(fleet: Fleet, inventory: Path, n: int) -> dict[str, list[str]]:
     big = mixed(fleet, n, largest_first=True)
     if big:
         out["prefer_mixed_big"] = [f"--prefer={big}"]
+    if any(
+        v is not None for v in fleet.family.values()
+    ):  # smallest first, but the family values largest first
+        out["prefer_mixed_fambig"] = [f"--prefer={mixed(fleet, n, largest_first=('family',))}"]
+        out["prefer_mixed_regbig"] = [f"--prefer={mixed(fleet, n, largest_first=('region_', 'family'))}"]
     family = any(
         v is not None for v in fleet.family.values()
     )  # with families the filter's groups are buckets
@@ -248,10 +269,8 @@ def parse_topology(text: str) -> list[tuple[str, list[str], list[str], str]]:
 
 
 def reorder(text: str, order: str) -> str:
-    """topology.conf with its switch lines in ``order``: alpha (unchanged), desc or asc (depth first, by
-    size)."""
-    if order == "alpha":
-        return text
+    """topology.conf with its switch lines in ``order``: alpha (each level by name, as generated before the
+    larger-first order), desc or asc (each level depth first, by size)."""
     sw = {name: (nodes, kids) for name, nodes, kids, _ in parse_topology(text)}
     size: dict[str, int] = {}
 
@@ -274,9 +293,13 @@ def reorder(text: str, order: str) -> str:
     walk("root")
     pos = {name: i for i, name in enumerate(seq)}
     lines = []
-    for name in sorted(seq, key=lambda x: (level[x], pos[x])):
+
+    def natural(name: str) -> list[object]:
+        return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+    for name in sorted(seq, key=lambda x: (level[x], natural(x) if order == "alpha" else pos[x])):
         nodes, kids = sw[name]
-        kids = sorted(kids, key=lambda k: pos[k])
+        kids = sorted(kids, key=natural) if order == "alpha" else sorted(kids, key=lambda k: pos[k])
         lines.append(
             f"SwitchName={name} Nodes={hostlist.compress(nodes)}"
             if nodes
@@ -381,7 +404,7 @@ def run_fleet(name: str, a: argparse.Namespace, rows: list[Row]) -> dict[str, ob
             live = [ln.split()[0] for ln in slurm.out("scontrol", "show", "topology").splitlines() if ln]
             want = [f"SwitchName={s[0]}" for s in parse_topology(reorder(generated, order))]
             assert live == want, f"order {order}: scontrol show topology {live} != {want}"
-            names = a.order_variants if order != "alpha" else None
+            names = a.order_variants if order != "alpha" else a.variants
             for p, busy in enumerate(patterns):
                 filler = None
                 if busy:
@@ -503,6 +526,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="tree,region_asc,prefer_mixed",
         help="variants measured under the non-alpha orders (all of them under alpha)",
     )
+    p.add_argument(
+        "--variants", default=None, help="only these variants under the alpha order (default: all)"
+    )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument(
         "--run-timeout", type=float, default=12.0, help="seconds a job may pend before it counts as pending"
@@ -515,6 +541,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     a.sizes = [int(x) for x in a.sizes.split(",")]
     a.orders = a.orders.split(",")
     a.order_variants = set(a.order_variants.split(","))
+    a.variants = set(a.variants.split(",")) if a.variants else None
     rows: list[Row] = []
     infos: list[dict[str, object]] = []
     t0 = time.monotonic()
