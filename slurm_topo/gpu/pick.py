@@ -472,6 +472,30 @@ class _Search:
         self.run(nmask, ncand, nsum, ngain, r)
 
 
+def _best_pair(p: _Prepared, gpus: tuple[int, ...], rows: list[int], whole: list[int]) -> tuple[int, ...]:
+    """k = 2: every free pair once (its one link is both (1) and (2)), then (3) and (4); O(free²)."""
+    home = {}
+    for isl in whole:  # a whole island is broken by a pair that takes part of it
+        m = isl
+        while m:
+            low = m & -m
+            m ^= low
+            home[low.bit_length() - 1] = isl
+    weight = p.weight
+    best: tuple[int, int, int, int] | None = None
+    for i, a in enumerate(rows):
+        wa, ia = weight[a], home.get(a, 0)
+        for b in rows[i + 1 :]:
+            ib = home.get(b, 0)
+            pair = 1 << a | 1 << b
+            broken = (1 if ia and ia & ~pair else 0) + (1 if ib and ib != ia and ib & ~pair else 0)
+            key = (-wa[b], broken, a, b)
+            if best is None or key < best:
+                best = key
+    assert best is not None
+    return (gpus[best[2]], gpus[best[3]])
+
+
 def pick_devices(
     topo: GpuTopology, free: Iterable[int], k: int, bandwidth: Mapping[str, float] | None = None
 ) -> tuple[int, ...]:
@@ -497,6 +521,8 @@ def pick_devices(
             if not any(isl & bit for isl in whole):
                 return (g,)
         return (free_sorted[0],)
+    if k == 2:
+        return _best_pair(p, gpus, [pos[g] for g in free_sorted], whole)
     for level, adjacency in enumerate(p.adjacency):
         if p.largest[level] < k:
             continue
