@@ -28,15 +28,54 @@ from bench_generate import fleet_yaml  # noqa: E402
 from slurm_topo import load_inventories, render_all  # noqa: E402
 
 
+def instructions(lua: str, data_path: Path, case: int, n: int, env: dict[str, str]) -> int:
+    """Lua VM + interpreter instructions (callgrind's Ir) of n decisions of one case, whole process."""
+    p = subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            lua,
+            str(HERE / "filter_bench.lua"),
+            str(data_path),
+            str(n),
+            str(case),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
+    return int(next(line for line in p.stderr.splitlines() if "Collected :" in line).split()[-1])
+
+
+def per_decision(lua: str, data_path: Path, case: int, env: dict[str, str]) -> float:
+    """Instructions per decision: the difference between 2 000 and 1 000 decisions (setup and load cancel)."""
+    return (
+        instructions(lua, data_path, case, 2000, env) - instructions(lua, data_path, case, 1000, env)
+    ) / 1000
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1000,10000,100000")
     ap.add_argument("--iterations", type=int, default=20000)
     ap.add_argument("--out", default=str(HERE / "results" / "filter.md"))
+    ap.add_argument(
+        "--callgrind",
+        action="store_true",
+        help="instructions per decision (valgrind) instead of times; appends a section to --out",
+    )
+    ap.add_argument("--data", help="with --callgrind: this data file instead of a generated fleet")
+    ap.add_argument("--filter-dir", help="with --callgrind: the job_submit/ folder of another filter version")
+    ap.add_argument("--label", default="this tree", help="with --callgrind: what the column is called")
     args = ap.parse_args()
     lua = shutil.which("lua5.1")
     if lua is None:
         sys.exit("lua5.1 not found (apt-get install lua5.1): the benchmark runs the real interpreter")
+    if args.callgrind:
+        count_instructions(args, lua)
+        return
     version = subprocess.run([lua, "-v"], capture_output=True, text=True).stderr.strip() or "lua5.1"
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -89,6 +128,54 @@ def main() -> None:
     lines.append("| data file size, KiB | " + " | ".join(f"{r[1] / 1024:.0f}" for r in rows) + " |")
     Path(args.out).write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
+
+
+CASES = [
+    "zone -N4",
+    "prefer -N2",
+    "network_group:fail -N8 8xGPU/node",
+    "region --gpus h100:64",
+    "zone -C ib -N4",
+    "zone:fail impossible -N100000",
+    "any",
+]
+
+
+def count_instructions(args: argparse.Namespace, lua: str) -> None:
+    """Instructions per decision (callgrind), repeatable where times on a shared machine are not."""
+    env = dict(os.environ)
+    if args.filter_dir:
+        env["FILTER_DIR"] = args.filter_dir
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.data:
+            data_path, n = Path(args.data), "given"
+        else:
+            n = args.sizes.split(",")[-1]
+            inv_path = Path(tmp) / "fleet.yaml"
+            inv_path.write_text(fleet_yaml(int(n)))
+            data_path = Path(tmp) / "data.lua"
+            data_path.write_text(render_all(load_inventories([inv_path]), (22, 5))["slurm_topo_data.lua"])
+        rows = [(name, per_decision(lua, data_path, i, env)) for i, name in enumerate(CASES, 1)]
+    cmd = "python benchmarks/bench_filter.py " + " ".join(sys.argv[1:])
+    lines = [
+        "",
+        f"## Instructions per decision ({args.label}, {n} nodes)",
+        "",
+        f"Command: `{cmd.strip()}`  ",
+        "Method: `valgrind --tool=callgrind` on `lua5.1 filter_bench.lua DATA N CASE` for N = 2 000 and 1 "
+        "000 "
+        "decisions of one case (`decide(data, request(job_desc))`); the difference over 1 000 is the cost of "
+        "one decision in machine instructions (Ir), repeatable where CPU times on this shared machine are "
+        "not.",
+        "",
+        "| case | instructions per decision |",
+        "|---|---:|",
+        *(f"| {name} | {ir:,.0f} |" for name, ir in rows),
+    ]
+    with open(args.out, "a") as f:
+        f.write("\n".join(lines) + "\n")
+    for name, ir in rows:
+        print(f"{name}: {ir:,.0f} instructions per decision")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,9 @@
--- filter_bench.lua DATA_FILE ITERATIONS - time the slurm-topo filter in plain Lua 5.1 (driven by bench_filter.py)
-local data_path, iterations = arg[1], tonumber(arg[2] or "20000")
-package.path = arg[0]:match("^(.*/)") .. "../job_submit/?.lua;" .. package.path
+-- filter_bench.lua DATA_FILE ITERATIONS [CASE] - time the slurm-topo filter in plain Lua 5.1 (driven by
+-- bench_filter.py). With CASE (1-based), only that case's decision is run ITERATIONS times, untimed (for
+-- instruction counts under callgrind). FILTER_DIR (environment) names another job_submit/ folder.
+local data_path, iterations, only_case = arg[1], tonumber(arg[2] or "20000"), tonumber(arg[3] or "")
+local filter_dir = os.getenv("FILTER_DIR") or (arg[0]:match("^(.*/)") .. "../job_submit")
+package.path = filter_dir .. "/?.lua;" .. package.path
 slurm = { SUCCESS = 0, ERROR = -1, ESLURM_INVALID_NODE_COUNT = 2006 }
 function slurm.log_user() end
 function slurm.log_info() end
@@ -30,6 +33,11 @@ local cases = {
   { "zone:fail impossible -N100000", job("zone:fail", { min_nodes = 100000 }) },
   { "any", job("any", {}) },
 }
+if only_case then
+  local template = cases[only_case][2]
+  for _ = 1, iterations do M.decide(data, M.request(template)) end
+  return
+end
 io.write(string.format("load_s %.6f\n", load_s))
 for _, case in ipairs(cases) do
   local name, template = case[1], case[2]

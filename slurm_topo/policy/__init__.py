@@ -5,9 +5,14 @@ features, GPUs, GPU type) and, per partition and level, the groups with their no
 size (nodes in the partition) then label — Slurm takes the first alternative of a matching OR that fits now,
 so the smallest group that can hold a job comes first. ``render/filter_data.py`` writes the same data as
 ``slurm_topo_data.lua``; ``job_submit/slurm_topo_filter.lua`` implements ``decide`` over it in Lua 5.1, and
-the parity tests run one table of cases through both. ``decide`` is pure.
+the parity tests run one table of cases through both. ``decide`` and ``decide_modify`` are pure.
 
-Semantics (ADR-0021 §2, DESIGN D4):
+Modules, one per section of the Lua filter: ``vocab`` (levels, limits, message templates), ``compile``
+(the job-independent data), ``request`` (reading a job_desc), ``constraint`` (the user's feature grammar),
+``nodes`` (where a --nodelist's nodes are), ``decide`` (submit) and ``modify`` (``scontrol update`` of a
+pending job).
+
+Semantics:
 
 * ``prefer`` (default) never delays a job. topology/tree already packs to the lowest common switch; in
 addition

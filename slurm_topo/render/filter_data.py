@@ -1,4 +1,4 @@
-"""slurm_topo_data.lua: what the submit filter decides from (DESIGN D5).
+"""slurm_topo_data.lua: what the submit filter decides from.
 
 A Lua 5.1 chunk returning one table: the policy defaults, node classes and, per partition and level, the
 groups in the filter's order (size, then label). Its first line is ``-- slurm-topo-data <fingerprint>``: the
