@@ -57,8 +57,8 @@ def main() -> None:
         f"Machine: {platform.machine()}, Python {platform.python_version()}, {platform.system()}; "
         "times are wall clock on a shared machine.",
         "",
-        "Kinds, equally often: inventories (operator, provider, self), records (YAML, JSON), cloud listings "
-        "(gcp, aws, azure), `--nodes-from`. One case in "
+        "Kinds in turn, as in the suite: inventories (operator, provider, self) and records (YAML, JSON) "
+        "twice in every 14 cases, cloud listings (gcp, aws, azure) and `--nodes-from` once. One case in "
         f"{args.cli_every} (not listings) also runs `slurm-topo generate` in-process over existing outputs.",
         "",
         "| seed | cases | accepted | refused | CLI runs | tracebacks | hangs | partial writes "
