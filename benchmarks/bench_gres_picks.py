@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """What Slurm actually does with our gres.conf: which GPUs a real slurmctld picks on an 8-GPU, 2-island node.
 
-One test cluster (docker-slurm/cluster, real Slurm daemons, fake GPU devices) with four 8-GPU nodes built from the
-same capture (tests/fixtures/synthetic/islands-2x4-nv18.txt: NVLink islands 0-3 / 4-7, one per 8-core socket).
-Node g1 gets the gres.conf lines `slurm-topo generate` writes; the others get that file edited into the variants
-the issue asks about:
+One test cluster (docker-slurm/cluster, real Slurm daemons, fake GPU devices) with four 8-GPU nodes built from
+the same capture (tests/fixtures/synthetic/islands-2x4-nv18.txt: NVLink islands 0-3 / 4-7, one per 8-core
+socket). Node g1 gets the gres.conf lines `slurm-topo generate` writes; the others get that file edited into
+the variants the issue asks about:
 
     g1  ours: Links= (NVLink counts) and Cores= (the island's socket, from the CPU affinity)
     g2  Links all 0 (what AutoDetect=nvml reports on NVSwitch boxes), Cores= kept
@@ -12,12 +12,16 @@ the issue asks about:
     g4  neither Links nor Cores (a hand-written gres.conf)
 
 The same seeded job mix runs on every node in parallel (`sbatch -w gN --gres=gpu:k`, k = 1/2/4 with weights
-.5/.3/.2, 1 CPU, not exclusive). Time is virtual: a job is ended with scancel when its seeded duration is over,
-and a job that does not fit waits until enough jobs have ended, so the busy set at each pick is known exactly.
-The GPUs Slurm gave come from `scontrol show job -d` (IDX). Reported per node: multi-GPU jobs inside one island
-(and among those where an island had room), 1-GPU jobs that broke an entirely free island (and those that did so
-although a partly used island had a free GPU) — beside `slurm_topo.gpu.pick_devices` on the same busy sets, which
-is what gpulayer-srun applies inside an allocation.
+.5/.3/.2, 1 CPU, not exclusive). Time is virtual: a job is ended with scancel when its seeded duration is
+over, and a job that does not fit waits until enough jobs have ended, so the busy set at each pick is known
+exactly. The GPUs Slurm gave come from `scontrol show job -d` (IDX). Reported per node: multi-GPU jobs inside
+one island (and among those where an island had room), 1-GPU jobs that broke an entirely free island, and the
+*avoidable* breaks counted only over the 1-GPU jobs that had a choice (an entirely free island to break *and*
+a free GPU in a partly used island to take instead). The last row is not Slurm: it is
+`slurm_topo.gpu.pick_devices` computed (simulated) on the busy sets Slurm produced on g1 — the rule
+gpulayer-srun applies inside an allocation — so it answers "what would the picker have chosen here", not "what
+happened under gpulayer-srun". Per-job rows go to ``--rows`` (JSON lines) so the table can be recomputed
+without a cluster: ``--from-rows FILE``.
 
     python benchmarks/bench_gres_picks.py [--jobs 200] [--seed 7] [--out benchmarks/results/gres_picks.md]
 """
@@ -25,6 +29,7 @@ is what gpulayer-srun applies inside an allocation.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import random
@@ -191,6 +196,7 @@ def run(env: dict[str, str], jobs: list[tuple[float, int, float]]) -> dict[str, 
             ours = pick_devices(topo, free, k)
             whole_free = [i for i in isl if not (i & busy)]
             partly = [i for i in isl if (i & busy) and (i - busy)]
+            choice = k == 1 and bool(whole_free) and bool(partly)
             rows[node].append(
                 {
                     "k": k,
@@ -201,8 +207,10 @@ def run(env: dict[str, str], jobs: list[tuple[float, int, float]]) -> dict[str, 
                     "island_had_room": any(len(i - busy) >= k for i in isl),
                     "ours_in_island": any(set(ours) <= i for i in isl),
                     "broke_free": k == 1 and any(set(gpus) <= i for i in whole_free),
-                    "avoidable": k == 1 and any(set(gpus) <= i for i in whole_free) and bool(partly),
+                    "had_choice": choice,
+                    "avoidable": choice and any(set(gpus) <= i for i in whole_free),
                     "ours_broke_free": k == 1 and any(set(ours) <= i for i in whole_free),
+                    "ours_avoidable": choice and any(set(ours) <= i for i in whole_free),
                 }
             )
     return rows
@@ -212,15 +220,18 @@ def pct(a: int, b: int) -> str:
     return f"{100 * a / b:.0f}% ({a}/{b})" if b else "–"
 
 
-def summarize(rows: list[dict[str, object]], key_in: str, key_broke: str) -> list[str]:
-    multi = [r for r in rows if r["k"] > 1]
+def summarize(rows: list[dict[str, object]], prefix: str = "") -> list[str]:
+    """The four table cells: multi-GPU jobs in one island (all, and those where an island had room), 1-GPU
+    jobs that broke a free island, and avoidable breaks over the 1-GPU jobs that had a choice."""
+    multi = [r for r in rows if r["k"] != 1]
     room = [r for r in multi if r["island_had_room"]]
     singles = [r for r in rows if r["k"] == 1]
+    chose = [r for r in singles if r["had_choice"]]
     return [
-        pct(sum(bool(r[key_in]) for r in multi), len(multi)),
-        pct(sum(bool(r[key_in]) for r in room), len(room)),
-        pct(sum(bool(r[key_broke]) for r in singles), len(singles)),
-        pct(sum(bool(r["avoidable"]) for r in singles), len(singles)) if key_broke == "broke_free" else "–",
+        pct(sum(bool(r[prefix + "in_island"]) for r in multi), len(multi)),
+        pct(sum(bool(r[prefix + "in_island"]) for r in room), len(room)),
+        pct(sum(bool(r[prefix + "broke_free"]) for r in singles), len(singles)),
+        pct(sum(bool(r[prefix + "avoidable"]) for r in chose), len(chose)),
     ]
 
 
@@ -230,21 +241,32 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--base", default=f"/tmp/slurm-topo-bench-gres-{os.getpid()}/cluster")
     ap.add_argument("--out", default=str(HERE / "results" / "gres_picks.md"))
+    ap.add_argument("--rows", default=str(HERE / "results" / "gres_picks_rows.jsonl"), help="per-job rows")
+    ap.add_argument("--from-rows", metavar="FILE", help="recompute the table from saved rows (no cluster)")
     args = ap.parse_args()
-    base = Path(args.base)
-    base.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    env = start_cluster(base)
-    try:
-        version = sh(["scontrol", "--version"], env).strip()
-        rows = run(env, job_mix(args.jobs, args.seed))
-    finally:
-        subprocess.run(
-            [sys.executable, str(REPO / "docker-slurm" / "cluster"), "down", "--base", str(base)],
-            check=False,
-            timeout=60,
-            capture_output=True,
-        )
+    if args.from_rows:
+        saved = [json.loads(line) for line in Path(args.from_rows).read_text().splitlines() if line]
+        version = str(saved[0]["version"])
+        rows = {n: [r for r in saved if r["node"] == n] for n in NODES}
+    else:
+        base = Path(args.base)
+        base.parent.mkdir(parents=True, exist_ok=True)
+        env = start_cluster(base)
+        try:
+            version = sh(["scontrol", "--version"], env).strip()
+            rows = run(env, job_mix(args.jobs, args.seed))
+        finally:
+            subprocess.run(
+                [sys.executable, str(REPO / "docker-slurm" / "cluster"), "down", "--base", str(base)],
+                check=False,
+                timeout=60,
+                capture_output=True,
+            )
+        with open(args.rows, "w") as fh:
+            for node in NODES:
+                for r in rows[node]:
+                    fh.write(json.dumps({"node": node, "version": version, **r}, default=list) + "\n")
     cmd = "python benchmarks/bench_gres_picks.py " + " ".join(sys.argv[1:])
     lines = [
         "# Which GPUs Slurm picks with our gres.conf (real slurmctld, fake devices)",
@@ -256,18 +278,15 @@ def main() -> None:
         f"(k=1/2/4 weights .5/.3/.2, mean inter-arrival 1.6, durations U(1,10), virtual time).",
         "",
         "| node | gres.conf | multi-GPU inside one island | … when an island had room | 1-GPU broke a free "
-        "island | … although a partly used island had room |",
+        "island | avoidable: broke one although a partly used island had room (over the 1-GPU jobs that had "
+        "that choice) |",
         "|---|---|---:|---:|---:|---:|",
     ]
     for node in NODES:
-        lines.append(
-            f"| {node} | {VARIANTS[node]} | "
-            + " | ".join(summarize(rows[node], "in_island", "broke_free"))
-            + " |"
-        )
+        lines.append(f"| {node} | {VARIANTS[node]} | " + " | ".join(summarize(rows[node])) + " |")
     lines.append(
-        "| – | `pick_devices` on the same busy sets (gpulayer-srun) | "
-        + " | ".join(summarize(rows["g1"], "ours_in_island", "ours_broke_free"))
+        "| – | *simulated, not Slurm:* `pick_devices` computed on g1's busy sets | "
+        + " | ".join(summarize(rows["g1"], "ours_"))
         + " |"
     )
     same = {n: sum(r["got"] == rows["g1"][i]["got"] for i, r in enumerate(rows[n])) for n in NODES}
