@@ -40,6 +40,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from slurm_topo.gpu import pick as pick_module  # noqa: E402
 from slurm_topo.gpu.model import GpuTopology  # noqa: E402
 from slurm_topo.gpu.pick import pick_devices, pick_exhaustive  # noqa: E402
 from slurm_topo.gpu.topo import parse_topo_matrix  # noqa: E402
@@ -175,6 +176,12 @@ def main() -> None:
     checked = 0
     for topo in layouts():
         n = len(topo.gpus)
+        cold = float("inf")  # first call on a topology: preparation included (cache emptied each time)
+        for _ in range(args.repeat):
+            pick_module._CACHE.clear()
+            t0 = time.perf_counter()
+            pick_devices(topo, topo.gpus[1:], n // 2 + 2)
+            cold = min(cold, (time.perf_counter() - t0) * 1e6)
         times: list[tuple[float, tuple[int, ...], int]] = []
         for idx, free in enumerate(free_masks(n, args.masks, args.seed)):
             for k in range(1, len(free) + 1):
@@ -197,7 +204,8 @@ def main() -> None:
             cg = f" {per_call:,.0f} |"
         summary.append(
             f"| {topo.source} | {n} | {len(times)} | {statistics.median(values):.1f} | {p95(values):.1f} | "
-            f"{worst[0]:.1f} | busy {busy}, k={worst[2]} | {goal} | {'yes' if met else 'NO'} |{cg}"
+            f"{worst[0]:.1f} | busy {busy}, k={worst[2]} | {cold:.0f} | {goal} | "
+            f"{'yes' if met else 'NO'} |{cg}"
         )
         print(summary[-1], flush=True)
     cpu = "unknown"
@@ -231,8 +239,12 @@ def main() -> None:
             f"every k; 16 GPUs: all free + {args.masks} seeded random busy masks × every k. {checked} cases "
             "were checked equal to the exhaustive search.",
             "",
-            f"| layout | GPUs | cases | median µs | p95 µs | worst µs | worst case | goal | met |{cg_head}",
-            f"|---|---|---|---|---|---|---|---|---|{cg_rule}",
+            "First call: a pick on a topology not seen before (GPU 0 busy, k = n/2 + 2), preparation "
+            "included.",
+            "",
+            "| layout | GPUs | cases | median µs | p95 µs | worst µs | worst case | first call µs | goal | "
+            f"met |{cg_head}",
+            f"|---|---|---|---|---|---|---|---|---|---|{cg_rule}",
             *summary,
             "",
         ]
