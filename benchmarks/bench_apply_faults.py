@@ -1,17 +1,20 @@
-"""Fault injection for `slurm-topo apply`: SIGKILL an apply at random points, run apply again, check the result.
+"""Fault injection for `slurm-topo apply`: SIGKILL an apply at random points, run apply again, check.
 
 Each trial starts from a config directory holding an old set (rendered from a small fleet) and applies a new
-set (a moved node, a new group, a removed group: round robin) in a child process that is killed with SIGKILL:
+set (a moved node, a new group, a removed group: round robin) in a child process killed with SIGKILL:
 
 * ``step`` trials: the child kills itself right after journaled step k (k random over all steps);
-* ``timer`` trials: the parent kills the child after a random delay in [0.4, 1.2] × the measured run time (most of a run is interpreter start-up).
+* ``timer`` trials: the parent kills the child after a random delay in [0.4, 1.2] × the measured run time
+  (most of a run is interpreter start-up).
 
-Then the next apply runs to completion (no kill) and the trial checks that the live set equals the new set byte
-for byte (or the old one, where the run after the crash did not apply), that no journal or staging file is left,
-and that every ``scontrol reconfigure`` the fake slurmctld received (tests/test_apply.py's FakeSlurm, its reads
-logged to a file across processes) read a complete old or new config set, never a mixed one.
+Then the next apply runs to completion (no kill) and the trial checks that the live set equals the new set
+byte for byte (or the old one, where the run after the crash did not apply), that no journal or staging file
+is left, and that every ``scontrol reconfigure`` the fake slurmctld received (tests/test_apply.py's
+FakeSlurm, its reads logged to a file across processes) read a complete old or new config set, never a
+mixed one.
 
-    .venv/bin/python benchmarks/bench_apply_faults.py [--trials 240] [--seed 1] [--out benchmarks/results/apply_faults.md]
+    .venv/bin/python benchmarks/bench_apply_faults.py [--trials 240] [--seed 1] \
+        [--out benchmarks/results/apply_faults.md]
 """
 
 from __future__ import annotations
@@ -201,13 +204,14 @@ def main() -> int:
         f"Command: `{cmd.strip()}` (seed {args.seed}), {time.strftime('%Y-%m-%d')}, Python "
         f"{sys.version.split()[0]}, {os.cpu_count()} CPUs.",
         "",
-        f"{args.trials} trials ({elapsed:.1f} s): each applies a new set (move / add-group / remove-group, round "
-        "robin) over an old one in a child process killed with SIGKILL — even trials right after journaled step "
-        f"k (uninterrupted runs take {', '.join(f'{s} {n}' for s, n in steps.items())} steps), odd trials after a "
-        f"random delay in [{typical * 0.4 * 1000:.0f}, {typical * 1.2 * 1000:.0f}] ms (uninterrupted run {typical * 1000:.0f} ms). The next "
-        "apply then runs to the end. Checked: live set == new set byte for byte, no journal or staging file "
-        "left, and every `scontrol reconfigure` the fake slurmctld received read a complete old or new config "
-        "set (tests/test_apply.py FakeSlurm, logged across processes).",
+        f"{args.trials} trials ({elapsed:.1f} s): each applies a new set (move / add-group / remove-group, "
+        "round robin) over an old one in a child process killed with SIGKILL — even trials right after "
+        f"journaled step k (uninterrupted runs take {', '.join(f'{s} {n}' for s, n in steps.items())} "
+        f"steps), odd trials after a random delay in [{typical * 0.4 * 1000:.0f}, "
+        f"{typical * 1.2 * 1000:.0f}] ms (uninterrupted run {typical * 1000:.0f} ms). The next apply then "
+        "runs to the end. Checked: live set == new set byte for byte, no journal or staging file left, and "
+        "every `scontrol reconfigure` the fake slurmctld received read a complete old or new config set "
+        "(tests/test_apply.py FakeSlurm, logged across processes).",
         "",
         f"**Result: {args.trials - len(failures)} of {args.trials} trials good, {len(failures)} failures; "
         f"{sum(r[6] for r in rows)} reconfigures observed, 0 on a mixed set**"
