@@ -8,6 +8,7 @@ Slurm hostlist expression) and, optionally, ``policy`` (the submit filter's defa
         region: europe-west1
         zone: europe-west1-b
         network_group: rack-3        # or labels: {gpulayer.dev/network-group: rack-3}
+        nvlink_domain: nvl-07        # NVLink scale-up domain (an NVL72 rack); docs/nvlink-domains.md
         features: [torch-2.4]
         gpus: 8
         gpu_type: h100
@@ -52,6 +53,7 @@ from .model import (
     MAX_NODES,
     NO_LOCATION,
     NODE_NAME_RE,
+    NVLINK_TOPOLOGIES,
     SLURM_INT_KEYS,
     SLURM_INT_RANGES,
     SLURM_NODE_KEYS,
@@ -61,6 +63,7 @@ from .model import (
     Inventory,
     Location,
     Node,
+    NvlinkConfig,
     PlacementError,
     PolicyConfig,
     Source,
@@ -98,9 +101,10 @@ ENTRY_KEYS = frozenset(
         "found_by",
         "notes",
         "gpu_topology",
+        "nvlink_domain",
     }
 )
-TOP_KEYS = frozenset({"nodes", "policy"})
+TOP_KEYS = frozenset({"nodes", "policy", "nvlink"})
 LOCALITY_RE = re.compile(r"^(prefer|network_group|zone|region|any)(:(wait|fail))?\Z")
 _FAMILY_RE = re.compile(r"^[A-Za-z0-9._*?-]{1,63}\Z")
 LABEL_KEYS = {
@@ -109,6 +113,8 @@ LABEL_KEYS = {
     "gpulayer.dev/region": "region",
     "topology.kubernetes.io/zone": "zone",
     "topology.kubernetes.io/region": "region",
+    "gpulayer.dev/nvlink-domain": "nvlink_domain",
+    "nvidia.com/gpu.clique": "nvlink_domain",  # GPU feature discovery: <cluster UUID>.<clique id>
 }
 _SLURM_VALUE_RE = re.compile(r"^[A-Za-z0-9._:/+,-]{1,256}\Z")
 _ADDRESS_RE = re.compile(r"^[A-Za-z0-9._:-]{1,255}\Z")  # a host name, an IPv4 or IPv6 address: one node
@@ -226,6 +232,7 @@ class Loaded:
     nodes: tuple[Node, ...]
     warnings: tuple[str, ...]
     policy: PolicyConfig | None = None
+    nvlink: NvlinkConfig | None = None
 
 
 class _Entry:
@@ -294,6 +301,7 @@ class _Entry:
                 )
 
         location = self.location(raw)
+        domain = self.nvlink_domain(raw)
         if location.region is None:
             self.warnings.append(
                 f"{self.source}: {self.where}: {show_value(expr)} has no region or zone; placed in the "
@@ -331,6 +339,7 @@ class _Entry:
                 found_by=found_by,
                 notes=notes,
                 gpu_topology=topology,
+                nvlink_domain=domain,
             )
             for i, name in enumerate(names)
         ]
@@ -357,6 +366,19 @@ class _Entry:
                 raise self.fail("gpu_topology", str(exc), raw, has_value=False) from None
         return self.topologies[path]
 
+    def nvlink_domain(self, raw: Mapping[Any, Any]) -> str | None:
+        """``nvlink_domain:`` or one of its labels (they must agree)."""
+        domain = self.label("nvlink_domain", raw["nvlink_domain"]) if raw.get("nvlink_domain") else None
+        labels = raw.get("labels")
+        if isinstance(labels, Mapping):
+            for key, value in labels.items():
+                if isinstance(key, str) and LABEL_KEYS.get(key) == "nvlink_domain":
+                    value = self.label(f"labels.{key}", value)
+                    if domain is not None and domain != value:
+                        raise self.fail(f"labels.{key}", f"disagrees with nvlink_domain={domain}", value)
+                    domain = value
+        return domain
+
     def location(self, raw: Mapping[Any, Any]) -> Location:
         values: dict[str, str | None] = {lvl: None for lvl in LEVELS}
         for lvl in LEVELS:
@@ -372,6 +394,8 @@ class _Entry:
                     raise self.fail(
                         f"labels.{_key(key)}", f"unknown label (known: {', '.join(sorted(LABEL_KEYS))})", key
                     )
+                if level == "nvlink_domain":
+                    continue  # read by nvlink_domain()
                 value = self.label(f"labels.{key}", value)
                 if values[level] is not None and values[level] != value:
                     raise self.fail(f"labels.{key}", f"disagrees with {level}={values[level]}", value)
@@ -526,6 +550,7 @@ def parse_inventory(
         if key not in TOP_KEYS:
             raise InventoryError(source, _key(key), "unknown key", _Shown(key), has_value=True)
     policy = _parse_policy(source, doc["policy"]) if doc.get("policy") is not None else None
+    nvlink = _parse_nvlink(source, doc["nvlink"]) if doc.get("nvlink") is not None else None
     entries = doc.get("nodes")
     if not isinstance(entries, list):
         raise InventoryError(
@@ -546,7 +571,44 @@ def parse_inventory(
         entry = _Entry(source, i, raw, base, topologies)
         nodes.extend(entry.nodes())
         warnings.extend(entry.warnings)
-    return Loaded(source, tuple(nodes), tuple(warnings), policy)
+    return Loaded(source, tuple(nodes), tuple(warnings), policy, nvlink)
+
+
+MAX_BLOCK_SIZE = 65_536
+MAX_NVLINK_DOMAINS = 65_536
+
+
+def _parse_nvlink(source: str, raw: object) -> NvlinkConfig:
+    def fail(where: str, reason: str, value: object) -> InventoryError:
+        return InventoryError(source, f"nvlink{where[:80]}", reason, _Shown(value), has_value=True)
+
+    if not isinstance(raw, Mapping):
+        raise fail("", f"must be a mapping, not {type(raw).__name__}", raw)
+    for key in raw:
+        if key not in ("topology", "block_sizes", "domains"):
+            raise fail(f".{_key(key)}", "unknown key (known: topology, block_sizes, domains)", key)
+    topology = raw.get("topology", "auto")
+    if topology not in NVLINK_TOPOLOGIES:
+        raise fail(".topology", f"must be one of {', '.join(NVLINK_TOPOLOGIES)}", topology)
+    sizes = raw.get("block_sizes") or []
+    if isinstance(sizes, int) and not isinstance(sizes, bool):
+        sizes = [sizes]
+    if not isinstance(sizes, list) or len(sizes) > 32:
+        raise fail(".block_sizes", "must be a list of at most 32 node counts, base block first", sizes)
+    for i, size in enumerate(sizes):
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_BLOCK_SIZE:
+            raise fail(f".block_sizes[{i}]", f"must be an integer from 1 to {MAX_BLOCK_SIZE}", size)
+    domains = raw.get("domains") or []
+    if not isinstance(domains, list) or len(domains) > MAX_NVLINK_DOMAINS:
+        raise fail(".domains", f"must be a list of at most {MAX_NVLINK_DOMAINS} domain labels", domains)
+    seen: dict[str, None] = {}
+    for i, domain in enumerate(domains):
+        if not isinstance(domain, str) or not LABEL_RE.match(domain):
+            raise fail(f".domains[{i}]", "must be 1-63 characters from [A-Za-z0-9._-]", domain)
+        if domain in seen:
+            raise fail(f".domains[{i}]", "is listed twice", domain)
+        seen[domain] = None
+    return NvlinkConfig(topology, tuple(sizes), tuple(seen))
 
 
 def _parse_policy(source: str, raw: object) -> PolicyConfig:
@@ -596,6 +658,13 @@ def load_inventory_file(path: str | Path, max_nodes: int = MAX_NODES) -> Loaded:
 
 
 def _merge_same_trust(a: Node, b: Node) -> Node:
+    if a.nvlink_domain and b.nvlink_domain and a.nvlink_domain != b.nvlink_domain:
+        raise InventoryError(
+            b.origin,
+            "",
+            f"node {b.name} is in NVLink domain {b.nvlink_domain} here but in {a.nvlink_domain} "
+            f"in {a.origin} (both {a.source.label} records)",
+        )
     if a.location != b.location:
         raise InventoryError(
             b.origin,
@@ -621,6 +690,12 @@ def _fill(kept: Node, other: Node) -> Node:
         slurm=tuple((k, slurm[k]) for k in SLURM_NODE_KEYS if k in slurm),
         found_by=kept.found_by or other.found_by,
         notes=kept.notes + tuple(n for n in other.notes if n not in kept.notes),
+        nvlink_domain=kept.nvlink_domain or other.nvlink_domain,
+        nvlink_source=(
+            kept.nvlink_source
+            if kept.nvlink_domain or not other.nvlink_domain
+            else (other.nvlink_source if other.nvlink_source is not None else other.source)
+        ),
     )
 
 
@@ -639,8 +714,18 @@ def merge(loaded: Iterable[Loaded], extra_nodes: Sequence[str] = ()) -> Inventor
     warnings: list[str] = []
     policy: PolicyConfig | None = None
     policy_source = ""
+    nvlink: NvlinkConfig | None = None
+    nvlink_source = ""
     for item in loaded:
         warnings.extend(item.warnings)
+        if item.nvlink is not None:
+            if nvlink is not None and item.nvlink != nvlink:
+                raise InventoryError(
+                    item.source,
+                    "nvlink",
+                    f"differs from the nvlink section in {nvlink_source}; give it in one inventory",
+                )
+            nvlink, nvlink_source = item.nvlink, item.source
         if item.policy is not None:
             if policy is not None and item.policy != policy:
                 raise InventoryError(
@@ -668,6 +753,7 @@ def merge(loaded: Iterable[Loaded], extra_nodes: Sequence[str] = ()) -> Inventor
                 )
             else:
                 if other.location != NO_LOCATION:
+                    other = replace(other, nvlink_domain=None)  # a record that is elsewhere says nothing here
                     conflicts.append(
                         Conflict(
                             name,
@@ -680,6 +766,20 @@ def merge(loaded: Iterable[Loaded], extra_nodes: Sequence[str] = ()) -> Inventor
                         )
                     )
                 best = _fill(best, other)
+            if other.nvlink_domain and best.nvlink_domain != other.nvlink_domain:
+                conflicts.append(
+                    Conflict(
+                        name,
+                        best.location,
+                        best.source,
+                        best.origin,
+                        best.location,
+                        other.source,
+                        other.origin,
+                        best.nvlink_domain,
+                        other.nvlink_domain,
+                    )
+                )
         merged.append(best)
     merged.sort(key=lambda n: natural_key(n.name))
     known = set(by_name)
@@ -690,6 +790,7 @@ def merge(loaded: Iterable[Loaded], extra_nodes: Sequence[str] = ()) -> Inventor
         warnings=tuple(warnings),
         extra_nodes=extra,
         policy=policy,
+        nvlink=nvlink,
     )
 
 

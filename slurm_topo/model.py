@@ -23,7 +23,10 @@ LEVELS = ("region", "zone", "network_group")
 MAX_NAME = 64
 """Slurm's HOST_NAME_MAX for switch names; feature names are kept to the same length."""
 
-LEVEL_FEATURE_PREFIXES = ("region_", "zone_", "ng_", "leaf_", "nvl_")
+NVL_PREFIX = "nvl_"
+"""Prefix of an NVLink domain's node feature and block name (``nvl_<domain>``)."""
+
+LEVEL_FEATURE_PREFIXES = ("region_", "zone_", "ng_", "leaf_", NVL_PREFIX)
 """Feature prefixes the generator owns: location features (``region_*``, ``zone_*``, ``ng_*``), the bucket
 features built on them (``zone_<z>.<family value>``), the extra leaves' names and NVLink domain features.
 No input may carry a feature with one of these prefixes: a node's location is never its own say."""
@@ -268,6 +271,10 @@ class Node:
     file."""
     location_source: Source | None = None
     """Who supplied the node's region when another record filled it in; None means ``source`` did."""
+    nvlink_domain: str | None = None
+    """The node's NVLink scale-up domain (an NVL72 rack, a fabric clique): a label, or None."""
+    nvlink_source: Source | None = None
+    """Who supplied ``nvlink_domain`` when another record filled it in; None means ``source`` did."""
 
     @property
     def located_by(self) -> Source:
@@ -291,13 +298,19 @@ class Conflict:
     ignored: Location
     ignored_source: Source
     ignored_origin: str
+    kept_domain: str | None = None
+    ignored_domain: str | None = None
+    """The NVLink domains, set only when the two records disagree on it."""
 
     def message(self) -> str:
         fields = [lvl for lvl in LEVELS if self.kept.value(lvl) != self.ignored.value(lvl)]
+        said = [(lvl, self.ignored.value(lvl), self.kept.value(lvl)) for lvl in fields]
+        if self.kept_domain != self.ignored_domain:
+            said.append(("nvlink_domain", self.ignored_domain, self.kept_domain))
         diff = "; ".join(
-            f"{lvl}: {self.ignored_source.label} says {self.ignored.value(lvl) or '(none)'}, "
-            f"{self.kept_source.label} says {self.kept.value(lvl) or '(none)'}"
-            for lvl in fields
+            f"{lvl}: {self.ignored_source.label} says {ignored or '(none)'}, "
+            f"{self.kept_source.label} says {kept or '(none)'}"
+            for lvl, ignored, kept in said
         )
         return (
             f"conflict: node {self.node}: {diff}; keeping the {self.kept_source.label} record "
@@ -316,6 +329,7 @@ class Inventory:
     extra_nodes: tuple[str, ...] = field(default=())
     """Nodes Slurm knows that no inventory places (``--nodes-from``/``--scontrol``): root leaf only."""
     policy: PolicyConfig | None = None
+    nvlink: NvlinkConfig | None = None
 
     def names(self) -> tuple[str, ...]:
         return tuple(n.name for n in self.nodes)
@@ -330,3 +344,21 @@ class PolicyConfig:
     """Partition name -> default locality (``zone:wait``) for jobs that ask for none."""
     families: tuple[tuple[str, str], ...] = ()
     """Compatibility family name -> glob over node features (``torch: 'torch-*'``): groups become buckets."""
+
+
+NVLINK_TOPOLOGIES = ("auto", "tree", "block")
+
+
+@dataclass(frozen=True, slots=True)
+class NvlinkConfig:
+    """The ``nvlink:`` section of an operator inventory: how NVLink domains become Slurm topology."""
+
+    topology: str = "auto"
+    """``auto``: a block topology where the release has one (topology.conf blocks on 23.11-24.11 when every
+    node has a domain, topology.yaml beside the tree from 25.05); ``tree``: keep the network tree only (the
+    domains are node features); ``block``: blocks, refused where the release has none."""
+    block_sizes: tuple[int, ...] = ()
+    """``BlockSizes`` (base block first); empty: derived from the domains."""
+    domains: tuple[str, ...] = ()
+    """The block order to keep: these domains first, in this order (a missing one keeps its slot as an
+    empty placeholder block), then the others by name."""

@@ -22,16 +22,24 @@ A name longer than 64 characters (Slurm's HOST_NAME_MAX for switch names), or on
 would share (zone ``a`` in two regions), is cut to 55 characters and gets ``_<first 8 hex of sha1(path)>``.
 The region/zone/group names double as node features, so the submit filter's ``[zone_…|zone_…]`` and the tree
 always agree.
+
+NVLink domains (``nvlink_domain``) become blocks (topology/block, topology.yaml): one block ``nvl_<domain>``
+per domain, the same string as the nodes' domain feature. Block order is semantics for Slurm (aggregated
+blocks are runs of consecutive base blocks), so it is derived so that a domain keeps its slot across
+regenerations: the inventory's ``nvlink.domains`` first, in that order, then the other domains by name; a
+listed domain with no node, and a gap in a numbered run (``rack-01``, ``rack-03`` -> ``rack-02``), is an
+empty placeholder block.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from .model import MAX_NAME, Inventory, Location, hashed_name, natural_key
+from .model import MAX_NAME, NVL_PREFIX, Inventory, Location, hashed_name, natural_key
 
 ROOT = "root"
 
@@ -47,6 +55,15 @@ class Switch:
 
 
 @dataclass(frozen=True, slots=True)
+class Block:
+    """One NVLink domain as a topology/block block; ``nodes`` is empty for a placeholder."""
+
+    name: str
+    domain: str
+    nodes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Topology:
     switches: tuple[Switch, ...]
     """Every switch once: leaves first, then zones, regions and the root (Slurm computes levels itself)."""
@@ -54,6 +71,10 @@ class Topology:
     """Location features of each inventory node, coarsest first."""
     group_names: Mapping[str, Mapping[Location, str]]
     """Feature name per level and location (the location cut to that level)."""
+    blocks: tuple[Block, ...] = ()
+    """NVLink domains in block order, placeholders included; empty when no node has a domain."""
+    nvl_features: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """Node -> its domain's feature (== block name), for nodes with a domain."""
 
 
 def _finalize_names(candidates: Mapping[str, str]) -> dict[str, str]:
@@ -151,8 +172,55 @@ def build_topology(inventory: Inventory) -> Topology:
             )
             feature_cache[loc] = feats
         node_features[node.name] = feats
+    blocks = build_blocks(inventory)
+    nvl_features = {node: b.name for b in blocks for node in b.nodes}
     return Topology(
         switches=tuple(switches),
         node_features=MappingProxyType(node_features),
         group_names=MappingProxyType({k: MappingProxyType(v) for k, v in group_names.items()}),
+        blocks=blocks,
+        nvl_features=MappingProxyType(nvl_features),
+    )
+
+
+_NUMBERED = re.compile(r"^(.*?)(\d+)\Z")
+
+
+def domain_order(present: set[str] | frozenset[str], listed: tuple[str, ...] = ()) -> list[str]:
+    """The block order: ``listed`` first, then the other domains by name with the gaps of each numbered run
+    filled (same prefix and digit width, between its lowest and highest number, at most as many fillers as
+    real domains in the run)."""
+    rest = sorted(present - set(listed), key=natural_key)
+    runs: dict[tuple[str, int], list[int]] = {}
+    for domain in rest:
+        m = _NUMBERED.match(domain)
+        if m:
+            runs.setdefault((m[1], len(m[2])), []).append(int(m[2]))
+    fill: set[str] = set()
+    for (prefix, width), numbers in runs.items():
+        lo, hi = min(numbers), max(numbers)
+        if hi - lo + 1 - len(numbers) <= len(numbers):
+            fill.update(f"{prefix}{n:0{width}d}" for n in range(lo, hi + 1))
+    fill -= set(listed)
+    return list(listed) + sorted(set(rest) | fill, key=natural_key)
+
+
+def block_name(domain: str) -> str:
+    """``nvl_<domain>``, hashed when over 64 characters (``model.hashed_name``)."""
+    name = f"{NVL_PREFIX}{domain}"
+    return name if len(name) <= MAX_NAME else hashed_name(name, f"nvlink_domain={domain}")
+
+
+def build_blocks(inventory: Inventory) -> tuple[Block, ...]:
+    """One block per NVLink domain in ``domain_order`` (placeholders included); () when no node has one."""
+    members: dict[str, list[str]] = {}
+    for node in inventory.nodes:
+        if node.nvlink_domain is not None:
+            members.setdefault(node.nvlink_domain, []).append(node.name)
+    if not members:
+        return ()
+    listed = inventory.nvlink.domains if inventory.nvlink is not None else ()
+    return tuple(
+        Block(block_name(d), d, tuple(sorted(members.get(d, ()), key=natural_key)))
+        for d in domain_order(set(members), listed)
     )

@@ -47,6 +47,8 @@ class RenderContext:
     fingerprint: str
     policy: PolicyData
     options: RenderOptions = RenderOptions()
+    partitions: tuple[Partition, ...] = ()
+    """Slurm's partitions when given (``--partitions-from``/``--scontrol``): the topology.yaml note."""
 
 
 Renderer = Callable[[RenderContext], "str | None"]
@@ -78,8 +80,12 @@ def fingerprint(
                 )
             ).encode()
         )
+        if n.nvlink_domain is not None:  # only then: fleets without domains keep their fingerprints
+            h.update(f"nvlink_domain={n.nvlink_domain}".encode())
         h.update(b"\n")
     h.update(repr(inventory.extra_nodes).encode())
+    if inventory.nvlink is not None:
+        h.update(repr(inventory.nvlink).encode())
     return h.hexdigest()[:16]
 
 
@@ -118,6 +124,7 @@ def make_context(
         fp,
         compile_policy(inventory, topology, partitions, fp),
         options or RenderOptions(),
+        tuple(partitions or ()),
     )
 
 
@@ -126,9 +133,11 @@ def _registry() -> dict[str, Renderer]:
     from .gres_conf import render_gres_conf
     from .nodes_conf import render_nodes_conf
     from .topology_conf import render_topology_conf
+    from .topology_yaml import render_topology_yaml
 
     return {
         "topology.conf": render_topology_conf,
+        "topology.yaml": render_topology_yaml,
         "slurm-topo-nodes.conf": render_nodes_conf,
         "gres.conf": render_gres_conf,
         "slurm_topo_data.lua": render_filter_data,

@@ -3,8 +3,10 @@ CONFIGURATION).
 
 slurm.conf pulls it in with ``Include slurm-topo-nodes.conf``; a second ``NodeName=`` for the same node is
 fatal to slurmctld, so the admin removes those nodes' own lines. Each line carries the node's hardware
-attributes, its own features and its location features (``region_*``, ``zone_*``, ``ng_*``). Nodes whose lines
-would be identical are folded into one hostlist; there is no ``NodeName=DEFAULT`` line, so nothing leaks into
+attributes, its own features and its location features (``region_*``, ``zone_*``, ``ng_*``, and
+``nvl_<domain>`` for a node in an NVLink domain, on every release: ``--constraint='[nvl_a|nvl_b]'`` keeps a
+job in one domain). Nodes whose lines would be identical are folded into one hostlist; there is no
+``NodeName=DEFAULT`` line, so nothing leaks into
 the admin's other nodes.
 """
 
@@ -45,6 +47,9 @@ def render_nodes_conf(ctx: RenderContext) -> str:
     seen: dict[tuple[object, ...], str] = {}  # nodes of one rack share their attributes: format them once
     for node in ctx.inventory.nodes:
         features = ctx.topology.node_features[node.name] + ctx.policy.bucket_features.get(node.name, ())
+        nvl = ctx.topology.nvl_features.get(node.name)
+        if nvl is not None:
+            features += (nvl,)
         key = (node.slurm, node.features, node.gpus, node.gpu_type, features)
         attrs = seen.get(key)
         if attrs is None:

@@ -13,7 +13,20 @@ from ..topology import ROOT, Switch
 from . import RenderContext, header
 
 
-def render_topology_conf(ctx: RenderContext) -> str:
+def render_topology_conf(ctx: RenderContext) -> str | None:
+    """The tree; the NVLink blocks instead on 23.11-24.11 when every node has a domain; nothing when
+    topology.yaml holds both (25.05+), as Slurm then ignores topology.conf (``render.topology_block``)."""
+    from .topology_block import BLOCK_CONF, YAML, render_block_conf, topology_mode
+
+    mode = topology_mode(ctx)
+    if mode == YAML:
+        return None
+    if mode == BLOCK_CONF:
+        return render_block_conf(ctx)
+    return render_tree_conf(ctx)
+
+
+def render_tree_conf(ctx: RenderContext) -> str:
     topo = ctx.topology
     nodes = sum(len(sw.nodes) for sw in topo.switches)
     summary = (

@@ -1,0 +1,151 @@
+"""NVLink domains as Slurm blocks: which topology file a release gets, ``BlockSizes``, and topology.conf in
+``topology/block`` syntax (topology.conf(5) ``BlockName= Nodes=``).
+
+* no node has an ``nvlink_domain`` (or ``nvlink: {topology: tree}``): the network tree in topology.conf, as
+  ever; domains are only node features (``nvl_<domain>``, written on every release);
+* 23.11 to 24.11 (one topology per cluster): topology.conf holds the blocks, with ``BlockLevels=0-L`` on 23.11
+  and ``BlockSizes=`` from 24.05; every node must then have a domain (a node in no block is never allocated);
+* 25.05 and later: topology.yaml holds the tree (``cluster_default``) and the blocks
+  (``render.topology_yaml``).
+
+Block lines are written in ``topology.Topology.blocks`` order: aggregated blocks are runs of consecutive base
+blocks, so the order is part of the meaning and never depends on which racks happen to be filled.
+"""
+
+from __future__ import annotations
+
+from ..errors import InputError
+from ..topology import Block
+from ..version import format_slurm_version
+from . import RenderContext, header
+
+BLOCK_SINCE = (23, 11)
+"""topology/block ships in 23.11 (``BlockLevels=``)."""
+BLOCK_SIZES_SINCE = (24, 5)
+"""24.05 replaced ``BlockLevels`` by ``BlockSizes``."""
+YAML_SINCE = (25, 5)
+"""topology.yaml (several topologies, partition ``Topology=``)."""
+SHORT_BLOCKS_SINCE = (25, 5)
+"""From 25.05 a block may hold fewer nodes than the base block size (an empty placeholder included)."""
+MAX_BLOCK_LEVELS = 16
+"""23.11's ``BlockLevels`` go from 0 to 15 (a level-L block is 2**L base blocks)."""
+
+TREE, BLOCK_CONF, YAML = "tree", "block", "yaml"
+
+
+def topology_mode(ctx: RenderContext) -> str:
+    """``tree``, ``block`` (topology.conf blocks) or ``yaml`` for this inventory and release; raises
+    ``InputError`` where the inventory asks for what the release cannot do."""
+    blocks = ctx.topology.blocks
+    wanted = ctx.inventory.nvlink.topology if ctx.inventory.nvlink is not None else "auto"
+    version = format_slurm_version(ctx.slurm_version)
+    if wanted == "tree" or (not blocks and wanted == "auto"):
+        return TREE
+    if not blocks:
+        raise InputError("nvlink: topology: block, but no node has an nvlink_domain")
+    if ctx.slurm_version < BLOCK_SINCE:
+        if wanted == "block":
+            raise InputError(
+                f"nvlink: topology: block needs Slurm 23.11 or later (rendering for {version}); the nvl_ "
+                "node features keep jobs in one domain there (--constraint='[nvl_a|nvl_b]')"
+            )
+        return TREE
+    if ctx.slurm_version >= YAML_SINCE:
+        return YAML
+    missing = [n.name for n in ctx.inventory.nodes if n.nvlink_domain is None] + list(
+        ctx.inventory.extra_nodes
+    )
+    if missing:
+        shown = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
+        raise InputError(
+            f"Slurm {version} has one topology per cluster and {len(missing)} node(s) have no "
+            f"nvlink_domain ({shown}): a node in no block is never allocated. Give them a domain, set "
+            "nvlink: {topology: tree} to keep the network tree (domains as nvl_ features only), or render "
+            "for Slurm 25.05+ (topology.yaml holds both)"
+        )
+    return BLOCK_CONF
+
+
+def _power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def block_sizes_problem(
+    sizes: tuple[int, ...], blocks: tuple[Block, ...], slurm_version: tuple[int, int]
+) -> str | None:
+    """Why ``sizes`` is not a valid ``BlockSizes`` for these blocks on this release, else None.
+
+    topology.conf(5): each size after the first is a power of two times the one before (26.05 makes any other
+    value fatal); the base block holds the largest domain; an aggregate larger than all blocks together can
+    never be formed; before 25.05 every filled block holds exactly the base size."""
+    if not sizes:
+        return "is empty"
+    if any(s < 1 for s in sizes):
+        return "sizes must be positive"
+    for prev, size in zip(sizes, sizes[1:], strict=False):
+        if size <= prev or size % prev or not _power_of_two(size // prev):
+            return f"{size} is not a power of two times {prev} (each size doubles the one before, or more)"
+    largest = max((len(b.nodes) for b in blocks), default=0)
+    base = sizes[0]
+    if largest > base:
+        big = next(b for b in blocks if len(b.nodes) == largest)
+        return f"the base size {base} is smaller than domain {big.domain} ({largest} nodes)"
+    if slurm_version < SHORT_BLOCKS_SINCE:
+        short = [b for b in blocks if len(b.nodes) != base]
+        if short:
+            return (
+                f"domain {short[0].domain} has {len(short[0].nodes)} nodes, not {base}: before Slurm 25.05 "
+                "every block holds exactly the base block size (no placeholders either)"
+            )
+    if sizes[-1] > base * len(blocks):
+        return f"{sizes[-1]} nodes is more than all {len(blocks)} blocks of {base} hold"
+    return None
+
+
+def block_sizes(ctx: RenderContext) -> tuple[int, ...]:
+    """The inventory's ``nvlink.block_sizes`` (validated), else: the largest domain's node count, then every
+    doubling that the block slots can hold (``18, 36, 72`` for four 18-node racks)."""
+    blocks = ctx.topology.blocks
+    given = ctx.inventory.nvlink.block_sizes if ctx.inventory.nvlink is not None else ()
+    if given:
+        sizes = given
+    else:
+        base = max(len(b.nodes) for b in blocks)
+        sizes = tuple(base << k for k in range(MAX_BLOCK_LEVELS) if 1 << k <= len(blocks))
+    problem = block_sizes_problem(sizes, blocks, ctx.slurm_version)
+    if problem is not None:
+        what = "nvlink.block_sizes" if given else "the NVLink domains"
+        raise InputError(
+            f"{what}: BlockSizes={','.join(map(str, sizes))} is not valid for Slurm "
+            f"{format_slurm_version(ctx.slurm_version)}: {problem}"
+        )
+    return sizes
+
+
+def block_levels(sizes: tuple[int, ...]) -> str:
+    """23.11's ``BlockLevels=`` for the same aggregates: level L is 2**L base blocks."""
+    levels = [(s // sizes[0]).bit_length() - 1 for s in sizes]
+    return ",".join(str(level) for level in levels)
+
+
+def render_block_conf(ctx: RenderContext) -> str:
+    """topology.conf for ``TopologyPlugin=topology/block``."""
+    blocks = ctx.topology.blocks
+    sizes = block_sizes(ctx)
+    filled = sum(1 for b in blocks if b.nodes)
+    summary = (
+        f"topology/block: {len(blocks)} NVLink domain blocks ({filled} with nodes), in a fixed order: "
+        "aggregated blocks are consecutive lines"
+    )
+    out = [header("topology.conf", ctx, summary)]
+    from .. import hostlist
+
+    for b in blocks:
+        out.append(
+            f"BlockName={b.name} Nodes={hostlist.compress(b.nodes)}\n" if b.nodes else f"BlockName={b.name}\n"
+        )
+    if ctx.slurm_version < BLOCK_SIZES_SINCE:
+        out.append(f"BlockLevels={block_levels(sizes)}\n")
+    else:
+        out.append(f"BlockSizes={','.join(map(str, sizes))}\n")
+    return "".join(out)
