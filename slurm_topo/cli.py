@@ -857,12 +857,20 @@ def capacity(
     as_json: bool,
 ) -> None:
     """How many jobs of each shape could start now inside one group per level, against what the free GPUs
-    alone suggest; the rest is stranded (fragmentation)."""
+    alone suggest; the rest is stranded (fragmentation).
+
+    --nodes-from: save `scontrol -d show node -o` (-d prints GresUsed, the GPUs a MIXED node has in use;
+    without it such a node's GPUs count as not free unless AllocTRES accounts gres/gpu)."""
     from .capacity import capacity as count_capacity
     from .capacity import format_capacity, node_states, parse_shape
 
     parsed = [parse_shape(s) for s in shapes]
-    records = _slurm_nodes(nodes_from, scontrol)
+    records: list[dict[str, str]] | None
+    if scontrol and not nodes_from:  # -d: GresUsed=gpu:…(IDX:…), the GPUs a MIXED node has in use
+        argv = ["scontrol", "-d", *scontrol_nodes_argv()[1:]]
+        records = parse_scontrol_nodes(SubprocessRunner().run(argv), source="scontrol -d show node -o")
+    else:
+        records = _slurm_nodes(nodes_from, scontrol)
     if records is None:
         raise InputError("give --nodes-from FILE (`scontrol show node -o` output) or --scontrol")
     inventory = _load(inventories, records_dir=records_dir)

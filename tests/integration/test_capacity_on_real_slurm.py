@@ -21,19 +21,11 @@ pytestmark = pytest.mark.slurm
 FLEET = Path(__file__).resolve().parents[2] / "docker-slurm/fleet.yaml"
 
 
-def capacity(nodes_file: Path, *shapes: str) -> dict[str, object]:
-    argv = [
-        *slurmctl.slurm_topo_cli(),
-        "capacity",
-        "-i",
-        str(FLEET),
-        "--nodes-from",
-        str(nodes_file),
-        "--json",
-    ]
+def capacity(source: list[str], *shapes: str, env: dict[str, str] | None = None) -> dict[str, object]:
+    argv = [*slurmctl.slurm_topo_cli(), "capacity", "-i", str(FLEET), *source, "--json"]
     for shape in shapes:
         argv += ["--shape", shape]
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False, env=env)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)  # type: ignore[no-any-return]
 
@@ -54,6 +46,7 @@ def test_capacity_reads_slurms_node_states(slurm: slurmctl.Slurm, tmp_path: Path
     try:
         detail = slurm.out("scontrol", "-d", "show", "node", "-o")
         plain = slurm.out("scontrol", "show", "node", "-o")
+        live = capacity(["--scontrol"], "1x8", "2x8", "1x4", "3x4", env=dict(slurm.env))
     finally:
         slurm.out("scontrol", "update", "NodeName=n12", "State=RESUME")
     by_node = {line.split()[0]: line for line in detail.splitlines() if line.startswith("NodeName=")}
@@ -63,7 +56,8 @@ def test_capacity_reads_slurms_node_states(slurm: slurmctl.Slurm, tmp_path: Path
     (tmp_path / "detail.txt").write_text(detail)
     (tmp_path / "plain.txt").write_text(plain)
 
-    data = capacity(tmp_path / "detail.txt", "1x8", "2x8", "1x4", "3x4")
+    data = capacity(["--nodes-from", str(tmp_path / "detail.txt")], "1x8", "2x8", "1x4", "3x4")
+    assert live == data  # --scontrol asks with -d too
     # 8-GPU fleet: 4 × h100 (8) = 32, 8 × a100 (4) = 32 GPUs; taken: 3 on n01, 8 on n04; n12 (4) drained
     assert data["total_gpus"] == 64 and data["free_gpus"] == 64 - 3 - 8 - 4
     assert data["nodes"] == {"free": 9, "allocated": 2, "drained": 1, "unknown": 0}
@@ -78,7 +72,7 @@ def test_capacity_reads_slurms_node_states(slurm: slurmctl.Slurm, tmp_path: Path
 
     # without -d, a MIXED node's GPU use is known only from AllocTRES (gres/gpu when accounted): else none of
     # its GPUs counts as free
-    plain_data = capacity(tmp_path / "plain.txt", "1x4")
+    plain_data = capacity(["--nodes-from", str(tmp_path / "plain.txt")], "1x4")
     n01_plain = next(line for line in plain.splitlines() if line.startswith("NodeName=n01 "))
     expected = 49 if "gres/gpu=3" in n01_plain else 49 - 5
     assert plain_data["free_gpus"] == expected
