@@ -17,6 +17,7 @@ from slurm_topo.capacity import (
     DRAINED,
     FREE,
     UNKNOWN,
+    NodeState,
     capacity,
     classify,
     idle_states,
@@ -186,3 +187,34 @@ def test_max_jobs_matches_brute_force(slots: list[int], n: int) -> None:
         if ok:
             best = j
     assert max_jobs(slots, n) == best
+
+
+@st.composite
+def fleets(draw):  # type: ignore[no-untyped-def]
+    nodes, states = [], {}
+    for i in range(draw(st.integers(1, 30))):
+        loc = Location(
+            draw(st.sampled_from(["r1", "r2"])),
+            draw(st.sampled_from(["z1", "z2", "z3"])),
+            draw(st.sampled_from(["g1", "g2"])),
+        )
+        gpus = draw(st.sampled_from([4, 8]))
+        free = draw(st.integers(0, gpus))
+        nodes.append(
+            Node(f"n{i}", Location(loc.region, f"{loc.region}-{loc.zone}", loc.network_group), gpus=gpus)
+        )
+        states[f"n{i}"] = NodeState(f"n{i}", FREE if free else ALLOCATED, gpus, free)
+    return Inventory(tuple(nodes)), states
+
+
+@settings(max_examples=100, deadline=None)
+@given(fleets(), st.integers(1, 6), st.sampled_from([1, 2, 4, 8]))
+def test_capacity_properties(fleet, n, g) -> None:  # type: ignore[no-untyped-def]
+    inventory, states = fleet
+    cap = capacity(inventory, states, [(n, g)])
+    (shape,) = cap.shapes
+    jobs = [lv.jobs for lv in shape.levels]
+    assert jobs == sorted(jobs)  # a wider level never holds fewer
+    for lv in shape.levels:
+        assert lv.jobs <= shape.naive_jobs
+        assert lv.stranded_gpus == cap.free_gpus - lv.jobs * n * g >= 0
