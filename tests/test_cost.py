@@ -374,3 +374,22 @@ def test_span_level() -> None:
     assert span_level(fabric, ["a", "b"]) == "network_group"
     assert span_level(fabric, ["a", "b", "c"]) == "region"
     assert span_level(fabric, ["a", "d"]) == "any"
+
+
+def test_nvlink_domains_from_the_inventory() -> None:
+    nodes = tuple(
+        Node(f"c{i}", Location("r", "z", f"g{i % 2}"), gpus=4, nvlink_domain="nvl-1" if i < 4 else None)
+        for i in range(8)
+    )
+    fabric = Fabric.of(Inventory(nodes))
+    assert fabric.domains == {f"c{i}": "nvl-1" for i in range(4)}
+    cost = score_placement(fabric, ["c0", "c1", "c2", "c3"], PlanSpec(allreduce_bytes=1e10))
+    # four nodes, two leaves, one NVLink domain: no hop leaves NVLink (inside a node: `node`, as fast)
+    assert (
+        cost.terms[0].level in ("nvlink", "node")
+        and cost.terms[0].bandwidth == DEFAULT_LINKS["nvlink"].bandwidth
+    )
+    found = best_nodes(fabric, 4, 4)
+    assert found is not None and found.level == "nvlink" and set(found.nodes) == {"c0", "c1", "c2", "c3"}
+    spread = predict(fabric, ["c4", "c5", "c6", "c7"], PlanSpec(allreduce_bytes=1e10))
+    assert spread.best_level == "nvlink" and spread.slowdown is not None and spread.slowdown > 2

@@ -59,7 +59,9 @@ class Fabric:
     def of(
         cls, inventory: Inventory, domains: Mapping[str, str] | None = None, rail_optimised: bool = False
     ) -> Fabric:
-        return cls({n.name: n for n in inventory.nodes}, dict(domains or {}), rail_optimised)
+        """The fleet of ``inventory``; NVLink domains from the nodes' ``nvlink_domain``, then ``domains``."""
+        found = {n.name: n.nvlink_domain for n in inventory.nodes if n.nvlink_domain is not None}
+        return cls({n.name: n for n in inventory.nodes}, {**found, **(domains or {})}, rail_optimised)
 
     def node(self, name: str) -> Node:
         try:
