@@ -104,7 +104,7 @@ ENTRY_KEYS = frozenset(
         "nvlink_domain",
     }
 )
-TOP_KEYS = frozenset({"nodes", "policy", "nvlink"})
+TOP_KEYS = frozenset({"nodes", "policy", "nvlink", "links"})
 LOCALITY_RE = re.compile(r"^(prefer|network_group|zone|region|any)(:(wait|fail))?\Z")
 _FAMILY_RE = re.compile(r"^[A-Za-z0-9._*?-]{1,63}\Z")
 LABEL_KEYS = {
@@ -550,6 +550,10 @@ def parse_inventory(
         if key not in TOP_KEYS:
             raise InventoryError(source, _key(key), "unknown key", _Shown(key), has_value=True)
     policy = _parse_policy(source, doc["policy"]) if doc.get("policy") is not None else None
+    if doc.get("links") is not None:  # the cost model's link table: validated here, read by `cost`
+        from .cost.links import parse_links
+
+        parse_links(doc["links"], source=f"{source}: links")
     nvlink = _parse_nvlink(source, doc["nvlink"]) if doc.get("nvlink") is not None else None
     entries = doc.get("nodes")
     if not isinstance(entries, list):

@@ -149,11 +149,24 @@ def test_bad_links_file(fleet: tuple[str, str], tmp_path: Path) -> None:
     assert out.returncode == 2 and "zone bandwidth (80) is above network_group" in out.stderr
 
 
-@pytest.mark.xfail(
-    strict=True, reason="inventory.py does not accept a top-level links: key yet (hook pending); remove then"
-)
 def test_links_in_the_inventory(tmp_path: Path) -> None:
     (tmp_path / "fleet.yaml").write_text(FLEET + LINKS)
     out = run("cost", "-i", str(tmp_path / "fleet.yaml"), "--nodes", "n[1-8]", "--allreduce-bytes", "1e10")
     assert out.returncode == 0, out.stderr
     assert "0.3500 s" in out.stdout
+
+
+def test_bad_links_in_the_inventory_is_one_input_error(tmp_path: Path) -> None:
+    (tmp_path / "fleet.yaml").write_text(FLEET + "links:\n  zone: {bandwidth: -1}\n")
+    out = run(
+        "generate",
+        "-i",
+        str(tmp_path / "fleet.yaml"),
+        "-o",
+        str(tmp_path / "out"),
+        "--slurm-version",
+        "22.05",
+    )
+    assert out.returncode == 2, out.stderr
+    assert "links" in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "out").exists()
