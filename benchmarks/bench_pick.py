@@ -17,7 +17,8 @@ masks, are compared with ``pick_exhaustive`` (the benchmark stops on the first d
 
 Instruction counts (repeatable where wall times wobble): ``--callgrind`` runs one fixed case per layout
 (``--callgrind-k``, all free and busy {1, 6[, 9, 14]}) ``--callgrind-calls`` times under
-``valgrind --tool=callgrind`` and reports instructions per call, net of the same run with 0 calls.
+``valgrind --tool=callgrind`` (PYTHONHASHSEED=0) and reports instructions per call, net of the same run with 0
+calls; ``--callgrind-only`` skips the timings and writes just that table.
 
     python benchmarks/bench_pick.py [--number 5] [--repeat 3] [--masks 60] [--callgrind]
 """
@@ -152,6 +153,7 @@ def callgrind_instructions(source: str, busy: tuple[int, ...], k: int, calls: in
                 text=True,
                 timeout=1800,
                 check=True,
+                env=dict(os.environ, PYTHONHASHSEED="0"),  # same hashing in both runs: repeatable counts
             )
             m = re.search(r"Collected : (\d+)", proc.stderr)
             assert m, proc.stderr[-2000:]
@@ -168,6 +170,7 @@ def main() -> None:
     ap.add_argument("--check-masks", type=int, default=10, help="16-GPU random masks checked exhaustively")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--callgrind", action="store_true", help="also count instructions of a fixed case")
+    ap.add_argument("--callgrind-only", action="store_true", help="count instructions, skip the timings")
     ap.add_argument("--callgrind-k", type=int, default=5)
     ap.add_argument("--callgrind-calls", type=int, default=50)
     ap.add_argument("--out", default=str(HERE / "results" / "pick.md"))
@@ -176,6 +179,14 @@ def main() -> None:
     checked = 0
     for topo in layouts():
         n = len(topo.gpus)
+        if args.callgrind_only:
+            cg_busy = (1, 6) if n == 8 else (1, 6, 9, 14)
+            per_call = callgrind_instructions(topo.source, cg_busy, args.callgrind_k, args.callgrind_calls)
+            summary.append(
+                f"| {topo.source} | {n} | busy {list(cg_busy)}, k={args.callgrind_k} | {per_call:,.0f} |"
+            )
+            print(summary[-1], flush=True)
+            continue
         cold = float("inf")  # first call on a topology: preparation included (cache emptied each time)
         for _ in range(args.repeat):
             pick_module._CACHE.clear()
@@ -208,6 +219,18 @@ def main() -> None:
             f"{'yes' if met else 'NO'} |{cg}"
         )
         print(summary[-1], flush=True)
+    if args.callgrind_only:
+        text = "\n".join(
+            [
+                "| layout | GPUs | case | callgrind instructions per call |",
+                "|---|---|---|---|",
+                *summary,
+                "",
+            ]
+        )
+        Path(args.out).write_text(text)
+        print(text)
+        return
     cpu = "unknown"
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
