@@ -88,10 +88,9 @@ local function check(ok, rc, what)
 end
 for i = 1, n do
   local jd = job_desc()
+  -- submit runs request + decide under its own pcall: an error or a hang there is logged (asserted below)
   debug.sethook(over_budget, "", budget)
-  local ok, err = pcall(function() return M.decide(data, M.request(jd)) end)
-  if not ok then check(false, err, "decide") end
-  ok, err = pcall(M.submit, jd, {}, 0)
+  local ok, err = pcall(M.submit, jd, {}, 0)
   debug.sethook()
   check(ok, err, "submit")
   submits = submits + 1
