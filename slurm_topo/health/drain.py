@@ -1,0 +1,198 @@
+"""``slurm-topo health-sync``: drain and resume nodes from their health records, on the controller side.
+
+Each node runs ``slurm-topo health --records DIR`` and its record lands in ``DIR/health/<node>.json``. This
+pass, run where ``scontrol`` may update nodes (the slurmctld host, as root or SlurmUser), reads every record
+and asks ``scontrol show node`` once, then per node makes **at most one change**:
+
+* the record says ``hard_fault`` and the node is not drained -> ``scontrol update NodeName=N State=DRAIN
+  Reason="slurm-topo-health: <first fault>"``;
+* the record is clean (the node-side hysteresis already held each fault for N healthy passes) and the node is
+  drained with a reason starting ``slurm-topo-health:`` -> ``State=RESUME``;
+* a drain with any other reason is an admin's (or another tool's): never lifted, never re-worded.
+
+A record older than ``max_age`` seconds, a record of a node Slurm does not know, or a bad record changes
+nothing and gets a log line. Records are untrusted (``source: self``): the name must be the file's name, the
+size is bounded, and a reason copied into Slurm is cut to printable characters.
+
+Each change is one log line (``drain n1: …``, ``resume n1: …``); the drain reason (with Slurm's own
+``[user@time]``) is the trail in ``scontrol show node``. A drain is node state in slurmctld, so it survives
+``scontrol reconfigure``; should one be lost anyway (a cold start), the next pass drains again.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import CommandError, InputError
+from ..model import NODE_NAME_RE
+from ..runner import Runner
+
+REASON_PREFIX = "slurm-topo-health:"
+MAX_RECORD_BYTES = 256 * 1024
+MAX_REASON = 160
+HEALTH_SUBDIR = "health"
+_UNSAFE = re.compile(r"[^A-Za-z0-9 ._:/,()+-]")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    name: str
+    state: str  # e.g. IDLE+DRAIN
+    reason: str | None
+
+    @property
+    def drained(self) -> bool:
+        flags = set(self.state.upper().replace("*", "").split("+"))
+        return bool(flags & {"DRAIN", "DRAINED", "DRAINING"})
+
+    @property
+    def ours(self) -> bool:
+        return self.drained and (self.reason or "").startswith(REASON_PREFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    node: str
+    verb: str  # "drain", "resume", "keep"
+    why: str
+    argv: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        return f"{self.verb} {self.node}: {self.why}"
+
+
+def record_path(records_dir: Path, name: str) -> Path:
+    return records_dir / HEALTH_SUBDIR / f"{name}.json"
+
+
+def parse_show_node(text: str) -> dict[str, NodeState]:
+    """``scontrol show node`` (the multi-line form: ``Reason=`` has a line of its own) -> name -> state."""
+    nodes: dict[str, NodeState] = {}
+    for block in re.split(r"\n\s*\n", text):
+        m = re.search(r"^NodeName=(\S+)", block, re.M)
+        if not m:
+            continue
+        st = re.search(r"\bState=(\S+)", block)
+        reason = re.search(r"^\s*Reason=(.*)$", block, re.M)
+        nodes[m[1]] = NodeState(m[1], st[1] if st else "UNKNOWN", reason[1].strip() if reason else None)
+    return nodes
+
+
+def clean_reason(text: str) -> str:
+    return _UNSAFE.sub("_", text)[:MAX_REASON]
+
+
+def read_health_records(records_dir: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Good records by node name, and a log line per skipped one."""
+    folder = records_dir / HEALTH_SUBDIR
+    if not records_dir.is_dir():
+        raise InputError(f"records directory {records_dir}: not a directory")
+    found: dict[str, dict[str, Any]] = {}
+    log: list[str] = []
+    try:
+        paths = sorted(p for p in folder.iterdir() if p.suffix == ".json" and not p.name.startswith("."))
+    except FileNotFoundError:
+        return {}, [f"{folder}: no health records yet"]
+    except OSError as exc:
+        raise InputError(f"{folder}: cannot read: {exc.strerror or exc}") from None
+    for path in paths:
+        try:
+            if not path.is_file() or path.stat().st_size > MAX_RECORD_BYTES:
+                raise ValueError(f"not a regular file of at most {MAX_RECORD_BYTES} bytes")
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(doc, dict) or doc.get("kind") != "health":
+                raise ValueError("not a health record")
+            name = doc.get("name")
+            if not isinstance(name, str) or not NODE_NAME_RE.fullmatch(name) or name != path.stem:
+                raise ValueError("'name' must be the file's name")
+            if not isinstance(doc.get("hard_fault"), bool) or not isinstance(doc.get("time_epoch"), int):
+                raise ValueError("'hard_fault' and 'time_epoch' are required")
+            if not isinstance(doc.get("faults", []), list):
+                raise ValueError("'faults' must be a list")
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+            log.append(f"skip {path}: {str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__}")
+            continue
+        doc["source"] = "self"  # whatever it says
+        found[name] = doc
+    return found, log
+
+
+def first_fault(record: dict[str, Any]) -> str:
+    for f in record.get("faults", []):
+        if isinstance(f, dict) and f.get("verdict") == "down" and isinstance(f.get("reason"), str):
+            return clean_reason(f["reason"])
+    return "hard fault"
+
+
+def plan(
+    records: dict[str, dict[str, Any]], nodes: dict[str, NodeState], *, now: float, max_age: float
+) -> list[Action]:
+    """At most one action per node, in name order."""
+    actions: list[Action] = []
+    for name in sorted(records):
+        rec = records[name]
+        node = nodes.get(name)
+        if node is None:
+            actions.append(Action(name, "keep", "not a node of this cluster"))
+            continue
+        age = now - rec["time_epoch"]
+        if age > max_age:
+            actions.append(
+                Action(name, "keep", f"record is {age:.0f} s old (max {max_age:g} s); nothing changed")
+            )
+            continue
+        if rec["hard_fault"]:
+            if node.drained:
+                who = "health check" if node.ours else "admin"
+                actions.append(Action(name, "keep", f"hard fault, already drained ({who})"))
+                continue
+            reason = f"{REASON_PREFIX} {first_fault(rec)}"
+            argv = ("scontrol", "update", f"NodeName={name}", "State=DRAIN", f"Reason={reason}")
+            actions.append(Action(name, "drain", reason, argv))
+        elif node.ours:
+            why = f"healthy for {rec.get('hysteresis', '?')} passes"
+            resume = ("scontrol", "update", f"NodeName={name}", "State=RESUME")
+            actions.append(Action(name, "resume", why, resume))
+        elif node.drained:
+            actions.append(Action(name, "keep", "drained by an admin; never lifted here"))
+    return actions
+
+
+def sync(
+    records_dir: Path,
+    runner: Runner,
+    *,
+    max_age: float = 900.0,
+    dry_run: bool = False,
+    now: float | None = None,
+    log: list[str] | None = None,
+) -> list[Action]:
+    """One pass: read the records and Slurm's nodes, apply the plan (unless ``dry_run``)."""
+    out = log if log is not None else []
+    records, skipped = read_health_records(records_dir)
+    out.extend(skipped)
+    nodes = parse_show_node(runner.run(["scontrol", "show", "node"])) if records else {}
+    actions = plan(records, nodes, now=time.time() if now is None else now, max_age=max_age)
+    failed: CommandError | None = None
+    for action in actions:
+        if action.argv and not dry_run:
+            try:
+                runner.run(list(action.argv))
+            except CommandError as exc:  # the other nodes still get their pass
+                out.append(f"failed {action.line()}: {str(exc).splitlines()[0][:200]}")
+                failed = failed or exc
+                continue
+        out.append(action.line())
+    if failed is not None:
+        raise failed
+    return actions
+
+
+def changes(actions: Iterable[Action]) -> list[Action]:
+    return [a for a in actions if a.argv]
