@@ -342,3 +342,41 @@ def test_console_script_is_the_cli_main() -> None:
 
     (ep,) = [e for e in entry_points(group="console_scripts") if e.name == "gpulayer-srun"]
     assert ep.load() is cli.main
+
+
+# ---- rails: the same local GPUs on every node
+
+
+def test_different_gpu_sets_across_nodes_warn_with_each_nodes_set() -> None:
+    from slurm_topo.srun.plan import rail_warning
+
+    same = alloc({"n1": range(4), "n2": range(4)})
+    assert rail_warning(same) is None
+    assert not any("rail" in w for w in srun.plan_srun(same, tp=2).warnings)
+    split = alloc({"n1": (0, 1), "n2": (2, 3), "n3": (0, 1)})
+    w = rail_warning(split)
+    assert w is not None and "n[1,3]: 0-1; n2: 2-3" in w and "one rail" in w, w
+    assert w in srun.plan_srun(split, tp=2).warnings
+    # a node without GPUs in the allocation, or one node alone, is no reason to warn
+    assert rail_warning(alloc({"n1": (0, 1), "n2": ()})) is None
+    assert rail_warning(alloc({"n1": (4, 5)})) is None
+
+
+def test_rail_warning_from_scontrols_detail_lines(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The per-node sets come from `scontrol show job -d` (GRES=gpu:…(IDX:…) per Nodes= line); main prints
+    the warning on stderr."""
+    runner = _runner(tmp_path / "slurm.conf")
+    runner.answers["scontrol show job"] = (
+        JOB.replace("NodeList=gs[1-4]", "NodeList=gs[1-2]")
+        .replace(
+            "Nodes=gs[1-2] CPU_IDs=0-7 Mem=0 GRES=gpu:h100:8(IDX:0-7)", "Nodes=gs1 GRES=gpu:h100:4(IDX:0-3)"
+        )
+        .replace(
+            "Nodes=gs[3-4] CPU_IDs=0-7 Mem=0 GRES=gpu:h100:8(IDX:0-7)", "Nodes=gs2 GRES=gpu:h100:4(IDX:4-7)"
+        )
+    )
+    srun.main(["--tp", "4", "--dry-run", "--", "true"], environ={"SLURM_JOB_ID": "42"}, runner=runner)
+    err = capsys.readouterr().err
+    assert (
+        "gpulayer-srun: warning: the allocation's GPU indices differ across nodes (gs1: 0-3; gs2: 4-7)" in err
+    )

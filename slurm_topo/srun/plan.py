@@ -371,6 +371,32 @@ def _srun_argv(
     )
 
 
+# ---- rails
+
+
+def rail_warning(alloc: Allocation) -> str | None:
+    """A warning when the nodes of a multi-node allocation hold different local GPU index sets (``n1: 0-3``,
+    ``n2: 4-7``): on a rail-optimised fabric (GPU ``k`` of every node on rail ``k``) NCCL keeps a ring on
+    one rail only when each node takes part with the same local GPUs; otherwise the ring crosses rails
+    through the spine. Nodes without GPUs in the allocation are left out; None when the sets agree."""
+    by_set: dict[tuple[int, ...], list[str]] = {}
+    for node in alloc.nodes:
+        gpus = alloc.gpus.get(node, ())
+        if gpus:
+            by_set.setdefault(tuple(gpus), []).append(node)
+    if len(by_set) < 2:
+        return None
+    parts = "; ".join(
+        f"{hostlist.compress(nodes)}: {numbers(gpus)}"
+        for gpus, nodes in sorted(by_set.items(), key=lambda kv: alloc.nodes.index(kv[1][0]))
+    )
+    return (
+        f"warning: the allocation's GPU indices differ across nodes ({parts}): NCCL keeps a ring on one rail "
+        "only when every node uses the same local GPUs, so rings between these nodes cross rails (whole "
+        "nodes, e.g. --exclusive, avoid it)"
+    )
+
+
 # ---- the whole plan
 
 
@@ -422,6 +448,9 @@ def plan_srun(
     span = _island_warning([slots[i] for i in used], topologies, tp)
     if span:
         warnings.append(span)
+    rails = rail_warning(alloc)
+    if rails:
+        warnings.append(rails)
     pipe_level = {
         d: _common_level(tree, {slots[stage_slot[(s, d)]][0] for s in range(pp)}) for d in range(dp)
     }

@@ -177,3 +177,45 @@ def test_uneven_tasks_per_node_hostname_order_splits_tp_group_gpulayer_does_not(
         assert len({r[1] for r in members}) == 1 and len({r[2] for r in members}) == 1, members
         assert len(members[0][2].split(",")) == 4
     assert planned[0][1] != planned[4][1]  # one group per node
+
+
+def test_different_gpu_indices_across_nodes_warn(srun_cluster: tuple[slurmctl.Slurm, Path]) -> None:
+    """A job holding GPUs 0-3 of gs1 first: the next job's 4 GPUs on gs1 are other indices than on gs2
+    (Slurm's own view, ``scontrol show job -d``), and gpulayer-srun says so once, on stderr, with each
+    node's set."""
+    slurm, work = srun_cluster
+    slurm.quiesce()
+    holder = slurm.submit("-N1", "-w", "gs1", "-n1", "--gres=gpu:4", "--wrap", "sleep 120")
+    slurm.wait_state(holder, "RUNNING")
+    held = set(slurm.allocation_of(holder).gpus["gs1"])
+    assert len(held) == 4
+    script, out = work / "rails.sh", work / "rails.out"
+    out.unlink(missing_ok=True)
+    script.write_text(f"#!/bin/bash\nset -e\nexport TMPDIR={work}\nsleep 5\n{_gsrun('--tp 4')}\n")
+    job = slurm.submit(
+        "-o", str(out), "-t", "2", "-N2", "-w", "gs[1-2]", "--ntasks-per-node=4", "--gres=gpu:4", str(script)
+    )
+    slurm.wait_state(job, "RUNNING")
+    gpus = slurm.allocation_of(job).gpus
+    try:
+        slurm.wait_state(job, "COMPLETED", timeout=60)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\njob output:\n{out.read_text() if out.exists() else ''}") from None
+    finally:
+        slurm.cancel(holder)
+    assert not set(gpus["gs1"]) & held and gpus["gs1"] != gpus["gs2"], gpus  # Slurm's view
+    text = out.read_text()
+
+    def span(idx: tuple[int, ...]) -> str:
+        return (
+            f"{idx[0]}-{idx[-1]}"
+            if list(idx) == list(range(idx[0], idx[-1] + 1))
+            else ",".join(map(str, idx))
+        )
+
+    expected = f"(gs1: {span(gpus['gs1'])}; gs2: {span(gpus['gs2'])})"
+    assert text.count("GPU indices differ across nodes") == 1, text
+    assert f"gpulayer-srun: warning: the allocation's GPU indices differ across nodes {expected}" in text, (
+        text
+    )
+    assert len(LINE_RE.findall(text)) == 8, text  # and the job still ran its 8 ranks
