@@ -90,17 +90,17 @@ def parse_thresholds(pairs: tuple[str, ...] | list[str]) -> Thresholds:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         key = key.strip()
+        if key not in names and not (key.startswith("ib.") and key[3:] in counters):
+            known = ", ".join([*names, *(f"ib.{c}" for c in counters)])
+            raise InputError(f"--threshold {pair!r}: unknown key (known: {known})")
         try:
             if not sep:
                 raise ValueError
-            if key.startswith("ib.") and key[3:] in counters:
+            if key.startswith("ib."):
                 counters[key[3:]] = int(value)
                 if counters[key[3:]] < 0:
                     raise ValueError
                 continue
-            if key not in names:
-                known = ", ".join([*names, *(f"ib.{c}" for c in counters)])
-                raise InputError(f"--threshold {pair!r}: unknown key (known: {known})")
             number: int | float = float(value) if isinstance(getattr(t, key), float) else int(value)
             if number < 0 or (key == "hysteresis" and number < 1):
                 raise ValueError
