@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from .slurmconf import SwitchLine, slurm_conf_node_definitions
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}\Z")
@@ -175,3 +177,324 @@ def _defined_twice(slurm_conf: Path) -> list[Problem]:
             else:
                 seen[node] = path
     return problems
+
+
+# ------------------------------------------------------------------------------------------ block topologies
+
+
+@dataclass(frozen=True, slots=True)
+class BlockLine:
+    name: str
+    nodes: tuple[str, ...]
+    lineno: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BlockTopology:
+    """A block topology as written: topology.conf ``BlockName=`` lines or a topology.yaml ``block:``."""
+
+    name: str
+    blocks: tuple[BlockLine, ...]
+    sizes: tuple[int, ...] | None = None
+    levels: str | None = None
+    lineno: int | None = None
+
+
+def is_block_text(text: str) -> bool:
+    """True for topology.conf in block syntax or a topology.yaml (which may hold blocks)."""
+    from .slurmconf import logical_lines
+
+    for _, line in logical_lines(text):
+        return line.lower().startswith(("blockname=", "blocksizes=", "blocklevels=", "---", "- topology"))
+    return False
+
+
+def _is_yaml(text: str, source: str) -> bool:
+    from .slurmconf import logical_lines
+
+    if source.endswith((".yaml", ".yml")):
+        return True
+    for _, line in logical_lines(text):
+        return line.startswith(("---", "- ", "["))
+    return False
+
+
+def parse_block_topologies(text: str, *, source: str = "topology.conf") -> list[BlockTopology]:
+    """Block topologies of a topology.conf (``default``) or a topology.yaml (each ``block:`` topology);
+    raises ``ParseError`` for text that is neither."""
+    from . import hostlist
+    from .errors import HostlistError, ParseError
+    from .slurmconf import logical_lines, split_pairs
+
+    if _is_yaml(text, source):
+        return _parse_yaml_blocks(text, source)
+    blocks: list[BlockLine] = []
+    sizes: tuple[int, ...] | None = None
+    levels: str | None = None
+    for lineno, line in logical_lines(text):
+        try:
+            pairs = {k.lower(): v for k, v in split_pairs(line).items()}
+        except ValueError as exc:
+            raise ParseError(source, lineno, str(exc)) from None
+        if "blockname" in pairs:
+            try:
+                nodes = tuple(hostlist.expand_keep_duplicates(pairs["nodes"])) if pairs.get("nodes") else ()
+            except HostlistError as exc:
+                raise ParseError(source, lineno, str(exc)) from None
+            blocks.append(BlockLine(pairs["blockname"], nodes, lineno))
+        elif "blocksizes" in pairs:
+            sizes = _sizes(pairs["blocksizes"].split(","), source, lineno)
+        elif "blocklevels" in pairs:
+            levels = pairs["blocklevels"]
+        else:
+            raise ParseError(source, lineno, "expected BlockName=, BlockSizes= or BlockLevels=")
+    return [BlockTopology("default", tuple(blocks), sizes, levels)]
+
+
+def _sizes(raw: Iterable[object], source: str, lineno: int | None) -> tuple[int, ...]:
+    from .errors import ParseError
+
+    out = []
+    for item in raw:
+        text = str(item).strip()
+        if not text.isdigit() or len(text) > 9:
+            raise ParseError(source, lineno, f"BlockSizes: {text[:20]!r} is not a node count")
+        out.append(int(text))
+    return tuple(out)
+
+
+def _parse_yaml_blocks(text: str, source: str) -> list[BlockTopology]:
+    from . import hostlist
+    from .errors import HostlistError, ParseError
+    from .inventory import load_yaml
+
+    try:
+        doc = load_yaml(text, max_nodes=1_000_000)
+    except yaml.YAMLError as exc:
+        first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+        raise ParseError(source, None, f"not valid YAML: {first}") from None
+    if doc is None:
+        doc = []
+    if not isinstance(doc, list):
+        raise ParseError(source, None, "topology.yaml must be a list of topologies")
+    out = []
+    for i, topo in enumerate(doc):
+        if not isinstance(topo, dict) or not isinstance(topo.get("topology"), str):
+            raise ParseError(source, None, f"topology [{i}] has no 'topology:' name")
+        block = topo.get("block")
+        if block is None:
+            continue
+        if not isinstance(block, dict):
+            raise ParseError(source, None, f"topology {topo['topology']}: block must be a mapping")
+        lines = []
+        for j, entry in enumerate(block.get("blocks") or []):
+            if not isinstance(entry, dict) or not isinstance(entry.get("block"), str):
+                raise ParseError(
+                    source, None, f"topology {topo['topology']}: blocks[{j}] has no 'block:' name"
+                )
+            try:
+                nodes = (
+                    tuple(hostlist.expand_keep_duplicates(str(entry["nodes"]))) if entry.get("nodes") else ()
+                )
+            except HostlistError as exc:
+                raise ParseError(source, None, f"topology {topo['topology']}: {exc}") from None
+            lines.append(BlockLine(entry["block"], nodes))
+        raw_sizes = block.get("block_sizes")
+        sizes = None
+        if raw_sizes is not None:
+            sizes = _sizes(
+                raw_sizes if isinstance(raw_sizes, list) else str(raw_sizes).split(","), source, None
+            )
+        out.append(BlockTopology(topo["topology"], tuple(lines), sizes))
+    return out
+
+
+def lint_blocks(
+    topologies: list[BlockTopology],
+    *,
+    slurm_version: tuple[int, int] | None = None,
+    previous: list[BlockTopology] | None = None,
+    known_nodes: Iterable[str] | None = None,
+) -> list[Problem]:
+    """Problems of block topologies: none at all, an empty one, bad ``BlockSizes``, blocks Slurm refuses
+    (empty or short before 25.05), a node in two blocks, and — given the previous file — blocks whose position
+    changed (aggregated blocks are consecutive base blocks, so a moved block changes which jobs fit where)."""
+    from .render.topology_block import SHORT_BLOCKS_SINCE, block_sizes_problem
+    from .topology import Block
+
+    if not topologies:
+        return [Problem("empty", "no block topology: no BlockName= lines and no block: topology")]
+    problems: list[Problem] = []
+    version = slurm_version or (99, 0)
+    for topo in topologies:
+        where = f"topology {topo.name}: " if topo.name != "default" else ""
+        filled = [b for b in topo.blocks if b.nodes]
+        if not filled:
+            problems.append(
+                Problem(
+                    "empty-block-topology",
+                    f"{where}no block has nodes (slurmctld stops on an empty block topology; 25.11 "
+                    "crash-looped on an empty one named by a partition)",
+                    topo.lineno,
+                )
+            )
+            continue
+        for name, n in Counter(b.name for b in topo.blocks).items():
+            if n > 1:
+                problems.append(Problem("duplicate-block", f"{where}block {name} is defined {n} times"))
+        seen: dict[str, str] = {}
+        for b in topo.blocks:
+            if not _NAME_RE.match(b.name):
+                problems.append(
+                    Problem("bad-name", f"{where}block name {b.name!r} is not a Slurm name", b.lineno)
+                )
+            for node in b.nodes:
+                if node in seen and seen[node] != b.name:
+                    problems.append(
+                        Problem(
+                            "node-in-two-blocks",
+                            f"{where}node {node} is in {seen[node]} and {b.name}",
+                            b.lineno,
+                        )
+                    )
+                seen.setdefault(node, b.name)
+            if version < SHORT_BLOCKS_SINCE and not b.nodes:
+                problems.append(
+                    Problem(
+                        "empty-block",
+                        f"{where}block {b.name} has no nodes (fatal before Slurm 25.05)",
+                        b.lineno,
+                    )
+                )
+        sizes = topo.sizes
+        if sizes is not None:
+            as_blocks = tuple(Block(b.name, b.name, b.nodes) for b in topo.blocks)
+            if version < SHORT_BLOCKS_SINCE:
+                as_blocks = tuple(b for b in as_blocks if b.nodes)
+            problem = block_sizes_problem(sizes, as_blocks, version)
+            if problem is not None:
+                problems.append(
+                    Problem("bad-block-sizes", f"{where}BlockSizes={','.join(map(str, sizes))}: {problem}")
+                )
+        if known_nodes is not None:
+            known = set(known_nodes)
+            problems += [
+                Problem("unknown-node", f"{where}node {node} is not a node Slurm knows")
+                for node in sorted(set(seen) - known)
+            ]
+    if previous is not None:
+        problems += _moved_blocks(topologies, previous)
+    return problems
+
+
+def _moved_blocks(topologies: list[BlockTopology], previous: list[BlockTopology]) -> list[Problem]:
+    """A block that is at another index than in the previous file (or gone from it)."""
+    problems: list[Problem] = []
+    before = {t.name: t for t in previous}
+    for topo in topologies:
+        old = before.get(topo.name)
+        if old is None:
+            continue
+        where = f"topology {topo.name}: " if topo.name != "default" else ""
+        now = {b.name: i for i, b in enumerate(topo.blocks)}
+        for i, b in enumerate(old.blocks):
+            if b.name not in now:
+                if i < len(old.blocks) - 1:
+                    problems.append(
+                        Problem(
+                            "block-removed",
+                            f"{where}block {b.name} (position {i}) is gone: every block after it moved up "
+                            "one position and the aggregated blocks changed; keep it as an empty placeholder "
+                            "(Slurm 25.05+) or keep its nodes",
+                        )
+                    )
+            elif now[b.name] != i:
+                problems.append(
+                    Problem(
+                        "block-moved",
+                        f"{where}block {b.name} moved from position {i} to {now[b.name]}: aggregated blocks "
+                        "are consecutive base blocks, so it now aggregates with other domains",
+                        topo.blocks[now[b.name]].lineno,
+                    )
+                )
+    return problems
+
+
+def lint_file(
+    text: str,
+    *,
+    source: str = "topology.conf",
+    previous_text: str | None = None,
+    previous_source: str = "previous",
+    slurm_version: tuple[int, int] | None = None,
+    known_nodes: Iterable[str] | None = None,
+    slurm_conf: Path | None = None,
+) -> list[Problem]:
+    """Lint a topology.conf in tree or block syntax, or a topology.yaml (its blocks, then its tree)."""
+    from .slurmconf import parse_topology_conf
+
+    if _is_yaml(text, source) or is_block_text(text):
+        topologies = parse_block_topologies(text, source=source)
+        previous = (
+            parse_block_topologies(previous_text, source=previous_source)
+            if previous_text is not None
+            else None
+        )
+        if _is_yaml(text, source):
+            return _lint_yaml(text, source, topologies, slurm_version, previous, known_nodes)
+        return lint_blocks(
+            topologies, slurm_version=slurm_version, previous=previous, known_nodes=known_nodes
+        )
+    return lint_topology(
+        parse_topology_conf(text, source=source), known_nodes=known_nodes, slurm_conf=slurm_conf
+    )
+
+
+def _lint_yaml(
+    text: str,
+    source: str,
+    blocks: list[BlockTopology],
+    slurm_version: tuple[int, int] | None,
+    previous: list[BlockTopology] | None,
+    known_nodes: Iterable[str] | None,
+) -> list[Problem]:
+    from .inventory import load_yaml
+
+    doc = load_yaml(text) or []  # parse_block_topologies read it already: it is a list of mappings
+    problems: list[Problem] = []
+    if not doc:
+        return [
+            Problem("empty", "topology.yaml has no topology (an empty file crash-looped slurmctld 25.11)")
+        ]
+    defaults = [t.get("topology") for t in doc if isinstance(t, dict) and t.get("cluster_default") is True]
+    if not defaults:
+        problems.append(Problem("no-cluster-default", "no topology has cluster_default: true"))
+    for topo in doc:
+        tree = topo.get("tree") if isinstance(topo, dict) else None
+        if isinstance(tree, dict):
+            switches = [
+                SwitchLine(
+                    str(sw.get("switch")),
+                    tuple(_expand(sw["nodes"])) if sw.get("nodes") else None,
+                    tuple(str(sw["children"]).split(",")) if sw.get("children") else None,
+                    0,
+                    None,
+                )
+                for sw in tree.get("switches") or []
+                if isinstance(sw, dict)
+            ]
+            problems += [
+                Problem(p.code, f"topology {topo['topology']}: {p.message}", p.lineno)
+                for p in lint_topology(switches, known_nodes=known_nodes)
+            ]
+    if blocks:
+        problems += lint_blocks(
+            blocks, slurm_version=slurm_version, previous=previous, known_nodes=known_nodes
+        )
+    return problems
+
+
+def _expand(value: object) -> list[str]:
+    from . import hostlist
+
+    return hostlist.expand_keep_duplicates(str(value))

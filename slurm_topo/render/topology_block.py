@@ -26,7 +26,9 @@ BLOCK_SIZES_SINCE = (24, 5)
 YAML_SINCE = (25, 5)
 """topology.yaml (several topologies, partition ``Topology=``)."""
 SHORT_BLOCKS_SINCE = (25, 5)
-"""From 25.05 a block may hold fewer nodes than the base block size (an empty placeholder included)."""
+"""From 25.05 a block may hold fewer nodes than the base block size (an empty placeholder included). 24.11
+refuses both, fatally: "block X hasn't got nodes", "Block configuration (X) children count lower than
+bblock_node_cnt" (checked on 24.11.5)."""
 MAX_BLOCK_LEVELS = 16
 """23.11's ``BlockLevels`` go from 0 to 15 (a level-L block is 2**L base blocks)."""
 
@@ -66,6 +68,16 @@ def topology_mode(ctx: RenderContext) -> str:
     return BLOCK_CONF
 
 
+def release_blocks(ctx: RenderContext) -> tuple[Block, ...]:
+    """The blocks this release can hold: all of them from 25.05; before, only those with nodes (an empty
+    placeholder is fatal there, so a missing domain shifts the aggregates after it; ``lint --previous``
+    reports such a shift)."""
+    blocks = ctx.topology.blocks
+    if ctx.slurm_version >= SHORT_BLOCKS_SINCE:
+        return blocks
+    return tuple(b for b in blocks if b.nodes)
+
+
 def _power_of_two(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
@@ -95,7 +107,7 @@ def block_sizes_problem(
         if short:
             return (
                 f"domain {short[0].domain} has {len(short[0].nodes)} nodes, not {base}: before Slurm 25.05 "
-                "every block holds exactly the base block size (no placeholders either)"
+                "every block holds exactly the base block size (Slurm stops on a shorter one)"
             )
     if sizes[-1] > base * len(blocks):
         return f"{sizes[-1]} nodes is more than all {len(blocks)} blocks of {base} hold"
@@ -105,7 +117,7 @@ def block_sizes_problem(
 def block_sizes(ctx: RenderContext) -> tuple[int, ...]:
     """The inventory's ``nvlink.block_sizes`` (validated), else: the largest domain's node count, then every
     doubling that the block slots can hold (``18, 36, 72`` for four 18-node racks)."""
-    blocks = ctx.topology.blocks
+    blocks = release_blocks(ctx)
     given = ctx.inventory.nvlink.block_sizes if ctx.inventory.nvlink is not None else ()
     if given:
         sizes = given
@@ -130,12 +142,11 @@ def block_levels(sizes: tuple[int, ...]) -> str:
 
 def render_block_conf(ctx: RenderContext) -> str:
     """topology.conf for ``TopologyPlugin=topology/block``."""
-    blocks = ctx.topology.blocks
+    blocks = release_blocks(ctx)
     sizes = block_sizes(ctx)
-    filled = sum(1 for b in blocks if b.nodes)
     summary = (
-        f"topology/block: {len(blocks)} NVLink domain blocks ({filled} with nodes), in a fixed order: "
-        "aggregated blocks are consecutive lines"
+        f"topology/block: {len(blocks)} NVLink domain blocks in a fixed order (aggregated blocks are "
+        "consecutive lines); TopologyPlugin=topology/block"
     )
     out = [header("topology.conf", ctx, summary)]
     from .. import hostlist
