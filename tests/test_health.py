@@ -297,10 +297,8 @@ def test_fabric_v3_and_v4(tmp_path: Path, fabric: dict[str, Any], verdict: str, 
     rec = Node(tmp_path).run(doc, None)
     f = rec["gpus"][0]["fabric"]
     assert (f["verdict"], f["health_flags"]) == (verdict, flags)
-    assert (
-        f["clique"] == ("7" if fabric["version"] == 3 or fabric.get("cliques") else None)
-        or f["clique"] == "1:7"
-    )
+    want_clique = "7" if fabric["version"] == 3 else ("1:7" if fabric["cliques"] else None)
+    assert f["clique"] == want_clique and f["version"] == fabric["version"]
     assert sorted(fabric_flags(fabric["healthMask"])) == flags
 
 
