@@ -605,13 +605,47 @@ def apply(
 
 @cli.command()
 @click.argument("job_id", metavar="JOBID")
-def explain(job_id: str) -> None:
-    """What a job asked for, what the locality filter decided, and where Slurm placed it (or why it waits)."""
-    from .explain import explain_job
+@inventory_option
+@records_option
+@click.option(
+    "--plan", metavar="PLAN", help="The job's parallelism plan, e.g. tp=8,pp=4,bytes=10G (over its comment)."
+)
+@click.option(
+    "--links", "links_file", metavar="FILE", help="Link constants (a links: mapping) over the defaults."
+)
+@click.option("--svg", "svg_file", metavar="FILE", help="Draw where the job landed and the best placement.")
+def explain(
+    job_id: str,
+    inventories: tuple[str, ...],
+    records_dir: str | None,
+    plan: str | None,
+    links_file: str | None,
+    svg_file: str | None,
+) -> None:
+    """What a job asked for, what the locality filter decided, and where Slurm placed it (or why it waits).
+
+    With -i FILE (the fleet) and a plan (--plan, else the job's --comment=plan=tp=…,pp=…,bytes=…): the
+    predicted communication seconds per step of its placement, of the best placement free right now and of
+    the best on an idle fleet."""
+    from .explain import explain_full, write_overlay
 
     if not job_id.replace("_", "").replace("+", "").isdigit():
         raise click.UsageError(f"JOBID must be a job id such as 1234, 1234_5 or 1234+1, not {job_id!r}")
-    click.echo(explain_job(job_id, SubprocessRunner()), nl=False)
+    if plan is not None:
+        from .cost import parse_plan
+
+        parse_plan(plan)  # a bad --plan is an input error before slurmctld is asked
+    if svg_file and not (inventories or records_dir):
+        raise click.UsageError("--svg needs the fleet: give -i FILE")
+    inventory = _load(inventories, records_dir=records_dir) if inventories or records_dir else None
+    table = _links_table(inventories, links_file)
+    explanation, view = explain_full(job_id, SubprocessRunner(), inventory=inventory, plan=plan, table=table)
+    if not explanation.state:
+        click.echo(f"job {job_id}: not known to slurmctld")
+        return
+    click.echo(explanation.text(), nl=False)
+    if svg_file and inventory is not None:
+        click.echo(write_overlay(inventory, explanation, view, svg_file))
 
 
 @cli.command("files")

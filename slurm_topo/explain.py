@@ -7,17 +7,29 @@
   Slurm reports them (``region_*``, ``zone_*``, ``ng_*`` in ``scontrol show node -o``), phrased like
   "same zone us-east-1a, 2 network groups" (nodes without a group of a level are counted apart); a placement
   that breaks a required locality (a zone job whose nodes span zones, e.g. with ``--nodelist``) is flagged;
-  for a pending job, Slurm's ``Reason=`` (and for a held one the record, which says why).
+  for a pending job, Slurm's ``Reason=`` (and for a held one the record, which says why);
+* the cost (with ``-i FILE``: the fleet's inventory): for a placed job that carries a parallelism plan, the
+  predicted communication seconds per step of its placement, of the best placement free right now and of the
+  best on an idle fleet, and how much slower the job's own placement is (:mod:`slurm_topo.cost`). The plan
+  comes from ``--plan tp=8,pp=4,bytes=10G`` on the command line, else from the job's comment
+  (``sbatch --comment=plan=tp=8,pp=4,bytes=10G``, a ``plan=`` token next to any ``locality=``), else from
+  a site default (``policy: {plan: ...}``, once the inventory carries one). Without a plan it says so.
 
-The parsing functions are pure (text in, values out); ``explain_job`` is the only one that calls the runner.
+The parsing functions are pure (text in, values out); ``explain_job``/``explain_full`` are the only ones that
+call the runner.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from .capacity import NodeState
+from .cost import DEFAULT_TABLE, LinkTable
+from .errors import CommandError, InputError
+from .model import Inventory
 from .runner import Runner
 from .slurmconf import split_pairs
 
@@ -79,6 +91,24 @@ def locality_of_comment(comment: str | None) -> str | None:
         if key == "locality" and value:
             return value
     return None
+
+
+def plan_of_comment(comment: str | None) -> str | None:
+    """``--comment='plan=tp=8,pp=4,bytes=10G locality=zone'`` -> ``tp=8,pp=4,bytes=10G``."""
+    if not comment or comment == NULL:
+        return None
+    for token in comment.split():
+        key, _, value = token.partition("=")
+        if key == "plan" and value:
+            return value
+    return None
+
+
+def site_plan(inventory: Inventory | None) -> str | None:
+    """The site's default plan (``policy: {plan: ...}`` of the inventory), where the inventory carries one."""
+    policy = inventory.policy if inventory is not None else None
+    plan = getattr(policy, "plan", None)
+    return plan if isinstance(plan, str) and plan.strip() else None
 
 
 def _level_values(features: Iterable[str], prefix: str) -> set[str]:
@@ -173,6 +203,8 @@ class Explanation:
     outcome: str
     broken: str | None = None
     """Set when the nodes break the job's required locality (they span the level it asked for)."""
+    cost: tuple[str, ...] = ()
+    """The cost lines (plan, prediction; or why there is none), empty for a job without nodes."""
 
     def text(self) -> str:
         lines = [f"job {self.job_id}: {self.state}" + (f" on {self.nodes}" if self.nodes else "")]
@@ -190,6 +222,8 @@ class Explanation:
         lines.append(f"  {'landed:   ' if self.nodes else 'waiting:  '}{self.outcome}")
         if self.broken:
             lines.append(f"  BROKEN:   {self.broken}")
+        for i, line in enumerate(self.cost):
+            lines.append(("  cost:     " if i == 0 else "            ") + line)
         return "\n".join(lines) + "\n"
 
 
@@ -244,17 +278,197 @@ def explain_record(job: Mapping[str, str], node_features: Mapping[str, Sequence[
     )
 
 
-def explain_job(job_id: str, runner: Runner) -> str:
-    """`slurm-topo explain JOBID`: asks slurmctld (``scontrol show job -o``, and ``scontrol show node -o`` for
-    the job's nodes) and returns the explanation as text, ending with a newline. A failing command raises the
-    runner's CommandError."""
+# ---- the cost of the placement (slurm_topo.cost)
+
+NO_PLAN = "no plan: pass --plan or submit with --comment=plan=tp=…,pp=…,bytes=…"
+NO_INVENTORY = "not predicted: give -i FILE (the fleet's inventory: where every node is)"
+_TRES_PER_NODE_GPU_RE = re.compile(r"(?:^|,)gres[:/]gpu(?::[^:,=]+)?[:=](\d+)(?:,|$)")
+_ALLOC_TRES_GPU_RE = re.compile(r"(?:^|,)gres/gpu=(\d+)(?:,|$)")
+
+
+def job_plan(
+    given: str | None, comment: str | None, inventory: Inventory | None
+) -> tuple[str, str] | tuple[None, None]:
+    """The plan text and where it came from: ``--plan``, else the job's ``plan=`` comment, else the site's."""
+    if given:
+        return given, "from --plan"
+    found = plan_of_comment(comment)
+    if found:
+        return found, "from the job's comment"
+    site = site_plan(inventory)
+    if site:
+        return site, "the site default (policy: plan)"
+    return None, None
+
+
+def job_gpus_per_node(job: Mapping[str, str], nodes: int) -> int | None:
+    """GPUs per node the job holds: ``TresPerNode=gres:gpu:4``, else ``AllocTRES=…gres/gpu=8`` over its
+    nodes (when it divides evenly); None when the job asked for no GPUs (then: the nodes' own count)."""
+    per_node = _val(job, "TresPerNode")
+    m = _TRES_PER_NODE_GPU_RE.search(per_node) if per_node else None
+    if m and int(m.group(1)) > 0:
+        return int(m.group(1))
+    alloc = _val(job, "AllocTRES")
+    m = _ALLOC_TRES_GPU_RE.search(alloc) if alloc else None
+    if m and nodes and int(m.group(1)) % nodes == 0 and int(m.group(1)) > 0:
+        return int(m.group(1)) // nodes
+    return None
+
+
+@dataclass(frozen=True)
+class CostView:
+    """The prediction for one placed job: the lines for the text, and what the picture marks."""
+
+    lines: tuple[str, ...]
+    nodes: tuple[str, ...] = ()
+    best_idle: tuple[str, ...] | None = None
+    best_now: tuple[str, ...] | None = None
+    states: Mapping[str, NodeState] | None = None
+
+
+def predict_cost(
+    job: Mapping[str, str],
+    inventory: Inventory | None,
+    node_records: Sequence[Mapping[str, str]] | None,
+    *,
+    plan: str | None = None,
+    table: LinkTable = DEFAULT_TABLE,
+) -> CostView:
+    """Pure: a placed job (its parsed line), the fleet, the node states (``scontrol -d show node -o``
+    records; None: unknown, no "free right now") -> the cost lines. A plan or a placement the model cannot
+    use (a bad ``plan=`` comment, a node the inventory lacks) is one line, never an error."""
+    from .capacity import node_states
+    from .cost import Fabric, describe, gpus_per_node, parse_plan, predict_job
+    from .hostlist import expand
+
+    text, source = job_plan(plan, _val(job, "Comment"), inventory)
+    if text is None:
+        return CostView((NO_PLAN,))
+    if inventory is None:
+        return CostView((f"plan {text} ({source}); {NO_INVENTORY}",))
+    try:
+        nodes = tuple(expand(_val(job, "NodeList") or ""))
+        spec = parse_plan(text)
+        fabric = Fabric.of(inventory)
+        g = spec.gpus_per_node or job_gpus_per_node(job, len(nodes))
+        g = gpus_per_node(fabric, nodes, g)
+        spec = dataclasses.replace(spec, gpus_per_node=g)
+        states = node_states(inventory, node_records)[0] if node_records is not None else None
+        free = {n for n, st in states.items() if st.free_gpus >= g} if states is not None else None
+        idle, now = predict_job(fabric, nodes, spec, table, free_now=free)
+    except InputError as exc:
+        return CostView((f"plan {text} ({source}); not predicted: {exc}",))
+    sizes = idle.current.sizes
+    head = (
+        f"plan tp {sizes['tp']} × pp {sizes['pp']} × dp {sizes['dp']} on {_plural(len(nodes), 'node')} × "
+        f"{_plural(g, 'GPU')} ({source}: {text})"
+    )
+    lines = [head, *describe(idle, now)]
+    if now is None:
+        lines.append("free right now: unknown (node states could not be read)")
+    return CostView(
+        tuple(lines),
+        nodes,
+        idle.best.nodes if idle.best is not None else None,
+        now.best.nodes if now is not None and now.best is not None else None,
+        states,
+    )
+
+
+def explain_full(
+    job_id: str,
+    runner: Runner,
+    *,
+    inventory: Inventory | None = None,
+    plan: str | None = None,
+    table: LinkTable = DEFAULT_TABLE,
+) -> tuple[Explanation, CostView | None]:
+    """Ask slurmctld (``scontrol show job -o``, ``scontrol show node -o`` for the job's nodes, and with an
+    inventory and a plan ``scontrol -d show node -o`` for what is free now) -> the explanation and, for a
+    placed job, its cost view. A failing job/node query raises the runner's CommandError; a failing state
+    query only leaves "free right now" out. None for a job slurmctld does not know."""
     text = runner.run(["scontrol", "show", "job", "-o", job_id], timeout=30)
     line = next((ln for ln in text.splitlines() if ln.strip().startswith("JobId=")), "")
     if not line:
-        return f"job {job_id}: not known to slurmctld\n"
+        return Explanation(job_id, "", None, None, None, "", None, None, None, ""), None
     job = parse_record_line(line)
     features = None
     nodes = _val(job, "NodeList")
     if nodes:
         features = parse_nodes(runner.run(["scontrol", "show", "node", "-o", nodes], timeout=30))
-    return explain_record(job, features).text()
+    explanation = explain_record(job, features)
+    if not nodes:
+        return explanation, None
+    records: list[dict[str, str]] | None = None
+    if inventory is not None and job_plan(plan, _val(job, "Comment"), inventory)[0] is not None:
+        from .slurmconf import parse_scontrol_nodes
+
+        try:  # -d: GresUsed=gpu:…(IDX:…), the GPUs a MIXED node has in use
+            out = runner.run(["scontrol", "-d", "show", "node", "-o"], timeout=30)
+            records = parse_scontrol_nodes(out, source="scontrol -d show node -o")
+        except (CommandError, InputError):
+            records = None
+    view = predict_cost(job, inventory, records, plan=plan, table=table)
+    return dataclasses.replace(explanation, cost=view.lines), view
+
+
+def explain_job(
+    job_id: str,
+    runner: Runner,
+    *,
+    inventory: Inventory | None = None,
+    plan: str | None = None,
+    table: LinkTable = DEFAULT_TABLE,
+) -> str:
+    """`slurm-topo explain JOBID`: the explanation as text, ending with a newline (:func:`explain_full`)."""
+    explanation, _ = explain_full(job_id, runner, inventory=inventory, plan=plan, table=table)
+    if not explanation.state:
+        return f"job {job_id}: not known to slurmctld\n"
+    return explanation.text()
+
+
+def write_overlay(inventory: Inventory, explanation: Explanation, view: CostView | None, path: str) -> str:
+    """``explain --svg FILE``: the fleet with the job's nodes and the best placement marked
+    (:mod:`slurm_topo.svg_overlay`); the line to print. The best placement is the best free right now when
+    node states were read, else the best on an idle fleet; for a job without a plan, the tightest nodes of
+    the same shape (the model's search, no cost)."""
+    from pathlib import Path
+
+    from .cost import Fabric, best_nodes
+    from .hostlist import expand
+    from .output import write_files
+    from .svg_overlay import render_overlay
+
+    target = Path(path)
+    if not target.name or target.name in (".", ".."):
+        raise InputError(f"--svg {path}: must name a file")
+    nodes = tuple(expand(explanation.nodes)) if explanation.nodes else ()
+    states = view.states if view is not None else None
+    best: tuple[str, ...] | None = None
+    label = "best placement"
+    if view is not None and view.best_now is not None:
+        best, label = view.best_now, "best placement free right now"
+    elif view is not None and view.best_idle is not None:
+        best, label = view.best_idle, "best placement on an idle fleet"
+    elif nodes:
+        fabric = Fabric.of(inventory)
+        known = [n for n in nodes if n in fabric.nodes]
+        if len(known) == len(nodes):
+            g = min(fabric.node(n).gpus or 0 for n in nodes)
+            found = best_nodes(fabric, len(nodes), g)
+            best = found.nodes if found is not None else None
+            label = "tightest placement of this shape on an idle fleet"
+    svg_text = render_overlay(
+        inventory,
+        states,
+        nodes,
+        best,
+        job_label=f"job {explanation.job_id}",
+        best_label=label,
+        title=target.stem or "fleet",
+    )
+    write_files(target.parent, {target.name: svg_text})
+    marked = f"job {explanation.job_id} on {_plural(len(nodes), 'node')}"
+    if best is not None:
+        marked += f", {label} on {_plural(len(best), 'node')}"
+    return f"svg: {path} ({marked})"

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import math
+import re
+import xml.etree.ElementTree as ET
 from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
 
 from slurm_topo import explain
+from slurm_topo.cost import DEFAULT_TABLE, ring_allreduce_seconds
+from slurm_topo.inventory import load_inventory_file, merge
+from slurm_topo.model import Inventory
 
 RUNNING = (
     "JobId=13 JobName=wrap UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901748 Nice=0 "
@@ -222,3 +231,144 @@ def test_explain_output_ends_with_one_newline() -> None:
     assert explain.explain_job("77", FakeRunner({("scontrol", "show", "job", "-o", "77"): ""})).endswith(
         "slurmctld\n"
     )
+
+
+# ---- the cost of the placement (plan from --plan or the comment, fleet from -i)
+
+FLEET = Path(__file__).resolve().parents[1] / "docker-slurm" / "fleet.yaml"
+
+
+def _fleet() -> Inventory:
+    return merge([load_inventory_file(FLEET)])
+
+
+def _states(allocated: Sequence[str] = ()) -> list[dict[str, str]]:
+    """`scontrol -d show node -o` records of the fleet: ``allocated`` nodes busy, the rest idle."""
+    return [
+        {"NodeName": n.name, "State": "ALLOCATED" if n.name in allocated else "IDLE", "Gres": f"gpu:{n.gpus}"}
+        for n in _fleet().nodes
+    ]
+
+
+def _placed(nodes: str, comment: str = "(null)", tres: str = "") -> str:
+    return (
+        f"JobId=31 JobState=RUNNING Reason=None NodeList={nodes} NumNodes=2 Features=(null) "
+        f"Comment={comment} AdminComment=(null) {tres}StdErr=/dev/null"
+    )
+
+
+def _seconds(line: str, label: str) -> float:
+    m = re.search(re.escape(label) + r": ([0-9.e+-]+) s per step", line)
+    assert m, (label, line)
+    return float(m.group(1))
+
+
+def test_plan_from_the_comment_and_the_command_line() -> None:
+    assert explain.plan_of_comment("locality=zone plan=tp=4,bytes=10G") == "tp=4,bytes=10G"
+    assert explain.plan_of_comment("locality=zone") is None and explain.plan_of_comment("(null)") is None
+    assert explain.job_plan("tp=2", "plan=tp=4", None) == ("tp=2", "from --plan")
+    assert explain.job_plan(None, "plan=tp=4", None) == ("tp=4", "from the job's comment")
+    assert explain.job_plan(None, None, _fleet()) == (None, None)  # the inventory's policy: has no plan (yet)
+
+
+def test_gpus_per_node_from_the_jobs_tres() -> None:
+    assert explain.job_gpus_per_node({"TresPerNode": "gres:gpu:2"}, 2) == 2
+    assert explain.job_gpus_per_node({"TresPerNode": "gres/gpu:a100=3"}, 2) == 3
+    assert explain.job_gpus_per_node({"AllocTRES": "cpu=32,mem=1G,node=2,billing=32,gres/gpu=6"}, 2) == 3
+    assert explain.job_gpus_per_node({"AllocTRES": "cpu=32,gres/gpu=5"}, 2) is None  # uneven: ask the nodes
+    assert explain.job_gpus_per_node({"TresPerNode": "(null)"}, 2) is None
+
+
+def test_cost_of_a_job_across_two_zones_against_the_best_placements() -> None:
+    """n07 (us-west-2a) + n10 (us-west-2b), 4 GPUs each, DP 8 over 10 GB: the ring's slowest hop is between
+    zones of one region. On an idle fleet n07 + n08 share a network group; with n08, n11 and n06 busy the
+    best free pair is n07 + n09 (one zone). The numbers are the model's ring formula for each level."""
+    job = explain.parse_record_line(_placed("n[07,10]", comment="plan=bytes=10G"))
+    view = explain.predict_cost(job, _fleet(), _states(("n08", "n11", "n06")))
+    head, actual, idle, now = view.lines[:4]
+    assert head == "plan tp 1 × pp 1 × dp 8 on 2 nodes × 4 GPUs (from the job's comment: bytes=10G)", head
+    ring = {lvl: ring_allreduce_seconds(8, 1e10, DEFAULT_TABLE[lvl]) for lvl in ("region", "zone")}
+    ring["network_group"] = ring_allreduce_seconds(8, 1e10, DEFAULT_TABLE["network_group"])
+    assert math.isclose(_seconds(actual, "predicted communication"), ring["region"], rel_tol=1e-3), actual
+    assert "bottleneck: dp at region" in actual
+    assert math.isclose(
+        _seconds(idle, "best placement on an idle fleet"), ring["network_group"], rel_tol=1e-3
+    )
+    assert math.isclose(_seconds(now, "best placement free right now"), ring["zone"], rel_tol=1e-3), now
+    slower = round((ring["region"] / ring["network_group"] - 1) * 100)
+    assert idle.endswith(f"(one network group); this placement is {slower} % slower"), idle
+    assert view.nodes == ("n07", "n10") and view.best_now == ("n07", "n09")
+    assert view.best_idle == ("n05", "n06")  # the first of the 2-node a100 network groups by name
+
+
+def test_cost_lines_in_the_explanation_and_the_reasons_for_none() -> None:
+    job_line = _placed("n[07,10]", comment="locality=prefer")
+    nodes = "\n".join(
+        f"NodeName={n} ActiveFeatures=region_us-west,zone_{z} State=ALLOCATED"
+        for n, z in (("n07", "us-west-2a"), ("n10", "us-west-2b"))
+    )
+    answers = {
+        ("scontrol", "show", "job", "-o", "31"): job_line,
+        ("scontrol", "show", "node", "-o", "n[07,10]"): nodes,
+        ("scontrol", "-d", "show", "node", "-o"): "\n".join(
+            " ".join(f"{k}={v}" for k, v in r.items()) for r in _states()
+        ),
+    }
+    text = explain.explain_job("31", FakeRunner(answers))
+    assert "  cost:     no plan: pass --plan or submit with --comment=plan=" in text, text
+    text = explain.explain_job("31", FakeRunner(answers), plan="bytes=10G")
+    assert "  cost:     plan bytes=10G (from --plan); not predicted: give -i FILE" in text, text
+    runner = FakeRunner(answers)
+    text = explain.explain_job("31", runner, plan="bytes=10G", inventory=_fleet())
+    lines = text.splitlines()
+    i = lines.index("  cost:     plan tp 1 × pp 1 × dp 8 on 2 nodes × 4 GPUs (from --plan: bytes=10G)")
+    assert lines[i + 1].startswith("            predicted communication: ") and text.endswith("% slower\n")
+    assert ("scontrol", "-d", "show", "node", "-o") in runner.calls
+    # a plan the model cannot use, a node the fleet lacks: one line each, no error
+    text = explain.explain_job("31", FakeRunner(answers), plan="tp=3", inventory=_fleet())
+    assert "not predicted: --tp 3 × --pp 1 = 3 does not divide the 8 GPUs" in text, text
+    answers[("scontrol", "show", "job", "-o", "31")] = job_line.replace(
+        "Comment=locality=prefer", "Comment=plan=tp=two"
+    )
+    text = explain.explain_job("31", FakeRunner(answers), inventory=_fleet())
+    assert "  cost:     plan tp=two (from the job's comment); not predicted: plan tp='two'" in text, text
+    answers[("scontrol", "show", "job", "-o", "31")] = job_line.replace("n[07,10]", "x[1-2]")
+    answers[("scontrol", "show", "node", "-o", "x[1-2]")] = ""
+    text = explain.explain_job("31", FakeRunner(answers), plan="bytes=1G", inventory=_fleet())
+    assert "not predicted: node x1: not in the inventory" in text, text
+
+
+def test_explain_svg_marks_the_jobs_nodes_and_the_best_placement(tmp_path: Path) -> None:
+    job = explain.parse_record_line(_placed("n[07,10]", comment="plan=bytes=10G"))
+    view = explain.predict_cost(job, _fleet(), _states(("n08", "n11", "n06")))
+    explanation = explain.explain_record(job, None)
+    line = explain.write_overlay(_fleet(), explanation, view, str(tmp_path / "job.svg"))
+    assert line.startswith(f"svg: {tmp_path / 'job.svg'} (job 31 on 2 nodes, best placement free right now")
+    root = ET.parse(tmp_path / "job.svg").getroot()
+    ns = "{http://www.w3.org/2000/svg}"
+    marked_job = {r.get("data-job") for r in root.iter(f"{ns}rect") if r.find(f"{ns}title") is not None}
+    marked_best = {r.get("data-best") for r in root.iter(f"{ns}rect") if r.find(f"{ns}title") is not None}
+    assert marked_job - {None} == {"n07", "n10"}
+    assert marked_best - {None} == {"n07", "n09"} == set(view.best_now or ())
+    # the cards (network groups) of those nodes are outlined and say so in their tooltip
+    tips = [t.text or "" for g in root.iter(f"{ns}g") for t in g.findall(f"{ns}title")]
+    assert sum("job 31: 1 node" in t for t in tips) == 2, tips
+    both = [t for t in tips if t.startswith("rack-c1:")]
+    assert both and both[0].endswith("; job 31: 1 node; best placement free right now: 1 node"), both
+    legend = [t.text for t in root.iter(f"{ns}text")][:2]
+    assert legend[0] == "job 31: 2 nodes n[07,10]", legend
+
+
+def test_cli_bad_plan_or_svg_without_fleet_is_one_line_before_slurm_is_asked(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from slurm_topo.cli import main
+
+    for argv, needle in (
+        (["explain", "7", "--plan", "tp=x"], "plan tp='x': must be a whole number from 1"),
+        (["explain", "7", "--svg", "out.svg"], "--svg needs the fleet: give -i FILE"),
+    ):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and err.count("\n") == 1 and needle in err, (argv, err)

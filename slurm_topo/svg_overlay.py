@@ -1,0 +1,171 @@
+"""One job over the fleet picture (``explain JOBID --svg FILE``): where it landed and where the best placement
+was, drawn over :func:`slurm_topo.svg.render_svg` (pure).
+
+The fleet is drawn as ``show --svg`` draws it; then, on that document:
+
+* every node square of the job gets a thick black outline, every square of the best placement a dashed
+  purple one (a node in both gets both: the black outline and a dashed ring inside it);
+* every card (network group, or zone on a large fleet) that holds such nodes gets the same outline and its
+  tooltip the counts (``job: 2 nodes; best placement: 2 nodes``), so a group drawn as counts only (more than
+  ``SQUARES_MAX`` nodes) is marked too;
+* a legend line on top says what is marked and names the nodes.
+
+Marks are attributes (``data-job``, ``data-best``) as well as strokes, so a test or a script finds them.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Collection, Mapping, Sequence
+
+from . import svg
+from .capacity import NodeState
+from .hostlist import compress
+from .model import Inventory, Node
+from .text import counted
+
+NS = "http://www.w3.org/2000/svg"
+JOB_COLOUR = "#000000"
+BEST_COLOUR = "#ae3ec9"
+LEGEND_H = 44
+
+
+def _q(tag: str) -> str:
+    return f"{{{NS}}}{tag}"
+
+
+def _cards(inventory: Inventory) -> list[Sequence[Node]]:
+    """The cards' nodes in the order ``render_svg`` draws them (regions, zones, groups, each sorted)."""
+    tree = svg._tree(inventory)
+    by_zone = sum(len(gs) for zs in tree.values() for gs in zs.values()) > svg.CARDS_MAX
+    out: list[Sequence[Node]] = []
+    for region in svg._sorted(list(tree)):
+        zones = tree[region]
+        for zone in svg._sorted(list(zones)):
+            groups = zones[zone]
+            if by_zone:
+                out.append([n for g in groups.values() for n in g.nodes])
+            else:
+                out += [groups[g].nodes for g in svg._sorted(list(groups))]
+    return out
+
+
+def _outline(rect: ET.Element, colour: str, width: str, dashed: bool) -> None:
+    rect.set("stroke", colour)
+    rect.set("stroke-width", width)
+    if dashed:
+        rect.set("stroke-dasharray", "4 2")
+
+
+def _ring(parent: ET.Element, rect: ET.Element, inset: float, colour: str) -> None:
+    """A dashed ring inside ``rect`` (a node or card in both the job and the best placement)."""
+    x, y = float(rect.get("x", "0")), float(rect.get("y", "0"))
+    w, h = float(rect.get("width", "0")), float(rect.get("height", "0"))
+    ring = ET.SubElement(parent, _q("rect"))
+    for key, value in (
+        ("x", x + inset),
+        ("y", y + inset),
+        ("width", max(w - 2 * inset, 1)),
+        ("height", max(h - 2 * inset, 1)),
+    ):
+        ring.set(key, f"{value:g}")
+    ring.set("fill", "none")
+    _outline(ring, colour, "1.5", True)
+    ring.set("data-best", "1")
+
+
+def render_overlay(
+    inventory: Inventory,
+    states: Mapping[str, NodeState] | None,
+    job_nodes: Collection[str],
+    best_nodes: Collection[str] | None,
+    *,
+    job_label: str = "job",
+    best_label: str = "best placement",
+    title: str = "fleet",
+) -> str:
+    """The fleet picture with ``job_nodes`` and ``best_nodes`` marked (see the module docstring)."""
+    job, best = set(job_nodes), set(best_nodes or ())
+    ET.register_namespace("", NS)
+    root = ET.fromstring(svg.render_svg(inventory, states, title=title).split("\n", 1)[1])
+    for card, nodes in zip([g for g in root if g.tag == _q("g")], _cards(inventory), strict=True):
+        names = {n.name for n in nodes}
+        in_job, in_best = len(names & job), len(names & best)
+        if not in_job and not in_best:
+            continue
+        tip = card.find(_q("title"))
+        if tip is not None:
+            marks = [f"{job_label}: {counted(in_job, 'node')}"] if in_job else []
+            marks += [f"{best_label}: {counted(in_best, 'node')}"] if in_best else []
+            tip.text = f"{tip.text or ''}; {'; '.join(marks)}"
+        frame = card.find(_q("rect"))
+        if frame is not None:
+            if in_job:
+                _outline(frame, JOB_COLOUR, "3", False)
+                frame.set("data-job", str(in_job))
+            if in_best and not in_job:
+                _outline(frame, BEST_COLOUR, "3", True)
+            if in_best:
+                frame.set("data-best", str(in_best))
+                if in_job:
+                    _ring(card, frame, 4, BEST_COLOUR)
+        for square in card.findall(_q("rect")):
+            label = square.find(_q("title"))
+            name = label.text if label is not None else None
+            if name is None or (name not in job and name not in best):
+                continue
+            if name in job:
+                _outline(square, JOB_COLOUR, "2", False)
+                square.set("data-job", name)
+                if name in best:
+                    square.set("data-best", name)
+                    _ring(card, square, 2.5, BEST_COLOUR)
+            else:
+                _outline(square, BEST_COLOUR, "2", True)
+                square.set("data-best", name)
+    _legend(root, job, best, job_label, best_label)
+    return "<?xml version='1.0' encoding='UTF-8'?>\n" + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _legend(root: ET.Element, job: set[str], best: set[str], job_label: str, best_label: str) -> None:
+    """Move the picture down by ``LEGEND_H`` and say on top what the outlines mean."""
+    width, height = root.get("width", str(svg.WIDTH)), int(float(root.get("height", "0"))) + LEGEND_H
+    root.set("height", str(height))
+    root.set("viewBox", f"0 0 {width} {height}")
+    body = list(root)
+    background = body[0] if body and body[0].tag == _q("rect") else None
+    if background is not None:
+        background.set("height", str(height))
+    moved = ET.Element(_q("g"), {"transform": f"translate(0,{LEGEND_H})"})
+    for child in body:
+        if child is not background:
+            root.remove(child)
+            moved.append(child)
+    y = svg.MARGIN
+    items = [(JOB_COLOUR, False, f"{job_label}: {counted(len(job), 'node')} {compress(sorted(job))}")]
+    if best:
+        same = " (the same nodes)" if best == job else ""
+        items.append(
+            (BEST_COLOUR, True, f"{best_label}: {counted(len(best), 'node')} {compress(sorted(best))}{same}")
+        )
+    else:
+        items.append((BEST_COLOUR, True, f"{best_label}: none known"))
+    legend = ET.SubElement(root, _q("g"), {"data-legend": "1"})
+    for i, (colour, dashed, text) in enumerate(items):
+        box = ET.SubElement(
+            legend, _q("rect"), {"x": str(svg.MARGIN), "y": str(y + i * 20), "width": "12", "height": "12"}
+        )
+        box.set("fill", "none")
+        _outline(box, colour, "2", dashed)
+        label = ET.SubElement(
+            legend,
+            _q("text"),
+            {
+                "x": str(svg.MARGIN + 18),
+                "y": str(y + i * 20 + 10),
+                "font-size": "12",
+                "font-family": "DejaVu Sans, Arial, sans-serif",
+            },
+        )
+        label.text = text
+    root.append(moved)
