@@ -27,7 +27,11 @@ slurmctld and never runs a command. Algorithm:
    trusted record). An answer that *is* given but is garbage (not UTF-8, not the documented shape, a value
    that is not a valid label, a zone outside its region) raises ``MetadataError`` (exit 2) and no record is
    made: a value from the network never reaches a file unvalidated, and notes never quote it.
-4. **Combination**: explicit values win per level; a metadata value that disagrees with an explicit one is
+4. **NVLink domain** (``docs/nvlink-domains.md``): ``nvlink_domain`` (the argument), else
+   ``$GPULAYER_NVLINK_DOMAIN``, else NVML (``slurm_topo.gpu.fabric``: ``<cluster UUID>.<clique>`` from a
+   COMPLETED fabric, else the rack chassis serial), asked only where ``pynvml`` is installed. No domain is a
+   note, never an error.
+5. **Combination**: explicit values win per level; a metadata value that disagrees with an explicit one is
    dropped with a note. A missing region is derived from a zone-shaped zone (``europe-west1-b`` ->
    ``europe-west1``). A network group without any region is dropped with a note (the inventory would refuse
    it).
@@ -73,6 +77,7 @@ DMI_ROOT = Path("/sys/class/dmi/id")
 HYPERVISOR_UUID = Path("/sys/hypervisor/uuid")
 AZURE_ASSET_TAG = "7783-7084-3265-9085-8269-3286-77"
 ENV_LEVELS = {"region": "GPULAYER_REGION", "zone": "GPULAYER_ZONE", "network_group": "GPULAYER_NETWORK_GROUP"}
+ENV_NVLINK_DOMAIN = "GPULAYER_NVLINK_DOMAIN"
 
 _MAX_BODY = 64 * 1024
 _GCE_ZONE_RE = re.compile(r"^projects/[^/\s]{1,128}/zones/(?P<zone>[^/\s]{1,128})\Z")
@@ -110,18 +115,20 @@ class NodeRecord:
     found_by: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()
     source: str = field(default=_SOURCE_SELF, init=False)
+    nvlink_domain: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """The ``--json`` object, keys in the documented order."""
-        return {
+        """The ``--json`` object, keys in the documented order (``nvlink_domain`` only when known)."""
+        out: dict[str, Any] = {
             "name": self.name,
             "region": self.region,
             "zone": self.zone,
             "network_group": self.network_group,
-            "source": self.source,
-            "found_by": dict(self.found_by),
-            "notes": list(self.notes),
         }
+        if self.nvlink_domain is not None:
+            out["nvlink_domain"] = self.nvlink_domain
+        out.update(source=self.source, found_by=dict(self.found_by), notes=list(self.notes))
+        return out
 
 
 def record_json(rec: NodeRecord) -> str:
@@ -136,6 +143,8 @@ def record_yaml(rec: NodeRecord) -> str:
     for lvl in LEVELS:
         if getattr(rec, lvl) is not None:
             entry[lvl] = getattr(rec, lvl)
+    if rec.nvlink_domain is not None:
+        entry["nvlink_domain"] = rec.nvlink_domain
     entry["source"] = rec.source
     if rec.found_by:
         entry["found_by"] = dict(rec.found_by)
@@ -364,6 +373,8 @@ def discover_node(
     azure_url: str = AZURE_URL,
     budget_s: float = 1.0,
     hostname: Callable[[], str] = socket.gethostname,
+    nvlink_domain: str | None = None,
+    nvml: Any = None,
 ) -> NodeRecord:
     """This node's record (see the module docstring for the order of sources and the trust rules).
 
@@ -453,6 +464,7 @@ def discover_node(
         found_by.pop("network_group", None)
     if "region" not in values:
         notes.append("no location found")
+    domain = _nvlink_domain(nvlink_domain, env, nvml, found_by, notes)
     return NodeRecord(
         name=name,
         region=values.get("region"),
@@ -460,4 +472,31 @@ def discover_node(
         network_group=values.get("network_group"),
         found_by=tuple(found_by.items()),
         notes=tuple(notes),
+        nvlink_domain=domain,
     )
+
+
+def _nvlink_domain(
+    given: str | None, env: Mapping[str, str], nvml: Any, found_by: dict[str, str], notes: list[str]
+) -> str | None:
+    """Step 4: the argument, ``$GPULAYER_NVLINK_DOMAIN``, else NVML where pynvml (or ``nvml``) is there."""
+    if given is not None or env.get(ENV_NVLINK_DOMAIN):
+        value, origin = (
+            (given, "flag") if given is not None else (env[ENV_NVLINK_DOMAIN], f"env:{ENV_NVLINK_DOMAIN}")
+        )
+        if not LABEL_RE.fullmatch(value):
+            raise InputError(f"{origin}: must be 1-63 characters from [A-Za-z0-9._-] ({show_value(value)})")
+        found_by["nvlink_domain"] = origin
+        return value
+    if nvml is None:
+        try:
+            import pynvml as nvml  # type: ignore[import-not-found,no-redef,unused-ignore]
+        except ImportError:
+            return None  # no NVML bindings: nothing to ask, nothing to say
+    from .gpu.fabric import query_nvml
+
+    got = query_nvml(nvml)
+    notes.extend(got.notes)
+    if got.domain is not None and got.found_by is not None:
+        found_by["nvlink_domain"] = got.found_by
+    return got.domain
