@@ -4,13 +4,11 @@ not depend on the job (node classes; per partition and level the groups in the f
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..inventory import natural_key
-from ..model import Inventory, Location, PolicyConfig
+from ..model import MAX_NAME, Inventory, Location, PolicyConfig, hashed_name, natural_key
 from ..topology import Topology
 from .nodes import NodeIndex, Place, build_index
 from .vocab import IMPLICIT_PARTITION, LEVELS
@@ -79,7 +77,7 @@ def _family_values(features: Sequence[str], families: Sequence[tuple[str, str]])
 
 def _bucket_name(feature: str, suffix: str) -> str:
     name = f"{feature}.{suffix}"
-    return name if len(name) <= 64 else f"{name[:55]}_{hashlib.sha1(name.encode()).hexdigest()[:8]}"
+    return name if len(name) <= MAX_NAME else hashed_name(name, name)
 
 
 def _level_key(level: str, loc: Location) -> Location | None:
