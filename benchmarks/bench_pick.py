@@ -181,10 +181,9 @@ def main() -> None:
         n = len(topo.gpus)
         if args.callgrind_only:
             cg_busy = (1, 6) if n == 8 else (1, 6, 9, 14)
-            per_call = callgrind_instructions(topo.source, cg_busy, args.callgrind_k, args.callgrind_calls)
-            summary.append(
-                f"| {topo.source} | {n} | busy {list(cg_busy)}, k={args.callgrind_k} | {per_call:,.0f} |"
-            )
+            cg_k = min(args.callgrind_k, n - len(cg_busy) - 1)
+            per_call = callgrind_instructions(topo.source, cg_busy, cg_k, args.callgrind_calls)
+            summary.append(f"| {topo.source} | {n} | busy {list(cg_busy)}, k={cg_k} | {per_call:,.0f} |")
             print(summary[-1], flush=True)
             continue
         cold = float("inf")  # first call on a topology: preparation included (cache emptied each time)
