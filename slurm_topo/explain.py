@@ -465,7 +465,6 @@ def write_overlay(inventory: Inventory, explanation: Explanation, view: CostView
         best,
         job_label=f"job {explanation.job_id}",
         best_label=label,
-        title=target.stem or "fleet",
     )
     write_files(target.parent, {target.name: svg_text})
     marked = f"job {explanation.job_id} on {_plural(len(nodes), 'node')}"

@@ -3,8 +3,8 @@ was, drawn over :func:`slurm_topo.svg.render_svg` (pure).
 
 The fleet is drawn as ``show --svg`` draws it; then, on that document:
 
-* every node square of the job gets a thick black outline, every square of the best placement a dashed
-  purple one (a node in both gets both: the black outline and a dashed ring inside it);
+* every node square of the job gets a black ring, every square of the best placement a wider dashed purple
+  one (a node in both gets both);
 * every card (network group, or zone on a large fleet) that holds such nodes gets the same outline and its
   tooltip the counts (``job: 2 nodes; best placement: 2 nodes``), so a group drawn as counts only (more than
   ``SQUARES_MAX`` nodes) is marked too;
@@ -57,8 +57,8 @@ def _outline(rect: ET.Element, colour: str, width: str, dashed: bool) -> None:
         rect.set("stroke-dasharray", "4 2")
 
 
-def _ring(parent: ET.Element, rect: ET.Element, inset: float, colour: str) -> None:
-    """A dashed ring inside ``rect`` (a node or card in both the job and the best placement)."""
+def _ring(parent: ET.Element, rect: ET.Element, inset: float, colour: str, width: str, dashed: bool) -> None:
+    """An unfilled ring around ``rect``: inside it for ``inset`` > 0, outside for < 0."""
     x, y = float(rect.get("x", "0")), float(rect.get("y", "0"))
     w, h = float(rect.get("width", "0")), float(rect.get("height", "0"))
     ring = ET.SubElement(parent, _q("rect"))
@@ -70,8 +70,8 @@ def _ring(parent: ET.Element, rect: ET.Element, inset: float, colour: str) -> No
     ):
         ring.set(key, f"{value:g}")
     ring.set("fill", "none")
-    _outline(ring, colour, "1.5", True)
-    ring.set("data-best", "1")
+    ring.set("pointer-events", "none")
+    _outline(ring, colour, width, dashed)
 
 
 def render_overlay(
@@ -108,21 +108,18 @@ def render_overlay(
             if in_best:
                 frame.set("data-best", str(in_best))
                 if in_job:
-                    _ring(card, frame, 4, BEST_COLOUR)
+                    _ring(card, frame, 4, BEST_COLOUR, "2", True)
         for square in card.findall(_q("rect")):
             label = square.find(_q("title"))
             name = label.text if label is not None else None
             if name is None or (name not in job and name not in best):
                 continue
             if name in job:
-                _outline(square, JOB_COLOUR, "2", False)
                 square.set("data-job", name)
-                if name in best:
-                    square.set("data-best", name)
-                    _ring(card, square, 2.5, BEST_COLOUR)
-            else:
-                _outline(square, BEST_COLOUR, "2", True)
+                _ring(card, square, -1.5, JOB_COLOUR, "2", False)
+            if name in best:
                 square.set("data-best", name)
+                _ring(card, square, -4, BEST_COLOUR, "1.5", True)
     _legend(root, job, best, job_label, best_label)
     return "<?xml version='1.0' encoding='UTF-8'?>\n" + ET.tostring(root, encoding="unicode") + "\n"
 
