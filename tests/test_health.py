@@ -112,9 +112,12 @@ def test_rate_halved_is_degraded_not_down(tmp_path: Path) -> None:
     assert ports["mlx5_0/1"]["reasons"] == ["mlx5_0/1 rate 200 Gb/s, expected 400"]
     assert ports["mlx5_2/1"]["verdict"] == "ok"  # the RoCE port is compared with Ethernet ports only
     assert rec["verdict"] == "degraded" and not rec["hard_fault"]
-    # An expected rate given explicitly applies to every port.
+    # An expected rate given explicitly applies to every port of its link layer.
     rec = Node(tmp_path / "b", ib_expected_gbps=400.0).run(None, sysfs(tmp_path / "b"))
+    assert [p["verdict"] for p in rec["ports"]] == ["ok", "ok", "ok"]
+    rec = Node(tmp_path / "c", roce_expected_gbps=400.0).run(None, sysfs(tmp_path / "c"))
     assert [p["verdict"] for p in rec["ports"]] == ["ok", "ok", "degraded"]
+    assert rec["ports"][2]["reasons"] == ["mlx5_2/1 rate 200 Gb/s, expected 400"]
 
 
 def test_rising_counters_degrade_by_delta_not_total(tmp_path: Path) -> None:

@@ -76,6 +76,8 @@ class Thresholds:
     # Expected port rate in Gb/s (Meta GCM check_iblink compares with a manifest); 0 = the node's fastest
     # ACTIVE port of the same link layer.
     ib_expected_gbps: float = 0.0
+    # The same for RoCE ports (link_layer Ethernet); 0 = the node's fastest ACTIVE Ethernet port.
+    roce_expected_gbps: float = 0.0
     # A port below ratio x expected is degraded (1.0: any shortfall, e.g. 200 of 400 Gb/s).
     ib_rate_ratio: float = 1.0
     ib_counters: Mapping[str, int] = field(default_factory=lambda: dict(IB_COUNTER_LIMITS))
@@ -402,10 +404,14 @@ def evaluate(
         if port.state == "ACTIVE" and port.rate_gbps is not None:
             layer = port.link_layer
             expected_by_layer[layer] = max(expected_by_layer.get(layer, 0.0), port.rate_gbps)
-    ports_out = [
-        _port(p, port, thresholds.ib_expected_gbps or expected_by_layer.get(port.link_layer))
-        for port in ports
-    ]
+
+    def expected(port: PortHealth) -> float | None:
+        given = (
+            thresholds.roce_expected_gbps if port.link_layer == "Ethernet" else thresholds.ib_expected_gbps
+        )
+        return given or expected_by_layer.get(port.link_layer)
+
+    ports_out = [_port(p, port, expected(port)) for port in ports]
     all_verdicts = [g["verdict"] for g in gpus_out] + [x["verdict"] for x in ports_out]
     worst = _worst(all_verdicts)
     faults = sorted(p.faults, key=lambda f: -_RANK[f["verdict"]])
