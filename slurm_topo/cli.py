@@ -952,6 +952,8 @@ def health(
     from .model import NODE_NAME_RE
 
     limits = parse_thresholds(thresholds)
+    if records_dir and not Path(records_dir).is_dir():
+        raise InputError(f"--records {records_dir}: not a directory")
     name = node_name or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".", 1)[0]
     if not NODE_NAME_RE.fullmatch(name):
         raise InputError(f"node name: must be 1-64 characters from [A-Za-z0-9._-] ({name[:80]!r})")

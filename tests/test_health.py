@@ -437,6 +437,7 @@ def test_cli_without_nvml_reports_ports(tmp_path: Path) -> None:
         (["--nvml-from", "{garbage"], "not valid JSON"),
         (["--nvml-from", '{"devices": [{"index": -1}]}'], "devices[0].index"),
         (["--node-name", "bad name"], "node name"),
+        (["--records", "/nonexistent/records"], "--records /nonexistent/records: not a directory"),
     ],
 )
 def test_cli_bad_input_one_line_nothing_written(tmp_path: Path, args: list[str], message: str) -> None:
@@ -549,3 +550,39 @@ def test_health_records_are_untrusted(tmp_path: Path) -> None:
 def test_thresholds_parse() -> None:
     t = parse_thresholds(["hysteresis=5", "ib_expected_gbps=400", "ib.symbol_error=3"])
     assert (t.hysteresis, t.ib_expected_gbps, t.ib_counters["symbol_error"]) == (5, 400.0, 3)
+
+
+class ScriptedScontrol:
+    """Stands in for scontrol in a unit test (the real one is exercised in
+    tests/integration/test_health_drain_on_real_slurm.py): answers `show node`, fails one update."""
+
+    def __init__(self, show: str, fail_for: str):
+        self.show, self.fail_for, self.calls = show, fail_for, []  # type: ignore[var-annotated]
+
+    def run(self, argv: Any, timeout: float = 30.0) -> str:
+        from slurm_topo.errors import CommandError
+
+        self.calls.append(list(argv))
+        if argv[:3] == ["scontrol", "show", "node"]:
+            return self.show
+        if f"NodeName={self.fail_for}" in argv:
+            raise CommandError(argv, 1, "slurm_update error: Invalid node state specified")
+        return ""
+
+
+def test_sync_goes_on_after_a_failed_update_then_fails(tmp_path: Path) -> None:
+    from slurm_topo.errors import CommandError
+    from slurm_topo.health.drain import sync
+
+    (tmp_path / "health").mkdir()
+    for n in ("a", "b"):
+        (tmp_path / "health" / f"{n}.json").write_text(json.dumps(rec(n, True, t=1000)))
+    show = "NodeName=a Arch=x\n   State=IDLE\n\nNodeName=b Arch=x\n   State=IDLE\n"
+    runner = ScriptedScontrol(show, fail_for="a")
+    log: list[str] = []
+    with pytest.raises(CommandError):
+        sync(tmp_path, runner, now=1010, log=log)
+    assert log[0].startswith("failed drain a: ") and log[1] == f"drain b: {REASON_PREFIX} mlx5_0/1 state DOWN"
+    dry = ScriptedScontrol(show, fail_for="-")
+    actions = sync(tmp_path, dry, now=1010, dry_run=True)
+    assert [a.verb for a in actions] == ["drain", "drain"] and dry.calls == [["scontrol", "show", "node"]]
