@@ -467,6 +467,8 @@ def write_overlay(inventory: Inventory, explanation: Explanation, view: CostView
         best_label=label,
     )
     write_files(target.parent, {target.name: svg_text})
+    if not nodes:
+        return f"svg: {path} (job {explanation.job_id} has no nodes yet: nothing marked)"
     marked = f"job {explanation.job_id} on {_plural(len(nodes), 'node')}"
     if best is not None:
         marked += f", {label} on {_plural(len(best), 'node')}"

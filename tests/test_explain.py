@@ -372,3 +372,11 @@ def test_cli_bad_plan_or_svg_without_fleet_is_one_line_before_slurm_is_asked(
             main(argv)
         err = capsys.readouterr().err
         assert e.value.code == 2 and err.count("\n") == 1 and needle in err, (argv, err)
+
+
+def test_explain_svg_of_a_pending_job_marks_nothing_and_says_so(tmp_path: Path) -> None:
+    pending = explain.explain_record(explain.parse_record_line(HELD), None)
+    line = explain.write_overlay(_fleet(), pending, None, str(tmp_path / "p.svg"))
+    assert line == f"svg: {tmp_path / 'p.svg'} (job 2 has no nodes yet: nothing marked)"
+    root = ET.parse(tmp_path / "p.svg").getroot()
+    assert not [r for r in root.iter() if r.get("data-job") or r.get("data-best")]
