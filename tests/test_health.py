@@ -305,6 +305,35 @@ def test_fabric_v3_and_v4(tmp_path: Path, fabric: dict[str, Any], verdict: str, 
     assert sorted(fabric_flags(fabric["healthMask"])) == flags
 
 
+def test_a_gpu_or_port_that_disappears_is_down_until_back_for_n_passes(tmp_path: Path) -> None:
+    node = Node(tmp_path, hysteresis=2)
+    root = sysfs(tmp_path)
+    assert node.run(hgx(), root)["verdict"] == "ok"
+    gone = hgx()
+    del gone["devices"][4]  # fallen off the bus (Xid 79)
+    shutil.rmtree(root / "class/infiniband/mlx5_1")
+    rec = node.run(gone, root)
+    assert rec["hard_fault"] and len(rec["gpus"]) == 7
+    assert {m["item"]: m["reasons"] for m in rec["missing"]} == {
+        "gpu@00000000:9A:00.0": ["GPU 00000000:9A:00.0 missing (seen on an earlier pass)"],
+        "ib:mlx5_1/1": ["mlx5_1/1 missing (seen on an earlier pass)"],
+    }
+    shutil.copytree(SYSFS / "class/infiniband/mlx5_1", root / "class/infiniband/mlx5_1")
+    assert node.run(hgx(), root)["hard_fault"]  # back, healthy 1/2
+    assert not node.run(hgx(), root)["hard_fault"]
+
+
+def test_nvml_failing_where_gpus_were_seen_is_down(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    node.run(hgx(), None)
+    prev, _ = load_state(node.state)
+    rec, _ = evaluate("n1", None, (), prev, Thresholds(), now=node.now + 60)
+    assert rec["hard_fault"] and rec["missing"][0]["item"] == "nvml"
+    assert "8 GPU(s) seen on earlier passes" in rec["missing"][0]["reasons"][0]
+    rec, _ = evaluate("n1", None, (), prev, Thresholds(), now=node.now + 60, nvml_asked=False)
+    assert not rec["hard_fault"]  # --no-nvml: not asked, not judged
+
+
 def test_real_h200_capture_has_no_link_data_and_no_verdict_from_it(tmp_path: Path) -> None:
     """The H200 VM answers NotSupported for NVLink state: nothing is judged, nothing is invented."""
     rec = Node(tmp_path).run(json.loads(H200.read_text()), None)

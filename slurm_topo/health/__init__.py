@@ -81,7 +81,9 @@ def node_health(
     prev, state_notes = load_state(state_file)
     notes.extend(state_notes)
     warnings.extend(n for n in state_notes if "unreadable" in n or "not a slurm-topo" in n or "larger" in n)
-    record, state = evaluate(name, gpus, ports, prev, thresholds or Thresholds(), now=now, notes=notes)
+    record, state = evaluate(
+        name, gpus, ports, prev, thresholds or Thresholds(), now=now, notes=notes, nvml_asked=use_nvml
+    )
     if state_file is not None:
         try:
             save_state(state_file, state)
@@ -117,6 +119,6 @@ def health_text(record: dict[str, Any]) -> str:
             f"  {p['device']}/{p['port']} {p['link_layer'] or '?'}: {p['verdict'] or 'unknown'}, "
             f"{p['state'] or '?'}/{p['phys_state'] or '?'}, {rate} Gb/s"
         )
-    lines.extend(f"  {f['verdict']}: {f['reason']}" for f in record["faults"])
+    lines.extend(f"  {f['verdict']}: {f['reason']}" for f in record["faults"])  # missing items included
     lines.extend(f"  note: {n}" for n in record["notes"])
     return "\n".join(lines) + "\n"

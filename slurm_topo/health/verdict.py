@@ -184,6 +184,7 @@ class _Pass:
         self.items: dict[str, Any] = {}
         self.faults: list[dict[str, str]] = []
         self.seen_active: set[str] = set(x for x in prev.get("seen_active", []) if isinstance(x, str))
+        self.known: dict[str, list[str]] = {}
 
     def deltas(self, key: str, totals: tuple[tuple[str, int], ...]) -> dict[str, int]:
         self.counters[key] = dict(totals)
@@ -384,6 +385,38 @@ def _port(p: _Pass, port: PortHealth, expected: float | None) -> dict[str, Any]:
     }
 
 
+def _missing(
+    p: _Pass, gpus: tuple[GpuHealth, ...] | None, ports: tuple[PortHealth, ...], nvml_asked: bool
+) -> list[dict[str, Any]]:
+    known = p.prev.get("known") if isinstance(p.prev.get("known"), dict) else {}
+    assert isinstance(known, dict)
+    old_gpus = sorted({str(x) for x in known.get("gpus", []) if isinstance(x, str)})
+    old_ports = sorted({str(x) for x in known.get("ports", []) if isinstance(x, str)})
+    out: list[dict[str, Any]] = []
+
+    def item(key: str, bad: bool, reason: str) -> None:
+        v, r = p.judge(key, DOWN if bad else OK, [reason] if bad else [])
+        if v != OK:
+            out.append({"item": key, "verdict": v, "reasons": r})
+
+    now_gpus = {g.bus_id for g in gpus or () if g.bus_id}
+    if gpus is None:
+        if nvml_asked and old_gpus:
+            item("nvml", True, f"NVML unavailable; {len(old_gpus)} GPU(s) seen on earlier passes")
+        elif not nvml_asked and isinstance(p.prev.get("items", {}).get("nvml"), dict):
+            p.items["nvml"] = p.prev["items"]["nvml"]  # not asked: neither better nor worse
+    else:
+        item("nvml", False, "")
+        for bus in sorted(set(old_gpus) | now_gpus):
+            item(f"gpu@{bus}", bus not in now_gpus, f"GPU {bus} missing (seen on an earlier pass)")
+    now_ports = {port.key for port in ports}
+    for key in old_ports:
+        if key not in now_ports:
+            item(f"ib:{key}", True, f"{key} missing (seen on an earlier pass)")
+    p.known = {"gpus": sorted(set(old_gpus) | now_gpus), "ports": sorted(set(old_ports) | now_ports)}
+    return out
+
+
 def evaluate(
     name: str,
     gpus: tuple[GpuHealth, ...] | None,
@@ -393,8 +426,13 @@ def evaluate(
     *,
     now: float | None = None,
     notes: list[str] | None = None,
+    nvml_asked: bool = True,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """This pass's record and the next state. ``gpus`` None: no NVML on this node (ports only)."""
+    """This pass's record and the next state. ``gpus`` None: no NVML on this node (ports only).
+
+    A GPU (by PCI bus id) or port seen on an earlier pass and missing now is ``down`` (a GPU fallen off the
+    bus, an HCA gone); so is NVML failing where GPUs were seen (``nvml_asked``: NVML was asked this pass).
+    Known hardware is never forgotten: after removing it for good, delete the state file."""
     now = time.time() if now is None else now
     p = _Pass(prev, thresholds, now)
     by_bus = {g.bus_id: g for g in gpus or () if g.bus_id}
@@ -412,7 +450,9 @@ def evaluate(
         return given or expected_by_layer.get(port.link_layer)
 
     ports_out = [_port(p, port, expected(port)) for port in ports]
+    missing_out = _missing(p, gpus, ports, nvml_asked)
     all_verdicts = [g["verdict"] for g in gpus_out] + [x["verdict"] for x in ports_out]
+    all_verdicts += [m["verdict"] for m in missing_out]
     worst = _worst(all_verdicts)
     faults = sorted(p.faults, key=lambda f: -_RANK[f["verdict"]])
     record = {
@@ -429,6 +469,7 @@ def evaluate(
         "nvml": "unavailable" if gpus is None else "available",
         "gpus": gpus_out,
         "ports": ports_out,
+        "missing": missing_out,
         "notes": list(notes or []),
     }
     state = {
@@ -438,5 +479,6 @@ def evaluate(
         "counters": p.counters,
         "items": p.items,
         "seen_active": sorted(p.seen_active),
+        "known": p.known,
     }
     return record, state
