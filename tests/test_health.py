@@ -404,6 +404,28 @@ def test_capture_from_a_pynvml_like_module_round_trips() -> None:
         def nvmlSystemGetDriverVersion(self) -> str:
             return "580.159.04"
 
+        class c_nvmlGpuFabricInfo_v3_t:  # noqa: N801 - pynvml's name
+            version = state = status = cliqueId = healthMask = healthSummary = 0
+
+        nvmlGpuFabricInfo_v3 = 0x3000000
+        NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 250
+
+        def nvmlDeviceGetGpuFabricInfoV(self, h: int, info: Any) -> None:
+            if not self.links:
+                raise NVMLError("Not Supported")
+            assert info.version == self.nvmlGpuFabricInfo_v3
+            info.state, info.cliqueId, info.healthSummary, info.healthMask = 3, 7, 3, 1
+
+        def nvmlDeviceGetFieldValues(self, h: int, ids: list[int]) -> list[Any]:
+            class Value:
+                uiVal = {91: 18, 250: h}[ids[0]]  # GPU 1 asks for a GPU reset
+
+            class Field:
+                nvmlReturn = 0 if self.links else 3
+                value = Value()
+
+            return [Field()]
+
     doc = capture_pynvml(Fake(links=False))
     assert doc is not None
     gpus = parse_nvml_doc(doc)
@@ -413,6 +435,14 @@ def test_capture_from_a_pynvml_like_module_round_trips() -> None:
     assert doc is not None
     gpus = parse_nvml_doc(doc)
     assert [len(g.links) for g in gpus] == [18, 18] and all(lk.remote == "nvswitch" for lk in gpus[0].links)
+    assert [g.recovery_action for g in gpus] == [0, 1] and [g.link_count for g in gpus] == [18, 18]
+    fabric = gpus[0].fabric
+    assert fabric is not None and (fabric.version, fabric.state, fabric.summary, fabric.clique) == (
+        3,
+        "completed",
+        "limited_capacity",
+        "7",
+    )
 
 
 # ------------------------------------------------------------------------------------------- CLI and records

@@ -317,8 +317,8 @@ def _field(nvml: Any, call: Callable[..., Any], handle: Any, field_id: int) -> A
 
 
 def _fabric_info(nvml: Any, call: Callable[..., Any], handle: Any) -> Any:
-    """``nvmlDeviceGetGpuFabricInfoV`` with the newest struct the bindings know (v3, else v2)."""
-    for version in (3, 2):
+    """``nvmlDeviceGetGpuFabricInfoV`` with the newest struct the bindings know (v4, v3, else v2)."""
+    for version in (4, 3, 2):
         cls = getattr(nvml, f"c_nvmlGpuFabricInfo_v{version}_t", None)
         tag = getattr(nvml, f"nvmlGpuFabricInfo_v{version}", None)
         if cls is None or tag is None:
@@ -333,5 +333,15 @@ def _fabric_info(nvml: Any, call: Callable[..., Any], handle: Any) -> Any:
             val = getattr(info, key, None)
             if isinstance(val, int):
                 out[key] = val
+        cliques = getattr(info, "cliques", None)  # v4: (type, id) pairs instead of cliqueId
+        if cliques is not None:
+            try:
+                out["cliques"] = [
+                    {"type": int(getattr(c, "type", 0)), "id": int(getattr(c, "id", 0))}
+                    for c in list(cliques)[:64]
+                    if int(getattr(c, "id", 0)) or int(getattr(c, "type", 0))
+                ]
+            except (TypeError, ValueError):
+                pass
         return out
     return "ERR no fabric struct in the bindings"
