@@ -631,7 +631,7 @@ def _parse_policy(source: str, raw: object) -> PolicyConfig:
     if not isinstance(raw, Mapping):
         raise fail("", f"must be a mapping, not {type(raw).__name__}", raw)
     for key in raw:
-        if key not in ("default", "partitions", "families"):
+        if key not in ("default", "partitions", "families", "plan"):
             raise fail(f".{_key(key)}", "unknown key", key)
     default = locality(".default", raw.get("default", "prefer"))
     parts: list[tuple[str, str]] = []
@@ -649,7 +649,17 @@ def _parse_policy(source: str, raw: object) -> PolicyConfig:
                 if not isinstance(value, str) or not _FAMILY_RE.match(value):
                     raise fail(f".families.{name}", "must be a feature glob such as 'torch-*'", value)
                 out.append((name, value))
-    return PolicyConfig(default, tuple(sorted(parts)), tuple(sorted(fams)))
+    plan = raw.get("plan")
+    if plan is not None:
+        from .cost import parse_plan  # the cost model's grammar, validated once here
+
+        if not isinstance(plan, str):
+            raise fail(".plan", "must be a string such as 'tp=8,pp=4,bytes=10G'", plan)
+        try:
+            parse_plan(plan)
+        except InputError as exc:
+            raise fail(".plan", str(exc)[:200], plan) from None
+    return PolicyConfig(default, tuple(sorted(parts)), tuple(sorted(fams)), plan)
 
 
 def load_inventory_file(path: str | Path, max_nodes: int = MAX_NODES) -> Loaded:

@@ -344,6 +344,9 @@ class PolicyConfig:
     """Partition name -> default locality (``zone:wait``) for jobs that ask for none."""
     families: tuple[tuple[str, str], ...] = ()
     """Compatibility family name -> glob over node features (``torch: 'torch-*'``): groups become buckets."""
+    plan: str | None = field(default=None, repr=False, compare=True)
+    """The site's default parallelism plan (``tp=8,pp=4,bytes=10G``) for ``explain``'s cost prediction. Not in
+    ``repr``: it shapes no generated file, so it stays out of the outputs' fingerprint."""
 
 
 NVLINK_TOPOLOGIES = ("auto", "tree", "block")

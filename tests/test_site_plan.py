@@ -1,0 +1,56 @@
+"""The inventory's ``policy: {plan: ...}``: the site's default plan for explain's cost prediction."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slurm_topo.errors import InventoryError
+from slurm_topo.explain import site_plan
+from slurm_topo.inventory import load_inventories
+
+NODES = """
+nodes:
+  - {name: 'n[1-2]', region: r1, zone: r1-a, gpus: 8}
+"""
+
+
+def _generate(inv: Path, out: Path) -> None:
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "slurm_topo",
+            "generate",
+            "-i",
+            str(inv),
+            "-o",
+            str(out),
+            "--slurm-version",
+            "22.05",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+
+
+def test_site_plan_is_read_and_shapes_no_output(tmp_path: Path) -> None:
+    (tmp_path / "with.yaml").write_text("policy: {default: prefer, plan: 'tp=8,bytes=10G'}\n" + NODES)
+    (tmp_path / "without.yaml").write_text("policy: {default: prefer}\n" + NODES)
+    assert site_plan(load_inventories([tmp_path / "with.yaml"])) == "tp=8,bytes=10G"
+    assert site_plan(load_inventories([tmp_path / "without.yaml"])) is None
+    _generate(tmp_path / "with.yaml", tmp_path / "a")
+    _generate(tmp_path / "without.yaml", tmp_path / "b")
+    for f in sorted((tmp_path / "a").iterdir()):
+        assert f.read_bytes() == (tmp_path / "b" / f.name).read_bytes(), f.name
+
+
+@pytest.mark.parametrize("plan", ["tp=zero", "7", "tp=8,bogus=1"])
+def test_bad_site_plan_is_an_inventory_error(tmp_path: Path, plan: object) -> None:
+    (tmp_path / "bad.yaml").write_text(f"policy: {{plan: '{plan}'}}\n" + NODES)
+    with pytest.raises(InventoryError, match=r"policy\.plan"):
+        load_inventories([tmp_path / "bad.yaml"])
