@@ -2,9 +2,12 @@
 slurm_topo_filter.lua - the slurm-topo locality filter, for job_submit/lua (Lua 5.1, as Debian's slurmctld links).
 
 Compiles `--locality=LEVEL[:MODE]` (SPANK option, or `--comment=locality=...`) into native constraints:
-  prefer (default)          job_desc.prefer = "<constraint>&[g1|g2|...]" at the finest level some group can hold
+  prefer (default)          job_desc.prefer = "<constraint>&[ng...|zone...|region...]": the groups of every level
+                            that can ever hold the job, finest level first, smallest first (with families: then
+                            the bare family values, largest first)
   network_group|zone|region job_desc.features = "<constraint>&[g1|g2|...]": all nodes in one group; none can ever
-                            hold the job -> :fail rejects at submit, :wait holds it (priority 0); both say why
+                            hold the job -> :fail rejects at submit, :wait holds it (priority 0); both say why.
+                            zone/region also get job_desc.prefer = "<constraint>&[finer groups inside...|g1|...]"
   any                       unchanged
 The decision logic is the Lua twin of the package slurm_topo/policy/ (the specification; parity tests keep them
 equal): each section below names its module (vocab, request, constraint, nodes, decide, modify; compile is
@@ -29,7 +32,7 @@ local MAX_ALTERNATIVES = 64
 local MAX_CONSTRAINT = 1024
 local MAX_RECORD = 200
 local RECHECK_SECONDS = 10
-local DATA_FORMAT = 2 -- slurm_topo/render/filter_data.py FORMAT
+local DATA_FORMAT = 3 -- slurm_topo/render/filter_data.py FORMAT
 local SPANK_LOCALITY = "_SLURM_SPANK_OPTION_locality_locality"
 local SPANK_REGIONS = "_SLURM_SPANK_OPTION_locality_locality_regions"
 local LEVELS = { "network_group", "zone", "region" }
@@ -448,6 +451,13 @@ local function new_scan(data, req, c, area, wanted)
   return sc
 end
 
+local function parent_of(g, up)
+  -- the zone ("z") or region ("r") group holding g: pz/pr where the data gives them (family buckets), else the
+  -- ancestor feature
+  if up == "z" then return g.pz or g.zf end
+  return g.pr or g.rf
+end
+
 local function scan_allowed(sc, g)
   local area = sc.area
   if area == nil then return true end
@@ -525,10 +535,12 @@ local function compiled_cut(groups, start, budget)
 end
 
 -- Up to 64 fitting groups within `budget` characters of bracket, in the data's order: {kept, cut short}.
--- Groups are sorted by size, so the scan starts at the first group as large as the job (binary search).
-local function scan_candidates(sc, groups, budget, only)
+-- Groups are sorted by size, so the scan starts at the first group as large as the job (binary search);
+-- `descending` (the family values, largest first): from the first. `inside` (a set of zone or region group
+-- features, `up` = "z" or "r"): only groups inside one of them.
+local function scan_candidates(sc, groups, budget, only, inside, up, descending)
   local start = 1
-  if sc.check then
+  if sc.check and not descending then
     local lo, hi, nodes = 1, #groups + 1, sc.nodes
     while lo < hi do
       local mid = math.floor((lo + hi) / 2)
@@ -537,7 +549,7 @@ local function scan_candidates(sc, groups, budget, only)
     start = lo
   end
   local memo, key = nil, nil
-  if only == nil and sc.area == nil then
+  if only == nil and sc.area == nil and inside == nil then
     memo, key = memo_of(groups), sc.signature .. start .. ":" .. budget
     local hit = memo[key]
     if hit then return hit[1], hit[2] end
@@ -550,7 +562,7 @@ local function scan_candidates(sc, groups, budget, only)
   local kept, count, length, cut = {}, 0, 2, false
   for i = start, #groups do
     local g = groups[i]
-    if (only == nil or only[g.f]) and scan_allowed(sc, g) then
+    if (only == nil or only[g.f]) and scan_allowed(sc, g) and (inside == nil or inside[parent_of(g, up)]) then
       local good, n = scan_fits(sc, g)
       if good then
         local extra = #g.f
@@ -568,6 +580,35 @@ local function scan_candidates(sc, groups, budget, only)
   end
   if memo then remember(memo, key, { kept, cut }) end
   return kept, cut
+end
+
+-- One bracket from per-level lists given finest first ({kept, cut} each): within Slurm's limits (64
+-- alternatives, `budget` characters of bracket) the coarsest lists are kept whole first, and what does not fit
+-- is dropped from the tail of the finest ones (regions and family values keep the job off the plain tree).
+local function cascade(lists, budget)
+  local alternatives, room, cut, counts = MAX_ALTERNATIVES, budget - 1, false, {}
+  for j = #lists, 1, -1 do
+    local kept, n = lists[j][1], 0
+    for i = 1, #kept do
+      local cost = #kept[i].f + 1
+      if n == alternatives or cost > room then break end
+      room = room - cost
+      n = n + 1
+    end
+    alternatives = alternatives - n
+    cut = cut or lists[j][2] or n < #kept
+    counts[j] = n
+  end
+  local out, k = {}, 0
+  for j = 1, #lists do
+    local kept = lists[j][1]
+    for i = 1, counts[j] do
+      k = k + 1
+      out[k] = kept[i]
+      out[-k] = kept[-i]
+    end
+  end
+  return out, cut
 end
 
 -- The largest group for this request (to name it when none can hold the job): compiled for the whole level
@@ -608,6 +649,26 @@ local function level_groups(data, partitions, level)
   for _, g in pairs(merged) do list[#list + 1] = g end
   table.sort(list, function(a, b)
     if a.n ~= b.n then return a.n < b.n end
+    return a.k < b.k
+  end)
+  return list
+end
+
+local function family_values(data, partitions)
+  -- the bare family values, largest first (with families only); several partitions: merged
+  if #partitions == 1 then return data.partitions[partitions[1]].values end
+  local merged, list, any = {}, {}, false
+  for _, p in ipairs(partitions) do
+    for _, g in ipairs(data.partitions[p].values or {}) do
+      any = true
+      local have = merged[g.f]
+      if have == nil or g.n > have.n then merged[g.f] = g end
+    end
+  end
+  if not any then return nil end
+  for _, g in pairs(merged) do list[#list + 1] = g end
+  table.sort(list, function(a, b)
+    if a.n ~= b.n then return a.n > b.n end
     return a.k < b.k
   end)
   return list
@@ -760,7 +821,7 @@ local function area_of(data, req, loc)
   return "(" .. table.concat(feats, "|") .. ")", area_features, wanted
 end
 
-local decide_inner, decide_prefer, decide_required, nothing_holds, named_nodes
+local decide_inner, decide_prefer, decide_required, nothing_holds, named_nodes, required_prefer
 
 function M.decide(data, req)
   local d = decide_inner(data, req)
@@ -839,16 +900,42 @@ decide_prefer = function(job)
   elseif c.kind == "bracket" or c.kind == "complex" then
     why = "constraint has brackets or parentheses"
   else
-    -- one level per try, finest first; a cascade across levels would extend this loop
+    -- the cascade: every level's groups that can ever hold the job, finest level first, smallest first within a
+    -- level (with families: then the bare family values, largest first); 22.05 tries a matching OR alternative
+    -- by alternative, so the job lands in the finest group with room now
     local probe = compose(c, terms(restrict, "[]"))
-    for _, lvl in ipairs(LEVELS) do
-      local groups = level_groups(job.data, job.partitions, lvl)
-      local kept, cut = scan_candidates(job.scan, groups, MAX_CONSTRAINT - #probe + 2, nil)
-      if #kept > 0 then
-        return { action = "amend", locality = loc, features = base,
-                 prefer = compose(c, terms(restrict, bracket(kept))),
-                 record = record("prefer " .. lvl .. " " .. shown(kept, cut) .. job.note), kept = kept }
+    local budget = MAX_CONSTRAINT - #probe + 2
+    local data, partitions, sc = job.data, job.partitions, job.scan
+    local first = level_groups(data, partitions, LEVELS[1])
+    local memo, key = nil, nil
+    if sc.area == nil then
+      memo, key = memo_of(first), "cascade:" .. sc.signature .. budget
+    end
+    local hit = memo and memo[key]
+    if hit == nil then
+      local lists, used = {}, {}
+      for i, lvl in ipairs(LEVELS) do
+        local groups = first
+        if i > 1 then groups = level_groups(data, partitions, lvl) end
+        local kept, cut = scan_candidates(sc, groups, budget, nil)
+        lists[i] = { kept, cut }
+        if #kept > 0 then used[#used + 1] = lvl end
       end
+      local values = family_values(data, partitions)
+      if values ~= nil then
+        local kept, cut = scan_candidates(sc, values, budget, nil, nil, nil, true)
+        lists[#lists + 1] = { kept, cut }
+        if #kept > 0 then used[#used + 1] = "family" end
+      end
+      local kept, cut = cascade(lists, budget)
+      hit = { kept, cut, table.concat(used, "+") }
+      if memo then remember(memo, key, hit) end
+    end
+    local kept, cut = hit[1], hit[2]
+    if #kept > 0 then
+      return { action = "amend", locality = loc, features = base,
+               prefer = compose(c, terms(restrict, bracket(kept))),
+               record = record("prefer " .. hit[3] .. " " .. shown(kept, cut) .. job.note), kept = kept }
     end
     why = "no group fits; topology/tree packs"
   end
@@ -885,15 +972,41 @@ decide_required = function(job)
   end
   local rejected, named = named_nodes(job)
   if rejected then return rejected end
-  local kept, cut = scan_candidates(job.scan, groups, MAX_CONSTRAINT - #probe + 2, only)
+  local budget = MAX_CONSTRAINT - #probe + 2
+  local kept, cut = scan_candidates(job.scan, groups, budget, only)
   if #kept > 0 then
     return { action = "amend", locality = loc, features = compose(c, terms(job.restrict, bracket(kept))),
+             prefer = required_prefer(job, kept, budget),
              message = named, record = record(loc .. " " .. shown(kept, cut) .. job.note), kept = kept }
   end
   return nothing_holds(job, groups, only)
 end
 
 local LEVEL_INDEX = { network_group = 1, zone = 2, region = 3 }
+local UP = { zone = "z", region = "r" }
+
+required_prefer = function(job, kept, budget)
+  -- a required zone or region also gets --prefer=<hard>&[finer groups inside the kept ones...|the kept ones]:
+  -- every alternative lies inside one group of the level; nil with the user's own --prefer, or when nothing
+  -- finer can hold the job (the --prefer would repeat the constraint)
+  local level = job.level
+  if job.req.prefer ~= nil or level == "network_group" then return nil end
+  local inside = {}
+  for i = 1, #kept do inside[kept[i].f] = true end
+  local lists, finer = {}, false
+  for i = 1, LEVEL_INDEX[level] - 1 do
+    local k, cut = scan_candidates(job.scan, level_groups(job.data, job.partitions, LEVELS[i]), budget, nil, inside,
+      UP[level])
+    lists[i] = { k, cut }
+    finer = finer or #k > 0
+  end
+  if not finer then return nil end
+  lists[#lists + 1] = { kept, false }
+  local alternatives = cascade(lists, budget)
+  local names = {}
+  for i, g in ipairs(alternatives) do names[i] = g.f end
+  return compose(job.c, terms(job.restrict, "[" .. table.concat(names, "|") .. "]"))
+end
 
 named_nodes = function(job)
   -- --nodelist / --exclude with a required level: refused when the named nodes are already in two groups of
@@ -1154,6 +1267,17 @@ local function changes(upd)
   return false
 end
 
+local function our_prefer(rec, ours)
+  -- a required level's --prefer added by an earlier decision: the same hard part as the constraint, with a
+  -- bracket (the decision re-plans it)
+  local prefer = to_str(rec.prefer)
+  if ours == nil or string.find(ours, "^prefer") or string.find(ours, "^any") or prefer == nil
+    or string.sub(prefer, -1) ~= "]" then
+    return false
+  end
+  return M.strip_bracket(prefer) == M.strip_bracket(to_str(rec.features))
+end
+
 local function merged(rec, upd, new, base, ours)
   -- the request after the update (`new`, read from it): its fields over the record's, the locality from `base`,
   -- and the record's constraint without the bracket an earlier decision added
@@ -1166,7 +1290,9 @@ local function merged(rec, upd, new, base, ours)
     features = to_str(rec.features)
   end
   local prefer = new.prefer
-  if prefer == nil and not (ours ~= nil and string.find(ours, "^prefer ")) then prefer = to_str(rec.prefer) end
+  if prefer == nil and not (ours ~= nil and string.find(ours, "^prefer ")) and not our_prefer(rec, ours) then
+    prefer = to_str(rec.prefer)
+  end
   return {
     locality = base.locality, regions = base.regions, features = features, prefer = prefer,
     partition = new.partition or to_str(rec.partition),

@@ -14,6 +14,7 @@ from policy_cases import PARTITIONS, inventory, job
 from slurm_topo import render_all
 from slurm_topo.policy import NO_VAL, SPANK_LOCALITY, JobRequest, decide
 from slurm_topo.render import make_context
+from slurm_topo.render.filter_data import FORMAT
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +84,7 @@ def test_bad_data_file_fails_open_and_logs_once(tmp_path: Path, data_file: Path,
                 "not a table": first + "\nreturn 42\n",
                 "wrong fingerprint": first + "\nreturn {fingerprint='0', partitions={}}\n",
                 "hostile": first + "\nos.execute('touch " + str(tmp_path / "pwned") + "')\nreturn {}\n",
-                "older format": text.replace("format=2,", "format=1,", 1),
+                "older format": text.replace(f"format={FORMAT},", f"format={FORMAT - 1},", 1),
             }[damage]
         )
     f = _fresh(path)

@@ -33,7 +33,28 @@ def test_zone_required_lists_fitting_zones_smallest_first(data) -> None:  # type
     d = run(data, locality="zone", min_nodes=3)
     assert d.action == "amend"
     assert d.features == "[zone_us-west-2a|zone_us-east-1a]"
-    assert d.prefer is None
+    # ... and a --prefer whose alternatives all lie inside one of those zones: finer groups first
+    assert d.prefer == "[ng_us-east-1a.rack-a1|zone_us-west-2a|zone_us-east-1a]"
+
+
+def test_required_region_prefers_finer_groups_inside_the_regions_it_allows(data) -> None:  # type: ignore[no-untyped-def]
+    """region with 2 nodes: the constraint keeps the region bracket (smallest first); the --prefer lists the
+    racks, then the zones, then the regions, each inside one region of the bracket and with the same hard
+    part."""
+    d = run(data, locality="region", min_nodes=2, features="torch-2.4|ib")
+    assert d.features == "(torch-2.4|ib)&[region_us-east|region_us-west]"
+    assert d.prefer == (
+        "(torch-2.4|ib)&[ng_us-east-1b.rack-b1|ng_us-west-2a.rack-c1|ng_us-west-2b.rack-d1|"
+        "ng_us-east-1a.rack-a1|zone_us-east-1b|zone_us-west-2b|zone_us-west-2a|zone_us-east-1a|region_us-east|"
+        "region_us-west]"
+    )
+    # a region outside the bracket never appears: the east partition has only us-east
+    d = run(data, locality="region", min_nodes=2, partition="east")
+    assert d.features == "[region_us-east]"
+    assert d.prefer is not None and "west" not in d.prefer and d.prefer.endswith("|region_us-east]")
+    # the user's own --prefer is kept; a network_group has nothing finer
+    assert run(data, locality="region", min_nodes=2, prefer="ib").prefer is None
+    assert run(data, locality="network_group", min_nodes=2).prefer is None
 
 
 def test_user_and_constraint_is_kept_in_front(data) -> None:  # type: ignore[no-untyped-def]
@@ -79,11 +100,64 @@ def test_per_node_gpus_exclude_smaller_nodes(data) -> None:  # type: ignore[no-u
     assert d.features == "[ng_us-east-1a.rack-a1]"
 
 
-def test_prefer_sets_prefer_at_the_finest_level_that_fits_and_never_features(data) -> None:  # type: ignore[no-untyped-def]
-    """prefer for 4 nodes: no rack holds 4, so the bracket is at zone level, in prefer only."""
+def test_prefer_cascades_over_every_level_that_fits_and_never_sets_features(data) -> None:  # type: ignore[no-untyped-def]
+    """prefer for 4 nodes: no rack holds 4, so the cascade starts at zone level (smallest first) and goes on
+    with the regions, in prefer only: when no zone has room now, the job still lands in one region."""
     d = run(data, locality="prefer", min_nodes=4)
     assert d.features is None
-    assert d.prefer == "[zone_us-east-1a]"
+    assert d.prefer == "[zone_us-east-1a|region_us-east|region_us-west]"
+    assert d.level == "zone" and d.record.startswith("slurm-topo: prefer zone+region [us-east-1a(4n),")
+    d = run(data, locality="prefer", min_nodes=2, features="ib")
+    assert d.prefer == "ib&[ng_us-east-1a.rack-a1|zone_us-east-1a|region_us-east]"
+    d = run(data, locality="prefer", min_nodes=6)
+    assert d.prefer == "[region_us-east|region_us-west]"
+
+
+def test_prefer_cascade_with_families_ends_with_the_bare_values_largest_first() -> None:
+    """With families: each level's buckets (finest first), then the bare family values, largest first, so
+    a job that no bucket can hold now still keeps one torch version."""
+    ctx = make_context(inventory(families=True), (22, 5), PARTITIONS)
+    d = decide(ctx.policy, JobRequest(locality="prefer", min_nodes=3))
+    assert d.prefer == (
+        "[ng_us-east-1a.rack-a1.torch-2.4|zone_us-east-1a.torch-2.4|region_us-east.torch-2.4|"
+        "region_us-west.torch-2.4|torch-2.4]"
+    )
+    d = decide(ctx.policy, JobRequest(locality="prefer", min_nodes=2, partition="east"))
+    assert d.prefer is not None and d.prefer.endswith("|torch-2.4]")
+    d = decide(ctx.policy, JobRequest(locality="prefer", min_nodes=1, features="torch-2.3"))
+    assert d.prefer == (
+        "torch-2.3&[ng_us-east-1a.rack-a2.torch-2.3|ng_us-west-2a.rack-c2.torch-2.3|zone_us-east-1a.torch-2.3|"
+        "zone_us-west-2a.torch-2.3|region_us-east.torch-2.3|region_us-west.torch-2.3|torch-2.3]"
+    )
+    d = decide(ctx.policy, JobRequest(locality="prefer", min_nodes=2, features="torch-2.3"))
+    assert d.prefer == "torch-2.3&[torch-2.3]"  # one node per region: only the bare value holds 2
+    d = decide(ctx.policy, JobRequest(locality="prefer", min_nodes=11))  # no version has 11 nodes
+    assert d.action == "unchanged" and d.prefer is None
+
+
+def test_prefer_cascade_at_slurms_limits_drops_the_finest_tail_and_keeps_the_regions() -> None:
+    """100 racks of 2 in 2 zones of 2 regions: the cascade is cut to 64 alternatives by dropping racks from
+    the tail; every zone and region stays, in order, and the record says it was cut."""
+    doc = "nodes:\n" + "".join(
+        f"  - {{name: 'x{i:03d}-[1-2]', region: r{i % 2}, zone: r{i % 2}-a, network_group: g{i:03d}}}\n"
+        for i in range(100)
+    )
+    data = make_context(merge([parse_inventory(doc)]), (22, 5)).policy
+    d = decide(data, JobRequest(locality="prefer", min_nodes=2))
+    assert d.prefer is not None
+    alts = d.prefer[1:-1].split("|")
+    assert len(alts) == MAX_ALTERNATIVES and len(d.prefer) <= 1024 and "kept" in d.record
+    assert alts[-4:] == ["zone_r0-a", "zone_r1-a", "region_r0", "region_r1"]
+    assert all(a.startswith("ng_") for a in alts[:-4])
+    # long names: the 1,024-character limit cuts racks, never the regions
+    doc = "nodes:\n" + "".join(
+        f"  - {{name: 'y{i:02d}', region: 'r{i % 3}{'q' * 50}', zone: 'z{i:02d}{'q' * 55}', features: [a]}}\n"
+        for i in range(40)
+    )
+    data = make_context(merge([parse_inventory(doc)]), (22, 5)).policy
+    d = decide(data, JobRequest(locality="prefer", features="a"))
+    assert d.prefer is not None and len(d.prefer) <= 1024 and "kept" in d.record
+    assert sum(a.startswith("region_") for a in d.prefer[3:-1].split("|")) == 3
 
 
 def test_prefer_larger_than_every_group_is_left_alone(data) -> None:  # type: ignore[no-untyped-def]

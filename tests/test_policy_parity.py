@@ -103,3 +103,37 @@ def test_parity_at_slurms_limits(tmp_path) -> None:  # type: ignore[no-untyped-d
             assert lua.decide(lua_data, desc) == expected, desc
             cuts += "kept (Slurm's limits)" in str(expected["record"])
     assert cuts > 10, "the limits were reached"
+
+
+def test_parity_of_the_prefer_cascade_with_families_at_slurms_limits(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Families on a fleet past Slurm's limits: the cascade (buckets of every level, then the bare values)
+    and a required level's --prefer are cut alike in Python and Lua, and the cut keeps regions and values."""
+    racks = "".join(
+        f"  - {{name: 'x{i:03d}-[1-{1 + i % 3}]', region: r{i % 2}, zone: 'r{i % 2}-{i % 6}', "
+        f"network_group: g{i:03d}, gpus: 8, features: [torch-2.{i % 3}, {'ib' if i % 4 else 'eth'}]}}\n"
+        for i in range(120)
+    )
+    inv = merge([parse_inventory("nodes:\n" + racks + "policy: {families: {torch: 'torch-*'}}\n")])
+    parts = [
+        Partition("all", tuple(n.name for n in inv.nodes), True),
+        Partition("some", tuple(n.name for n in inv.nodes[:40])),
+    ]
+    lua = LuaFilter()
+    cuts = values = 0
+    for partitions in (None, parts):
+        data = make_context(inv, (22, 5), partitions).policy
+        path = tmp_path / "data.lua"
+        path.write_text(render_all(inv, (22, 5), partitions)["slurm_topo_data.lua"])
+        lua_data = lua.load_data(path)
+        for loc, nodes, extra in itertools.product(
+            ["prefer", "zone", "region:fail"],
+            [1, 2, 3, 7, 40, 90],
+            [{}, {"features": "ib"}, {"partition": "some"}, {"partition": "some,all"}, {"regions": "r1"}],
+        ):
+            desc = job(loc, min_nodes=nodes, **extra)
+            expected = decide(data, JobRequest.from_job_desc(desc)).as_dict()
+            assert lua.decide(lua_data, desc) == expected, desc
+            prefer = str(expected["prefer"])
+            cuts += "kept (Slurm's limits)" in str(expected["record"]) and "region_" in prefer
+            values += prefer.endswith("|torch-2.0]") or prefer.endswith("|torch-2.1]")
+    assert cuts > 5 and values > 5, (cuts, values)

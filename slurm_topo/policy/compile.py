@@ -37,6 +37,9 @@ class Group:
     max_gpus: int
     rank: int = 0
     """Position of (label, feature) in natural order among the level's groups: the tie-break after size."""
+    parents: tuple[str | None, str | None] = (None, None)
+    """The features of the zone and region groups holding this one (family buckets with families): what a
+    required level's --prefer keeps its finer alternatives inside."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +57,9 @@ class PolicyData:
     """A partition holding every node: what a partition the data does not know is counted as."""
     nodes: NodeIndex = field(default_factory=NodeIndex)
     """Where each node is (for a --nodelist): see nodes.py."""
+    family_values: Mapping[str, tuple[Group, ...]] = field(default_factory=dict)
+    """Per partition, the bare family values (node features matching a family pattern) as groups, largest
+    first: the last alternatives of a prefer cascade with families."""
 
     @property
     def known_features(self) -> frozenset[str]:
@@ -96,9 +102,18 @@ def compile_policy(
     bucket_features: dict[str, tuple[str, ...]] = {}
     per_node: dict[str, list[tuple[str, str, str, Location, frozenset[str]]]] = {}
     areas: dict[str, tuple[set[str], set[str]]] = {}
+    values_of: dict[str, tuple[str, ...]] = {}
     for node in inventory.nodes:
         loc = node.location
         suffix = _family_values(node.features, families) if families else ""
+        if families:
+            values_of[node.name] = tuple(
+                v
+                for v in (
+                    next((f for f in node.features if fnmatch.fnmatchcase(f, p)), None) for _, p in families
+                )
+                if v is not None
+            )
         rows, ancestors = [], []
         for level in ("region", "zone", "network_group"):
             key = _level_key(level, loc)
@@ -147,13 +162,33 @@ def compile_policy(
         ranks[level] = {
             f: i for i, (_, f) in enumerate(sorted(labels, key=lambda x: (natural_key(x[0]), x[1])))
         }
+    value_rank = {
+        v: i for i, v in enumerate(sorted({v for vs in values_of.values() for v in vs}, key=natural_key))
+    }
+    parents_of = {name: _parents(rows) for name, rows in per_node.items()}
     compiled: dict[str, dict[str, tuple[Group, ...]]] = {}
+    family_values: dict[str, tuple[Group, ...]] = {}
     for pname, members in parts:
         acc: dict[str, dict[str, Any]] = {lvl: {} for lvl in LEVELS}
         for name in members:
             for level, feature, label, key, locs in per_node[name]:
-                e = acc[level].setdefault(feature, {"label": label, "key": key, "locs": locs, "counts": {}})
+                e = acc[level].setdefault(
+                    feature,
+                    {"label": label, "key": key, "locs": locs, "counts": {}, "up": parents_of[name][level]},
+                )
                 e["counts"][class_of[name]] = e["counts"].get(class_of[name], 0) + 1
+        if families:
+            vals: dict[str, dict[int, int]] = {}
+            for name in members:
+                for v in values_of[name]:
+                    counts_v = vals.setdefault(v, {})
+                    counts_v[class_of[name]] = counts_v.get(class_of[name], 0) + 1
+            family_values[pname] = tuple(
+                sorted(
+                    (_value_group(v, c, class_list, value_rank[v]) for v, c in vals.items()),
+                    key=lambda g: (-g.nodes, g.rank),
+                )
+            )
         compiled[pname] = {}
         for level in LEVELS:
             groups = []
@@ -175,6 +210,7 @@ def compile_policy(
                         gpus,
                         most,
                         ranks[level][feature],
+                        e["up"],
                     )
                 )
             groups.sort(key=lambda g: (g.nodes, g.rank))
@@ -189,6 +225,33 @@ def compile_policy(
         bucket_features,
         everywhere,
         build_index([(name, _place(rows)) for name, rows in per_node.items()]),
+        family_values,
+    )
+
+
+def _parents(
+    rows: Sequence[tuple[str, str, str, Location, frozenset[str]]],
+) -> dict[str, tuple[str | None, str | None]]:
+    """Per level, the node's zone and region group features coarser than that level."""
+    by_level = {row[0]: row[1] for row in rows}
+    zone, region = by_level.get("zone"), by_level.get("region")
+    return {"network_group": (zone, region), "zone": (None, region), "region": (None, None)}
+
+
+def _value_group(value: str, counts: Mapping[int, int], classes: Sequence[NodeClass], rank: int) -> Group:
+    """A bare family value as a group: its nodes in the partition, by class."""
+    c = tuple(sorted(counts.items()))
+    return Group(
+        value,
+        value,
+        None,
+        None,
+        frozenset(),
+        c,
+        sum(n for _, n in c),
+        sum(n * classes[i].gpus for i, n in c),
+        max(classes[i].gpus for i, _ in c),
+        rank,
     )
 
 

@@ -144,14 +144,23 @@ class _Scan:
         return n >= need and gp >= self.total_gpus, n
 
     def candidates(
-        self, groups: Sequence[Group], budget: int, only: set[str] | None = None
+        self,
+        groups: Sequence[Group],
+        budget: int,
+        only: set[str] | None = None,
+        inside: tuple[int, set[str]] | None = None,
+        ascending: bool = True,
     ) -> tuple[list[tuple[Group, int]], bool]:
-        """Up to 64 fitting groups within ``budget`` characters of bracket; (kept, cut short)."""
-        start = bisect.bisect_left([g.nodes for g in groups], self.nodes) if self.check else 0
+        """Up to 64 fitting groups within ``budget`` characters of bracket; (kept, cut short). ``inside``:
+        (parent index, features) keeps only groups inside those zone (0) or region (1) groups; ``ascending``:
+        the list is sorted by size, so the scan starts at the first group as large as the job."""
+        start = bisect.bisect_left([g.nodes for g in groups], self.nodes) if self.check and ascending else 0
         kept: list[tuple[Group, int]] = []
         length = 2
         for g in groups[start:]:
             if (only is not None and g.feature not in only) or not self.allowed(g):
+                continue
+            if inside is not None and g.parents[inside[0]] not in inside[1]:
                 continue
             ok, n = self.fits(g)
             if not ok:
@@ -183,6 +192,41 @@ def _groups(data: PolicyData, partitions: Sequence[str], level: str) -> tuple[Gr
             if g.feature not in merged or g.nodes > merged[g.feature].nodes:
                 merged[g.feature] = g
     return tuple(sorted(merged.values(), key=lambda g: (g.nodes, g.rank)))
+
+
+def _family_values(data: PolicyData, partitions: Sequence[str]) -> tuple[Group, ...]:
+    if not data.family_values:
+        return ()
+    if len(partitions) == 1:
+        return data.family_values[partitions[0]]
+    merged: dict[str, Group] = {}
+    for p in partitions:
+        for g in data.family_values[p]:
+            if g.feature not in merged or g.nodes > merged[g.feature].nodes:
+                merged[g.feature] = g
+    return tuple(sorted(merged.values(), key=lambda g: (-g.nodes, g.rank)))
+
+
+def _cascade(
+    lists: Sequence[tuple[list[tuple[Group, int]], bool]], budget: int
+) -> tuple[list[tuple[Group, int]], bool]:
+    """One bracket from per-level lists given finest first: within Slurm's limits (64 alternatives,
+    ``budget`` characters of bracket) the coarsest lists are kept whole first, and what does not fit is
+    dropped from the tail of the finest ones (regions and family values keep the job off the plain tree)."""
+    alternatives, room = MAX_ALTERNATIVES, budget - 1  # each alternative costs its name and one separator
+    taken: list[list[tuple[Group, int]]] = []
+    cut = False
+    for kept, was_cut in reversed(lists):
+        n = 0
+        for g, _ in kept:
+            if n == alternatives or len(g.feature) + 1 > room:
+                break
+            room -= len(g.feature) + 1
+            n += 1
+        alternatives -= n
+        cut = cut or was_cut or n < len(kept)
+        taken.append(kept[:n])
+    return [x for part in reversed(taken) for x in part], cut
 
 
 def _bracket(kept: Sequence[tuple[Group, int]]) -> str:
@@ -372,22 +416,28 @@ def _decide_prefer(job: _Job) -> Decision:
     elif c.kind in ("bracket", "complex"):
         why = "constraint has brackets or parentheses"
     else:
-        # One level per try, finest first; a cascade across levels would extend this loop.
+        # The cascade: every level's groups that can ever hold the job, finest level first, smallest first
+        # within a level (with families: then the bare family values, largest first). 22.05 tries a matching
+        # OR alternative by alternative, so the job lands in the finest group with room now.
         probe = _terms(job, "[]")
         assert probe is not None
-        for lvl in LEVELS:
-            groups = _groups(job.data, job.partitions, lvl)
-            kept, cut = job.scan.candidates(groups, MAX_CONSTRAINT - len(probe) + 2)
-            if kept:
-                return Decision(
-                    "amend",
-                    loc,
-                    features=base,
-                    prefer=_terms(job, _bracket(kept)),
-                    record=_record(f"prefer {lvl} {_shown(kept, cut)}{job.note}"),
-                    candidates=tuple((g.label, n, g.gpus) for g, n in kept),
-                    level=lvl,
-                )
+        budget = MAX_CONSTRAINT - len(probe) + 2
+        lists = [job.scan.candidates(_groups(job.data, job.partitions, lvl), budget) for lvl in LEVELS]
+        values = _family_values(job.data, job.partitions)
+        if values:
+            lists.append(job.scan.candidates(values, budget, ascending=False))
+        kept, cut = _cascade(lists, budget)
+        if kept:
+            used = [lvl for lvl, (k, _) in zip((*LEVELS, "family"), lists, strict=False) if k]
+            return Decision(
+                "amend",
+                loc,
+                features=base,
+                prefer=_terms(job, _bracket(kept)),
+                record=_record(f"prefer {'+'.join(used)} {_shown(kept, cut)}{job.note}"),
+                candidates=tuple((g.label, n, g.gpus) for g, n in kept),
+                level=used[0],
+            )
         why = "no group fits; topology/tree packs"
     return Decision("amend" if base else "unchanged", loc, features=base, record=_record(f"prefer: {why}"))
 
@@ -433,12 +483,32 @@ def _decide_required(job: _Job) -> Decision:
             "amend",
             loc,
             features=_terms(job, _bracket(kept)),
+            prefer=_required_prefer(job, kept, MAX_CONSTRAINT - len(probe) + 2),
             message=named,
             record=_record(f"{loc} {_shown(kept, cut)}{job.note}"),
             candidates=tuple((g.label, n, g.gpus) for g, n in kept),
             level=level,
         )
     return _nothing_holds(job, groups, only)
+
+
+def _required_prefer(job: _Job, kept: Sequence[tuple[Group, int]], budget: int) -> str | None:
+    """A required zone or region also gets ``--prefer=<hard>&[finer groups inside the kept ones…|the kept
+    ones]``: every alternative lies inside one group of the level, so locality holds, and the job lands in
+    the finest group with room now. None with the user's own --prefer, or when nothing finer can hold the
+    job."""
+    if job.req.prefer is not None or job.level == "network_group":
+        return None
+    at = LEVELS.index(job.level)
+    inside = (at - 1, {g.feature for g, _ in kept})
+    lists = [
+        job.scan.candidates(_groups(job.data, job.partitions, lvl), budget, inside=inside)
+        for lvl in LEVELS[:at]
+    ]
+    if not any(k for k, _ in lists):
+        return None  # nothing finer can hold the job: the --prefer would repeat the constraint
+    alternatives, _ = _cascade([*lists, (list(kept), False)], budget)
+    return _terms(job, _bracket(alternatives))
 
 
 def _named_nodes(job: _Job) -> Decision | str | None:

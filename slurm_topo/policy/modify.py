@@ -116,6 +116,15 @@ def _changes(upd: Mapping[str, Any]) -> bool:
     )
 
 
+def _our_prefer(rec: Mapping[str, Any], ours: str | None) -> bool:
+    """A required level's --prefer added by an earlier decision: the same hard part as the constraint, with a
+    bracket (the decision re-plans it)."""
+    prefer = _str(rec.get("prefer"))
+    if ours is None or ours.startswith(("prefer", "any")) or prefer is None or not prefer.endswith("]"):
+        return False
+    return strip_bracket(prefer) == strip_bracket(_str(rec.get("features")))
+
+
 def _merged(
     rec: Mapping[str, Any], upd: Mapping[str, Any], new: JobRequest, base: JobRequest, ours: str | None
 ) -> JobRequest:
@@ -129,7 +138,11 @@ def _merged(
     else:
         features = _str(rec.get("features"))
     prefer = new.prefer
-    if prefer is None and not (ours is not None and ours.startswith("prefer ")):
+    if (
+        prefer is None
+        and not (ours is not None and ours.startswith("prefer "))
+        and not _our_prefer(rec, ours)
+    ):
         prefer = _str(rec.get("prefer"))
     return JobRequest(
         locality=base.locality,

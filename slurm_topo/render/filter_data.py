@@ -17,7 +17,7 @@ from ..policy import LEVELS, Group, PolicyData
 from ..policy.vocab import HOLD_NOTE, INTERACTIVE_NOTE
 from . import RenderContext, header
 
-FORMAT = 2
+FORMAT = 3
 """The data file's layout version; job_submit/slurm_topo_filter.lua refuses (fails open on) any other."""
 _PLAIN = re.compile(r"^[A-Za-z0-9._:*?=+/ ()-]*\Z")
 
@@ -39,13 +39,31 @@ def _set(items: object) -> str:
     return "{" + ",".join(f"[{_q(x)}]=true" for x in sorted(items)) + "}"  # type: ignore[call-overload]
 
 
-def _ancestors(feature: str, location_features: frozenset[str]) -> tuple[str, str]:
-    """The group's region and zone features other than its own, as Lua values (a string or nil): two fields
-    instead of a set table per group keeps the resident data small (slurmctld's Lua collector walks it)."""
+def _ancestors(feature: str, location_features: frozenset[str]) -> tuple[str | None, str | None]:
+    """The group's region and zone features other than its own: two fields instead of a set table per group
+    keeps the resident data small (slurmctld's Lua collector walks it)."""
     rest = sorted(location_features - {feature})
     rf = next((x for x in rest if x.startswith("region_")), None)
     zf = next((x for x in rest if x.startswith("zone_")), None)
-    return (_q(rf) if rf else "nil"), (_q(zf) if zf else "nil")
+    return rf, zf
+
+
+def _lua(value: str | None) -> str:
+    return _q(value) if value else "nil"
+
+
+def _group(g: Group, length: int) -> str:
+    """One group as a Lua table; pz/pr (the zone and region groups holding it) only where they differ from
+    zf/rf (with family buckets), to keep the data small."""
+    counts = ",".join(f"{c + 1},{n}" for c, n in g.counts)  # 1-based class index in Lua
+    rf, zf = _ancestors(g.feature, g.location_features)
+    pz, pr = g.parents
+    up = (f",pz={_q(pz)}" if pz and pz != zf else "") + (f",pr={_q(pr)}" if pr and pr != rf else "")
+    return (
+        f"{{f={_q(g.feature)},l={_q(g.label)},r={_lua(g.region)},z={_lua(g.zone)},n={g.nodes},g={g.gpus},"
+        f"m={g.max_gpus},k={g.rank},rf={_lua(rf)},zf={_lua(zf)}{up},c={{{counts}}},"
+        f"s={_q(f'{g.label}({g.nodes}n)')},L={length}}},\n"
+    )
 
 
 def render_lua_table(data: PolicyData) -> str:
@@ -84,17 +102,16 @@ def render_lua_table(data: PolicyData) -> str:
             out.append(f"{level}={{\n")
             length = 0
             for g in levels[level]:
-                counts = ",".join(f"{c + 1},{n}" for c, n in g.counts)  # 1-based class index in Lua
-                zone = _q(g.zone) if g.zone else "nil"
-                region = _q(g.region) if g.region else "nil"
-                rf, zf = _ancestors(g.feature, g.location_features)
                 length += len(g.feature) + 1
-                out.append(
-                    f"{{f={_q(g.feature)},l={_q(g.label)},r={region},z={zone},n={g.nodes},g={g.gpus},"
-                    f"m={g.max_gpus},k={g.rank},rf={rf},zf={zf},c={{{counts}}},"
-                    f"s={_q(f'{g.label}({g.nodes}n)')},L={length}}},\n"
-                )
+                out.append(_group(g, length))
             out.append(f"big={_largest(levels[level])},\n}},\n")
+        if data.family_values:
+            out.append("values={\n")
+            length = 0
+            for g in data.family_values[pname]:
+                length += len(g.feature) + 1
+                out.append(_group(g, length))
+            out.append("},\n")
         out.append("},\n")
     out.append("},\n}\n")
     return "".join(out)
@@ -124,8 +141,9 @@ LEGEND = """\
 -- r=regions}. places, ranges, bare: where each node is ({ng, zone, region} group features;
 -- "prefix/width"={first,last,place,...}; names without a number). partitions[p][level]: groups in the
 -- filter's order {f=feature, l=label, r/z=region/zone, n=nodes, g=GPUs, m=most GPUs on a node, k=rank,
--- rf/zf=ancestor features, c={class,nodes,...}, s=display, L=bracket length through this group};
--- big: index of the largest group.
+-- rf/zf=ancestor features, pz/pr=the zone/region groups holding it where not zf/rf (family buckets),
+-- c={class,nodes,...}, s=display, L=bracket length through this group}; big: index of the largest group;
+-- values (with families): the bare family values as groups, largest first.
 """
 
 
