@@ -286,6 +286,8 @@ def modify_cases(data: Any) -> list[tuple[str, dict[str, Any], dict[str, Any], b
         ("network_group gpus", job("network_group", tres_per_node="gres:gpu:4", min_nodes=2)),
         ("strict partition", job(None, partition="strict", min_nodes=2)),
         ("regions", job("zone", regions="us-west", min_nodes=2)),
+        ("region -N2", job("region", min_nodes=2)),
+        ("region -N2 own prefer", job("region", min_nodes=2, prefer="ib")),
         ("no record", {"min_nodes": 2, "features": "ib"}),
     ]
     out = []

@@ -4,7 +4,7 @@ separately)."""
 from __future__ import annotations
 
 import pytest
-from policy_cases import PARTITIONS, inventory, job
+from policy_cases import PARTITIONS, inventory, job, job_record
 
 from slurm_topo import merge, parse_inventory, render_all
 from slurm_topo.policy import (
@@ -12,6 +12,7 @@ from slurm_topo.policy import (
     JobRequest,
     Partition,
     decide,
+    decide_modify,
     parse_constraint,
     parse_gpu_tres,
 )
@@ -396,3 +397,17 @@ def test_bad_locality_values_are_refused_alike_on_every_transport(data) -> None:
             assert d.action == "reject" and d.rejection == "request", (via, value, d)
             assert f"unknown locality '{value}'" in (d.message or "")
     assert run(data, locality="zone:fail", min_nodes=7).rejection == "size"
+
+
+def test_a_resize_re_plans_the_prefer_a_required_level_added_but_keeps_the_users(data) -> None:  # type: ignore[no-untyped-def]
+    """A region job's --prefer (finer groups inside its regions) was the filter's: a resize re-plans it for
+    the new size; a --prefer the user gave stays theirs."""
+    rec = job_record(data, job("region", min_nodes=2))
+    assert rec["prefer"].startswith("[ng_")
+    m = decide_modify(data, rec, {"min_nodes": 4}, False)
+    assert m.action == "apply" and m.features == "[region_us-east|region_us-west]"
+    assert m.prefer == "[zone_us-east-1a|region_us-east|region_us-west]"
+    rec = job_record(data, job("region", min_nodes=2, prefer="ib"))
+    assert rec.get("prefer") == "ib"
+    m = decide_modify(data, rec, {"min_nodes": 4}, False)
+    assert m.action == "apply" and m.prefer is None  # untouched: Slurm keeps "ib"
