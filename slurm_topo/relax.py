@@ -1,0 +1,427 @@
+"""Wait or go: the time budget of a ``LEVEL:auto`` job and the relaxer that widens it (``slurm-topo relax``).
+
+A job in ``auto`` mode is required at its level (``network_group``, ``zone`` or ``region``) at submit,
+exactly as ``:wait``; the budget record in its AdminComment says, per looser level L, how long it may wait
+before L is the better deal:
+
+    budget_L = R · (s_L − s_tight)
+
+with R the job's time limit and s_L the job's runtime slowdown at L (1 = the tight level). The cost model
+(:mod:`slurm_topo.cost`) gives communication seconds per step ``C_L`` of the job's plan spread over two
+groups of level L; the plan carries no compute time, so a step's share of communication on the tight
+placement is the site's ``comm_fraction`` f (default 0.25) and
+
+    s_L = 1 + f · (C_L / C_tight − 1)
+
+Records (one line each, appended to AdminComment with ``; `` as the filter does; their prefixes never contain
+the filter's ``slurm-topo: `` so ``explain`` keeps reading the filter's own record):
+
+* budget, written once at submit: ``slurm-topo-auto: zone limit=7200s region=720s any=3600s``
+* one per relaxation, appended by the relaxer:
+  ``slurm-topo-relax: zone->region waited=812s budget=720s at=2026-11-30T12:00:00Z``
+
+The relaxer is stateless: the job's level now is the last relaxation's target (else the budget's level), its
+wait is now − SubmitTime, so a restarted slurmctld or relaxer loses nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from .cost import DEFAULT_TABLE, Fabric, LinkTable, PlanSpec, parse_plan, score_placement
+from .errors import CommandError, InputError
+from .explain import NULL, parse_nodes, parse_record_line
+from .model import Location, Node
+from .runner import Runner
+
+LEVELS: tuple[str, ...] = ("network_group", "zone", "region", "any")
+"""Network levels, tightest first (an ``auto`` job starts at one of the first three)."""
+FEATURE_PREFIX: Mapping[str, str] = {"network_group": "ng_", "zone": "zone_", "region": "region_"}
+BUDGET_PREFIX = "slurm-topo-auto: "
+RELAX_PREFIX = "slurm-topo-relax: "
+DEFAULT_COMM_FRACTION = 0.25
+DEFAULT_LOCK = "/run/slurm-topo/relax.lock"
+HELD_REASONS = ("JobHeldUser", "JobHeldAdmin")
+
+
+# ---- the budget (pure)
+
+
+def _level_location(level: str, half: int) -> Location:
+    """Where node ``half`` (0 or 1) of a two-group placement meeting at ``level`` sits."""
+    i = str(half)
+    if level == "network_group":
+        return Location("r", "z", "g")
+    if level == "zone":
+        return Location("r", "z", "g" + i)
+    if level == "region":
+        return Location("r", "z" + i, "g" + i)
+    return Location("r" + i, "z" + i, "g" + i)
+
+
+def level_step_seconds(
+    template: Node, nodes: int, spec: PlanSpec, table: LinkTable = DEFAULT_TABLE
+) -> dict[str, float]:
+    """Communication seconds per step of ``spec`` on ``nodes`` copies of ``template`` whose first half sits in
+    one group and the rest in another group, meeting at each level (one node: every level costs the same)."""
+    out: dict[str, float] = {}
+    for level in LEVELS:
+        fleet = {
+            f"x{k}": replace(template, name=f"x{k}", location=_level_location(level, int(k >= nodes // 2)))
+            for k in range(nodes)
+        }
+        fabric = Fabric(fleet)
+        out[level] = score_placement(fabric, list(fleet), spec, table).seconds
+    return out
+
+
+def level_slowdowns(
+    steps: Mapping[str, float], tight: str, comm_fraction: float = DEFAULT_COMM_FRACTION
+) -> dict[str, float]:
+    """s_L = 1 + f · (C_L / C_tight − 1) for the levels from ``tight`` out (1 for every level when the tight
+    placement does not communicate)."""
+    base = steps[tight]
+    out: dict[str, float] = {}
+    for level in LEVELS[LEVELS.index(tight) :]:
+        out[level] = 1.0 if base <= 0 else max(1.0, 1.0 + comm_fraction * (steps[level] / base - 1.0))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """A job's ``auto`` budget: its required level at submit, time limit and seconds per looser level."""
+
+    level: str
+    limit_s: int
+    budgets: tuple[tuple[str, int], ...]
+
+    def of(self, level: str) -> int | None:
+        return dict(self.budgets).get(level)
+
+    def record(self) -> str:
+        parts = [f"{BUDGET_PREFIX}{self.level}", f"limit={self.limit_s}s"]
+        parts += [f"{lvl}={sec}s" for lvl, sec in self.budgets]
+        return " ".join(parts)
+
+
+def auto_budget(
+    level: str,
+    nodes: int,
+    plan: str | PlanSpec,
+    limit_s: float,
+    template: Node,
+    *,
+    table: LinkTable = DEFAULT_TABLE,
+    comm_fraction: float = DEFAULT_COMM_FRACTION,
+) -> Budget:
+    """The budget record of an ``auto`` job of ``nodes`` nodes like ``template`` (GPUs, GPU topology), with
+    ``plan`` (the job's, or the site default) and time limit ``limit_s``: per looser level,
+    round(R · (s_L − s_tight)) seconds."""
+    if level not in LEVELS[:-1]:
+        raise InputError(f"auto level {level!r}: expected network_group, zone or region")
+    if not 0 < comm_fraction <= 1:
+        raise InputError(f"comm fraction {comm_fraction}: expected a number in (0, 1]")
+    if limit_s <= 0 or nodes < 1:
+        raise InputError("auto budget: the time limit and the node count must be positive")
+    spec = parse_plan(plan) if isinstance(plan, str) else plan
+    slow = level_slowdowns(level_step_seconds(template, nodes, spec, table), level, comm_fraction)
+    budgets = tuple(
+        (lvl, round(limit_s * (slow[lvl] - slow[level]))) for lvl in LEVELS[LEVELS.index(level) + 1 :]
+    )
+    return Budget(level, round(limit_s), budgets)
+
+
+_BUDGET_RE = re.compile(r"slurm-topo-auto: ([a-z_]+)((?: [a-z_]+=\d+s)+)")
+_RELAX_RE = re.compile(r"slurm-topo-relax: ([a-z_]+)->([a-z_]+) ")
+
+
+def parse_budget(admin_comment: str | None) -> Budget | None:
+    """The budget record in an AdminComment (the last one), or None (not an ``auto`` job, or damaged)."""
+    if not admin_comment or admin_comment == NULL:
+        return None
+    found = list(_BUDGET_RE.finditer(admin_comment))
+    if not found:
+        return None
+    m = found[-1]
+    if m[1] not in LEVELS[:-1]:
+        return None
+    values = dict(p.split("=", 1) for p in m[2].split())
+    try:
+        limit = int(values.pop("limit")[:-1])
+        budgets = tuple((lvl, int(values[lvl][:-1])) for lvl in LEVELS[LEVELS.index(m[1]) + 1 :])
+    except (KeyError, ValueError):
+        return None
+    return Budget(m[1], limit, budgets)
+
+
+def relaxations(admin_comment: str | None) -> list[tuple[str, str]]:
+    """Every relaxation recorded in an AdminComment, oldest first: (from, to)."""
+    if not admin_comment:
+        return []
+    return [(m[1], m[2]) for m in _RELAX_RE.finditer(admin_comment)]
+
+
+def current_level(budget: Budget, admin_comment: str | None) -> str:
+    done = relaxations(admin_comment)
+    return done[-1][1] if done else budget.level
+
+
+def next_level(level: str) -> str | None:
+    i = LEVELS.index(level)
+    return LEVELS[i + 1] if i + 1 < len(LEVELS) else None
+
+
+def due(budget: Budget, level: str, waited_s: float) -> str | None:
+    """The level to widen to now (one step), or None: the wait has passed the next level's budget."""
+    nxt = next_level(level)
+    if nxt is None:
+        return None
+    b = budget.of(nxt)
+    return nxt if b is not None and waited_s > b else None
+
+
+# ---- widening a constraint
+
+
+def split_bracket(features: str | None) -> tuple[str, list[str]]:
+    """``gpu&[zone_a|zone_b]`` -> (``gpu``, [zone_a, zone_b]); no trailing bracket -> (features, [])."""
+    text = "" if features in (None, NULL) else str(features)
+    if not text.endswith("]") or "[" not in text:
+        return text, []
+    i = text.rfind("[")
+    groups = [g for g in text[i + 1 : -1].split("|") if g]
+    user = text[:i]
+    return (user[:-1] if user.endswith("&") else user), groups
+
+
+def widen(features: str | None, target: str, node_features: Mapping[str, Sequence[str]]) -> str | None:
+    """The constraint one level looser: each group of the bracket mapped to the ``target`` group(s) of its
+    nodes (from the nodes' features), sorted; ``any`` drops the bracket. None: no bracket to widen, or its
+    groups map to nothing."""
+    user, groups = split_bracket(features)
+    if not groups:
+        return None
+    if target == "any":
+        return user
+    prefix = FEATURE_PREFIX[target]
+    wanted = set(groups)
+    parents = sorted(
+        {f for feats in node_features.values() if wanted & set(feats) for f in feats if f.startswith(prefix)}
+    )
+    if not parents:
+        return None
+    bracket = "[" + "|".join(parents) + "]"
+    return f"{user}&{bracket}" if user else bracket
+
+
+# ---- one pass
+
+
+@dataclass
+class Decision:
+    job: str
+    action: str  # relax, skip
+    why: str
+    level: str | None = None
+    target: str | None = None
+    waited_s: int | None = None
+    budget_s: int | None = None
+    features: str | None = None
+    applied: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+@dataclass
+class Pass:
+    decisions: list[Decision] = field(default_factory=list)
+    pending: int = 0
+    auto: int = 0
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "pending": self.pending,
+            "auto": self.auto,
+            "relaxed": sum(1 for d in self.decisions if d.action == "relax"),
+            "seconds": round(self.seconds, 4),
+            "decisions": [d.as_dict() for d in self.decisions],
+        }
+
+
+def parse_time(text: str | None) -> float | None:
+    """scontrol's local ``2026-11-30T12:00:00`` -> epoch seconds; None for Unknown/None."""
+    if not text or text in ("Unknown", "None", NULL):
+        return None
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+def judge(job: Mapping[str, str], now: float) -> Decision | None:
+    """The relaxer's decision for one job line (None: not an ``auto`` job)."""
+    jid = job.get("JobId", "?")
+    comment = job.get("AdminComment")
+    budget = parse_budget(comment)
+    if budget is None:
+        return None
+    level = current_level(budget, comment)
+    if job.get("JobState") != "PENDING":
+        return Decision(jid, "skip", f"state {job.get('JobState')}", level)
+    reason = job.get("Reason", "")
+    if reason in HELD_REASONS or job.get("Priority") == "0":
+        return Decision(jid, "skip", f"held ({reason})", level)
+    submitted = parse_time(job.get("SubmitTime"))
+    if submitted is None:
+        return Decision(jid, "skip", "no SubmitTime", level)
+    waited = max(0, int(now - submitted))
+    target = due(budget, level, waited)
+    if target is None:
+        nxt = next_level(level)
+        why = "loosest level" if nxt is None else f"waited {waited}s of {budget.of(nxt)}s for {nxt}"
+        return Decision(jid, "skip", why, level, nxt, waited, budget.of(nxt) if nxt else None)
+    return Decision(jid, "relax", "budget passed", level, target, waited, budget.of(target))
+
+
+def relax_record(d: Decision, now: float) -> str:
+    at = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"{RELAX_PREFIX}{d.level}->{d.target} waited={d.waited_s}s budget={d.budget_s}s at={at}"
+
+
+def jobs_argv(job: str | None = None) -> list[str]:
+    return ["scontrol", "show", "job", "-o", *([job] if job else [])]
+
+
+def parse_jobs(text: str) -> list[dict[str, str]]:
+    return [parse_record_line(line) for line in text.splitlines() if line.startswith("JobId=")]
+
+
+def plan_pass(text: str, now: float) -> Pass:
+    """Pure: ``scontrol show job -o`` text -> the decisions of one pass (features not yet computed)."""
+    out = Pass()
+    for job in parse_jobs(text):
+        if job.get("JobState") == "PENDING":
+            out.pending += 1
+        d = judge(job, now)
+        if d is None:
+            continue
+        out.auto += 1
+        out.decisions.append(d)
+    return out
+
+
+def run_pass(runner: Runner, *, dry_run: bool = False, now: float | None = None) -> Pass:
+    """One pass: read the jobs, decide, and for each job due apply at most one ``scontrol update`` after
+    re-reading that job (compare and set: nothing is applied when it changed since the listing)."""
+    started = time.monotonic()
+    now = time.time() if now is None else now
+    text = runner.run(jobs_argv(), timeout=60)
+    result = plan_pass(text, now)
+    due_jobs = [d for d in result.decisions if d.action == "relax"]
+    nodes: dict[str, tuple[str, ...]] = {}
+    if due_jobs:
+        nodes = parse_nodes(runner.run(["scontrol", "show", "node", "-o"], timeout=60))
+    for d in due_jobs:
+        try:
+            fresh = parse_jobs(runner.run(jobs_argv(d.job), timeout=30))
+        except CommandError as exc:
+            d.action, d.why = "skip", f"gone: {str(exc)[:80]}"
+            continue
+        again = judge(fresh[0], now) if fresh else None
+        if again is None or again.action != "relax" or again.target != d.target:
+            d.action, d.why = "skip", "changed since the listing"
+            continue
+        job = fresh[0]
+        features = widen(job.get("Features"), d.target or "any", nodes)
+        if features is None:
+            d.action, d.why = "skip", f"no bracket to widen in Features={job.get('Features')}"
+            continue
+        d.features = features
+        if dry_run:
+            continue
+        old = job.get("AdminComment", "")
+        comment = f"{old}; {relax_record(d, now)}" if old and old != NULL else relax_record(d, now)
+        try:
+            runner.run(
+                ["scontrol", "update", f"JobId={d.job}", f"Features={features}", f"AdminComment={comment}"],
+                timeout=30,
+            )
+        except CommandError as exc:
+            d.action, d.why = "skip", f"scontrol update failed: {str(exc)[:120]}"
+            continue
+        d.applied = True
+    result.seconds = time.monotonic() - started
+    return result
+
+
+@contextlib.contextmanager
+def pass_lock(path: str) -> Iterator[bool]:
+    """An exclusive, non-blocking lock on ``path`` (created with its folder): True when held."""
+    folder = os.path.dirname(path)
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def log_lines(p: Pass, dry_run: bool) -> list[str]:
+    lines = []
+    for d in p.decisions:
+        if d.action != "relax":
+            continue
+        verb = "would relax" if dry_run else ("relaxed" if d.applied else "relax failed")
+        lines.append(
+            f"job {d.job}: {verb} {d.level} -> {d.target} (waited {d.waited_s}s > budget {d.budget_s}s): "
+            f"Features={d.features}"
+        )
+    lines.append(
+        f"relax: {p.pending} pending, {p.auto} auto, "
+        f"{sum(1 for d in p.decisions if d.action == 'relax')} relaxed, {p.seconds:.3f}s"
+    )
+    return lines
+
+
+def dumps(p: Pass) -> str:
+    return json.dumps(p.as_dict(), sort_keys=True)
+
+
+__all__ = [
+    "BUDGET_PREFIX",
+    "Budget",
+    "Decision",
+    "LEVELS",
+    "Pass",
+    "RELAX_PREFIX",
+    "auto_budget",
+    "current_level",
+    "due",
+    "judge",
+    "level_slowdowns",
+    "level_step_seconds",
+    "parse_budget",
+    "pass_lock",
+    "plan_pass",
+    "relaxations",
+    "run_pass",
+    "split_bracket",
+    "widen",
+]

@@ -1,0 +1,200 @@
+"""slurm_topo.relax: the auto budget from the cost model, its record, the relaxer's decision per job and the
+constraint one level looser."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from slurm_topo.cost import Fabric, parse_plan, score_placement
+from slurm_topo.errors import InputError
+from slurm_topo.model import Location, Node
+from slurm_topo.relax import (
+    auto_budget,
+    current_level,
+    judge,
+    level_slowdowns,
+    level_step_seconds,
+    parse_budget,
+    plan_pass,
+    relax_record,
+    relaxations,
+    split_bracket,
+    widen,
+)
+
+H100 = Node("t", gpus=8)
+PLAN = "tp=8,bytes=20G,tp_bytes=2G"
+
+
+def test_level_seconds_are_the_cost_models_for_a_placement_across_two_groups() -> None:
+    # the README's fleet: dgx[01-04] on one leaf; dgx[01-02,05-06] across two zones of one region
+    fleet = {
+        f"dgx0{i}": Node(
+            f"dgx0{i}", Location("us-east", "1a" if i <= 4 else "1b", "l1" if i <= 4 else "l7"), gpus=8
+        )
+        for i in range(1, 9)
+    }
+    spec = parse_plan(PLAN)
+    steps = level_step_seconds(H100, 4, spec)
+    fabric = Fabric(fleet)
+    assert steps["network_group"] == pytest.approx(
+        score_placement(fabric, ["dgx01", "dgx02", "dgx03", "dgx04"], spec).seconds
+    )
+    assert steps["region"] == pytest.approx(
+        score_placement(fabric, ["dgx01", "dgx02", "dgx05", "dgx06"], spec).seconds
+    )
+    assert steps["network_group"] < steps["zone"] < steps["region"] < steps["any"]
+
+
+def test_budget_is_limit_times_slowdown_difference() -> None:
+    spec = parse_plan(PLAN)
+    steps = level_step_seconds(H100, 4, spec)
+    b = auto_budget("zone", 4, PLAN, 7200, H100, comm_fraction=0.25)
+    for lvl in ("region", "any"):
+        s = 1 + 0.25 * (steps[lvl] / steps["zone"] - 1)
+        assert b.of(lvl) == round(7200 * (s - 1))
+    assert b.of("network_group") is None and b.of("zone") is None
+    assert b.of("region") < b.of("any")  # type: ignore[operator]
+    # twice the communication share, about twice the budget; twice the limit, twice the budget
+    assert auto_budget("zone", 4, PLAN, 7200, H100, comm_fraction=0.5).of("region") == pytest.approx(
+        2 * b.of("region"),
+        abs=1,  # type: ignore[operator]
+    )
+    assert auto_budget("zone", 4, PLAN, 14400, H100).of("any") == pytest.approx(2 * b.of("any"), abs=1)  # type: ignore[operator]
+
+
+def test_one_node_job_never_gains_from_waiting() -> None:
+    b = auto_budget("network_group", 1, "tp=8,bytes=10G", 3600, H100)
+    assert dict(b.budgets) == {"zone": 0, "region": 0, "any": 0}
+    assert level_slowdowns({"zone": 0.0, "region": 1.0, "any": 2.0}, "zone") == {
+        "zone": 1.0,
+        "region": 1.0,
+        "any": 1.0,
+    }
+
+
+def test_record_round_trips_and_bad_records_are_not_auto() -> None:
+    b = auto_budget("network_group", 8, "tp=8,bytes=10G", 3600, H100)
+    rec = b.record()
+    assert rec.startswith("slurm-topo-auto: network_group limit=3600s zone=")
+    assert "slurm-topo: " not in rec  # explain keeps reading the filter's own record
+    assert parse_budget(f"slurm-topo: zone:wait [a(3n)]; {rec}") == b
+    assert parse_budget("slurm-topo: zone:wait [a(3n)]") is None
+    assert parse_budget("slurm-topo-auto: zone limit=10s") is None  # no budget for region/any
+    assert parse_budget("slurm-topo-auto: any limit=10s") is None
+    assert parse_budget(None) is None and parse_budget("(null)") is None
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"level": "any"},
+        {"comm_fraction": 0.0},
+        {"comm_fraction": 1.5},
+        {"limit_s": 0},
+        {"plan": "tp=x"},
+    ],
+)
+def test_bad_budget_input_is_one_clear_error(kw: dict[str, object]) -> None:
+    args: dict[str, object] = {"level": "zone", "nodes": 2, "plan": PLAN, "limit_s": 60, "template": H100}
+    args.update(kw)
+    with pytest.raises(InputError):
+        auto_budget(**args)  # type: ignore[arg-type]
+
+
+def _job(**kw: str) -> dict[str, str]:
+    base = {
+        "JobId": "7",
+        "JobState": "PENDING",
+        "Reason": "Resources",
+        "Priority": "4294901700",
+        "SubmitTime": "2026-11-30T12:00:00",
+        "Features": "gpu&[zone_a|zone_b]",
+        "AdminComment": "slurm-topo-auto: zone limit=3600s region=300s any=1800s",
+    }
+    base.update(kw)
+    return base
+
+
+T0 = datetime.fromisoformat("2026-11-30T12:00:00").timestamp()
+
+
+def test_judge_relaxes_after_the_budget_one_level_at_a_time() -> None:
+    assert judge(_job(), T0 + 300).action == "skip"  # type: ignore[union-attr]
+    d = judge(_job(), T0 + 301)
+    assert d is not None and (d.action, d.level, d.target, d.waited_s, d.budget_s) == (
+        "relax",
+        "zone",
+        "region",
+        301,
+        300,
+    )
+    # long past both budgets: still only one level per pass
+    d = judge(_job(), T0 + 5000)
+    assert d is not None and d.target == "region"
+    relaxed = _job(AdminComment=_job()["AdminComment"] + "; " + relax_record(d, T0 + 5000))
+    assert current_level(parse_budget(relaxed["AdminComment"]), relaxed["AdminComment"]) == "region"  # type: ignore[arg-type]
+    d2 = judge(relaxed, T0 + 5001)
+    assert d2 is not None and (d2.level, d2.target) == ("region", "any")
+    done = _job(AdminComment=relaxed["AdminComment"] + "; " + relax_record(d2, T0 + 5001))
+    assert relaxations(done["AdminComment"]) == [("zone", "region"), ("region", "any")]
+    assert judge(done, T0 + 99999).action == "skip"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"JobState": "RUNNING"},
+        {"Reason": "JobHeldUser"},
+        {"Reason": "JobHeldAdmin"},
+        {"Priority": "0"},
+        {"SubmitTime": "Unknown"},
+    ],
+)
+def test_judge_never_touches_running_or_held_jobs(kw: dict[str, str]) -> None:
+    d = judge(_job(**kw), T0 + 99999)
+    assert d is not None and d.action == "skip"
+
+
+def test_jobs_without_a_budget_are_not_auto() -> None:
+    assert judge(_job(AdminComment="slurm-topo: zone:wait [a(3n)]"), T0 + 99999) is None
+    assert judge(_job(AdminComment="(null)"), T0 + 99999) is None
+
+
+NODES = {
+    "n1": ("gpu", "region_r1", "zone_a", "ng_a1"),
+    "n2": ("region_r1", "zone_b", "ng_b1"),
+    "n3": ("region_r2", "zone_c", "ng_c1"),
+    "n4": ("region_r3", "zone_d", "ng_d1"),
+}
+
+
+def test_widen_maps_each_group_to_its_parents() -> None:
+    assert split_bracket("gpu&[zone_a|zone_b]") == ("gpu", ["zone_a", "zone_b"])
+    assert split_bracket("[ng_a1]") == ("", ["ng_a1"])
+    assert split_bracket("gpu") == ("gpu", [])
+    assert widen("gpu&[zone_a|zone_c]", "region", NODES) == "gpu&[region_r1|region_r2]"
+    assert widen("[ng_a1|ng_b1]", "zone", NODES) == "[zone_a|zone_b]"
+    assert widen("gpu&[region_r1]", "any", NODES) == "gpu"
+    assert widen("[region_r1]", "any", NODES) == ""
+    assert widen("gpu", "region", NODES) is None  # no bracket: nothing of ours to widen
+    assert widen("[zone_x]", "region", NODES) is None  # no node in the group
+
+
+def test_plan_pass_reads_scontrol_lines() -> None:
+    auto = "slurm-topo-auto: zone limit=3600s region=300s any=1800s"
+    text = "\n".join(
+        [
+            f"JobId=1 JobName=a UserId=u(1) Priority=10 JobState=PENDING Reason=Resources SubmitTime="
+            f"2026-11-30T12:00:00 Features=[zone_a|zone_b] AdminComment=slurm-topo: zone:wait [a]; {auto}",
+            "JobId=2 JobName=b UserId=u(1) Priority=10 JobState=PENDING Reason=Resources SubmitTime="
+            "2026-11-30T12:00:00 Features=(null) AdminComment=(null)",
+            f"JobId=3 JobName=c UserId=u(1) Priority=10 JobState=RUNNING Reason=None SubmitTime="
+            f"2026-11-30T12:00:00 Features=[zone_a] AdminComment={auto}",
+        ]
+    )
+    p = plan_pass(text, T0 + 400)
+    assert (p.pending, p.auto) == (2, 2)
+    assert [(d.job, d.action) for d in p.decisions] == [("1", "relax"), ("3", "skip")]
