@@ -989,6 +989,35 @@ def health_sync(records_dir: str, max_age: float, dry_run: bool) -> None:
             click.echo(("(dry run) " if dry_run else "") + line)
 
 
+@cli.command()
+@click.option("--once", is_flag=True, help="One pass, then exit (the systemd timer's form).")
+@click.option("--interval", default=60.0, show_default=True, metavar="S", help="Seconds between passes.")
+@click.option("--dry-run", is_flag=True, help="Print the relaxations, make none.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per pass.")
+@click.option("--lock", "lock_path", default="/run/slurm-topo/relax.lock", show_default=True, metavar="FILE")
+def relax(once: bool, interval: float, dry_run: bool, as_json: bool, lock_path: str) -> None:
+    """Widen pending LEVEL:auto jobs one level once their wait passed the budget in their AdminComment
+    (scontrol update Features=, the decision appended to AdminComment). Guide: docs/relax.md."""
+    import time as _time
+
+    from . import relax as rx
+
+    while True:
+        with rx.pass_lock(lock_path) as held:
+            if not held:
+                click.echo(f"relax: another pass holds {lock_path}; skipped")
+            else:
+                done = rx.run_pass(SubprocessRunner(), dry_run=dry_run)
+                if as_json:
+                    click.echo(rx.dumps(done))
+                else:
+                    for line in rx.log_lines(done, dry_run):
+                        click.echo(("(dry run) " if dry_run else "") + line)
+        if once:
+            return
+        _time.sleep(max(1.0, interval))
+
+
 def main(argv: list[str] | None = None) -> None:
     """``slurm-topo``: every outcome leaves through ``run_entry`` (one stderr line, one exit-code table)."""
     run_entry(PROG, lambda: _invoke(argv))
