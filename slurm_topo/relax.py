@@ -38,7 +38,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .cost import DEFAULT_TABLE, Fabric, LinkTable, PlanSpec, parse_plan, score_placement
-from .errors import CommandError, InputError
+from .errors import CommandError, InputError, OutputError
 from .explain import NULL, parse_nodes, parse_record_line
 from .model import Location, Node
 from .runner import Runner
@@ -368,10 +368,13 @@ def run_pass(runner: Runner, *, dry_run: bool = False, now: float | None = None)
 @contextlib.contextmanager
 def pass_lock(path: str) -> Iterator[bool]:
     """An exclusive, non-blocking lock on ``path`` (created with its folder): True when held."""
-    folder = os.path.dirname(path)
-    if folder:
-        os.makedirs(folder, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        folder = os.path.dirname(path)
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise OutputError(f"lock {path}: {exc.strerror or exc}") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
