@@ -1,0 +1,192 @@
+"""slurm-topo relax against real Slurm: a pending LEVEL:auto job whose zone has no room is widened to its
+region after its budget and starts there; a job that fits, a user-held job and a job without a budget are
+never touched; two relaxers at once apply one change; the AdminComment keeps the whole trail.
+
+The jobs carry the bracket ``:wait`` writes today (``--constraint=[zone_…|…]``) and the budget record an
+administrator sets right after submit (what the filter writes at submit for ``--locality=zone:auto``)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+import slurmctl
+
+from slurm_topo.explain import parse_record_line
+from slurm_topo.relax import parse_budget, relaxations
+
+pytestmark = pytest.mark.slurm
+
+HW = {
+    "CPUs": 2,
+    "Boards": 1,
+    "SocketsPerBoard": 1,
+    "CoresPerSocket": 2,
+    "ThreadsPerCore": 1,
+    "RealMemory": 1000,
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(scratch_cluster) -> Iterator[slurmctl.Cluster]:  # type: ignore[no-untyped-def]
+    """Region r1: zone z1 = a[1-2], zone z2 = a[3-4]; region r2: zone z3 = b[1-2]."""
+    with scratch_cluster(
+        "relax",
+        {
+            "nodes": [
+                {"name": "a[1-2]", "region": "r1", "zone": "z1", "network_group": "g1", "slurm": HW},
+                {"name": "a[3-4]", "region": "r1", "zone": "z2", "network_group": "g2", "slurm": HW},
+                {"name": "b[1-2]", "region": "r2", "zone": "z3", "network_group": "g3", "slurm": HW},
+            ]
+        },
+        nodes_max=6,
+    ) as c:
+        yield c
+
+
+@pytest.fixture
+def slurm(cluster: slurmctl.Cluster) -> Iterator[slurmctl.Slurm]:
+    s = cluster.slurm
+    yield s
+    s.quiesce()
+
+
+def relax(c: slurmctl.Cluster, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    lock = c.base.parent / "relax.lock"
+    return subprocess.run(
+        [*slurmctl.slurm_topo_cli(), "relax", "--once", "--lock", str(lock), *args],
+        env=dict(c.env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def job_of(s: slurmctl.Slurm, job: str) -> dict[str, str]:
+    """The job as Slurm shows it, values with spaces kept (AdminComment)."""
+    return parse_record_line(s.out("scontrol", "show", "job", "-o", job))
+
+
+def set_budget(s: slurmctl.Slurm, job: str, record: str) -> None:
+    s.out("scontrol", "update", f"JobId={job}", f"AdminComment={record}")
+
+
+def block(s: slurmctl.Slurm, *nodes: str) -> list[str]:
+    jobs = [s.submit("--exclusive", "-N1", f"--nodelist={n}", "--wrap", "sleep 300") for n in nodes]
+    for j in jobs:
+        s.wait_state(j, "RUNNING")
+    return jobs
+
+
+def test_pending_auto_job_is_widened_after_its_budget_and_starts(
+    cluster: slurmctl.Cluster, slurm: slurmctl.Slurm
+) -> None:
+    block(slurm, "a2", "a4")  # each zone of r1 has one free node; the job needs two in one zone
+    job = slurm.submit("--exclusive", "-N2", "--constraint=[zone_z1|zone_z2]", "--wrap", "sleep 300")
+    record = "slurm-topo-auto: zone limit=600s region=4s any=3600s"
+    set_budget(slurm, job, record)
+    time.sleep(1)
+    assert slurm.state(job) == "PENDING"
+    first = relax(cluster, "--json")
+    assert first.returncode == 0, first.stderr
+    assert job_of(slurm, job)["Features"] == "[zone_z1|zone_z2]"  # budget not yet passed
+    assert relaxations(job_of(slurm, job)["AdminComment"]) == []
+
+    time.sleep(4.5)
+    p = relax(cluster)
+    assert p.returncode == 0, p.stderr
+    assert f"job {job}: relaxed zone -> region" in p.stdout, p.stdout
+    slurm.wait_state(job, "RUNNING")
+    info = job_of(slurm, job)
+    assert info["Features"] == "[region_r1]"
+    assert set(slurm.allocation_of(job).nodes) == {"a1", "a3"}  # the free nodes of r1, across its zones
+    comment = info["AdminComment"]
+    assert comment.startswith(record + "; slurm-topo-relax: zone->region waited=")
+    assert " budget=4s at=" in comment
+    assert relaxations(comment) == [("zone", "region")]
+    assert parse_budget(comment) == parse_budget(record)
+
+    # running now: later passes leave it alone
+    again = relax(cluster)
+    assert again.returncode == 0 and job_of(slurm, job)["AdminComment"] == comment
+
+
+def test_a_job_that_fits_and_a_job_without_budget_are_never_touched(
+    cluster: slurmctl.Cluster, slurm: slurmctl.Slurm
+) -> None:
+    fits = slurm.submit("--exclusive", "-N2", "--constraint=[zone_z1|zone_z2]", "--wrap", "sleep 300")
+    set_budget(slurm, fits, "slurm-topo-auto: zone limit=600s region=0s any=0s")
+    slurm.wait_state(fits, "RUNNING")
+    block(slurm, "b1")
+    waits = slurm.submit("--exclusive", "-N2", "--constraint=[zone_z3]", "--wrap", "sleep 300")
+    set_budget(slurm, waits, "slurm-topo-admin-note")  # an AdminComment, but no budget: not auto
+    time.sleep(1.5)
+    before = {j: job_of(slurm, j) for j in (fits, waits)}
+    p = relax(cluster, "--json")
+    assert p.returncode == 0, p.stderr
+    for j in (fits, waits):
+        now = job_of(slurm, j)
+        assert (now["Features"], now["AdminComment"]) == (before[j]["Features"], before[j]["AdminComment"])
+    assert slurm.state(waits) == "PENDING"
+
+
+def test_a_user_held_job_is_never_touched(cluster: slurmctl.Cluster, slurm: slurmctl.Slurm) -> None:
+    block(slurm, "a2", "a4")
+    job = slurm.submit("--hold", "--exclusive", "-N2", "--constraint=[zone_z1|zone_z2]", "--wrap", "true")
+    record = "slurm-topo-auto: zone limit=600s region=0s any=0s"
+    set_budget(slurm, job, record)
+    time.sleep(1.5)
+    assert job_of(slurm, job)["Reason"] == "JobHeldUser"
+    p = relax(cluster)
+    assert p.returncode == 0, p.stderr
+    info = job_of(slurm, job)
+    assert (info["Features"], info["AdminComment"], info["JobState"]) == (
+        "[zone_z1|zone_z2]",
+        record,
+        "PENDING",
+    )
+
+
+def test_two_relaxers_at_once_apply_one_change(cluster: slurmctl.Cluster, slurm: slurmctl.Slurm) -> None:
+    block(slurm, "a1", "a2", "a3", "a4", "b1")  # nothing can start: the widened job stays pending
+    job = slurm.submit("--exclusive", "-N2", "--constraint=[zone_z1]", "--wrap", "true")
+    set_budget(slurm, job, "slurm-topo-auto: zone limit=600s region=0s any=3600s")
+    time.sleep(1.5)
+    lock = str(cluster.base.parent / "relax.lock")
+    argv = [*slurmctl.slurm_topo_cli(), "relax", "--once", "--lock", lock]
+    procs = [
+        subprocess.Popen(
+            argv, env=dict(cluster.env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=30) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    # a third pass, after both: the job is at region, whose next level's budget has not passed
+    assert relax(cluster).returncode == 0
+    info = job_of(slurm, job)
+    assert relaxations(info["AdminComment"]) == [("zone", "region")], info["AdminComment"]
+    assert info["Features"] == "[region_r1]"
+    assert info["AdminComment"].count("slurm-topo-relax:") == 1
+
+
+def test_dry_run_changes_nothing_and_a_restarted_controller_keeps_the_trail(
+    cluster: slurmctl.Cluster, slurm: slurmctl.Slurm
+) -> None:
+    block(slurm, "a1", "a2", "a3", "a4", "b1")
+    job = slurm.submit("--exclusive", "-N2", "--constraint=[zone_z1]", "--wrap", "true")
+    set_budget(slurm, job, "slurm-topo-auto: zone limit=600s region=0s any=1s")
+    time.sleep(1.5)
+    dry = relax(cluster, "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    assert '"action": "relax"' in dry.stdout and '"features": "[region_r1]"' in dry.stdout, dry.stdout
+    assert job_of(slurm, job)["Features"] == "[zone_z1]"
+    assert relax(cluster).returncode == 0
+    slurmctl.restart_ctld(cluster.base)
+    assert relax(cluster).returncode == 0  # state read back from the job: region -> any, one more level
+    info = job_of(slurm, job)
+    assert relaxations(info["AdminComment"]) == [("zone", "region"), ("region", "any")], info
+    assert info["Features"] in ("", "(null)")
