@@ -265,6 +265,9 @@ def show(
 @click.option("--region", metavar="R", help="Also $GPULAYER_REGION.")
 @click.option("--zone", metavar="Z", help="Also $GPULAYER_ZONE.")
 @click.option("--network-group", metavar="G", help="Also $GPULAYER_NETWORK_GROUP (a rack, a switch, a LAN).")
+@click.option(
+    "--nvlink-domain", metavar="D", help="Also $GPULAYER_NVLINK_DOMAIN; else NVML fabric info where available."
+)
 @click.option("--dmi-root", default="/sys/class/dmi/id", show_default=True, metavar="DIR", hidden=True)
 @click.option("--gce-url", default="http://169.254.169.254/computeMetadata/v1", hidden=True)
 @click.option("--aws-url", default="http://169.254.169.254", hidden=True)
@@ -275,6 +278,7 @@ def discover(
     region: str | None,
     zone: str | None,
     network_group: str | None,
+    nvlink_domain: str | None,
     dmi_root: str,
     gce_url: str,
     aws_url: str,
@@ -288,6 +292,7 @@ def discover(
         region=region,
         zone=zone,
         network_group=network_group,
+        nvlink_domain=nvlink_domain,
         dmi_root=Path(dmi_root),
         gce_url=gce_url,
         aws_url=aws_url,

@@ -41,7 +41,9 @@ from .inventory import Loaded, load_yaml, parse_inventory
 from .model import LABEL_RE, LEVELS, NODE_NAME_RE, Source
 
 RECORD_SUFFIXES = (".yaml", ".yml", ".json")
-RECORD_KEYS = frozenset({"name", "region", "zone", "network_group", "source", "found_by", "notes"})
+RECORD_KEYS = frozenset(
+    {"name", "region", "zone", "network_group", "nvlink_domain", "source", "found_by", "notes"}
+)
 MAX_RECORD_BYTES = 64 * 1024
 MAX_RECORD_YAML_NODES = 10_000
 """A record is a handful of values: aliases may expand it to at most this many YAML nodes."""
@@ -80,7 +82,7 @@ def _entry(path: Path, text: str) -> Mapping[str, Any]:
     name = doc.get("name")
     if not isinstance(name, str) or not NODE_NAME_RE.fullmatch(name):
         raise _Skip(f"name: must be one node name, 1-64 characters from [A-Za-z0-9._-] ({show_value(name)})")
-    for lvl in LEVELS:
+    for lvl in (*LEVELS, "nvlink_domain"):
         value = doc.get(lvl)
         if value is not None and (not isinstance(value, str) or not LABEL_RE.fullmatch(value)):
             raise _Skip(f"{lvl}: must be 1-63 characters from [A-Za-z0-9._-] ({show_value(value)})")

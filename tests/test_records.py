@@ -283,3 +283,18 @@ def test_no_self_value_overrides_a_trusted_one_and_every_disagreement_is_listed(
         if disagrees:
             assert (node.name, node.origin) in conflicted
         assert all(c.ignored_source < c.kept_source for c in inv.conflicts)
+
+
+@pytest.mark.parametrize("form", ["yaml", "json"])
+def test_a_discovered_nvlink_domain_is_read_from_the_record(tmp_path: Path, form: str) -> None:
+    """discover writes nvlink_domain into the record; the records folder must carry it, not skip the record."""
+    write_record(tmp_path, "n1", form=form, region="dc1", zone="hall-a", nvlink_domain="rack-07")
+    loaded, warnings = load_records(tmp_path)
+    assert warnings == []
+    assert [item.nodes[0].nvlink_domain for item in loaded] == ["rack-07"]
+
+
+def test_a_bad_nvlink_domain_in_a_record_is_skipped(tmp_path: Path) -> None:
+    (tmp_path / "n1.json").write_text(json.dumps({"name": "n1", "nvlink_domain": "rack 07\nNodeName=x"}))
+    loaded, warnings = load_records(tmp_path)
+    assert loaded == [] and len(warnings) == 1 and "nvlink_domain" in warnings[0]
