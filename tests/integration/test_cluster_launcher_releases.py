@@ -109,6 +109,14 @@ def test_the_release_runs_survives_reconfigure_and_down_leaves_nothing(slurm_rel
             ):
                 step = slurm.run(["timeout", "30", "srun", "-w", "v3", *cmd.split()], timeout=35)
                 assert said in step.stdout, step
+            # the shared root is read-only for daemons and jobs; a working directory the root lacks is /tmp
+            step = slurm.run(
+                ["timeout", "30", "srun", "-w", "v3", "touch", "/written"], timeout=35, check=False
+            )
+            assert step.returncode != 0 and "Read-only file system" in step.stderr, step
+            step = slurm.run(["timeout", "30", "srun", "-w", "v3", "pwd"], timeout=35)  # from this cwd
+            inside = os.getcwd() if Path("/tmp") in Path(os.getcwd()).parents else "/tmp"
+            assert step.stdout.strip() == inside, step
         assert slurm.node_states() == {"v1": "idle", "v2": "idle", "v3": "idle"}
 
         job = slurm.submit("-w", "v1", "--gres=gpu:t4:2", "--wrap", "sleep 300")
