@@ -19,7 +19,7 @@ from . import files as shipped
 from .entry import read_input, run_entry
 from .errors import CommandError, ExitCode, InputError, UsageError
 from .inventory import load_inventory_file, merge, with_slurm_nodes
-from .lint import lint_topology
+from .lint import is_block_text, lint_file, lint_topology
 from .model import LABEL_RE, Inventory
 from .output import write_files
 from .policy import GpuAsk, JobRequest, Partition, decide, parse_locality, survey
@@ -217,16 +217,48 @@ def generate(
 
 
 @cli.command()
-@click.option("--topology", "topology", required=True, metavar="FILE", help="topology.conf to check.")
+@click.option(
+    "--topology", "topology", required=True, metavar="FILE", help="topology.conf (tree or block) or topology.yaml."
+)
 @nodes_from_option
 @scontrol_option
 @click.option("--slurm-conf", metavar="FILE", help="slurm.conf: also check that no node is defined twice.")
-def lint(topology: str, nodes_from: str | None, scontrol: bool, slurm_conf: str | None) -> None:
-    """Check a topology.conf for what would make Slurm fail or never place a node."""
-    switches = parse_topology_conf(read_input(topology), source=topology)
+@click.option(
+    "--previous", metavar="FILE", help="The file now live: blocks must keep their order (block/yaml files)."
+)
+@click.option("--slurm-version", metavar="X.Y", help="Release the file is for (block files: BlockSizes rules).")
+def lint(
+    topology: str,
+    nodes_from: str | None,
+    scontrol: bool,
+    slurm_conf: str | None,
+    previous: str | None,
+    slurm_version: str | None,
+) -> None:
+    """Check a topology file for what would make Slurm fail or never place a node."""
+    text = read_input(topology)
     records = _slurm_nodes(nodes_from, scontrol)
     known = [r["NodeName"] for r in records] if records is not None else None
-    problems = lint_topology(switches, known_nodes=known, slurm_conf=Path(slurm_conf) if slurm_conf else None)
+    conf = Path(slurm_conf) if slurm_conf else None
+    if is_block_text(text) or topology.endswith((".yaml", ".yml")) or previous or slurm_version:
+        problems = lint_file(
+            text,
+            source=topology,
+            previous_text=read_input(previous) if previous else None,
+            previous_source=previous or "previous",
+            slurm_version=parse_slurm_version(slurm_version) if slurm_version else None,
+            known_nodes=known,
+            slurm_conf=conf,
+        )
+        for p in problems:
+            where = f"{topology}:{p.lineno}" if p.lineno else topology
+            click.echo(f"{where}: {p.code}: {p.message}")
+        if problems:
+            sys.exit(ExitCode.PROBLEMS)
+        click.echo(f"{topology}: ok")
+        return
+    switches = parse_topology_conf(text, source=topology)
+    problems = lint_topology(switches, known_nodes=known, slurm_conf=conf)
     for p in problems:
         where = f"{topology}:{p.lineno}" if p.lineno else topology
         click.echo(f"{where}: {p.code}: {p.message}")

@@ -101,3 +101,47 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout
     assert "ok (1 switch, 2 nodes)" in proc.stdout
+
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+def _lint_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "slurm_topo", "lint", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_lint_cli_reads_block_files_and_topology_yaml() -> None:
+    for path, version in (
+        (GOLDEN / "nvl72-racks@24.11" / "topology.conf", "24.11"),
+        (GOLDEN / "nvl72-racks@26.05" / "topology.yaml", "26.05"),
+    ):
+        out = _lint_cli("--topology", str(path), "--slurm-version", version)
+        assert out.returncode == 0 and out.stdout.strip().endswith(": ok"), out.stdout + out.stderr
+
+
+def test_lint_cli_catches_bad_block_sizes_and_a_reordered_block_list(tmp_path: Path) -> None:
+    live = (GOLDEN / "nvl72-racks@24.11" / "topology.conf").read_text()
+    bad = tmp_path / "bad.conf"
+    bad.write_text(
+        "\n".join("BlockSizes=4,12" if line.startswith("BlockSizes=") else line for line in live.splitlines())
+        + "\n"
+    )
+    out = _lint_cli("--topology", str(bad), "--slurm-version", "26.05")
+    assert out.returncode == 1 and "bad-block-sizes" in out.stdout, out.stdout + out.stderr
+
+    lines = live.splitlines()
+    blocks = [i for i, line in enumerate(lines) if line.startswith("BlockName=")]
+    lines[blocks[0]], lines[blocks[1]] = lines[blocks[1]], lines[blocks[0]]
+    moved = tmp_path / "moved.conf"
+    moved.write_text("\n".join(lines) + "\n")
+    previous = tmp_path / "live.conf"
+    previous.write_text(live)
+    out = _lint_cli("--topology", str(moved), "--previous", str(previous), "--slurm-version", "24.11")
+    assert out.returncode == 1 and "block-moved" in out.stdout, out.stdout + out.stderr
+    assert _lint_cli("--topology", str(moved), "--slurm-version", "24.11").returncode == 0
