@@ -18,7 +18,7 @@ import click
 from . import files as shipped
 from .entry import read_input, run_entry
 from .errors import CommandError, ExitCode, InputError, UsageError
-from .inventory import load_inventory_file, merge, with_slurm_nodes
+from .inventory import Loaded, load_inventory_file, merge, with_slurm_nodes
 from .lint import is_block_text, lint_file, lint_topology
 from .model import LABEL_RE, Inventory
 from .output import write_files
@@ -62,7 +62,7 @@ def _load(
         raise click.UsageError("give at least one --inventory FILE or --records DIR")
     from .model import MAX_NODES
 
-    loaded = []
+    loaded: list[Loaded] = []
     for path in inventories:  # one budget for all files: each is counted before it is expanded
         loaded.append(load_inventory_file(path, MAX_NODES - sum(len(x.nodes) for x in loaded)))
     if records_dir:
