@@ -287,7 +287,8 @@ def test_no_self_value_overrides_a_trusted_one_and_every_disagreement_is_listed(
 
 @pytest.mark.parametrize("form", ["yaml", "json"])
 def test_a_discovered_nvlink_domain_is_read_from_the_record(tmp_path: Path, form: str) -> None:
-    """discover writes nvlink_domain into the record; the records folder must carry it, not skip the record."""
+    """discover writes nvlink_domain into the record; the records folder carries it (it skipped the
+    record before)."""
     write_record(tmp_path, "n1", form=form, region="dc1", zone="hall-a", nvlink_domain="rack-07")
     loaded, warnings = load_records(tmp_path)
     assert warnings == []

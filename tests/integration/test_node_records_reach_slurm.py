@@ -1,4 +1,5 @@
-"""Node self-reports (`slurm-topo discover` records) → `generate --records` → Slurm's own topology and features."""
+"""Node self-reports (`slurm-topo discover` records) → `generate --records` → Slurm's own topology and
+features."""
 
 from __future__ import annotations
 
@@ -45,8 +46,8 @@ def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 def test_records_place_unplaced_nodes_and_never_move_trusted_ones(
     small_cluster: slurmctl.Cluster, tmp_path: Path
 ) -> None:
-    """Records give d3/d4 a zone and rack; d1's self-report of another region is a listed conflict and d1 stays
-    where the operator put it — as Slurm itself reports after `scontrol reconfigure`."""
+    """Records give d3/d4 a zone and rack; d1's self-report of another region is a listed conflict and d1
+    stays where the operator put it — as Slurm itself reports after `scontrol reconfigure`."""
     env = dict(small_cluster.env)
     records = tmp_path / "records"
     records.mkdir()
