@@ -189,6 +189,45 @@ def due(budget: Budget, level: str, waited_s: float) -> str | None:
     return nxt if b is not None and waited_s > b else None
 
 
+def relax_cost(budget: Budget, level: str, target: str) -> int:
+    """Seconds of runtime the job loses by running at ``target`` instead of ``level``:
+    R · (s_target − s_level) = budget_target − budget_level."""
+    return (budget.of(target) or 0) - (budget.of(level) or 0)
+
+
+def estimate_says(budget: Budget, level: str, wait_now_s: float, wait_loose_s: float) -> str | None:
+    """The start-estimate rule (``sbatch --test-only`` or a simulator's): widen one level when the expected
+    wait at the job's level minus the expected wait one level looser exceeds what the looser placement costs
+    (R · Δs); None otherwise."""
+    nxt = next_level(level)
+    if nxt is None or budget.of(nxt) is None:
+        return None
+    return nxt if wait_now_s - wait_loose_s > relax_cost(budget, level, nxt) else None
+
+
+_RELAX_LINE_RE = re.compile(r"slurm-topo-relax: ([a-z_]+)->([a-z_]+) waited=(\d+)s budget=(-?\d+)s at=(\S+)")
+
+
+def auto_lines(job: Mapping[str, str], now: float | None = None) -> list[str]:
+    """For ``explain``: the budget, the time waited (pending jobs) and each relaxation; [] without a
+    budget."""
+    comment = job.get("AdminComment")
+    budget = parse_budget(comment)
+    if budget is None:
+        return []
+    per = ", ".join(f"{lvl} {sec} s" for lvl, sec in budget.budgets)
+    head = (
+        f"{budget.level}:auto, now {current_level(budget, comment)}; budget {per} (limit {budget.limit_s} s)"
+    )
+    submitted = parse_time(job.get("SubmitTime"))
+    if job.get("JobState") == "PENDING" and submitted is not None:
+        head += f"; waited {max(0, int((time.time() if now is None else now) - submitted))} s"
+    lines = [head]
+    for m in _RELAX_LINE_RE.finditer(comment or ""):
+        lines.append(f"relaxed {m[1]} -> {m[2]} after {m[3]} s (budget {m[4]} s) at {m[5]}")
+    return lines
+
+
 # ---- widening a constraint
 
 
@@ -415,14 +454,17 @@ __all__ = [
     "Pass",
     "RELAX_PREFIX",
     "auto_budget",
+    "auto_lines",
     "current_level",
     "due",
+    "estimate_says",
     "judge",
     "level_slowdowns",
     "level_step_seconds",
     "parse_budget",
     "pass_lock",
     "plan_pass",
+    "relax_cost",
     "relaxations",
     "run_pass",
     "split_bracket",

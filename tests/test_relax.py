@@ -9,9 +9,11 @@ import pytest
 
 from slurm_topo.cost import Fabric, parse_plan, score_placement
 from slurm_topo.errors import InputError
+from slurm_topo.explain import explain_record
 from slurm_topo.model import Location, Node
 from slurm_topo.relax import (
     auto_budget,
+    auto_lines,
     current_level,
     judge,
     level_slowdowns,
@@ -198,3 +200,19 @@ def test_plan_pass_reads_scontrol_lines() -> None:
     p = plan_pass(text, T0 + 400)
     assert (p.pending, p.auto) == (2, 2)
     assert [(d.job, d.action) for d in p.decisions] == [("1", "relax"), ("3", "skip")]
+
+
+def test_auto_lines_show_budget_wait_and_each_relaxation() -> None:
+    job = _job()
+    assert auto_lines(job, T0 + 100) == [
+        "zone:auto, now zone; budget region 300 s, any 1800 s (limit 3600 s); waited 100 s"
+    ]
+    d = judge(job, T0 + 400)
+    assert d is not None
+    job = _job(AdminComment=job["AdminComment"] + "; " + relax_record(d, T0 + 400), JobState="RUNNING")
+    lines = auto_lines(job, T0 + 500)
+    assert lines[0] == "zone:auto, now region; budget region 300 s, any 1800 s (limit 3600 s)"
+    assert lines[1].startswith("relaxed zone -> region after 400 s (budget 300 s) at ")
+    assert auto_lines(_job(AdminComment="slurm-topo: zone:wait [a]"), T0) == []
+    text = explain_record(job, None).text()
+    assert "  auto:     zone:auto, now region;" in text and "            relaxed zone -> region" in text

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 
 import pytest
 import slurmctl
 
-from slurm_topo.explain import parse_record_line
+from slurm_topo.explain import explain_job, parse_record_line
 from slurm_topo.relax import parse_budget, relaxations
 
 pytestmark = pytest.mark.slurm
@@ -65,6 +65,18 @@ def relax(c: slurmctl.Cluster, *args: str, timeout: float = 30) -> subprocess.Co
     )
 
 
+class ClusterRunner:
+    """slurm_topo.runner.Runner bound to the test cluster (its SLURM_CONF)."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = dict(env)
+
+    def run(self, argv: Sequence[str], timeout: float = 30.0) -> str:
+        return subprocess.run(
+            list(argv), env=self.env, capture_output=True, text=True, timeout=timeout, check=True
+        ).stdout
+
+
 def job_of(s: slurmctl.Slurm, job: str) -> dict[str, str]:
     """The job as Slurm shows it, values with spaces kept (AdminComment)."""
     return parse_record_line(s.out("scontrol", "show", "job", "-o", job))
@@ -108,6 +120,10 @@ def test_pending_auto_job_is_widened_after_its_budget_and_starts(
     assert " budget=4s at=" in comment
     assert relaxations(comment) == [("zone", "region")]
     assert parse_budget(comment) == parse_budget(record)
+
+    shown = explain_job(job, ClusterRunner(cluster.env))
+    assert "  auto:     zone:auto, now region; budget region 4 s, any 3600 s (limit 600 s)" in shown, shown
+    assert "            relaxed zone -> region after " in shown, shown
 
     # running now: later passes leave it alone
     again = relax(cluster)
