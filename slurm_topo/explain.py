@@ -205,6 +205,8 @@ class Explanation:
     """Set when the nodes break the job's required locality (they span the level it asked for)."""
     cost: tuple[str, ...] = ()
     """The cost lines (plan, prediction; or why there is none), empty for a job without nodes."""
+    auto: tuple[str, ...] = ()
+    """A ``LEVEL:auto`` job's budget, time waited and relaxations (:func:`slurm_topo.relax.auto_lines`)."""
 
     def text(self) -> str:
         lines = [f"job {self.job_id}: {self.state}" + (f" on {self.nodes}" if self.nodes else "")]
@@ -222,6 +224,8 @@ class Explanation:
         lines.append(f"  {'landed:   ' if self.nodes else 'waiting:  '}{self.outcome}")
         if self.broken:
             lines.append(f"  BROKEN:   {self.broken}")
+        for i, line in enumerate(self.auto):
+            lines.append(("  auto:     " if i == 0 else "            ") + line)
         for i, line in enumerate(self.cost):
             lines.append(("  cost:     " if i == 0 else "            ") + line)
         return "\n".join(lines) + "\n"
@@ -234,6 +238,8 @@ def _val(kv: Mapping[str, str], key: str) -> str | None:
 
 def explain_record(job: Mapping[str, str], node_features: Mapping[str, Sequence[str]] | None) -> Explanation:
     """Pure: the parsed job line (and its nodes' features, when it has nodes) -> an Explanation."""
+    from .relax import auto_lines  # relax reads scontrol lines with this module's parser
+
     record = filter_record(job.get("AdminComment"))
     comment = _val(job, "Comment")
     locality, source = None, ""
@@ -275,6 +281,7 @@ def explain_record(job: Mapping[str, str], node_features: Mapping[str, Sequence[
         record,
         outcome,
         broken,
+        auto=tuple(auto_lines(job)),
     )
 
 
