@@ -1032,7 +1032,12 @@ def health_sync(records_dir: str, max_age: float, dry_run: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Print the relaxations, make none.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per pass.")
 @click.option("--lock", "lock_path", default="/run/slurm-topo/relax.lock", show_default=True, metavar="FILE")
-def relax(once: bool, interval: float, dry_run: bool, as_json: bool, lock_path: str) -> None:
+@click.option(
+    "--max-changes", default=200, show_default=True, metavar="N", help="Jobs changed a pass at most."
+)
+def relax(
+    once: bool, interval: float, dry_run: bool, as_json: bool, lock_path: str, max_changes: int
+) -> None:
     """Widen pending LEVEL:auto jobs one level once their wait passed the budget in their AdminComment
     (scontrol update Features=, the decision appended to AdminComment). Guide: docs/relax.md."""
     import time as _time
@@ -1044,7 +1049,7 @@ def relax(once: bool, interval: float, dry_run: bool, as_json: bool, lock_path: 
             if not held:
                 click.echo(f"relax: another pass holds {lock_path}; skipped")
             else:
-                done = rx.run_pass(SubprocessRunner(), dry_run=dry_run)
+                done = rx.run_pass(SubprocessRunner(), dry_run=dry_run, max_changes=max_changes)
                 if as_json:
                     click.echo(rx.dumps(done))
                 else:

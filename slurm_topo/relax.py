@@ -349,9 +349,14 @@ def parse_jobs(text: str) -> list[dict[str, str]]:
 def plan_pass(text: str, now: float) -> Pass:
     """Pure: ``scontrol show job -o`` text -> the decisions of one pass (features not yet computed)."""
     out = Pass()
-    for job in parse_jobs(text):
-        if job.get("JobState") == "PENDING":
+    for line in text.splitlines():
+        if not line.startswith("JobId="):
+            continue
+        if " JobState=PENDING " in line:
             out.pending += 1
+        if BUDGET_PREFIX not in line:  # most jobs: not auto, not worth splitting into fields
+            continue
+        job = parse_record_line(line)
         d = judge(job, now)
         if d is None:
             continue
@@ -360,14 +365,20 @@ def plan_pass(text: str, now: float) -> Pass:
     return out
 
 
-def run_pass(runner: Runner, *, dry_run: bool = False, now: float | None = None) -> Pass:
+def run_pass(
+    runner: Runner, *, dry_run: bool = False, now: float | None = None, max_changes: int = 200
+) -> Pass:
     """One pass: read the jobs, decide, and for each job due apply at most one ``scontrol update`` after
-    re-reading that job (compare and set: nothing is applied when it changed since the listing)."""
+    re-reading that job (compare and set: nothing is applied when it changed since the listing). At most
+    ``max_changes`` jobs are changed a pass (the longest waiting first); the rest wait for the next pass."""
     started = time.monotonic()
     now = time.time() if now is None else now
     text = runner.run(jobs_argv(), timeout=60)
     result = plan_pass(text, now)
-    due_jobs = [d for d in result.decisions if d.action == "relax"]
+    due_jobs = sorted((d for d in result.decisions if d.action == "relax"), key=lambda d: -(d.waited_s or 0))
+    for d in due_jobs[max(0, max_changes) :]:
+        d.action, d.why = "skip", f"over --max-changes {max_changes} this pass"
+    due_jobs = due_jobs[: max(0, max_changes)]
     nodes: dict[str, tuple[str, ...]] = {}
     if due_jobs:
         nodes = parse_nodes(runner.run(["scontrol", "show", "node", "-o"], timeout=60))

@@ -206,3 +206,22 @@ def test_dry_run_changes_nothing_and_a_restarted_controller_keeps_the_trail(
     info = job_of(slurm, job)
     assert relaxations(info["AdminComment"]) == [("zone", "region"), ("region", "any")], info
     assert info["Features"] in ("", "(null)")
+
+
+def test_max_changes_caps_a_pass_longest_waiting_first(
+    cluster: slurmctl.Cluster, slurm: slurmctl.Slurm
+) -> None:
+    block(slurm, "a1", "a2", "a3", "a4", "b1")
+    older = slurm.submit("--exclusive", "-N2", "--constraint=[zone_z1]", "--wrap", "true")
+    time.sleep(1.1)
+    newer = slurm.submit("--exclusive", "-N2", "--constraint=[zone_z2]", "--wrap", "true")
+    for j in (older, newer):
+        set_budget(slurm, j, "slurm-topo-auto: zone limit=600s region=0s any=3600s")
+    time.sleep(1.1)
+    p = relax(cluster, "--max-changes", "1")
+    assert p.returncode == 0, p.stderr
+    assert job_of(slurm, older)["Features"] == "[region_r1]"
+    assert job_of(slurm, newer)["Features"] == "[zone_z2]"
+    assert relax(cluster, "--max-changes", "1").returncode == 0  # the next pass takes the other
+    assert job_of(slurm, newer)["Features"] == "[region_r1]"
+    assert relaxations(job_of(slurm, older)["AdminComment"]) == [("zone", "region")]
