@@ -140,6 +140,32 @@ def auto_budget(
     return Budget(level, round(limit_s), budgets)
 
 
+def unit_budgets(
+    template: Node,
+    plan: str | PlanSpec,
+    max_nodes: int,
+    *,
+    table: LinkTable = DEFAULT_TABLE,
+    comm_fraction: float = DEFAULT_COMM_FRACTION,
+) -> dict[str, dict[int, dict[str, float]]]:
+    """For the submit filter's data file: per required level, per node count 1..``max_nodes``, per looser
+    level, s_L − s_tight (seconds of budget per second of time limit), rounded to 4 places. The filter multiplies by
+    the job's time limit and writes :func:`budget_record`; it cannot run the cost model itself."""
+    spec = parse_plan(plan) if isinstance(plan, str) else plan
+    out: dict[str, dict[int, dict[str, float]]] = {lvl: {} for lvl in LEVELS[:-1]}
+    for n in range(1, max_nodes + 1):
+        steps = level_step_seconds(template, n, spec, table)
+        for lvl in LEVELS[:-1]:
+            slow = level_slowdowns(steps, lvl, comm_fraction)
+            out[lvl][n] = {k: round(slow[k] - slow[lvl], 4) for k in LEVELS[LEVELS.index(lvl) + 1 :]}
+    return out
+
+
+def budget_record(level: str, limit_s: float, units: Mapping[str, float]) -> str:
+    """The record from a row of :func:`unit_budgets` and a time limit (what the filter writes)."""
+    return Budget(level, round(limit_s), tuple((k, round(limit_s * v)) for k, v in units.items())).record()
+
+
 _BUDGET_RE = re.compile(r"slurm-topo-auto: ([a-z_]+)((?: [a-z_]+=\d+s)+)")
 _RELAX_RE = re.compile(r"slurm-topo-relax: ([a-z_]+)->([a-z_]+) ")
 
@@ -466,6 +492,7 @@ __all__ = [
     "RELAX_PREFIX",
     "auto_budget",
     "auto_lines",
+    "budget_record",
     "current_level",
     "due",
     "estimate_says",
@@ -479,5 +506,6 @@ __all__ = [
     "relaxations",
     "run_pass",
     "split_bracket",
+    "unit_budgets",
     "widen",
 ]

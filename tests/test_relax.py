@@ -14,6 +14,7 @@ from slurm_topo.model import Location, Node
 from slurm_topo.relax import (
     auto_budget,
     auto_lines,
+    budget_record,
     current_level,
     judge,
     level_slowdowns,
@@ -23,6 +24,7 @@ from slurm_topo.relax import (
     relax_record,
     relaxations,
     split_bracket,
+    unit_budgets,
     widen,
 )
 
@@ -216,3 +218,15 @@ def test_auto_lines_show_budget_wait_and_each_relaxation() -> None:
     assert auto_lines(_job(AdminComment="slurm-topo: zone:wait [a]"), T0) == []
     text = explain_record(job, None).text()
     assert "  auto:     zone:auto, now region;" in text and "            relaxed zone -> region" in text
+
+
+def test_unit_budgets_give_the_filter_the_same_record() -> None:
+    units = unit_budgets(H100, PLAN, 4)
+    assert set(units) == {"network_group", "zone", "region"}
+    assert units["zone"][1] == {"region": 0.0, "any": 0.0}
+    for limit in (600, 7200, 86400):
+        from_filter = budget_record("zone", limit, units["zone"][4])
+        assert parse_budget(from_filter) is not None
+        direct = auto_budget("zone", 4, PLAN, limit, H100)
+        for lvl, sec in parse_budget(from_filter).budgets:  # type: ignore[union-attr]
+            assert abs(sec - direct.of(lvl)) <= limit * 1e-4 + 1  # type: ignore[operator]
