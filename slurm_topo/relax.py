@@ -149,8 +149,8 @@ def unit_budgets(
     comm_fraction: float = DEFAULT_COMM_FRACTION,
 ) -> dict[str, dict[int, dict[str, float]]]:
     """For the submit filter's data file: per required level, per node count 1..``max_nodes``, per looser
-    level, s_L − s_tight (seconds of budget per second of time limit), rounded to 4 places. The filter multiplies by
-    the job's time limit and writes :func:`budget_record`; it cannot run the cost model itself."""
+    level, s_L − s_tight (seconds of budget per second of time limit), rounded to 4 places. The filter
+    multiplies by the job's time limit and writes :func:`budget_record`; it cannot run the cost model."""
     spec = parse_plan(plan) if isinstance(plan, str) else plan
     out: dict[str, dict[int, dict[str, float]]] = {lvl: {} for lvl in LEVELS[:-1]}
     for n in range(1, max_nodes + 1):
