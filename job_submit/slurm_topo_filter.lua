@@ -39,8 +39,6 @@ local LEVELS = { "network_group", "zone", "region" }
 local LOCALITIES = { prefer = true, network_group = true, zone = true, region = true, any = true }
 local LOCATION_PREFIXES = { "region_", "zone_", "ng_", "leaf_" }
 local MAX_FIELD = 4096 -- longest partition list, GPU request, regions, SPANK entry or comment read (policy/vocab.py)
-local UNCHECKED_FIELDS = { { "req_nodes", "--nodelist" }, { "exc_nodes", "--exclude" },
-                           { "reservation", "--reservation" } }
 
 local config = { data = nil, recheck = RECHECK_SECONDS }
 local state = { data = nil, fingerprint = nil, checked = -math.huge, logged = {} }
@@ -183,11 +181,13 @@ function M.request(job, comment_override)
   if count == nil then scope, gtype, count = "task", M.parse_gpu_tres(per_task) end
   if count ~= nil then gpu = { scope = scope, gpu_type = gtype, count = count } end
   local unchecked
-  for _, pair in ipairs(UNCHECKED_FIELDS) do
-    if to_str(job[pair[1]]) ~= nil then
-      unchecked = pair[2]
-      break
-    end
+  local nodelist = to_str(job.req_nodes)
+  if nodelist ~= nil then
+    unchecked = "--nodelist"
+  elseif to_str(job.exc_nodes) ~= nil then
+    unchecked = "--exclude"
+  elseif to_str(job.reservation) ~= nil then
+    unchecked = "--reservation"
   end
   local contiguous = to_int(job.contiguous)
   if unchecked == nil and contiguous ~= nil and contiguous < NO_VAL16 then unchecked = "--contiguous" end
@@ -197,7 +197,7 @@ function M.request(job, comment_override)
     locality = to_str(locality), regions = regions, features = to_str(features), prefer = to_str(prefer),
     partition = to_str(partition), min_nodes = to_int(job.min_nodes), num_tasks = to_int(job.num_tasks),
     gpu = gpu, unchecked = unchecked, het_offset = het_offset, interactive = interactive,
-    nodelist = to_str(job.req_nodes),
+    nodelist = nodelist,
   }
 end
 
@@ -433,11 +433,24 @@ end
 -- Per-request evaluation of groups. A scan is one table of plain fields and the functions below take it as their
 -- first argument: no closures per request (this runs for every submission, under slurmctld's locks, and every
 -- allocation costs more once the data table is resident).
-local function new_scan(data, req, c, area, wanted)
+local every_class = setmetatable({}, { __mode = "k" }) -- per data load: {ok, flags} when every class counts
+
+local function new_scan(data, req, c, is_counted, area, wanted)
   local sc = { data = data, area = area, wanted = wanted, classes = data.classes }
   sc.nodes, sc.total_gpus, sc.per_node, sc.gpu_type = needs(req)
-  local is_counted = counted(c)
   sc.check = req.unchecked == nil and is_counted
+  if c.kind == "none" and sc.per_node == 0 then -- the common case: every class counts (shared, read-only)
+    local all = every_class[data]
+    if all == nil then
+      local ok, flags = {}, {}
+      for i = 1, #data.classes do ok[i], flags[i] = true, "1" end
+      all = { ok, table.concat(flags) .. ":" }
+      every_class[data] = all
+    end
+    sc.ok, sc.all_ok = all[1], true
+    sc.signature = all[2] .. tostring(sc.check) .. ":" .. sc.nodes .. ":" .. sc.total_gpus .. ":"
+    return sc
+  end
   local ok, all_ok, flags = {}, true, {}
   for i, cls in ipairs(data.classes) do
     local good = class_ok(cls, c, is_counted)
@@ -719,6 +732,12 @@ local function terms(...)
   return out
 end
 
+local function compose_with(c, restrict, bracket_text)
+  -- compose(c, terms(restrict, bracket_text)) without the tables when there is nothing to compose with
+  if c.kind == "none" and not restrict then return bracket_text end
+  return compose(c, terms(restrict, bracket_text))
+end
+
 local function conflict(loc, mode, what, msg)
   -- the user's constraint and the locality cannot be combined: :fail rejects, :wait leaves the job alone
   if mode == "fail" then
@@ -752,11 +771,21 @@ local function locality_of(data, req, names)
   return level, mode
 end
 
+local default_names = setmetatable({}, { __mode = "k" }) -- per data load: { default partition }
+
 local function partition_names(data, req)
   -- (the job's partitions as named, the data's partitions counted for them, the first name the data does not
   -- know: counted as every node, never a silent no-op)
   local names
-  if req.partition then names = split(req.partition, ",") else names = { data.default_partition } end
+  if req.partition then
+    names = split(req.partition, ",")
+  else
+    names = default_names[data]
+    if names == nil then
+      names = { data.default_partition }
+      default_names[data] = names -- shared, read-only
+    end
+  end
   if #names == 1 and data.partitions[names[1]] ~= nil then return names, names, nil end -- the common case
   local unknown
   local resolved, seen = {}, {}
@@ -873,7 +902,7 @@ decide_inner = function(data, req)
   end
   if unknown ~= nil then note = note .. "; partition '" .. safe(unknown) .. "' not in the data: all nodes counted" end
   local job = { data = data, req = req, c = c, loc = loc, level = level, mode = mode, partitions = partitions,
-                note = note, restrict = restrict, scan = new_scan(data, req, c, area_features, wanted) }
+                note = note, restrict = restrict, scan = new_scan(data, req, c, is_counted, area_features, wanted) }
   if level == "prefer" or level == "any" then return decide_prefer(job) end
   return decide_required(job)
 end
@@ -903,7 +932,7 @@ decide_prefer = function(job)
     -- the cascade: every level's groups that can ever hold the job, finest level first, smallest first within a
     -- level (with families: then the bare family values, largest first); 22.05 tries a matching OR alternative
     -- by alternative, so the job lands in the finest group with room now
-    local probe = compose(c, terms(restrict, "[]"))
+    local probe = compose_with(c, restrict, "[]")
     local budget = MAX_CONSTRAINT - #probe + 2
     local data, partitions, sc = job.data, job.partitions, job.scan
     local first = level_groups(data, partitions, LEVELS[1])
@@ -934,7 +963,7 @@ decide_prefer = function(job)
     local kept, cut = hit[1], hit[2]
     if #kept > 0 then
       return { action = "amend", locality = loc, features = base,
-               prefer = compose(c, terms(restrict, bracket(kept))),
+               prefer = compose_with(c, restrict, bracket(kept)),
                record = record("prefer " .. hit[3] .. " " .. shown(kept, cut) .. job.note), kept = kept }
     end
     why = "no group fits; topology/tree packs"
@@ -961,7 +990,7 @@ decide_required = function(job)
       only[x] = true
     end
   end
-  local probe = compose(c, terms(job.restrict, "[]"))
+  local probe = compose_with(c, job.restrict, "[]")
   if probe == nil then
     return conflict(loc, mode, "constraint", "slurm-topo: --locality=" .. level .. ": your constraint cannot be "
       .. "combined with a " .. level .. " bracket")
@@ -975,8 +1004,8 @@ decide_required = function(job)
   local budget = MAX_CONSTRAINT - #probe + 2
   local kept, cut = scan_candidates(job.scan, groups, budget, only)
   if #kept > 0 then
-    return { action = "amend", locality = loc, features = compose(c, terms(job.restrict, bracket(kept))),
-             prefer = required_prefer(job, kept, budget),
+    return { action = "amend", locality = loc, features = compose_with(c, job.restrict, bracket(kept)),
+             prefer = required_prefer(job, groups, kept, budget, only),
              message = named, record = record(loc .. " " .. shown(kept, cut) .. job.note), kept = kept }
   end
   return nothing_holds(job, groups, only)
@@ -985,12 +1014,9 @@ end
 local LEVEL_INDEX = { network_group = 1, zone = 2, region = 3 }
 local UP = { zone = "z", region = "r" }
 
-required_prefer = function(job, kept, budget)
-  -- a required zone or region also gets --prefer=<hard>&[finer groups inside the kept ones...|the kept ones]:
-  -- every alternative lies inside one group of the level; nil with the user's own --prefer, or when nothing
-  -- finer can hold the job (the --prefer would repeat the constraint)
+local function finer_bracket(job, kept, budget)
+  -- "[finer groups inside the kept ones...|the kept ones]", or false when nothing finer can hold the job
   local level = job.level
-  if job.req.prefer ~= nil or level == "network_group" then return nil end
   local inside = {}
   for i = 1, #kept do inside[kept[i].f] = true end
   local lists, finer = {}, false
@@ -1000,12 +1026,31 @@ required_prefer = function(job, kept, budget)
     lists[i] = { k, cut }
     finer = finer or #k > 0
   end
-  if not finer then return nil end
+  if not finer then return false end
   lists[#lists + 1] = { kept, false }
   local alternatives = cascade(lists, budget)
   local names = {}
   for i, g in ipairs(alternatives) do names[i] = g.f end
-  return compose(job.c, terms(job.restrict, "[" .. table.concat(names, "|") .. "]"))
+  return "[" .. table.concat(names, "|") .. "]"
+end
+
+required_prefer = function(job, groups, kept, budget, only)
+  -- a required zone or region also gets --prefer=<hard>&[finer groups inside the kept ones...|the kept ones]:
+  -- every alternative lies inside one group of the level; nil with the user's own --prefer, or when nothing
+  -- finer can hold the job (the --prefer would repeat the constraint). The bracket depends on what the kept
+  -- list does, so it is remembered beside it (same key).
+  if job.req.prefer ~= nil or job.level == "network_group" then return nil end
+  local memo, key, b = nil, nil, nil
+  if only == nil and job.scan.area == nil then
+    memo, key = memo_of(groups), "finer:" .. job.scan.signature .. budget
+    b = memo[key]
+  end
+  if b == nil then
+    b = finer_bracket(job, kept, budget)
+    if memo then remember(memo, key, b) end
+  end
+  if not b then return nil end
+  return compose_with(job.c, job.restrict, b)
 end
 
 named_nodes = function(job)
