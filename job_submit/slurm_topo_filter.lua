@@ -851,6 +851,9 @@ local function area_of(data, req, loc)
 end
 
 local decide_inner, decide_prefer, decide_required, nothing_holds, named_nodes, required_prefer
+local LOC = {} -- "level:mode", built once
+for level in pairs(LOCALITIES) do LOC[level] = { wait = level .. ":wait", fail = level .. ":fail" } end
+local RECORD_ANY = record("any")
 
 function M.decide(data, req)
   local d = decide_inner(data, req)
@@ -876,9 +879,9 @@ decide_inner = function(data, req)
   local names, partitions, unknown = partition_names(data, req)
   local level, mode, rejected = locality_of(data, req, names)
   if rejected then return rejected end
-  local loc = level .. ":" .. mode
+  local loc = LOC[level][mode]
   if level == "any" and req.regions == nil then
-    return { action = "unchanged", locality = loc, record = record("any") }
+    return { action = "unchanged", locality = loc, record = RECORD_ANY }
   end
   local c = M.parse_constraint(req.features)
   if c.kind == "invalid" then
