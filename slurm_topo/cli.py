@@ -22,7 +22,7 @@ from .inventory import Loaded, load_inventory_file, merge, with_slurm_nodes
 from .lint import is_block_text, lint_file, lint_topology
 from .model import LABEL_RE, Inventory
 from .output import write_files
-from .policy import GpuAsk, JobRequest, Partition, decide, parse_locality, survey
+from .policy import Decision, GpuAsk, JobRequest, Partition, Survey, decide, parse_locality, survey
 from .render import RenderOptions, make_context, render_all
 from .runner import SubprocessRunner, scontrol_nodes_argv, scontrol_partitions_argv, slurm_version_argvs
 from .show import render_tree
@@ -415,7 +415,8 @@ def check(
     )
     decision = decide(ctx.policy, req)
     level = decision.level or parse_locality(locality)[0]
-    found = survey(ctx.policy, req, level) if level in ("network_group", "zone", "region") else None
+    required = level in ("network_group", "zone", "region") and not decision.locality.startswith("prefer")
+    found = survey(ctx.policy, req, level) if required else None  # prefer: the cascade's own candidates
     click.echo(render_check(decision, found, level, verbose, as_json), nl=False)
     if decision.action == "reject":
         sys.exit(EXIT_PROBLEMS)
@@ -697,7 +698,7 @@ def files_cmd(copy_to: str | None) -> None:
             click.echo(name)
 
 
-def render_check(decision, found, level, verbose, as_json):  # type: ignore[no-untyped-def]
+def render_check(decision: Decision, found: Survey | None, level: str, verbose: bool, as_json: bool) -> str:
     """Text (or JSON) for `check`: line 1 accept|reject, then what the filter would do and why."""
     verdict = "reject" if decision.action == "reject" else "accept"
     fitting = found.fitting if found else tuple(decision.candidates)

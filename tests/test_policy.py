@@ -411,3 +411,25 @@ def test_a_resize_re_plans_the_prefer_a_required_level_added_but_keeps_the_users
     assert rec.get("prefer") == "ib"
     m = decide_modify(data, rec, {"min_nodes": 4}, False)
     assert m.action == "apply" and m.prefer is None  # untouched: Slurm keeps "ib"
+
+
+def test_check_shows_the_prefer_cascade_and_its_candidates_of_every_level() -> None:
+    """`slurm-topo check --locality prefer` prints the --prefer string the filter writes and lists the
+    cascade's candidates (zones, then regions), not one level's survey."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    fleet = Path(__file__).resolve().parents[1] / "examples" / "benchmark-five-zones.yaml"
+    p = subprocess.run(
+        [sys.executable, "-m", "slurm_topo", "check", "-i", str(fleet), "-N", "6", "--locality", "prefer"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    zones = "zone_us-central1-a|zone_us-central1-b|zone_us-central1-c|zone_us-east1-b|zone_us-east1-c"
+    assert f"prefer: [{zones}|region_us-east1|region_us-central1]" in lines, p.stdout
+    candidates = next(line for line in lines if line.startswith("candidates: "))
+    assert candidates.endswith("us-east1 (12 nodes, 48 GPUs), us-central1 (18 nodes, 120 GPUs)"), candidates
