@@ -20,6 +20,7 @@ from .entry import read_input, run_entry
 from .errors import CommandError, ExitCode, InputError, UsageError
 from .inventory import Loaded, load_inventory_file, merge, with_slurm_nodes
 from .lint import is_block_text, lint_file, lint_topology
+from .render.gres_conf import gres_warnings
 from .model import LABEL_RE, Inventory
 from .output import write_files
 from .policy import Decision, GpuAsk, JobRequest, Partition, Survey, decide, parse_locality, survey
@@ -207,6 +208,8 @@ def generate(
         if topo is not None:
             for w in topo.warnings:
                 _warn(f"warning: {topo.source}: {w}")
+    for w in gres_warnings(inventory):  # what Cores= could not read exactly (also in gres.conf itself)
+        _warn(f"warning: {w}")
     rendered = render_all(
         inventory, _slurm_version(slurm_version), _partitions(partitions_from, scontrol), options
     )

@@ -235,6 +235,16 @@ def test_one_affinity_for_every_gpu_is_said(tmp_path: Path) -> None:
     assert "all 8 GPUs print the same CPU affinity '1-1'" in warning
     inv = load_inventories([tmp_path / "inv.yaml"])
     assert any("n[1-2]: all 8 GPUs print the same CPU affinity" in w for w in gres_warnings(inv))
+    proc = subprocess.run(
+        [sys.executable, "-m", "slurm_topo", "generate", "-i", str(tmp_path / "inv.yaml")]
+        + ["-o", str(tmp_path / "out"), "--slurm-version", "22.05", "--assume-minor-equals-index"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: gres.conf: n[1-2]: all 8 GPUs print the same CPU affinity" in proc.stderr
 
 
 def test_no_affinity_printed_leaves_cores_out_with_a_warning(tmp_path: Path) -> None:

@@ -64,7 +64,11 @@ def fingerprint(
     )
     for n in inventory.nodes:
         topo = n.gpu_topology
-        gpu = (topo.matrix, topo.minors, topo.cpu_affinity) if topo is not None else None
+        gpu: tuple[object, ...] | None = (
+            (topo.matrix, topo.minors, topo.cpu_affinity) if topo is not None else None
+        )
+        if topo is not None and any(topo.numa_affinity):  # Cores= reads it; absent: fingerprints as before
+            gpu = (*gpu, topo.numa_affinity)
         h.update(
             repr(
                 (
