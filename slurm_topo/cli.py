@@ -1039,8 +1039,20 @@ def health_sync(records_dir: str, max_age: float, dry_run: bool) -> None:
 @click.option(
     "--max-changes", default=200, show_default=True, metavar="N", help="Jobs changed a pass at most."
 )
+@click.option(
+    "--load-aware/--plain-budget",
+    default=True,
+    show_default=True,
+    help="Multiply budgets by 1/(1-busy share of the nodes) (docs/relax.md).",
+)
 def relax(
-    once: bool, interval: float, dry_run: bool, as_json: bool, lock_path: str, max_changes: int
+    once: bool,
+    interval: float,
+    dry_run: bool,
+    as_json: bool,
+    lock_path: str,
+    max_changes: int,
+    load_aware: bool,
 ) -> None:
     """Widen pending LEVEL:auto jobs one level once their wait passed the budget in their AdminComment
     (scontrol update Features=, the decision appended to AdminComment). Guide: docs/relax.md."""
@@ -1053,7 +1065,9 @@ def relax(
             if not held:
                 click.echo(f"relax: another pass holds {lock_path}; skipped")
             else:
-                done = rx.run_pass(SubprocessRunner(), dry_run=dry_run, max_changes=max_changes)
+                done = rx.run_pass(
+                    SubprocessRunner(), dry_run=dry_run, max_changes=max_changes, load_aware=load_aware
+                )
                 if as_json:
                     click.echo(rx.dumps(done))
                 else:

@@ -206,13 +206,27 @@ def next_level(level: str) -> str | None:
     return LEVELS[i + 1] if i + 1 < len(LEVELS) else None
 
 
-def due(budget: Budget, level: str, waited_s: float) -> str | None:
-    """The level to widen to now (one step), or None: the wait has passed the next level's budget."""
+MAX_BUSY = 0.99
+"""The busy share at which :func:`load_factor` stops growing (×100)."""
+
+
+def load_factor(busy: float) -> float:
+    """1 / (1 − ρ), ρ the share of the partition's nodes in use (capped at :data:`MAX_BUSY`): a job that runs
+    slower keeps its nodes R · Δs longer, and on a busy cluster everyone behind it waits for them; queueing's
+    mean-response factor prices that in. 1 on an idle cluster."""
+    rho = min(max(busy, 0.0), MAX_BUSY)
+    return 1.0 / (1.0 - rho)
+
+
+def due(budget: Budget, level: str, waited_s: float, busy: float | None = None) -> str | None:
+    """The level to widen to now (one step), or None: the wait has passed the next level's budget (times
+    :func:`load_factor` of ``busy`` when given: the load-aware timer)."""
     nxt = next_level(level)
     if nxt is None:
         return None
     b = budget.of(nxt)
-    return nxt if b is not None and waited_s > b else None
+    factor = 1.0 if busy is None else load_factor(busy)
+    return nxt if b is not None and waited_s > b * factor else None
 
 
 def relax_cost(budget: Budget, level: str, target: str) -> int:
@@ -231,7 +245,9 @@ def estimate_says(budget: Budget, level: str, wait_now_s: float, wait_loose_s: f
     return nxt if wait_now_s - wait_loose_s > relax_cost(budget, level, nxt) else None
 
 
-_RELAX_LINE_RE = re.compile(r"slurm-topo-relax: ([a-z_]+)->([a-z_]+) waited=(\d+)s budget=(-?\d+)s at=(\S+)")
+_RELAX_LINE_RE = re.compile(
+    r"slurm-topo-relax: ([a-z_]+)->([a-z_]+) waited=(\d+)s budget=(-?\d+)s(?: load=x([0-9.]+))? at=(\S+)"
+)
 
 
 def auto_lines(job: Mapping[str, str], now: float | None = None) -> list[str]:
@@ -250,7 +266,8 @@ def auto_lines(job: Mapping[str, str], now: float | None = None) -> list[str]:
         head += f"; waited {max(0, int((time.time() if now is None else now) - submitted))} s"
     lines = [head]
     for m in _RELAX_LINE_RE.finditer(comment or ""):
-        lines.append(f"relaxed {m[1]} -> {m[2]} after {m[3]} s (budget {m[4]} s) at {m[5]}")
+        load = f" × load {m[5]}" if m[5] else ""
+        lines.append(f"relaxed {m[1]} -> {m[2]} after {m[3]} s (budget {m[4]} s{load}) at {m[6]}")
     return lines
 
 
@@ -302,6 +319,8 @@ class Decision:
     budget_s: int | None = None
     features: str | None = None
     applied: bool = False
+    factor: float | None = None
+    """The load factor the budget was multiplied by (load-aware timer), None without."""
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v is not None}
@@ -313,6 +332,7 @@ class Pass:
     pending: int = 0
     auto: int = 0
     seconds: float = 0.0
+    busy: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -320,6 +340,7 @@ class Pass:
             "auto": self.auto,
             "relaxed": sum(1 for d in self.decisions if d.action == "relax"),
             "seconds": round(self.seconds, 4),
+            "busy": None if self.busy is None else round(self.busy, 4),
             "decisions": [d.as_dict() for d in self.decisions],
         }
 
@@ -334,8 +355,9 @@ def parse_time(text: str | None) -> float | None:
         return None
 
 
-def judge(job: Mapping[str, str], now: float) -> Decision | None:
-    """The relaxer's decision for one job line (None: not an ``auto`` job)."""
+def judge(job: Mapping[str, str], now: float, busy: float | None = None) -> Decision | None:
+    """The relaxer's decision for one job line (None: not an ``auto`` job); ``busy``: the load-aware timer
+    (:func:`due`)."""
     jid = job.get("JobId", "?")
     comment = job.get("AdminComment")
     budget = parse_budget(comment)
@@ -351,17 +373,21 @@ def judge(job: Mapping[str, str], now: float) -> Decision | None:
     if submitted is None:
         return Decision(jid, "skip", "no SubmitTime", level)
     waited = max(0, int(now - submitted))
-    target = due(budget, level, waited)
+    target = due(budget, level, waited, busy)
+    factor = None if busy is None else round(load_factor(busy), 2)
     if target is None:
         nxt = next_level(level)
         why = "loosest level" if nxt is None else f"waited {waited}s of {budget.of(nxt)}s for {nxt}"
-        return Decision(jid, "skip", why, level, nxt, waited, budget.of(nxt) if nxt else None)
-    return Decision(jid, "relax", "budget passed", level, target, waited, budget.of(target))
+        if nxt is not None and factor is not None:
+            why += f" × load {factor}"
+        return Decision(jid, "skip", why, level, nxt, waited, budget.of(nxt) if nxt else None, factor=factor)
+    return Decision(jid, "relax", "budget passed", level, target, waited, budget.of(target), factor=factor)
 
 
 def relax_record(d: Decision, now: float) -> str:
     at = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return f"{RELAX_PREFIX}{d.level}->{d.target} waited={d.waited_s}s budget={d.budget_s}s at={at}"
+    load = "" if d.factor is None else f" load=x{d.factor:.2f}"
+    return f"{RELAX_PREFIX}{d.level}->{d.target} waited={d.waited_s}s budget={d.budget_s}s{load} at={at}"
 
 
 def jobs_argv(job: str | None = None) -> list[str]:
@@ -372,7 +398,7 @@ def parse_jobs(text: str) -> list[dict[str, str]]:
     return [parse_record_line(line) for line in text.splitlines() if line.startswith("JobId=")]
 
 
-def plan_pass(text: str, now: float) -> Pass:
+def plan_pass(text: str, now: float, busy: float | None = None) -> Pass:
     """Pure: ``scontrol show job -o`` text -> the decisions of one pass (features not yet computed)."""
     out = Pass()
     for line in text.splitlines():
@@ -383,7 +409,7 @@ def plan_pass(text: str, now: float) -> Pass:
         if BUDGET_PREFIX not in line:  # most jobs: not auto, not worth splitting into fields
             continue
         job = parse_record_line(line)
-        d = judge(job, now)
+        d = judge(job, now, busy)
         if d is None:
             continue
         out.auto += 1
@@ -391,30 +417,51 @@ def plan_pass(text: str, now: float) -> Pass:
     return out
 
 
+def busy_share(text: str) -> float:
+    """``scontrol show node -o`` -> the share of usable nodes in use (ALLOCATED, MIXED, COMPLETING); down,
+    drained and failed nodes count as neither."""
+    used = usable = 0
+    for line in text.splitlines():
+        if not line.startswith("NodeName="):
+            continue
+        state = parse_record_line(line).get("State", "").upper()
+        if any(w in state for w in ("DOWN", "DRAIN", "FAIL", "FUTURE", "NOT_RESPONDING")):
+            continue
+        usable += 1
+        used += any(w in state for w in ("ALLOC", "MIXED", "COMPLETING"))
+    return used / usable if usable else 0.0
+
+
 def run_pass(
-    runner: Runner, *, dry_run: bool = False, now: float | None = None, max_changes: int = 200
+    runner: Runner,
+    *,
+    dry_run: bool = False,
+    now: float | None = None,
+    max_changes: int = 200,
+    load_aware: bool = True,
 ) -> Pass:
     """One pass: read the jobs, decide, and for each job due apply at most one ``scontrol update`` after
     re-reading that job (compare and set: nothing is applied when it changed since the listing). At most
     ``max_changes`` jobs are changed a pass (the longest waiting first); the rest wait for the next pass."""
     started = time.monotonic()
     now = time.time() if now is None else now
+    node_text = runner.run(["scontrol", "show", "node", "-o"], timeout=60)
+    busy = busy_share(node_text) if load_aware else None
     text = runner.run(jobs_argv(), timeout=60)
-    result = plan_pass(text, now)
+    result = plan_pass(text, now, busy)
+    result.busy = busy
     due_jobs = sorted((d for d in result.decisions if d.action == "relax"), key=lambda d: -(d.waited_s or 0))
     for d in due_jobs[max(0, max_changes) :]:
         d.action, d.why = "skip", f"over --max-changes {max_changes} this pass"
     due_jobs = due_jobs[: max(0, max_changes)]
-    nodes: dict[str, tuple[str, ...]] = {}
-    if due_jobs:
-        nodes = parse_nodes(runner.run(["scontrol", "show", "node", "-o"], timeout=60))
+    nodes = parse_nodes(node_text) if due_jobs else {}
     for d in due_jobs:
         try:
             fresh = parse_jobs(runner.run(jobs_argv(d.job), timeout=30))
         except CommandError as exc:
             d.action, d.why = "skip", f"gone: {str(exc)[:80]}"
             continue
-        again = judge(fresh[0], now) if fresh else None
+        again = judge(fresh[0], now, busy) if fresh else None
         if again is None or again.action != "relax" or again.target != d.target:
             d.action, d.why = "skip", "changed since the listing"
             continue
@@ -469,12 +516,18 @@ def log_lines(p: Pass, dry_run: bool) -> list[str]:
             continue
         verb = "would relax" if dry_run else ("relaxed" if d.applied else "relax failed")
         lines.append(
-            f"job {d.job}: {verb} {d.level} -> {d.target} (waited {d.waited_s}s > budget {d.budget_s}s): "
+            f"job {d.job}: {verb} {d.level} -> {d.target} (waited {d.waited_s}s > budget {d.budget_s}s"
+            f"{'' if d.factor is None else f' × load {d.factor}'}): "
             f"Features={d.features}"
         )
     lines.append(
         f"relax: {p.pending} pending, {p.auto} auto, "
         f"{sum(1 for d in p.decisions if d.action == 'relax')} relaxed, {p.seconds:.3f}s"
+        + (
+            ""
+            if p.busy is None
+            else f", {p.busy * 100:.0f} % of nodes busy (budgets × {load_factor(p.busy):.2f})"
+        )
     )
     return lines
 
@@ -493,6 +546,8 @@ __all__ = [
     "auto_budget",
     "auto_lines",
     "budget_record",
+    "busy_share",
+    "load_factor",
     "current_level",
     "due",
     "estimate_says",

@@ -15,10 +15,13 @@ from slurm_topo.relax import (
     auto_budget,
     auto_lines,
     budget_record,
+    busy_share,
     current_level,
+    due,
     judge,
     level_slowdowns,
     level_step_seconds,
+    load_factor,
     parse_budget,
     plan_pass,
     relax_record,
@@ -230,3 +233,34 @@ def test_unit_budgets_give_the_filter_the_same_record() -> None:
         direct = auto_budget("zone", 4, PLAN, limit, H100)
         for lvl, sec in parse_budget(from_filter).budgets:  # type: ignore[union-attr]
             assert abs(sec - direct.of(lvl)) <= limit * 1e-4 + 1  # type: ignore[operator]
+
+
+def test_load_aware_timer_stretches_budgets_on_a_busy_cluster() -> None:
+    b = parse_budget("slurm-topo-auto: zone limit=3600s region=300s any=1800s")
+    assert b is not None
+    assert load_factor(0.0) == 1.0 and load_factor(0.5) == 2.0 and load_factor(1.0) == pytest.approx(100.0)
+    assert due(b, "zone", 301) == "region"
+    assert due(b, "zone", 301, busy=0.0) == "region"
+    assert due(b, "zone", 599, busy=0.5) is None and due(b, "zone", 601, busy=0.5) == "region"
+    d = judge(_job(), T0 + 700, busy=0.5)
+    assert d is not None and (d.action, d.factor) == ("relax", 2.0)
+    assert " budget=300s load=x2.00 at=" in relax_record(d, T0 + 700)
+    job = _job(AdminComment=_job()["AdminComment"] + "; " + relax_record(d, T0 + 700))
+    assert auto_lines(job, T0 + 800)[1].startswith(
+        "relaxed zone -> region after 700 s (budget 300 s × load 2.00)"
+    )
+    assert judge(_job(), T0 + 500, busy=0.5).action == "skip"  # type: ignore[union-attr]
+
+
+def test_busy_share_counts_usable_nodes() -> None:
+    text = "\n".join(
+        [
+            "NodeName=a1 Arch=x86_64 State=ALLOCATED ActiveFeatures=zone_a",
+            "NodeName=a2 Arch=x86_64 State=MIXED ActiveFeatures=zone_a",
+            "NodeName=a3 Arch=x86_64 State=IDLE ActiveFeatures=zone_a",
+            "NodeName=a4 Arch=x86_64 State=IDLE+DRAIN ActiveFeatures=zone_a",
+            "NodeName=a5 Arch=x86_64 State=DOWN* ActiveFeatures=zone_a",
+        ]
+    )
+    assert busy_share(text) == pytest.approx(2 / 3)
+    assert busy_share("") == 0.0

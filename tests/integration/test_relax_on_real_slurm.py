@@ -96,18 +96,23 @@ def block(s: slurmctl.Slurm, *nodes: str) -> list[str]:
 def test_pending_auto_job_is_widened_after_its_budget_and_starts(
     cluster: slurmctl.Cluster, slurm: slurmctl.Slurm
 ) -> None:
-    block(slurm, "a2", "a4")  # each zone of r1 has one free node; the job needs two in one zone
+    """Half the nodes busy: the load-aware timer doubles the 3 s budget; the job is widened after 6 s."""
+    block(slurm, "a2", "a4", "b1")  # each zone of r1 has one free node; the job needs two in one zone
     job = slurm.submit("--exclusive", "-N2", "--constraint=[zone_z1|zone_z2]", "--wrap", "sleep 300")
-    record = "slurm-topo-auto: zone limit=600s region=4s any=3600s"
+    t0 = time.monotonic()
+    record = "slurm-topo-auto: zone limit=600s region=3s any=3600s"
     set_budget(slurm, job, record)
-    time.sleep(1)
+    time.sleep(max(0.0, 4.2 - (time.monotonic() - t0)))
     assert slurm.state(job) == "PENDING"
+    plain = relax(cluster, "--dry-run", "--plain-budget")
+    assert "would relax zone -> region" in plain.stdout, plain.stdout  # past 3 s
     first = relax(cluster, "--json")
     assert first.returncode == 0, first.stderr
-    assert job_of(slurm, job)["Features"] == "[zone_z1|zone_z2]"  # budget not yet passed
+    assert '"busy": 0.5' in first.stdout, first.stdout
+    assert job_of(slurm, job)["Features"] == "[zone_z1|zone_z2]"  # not past 3 s × 2
     assert relaxations(job_of(slurm, job)["AdminComment"]) == []
 
-    time.sleep(4.5)
+    time.sleep(max(0.0, 7.2 - (time.monotonic() - t0)))
     p = relax(cluster)
     assert p.returncode == 0, p.stderr
     assert f"job {job}: relaxed zone -> region" in p.stdout, p.stdout
@@ -117,13 +122,12 @@ def test_pending_auto_job_is_widened_after_its_budget_and_starts(
     assert set(slurm.allocation_of(job).nodes) == {"a1", "a3"}  # the free nodes of r1, across its zones
     comment = info["AdminComment"]
     assert comment.startswith(record + "; slurm-topo-relax: zone->region waited=")
-    assert " budget=4s at=" in comment
+    assert " budget=3s load=x2.00 at=" in comment
     assert relaxations(comment) == [("zone", "region")]
     assert parse_budget(comment) == parse_budget(record)
-
     shown = explain_job(job, ClusterRunner(cluster.env))
-    assert "  auto:     zone:auto, now region; budget region 4 s, any 3600 s (limit 600 s)" in shown, shown
-    assert "            relaxed zone -> region after " in shown, shown
+    assert "  auto:     zone:auto, now region; budget region 3 s, any 3600 s (limit 600 s)" in shown, shown
+    assert "            relaxed zone -> region after " in shown and "(budget 3 s × load 2.00)" in shown, shown
 
     # running now: later passes leave it alone
     again = relax(cluster)
