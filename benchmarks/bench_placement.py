@@ -12,7 +12,8 @@ values: one value, then the same, where one value had room).
 Variants (the constraint strings are built from the fleet as the submit filter sees it):
 
     tree              no constraint: topology/tree alone
-    prefer_today      --prefer as the filter writes it today (policy.decide, locality=prefer): one level
+    prefer_today      --prefer as policy.decide writes it (locality=prefer): one level until the cascade,
+                      the cascade since (rows measured before it are one level)
     prefer_mixed      --prefer=[groups of every level that can ever hold the job, finest level first,
                       smallest group first inside a level] -- one matching OR across levels (family buckets
                       with families, then the bare family values as the coarsest alternatives)
@@ -21,6 +22,9 @@ Variants (the constraint strings are built from the fleet as the submit filter s
                       (and the region buckets) largest first
     region_asc/desc   --constraint=[regions that can ever hold it], smallest / largest first
     region_asc+prefer region_asc plus --prefer=[zones that can hold it|regions], finest first
+    filter_prefer     (--with-filter) sbatch --locality=prefer through the submit filter and SPANK plugin
+    filter_region     (--with-filter) sbatch --locality=region through the filter
+                      (with --with-filter every other variant and the filler job carry --locality=any)
 
 Switch orders (topology.conf lines reordered, ``scontrol reconfigure``, checked in ``scontrol show
 topology``): ``alpha`` (the file as generated, reordered by name), ``desc`` (depth first, the largest region,
@@ -32,7 +36,7 @@ across positions, torch-2.3/torch-2.4 with ``families: {torch: 'torch-*'}``, one
 ``uneven-plain`` (the same without family values).
 
     python benchmarks/bench_placement.py [--patterns 20] [--sizes 4,6,8] [--fleets five-zones,uneven]
-        [--orders alpha,desc,asc] [--variants A,B] [--seed 1] [--jsonl FILE] [--out FILE.md]
+        [--orders alpha,desc,asc] [--variants A,B] [--seed 1] [--jsonl FILE] [--out FILE.md] [--with-filter]
     python benchmarks/bench_placement.py --from-jsonl A.jsonl,B.jsonl --out ...   # re-summarize runs
 """
 
@@ -222,7 +226,17 @@ def prefer_today(inventory: Path, n: int) -> str | None:
     return decide(data, JobRequest(locality="prefer", min_nodes=n)).prefer
 
 
-def variants(fleet: Fleet, inventory: Path, n: int) -> dict[str, list[str]]:
+def variants(fleet: Fleet, inventory: Path, n: int, with_filter: bool = False) -> dict[str, list[str]]:
+    out = _variants(fleet, inventory, n)
+    if not with_filter:
+        return out
+    out = {k: ["--locality=any", *v] for k, v in out.items()}  # the filter leaves these alone
+    out["filter_prefer"] = ["--locality=prefer"]
+    out["filter_region"] = ["--locality=region"]
+    return out
+
+
+def _variants(fleet: Fleet, inventory: Path, n: int) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {"tree": []}
     today = prefer_today(inventory, n)
     out["prefer_today"] = [f"--prefer={today}"] if today else []
@@ -374,7 +388,8 @@ def run_fleet(name: str, a: argparse.Namespace, rows: list[Row]) -> dict[str, ob
     fleet_file = work / "fleet.yaml"
     fleet_file.write_text(yaml.safe_dump(fleet_of(name), sort_keys=False))
     t0 = time.monotonic()
-    cluster = slurmctl.start_cluster(work / "cluster", "--inventory", str(fleet_file), nodes_max=40)
+    extra = ["--with-filter"] if a.with_filter else []
+    cluster = slurmctl.start_cluster(work / "cluster", "--inventory", str(fleet_file), *extra, nodes_max=40)
     info: dict[str, object] = {"fleet": name}
     try:
         slurm = cluster.slurm
@@ -390,7 +405,7 @@ def run_fleet(name: str, a: argparse.Namespace, rows: list[Row]) -> dict[str, ob
             }
             for r in sorted(set(fleet.region.values()))
         }
-        forms = {n: variants(fleet, inventory, n) for n in a.sizes}
+        forms = {n: variants(fleet, inventory, n, a.with_filter) for n in a.sizes}
         info["forms"] = forms
         rng = random.Random(f"{a.seed}-{name}")
         total = len(fleet.nodes)
@@ -409,6 +424,7 @@ def run_fleet(name: str, a: argparse.Namespace, rows: list[Row]) -> dict[str, ob
                 filler = None
                 if busy:
                     filler = slurm.submit(
+                        *(["--locality=any"] if a.with_filter else []),
                         "--exclusive",
                         f"-N{len(busy)}",
                         f"--nodelist={','.join(busy)}",
@@ -537,6 +553,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--jsonl", default=None, help="also write every measured job as one JSON line")
     p.add_argument("--from-jsonl", default=None, help="summarize these --jsonl files instead of measuring")
     p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument(
+        "--with-filter",
+        action="store_true",
+        help="start the cluster with the submit filter and SPANK plugin; adds filter_prefer/filter_region",
+    )
     a = p.parse_args(argv)
     a.sizes = [int(x) for x in a.sizes.split(",")]
     a.orders = a.orders.split(",")
