@@ -30,7 +30,7 @@ BUSY = [
     "n[01,03-05,08,11,17,22,24-25,27-29]",
     "n[03-04,10-11,13-14,20,23-24,29]",
 ]
-# us-east1 (the smaller region, first in a region bracket) has 6 free nodes, 3 in each zone; us-central1 is free
+# us-east1 (the smaller region, first in a region bracket) has 6 free nodes, 3 a zone; us-central1 is free
 EAST_SPLIT = "n[19-21,25-27]"
 
 
