@@ -484,8 +484,21 @@ def run_pass(
             d.action, d.why = "skip", f"scontrol update failed: {str(exc)[:120]}"
             continue
         d.applied = True
+        restore_trail(runner, d.job, comment)
     result.seconds = time.monotonic() - started
     return result
+
+
+def restore_trail(runner: Runner, job: str, comment: str) -> None:
+    """The submit filter's modify hook answers an administrator's ``Features=`` update with its own record in
+    place of the AdminComment (everything after its ``slurm-topo: `` is replaced): read the job back and,
+    when the trail is gone, write it again alone (an AdminComment-only update, which the filter passes)."""
+    try:
+        back = parse_jobs(runner.run(jobs_argv(job), timeout=30))
+        if back and back[0].get("AdminComment") != comment:
+            runner.run(["scontrol", "update", f"JobId={job}", f"AdminComment={comment}"], timeout=30)
+    except CommandError:
+        pass  # the change is made; the next pass sees the level from Features only if the trail is kept
 
 
 @contextlib.contextmanager

@@ -229,3 +229,42 @@ def test_max_changes_caps_a_pass_longest_waiting_first(
     assert relax(cluster, "--max-changes", "1").returncode == 0  # the next pass takes the other
     assert job_of(slurm, newer)["Features"] == "[region_r1]"
     assert relaxations(job_of(slurm, older)["AdminComment"]) == [("zone", "region")]
+
+
+def test_with_the_submit_filter_the_widened_job_keeps_the_whole_trail(
+    fslurm: slurmctl.Slurm, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    """On the cluster running the locality filter: the filter's modify hook answers the relaxer's Features=
+    update with its own record in place of the AdminComment; the relaxer writes the trail back."""
+    blocker = fslurm.submit("--exclusive", "-N1", "--nodelist=n01", "--wrap", "sleep 120")
+    fslurm.wait_state(blocker, "RUNNING")
+    job = fslurm.submit("--exclusive", "-N4", "--comment=locality=zone:wait", "--wrap", "sleep 60")
+    time.sleep(1)
+    before = job_of(fslurm, job)
+    assert before["Features"] == "[zone_us-east-1a]" and before["JobState"] == "PENDING", before
+    decision = before["AdminComment"]
+    assert decision.startswith("slurm-topo: zone:wait "), decision
+    fslurm.out(
+        "scontrol",
+        "update",
+        f"JobId={job}",
+        f"AdminComment={decision}; slurm-topo-auto: zone limit=60s region=0s any=3600s",
+    )
+    time.sleep(1.1)
+    p = subprocess.run(
+        [*slurmctl.slurm_topo_cli(), "relax", "--once", "--lock", str(tmp_path / "relax.lock")],
+        env=dict(fslurm.env),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert p.returncode == 0, p.stderr
+    assert f"job {job}: relaxed zone -> region" in p.stdout, p.stdout
+    fslurm.wait_state(job, "RUNNING")
+    info = job_of(fslurm, job)
+    assert info["Features"] == "[region_us-east]"
+    comment = info["AdminComment"]
+    assert comment.startswith(f"{decision}; slurm-topo-auto: zone limit=60s region=0s any=3600s; "), comment
+    assert relaxations(comment) == [("zone", "region")]
+    fslurm.cancel(job, blocker)
