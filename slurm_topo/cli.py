@@ -1063,16 +1063,23 @@ def relax(
     while True:
         with rx.pass_lock(lock_path) as held:
             if not held:
-                click.echo(f"relax: another pass holds {lock_path}; skipped")
+                skipped = f"another pass holds {lock_path}; skipped"
+                click.echo(json.dumps({"skipped": skipped}) if as_json else f"relax: {skipped}")
             else:
-                done = rx.run_pass(
-                    SubprocessRunner(), dry_run=dry_run, max_changes=max_changes, load_aware=load_aware
-                )
-                if as_json:
-                    click.echo(rx.dumps(done))
+                try:
+                    done = rx.run_pass(
+                        SubprocessRunner(), dry_run=dry_run, max_changes=max_changes, load_aware=load_aware
+                    )
+                except CommandError as exc:
+                    if once:
+                        raise
+                    click.echo(f"relax: pass failed, next in {interval:g} s: {exc}", err=True)
                 else:
-                    for line in rx.log_lines(done, dry_run):
-                        click.echo(("(dry run) " if dry_run else "") + line)
+                    if as_json:
+                        click.echo(rx.dumps(done))
+                    else:
+                        for line in rx.log_lines(done, dry_run):
+                            click.echo(("(dry run) " if dry_run else "") + line)
         if once:
             return
         _time.sleep(max(1.0, interval))
