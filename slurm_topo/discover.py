@@ -41,7 +41,7 @@ from the environment and follows redirects, and a metadata request must do neith
 
 Trust: a record made here is always ``source: self``. ``slurm_topo.records`` reads such records back and
 forces ``self`` whatever the file says; a self value fills a gap in a trusted record but never overrides it
-(DESIGN D3).
+(ARCHITECTURE.md, "Trust").
 """
 
 from __future__ import annotations

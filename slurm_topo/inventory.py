@@ -28,9 +28,9 @@ Hostile documents are bounded: YAML aliases may expand to at most ``MAX_YAML_NOD
 an error naming both lines, a tag that does not construct (``!!int x``) is an error, a hostlist is counted
 before it is expanded (``model.MAX_NODES`` in all), and every message quotes at most 40 characters of a value.
 
-Merging (DESIGN D3): records for the same node at the same trust level must agree on the location; across
-trust levels the most trusted record wins, lower ones only fill gaps that agree with it, and every
-disagreement becomes a ``Conflict``.
+Merging (ARCHITECTURE.md, "Trust"): records for the same node at the same trust level must agree on the
+location; across trust levels the most trusted record wins, lower ones only fill gaps that agree with it, and
+every disagreement becomes a ``Conflict``.
 """
 
 from __future__ import annotations
@@ -723,7 +723,7 @@ def _fill_location(kept: Location, other: Location) -> Location:
 
 
 def merge(loaded: Iterable[Loaded], extra_nodes: Sequence[str] = ()) -> Inventory:
-    """Merge per-file records into one ``Inventory`` (DESIGN D3)."""
+    """Merge per-file records into one ``Inventory`` (ARCHITECTURE.md, "Trust")."""
     by_name: dict[str, list[Node]] = {}
     warnings: list[str] = []
     policy: PolicyConfig | None = None

@@ -152,7 +152,7 @@ def oversized_number(name: str) -> str | None:
 
 
 class Source(enum.IntEnum):
-    """Who said where a node is; a higher value is trusted more (DESIGN D3)."""
+    """Who said where a node is; a higher value is trusted more (ARCHITECTURE.md, "Trust")."""
 
     SELF = 0
     OPERATOR = 1

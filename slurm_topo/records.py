@@ -7,7 +7,8 @@ ignored.
 
 A record is *untrusted*: whatever it says, it is read as ``source: self`` (a node cannot promote itself; a
 file that claims ``provider`` or ``operator`` is demoted with a warning), and ``merge`` then lets it fill gaps
-in a trusted record but never override one (DESIGN D3); each disagreement becomes a ``Conflict``.
+in a trusted record but never override one (ARCHITECTURE.md, "Trust"); each disagreement becomes a
+``Conflict``.
 
 **A bad record is skipped, never fatal** (production admins want the fleet's other records, and a node that
 writes junk must not stop ``generate``): the record is left out and one warning line names the file and the

@@ -97,7 +97,7 @@ def test_islands_of_two_quads() -> None:
     assert islands(blocks(8, 4, "NV4", "SYS")) == (frozenset({0, 1, 2, 3}), frozenset({4, 5, 6, 7}))
 
 
-# -- ADR examples
+# -- the worked examples of the pick rule
 # ---------------------------------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""The one communication cost model (DESIGN D12): pure, no I/O.
+"""The one communication cost model (ARCHITECTURE.md, "One cost model"): pure, no I/O.
 
 * :mod:`.links`: link levels, their constants (defaults cite their source) and the ``links:`` validator;
 * :mod:`.model`: ring all-reduce, a TP × PP × DP plan over a placement (ranks as ``gpulayer-srun`` lays
