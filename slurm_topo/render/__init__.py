@@ -64,11 +64,11 @@ def fingerprint(
     )
     for n in inventory.nodes:
         topo = n.gpu_topology
-        gpu: tuple[object, ...] | None = (
-            (topo.matrix, topo.minors, topo.cpu_affinity) if topo is not None else None
-        )
-        if topo is not None and any(topo.numa_affinity):  # Cores= reads it; absent: fingerprints as before
-            gpu = (*gpu, topo.numa_affinity)
+        gpu: tuple[object, ...] | None = None
+        if topo is not None:
+            gpu = (topo.matrix, topo.minors, topo.cpu_affinity)
+            if any(topo.numa_affinity):  # Cores= reads it; absent: fingerprints as before
+                gpu = (*gpu, topo.numa_affinity)
         h.update(
             repr(
                 (

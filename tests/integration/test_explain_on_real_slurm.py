@@ -33,10 +33,12 @@ def test_explain_placed_and_held_jobs(fslurm: slurmctl.Slurm) -> None:
     fslurm.wait_state(placed, "RUNNING")
     text = explain_job(placed, runner)
     nodes = set(fslurm.allocation_of(placed).nodes)
-    assert nodes == {"n07", "n08", "n09"}  # the smallest zone that can hold 3: us-west-2a
+    # The bracket keeps the zones that can hold 3 (us-west-2a, us-east-1a); the filter's added --prefer lists
+    # the network groups inside them first, and rack-a1 (n01-n03) is the one that can hold the job.
+    assert nodes == {"n01", "n02", "n03"}
     assert "locality zone:wait" in text, text
     assert "decision: zone:wait [us-west-2a(3n),us-east-1a(4n)]" in text, text
-    assert "landed:   same zone us-west-2a, 2 network groups (3 nodes)" in text, text
+    assert "landed:   same network group us-east-1a.rack-a1 (3 nodes)" in text, text
 
     rack = fslurm.submit("--exclusive", "-N2", "--locality=network_group", "--wrap", "sleep 300")
     fslurm.wait_state(rack, "RUNNING")
