@@ -20,11 +20,11 @@ from .entry import read_input, run_entry
 from .errors import CommandError, ExitCode, InputError, UsageError
 from .inventory import Loaded, load_inventory_file, merge, with_slurm_nodes
 from .lint import is_block_text, lint_file, lint_topology
-from .render.gres_conf import gres_warnings
 from .model import LABEL_RE, Inventory
 from .output import write_files
 from .policy import Decision, GpuAsk, JobRequest, Partition, Survey, decide, parse_locality, survey
 from .render import RenderOptions, make_context, render_all
+from .render.gres_conf import gres_warnings
 from .runner import SubprocessRunner, scontrol_nodes_argv, scontrol_partitions_argv, slurm_version_argvs
 from .show import render_tree
 from .slurmconf import parse_scontrol_nodes, parse_scontrol_partitions, parse_topology_conf
@@ -200,7 +200,8 @@ def generate(
         _warn(f"slurm-topo: {len(inventory.nodes)} nodes loaded in {loaded_s:.1f} s; rendering")
     if assume_minor_equals_index and any(n.gpus for n in inventory.nodes):
         _warn(
-            "warning: --assume-minor-equals-index: gres.conf names /dev/nvidia<index> where NVML's minor number "
+            "warning: --assume-minor-equals-index: gres.conf names /dev/nvidia<index> where NVML's minor "
+            "number "
             "is unknown; check it against `nvidia-smi -q | grep Minor` on those nodes"
         )
     for node in inventory.nodes:
@@ -221,7 +222,11 @@ def generate(
 
 @cli.command()
 @click.option(
-    "--topology", "topology", required=True, metavar="FILE", help="topology.conf (tree or block) or topology.yaml."
+    "--topology",
+    "topology",
+    required=True,
+    metavar="FILE",
+    help="topology.conf (tree or block) or topology.yaml.",
 )
 @nodes_from_option
 @scontrol_option
@@ -229,7 +234,9 @@ def generate(
 @click.option(
     "--previous", metavar="FILE", help="The file now live: blocks must keep their order (block/yaml files)."
 )
-@click.option("--slurm-version", metavar="X.Y", help="Release the file is for (block files: BlockSizes rules).")
+@click.option(
+    "--slurm-version", metavar="X.Y", help="Release the file is for (block files: BlockSizes rules)."
+)
 def lint(
     topology: str,
     nodes_from: str | None,
@@ -301,7 +308,9 @@ def show(
 @click.option("--zone", metavar="Z", help="Also $GPULAYER_ZONE.")
 @click.option("--network-group", metavar="G", help="Also $GPULAYER_NETWORK_GROUP (a rack, a switch, a LAN).")
 @click.option(
-    "--nvlink-domain", metavar="D", help="Also $GPULAYER_NVLINK_DOMAIN; else NVML fabric info where available."
+    "--nvlink-domain",
+    metavar="D",
+    help="Also $GPULAYER_NVLINK_DOMAIN; else NVML fabric info where available.",
 )
 @click.option("--dmi-root", default="/sys/class/dmi/id", show_default=True, metavar="DIR", hidden=True)
 @click.option("--gce-url", default="http://169.254.169.254/computeMetadata/v1", hidden=True)
@@ -319,7 +328,8 @@ def discover(
     aws_url: str,
     azure_url: str,
 ) -> None:
-    """Print this node's location record (flags, environment, then its own cloud's metadata; never slurmctld)."""
+    """Print this node's location record (flags, environment, then its own cloud's metadata; never
+    slurmctld)."""
     from .discover import discover_node, record_json, record_yaml
 
     rec = discover_node(
@@ -357,7 +367,8 @@ def discover(
 def import_cmd(
     provider: str, listing: str, name_map: tuple[str, ...], strip_suffix: str | None, aws_name: str
 ) -> None:
-    """Turn a cloud's own instance listing (gcloud/aws/az JSON, from a file) into a trusted provider inventory."""
+    """Turn a cloud's own instance listing (gcloud/aws/az JSON, from a file) into a trusted provider
+    inventory."""
     from .providers import NameRule, import_listing
 
     if name_map and strip_suffix:
@@ -505,7 +516,8 @@ def gpu_islands(file: str | None, nvml: bool) -> None:
 @click.option("--busy", default="", metavar="LIST", help="GPU indices already in use, e.g. 0,3.")
 @click.option("--json", "as_json", is_flag=True, help='One JSON object: {"gpus": [...]}.')
 def gpu_pick(topology_file: str, count: int, busy: str, as_json: bool) -> None:
-    """The free GPUs whose slowest link is fastest (then most bandwidth, fewest islands broken, lowest ids)."""
+    """The free GPUs whose slowest link is fastest (then most bandwidth, fewest islands broken, lowest
+    ids)."""
     from .gpu import pick_devices
 
     topo = _topology(topology_file)
@@ -573,7 +585,9 @@ def gpu_pick(topology_file: str, count: int, busy: str, as_json: bool) -> None:
     help="Seconds to wait for another apply writing the same --slurm-dir, then refuse.",
 )
 @click.option(
-    "--detailed-exitcodes", is_flag=True, help="Exit 10 when something was applied (or a dry run would apply)."
+    "--detailed-exitcodes",
+    is_flag=True,
+    help="Exit 10 when something was applied (or a dry run would apply).",
 )
 @click.option("--recover", "mode", flag_value="recover", help="Only finish or revert a half-done run.")
 @click.option("--rollback", "mode", flag_value="rollback", help="Put the previous set back.")
@@ -954,14 +968,18 @@ def capacity(
     click.echo(json.dumps(result.as_dict(), indent=2) if as_json else format_capacity(result), nl=as_json)
 
 
-# ---------------------------------------------------------------------------------------------- health (issue 19)
+# ----------------------------------------------------------------------------------------------------- health
 
 
 @cli.command()
-@click.option("--node-name", metavar="NAME", help="Slurm node name (default $SLURMD_NODENAME, else hostname -s).")
+@click.option(
+    "--node-name", metavar="NAME", help="Slurm node name (default $SLURMD_NODENAME, else hostname -s)."
+)
 @click.option("--nvml-from", metavar="FILE", help="NVML answers from a JSON file instead of the driver.")
 @click.option("--no-nvml", is_flag=True, help="Do not ask NVML (ports only).")
-@click.option("--sysfs-root", default="/sys", show_default=True, metavar="DIR", help="Root laid out like /sys.")
+@click.option(
+    "--sysfs-root", default="/sys", show_default=True, metavar="DIR", help="Root laid out like /sys."
+)
 @click.option(
     "--state",
     "state_file",
@@ -971,7 +989,9 @@ def capacity(
     help="Previous pass (counter deltas, hysteresis); replaced atomically.",
 )
 @click.option("--records", "records_dir", metavar="DIR", help="Also write DIR/health/<node>.json atomically.")
-@click.option("--threshold", "thresholds", multiple=True, metavar="KEY=VALUE", help="Override a limit; repeat.")
+@click.option(
+    "--threshold", "thresholds", multiple=True, metavar="KEY=VALUE", help="Override a limit; repeat."
+)
 @click.option("--json", "as_json", is_flag=True, help="The record as one JSON object.")
 def health(
     node_name: str | None,
@@ -1014,8 +1034,12 @@ def health(
 
 
 @cli.command("health-sync")
-@click.option("--records", "records_dir", required=True, metavar="DIR", help="The records folder (DIR/health/).")
-@click.option("--max-age", default=900.0, show_default=True, metavar="S", help="Ignore records older than S s.")
+@click.option(
+    "--records", "records_dir", required=True, metavar="DIR", help="The records folder (DIR/health/)."
+)
+@click.option(
+    "--max-age", default=900.0, show_default=True, metavar="S", help="Ignore records older than S s."
+)
 @click.option("--dry-run", is_flag=True, help="Print the changes, make none.")
 def health_sync(records_dir: str, max_age: float, dry_run: bool) -> None:
     """Drain nodes whose health record has a hard fault; resume only the drains made here (reason

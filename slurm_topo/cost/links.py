@@ -84,7 +84,8 @@ DEFAULT_LINKS: Mapping[str, Link] = MappingProxyType(
         "region": Link(12.0, 1000.0),
         # Different regions: AWS "to other Regions <= 50 % of [instance bandwidth] ... or 5 Gbps";
         # ~1 ms RTT per 100 km of fiber -> tens of ms one way across a continent; a training job
-        # measured 56.2 s across europe-west1 + europe-west4 against 45.0-48.6 s inside one region. 5 GB/s, 10 ms.
+        # measured 56.2 s across europe-west1 + europe-west4 against 45.0-48.6 s inside one region.
+        # 5 GB/s, 10 ms.
         "any": Link(5.0, 10_000.0),
     }
 )
