@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -96,40 +95,16 @@ def test_gres_conf_is_slurms_view(gpu_cluster: slurmctl.Slurm) -> None:
     out = gpu_cluster.out("scontrol", "show", "node", "gx1")
     assert "Gres=gpu:h100:8" in out
     assert "State=IDLE" in out
-    conf = gpu_cluster.env["SLURM_CONF"]
-    slurmd = Path(conf).parent.parent / "bin" / "slurmd"
-    parsed = (
-        subprocess.run(
-            [str(slurmd), "-G", "-N", "gx1", "-f", conf],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            env=gpu_cluster.env,
-        ).stderr
-        + ""
-    )
-    parsed += subprocess.run(
-        [str(slurmd), "-G", "-N", "gx1", "-f", conf],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env=gpu_cluster.env,
-    ).stdout
+    parsed = "\n".join(_slurmd_gres(gpu_cluster, "gx1").values())
     assert "Index=0 " in parsed and "Cores=0-7" in parsed and "Links=-1,18,18,18,0,0,0,0" in parsed
     assert "Index=7 " in parsed and "Cores=8-15" in parsed and "Links=0,0,0,0,18,18,18,-1" in parsed
 
 
 def _slurmd_gres(cluster: slurmctl.Slurm, node: str) -> dict[int, str]:
-    """``slurmd -G -N node``: what slurmd parsed from gres.conf, one line per GPU index."""
+    """``slurmd -G -N node``: what slurmd parsed from gres.conf, one line per GPU index (the cluster's own
+    slurmd, inside the release's root for a ``--slurm X.Y`` cluster)."""
     conf = cluster.env["SLURM_CONF"]
-    slurmd = Path(conf).parent.parent / "bin" / "slurmd"
-    proc = subprocess.run(
-        [str(slurmd), "-G", "-N", node, "-f", conf],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env=cluster.env,
-    )
+    proc = cluster.run([*cluster.daemon("slurmd"), "-G", "-N", node, "-f", conf], timeout=30, check=False)
     out: dict[int, str] = {}
     for line in (proc.stdout + proc.stderr).splitlines():
         if "Index=" in line:
