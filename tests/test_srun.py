@@ -155,8 +155,6 @@ def test_srun_argv_and_passthrough() -> None:
         "srun",
         "-m",
         "arbitrary",
-        "-N",
-        "1",
         "-n",
         "8",
         "--time",
@@ -172,6 +170,19 @@ def test_srun_argv_and_passthrough() -> None:
     )
     assert plan.env["SLURM_HOSTFILE"].startswith("/tmp/gpulayer-srun-42-")
     assert "SLURM_NTASKS_PER_NODE" in plan.unset_env
+
+
+@pytest.mark.parametrize("version", [None, (22, 5), (23, 11), (24, 11), (26, 5)])
+def test_srun_argv_never_sets_nodes_with_arbitrary(version: tuple[int, int] | None) -> None:
+    """``-m arbitrary`` takes its nodes from SLURM_HOSTFILE; Slurm 24.05+ refuses it together with ``-N``
+    (``srun: error: --nodes is incompatible with --distribution=arbitrary``), 22.05 does not need it."""
+    a = eight("gs1", "gs2")
+    plan = srun.plan_srun(
+        a, tp=4, topologies={"gs1": TOPO, "gs2": TOPO}, local_indices=True, slurm_version=version
+    )
+    assert plan.argv[:4] == ("srun", "-m", "arbitrary", "-n")
+    head = plan.argv[: plan.argv.index("-m", 3)]  # srun's own options, before ``python -m slurm_topo...``
+    assert not any(o in ("-N", "--nodes") or o.startswith(("--nodes=", "-N")) for o in head), plan.argv
 
 
 # ---- bad input

@@ -17,8 +17,10 @@ The steps, each its own function below:
    consecutive ranks form a TP group, a whole DP replica set of one stage comes before the next stage.
    ``tp-pp-dp``: ``rank = tp + TP·(pp + PP·dp)``: one pipeline's stages are consecutive
    (DeepSpeed/torchtitan).
-5. *srun* (:func:`_srun_argv`): ``srun -m arbitrary -N <nodes> -n <ranks> [passed options] python -m
-   slurm_topo.srun_shim -- COMMAND`` with ``SLURM_HOSTFILE``; on Slurm 23.11+ with constrained devices also
+5. *srun* (:func:`_srun_argv`): ``srun -m arbitrary -n <ranks> [passed options] python -m
+   slurm_topo.srun_shim -- COMMAND`` with ``SLURM_HOSTFILE``, no ``-N``: the hostfile names the nodes (22.05
+   takes them from it; 24.05 and later refuse ``--nodes is incompatible with --distribution=arbitrary``,
+   checked on 22.05, 24.11 and 26.05); on Slurm 23.11+ with constrained devices also
    ``--gpu-bind=mask_gpu:…`` and ``--gres-flags=allow-task-sharing`` when every node has the same per-task
    masks (22.05 has no task sharing: a bound task would lose NVLink to its peers, so only the shim binds
    there).
@@ -334,7 +336,6 @@ def _per_node_masks(rows: Sequence[RankRow]) -> str | None:
 
 def _srun_argv(
     rows: Sequence[RankRow],
-    nodes: int,
     *,
     slurm_version: tuple[int, int] | None,
     local_indices: bool,
@@ -357,8 +358,6 @@ def _srun_argv(
         "srun",
         "-m",
         "arbitrary",
-        "-N",
-        str(nodes),
         "-n",
         str(len(rows)),
         *extra,
@@ -464,7 +463,6 @@ def plan_srun(
     used_nodes = sorted(set(hostfile_lines), key=alloc.nodes.index)
     argv = _srun_argv(
         rows,
-        len(used_nodes),
         slurm_version=slurm_version,
         local_indices=local_indices,
         srun_options=srun_options,

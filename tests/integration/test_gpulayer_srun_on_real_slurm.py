@@ -9,6 +9,7 @@ global.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Iterator
@@ -35,6 +36,11 @@ LINE_RE = re.compile(r"rank=(\d+) node=(\S+) cvd=(\S*) local=(\S*)")
 
 
 def _launcher() -> str:
+    """The gpulayer-srun a job of the current release runs: the checkout's (the venv's) on the host's Slurm;
+    inside a Debian root (``--slurm X.Y``, where the host's venv does not exist) the root's own
+    ``gpulayer-srun`` on its PATH, which runs this checkout (bound read-only there) with the root's Python."""
+    if os.environ.get("SLURM_TOPO_SLURM", "native") != "native":
+        return "gpulayer-srun"
     cand = Path(sys.executable).parent / "gpulayer-srun"
     return str(cand if cand.exists() else REPO / ".venv" / "bin" / "gpulayer-srun")
 
