@@ -1,7 +1,7 @@
 /*
  * locality.c - slurm-topo's SPANK plugin: adds
  *
- *     --locality=LEVEL[:wait|:fail]     LEVEL = prefer|network_group|zone|region|any
+ *     --locality=LEVEL[:wait|:fail|:auto] LEVEL = prefer|network_group|zone|region|any
  *     --locality-regions=LABEL[,LABEL]  region or zone labels ([A-Za-z0-9._-], 1..63 characters)
  *
  * to sbatch, salloc and srun (also in `#SBATCH` lines) and checks the values on the submit host, so a typo
@@ -37,7 +37,7 @@ SPANK_PLUGIN(locality, 1);
 const char locality_built_for[] = "slurm-topo locality SPANK plugin built for Slurm " LOCALITY_BUILT_FOR;
 
 static const char *levels[] = { "prefer", "network_group", "zone", "region", "any", NULL };
-static const char *modes[] = { "wait", "fail", NULL };
+static const char *modes[] = { "wait", "fail", "auto", NULL };
 
 static int _in(const char *word, size_t len, const char **list)
 {
@@ -107,7 +107,7 @@ static int _opt_locality(int val, const char *optarg, int remote)
 		return ESPANK_SUCCESS;
 	if (optarg && _valid_locality(optarg))
 		return ESPANK_SUCCESS;
-	slurm_error("--locality: invalid value '%s': use LEVEL or LEVEL:wait or LEVEL:fail, "
+	slurm_error("--locality: invalid value '%s': use LEVEL or LEVEL:wait, LEVEL:fail or LEVEL:auto, "
 		    "LEVEL one of " LEVELS, optarg ? _shown(optarg, buf, sizeof(buf)) : "");
 	return ESPANK_BAD_ARG;
 }
@@ -127,9 +127,9 @@ static int _opt_regions(int val, const char *optarg, int remote)
 }
 
 static struct spank_option options[] = {
-	{ "locality", "LEVEL[:wait|:fail]",
+	{ "locality", "LEVEL[:wait|:fail|:auto]",
 	  "Keep the job's nodes together: LEVEL = " LEVELS " (default set by the site); :wait holds a job "
-	  "no group can ever hold, :fail rejects it (slurm-topo)",
+	  "no group can ever hold, :fail rejects it, :auto waits as :wait for a time budget (slurm-topo)",
 	  1, 0, (spank_opt_cb_f) _opt_locality },
 	{ "locality-regions", "REGION[,REGION]",
 	  "Keep every node of the job in these regions or zones (slurm-topo)",

@@ -32,11 +32,18 @@ local MAX_ALTERNATIVES = 64
 local MAX_CONSTRAINT = 1024
 local MAX_RECORD = 200
 local RECHECK_SECONDS = 10
-local DATA_FORMAT = 3 -- slurm_topo/render/filter_data.py FORMAT
+local DATA_FORMAT = 4 -- slurm_topo/render/filter_data.py FORMAT
 local SPANK_LOCALITY = "_SLURM_SPANK_OPTION_locality_locality"
 local SPANK_REGIONS = "_SLURM_SPANK_OPTION_locality_locality_regions"
 local LEVELS = { "network_group", "zone", "region" }
 local LOCALITIES = { prefer = true, network_group = true, zone = true, region = true, any = true }
+local MODES = { wait = true, fail = true, auto = true } -- auto: decided as wait, plus the budget record
+local AUTO_LEVELS = { "network_group", "zone", "region", "any" } -- an auto job's budget levels, tightest first
+local AUTO_INDEX = { network_group = 1, zone = 2, region = 3 }
+local BUDGET_PREFIX = "slurm-topo-auto: " -- slurm_topo/relax.py: the budget record an auto job carries
+local RELAX_PREFIX = "slurm-topo-relax: " -- slurm_topo/relax.py: one per relaxation
+local AUTO_NO_LIMIT = "; auto: no time limit, no budget (waits as :wait)"
+local AUTO_NO_PLAN = "; auto: no site plan, no budget (waits as :wait)"
 local LOCATION_PREFIXES = { "region_", "zone_", "ng_", "leaf_" }
 local MAX_FIELD = 4096 -- longest partition list, GPU request, regions, SPANK entry or comment read (policy/vocab.py)
 
@@ -197,7 +204,7 @@ function M.request(job, comment_override)
     locality = to_str(locality), regions = regions, features = to_str(features), prefer = to_str(prefer),
     partition = to_str(partition), min_nodes = to_int(job.min_nodes), num_tasks = to_int(job.num_tasks),
     gpu = gpu, unchecked = unchecked, het_offset = het_offset, interactive = interactive,
-    nodelist = nodelist,
+    nodelist = nodelist, time_limit = to_int(job.time_limit),
   }
 end
 
@@ -762,10 +769,10 @@ local function locality_of(data, req, names)
   end
   local level, mode = string.match(locality, "^([^:]*):(.*)$")
   if level == nil then level, mode = locality, "wait" end -- "zone:" is refused, as the SPANK plugin refuses it
-  if not LOCALITIES[level] or (mode ~= "wait" and mode ~= "fail") then
+  if not LOCALITIES[level] or not MODES[mode] then
     return nil, nil, { action = "reject", locality = safe(locality),
              message = "slurm-topo: unknown locality '" .. safe(locality) .. "' (use prefer|network_group|zone|"
-               .. "region|any, optionally :wait or :fail)",
+               .. "region|any, optionally :wait, :fail or :auto)",
              record = record("rejected locality '" .. safe(locality) .. "'"), rejection = "request" }
   end
   return level, mode
@@ -852,17 +859,45 @@ end
 
 local decide_inner, decide_prefer, decide_required, nothing_holds, named_nodes, required_prefer
 local LOC = {} -- "level:mode", built once
-for level in pairs(LOCALITIES) do LOC[level] = { wait = level .. ":wait", fail = level .. ":fail" } end
+for level in pairs(LOCALITIES) do
+  LOC[level] = { wait = level .. ":wait", fail = level .. ":fail", auto = level .. ":auto" }
+end
 local RECORD_ANY = record("any")
+
+function M.budget_record(level, limit, units)
+  -- an auto job's budget record from its time limit (seconds) and its data row (policy/vocab.py budget_record)
+  local parts = { BUDGET_PREFIX .. level .. " limit=" .. limit .. "s" }
+  local at = AUTO_INDEX[level]
+  for i = at + 1, #AUTO_LEVELS do
+    parts[#parts + 1] = AUTO_LEVELS[i] .. "=" .. math.floor(limit * units[i - at] + 0.5) .. "s"
+  end
+  return table.concat(parts, " ")
+end
+
+local function with_budget(data, req, d)
+  -- LEVEL:auto decides as :wait; a job given its level's bracket also gets the budget record (docs/relax.md)
+  local level, mode = string.match(d.locality or "", "^([%a_]+):(%a+)$")
+  if mode ~= "auto" or not AUTO_INDEX[level] or d.action ~= "amend" then return d end
+  if req.time_limit == nil then
+    d.record = d.record .. AUTO_NO_LIMIT
+  elseif data.auto_units == nil or data.auto_units[level] == nil then
+    d.record = d.record .. AUTO_NO_PLAN
+  else
+    local units = data.auto_units[level][math.min(req.min_nodes or 1, data.auto_max)]
+    d.record = d.record .. "; " .. M.budget_record(level, req.time_limit * 60, units)
+  end
+  return d
+end
 
 function M.decide(data, req)
   local d = decide_inner(data, req)
-  if req.het_offset == nil or d.action == "unchanged" then return d end
-  local note = " [het+" .. req.het_offset .. ": components are placed separately]"
-  local rec = d.record
-  if #rec + #note > MAX_RECORD then rec = string.sub(rec, 1, MAX_RECORD - #note - 3) .. "..." end
-  d.record = rec .. note
-  return d
+  if req.het_offset ~= nil and d.action ~= "unchanged" then
+    local note = " [het+" .. req.het_offset .. ": components are placed separately]"
+    local rec = d.record
+    if #rec + #note > MAX_RECORD then rec = string.sub(rec, 1, MAX_RECORD - #note - 3) .. "..." end
+    d.record = rec .. note
+  end
+  return with_budget(data, req, d)
 end
 
 decide_inner = function(data, req)
@@ -1347,8 +1382,33 @@ local function merged(rec, upd, new, base, ours)
     min_nodes = new.min_nodes or to_int(rec.min_nodes),
     num_tasks = new.num_tasks or to_int(rec.num_tasks),
     gpu = new.gpu or base.gpu, unchecked = new.unchecked or base.unchecked, interactive = false,
-    nodelist = new.nodelist or base.nodelist,
+    nodelist = new.nodelist or base.nodelist, time_limit = new.time_limit or base.time_limit,
   }
+end
+
+local function trail(text, new_record)
+  -- the relaxer's records after ours in an AdminComment (budget, relaxations), each with its "; ": kept when
+  -- a new decision replaces our record (the budget ones only when the new record carries no budget)
+  if type(text) ~= "string" then return "" end
+  local i = string.find(text, RECORD_PREFIX, 1, true)
+  if i == nil then return "" end
+  local keep_budget = string.find(new_record, BUDGET_PREFIX, 1, true) == nil
+  local out, n = {}, #text
+  while i <= n do
+    local j = string.find(text, "; ", i, true) or n + 1
+    local part = string.sub(text, i, j - 1)
+    if string.sub(part, 1, #RELAX_PREFIX) == RELAX_PREFIX
+      or (keep_budget and string.sub(part, 1, #BUDGET_PREFIX) == BUDGET_PREFIX) then
+      out[#out + 1] = "; " .. part
+    end
+    i = j + 2
+  end
+  return table.concat(out)
+end
+
+local function is_auto(ours)
+  local level = ours and string.match(ours, "^([%a_]+):auto")
+  return level ~= nil and AUTO_INDEX[level] ~= nil
 end
 
 local function outcome(d, req, rec, upd, admin, release, releasable)
@@ -1369,6 +1429,7 @@ local function outcome(d, req, rec, upd, admin, release, releasable)
   if admin then
     local old = without_record(rec.admin_comment)
     if old then comment = old .. "; " .. d.record else comment = d.record end
+    comment = comment .. trail(rec.admin_comment, d.record)
   end
   return { action = "apply", features = features, prefer = d.prefer, priority = priority, admin_comment = comment,
            log = d.record }
@@ -1380,6 +1441,8 @@ function M.decide_modify(data, rec, upd, admin)
   local release = to_int(prio) ~= nil or prio == INFINITE
   local held = rec.priority == 0
   if type(upd.comment) ~= "string" and not changes(upd) and not (release and held) then return PASS end
+  -- an administrator's Features= update of an auto job passes: that is how the relaxer widens it
+  if admin and type(upd.features) == "string" and is_auto(ours_of(rec)) then return PASS end
   local orig = M.request(rec)
   if orig.oversize ~= nil then return PASS end -- hostile sizes are not scanned (as at submit)
   local base, relocated = orig, false
@@ -1397,7 +1460,8 @@ function M.decide_modify(data, rec, upd, admin)
   if new.oversize ~= nil then return PASS end -- hostile sizes are not scanned (as at submit)
   local ours = ours_of(rec)
   local req = merged(rec, upd, new, base, ours)
-  local by_us = ours ~= nil and string.find(ours, "^[%a_]+:wait: held;") ~= nil
+  local by_us = ours ~= nil
+    and (string.find(ours, "^[%a_]+:wait: held;") ~= nil or string.find(ours, "^[%a_]+:auto: held;") ~= nil)
   return outcome(M.decide(data, req), req, rec, upd, admin, release, held and (release or by_us))
 end
 

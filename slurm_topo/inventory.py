@@ -105,7 +105,7 @@ ENTRY_KEYS = frozenset(
     }
 )
 TOP_KEYS = frozenset({"nodes", "policy", "nvlink", "links"})
-LOCALITY_RE = re.compile(r"^(prefer|network_group|zone|region|any)(:(wait|fail))?\Z")
+LOCALITY_RE = re.compile(r"^(prefer|network_group|zone|region|any)(:(wait|fail|auto))?\Z")
 _FAMILY_RE = re.compile(r"^[A-Za-z0-9._*?-]{1,63}\Z")
 LABEL_KEYS = {
     "gpulayer.dev/network-group": "network_group",

@@ -32,12 +32,17 @@ nodes:
 FAMILIES = (
     "policy: {default: prefer, partitions: {cpu: 'any', strict: 'zone:fail'}, families: {torch: 'torch-*'}}\n"
 )
-POLICY = "policy: {default: prefer, partitions: {cpu: 'any', strict: 'zone:fail'}}\n"
+POLICY = (
+    "policy: {default: prefer, partitions: {cpu: 'any', strict: 'zone:fail', timed: 'zone:auto'}, "
+    "plan: 'tp=4,bytes=20G,tp_bytes=2G'}\n"
+)
+"""With a site plan (the data carries ``auto`` budget factors); FAMILIES has none (auto jobs get the note)."""
 PARTITIONS = [
     Partition("gpu", tuple(f"n{i:02d}" for i in range(1, 13)), default=True),
     Partition("east", tuple(f"n{i:02d}" for i in range(1, 7))),
     Partition("strict", tuple(f"n{i:02d}" for i in range(1, 13))),
     Partition("cpu", ("login1",)),
+    Partition("timed", tuple(f"n{i:02d}" for i in range(1, 13))),
 ]
 
 
@@ -128,7 +133,10 @@ SIZES = [
     {"tres_per_node": "gres:gpu", "min_nodes": 2},
     {"tres_per_job": "gres/gpu:2,gres/nic:1"},
 ]
-PARTS = [None, "gpu", "east", "strict", "cpu", "gpu,east", "nowhere"]
+PARTS = [None, "gpu", "east", "strict", "cpu", "gpu,east", "nowhere", "timed"]
+AUTO = ["zone:auto", "region:auto", "network_group:auto", "prefer:auto", "any:auto"]
+TIME_LIMITS = [None, 1, 7, 60, 120, 1440, 43200, NO_VAL, 0xFFFFFFFF, 0, 2.5, -5]
+"""job_desc.time_limit in minutes (unset: NO_VAL; --time=UNLIMITED: INFINITE)."""
 
 
 def cases() -> list[tuple[str, dict[str, Any]]]:
@@ -138,6 +146,13 @@ def cases() -> list[tuple[str, dict[str, Any]]]:
         if cons is not None:
             fields["features"] = cons
         out.append((f"{loc}|{cons}|{size}", job(loc, **fields)))
+    for i, (loc, cons, size) in enumerate(itertools.product(AUTO, CONSTRAINTS[:9], SIZES)):
+        fields = dict(size, time_limit=TIME_LIMITS[i % len(TIME_LIMITS)])
+        if cons is not None:
+            fields["features"] = cons
+        out.append((f"{loc}|{cons}|{size}|t={fields['time_limit']}", job(loc, **fields)))
+    for loc, n, t in itertools.product(["zone:auto", "network_group:auto"], range(1, 14), TIME_LIMITS):
+        out.append((f"{loc}|-N{n}|t={t}", job(loc, min_nodes=n, time_limit=t)))
     for loc, part, size in itertools.product(LEVELS[:8], PARTS, SIZES[:6]):
         fields = dict(size)
         if part is not None:
@@ -145,6 +160,13 @@ def cases() -> list[tuple[str, dict[str, Any]]]:
         out.append((f"{loc}|part={part}|{size}", job(loc, **fields)))
     extras: list[tuple[str, dict[str, Any]]] = [
         ("comment fallback", job("zone:fail", via="comment", min_nodes=3)),
+        ("comment fallback auto", job("zone:auto", via="comment", min_nodes=3, time_limit=90)),
+        ("environment fallback auto", job("region:auto", via="environment", min_nodes=2, time_limit=30)),
+        ("partition default auto", job(None, partition="timed", min_nodes=3, time_limit=600)),
+        ("partition default auto held", job(None, partition="timed", min_nodes=7, time_limit=600)),
+        ("het auto", job("zone:auto", min_nodes=2, het_job_offset=1, time_limit=60)),
+        ("auto with regions", job("zone:auto", regions="us-west", min_nodes=2, time_limit=60)),
+        ("auto interactive impossible", job("zone:auto", min_nodes=7, script=None, time_limit=60)),
         ("environment fallback", job("region", via="environment", min_nodes=2)),
         ("user prefer kept", job("prefer", prefer="ib", min_nodes=2)),
         ("nodelist skips fit", job("zone", min_nodes=9, req_nodes="n[01-09]")),
@@ -289,6 +311,10 @@ def modify_cases(data: Any) -> list[tuple[str, dict[str, Any], dict[str, Any], b
         ("region -N2", job("region", min_nodes=2)),
         ("region -N2 own prefer", job("region", min_nodes=2, prefer="ib")),
         ("no record", {"min_nodes": 2, "features": "ib"}),
+        ("zone:auto -N2", job("zone:auto", min_nodes=2, time_limit=120)),
+        ("zone:auto held -N7", job("zone:auto", min_nodes=7, time_limit=120)),
+        ("region:auto no limit", job("region:auto", min_nodes=2)),
+        ("timed partition -N3", job(None, partition="timed", min_nodes=3, time_limit=60)),
     ]
     out = []
     for (name, desc), upd, admin in itertools.product(submitted, UPDATES, (False, True)):
@@ -296,6 +322,15 @@ def modify_cases(data: Any) -> list[tuple[str, dict[str, Any], dict[str, Any], b
         if name == "no record":
             rec = dict(desc)
         out.append((f"{name}|{upd}|{'admin' if admin else 'owner'}", rec, upd, admin))
+    relaxed = job_record(data, job("zone:auto", min_nodes=2, time_limit=120))
+    relaxed["admin_comment"] = (
+        "site note; "
+        + relaxed["admin_comment"]
+        + "; slurm-topo-relax: zone->region waited=900s budget=612s at=2026-11-30T12:00:00Z"
+    )
+    relaxed["features"] = "[region_us-east|region_us-west]"
+    for upd, admin in itertools.product(UPDATES + [{"features": "[region_us-east]"}], (False, True)):
+        out.append((f"relaxed zone:auto|{upd}|{'admin' if admin else 'owner'}", relaxed, upd, admin))
     out.append(
         (
             "user-held fitting job released",

@@ -433,3 +433,114 @@ def test_check_shows_the_prefer_cascade_and_its_candidates_of_every_level() -> N
     assert f"prefer: [{zones}|region_us-east1|region_us-central1]" in lines, p.stdout
     candidates = next(line for line in lines if line.startswith("candidates: "))
     assert candidates.endswith("us-east1 (12 nodes, 48 GPUs), us-central1 (18 nodes, 120 GPUs)"), candidates
+
+
+# ---- LEVEL:auto: decided as :wait, plus the budget record (docs/relax.md)
+
+
+def _budget_of(record: str):  # type: ignore[no-untyped-def]
+    from slurm_topo.relax import parse_budget
+
+    return parse_budget(record)
+
+
+def test_auto_decides_as_wait_and_records_the_cost_models_budget(data) -> None:  # type: ignore[no-untyped-def]
+    """zone:auto gets zone:wait's bracket and prefer; its record carries the budget the relaxer reads, equal
+    (within a second) to the cost model's own for the site plan on the cluster's most common node."""
+    from slurm_topo.relax import auto_budget
+
+    inv = inventory()
+    plan = inv.policy.plan
+    template = next(n for n in inv.nodes if n.gpus == 4)  # 8 of the 12 GPU nodes: 4x a100
+    for nodes, minutes in ((2, 120), (3, 600), (4, 7), (1, 60)):
+        wait = run(data, locality="zone", min_nodes=nodes)
+        auto = run(data, locality="zone:auto", min_nodes=nodes, time_limit=minutes)
+        assert (auto.action, auto.features, auto.prefer, auto.candidates) == (
+            wait.action,
+            wait.features,
+            wait.prefer,
+            wait.candidates,
+        )
+        assert auto.record.startswith(
+            wait.record.replace("zone:wait", "zone:auto") + "; slurm-topo-auto: zone "
+        )
+        got = _budget_of(auto.record)
+        want = auto_budget("zone", nodes, plan, minutes * 60, template)
+        assert got is not None and got.level == "zone" and got.limit_s == minutes * 60
+        assert [k for k, _ in got.budgets] == ["region", "any"]
+        for level, sec in got.budgets:
+            assert abs(sec - (want.of(level) or 0)) <= 1, (nodes, level, sec, want)
+    assert _budget_of(run(data, locality="zone:auto", min_nodes=1, time_limit=60).record).budgets == (
+        ("region", 0),
+        ("any", 0),
+    )
+    two = _budget_of(run(data, locality="zone:auto", min_nodes=2, time_limit=60).record)
+    assert two is not None and 0 < (two.of("region") or 0) < (two.of("any") or 0)
+    ng = _budget_of(run(data, locality="network_group:auto", min_nodes=2, time_limit=60).record)
+    assert ng is not None and [k for k, _ in ng.budgets] == ["zone", "region", "any"]
+
+
+def test_auto_without_time_limit_or_site_plan_says_so_and_carries_no_budget(data) -> None:  # type: ignore[no-untyped-def]
+    for limit in (None, 0xFFFFFFFF):  # not given; --time=UNLIMITED
+        d = run(data, locality="region:auto", min_nodes=2, **({} if limit is None else {"time_limit": limit}))
+        assert d.action == "amend" and d.record.endswith("; auto: no time limit, no budget (waits as :wait)")
+        assert _budget_of(d.record) is None
+    families = make_context(inventory(families=True), (22, 5), PARTITIONS).policy  # no plan: in policy
+    assert families.auto_units == {}
+    d = decide(families, JobRequest.from_job_desc(job("zone:auto", min_nodes=2, time_limit=60)))
+    assert (
+        d.record.endswith("; auto: no site plan, no budget (waits as :wait)") and _budget_of(d.record) is None
+    )
+
+
+def test_auto_held_and_prefer_auto_carry_no_budget(data) -> None:  # type: ignore[no-untyped-def]
+    held = run(data, locality="zone:auto", min_nodes=7, time_limit=60)
+    assert held.action == "hold" and "slurm-topo-auto" not in held.record
+    assert "--locality=zone:auto: no zone can ever hold 7 nodes" in (held.message or "")
+    prefer = run(data, locality="prefer:auto", min_nodes=2, time_limit=60)
+    assert prefer.action == "amend" and "slurm-topo-auto" not in prefer.record
+    assert run(data, locality="zone:auto", min_nodes=7, time_limit=60, script=None).action == "reject"
+
+
+def test_a_partition_may_default_to_auto(data) -> None:  # type: ignore[no-untyped-def]
+    d = run(data, partition="timed", min_nodes=3, time_limit=60)
+    assert d.locality == "zone:auto" and d.features is not None and _budget_of(d.record) is not None
+    assert run(data, locality="zone:auto", via="comment", min_nodes=3, time_limit=60).record == d.record
+
+
+def test_large_jobs_use_the_largest_row(data) -> None:  # type: ignore[no-untyped-def]
+    assert data.auto_max == 13  # the fleet's 13 nodes (at most 32)
+    assert all(len(rows) == 13 for rows in data.auto_units.values())
+    rows = data.auto_units["region"]
+    assert rows[0] == (0.0,) and all(len(r) == 1 for r in rows)
+
+
+def test_administrators_features_update_of_an_auto_job_passes_and_the_trail_is_kept(data) -> None:  # type: ignore[no-untyped-def]
+    """The relaxer widens an auto job with an administrator's Features= update: it passes untouched. Any other
+    re-plan by an administrator keeps the relaxer's records after the filter's own."""
+    rec = job_record(data, job("zone:auto", min_nodes=2, time_limit=120))
+    relax = "slurm-topo-relax: zone->region waited=900s budget=612s at=2026-11-30T12:00:00Z"
+    rec["admin_comment"] = "note; " + rec["admin_comment"] + "; " + relax
+    upd = {"features": "[region_us-east|region_us-west]", "admin_comment": "x"}
+    assert decide_modify(data, rec, upd, admin=True).action == "pass"
+    owner = decide_modify(data, rec, {"features": ""}, admin=False)  # an owner cannot strip the level
+    assert owner.action == "apply" and owner.features is not None and "zone_" in owner.features
+    wait_rec = job_record(data, job("zone", min_nodes=2))
+    assert decide_modify(data, wait_rec, upd, admin=True).action == "apply"  # :wait jobs stay re-planned
+    m = decide_modify(data, rec, {"min_nodes": 3}, admin=True)
+    assert m.admin_comment is not None and m.admin_comment.startswith("note; slurm-topo: zone:auto [")
+    assert m.admin_comment.endswith("; " + relax) and m.admin_comment.count("slurm-topo-auto:") == 1
+    assert _budget_of(m.admin_comment) == _budget_of(m.log or "")
+    held = decide_modify(data, rec, {"min_nodes": 7}, admin=True)
+    assert held.priority == 0 and held.admin_comment is not None
+    assert held.admin_comment.endswith(relax) and _budget_of(held.admin_comment) == _budget_of(
+        rec["admin_comment"]
+    )
+
+
+def test_an_owners_release_of_a_held_auto_job_is_re_planned(data) -> None:  # type: ignore[no-untyped-def]
+    rec = job_record(data, job("zone:auto", min_nodes=7, time_limit=60))
+    assert rec["priority"] == 0
+    resized = decide_modify(data, rec, {"min_nodes": 3}, admin=False)
+    assert resized.priority == 0xFFFFFFFF and resized.features is not None
+    assert "slurm-topo-auto: zone limit=3600s" in (resized.log or "")

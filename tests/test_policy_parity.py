@@ -45,6 +45,10 @@ def test_case_table_covers_every_outcome(setup) -> None:  # type: ignore[no-unty
     decisions = [decide(data, JobRequest.from_job_desc(job)) for _, job in CASES]
     assert {d.action for d in decisions} == {"unchanged", "amend", "hold", "reject"}
     assert any(d.prefer for d in decisions) and any(d.features for d in decisions)
+    budgets = [d for d in decisions if "; slurm-topo-auto: " in d.record]
+    notes = [d for d in decisions if "; auto: no " in d.record]
+    assert notes and (budgets or not data.auto_units)
+    assert any(d.action == "hold" and d.locality.endswith(":auto") for d in decisions)
     # (Slurm's 64-alternative / 1024-character limits are exercised in test_policy.py, with larger fleets)
 
 
@@ -62,6 +66,15 @@ def test_modify_parity_over_the_case_table(setup) -> None:  # type: ignore[no-un
             mismatches.append((name, expected, got))
     assert mismatches == [], f"{len(mismatches)} mismatches, first: {mismatches[0]}"
     actions = {decide_modify(data, rec, upd, admin).action for _, rec, upd, admin in table}
+    trails = [
+        m.admin_comment
+        for name, rec, upd, admin in table
+        if name.startswith("relaxed") and (m := decide_modify(data, rec, upd, admin)).admin_comment
+    ]
+    assert trails and all(
+        t.endswith("; slurm-topo-relax: zone->region waited=900s budget=612s at=2026-11-30T12:00:00Z")
+        for t in trails
+    )
     assert actions == {"pass", "apply", "deny", "reject"}
 
 

@@ -60,6 +60,11 @@ class PolicyData:
     family_values: Mapping[str, tuple[Group, ...]] = field(default_factory=dict)
     """Per partition, the bare family values (node features matching a family pattern) as groups, largest
     first: the last alternatives of a prefer cascade with families."""
+    auto_units: Mapping[str, tuple[tuple[float, ...], ...]] = field(default_factory=dict)
+    """``LEVEL:auto`` budgets: per required level, per node count 1..``auto_max``, s_L - s_tight for each
+    looser level in order (seconds of budget per second of time limit), from the site's plan on the
+    cluster's most common node (``slurm_topo.relax.unit_budgets``); empty without a site plan."""
+    auto_max: int = 0
 
     @property
     def known_features(self) -> frozenset[str]:
@@ -226,7 +231,35 @@ def compile_policy(
         everywhere,
         build_index([(name, _place(rows)) for name, rows in per_node.items()]),
         family_values,
+        *_auto_units(inventory, config),
     )
+
+
+AUTO_MAX_NODES = 32
+"""Largest node count the budget factors are computed for; a larger job uses this row (the factors flatten
+out with size, and each row costs the cost model four placements)."""
+
+
+def _auto_units(
+    inventory: Inventory, config: PolicyConfig
+) -> tuple[dict[str, tuple[tuple[float, ...], ...]], int]:
+    """The data's ``auto`` budget factors (see ``PolicyData.auto_units``), from ``policy: {plan: …}`` and the
+    most common kind of node (GPUs, GPU type; the first such node as the template)."""
+    if not config.plan or not inventory.nodes:
+        return {}, 0
+    from ..relax import unit_budgets  # the cost model: only when a site plan asks for it
+
+    kinds: dict[tuple[int, str | None], int] = {}
+    for node in inventory.nodes:
+        key = (node.gpus or 0, node.gpu_type)
+        kinds[key] = kinds.get(key, 0) + 1
+    top = max(kinds.values())
+    template = next(n for n in inventory.nodes if kinds[(n.gpus or 0, n.gpu_type)] == top)
+    most = min(AUTO_MAX_NODES, len(inventory.nodes))
+    units = unit_budgets(template, config.plan, most)
+    return {
+        lvl: tuple(tuple(row.values()) for _, row in sorted(rows.items())) for lvl, rows in units.items()
+    }, most
 
 
 def _parents(

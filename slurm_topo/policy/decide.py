@@ -14,6 +14,8 @@ from .constraint import Constraint, _class_ok, compose, parse_constraint
 from .nodes import place_named
 from .request import JobRequest, _blen
 from .vocab import (
+    AUTO_NO_LIMIT,
+    AUTO_NO_PLAN,
     HOLD_NOTE,
     INTERACTIVE_NOTE,
     LEVELS,
@@ -21,6 +23,7 @@ from .vocab import (
     MAX_CONSTRAINT,
     MAX_RECORD,
     RECORD_PREFIX,
+    budget_record,
     parse_locality,
     safe,
 )
@@ -260,15 +263,31 @@ def _conflict(loc: str, mode: str, what: str, msg: str) -> Decision:
 def decide(data: PolicyData, req: JobRequest) -> Decision:
     """The filter's decision for one job (see the module docstring)."""
     d = _decide(data, req)
-    if req.het_offset is None or d.action == "unchanged":
+    if req.het_offset is not None and d.action != "unchanged":
+        note = f" [het+{req.het_offset}: components are placed separately]"
+        rec = (
+            d.record
+            if len(d.record) + len(note) <= MAX_RECORD
+            else d.record[: MAX_RECORD - len(note) - 3] + "..."
+        )
+        d = replace(d, record=rec + note)
+    return _with_budget(data, req, d)
+
+
+def _with_budget(data: PolicyData, req: JobRequest, d: Decision) -> Decision:
+    """``LEVEL:auto`` decides as ``:wait``; a job given its level's bracket also gets the budget record
+    (``; slurm-topo-auto: zone limit=7200s region=1908s any=7494s``, docs/relax.md) from the data's
+    per-node-count factors and its time limit. Without a time limit, or without a site plan in the data,
+    the record says so instead and the job waits as ``:wait`` (the relaxer never widens it)."""
+    level, _, mode = d.locality.partition(":")
+    if mode != "auto" or level not in LEVELS or d.action != "amend":
         return d
-    note = f" [het+{req.het_offset}: components are placed separately]"
-    rec = (
-        d.record
-        if len(d.record) + len(note) <= MAX_RECORD
-        else d.record[: MAX_RECORD - len(note) - 3] + "..."
-    )
-    return replace(d, record=rec + note)
+    if req.time_limit is None:
+        return replace(d, record=d.record + AUTO_NO_LIMIT)
+    if not data.auto_units:
+        return replace(d, record=d.record + AUTO_NO_PLAN)
+    units = data.auto_units[level][min(req.min_nodes or 1, data.auto_max) - 1]
+    return replace(d, record=d.record + "; " + budget_record(level, req.time_limit * 60, units))
 
 
 def _partition_names(data: PolicyData, req: JobRequest) -> tuple[list[str], list[str], str | None]:

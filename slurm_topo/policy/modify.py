@@ -31,7 +31,7 @@ from typing import Any
 
 from .decide import Decision, decide
 from .request import JobRequest, _int, _str
-from .vocab import INFINITE, NO_VAL, RECORD_PREFIX
+from .vocab import BUDGET_PREFIX, INFINITE, LEVELS, NO_VAL, RECORD_PREFIX, RELAX_PREFIX
 
 _SIZE_FIELDS = ("partition", "tres_per_node", "tres_per_job", "tres_per_task")
 
@@ -104,7 +104,32 @@ def _held_by_us(ours: str | None) -> bool:
     if ours is None:
         return False
     level, _, rest = ours.partition(":")
-    return level.replace("_", "").isalpha() and rest.startswith("wait: held;")
+    return level.replace("_", "").isalpha() and rest.startswith(("wait: held;", "auto: held;"))
+
+
+def _is_auto(ours: str | None) -> bool:
+    """The job is in ``LEVEL:auto`` mode (its record starts ``zone:auto``)."""
+    if ours is None:
+        return False
+    level, _, rest = ours.partition(":")
+    return level in LEVELS and rest.startswith("auto")
+
+
+def trail(text: object, new_record: str) -> str:
+    """The relaxer's records after ours in an AdminComment (``slurm-topo-auto:`` budget,
+    ``slurm-topo-relax:`` relaxations), each with its ``; ``: kept when a new decision replaces our record
+    (the budget ones only when the new record carries no budget of its own)."""
+    if not isinstance(text, str):
+        return ""
+    i = text.find(RECORD_PREFIX)
+    if i < 0:
+        return ""
+    keep_budget = BUDGET_PREFIX not in new_record
+    return "".join(
+        "; " + part
+        for part in text[i:].split("; ")
+        if part.startswith(RELAX_PREFIX) or (keep_budget and part.startswith(BUDGET_PREFIX))
+    )
 
 
 def _changes(upd: Mapping[str, Any]) -> bool:
@@ -155,6 +180,7 @@ def _merged(
         gpu=new.gpu or base.gpu,
         unchecked=new.unchecked or base.unchecked,
         nodelist=new.nodelist or base.nodelist,
+        time_limit=new.time_limit or base.time_limit,
     )
 
 
@@ -169,6 +195,8 @@ def decide_modify(
     held = rec.get("priority") == 0
     if not isinstance(upd.get("comment"), str) and not _changes(upd) and not (release and held):
         return PASS
+    if admin and isinstance(upd.get("features"), str) and _is_auto(_ours(rec)):
+        return PASS  # an administrator's Features= update of an auto job: how the relaxer widens it
     orig = JobRequest.from_job_desc(rec)
     if orig.oversize is not None:
         return PASS  # hostile sizes are not scanned (as at submit)
@@ -219,7 +247,7 @@ def _outcome(
     comment = None
     if admin:
         old = without_record(rec.get("admin_comment"))
-        comment = f"{old}; {d.record}" if old else d.record
+        comment = (f"{old}; {d.record}" if old else d.record) + trail(rec.get("admin_comment"), d.record)
     return ModifyDecision("apply", features, d.prefer, priority, comment, d.record)
 
 

@@ -94,6 +94,9 @@ class JobRequest:
     nodelist: str | None = None
     """--nodelist as Slurm hands it (a hostlist): a required level the named nodes already break is
     refused."""
+    time_limit: int | None = None
+    """--time in minutes (job_desc.time_limit); None when not given or unlimited: an ``auto`` job's budget
+    is its time limit times the slowdown of each looser level."""
 
     @classmethod
     def from_job_desc(cls, job: Mapping[str, Any]) -> JobRequest:
@@ -131,6 +134,7 @@ class JobRequest:
             interactive=interactive,
             oversize=_oversize(job, regions),
             nodelist=_str(job.get("req_nodes")),
+            time_limit=_int(job.get("time_limit")),
         )
 
 

@@ -4,11 +4,14 @@ section)."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 from ..errors import InputError
 
 LEVELS = ("network_group", "zone", "region")  # finest first: the order prefer tries them
 LOCALITIES = ("prefer", "network_group", "zone", "region", "any")
-MODES = ("wait", "fail")
+MODES = ("wait", "fail", "auto")  # auto: decided as wait, plus the budget record (docs/relax.md)
 MAX_ALTERNATIVES = 64  # a matching-OR bracket is a 64-bit bitmap in slurmctld; more corrupts memory
 MAX_CONSTRAINT = 1024  # longest features / prefer string slurmctld accepts
 MAX_RECORD = 200
@@ -25,6 +28,11 @@ HOLD_NOTE = (
     "(scontrol update JobId=ID NumNodes=N) to re-plan it, or ask an administrator to release it"
 )
 INTERACTIVE_NOTE = "; an interactive allocation does not wait for it"
+AUTO_NO_LIMIT = "; auto: no time limit, no budget (waits as :wait)"
+AUTO_NO_PLAN = "; auto: no site plan, no budget (waits as :wait)"
+BUDGET_PREFIX = "slurm-topo-auto: "  # slurm_topo/relax.py: the budget record an auto job carries
+RELAX_PREFIX = "slurm-topo-relax: "  # slurm_topo/relax.py: one per relaxation
+AUTO_LEVELS = ("network_group", "zone", "region", "any")  # an auto job's budget levels, tightest first
 SPANK_LOCALITY = "_SLURM_SPANK_OPTION_locality_locality"
 SPANK_REGIONS = "_SLURM_SPANK_OPTION_locality_locality_regions"
 LOCATION_PREFIXES = ("region_", "zone_", "ng_", "leaf_")
@@ -40,9 +48,19 @@ def parse_locality(text: str) -> tuple[str, str]:
     if level not in LOCALITIES or mode not in MODES:
         raise InputError(
             f"unknown locality '{safe(text)}' (use prefer|network_group|zone|region|any, "
-            "optionally :wait or :fail)"
+            "optionally :wait, :fail or :auto)"
         )
     return level, mode
+
+
+def budget_record(level: str, limit_s: int, units: Sequence[float]) -> str:
+    """An ``auto`` job's budget record from its time limit (seconds) and its data row ``units`` (s_L -
+    s_tight for each level looser than ``level``, in order): what ``slurm_topo.relax.budget_record`` writes,
+    rounded half up as the Lua twin rounds (``math.floor(x + 0.5)``)."""
+    looser = AUTO_LEVELS[AUTO_LEVELS.index(level) + 1 :]
+    parts = [f"{BUDGET_PREFIX}{level}", f"limit={limit_s}s"]
+    parts += [f"{k}={math.floor(limit_s * u + 0.5)}s" for k, u in zip(looser, units, strict=True)]
+    return " ".join(parts)
 
 
 def safe(text: str, limit: int = 40) -> str:

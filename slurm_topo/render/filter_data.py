@@ -17,7 +17,7 @@ from ..policy import LEVELS, Group, PolicyData
 from ..policy.vocab import HOLD_NOTE, INTERACTIVE_NOTE
 from . import RenderContext, header
 
-FORMAT = 3
+FORMAT = 4
 """The data file's layout version; job_submit/slurm_topo_filter.lua refuses (fails open on) any other."""
 _PLAIN = re.compile(r"^[A-Za-z0-9._:*?=+/ ()-]*\Z")
 
@@ -83,6 +83,11 @@ def render_lua_table(data: PolicyData) -> str:
     for cls in data.classes:
         gtype = _q(cls.gpu_type) if cls.gpu_type else "nil"
         out.append(f"{{f={_set(cls.features)},g={cls.gpus},t={gtype}}},\n")
+    out.append("},\nauto_max=" + str(data.auto_max) + ",\nauto_units={\n")
+    for level, rows in data.auto_units.items():
+        out.append(
+            f"{level}={{" + ",".join("{" + ",".join(repr(u) for u in row) + "}" for row in rows) + "},\n"
+        )
     out.append("},\nareas={\n")
     for label, (features, regions) in data.areas.items():
         out.append(f"[{_q(label)}]={{f={{{','.join(_q(f) for f in features)}}},r={_set(regions)}}},\n")
@@ -143,7 +148,8 @@ LEGEND = """\
 -- filter's order {f=feature, l=label, r/z=region/zone, n=nodes, g=GPUs, m=most GPUs on a node, k=rank,
 -- rf/zf=ancestor features, pz/pr=the zone/region groups holding it where not zf/rf (family buckets),
 -- c={class,nodes,...}, s=display, L=bracket length through this group}; big: index of the largest group;
--- values (with families): the bare family values as groups, largest first.
+-- values (with families): the bare family values as groups, largest first. auto_units[level][n] (n up to
+-- auto_max): an auto job's budget per second of time limit for each looser level in order (empty: no plan).
 """
 
 
