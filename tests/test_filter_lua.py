@@ -220,3 +220,40 @@ def test_request_rejections_use_a_generic_code_size_rejections_the_node_count_on
     assert rc == -1 and "unknown locality 'zone:'" in f.messages()[-1]
     rc, _ = f.submit(job("zone:fail", min_nodes=7))
     assert rc == 2006
+
+
+def test_submit_of_an_auto_job_writes_the_budget_and_the_relaxers_update_passes(data_file: Path) -> None:
+    """zone:auto through the real filter: the bracket :wait gives, and AdminComment = the site's note, the
+    filter's record and the budget record the relaxer reads; the relaxer's update (uid 0: Features= and
+    AdminComment=) passes untouched; a later administrator's resize keeps the relaxation in the trail."""
+    from slurm_topo.relax import parse_budget, relaxations
+
+    f = _fresh(data_file)
+    _, wait = f.submit(job("zone", min_nodes=3))
+    rc, desc = f.submit(job("zone:auto", min_nodes=3, time_limit=120, admin_comment="site note"))
+    assert rc == 0 and desc["features"] == wait["features"] and desc["prefer"] == wait["prefer"]
+    comment = desc["admin_comment"]
+    assert comment.startswith("site note; slurm-topo: zone:auto [us-west-2a(3n),us-east-1a(4n)]; ")
+    budget = parse_budget(comment)
+    assert budget is not None and budget.level == "zone" and budget.limit_s == 7200
+    assert 0 < (budget.of("region") or 0) < (budget.of("any") or 0) < 7200 * 3
+    assert comment.endswith("; " + budget.record())
+    record = {
+        "spank_job_env": {0: f"{SPANK_LOCALITY}=zone:auto"},
+        "features": desc["features"],
+        "admin_comment": comment,
+        "min_nodes": 3,
+        "time_limit": 120,
+        "partition": "gpu",
+    }
+    trail = comment + "; slurm-topo-relax: zone->region waited=2000s budget=1900s at=2026-11-30T12:00:00Z"
+    widen = f.table({"features": "[region_us-east|region_us-west]", "admin_comment": trail})
+    assert f.mod.modify(widen, f.table(record), f.lua.table(), 0) == 0
+    assert widen["features"] == "[region_us-east|region_us-west]" and widen["admin_comment"] == trail
+    owner = f.table({"features": ""})  # an owner's update is re-planned: the zone bracket again
+    assert f.mod.modify(owner, f.table(record), f.lua.table(), 1000) == 0
+    assert owner["features"] == wait["features"]
+    resize = f.table({"min_nodes": 2})
+    assert f.mod.modify(resize, f.table({**record, "admin_comment": trail}), f.lua.table(), 0) == 0
+    assert relaxations(resize["admin_comment"]) == [("zone", "region")]
+    assert resize["admin_comment"].count("slurm-topo-auto:") == 1
