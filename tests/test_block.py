@@ -267,10 +267,16 @@ def test_block_parser_reads_both_files() -> None:
 
 
 def test_lint_cli_reads_a_block_topology_conf(tmp_path: Path) -> None:
-    """A block topology.conf is one clear line from `slurm-topo lint`, never a traceback."""
+    """`slurm-topo lint` reads a block topology.conf (no traceback): a good one is ok, a bad BlockSizes is a
+    problem line and exit 1."""
     f = tmp_path / "topology.conf"
     f.write_text("BlockName=b1 Nodes=n1\n")
     p = subprocess.run(
         [sys.executable, "-m", "slurm_topo", "lint", "--topology", str(f)], capture_output=True, text=True
     )
-    assert "Traceback" not in p.stderr and p.returncode != 0
+    assert "Traceback" not in p.stderr and p.returncode == 0 and p.stdout.endswith(": ok\n"), p
+    f.write_text("BlockName=b1 Nodes=n[1-4]\nBlockName=b2 Nodes=n[5-8]\nBlockSizes=4,12\n")
+    p = subprocess.run(
+        [sys.executable, "-m", "slurm_topo", "lint", "--topology", str(f)], capture_output=True, text=True
+    )
+    assert "Traceback" not in p.stderr and p.returncode == 1 and "bad-block-sizes" in p.stdout, p
