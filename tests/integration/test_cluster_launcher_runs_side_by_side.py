@@ -4,6 +4,7 @@ and `down` leaves no process of that cluster behind (job processes included)."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,10 @@ def test_second_cluster_runs_beside_the_first_and_down_leaves_no_process(
         second.slurm.wait_state(job, "RUNNING")
         assert set(second.slurm.allocation_of(job).nodes) <= {"m1", "m2", "m3"}
         old = tagged_pids(base)
+        # RUNNING in slurmctld comes before slurmd has exec'd the batch script: wait for the step's process.
+        deadline = time.monotonic() + 30
+        while not marked_job_processes() and time.monotonic() < deadline:
+            time.sleep(0.2)
         assert old and marked_job_processes()
 
         again = slurmctl.start_cluster(
