@@ -44,6 +44,7 @@ local BUDGET_PREFIX = "slurm-topo-auto: " -- slurm_topo/relax.py: the budget rec
 local RELAX_PREFIX = "slurm-topo-relax: " -- slurm_topo/relax.py: one per relaxation
 local AUTO_NO_LIMIT = "; auto: no time limit, no budget (waits as :wait)"
 local AUTO_NO_PLAN = "; auto: no site plan, no budget (waits as :wait)"
+local AUTO_NO_FIT = "; auto: the site plan does not fit this job, no budget (waits as :wait)"
 local LOCATION_PREFIXES = { "region_", "zone_", "ng_", "leaf_" }
 local MAX_FIELD = 4096 -- longest partition list, GPU request, regions, SPANK entry or comment read (policy/vocab.py)
 
@@ -884,7 +885,11 @@ local function with_budget(data, req, d)
     d.record = d.record .. AUTO_NO_PLAN
   else
     local units = data.auto_units[level][math.min(req.min_nodes or 1, data.auto_max)]
-    d.record = d.record .. "; " .. M.budget_record(level, req.time_limit * 60, units)
+    if units then
+      d.record = d.record .. "; " .. M.budget_record(level, req.time_limit * 60, units)
+    else
+      d.record = d.record .. AUTO_NO_FIT
+    end
   end
   return d
 end

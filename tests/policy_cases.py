@@ -34,9 +34,10 @@ FAMILIES = (
 )
 POLICY = (
     "policy: {default: prefer, partitions: {cpu: 'any', strict: 'zone:fail', timed: 'zone:auto'}, "
-    "plan: 'tp=4,bytes=20G,tp_bytes=2G'}\n"
+    "plan: 'tp=4,pp=2,bytes=20G,tp_bytes=2G'}\n"
 )
-"""With a site plan (the data carries ``auto`` budget factors); FAMILIES has none (auto jobs get the note)."""
+"""With a site plan (the data carries ``auto`` budget factors; tp=4 x pp=2 fits an even number of the most
+common node, 4x a100: auto jobs of odd sizes get the note); FAMILIES has none (auto jobs get the note)."""
 PARTITIONS = [
     Partition("gpu", tuple(f"n{i:02d}" for i in range(1, 13)), default=True),
     Partition("east", tuple(f"n{i:02d}" for i in range(1, 7))),

@@ -229,11 +229,11 @@ def test_submit_of_an_auto_job_writes_the_budget_and_the_relaxers_update_passes(
     from slurm_topo.relax import parse_budget, relaxations
 
     f = _fresh(data_file)
-    _, wait = f.submit(job("zone", min_nodes=3))
-    rc, desc = f.submit(job("zone:auto", min_nodes=3, time_limit=120, admin_comment="site note"))
+    _, wait = f.submit(job("zone", min_nodes=4))
+    rc, desc = f.submit(job("zone:auto", min_nodes=4, time_limit=120, admin_comment="site note"))
     assert rc == 0 and desc["features"] == wait["features"] and desc["prefer"] == wait["prefer"]
     comment = desc["admin_comment"]
-    assert comment.startswith("site note; slurm-topo: zone:auto [us-west-2a(3n),us-east-1a(4n)]; ")
+    assert comment.startswith("site note; slurm-topo: zone:auto [us-east-1a(4n)]; ")
     budget = parse_budget(comment)
     assert budget is not None and budget.level == "zone" and budget.limit_s == 7200
     assert 0 < (budget.of("region") or 0) < (budget.of("any") or 0) < 7200 * 3
@@ -242,7 +242,7 @@ def test_submit_of_an_auto_job_writes_the_budget_and_the_relaxers_update_passes(
         "spank_job_env": {0: f"{SPANK_LOCALITY}=zone:auto"},
         "features": desc["features"],
         "admin_comment": comment,
-        "min_nodes": 3,
+        "min_nodes": 4,
         "time_limit": 120,
         "partition": "gpu",
     }
@@ -253,7 +253,7 @@ def test_submit_of_an_auto_job_writes_the_budget_and_the_relaxers_update_passes(
     owner = f.table({"features": ""})  # an owner's update is re-planned: the zone bracket again
     assert f.mod.modify(owner, f.table(record), f.lua.table(), 1000) == 0
     assert owner["features"] == wait["features"]
-    resize = f.table({"min_nodes": 2})
+    resize = f.table({"min_nodes": 2})  # the plan fits 2 nodes: a new budget in place of the old one
     assert f.mod.modify(resize, f.table({**record, "admin_comment": trail}), f.lua.table(), 0) == 0
     assert relaxations(resize["admin_comment"]) == [("zone", "region")]
     assert resize["admin_comment"].count("slurm-topo-auto:") == 1

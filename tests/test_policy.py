@@ -452,7 +452,7 @@ def test_auto_decides_as_wait_and_records_the_cost_models_budget(data) -> None: 
     inv = inventory()
     plan = inv.policy.plan
     template = next(n for n in inv.nodes if n.gpus == 4)  # 8 of the 12 GPU nodes: 4x a100
-    for nodes, minutes in ((2, 120), (3, 600), (4, 7), (1, 60)):
+    for nodes, minutes in ((2, 120), (4, 600), (4, 7), (2, 1)):
         wait = run(data, locality="zone", min_nodes=nodes)
         auto = run(data, locality="zone:auto", min_nodes=nodes, time_limit=minutes)
         assert (auto.action, auto.features, auto.prefer, auto.candidates) == (
@@ -470,11 +470,12 @@ def test_auto_decides_as_wait_and_records_the_cost_models_budget(data) -> None: 
         assert [k for k, _ in got.budgets] == ["region", "any"]
         for level, sec in got.budgets:
             assert abs(sec - (want.of(level) or 0)) <= 1, (nodes, level, sec, want)
-    assert _budget_of(run(data, locality="zone:auto", min_nodes=1, time_limit=60).record).budgets == (
-        ("region", 0),
-        ("any", 0),
-    )
-    two = _budget_of(run(data, locality="zone:auto", min_nodes=2, time_limit=60).record)
+    for odd in (1, 3, 13):  # tp=4 x pp=2 does not fit an odd number of 4-GPU nodes
+        one = run(data, locality="zone:auto", min_nodes=odd, time_limit=60)
+        assert one.action in ("amend", "hold") and _budget_of(one.record) is None
+    one = run(data, locality="zone:auto", min_nodes=3, time_limit=60)
+    assert one.record.endswith("; auto: the site plan does not fit this job, no budget (waits as :wait)")
+    two = _budget_of(run(data, locality="zone:auto", min_nodes=4, time_limit=60).record)
     assert two is not None and 0 < (two.of("region") or 0) < (two.of("any") or 0)
     ng = _budget_of(run(data, locality="network_group:auto", min_nodes=2, time_limit=60).record)
     assert ng is not None and [k for k, _ in ng.budgets] == ["zone", "region", "any"]
@@ -503,22 +504,24 @@ def test_auto_held_and_prefer_auto_carry_no_budget(data) -> None:  # type: ignor
 
 
 def test_a_partition_may_default_to_auto(data) -> None:  # type: ignore[no-untyped-def]
-    d = run(data, partition="timed", min_nodes=3, time_limit=60)
+    d = run(data, partition="timed", min_nodes=4, time_limit=60)
     assert d.locality == "zone:auto" and d.features is not None and _budget_of(d.record) is not None
-    assert run(data, locality="zone:auto", via="comment", min_nodes=3, time_limit=60).record == d.record
+    assert run(data, locality="zone:auto", via="comment", min_nodes=4, time_limit=60).record == d.record
 
 
 def test_large_jobs_use_the_largest_row(data) -> None:  # type: ignore[no-untyped-def]
     assert data.auto_max == 13  # the fleet's 13 nodes (at most 32)
     assert all(len(rows) == 13 for rows in data.auto_units.values())
     rows = data.auto_units["region"]
-    assert rows[0] == (0.0,) and all(len(r) == 1 for r in rows)
+    assert all((r is None) == (n % 2 == 1) for n, r in enumerate(rows, 1))
+    assert all(len(r) == 1 for r in rows if r is not None)
 
 
 def test_administrators_features_update_of_an_auto_job_passes_and_the_trail_is_kept(data) -> None:  # type: ignore[no-untyped-def]
     """The relaxer widens an auto job with an administrator's Features= update: it passes untouched. Any other
     re-plan by an administrator keeps the relaxer's records after the filter's own."""
     rec = job_record(data, job("zone:auto", min_nodes=2, time_limit=120))
+    assert _budget_of(rec["admin_comment"]) is not None
     relax = "slurm-topo-relax: zone->region waited=900s budget=612s at=2026-11-30T12:00:00Z"
     rec["admin_comment"] = "note; " + rec["admin_comment"] + "; " + relax
     upd = {"features": "[region_us-east|region_us-west]", "admin_comment": "x"}
@@ -527,7 +530,7 @@ def test_administrators_features_update_of_an_auto_job_passes_and_the_trail_is_k
     assert owner.action == "apply" and owner.features is not None and "zone_" in owner.features
     wait_rec = job_record(data, job("zone", min_nodes=2))
     assert decide_modify(data, wait_rec, upd, admin=True).action == "apply"  # :wait jobs stay re-planned
-    m = decide_modify(data, rec, {"min_nodes": 3}, admin=True)
+    m = decide_modify(data, rec, {"min_nodes": 4}, admin=True)
     assert m.admin_comment is not None and m.admin_comment.startswith("note; slurm-topo: zone:auto [")
     assert m.admin_comment.endswith("; " + relax) and m.admin_comment.count("slurm-topo-auto:") == 1
     assert _budget_of(m.admin_comment) == _budget_of(m.log or "")
@@ -541,6 +544,6 @@ def test_administrators_features_update_of_an_auto_job_passes_and_the_trail_is_k
 def test_an_owners_release_of_a_held_auto_job_is_re_planned(data) -> None:  # type: ignore[no-untyped-def]
     rec = job_record(data, job("zone:auto", min_nodes=7, time_limit=60))
     assert rec["priority"] == 0
-    resized = decide_modify(data, rec, {"min_nodes": 3}, admin=False)
+    resized = decide_modify(data, rec, {"min_nodes": 4}, admin=False)
     assert resized.priority == 0xFFFFFFFF and resized.features is not None
     assert "slurm-topo-auto: zone limit=3600s" in (resized.log or "")

@@ -46,7 +46,7 @@ def test_case_table_covers_every_outcome(setup) -> None:  # type: ignore[no-unty
     assert {d.action for d in decisions} == {"unchanged", "amend", "hold", "reject"}
     assert any(d.prefer for d in decisions) and any(d.features for d in decisions)
     budgets = [d for d in decisions if "; slurm-topo-auto: " in d.record]
-    notes = [d for d in decisions if "; auto: no " in d.record]
+    notes = [d for d in decisions if "; auto: " in d.record]
     assert notes and (budgets or not data.auto_units)
     assert any(d.action == "hold" and d.locality.endswith(":auto") for d in decisions)
     # (Slurm's 64-alternative / 1024-character limits are exercised in test_policy.py, with larger fleets)

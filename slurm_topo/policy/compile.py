@@ -60,10 +60,11 @@ class PolicyData:
     family_values: Mapping[str, tuple[Group, ...]] = field(default_factory=dict)
     """Per partition, the bare family values (node features matching a family pattern) as groups, largest
     first: the last alternatives of a prefer cascade with families."""
-    auto_units: Mapping[str, tuple[tuple[float, ...], ...]] = field(default_factory=dict)
+    auto_units: Mapping[str, tuple[tuple[float, ...] | None, ...]] = field(default_factory=dict)
     """``LEVEL:auto`` budgets: per required level, per node count 1..``auto_max``, s_L - s_tight for each
     looser level in order (seconds of budget per second of time limit), from the site's plan on the
-    cluster's most common node (``slurm_topo.relax.unit_budgets``); empty without a site plan."""
+    cluster's most common node (``slurm_topo.relax.unit_budgets``); empty without a site plan; None for a node
+    count the plan does not fit."""
     auto_max: int = 0
 
     @property
@@ -242,12 +243,16 @@ out with size, and each row costs the cost model four placements)."""
 
 def _auto_units(
     inventory: Inventory, config: PolicyConfig
-) -> tuple[dict[str, tuple[tuple[float, ...], ...]], int]:
+) -> tuple[dict[str, tuple[tuple[float, ...] | None, ...]], int]:
     """The data's ``auto`` budget factors (see ``PolicyData.auto_units``), from ``policy: {plan: …}`` and the
-    most common kind of node (GPUs, GPU type; the first such node as the template)."""
+    most common kind of node (GPUs, GPU type; the first such node as the template). A node count the plan
+    does not fit (``tp=8`` on one 4-GPU node; nodes without GPUs) gets None: its jobs carry no budget."""
     if not config.plan or not inventory.nodes:
         return {}, 0
-    from ..relax import unit_budgets  # the cost model: only when a site plan asks for it
+    from ..cost import parse_plan
+    from ..errors import InputError
+    from ..relax import LEVELS as AUTO  # the cost model, only here
+    from ..relax import level_slowdowns, level_step_seconds
 
     kinds: dict[tuple[int, str | None], int] = {}
     for node in inventory.nodes:
@@ -256,10 +261,19 @@ def _auto_units(
     top = max(kinds.values())
     template = next(n for n in inventory.nodes if kinds[(n.gpus or 0, n.gpu_type)] == top)
     most = min(AUTO_MAX_NODES, len(inventory.nodes))
-    units = unit_budgets(template, config.plan, most)
-    return {
-        lvl: tuple(tuple(row.values()) for _, row in sorted(rows.items())) for lvl, rows in units.items()
-    }, most
+    spec = parse_plan(config.plan)
+    out: dict[str, list[tuple[float, ...] | None]] = {lvl: [] for lvl in LEVELS}
+    for n in range(1, most + 1):
+        try:
+            steps = level_step_seconds(template, n, spec)
+        except InputError:
+            for lvl in LEVELS:
+                out[lvl].append(None)
+            continue
+        for lvl in LEVELS:
+            slow = level_slowdowns(steps, lvl)
+            out[lvl].append(tuple(round(slow[k] - slow[lvl], 4) for k in AUTO[AUTO.index(lvl) + 1 :]))
+    return {lvl: tuple(rows) for lvl, rows in out.items()}, most
 
 
 def _parents(

@@ -14,6 +14,7 @@ from .constraint import Constraint, _class_ok, compose, parse_constraint
 from .nodes import place_named
 from .request import JobRequest, _blen
 from .vocab import (
+    AUTO_NO_FIT,
     AUTO_NO_LIMIT,
     AUTO_NO_PLAN,
     HOLD_NOTE,
@@ -287,6 +288,8 @@ def _with_budget(data: PolicyData, req: JobRequest, d: Decision) -> Decision:
     if not data.auto_units:
         return replace(d, record=d.record + AUTO_NO_PLAN)
     units = data.auto_units[level][min(req.min_nodes or 1, data.auto_max) - 1]
+    if units is None:
+        return replace(d, record=d.record + AUTO_NO_FIT)
     return replace(d, record=d.record + "; " + budget_record(level, req.time_limit * 60, units))
 
 

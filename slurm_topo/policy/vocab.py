@@ -30,6 +30,7 @@ HOLD_NOTE = (
 INTERACTIVE_NOTE = "; an interactive allocation does not wait for it"
 AUTO_NO_LIMIT = "; auto: no time limit, no budget (waits as :wait)"
 AUTO_NO_PLAN = "; auto: no site plan, no budget (waits as :wait)"
+AUTO_NO_FIT = "; auto: the site plan does not fit this job, no budget (waits as :wait)"
 BUDGET_PREFIX = "slurm-topo-auto: "  # slurm_topo/relax.py: the budget record an auto job carries
 RELAX_PREFIX = "slurm-topo-relax: "  # slurm_topo/relax.py: one per relaxation
 AUTO_LEVELS = ("network_group", "zone", "region", "any")  # an auto job's budget levels, tightest first

@@ -85,9 +85,8 @@ def render_lua_table(data: PolicyData) -> str:
         out.append(f"{{f={_set(cls.features)},g={cls.gpus},t={gtype}}},\n")
     out.append("},\nauto_max=" + str(data.auto_max) + ",\nauto_units={\n")
     for level, rows in data.auto_units.items():
-        out.append(
-            f"{level}={{" + ",".join("{" + ",".join(repr(u) for u in row) + "}" for row in rows) + "},\n"
-        )
+        cells = ("false" if row is None else "{" + ",".join(repr(u) for u in row) + "}" for row in rows)
+        out.append(f"{level}={{" + ",".join(cells) + "},\n")
     out.append("},\nareas={\n")
     for label, (features, regions) in data.areas.items():
         out.append(f"[{_q(label)}]={{f={{{','.join(_q(f) for f in features)}}},r={_set(regions)}}},\n")
@@ -149,7 +148,8 @@ LEGEND = """\
 -- rf/zf=ancestor features, pz/pr=the zone/region groups holding it where not zf/rf (family buckets),
 -- c={class,nodes,...}, s=display, L=bracket length through this group}; big: index of the largest group;
 -- values (with families): the bare family values as groups, largest first. auto_units[level][n] (n up to
--- auto_max): an auto job's budget per second of time limit for each looser level in order (empty: no plan).
+-- auto_max): an auto job's budget per second of time limit for each looser level in order (empty: no plan;
+-- false: the plan does not fit n nodes).
 """
 
 
