@@ -594,6 +594,48 @@ def test_parse_show_node_reads_state_and_reason() -> None:
     assert nodes["a1"].ours and nodes["a1"].drained and not nodes["a2"].drained and nodes["a2"].reason is None
 
 
+# ``scontrol show node n01 n02`` of Slurm 24.11.5 (Debian trixie), n01 drained by health-sync: a line of
+# blanks before ``Reason=`` (22.05 has none), which had split n01's reason off its node
+SHOW_NODE_24_11 = "\n".join(
+    [
+        "NodeName=n01 Arch=x86_64 CoresPerSocket=8 ",
+        "   CPUAlloc=0 CPUEfctv=16 CPUTot=16 CPULoad=5.12",
+        "   Gres=gpu:h100:8",
+        "   NodeAddr=127.0.0.1 NodeHostName=localhost Port=25401 Version=24.11.5",
+        "   RealMemory=64000 AllocMem=0 FreeMem=22617 Sockets=2 Boards=1",
+        "   State=IDLE+DRAIN ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A",
+        "   Partitions=main ",
+        "   BootTime=2026-11-30T11:06:12 SlurmdStartTime=2026-11-30T12:54:55",
+        "   LastBusyTime=2026-11-30T12:54:55 ResumeAfterTime=None",
+        "   CfgTRES=cpu=16,mem=62.50G,billing=16",
+        "   AllocTRES=",
+        "   CurrentWatts=0 AveWatts=0",
+        "   ",
+        "   Reason=slurm-topo-health: mlx5_1/1 state DOWN [root@2026-11-30T12:54:56]",
+        "",
+        "NodeName=n02 Arch=x86_64 CoresPerSocket=8 ",
+        "   State=IDLE ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A",
+        "   LastBusyTime=2026-11-30T12:54:55 ResumeAfterTime=None",
+        "   CurrentWatts=0 AveWatts=0",
+        "   ",
+        "",
+        "",
+    ]
+)
+
+
+def test_parse_show_node_of_24_11_keeps_the_reason_after_a_blank_line() -> None:
+    nodes = parse_show_node(SHOW_NODE_24_11)
+    assert sorted(nodes) == ["n01", "n02"]
+    n01 = nodes["n01"]
+    assert n01.state == "IDLE+DRAIN" and n01.drained and n01.ours
+    assert n01.reason == "slurm-topo-health: mlx5_1/1 state DOWN [root@2026-11-30T12:54:56]"
+    assert not nodes["n02"].drained and nodes["n02"].reason is None
+    # healthy again: our own drain is resumed, not kept as an admin's
+    (action,) = plan({"n01": rec("n01", False)}, nodes, now=1000, max_age=60)
+    assert action.verb == "resume", action
+
+
 def test_health_records_are_untrusted(tmp_path: Path) -> None:
     folder = tmp_path / "health"
     folder.mkdir()

@@ -72,9 +72,12 @@ def record_path(records_dir: Path, name: str) -> Path:
 
 
 def parse_show_node(text: str) -> dict[str, NodeState]:
-    """``scontrol show node`` (the multi-line form: ``Reason=`` has a line of its own) -> name -> state."""
+    """``scontrol show node`` (the multi-line form: ``Reason=`` has a line of its own) -> name -> state.
+
+    A node's block runs from its ``NodeName=`` line to the next one: 24.11 and later print a line of blanks
+    before ``Reason=``, so a blank line does not end a block."""
     nodes: dict[str, NodeState] = {}
-    for block in re.split(r"\n\s*\n", text):
+    for block in re.split(r"^(?=NodeName=)", text, flags=re.M):
         m = re.search(r"^NodeName=(\S+)", block, re.M)
         if not m:
             continue
