@@ -1,4 +1,10 @@
-"""Shared test options: ``--update-golden`` rewrites tests/golden/ from the current renderers."""
+"""Shared test options: ``--update-golden`` rewrites tests/golden/ from the current renderers;
+``--slurm-versions`` selects the Slurm releases of the integration tests (tests/integration/conftest.py
+reads it).
+
+Options live here because pytest parses the command line once, after loading only the conftest files of the
+paths it was given (and their parents): an option registered by tests/integration/conftest.py alone would be
+unknown to ``pytest tests`` or ``pytest tests/test_x.py --slurm-versions ...``."""
 
 from __future__ import annotations
 
@@ -18,6 +24,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="rewrite tests/golden/ from the current renderers instead of comparing",
     )
+    parser.addoption(
+        "--slurm-versions",
+        default=None,
+        help="comma-separated Slurm releases to run the integration tests on: native, 24.11, 26.05 "
+        "(env SLURM_TOPO_SLURM_VERSIONS; default native = the host's Slurm)",
+    )
+
+
+#: the releases ``--slurm-versions`` accepts (tests/integration/conftest.py runs them)
+SLURM_RELEASES = ("native", "24.11", "26.05")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    raw = config.getoption("--slurm-versions", default=None)
+    for v in (x.strip() for x in (raw or "").split(",") if raw):
+        if v not in SLURM_RELEASES:  # one usage error, also when no integration test is collected
+            raise pytest.UsageError(f"--slurm-versions: {v!r} is not one of {', '.join(SLURM_RELEASES)}")
 
 
 @pytest.fixture

@@ -25,8 +25,8 @@ root the launcher builds once (``cluster root``). ``@pytest.mark.slurm_min("24.0
 test that only makes sense from a release on: on an older one it is skipped with the reason, and under ``CI``
 it is deselected instead and listed by name in the summary (CI counts every skip as a failure: nothing is
 silent).
-The option is only known when pytest loads this file at start-up (a path under tests/integration is given);
-the environment variable always works.
+The option is registered by tests/conftest.py (so ``pytest tests --slurm-versions ...`` knows it too); the
+releases and their check are here.
 """
 
 from __future__ import annotations
@@ -49,15 +49,6 @@ import slurmctl  # noqa: E402
 
 RELEASES = ("native", "24.11", "26.05")
 VERSIONS_ENV = "SLURM_TOPO_SLURM_VERSIONS"
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
-        "--slurm-versions",
-        default=None,
-        help=f"comma-separated Slurm releases to run the integration tests on: {', '.join(RELEASES)} "
-        f"(env {VERSIONS_ENV}; default native = the host's Slurm)",
-    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
