@@ -2,8 +2,9 @@
 region after its budget and starts there; a job that fits, a user-held job and a job without a budget are
 never touched; two relaxers at once apply one change; the AdminComment keeps the whole trail.
 
-The jobs carry the bracket ``:wait`` writes today (``--constraint=[zone_…|…]``) and the budget record an
-administrator sets right after submit (what the filter writes at submit for ``--locality=zone:auto``)."""
+The jobs here carry the bracket the filter writes (``--constraint=[zone_…|…]``) and a budget record an
+administrator sets right after submit, to pick budgets of a few seconds; the filter writing the record itself
+for ``--locality=zone:auto`` is tests/integration/test_relax_auto_from_the_filter.py."""
 
 from __future__ import annotations
 
@@ -234,16 +235,23 @@ def test_max_changes_caps_a_pass_longest_waiting_first(
 def test_with_the_submit_filter_the_widened_job_keeps_the_whole_trail(
     fslurm: slurmctl.Slurm, tmp_path
 ) -> None:  # type: ignore[no-untyped-def]
-    """On the cluster running the locality filter: the filter's modify hook answers the relaxer's Features=
-    update with its own record in place of the AdminComment; the relaxer writes the trail back."""
+    """On the cluster running the locality filter, a zone:auto job (comment fallback): its fleet has no site
+    plan, so the filter writes a note instead of a budget and an administrator sets one; the filter's modify
+    hook lets the relaxer's Features= update of an auto job through, and the trail stays whole."""
     blocker = fslurm.submit("--exclusive", "-N1", "--nodelist=n01", "--wrap", "sleep 120")
     fslurm.wait_state(blocker, "RUNNING")
-    job = fslurm.submit("--exclusive", "-N4", "--comment=locality=zone:wait", "--wrap", "sleep 60")
+    job = fslurm.submit(
+        "--exclusive", "-N4", "--time=1", "--comment=locality=zone:auto", "--wrap", "sleep 60"
+    )
     time.sleep(1)
     before = job_of(fslurm, job)
     assert before["Features"] == "[zone_us-east-1a]" and before["JobState"] == "PENDING", before
     decision = before["AdminComment"]
-    assert decision.startswith("slurm-topo: zone:wait "), decision
+    assert decision.startswith("slurm-topo: zone:auto "), decision
+    assert (
+        decision.endswith("; auto: no site plan, no budget (waits as :wait)")
+        and parse_budget(decision) is None
+    )
     fslurm.out(
         "scontrol",
         "update",
