@@ -15,6 +15,9 @@ earlier
 released
   with its bracket once one can (the data changed). A resize that fits releases the job as well.
   Administrators' releases pass unchanged.
+* **An administrator's ``Features=`` update of a ``LEVEL:auto`` job** passes untouched: that is how
+  ``slurm-topo relax`` widens it. Other re-plans that rewrite AdminComment keep the relaxer's records after
+  ours (``slurm-topo-relax: …``; the ``slurm-topo-auto: …`` budget unless the new decision writes one).
 * **AdminComment** is written only for administrators: Slurm refuses it from anyone else ("Attempt to change
   admin_comment"), which would deny the whole update. Owners' re-plans are logged in slurmctld.log instead.
 
