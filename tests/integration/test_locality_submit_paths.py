@@ -229,3 +229,20 @@ def test_nodelist_across_zones_is_refused_at_submit(fslurm: slurmctl.Slurm) -> N
     assert set(fslurm.allocation_of(job).nodes) == {"n01", "n02"} and info["Features"].endswith(
         "zone_us-east-1a]"
     )
+
+
+def test_auto_is_a_mode_of_the_spank_option_and_is_decided_as_wait(fslurm: slurmctl.Slurm) -> None:
+    """`--locality=zone:auto`: the SPANK plugin accepts it (and names it in its error for a bad mode); the
+    filter gives the :wait bracket, holds what no zone can ever hold as :wait does, and on this fleet (no site
+    plan in its inventory) writes a note instead of a budget."""
+    bad = fslurm.submit_error("--locality=zone:later", "-N3", "--wrap", "true")
+    assert "use LEVEL or LEVEL:wait, LEVEL:fail or LEVEL:auto" in bad, bad
+    job = fslurm.submit("--locality=zone:auto", "-N3", "--time=5", "--hold", "--wrap", "true")
+    info = fslurm.job(job)
+    assert (info["Features"], info["Prefer"]) == ZONE_3, info
+    comment = fslurm.out("scontrol", "show", "job", job)
+    assert "AdminComment=slurm-topo: zone:auto [us-west-2a(3n),us-east-1a(4n)]; auto: no site plan" in comment
+    held = fslurm.submit("--locality=zone:auto", "-N5", "--time=5", "--wrap", "true")
+    assert fslurm.job(held)["Reason"] == "JobHeldUser"
+    assert "zone:auto: held; the largest is us-east-1a" in fslurm.out("scontrol", "show", "job", held)
+    fslurm.cancel(job, held)
