@@ -32,12 +32,14 @@ nodes:
 FAMILIES = (
     "policy: {default: prefer, partitions: {cpu: 'any', strict: 'zone:fail'}, families: {torch: 'torch-*'}}\n"
 )
-POLICY = (
+POLICY = "policy: {default: prefer, partitions: {cpu: 'any', strict: 'zone:fail'}}\n"
+AUTO_POLICY = (
     "policy: {default: prefer, partitions: {cpu: 'any', strict: 'zone:fail', timed: 'zone:auto'}, "
     "plan: 'tp=4,pp=2,bytes=20G,tp_bytes=2G'}\n"
 )
-"""With a site plan (the data carries ``auto`` budget factors; tp=4 x pp=2 fits an even number of the most
-common node, 4x a100: auto jobs of odd sizes get the note); FAMILIES has none (auto jobs get the note)."""
+"""What ``inventory()`` uses: POLICY with a partition defaulting to zone:auto and a site plan (the data
+carries ``auto`` budget factors; tp=4 x pp=2 fits an even number of the most common node, 4x a100: auto jobs
+of odd sizes get the note). FAMILIES has no plan (auto jobs get the note)."""
 PARTITIONS = [
     Partition("gpu", tuple(f"n{i:02d}" for i in range(1, 13)), default=True),
     Partition("east", tuple(f"n{i:02d}" for i in range(1, 7))),
@@ -48,7 +50,7 @@ PARTITIONS = [
 
 
 def inventory(families: bool = False):  # type: ignore[no-untyped-def]
-    return merge([parse_inventory(FLEET + (FAMILIES if families else POLICY))])
+    return merge([parse_inventory(FLEET + (FAMILIES if families else AUTO_POLICY))])
 
 
 def job(locality: str | None = None, *, via: str = "spank", **fields: Any) -> dict[str, Any]:
