@@ -79,7 +79,7 @@ def locality_of_record(record: str) -> str | None:
         return None
     if head in ("prefer", "any"):
         return head
-    return head if re.fullmatch(r"[a-z_]+:(wait|fail)", head) else None
+    return head if re.fullmatch(r"[a-z_]+:(wait|fail|auto)", head) else None
 
 
 def locality_of_comment(comment: str | None) -> str | None:

@@ -623,7 +623,7 @@ def _parse_policy(source: str, raw: object) -> PolicyConfig:
         if not isinstance(value, str) or not LOCALITY_RE.match(value):
             raise fail(
                 where,
-                "must be LEVEL[:MODE], LEVEL prefer|network_group|zone|region|any, MODE wait|fail",
+                "must be LEVEL[:MODE], LEVEL prefer|network_group|zone|region|any, MODE wait|fail|auto",
                 value,
             )
         return value

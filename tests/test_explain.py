@@ -89,6 +89,8 @@ def test_landed_ignores_family_bucket_features() -> None:
 def test_locality_from_record_and_comment() -> None:
     assert explain.locality_of_record("zone:wait [us-west-2a(3n)]") == "zone:wait"
     assert explain.locality_of_record("zone:fail: rejected; the largest is x") == "zone:fail"
+    auto = "zone:auto [us-west-2a(3n)]; slurm-topo-auto: zone limit=60s"
+    assert explain.locality_of_record(auto) == "zone:auto"
     assert explain.locality_of_record("prefer network_group [a(3n)]") == "prefer"
     assert explain.locality_of_record("prefer: no group fits; topology/tree packs") == "prefer"
     assert explain.locality_of_record("any; regions region_us-west") == "any"

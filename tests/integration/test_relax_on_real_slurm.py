@@ -207,7 +207,9 @@ def test_dry_run_changes_nothing_and_a_restarted_controller_keeps_the_trail(
     assert job_of(slurm, job)["Features"] == "[zone_z1]"
     assert relax(cluster).returncode == 0
     slurmctl.restart_ctld(cluster.base)
-    assert relax(cluster).returncode == 0  # state read back from the job: region -> any, one more level
+    # state read back from the job: region -> any, one more level (the plain budget: with 5 of 6 nodes busy
+    # the load factor of 6 would make this step wait for the restart's own speed)
+    assert relax(cluster, "--plain-budget").returncode == 0
     info = job_of(slurm, job)
     assert relaxations(info["AdminComment"]) == [("zone", "region"), ("region", "any")], info
     assert info["Features"] in ("", "(null)")
