@@ -345,8 +345,9 @@ class PolicyConfig:
     families: tuple[tuple[str, str], ...] = ()
     """Compatibility family name -> glob over node features (``torch: 'torch-*'``): groups become buckets."""
     plan: str | None = field(default=None, repr=False, compare=True)
-    """The site's default parallelism plan (``tp=8,pp=4,bytes=10G``) for ``explain``'s cost prediction. Not in
-    ``repr``: it shapes no generated file, so it stays out of the outputs' fingerprint."""
+    """The site's default parallelism plan (``tp=8,pp=4,bytes=10G``): ``explain``'s cost prediction and the
+    filter's ``:auto`` budgets. Not in ``repr``; ``render.fingerprint`` adds it only when set, so inventories
+    without a plan keep their fingerprints."""
 
 
 NVLINK_TOPOLOGIES = ("auto", "tree", "block")

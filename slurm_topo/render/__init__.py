@@ -88,6 +88,10 @@ def fingerprint(
             h.update(f"nvlink_domain={n.nvlink_domain}".encode())
         h.update(b"\n")
     h.update(repr(inventory.extra_nodes).encode())
+    if inventory.policy is not None and inventory.policy.plan is not None:
+        # the site plan shapes the filter's auto budgets; outside the policy's repr so that inventories
+        # without a plan keep their fingerprints
+        h.update(f"plan={inventory.policy.plan}".encode())
     if inventory.nvlink is not None:
         h.update(repr(inventory.nvlink).encode())
     return h.hexdigest()[:16]
