@@ -60,8 +60,8 @@ def main() -> None:
         f"Command: `{cmd.strip()}`  ",
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}  ",
         "Each row is `tests/test_fuzz_job_desc.py`'s fuzzer (real Lua 5.1 through lupa, hostile job_desc"
-        " tables and updates, every call under an instruction budget) with that seed and size; pass = 0 errors"
-        " escaped, 0 calls over budget, 0 internal errors logged.",
+        " tables and updates, every call under an instruction budget) with that seed and size; pass = 0"
+        " errors escaped, 0 calls over budget, 0 internal errors logged.",
         "",
         "| seed | result | what ran | wall s |",
         "|---:|---|---|---:|",
