@@ -4,6 +4,8 @@ Data flow (ARCHITECTURE.md): sources -> ``Inventory`` -> renderers -> files. Imp
 file, starts no process and configures no logging.
 """
 
+from typing import TYPE_CHECKING
+
 from .errors import (
     CommandError,
     ExitCode,
@@ -17,11 +19,24 @@ from .errors import (
     UsageError,
     exit_code_for,
 )
-from .inventory import load_inventories, merge, parse_inventory
 from .model import Conflict, Inventory, Location, Node, Source
 from .render import RENDERERS, render_all
 from .topology import Switch, Topology, build_topology
 from .version import __version__
+
+if TYPE_CHECKING:
+    from .inventory import load_inventories, merge, parse_inventory
+
+
+def __getattr__(name: str) -> object:
+    """The YAML loader is imported on first use only: the pure core (model, policy, cost, render) never
+    imports it (``import slurm_topo.policy`` leaves PyYAML unloaded)."""
+    if name in ("load_inventories", "merge", "parse_inventory"):
+        from . import inventory
+
+        return getattr(inventory, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "RENDERERS",

@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import InputError
-from .inventory import natural_key
-from .model import Inventory, Node, Source
+from .model import Inventory, Node, Source, natural_key
 from .text import counted
 
 

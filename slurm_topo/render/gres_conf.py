@@ -26,8 +26,7 @@ from __future__ import annotations
 from .. import hostlist
 from ..errors import InputError
 from ..gpu.affinity import Layout, gpu_sockets
-from ..inventory import natural_key
-from ..model import Inventory, Node
+from ..model import Inventory, Node, natural_key
 from . import RenderContext, header
 
 
