@@ -162,8 +162,11 @@ def unit_budgets(
 
 
 def budget_record(level: str, limit_s: float, units: Mapping[str, float]) -> str:
-    """The record from a row of :func:`unit_budgets` and a time limit (what the filter writes)."""
-    return Budget(level, round(limit_s), tuple((k, round(limit_s * v)) for k, v in units.items())).record()
+    """The record from a row of :func:`unit_budgets` and a time limit: the filter's own writer
+    (``policy.vocab.budget_record``, rounding as its Lua twin does), so the record has one author."""
+    from .policy.vocab import budget_record as filter_record  # local: policy.compile imports this module
+
+    return filter_record(level, round(limit_s), list(units.values()))
 
 
 _BUDGET_RE = re.compile(r"slurm-topo-auto: ([a-z_]+)((?: [a-z_]+=\d+s)+)")
