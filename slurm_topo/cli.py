@@ -82,6 +82,13 @@ def _load(
                 f"{len(inventory.extra_nodes)} nodes Slurm knows are in no inventory; placed in the root's "
                 f"leaf: {' '.join(inventory.extra_nodes)}"
             )
+    if records_dir:
+        from .health.effects import apply_effects, load_effects
+
+        # DIR/health/: degraded nodes are kept as a last resort, down NVLinks leave Links= (docs/health.md)
+        inventory, changes = apply_effects(inventory, load_effects(Path(records_dir)))
+        for line in changes:
+            _warn(f"health: {line}")
     for warning in inventory.warnings:
         _warn(f"warning: {warning}")
     for conflict in inventory.conflicts:

@@ -275,6 +275,9 @@ class Node:
     """The node's NVLink scale-up domain (an NVL72 rack, a fabric clique): a label, or None."""
     nvlink_source: Source | None = None
     """Who supplied ``nvlink_domain`` when another record filled it in; None means ``source`` did."""
+    degraded: bool = False
+    """Its links are degraded (a health record, ``slurm_topo.health.effects``): no location features, so no
+    required locality and no filter group counts it."""
 
     @property
     def located_by(self) -> Source:

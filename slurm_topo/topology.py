@@ -171,9 +171,10 @@ def build_topology(inventory: Inventory) -> Topology:
                 if key in group_names[level] and loc.value(level) is not None
             )
             feature_cache[loc] = feats
-        node_features[node.name] = feats
+        node_features[node.name] = () if node.degraded else feats
     blocks = build_blocks(inventory)
-    nvl_features = {node: b.name for b in blocks for node in b.nodes}
+    degraded = {node.name for node in inventory.nodes if node.degraded}
+    nvl_features = {node: b.name for b in blocks for node in b.nodes if node not in degraded}
     return Topology(
         switches=tuple(switches),
         node_features=MappingProxyType(node_features),

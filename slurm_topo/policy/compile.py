@@ -123,7 +123,7 @@ def compile_policy(
         rows, ancestors = [], []
         for level in ("region", "zone", "network_group"):
             key = _level_key(level, loc)
-            if key is None:
+            if key is None or node.degraded:  # a degraded node holds no group's features
                 continue
             feature = names[level][key]
             ancestors.append(feature)
