@@ -324,3 +324,59 @@ def test_hierarchical_matrices_equal_exhaustive(topo: GpuTopology, data: st.Data
     free = data.draw(st.lists(st.sampled_from(topo.gpus), min_size=2, unique=True))
     k = data.draw(st.integers(1, len(free)))
     assert pick_devices(topo, free, k) == pick_exhaustive(topo, free, k)
+
+
+# -- rule (3a): the same local GPUs as the job's other nodes
+# ----------------------------------------------------------------
+
+
+def test_prefer_takes_the_other_nodes_set_when_it_ties() -> None:
+    """Two NV4 islands (0-3, 4-7), all free, k=4: without a preference the lowest island; preferring the set
+    another node of the job holds (4-7) gives 4-7 — the same rails on every node, at no cost."""
+    topo = blocks(8, 4, "NV4", "SYS")
+    assert pick_devices(topo, topo.gpus, 4) == (0, 1, 2, 3)
+    assert pick_devices(topo, topo.gpus, 4, prefer=[(4, 5, 6, 7)]) == (4, 5, 6, 7)
+    assert pick_exhaustive(topo, topo.gpus, 4, prefer=[(4, 5, 6, 7)]) == (4, 5, 6, 7)
+
+
+def test_prefer_never_costs_bandwidth_or_islands() -> None:
+    """A preferred set that is worse on (1)-(3) loses: 0,1,4,5 spans the islands, 4-7 is busy in part."""
+    topo = blocks(8, 4, "NV4", "SYS")
+    assert pick_devices(topo, topo.gpus, 4, prefer=[(0, 1, 4, 5)]) == (0, 1, 2, 3)
+    assert pick_devices(topo, [0, 1, 2, 3, 4, 5, 6], 4, prefer=[(4, 5, 6, 7)]) == (0, 1, 2, 3)
+    # the first preferred set that ties wins, in the order given
+    assert pick_devices(topo, topo.gpus, 4, prefer=[(0, 1, 4, 5), (4, 5, 6, 7), (0, 1, 2, 3)]) == (4, 5, 6, 7)
+
+
+def test_prefer_without_link_data_takes_the_preferred_set() -> None:
+    """No link data: every set ties on (1)-(3), so a free preferred set wins over the lowest indices."""
+    topo = GpuTopology(tuple(range(8)), ())
+    assert pick_devices(topo, range(8), 2) == (0, 1)
+    assert pick_devices(topo, range(8), 2, prefer=[(6, 7)]) == (6, 7)
+    assert pick_exhaustive(topo, range(8), 2, prefer=[(6, 7)]) == (6, 7)
+    assert pick_devices(topo, range(6), 2, prefer=[(6, 7)]) == (0, 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(random_topology(), st.data())
+def test_prefer_equals_exhaustive(topo: GpuTopology, data: st.DataObject) -> None:
+    """Random matrices (ties abound), free sets, k and preference lists: fast == exhaustive with (3a)."""
+    free = data.draw(st.lists(st.sampled_from(topo.gpus), min_size=1, unique=True))
+    k = data.draw(st.integers(1, len(free)))
+    prefer = data.draw(
+        st.lists(st.lists(st.sampled_from(topo.gpus), min_size=1, max_size=k + 1, unique=True), max_size=4)
+    )
+    assert pick_devices(topo, free, k, prefer=prefer) == pick_exhaustive(topo, free, k, prefer=prefer)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.data())
+def test_prefer_equals_exhaustive_on_real_fixtures(data: st.DataObject) -> None:
+    """On the real captures, preferring the pick of another free mask (what another node of the job took):
+    fast == exhaustive with (3a)."""
+    topo = REAL_TOPOS[data.draw(st.sampled_from(sorted(REAL_TOPOS)))]
+    free = data.draw(st.lists(st.sampled_from(topo.gpus), min_size=1, unique=True))
+    other = data.draw(st.lists(st.sampled_from(topo.gpus), min_size=1, unique=True))
+    k = data.draw(st.integers(1, min(len(free), len(other))))
+    prefer = [pick_devices(topo, other, k)]
+    assert pick_devices(topo, free, k, prefer=prefer) == pick_exhaustive(topo, free, k, prefer=prefer)

@@ -391,3 +391,26 @@ def test_rail_warning_from_scontrols_detail_lines(capsys: pytest.CaptureFixture[
     assert (
         "gpulayer-srun: warning: the allocation's GPU indices differ across nodes (gs1: 0-3; gs2: 4-7)" in err
     )
+
+
+def test_groups_take_the_same_local_gpus_as_earlier_nodes_when_it_costs_nothing() -> None:
+    """gs1 holds 4-7, gs2 all eight (islands 0-3 and 4-7): gs2's first TP group takes 4-7 as gs1 does (equally
+    good: one whole island), so DP replicas 0 and 1 — gs1's group and gs2's first — use the same local GPUs
+    and their DP rings stay on one rail; gs2's second group gets 0-3."""
+    a = alloc({"gs1": range(4, 8), "gs2": range(8)})
+    plan = srun.plan_srun(a, tp=4, dp=3, topologies={"gs1": TOPO, "gs2": TOPO}, tree=TREE)
+    by_dp = {r.dp: (r.node, r.cuda_visible_devices) for r in plan.rows if r.tp == 0}
+    assert by_dp == {0: ("gs1", "4,5,6,7"), 1: ("gs2", "4,5,6,7"), 2: ("gs2", "0,1,2,3")}
+    # a node whose allocation has no free copy of the earlier set keeps its own best set
+    b = alloc({"gs1": range(4, 8), "gs2": range(4)})
+    plan = srun.plan_srun(b, tp=4, topologies={"gs1": TOPO, "gs2": TOPO}, tree=TREE)
+    assert [r.cuda_visible_devices for r in plan.rows if r.tp == 0] == ["4,5,6,7", "0,1,2,3"]
+
+
+def test_same_local_gpus_without_link_data() -> None:
+    """No link data: every set is as good, so a later node takes the earlier node's set when it holds it."""
+    plan = srun.plan_srun(alloc({"n1": (2, 3), "n2": (0, 1, 2, 3)}), tp=2, dp=2)
+    assert [(r.node, r.cuda_visible_devices) for r in plan.rows if r.tp == 0] == [
+        ("n1", "2,3"),
+        ("n2", "2,3"),
+    ]

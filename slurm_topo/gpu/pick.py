@@ -5,12 +5,17 @@ Order on candidate sets S ⊆ free, |S| = k (smaller key wins)::
     ( -min bandwidth over pairs of S,      # 1. the slowest link as fast as possible
       -sum of bandwidths over pairs of S,  # 2. then the most total link bandwidth
       islands broken,                      # 3. then fewest previously whole free islands split
+      preferred,                           # 3a. then a set the job already uses on its other nodes
       sorted(S) )                          # 4. then the lowest indices (lexicographic)
 
 An island is *previously whole free* when all its GPUs are free; S *breaks* it when it takes some but not all
 of them (an island of one is never broken). For k = 1 only (3) and (4) apply; without link data (empty matrix)
-the answer is the k lowest free indices. Bandwidths come from :mod:`slurm_topo.gpu.links` and are compared as
-integers (MB/s) so that sums are exact and the fast and exhaustive searches agree bit for bit.
+the answer is the k lowest free indices (every set ties on (1)-(3) there). (3a) applies only when the caller
+passes ``prefer`` — index sets in order of preference, the sets a multi-node job holds on its other nodes —:
+among the sets that tie on (1)-(3), the first preferred one that is free wins, so every node of the job uses
+the same local GPUs when that costs nothing (NCCL keeps a ring on one rail of a rail-optimised fabric only
+then); otherwise (4) decides as without ``prefer``. Bandwidths come from :mod:`slurm_topo.gpu.links` and are
+compared as integers (MB/s) so that sums are exact and the fast and exhaustive searches agree bit for bit.
 
 Algorithm overview (``pick_devices``):
 
@@ -36,6 +41,10 @@ Algorithm overview (``pick_devices``):
    islands it has already broken for sure are no fewer than the incumbent's. *Twins* (GPUs with the same link
    to every third GPU) are interchangeable: once a GPU is left out, its higher twins are too.
 
+With ``prefer``, the optimum without it is found as above, then each preferred set that is free and of size k
+is scored once (:func:`order_key`, O(k² + islands)) and returned if it ties on (1)-(3): the optimum of (1)-(3)
+is unique as a value, so a tie means the set is optimal too. Without ``prefer`` nothing more is done.
+
 Complexity: step 2 costs O(Σ 2^|group|) (at most 2^10 per group) plus O(groups · k · |group|); step 3 is O(T ·
 C(n, k) · k) in the worst case like the exhaustive search, but it is reached only where cliques are bounded by
 NVLink meshes (≤ 8 GPUs on real boxes). Preparation (bandwidth matrix, adjacency bitmasks and per-level link
@@ -45,7 +54,7 @@ steps, twins, groups with their subsets sorted) is O(n³ + Σ 2^|group| log) and
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import combinations
 
@@ -497,13 +506,53 @@ def _best_pair(p: _Prepared, gpus: tuple[int, ...], rows: list[int], whole: list
 
 
 def pick_devices(
-    topo: GpuTopology, free: Iterable[int], k: int, bandwidth: Mapping[str, float] | None = None
+    topo: GpuTopology,
+    free: Iterable[int],
+    k: int,
+    bandwidth: Mapping[str, float] | None = None,
+    *,
+    prefer: Iterable[Collection[int]] = (),
 ) -> tuple[int, ...]:
     """The best ``k`` GPUs among ``free`` under the order in the module docstring, ascending.
 
-    ``bandwidth`` overrides entries of :data:`~slurm_topo.gpu.links.DEFAULT_BANDWIDTH`. Raises
+    ``bandwidth`` overrides entries of :data:`~slurm_topo.gpu.links.DEFAULT_BANDWIDTH`. ``prefer``: index
+    sets in order of preference (rule 3a: the sets the job uses on its other nodes). Raises
     :class:`InputError` when ``k < 1``, ``k > len(free)`` or a free index is not a GPU of ``topo``.
     """
+    best = _pick(topo, free, k, bandwidth)
+    return _preferred(topo, free, k, bandwidth, best, prefer) if prefer else best
+
+
+def _preferred(
+    topo: GpuTopology,
+    free: Iterable[int],
+    k: int,
+    bandwidth: Mapping[str, float] | None,
+    best: tuple[int, ...],
+    prefer: Iterable[Collection[int]],
+) -> tuple[int, ...]:
+    """Rule (3a): the first preferred set that is free, has ``k`` GPUs and ties ``best`` on (1)-(3)."""
+    free_set = set(free)
+    best_key: tuple[int, int, int] | None = None
+    for cand in prefer:
+        s = tuple(sorted(set(cand)))
+        if len(s) != k or not free_set.issuperset(s):
+            continue
+        if s == best:
+            return best
+        if not topo.matrix:
+            return s  # no link data: every set ties on (1)-(3)
+        if best_key is None:
+            best_key = order_key(topo, best, free_set, bandwidth)[:3]
+        if order_key(topo, s, free_set, bandwidth)[:3] == best_key:
+            return s
+    return best
+
+
+def _pick(
+    topo: GpuTopology, free: Iterable[int], k: int, bandwidth: Mapping[str, float] | None
+) -> tuple[int, ...]:
+    """pick_devices without rule (3a)."""
     free_sorted = _check(topo, free, k)
     if not topo.matrix:
         return tuple(free_sorted[:k])
@@ -562,10 +611,25 @@ def order_key(
 
 
 def pick_exhaustive(
-    topo: GpuTopology, free: Iterable[int], k: int, bandwidth: Mapping[str, float] | None = None
+    topo: GpuTopology,
+    free: Iterable[int],
+    k: int,
+    bandwidth: Mapping[str, float] | None = None,
+    *,
+    prefer: Iterable[Collection[int]] = (),
 ) -> tuple[int, ...]:
-    """Reference implementation: every k-subset of ``free``, the minimum of :func:`order_key`. O(C(n,k)k²)."""
+    """Reference implementation: every k-subset of ``free``, the minimum of :func:`order_key` with rule (3a)
+    (the position in ``prefer``, sets not preferred last) before (4). O(C(n,k)k²)."""
     free_sorted = _check(topo, free, k)
+    rank: dict[tuple[int, ...], int] = {}
+    for i, cand in enumerate(prefer):
+        rank.setdefault(tuple(sorted(set(cand))), i)
+    last = len(rank) and max(rank.values()) + 1  # not preferred: after every preferred set
     if not topo.matrix:
-        return tuple(free_sorted[:k])
-    return min(combinations(free_sorted, k), key=lambda s: order_key(topo, s, free_sorted, bandwidth))
+        return min(combinations(free_sorted, k), key=lambda s: (rank.get(s, last), s))
+
+    def key(s: tuple[int, ...]) -> tuple[int, int, int, int, tuple[int, ...]]:
+        o = order_key(topo, s, free_sorted, bandwidth)
+        return (o[0], o[1], o[2], rank.get(s, last), o[3])
+
+    return min(combinations(free_sorted, k), key=key)

@@ -6,7 +6,8 @@ The steps, each its own function below:
    count and each node's GPUs.
 2. *TP groups → GPUs* (:func:`_tp_slots`): on every node, TP-group GPU sets are carved out of the allocated
    GPUs one after the other by ``pick_devices`` (best-connected free set, so one NVLink island when one is
-   free), disjoint by construction. A node without link data gets the lowest indices (one warning line for all
+   free), disjoint by construction; among equally good sets, the ones earlier nodes took (same local GPUs,
+   same rails). A node without link data gets the lowest indices (one warning line for all
    such nodes); a group that must span NVLink islands gets one warning line too (:func:`_island_warning`).
 3. *Pipelines → slots* (:func:`_place_pipelines`): pipeline ``d`` (the PP stages of DP replica ``d``) takes
    ``PP`` group slots in the smallest subtree that still has that many free: one node, else one leaf switch,
@@ -178,8 +179,13 @@ def _linked(topologies: Mapping[str, GpuTopology], node: str) -> GpuTopology | N
 
 
 def _tp_slots(alloc: Allocation, per_group: int, topologies: Mapping[str, GpuTopology]) -> list[Slot]:
-    """Per node, disjoint GPU sets of ``per_group`` GPUs, best connected first; in allocation order."""
+    """Per node, disjoint GPU sets of ``per_group`` GPUs, best connected first; in allocation order.
+
+    Among equally good sets (``pick_devices`` rule 3a) a node takes the sets earlier nodes took, the one at
+    the same position first: group ``m`` of every node on the same local GPUs where the allocation allows it,
+    so a DP ring between nodes stays on one rail of a rail-optimised fabric."""
     slots: list[Slot] = []
+    taken: list[list[tuple[int, ...]]] = []  # per earlier node: its sets in pick order
     for node in alloc.nodes:
         free = list(alloc.gpus[node])
         topo = _linked(topologies, node)
@@ -190,10 +196,19 @@ def _tp_slots(alloc: Allocation, per_group: int, topologies: Mapping[str, GpuTop
                     f"node {node}: allocated GPUs {unknown} are not in its link data "
                     f"({counted(len(topo.gpus), 'GPU')})"
                 )
+        mine: list[tuple[int, ...]] = []
         while len(free) >= per_group:
-            chosen = pick_devices(topo, free, per_group) if topo is not None else tuple(free[:per_group])
-            slots.append((node, tuple(sorted(chosen))))
+            m = len(mine)
+            prefer = [sets[m] for sets in taken if m < len(sets)] + [x for sets in taken for x in sets]
+            if topo is not None:
+                chosen = pick_devices(topo, free, per_group, prefer=prefer)
+            else:  # no link data: every set ties, so the first preferred one that is free, else the lowest
+                have = set(free)
+                chosen = next((x for x in prefer if have.issuperset(x)), tuple(free[:per_group]))
+            mine.append(tuple(sorted(chosen)))
+            slots.append((node, mine[-1]))
             free = [g for g in free if g not in chosen]
+        taken.append(mine)
     return slots
 
 
