@@ -21,11 +21,19 @@ defaults below cite their source (``docs`` = the project's fact sheet on α/β c
 quotes NCCL's ``src/graph/topo.h`` / ``tuning.cc`` and the cloud providers' own pages). Measure your fleet
 and override them in the inventory's ``links:`` mapping (:func:`parse_links`); rank *ratios* matter more
 than the absolute figures.
+
+Rails (``links: {rails: …}``): on a rail-optimised fabric (DGX SuperPOD) NIC ``k`` of every node of a leaf
+group goes to rail switch ``k``, and traffic between two rails goes through the spine. ``rails`` maps the
+compute NICs (``nvidia-smi topo -m``'s names, ``mlx5_0``) to their rail (a number or a label); NICs left out
+(storage, management) carry no job traffic. ``rails: gpu_index`` says the fabric is rail-optimised with GPU
+``k`` on rail ``k`` without naming NICs. The model (:mod:`.model`) then counts a hop between two nodes of one
+network group whose GPUs sit on different rails as a ``zone`` hop.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -99,12 +107,15 @@ class LinkTable:
     """The constants of every level (``LINK_LEVELS``); build one with :func:`parse_links`."""
 
     links: Mapping[str, Link] = field(default_factory=lambda: DEFAULT_LINKS)
+    rails: Mapping[str, str] | None = None
+    """NIC name -> rail (``links: {rails: …}``); empty: rail-optimised, GPU ``k`` on rail ``k``
+    (``rails: gpu_index``); None: no rails (one leaf switch per network group)."""
 
     def __getitem__(self, level: str) -> Link:
         return self.links[level]
 
     def with_link(self, level: str, link: Link) -> LinkTable:
-        return LinkTable(MappingProxyType({**self.links, level: link}))
+        return LinkTable(MappingProxyType({**self.links, level: link}), self.rails)
 
     def as_dict(self) -> dict[str, dict[str, float]]:
         return {lvl: {"bandwidth": k.bandwidth, "latency_us": k.latency_us} for lvl, k in self.links.items()}
@@ -122,9 +133,47 @@ def _number(where: str, raw: object, *, positive: bool) -> float:
     return value
 
 
+RAILS_KEY = "rails"
+GPU_INDEX_RAILS = "gpu_index"
+MAX_RAILS = 1024
+_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,63}\Z")  # the inventory's label alphabet (model.LABEL_RE)
+
+
+def parse_rails(raw: object, *, source: str = "links.rails") -> Mapping[str, str]:
+    """Validate ``links.rails``: ``gpu_index``, or a mapping NIC name -> rail (a whole number 0-65535 or a
+    label); the rails as strings. Raises :class:`InputError` with one clear line."""
+    if raw == GPU_INDEX_RAILS:
+        return MappingProxyType({})
+    if not isinstance(raw, Mapping) or not raw:
+        raise InputError(
+            f"{source}: must be a mapping NIC -> rail ({{mlx5_0: 0, mlx5_1: 1}}) or {GPU_INDEX_RAILS!r}, "
+            f"not {show_value(raw)}"
+        )
+    if len(raw) > MAX_RAILS:
+        raise InputError(f"{source}: {len(raw)} NICs, more than {MAX_RAILS}")
+    out: dict[str, str] = {}
+    for nic, rail in raw.items():
+        if not isinstance(nic, str) or not _NAME_RE.match(nic):
+            raise InputError(
+                f"{source}: NIC name {show_value(nic)} must be 1-63 characters from [A-Za-z0-9._-] "
+                "(as nvidia-smi topo -m names it, e.g. mlx5_0)"
+            )
+        if isinstance(rail, int) and not isinstance(rail, bool) and 0 <= rail <= 65535:
+            out[nic] = str(rail)
+        elif isinstance(rail, str) and _NAME_RE.match(rail):
+            out[nic] = rail
+        else:
+            raise InputError(
+                f"{source}.{nic}: rail must be a whole number 0-65535 or a label of 1-63 characters from "
+                f"[A-Za-z0-9._-], not {show_value(rail)}"
+            )
+    return MappingProxyType(out)
+
+
 def parse_links(mapping: object, *, source: str = "links", base: LinkTable | None = None) -> LinkTable:
-    """Validate an inventory's ``links:`` mapping (level -> ``{bandwidth: GB/s, latency_us: µs}``) into a
-    :class:`LinkTable` over ``base`` (default: the defaults). Raises :class:`InputError` with one clear line.
+    """Validate an inventory's ``links:`` mapping (level -> ``{bandwidth: GB/s, latency_us: µs}``, and
+    ``rails``: :func:`parse_rails`) into a :class:`LinkTable` over ``base`` (default: the defaults). Raises
+    :class:`InputError` with one clear line.
 
     A level may give either key (the other keeps its default). ``network-group``/``ng`` are read as
     ``network_group``, ``domain``/``island`` as ``nvlink``. The network levels must not get faster going
@@ -137,13 +186,19 @@ def parse_links(mapping: object, *, source: str = "links", base: LinkTable | Non
             f"{source}: must be a mapping of level -> {{bandwidth, latency_us}}, not {type(mapping).__name__}"
         )
     table = dict((base or DEFAULT_TABLE).links)
+    rails = (base or DEFAULT_TABLE).rails
     seen: dict[str, str] = {}
     for key, raw in mapping.items():
+        if key == RAILS_KEY:
+            rails = parse_rails(raw, source=f"{source}.{RAILS_KEY}")
+            continue
         if not isinstance(key, str):
             raise InputError(f"{source}: level {show_value(key)} must be a string")
         level = _ALIASES.get(key, key)
         if level not in DEFAULT_LINKS:
-            raise InputError(f"{source}.{key[:40]}: unknown level (known: {', '.join(LINK_LEVELS)})")
+            raise InputError(
+                f"{source}.{key[:40]}: unknown level (known: {', '.join(LINK_LEVELS)}; and {RAILS_KEY})"
+            )
         if level in seen:
             raise InputError(f"{source}.{key[:40]}: the same level as {seen[level]!r}")
         seen[level] = key
@@ -181,4 +236,4 @@ def parse_links(mapping: object, *, source: str = "links", base: LinkTable | Non
                 f"{source}: {outer} latency_us ({b.latency_us:g}) is below {inner} ({a.latency_us:g}); "
                 "a level further out must not be nearer"
             )
-    return LinkTable(MappingProxyType(table))
+    return LinkTable(MappingProxyType(table), rails)

@@ -49,7 +49,9 @@ class Fabric:
     ``rail_optimised``: GPU ``k`` of every node reaches its leaf through NIC ``k`` on rail ``k`` (DGX
     SuperPOD), so a hop between two nodes of one network group on different local GPU indices crosses rails
     through the spine and counts as a ``zone`` hop (NCCL keeps a ring on one rail only when every node uses
-    the same GPUs)."""
+    the same GPUs). The inventory's ``links: {rails: …}`` (the link table's ``rails``) turns the same rule
+    on, with each GPU's rail read from its closest NIC where the node's ``gpu_topology`` prints NIC columns
+    (:func:`gpu_rails`)."""
 
     nodes: Mapping[str, Node]
     domains: Mapping[str, str] = field(default_factory=dict)
@@ -100,12 +102,67 @@ def gpu_level(topo: GpuTopology | None, i: int, j: int) -> str:
     return "sys" if cls in ("SYS", "SOC") else "pcie"
 
 
-def pair_level(fabric: Fabric, a: Position, b: Position) -> str:
-    """The level of one point-to-point hop (a rail-optimised fabric: different local GPUs cross rails)."""
+# ---- rails
+
+_NEAR_NIC = ("PIX", "PXB")  # a GPU's own NIC: behind the same PCIe switch (one or several bridges)
+_RAIL_CACHE: dict[tuple[int, int], tuple[GpuTopology, Mapping[str, str], Mapping[int, str]]] = {}
+
+
+def gpu_rails(topo: GpuTopology, rails: Mapping[str, str]) -> Mapping[int, str]:
+    """GPU index -> rail, from ``nvidia-smi topo -m``'s NIC columns: each GPU's closest NIC among those
+    ``rails`` names (``PIX`` before ``PXB``; farther NICs are not its own), and that NIC's rail. Where
+    several are as close (two GPUs and two NICs behind one switch, DGX A100), GPUs in index order take the
+    first one no earlier GPU took. GPUs with no such NIC are left out (the caller assumes rail = index)."""
+    key = (id(topo), id(rails))
+    hit = _RAIL_CACHE.get(key)
+    if hit is not None and hit[0] is topo and hit[1] is rails:
+        return hit[2]
+    out: dict[int, str] = {}
+    taken: set[str] = set()
+    for row, gpu in enumerate(topo.gpus):
+        cells = topo.nic_matrix[row] if row < len(topo.nic_matrix) else ()
+        for cls in _NEAR_NIC:
+            near = [nic for nic, c in zip(topo.nics, cells, strict=False) if c == cls and nic in rails]
+            if near:
+                nic = next((x for x in near if x not in taken), near[0])
+                taken.add(nic)
+                out[gpu] = rails[nic]
+                break
+    if len(_RAIL_CACHE) > 4096:
+        _RAIL_CACHE.clear()
+    _RAIL_CACHE[key] = (topo, rails, out)
+    return out
+
+
+def rails_on(fabric: Fabric, table: LinkTable | None) -> bool:
+    """True on a rail-optimised fabric: ``Fabric.rail_optimised`` or the link table's ``rails``."""
+    return fabric.rail_optimised or (table is not None and table.rails is not None)
+
+
+def gpu_rail(fabric: Fabric, table: LinkTable | None, pos: Position) -> str:
+    """The rail of one GPU: from its closest named NIC (:func:`gpu_rails`) where the node's capture shows
+    one, else its index (GPU ``k`` on rail ``k``)."""
+    rails = table.rails if table is not None else None
+    if rails:
+        topo = fabric.node(pos[0]).gpu_topology
+        if topo is not None and topo.nics:
+            got = gpu_rails(topo, rails).get(pos[1])
+            if got is not None:
+                return got
+    return str(pos[1])
+
+
+def pair_level(fabric: Fabric, a: Position, b: Position, table: LinkTable | None = None) -> str:
+    """The level of one point-to-point hop (a rail-optimised fabric: GPUs on different rails meet at the
+    spine, ``zone``)."""
     if a[0] == b[0]:
         return gpu_level(fabric.node(a[0]).gpu_topology, a[1], b[1])
     level = network_level(fabric.node(a[0]), fabric.node(b[0]), fabric.domains)
-    if fabric.rail_optimised and level == "network_group" and a[1] != b[1]:
+    if (
+        level == "network_group"
+        and rails_on(fabric, table)
+        and gpu_rail(fabric, table, a) != gpu_rail(fabric, table, b)
+    ):
         return "zone"  # across rails: through the spine
     return level
 
@@ -140,18 +197,24 @@ def ring_allreduce_seconds(p: int, nbytes: float, link: Link) -> float:
     return 2 * (p - 1) * link.latency_s + 2 * (p - 1) / p * nbytes / link.bytes_per_s
 
 
-def ring_levels(fabric: Fabric, ring: Sequence[Position]) -> list[str]:
+def ring_levels(fabric: Fabric, ring: Sequence[Position], table: LinkTable | None = None) -> list[str]:
     """The level of every hop of a ring (last back to first), built as NCCL builds one: through all the
     ring's GPUs of a node one after the other, nodes in the order they first appear. On a rail-optimised
-    fabric the ring stays on one rail only when every node takes part with the same local GPUs; otherwise
-    its hops between nodes of one network group cross rails (``zone``)."""
+    fabric the ring stays on one rail only when every node takes part with GPUs on the same rails (the same
+    local GPUs where rails follow indices); otherwise its hops between nodes of one network group cross
+    rails (``zone``)."""
     if len(ring) < 2:
         return []
     per_node: dict[str, list[int]] = {}
     for node, gpu in ring:
         per_node.setdefault(node, []).append(gpu)
     ordered = [(node, gpu) for node, gpus in per_node.items() for gpu in sorted(gpus)]
-    same_rails = len({tuple(sorted(g)) for g in per_node.values()}) == 1
+    same_rails = True
+    if rails_on(fabric, table) and len(per_node) > 1:
+        same_rails = (
+            len({tuple(sorted(gpu_rail(fabric, table, (n, g)) for g in gs)) for n, gs in per_node.items()})
+            == 1
+        )
     levels = []
     for k, a in enumerate(ordered):
         b = ordered[(k + 1) % len(ordered)]
@@ -159,7 +222,7 @@ def ring_levels(fabric: Fabric, ring: Sequence[Position]) -> list[str]:
             levels.append(gpu_level(fabric.node(a[0]).gpu_topology, a[1], b[1]))
             continue
         level = network_level(fabric.node(a[0]), fabric.node(b[0]), fabric.domains)
-        if fabric.rail_optimised and level == "network_group" and not same_rails:
+        if level == "network_group" and not same_rails:
             level = "zone"  # across rails: through the spine
         levels.append(level)
     return levels
@@ -169,7 +232,7 @@ def ring_allreduce(
     fabric: Fabric, ring: Sequence[Position], nbytes: float, table: LinkTable
 ) -> tuple[float, Hop]:
     """Seconds of a ring all-reduce of ``nbytes`` over ``ring`` and its slowest hop."""
-    levels = ring_levels(fabric, ring)
+    levels = ring_levels(fabric, ring, table)
     if not levels:
         return 0.0, Hop("nvlink", table["nvlink"])
     p = len(ring)
@@ -391,7 +454,7 @@ def score_ranks(
             n = spec.pp_bytes
             for t in range(tp):
                 for d in range(dp):
-                    hops = [pair_level(fabric, pos(t, s, d), pos(t, s + 1, d)) for s in range(pp - 1)]
+                    hops = [pair_level(fabric, pos(t, s, d), pos(t, s + 1, d), table) for s in range(pp - 1)]
                     seconds = sum(table[h].latency_s + spec.pp_bytes / table[h].bytes_per_s for h in hops)
                     hop = slowest(hops, table, lambda link: link.latency_s + n / link.bytes_per_s)
                     chains.append((seconds, Hop(hop.level, table[hop.level])))
