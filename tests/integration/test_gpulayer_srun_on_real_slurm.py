@@ -225,3 +225,42 @@ def test_different_gpu_indices_across_nodes_warn(srun_cluster: tuple[slurmctl.Sl
         text
     )
     assert len(LINE_RE.findall(text)) == 8, text  # and the job still ran its 8 ranks
+
+
+def test_later_node_takes_the_same_local_gpus_as_the_first(srun_cluster: tuple[slurmctl.Slurm, Path]) -> None:
+    """A job holding 4 GPUs of gs1 first; the next job asks 12 GPUs on gs1 and gs2, so Slurm gives it gs1's 4
+    others and all 8 of gs2 (``scontrol show job -d``). With --tp 4 --dp 3 the first group on gs2 takes the
+    same local GPUs as gs1's group (one whole island either way), so DP replicas 0 and 1 sit on the same
+    rails; gs2's other island is replica 2. What each task printed says so."""
+    slurm, work = srun_cluster
+    slurm.quiesce()
+    holder = slurm.submit("-N1", "-w", "gs1", "-n1", "--gres=gpu:4", "--wrap", "sleep 120")
+    slurm.wait_state(holder, "RUNNING")
+    held = set(slurm.allocation_of(holder).gpus["gs1"])
+    script, out = work / "same_rails.sh", work / "same_rails.out"
+    out.unlink(missing_ok=True)
+    script.write_text(f"#!/bin/bash\nset -e\nexport TMPDIR={work}\nsleep 5\n{_gsrun('--tp 4 --dp 3')}\n")
+    job = slurm.submit(
+        "-o", str(out), "-t", "2", "-N2", "-w", "gs[1-2]", "--ntasks-per-node=8", "--gpus=12", str(script)
+    )
+    try:
+        slurm.wait_state(job, "RUNNING")
+        gpus = slurm.allocation_of(job).gpus
+        slurm.wait_state(job, "COMPLETED", timeout=60)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\njob output:\n{out.read_text() if out.exists() else ''}") from None
+    finally:
+        slurm.cancel(holder)
+    # Slurm's view: gs1's other four GPUs (one island), all eight of gs2
+    assert set(gpus["gs1"]) in ISLANDS and not set(gpus["gs1"]) & held and len(gpus["gs2"]) == 8, gpus
+    text = out.read_text()
+    rows = sorted((int(m[1]), m[2], m[3], m[4]) for m in LINE_RE.finditer(text))
+    assert [r[0] for r in rows] == list(range(12)), text
+    # default order tp-cp-ep-dp-pp: rank = tp + 4·dp
+    replicas = {d: {(r[1], r[2]) for r in rows[4 * d : 4 * d + 4]} for d in range(3)}
+    assert all(len(v) == 1 for v in replicas.values()), replicas
+    (n0, c0), (n1, c1), (n2, c2) = (replicas[d].pop() for d in range(3))
+    first = {int(x) for x in c0.split(",")}
+    assert n0 == "gs1" and first == set(gpus["gs1"]), (n0, c0, gpus)
+    assert n1 == "gs2" and {int(x) for x in c1.split(",")} == first, (n1, c1)  # the same local GPUs
+    assert n2 == "gs2" and {int(x) for x in c2.split(",")} | first == set(range(8)), (n2, c2)
