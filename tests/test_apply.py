@@ -34,6 +34,7 @@ from slurm_topo.apply import (
     GRES,
     NODES,
     TOPOLOGY,
+    TOPOLOGY_YAML,
     ApplyOptions,
     parse_node_lines,
     recover,
@@ -96,16 +97,72 @@ class FakeSlurm:
         self.fail_sync = 0
         self.topology: dict[str, tuple[list[str], list[str]]] = {}
         self.nodes: dict[str, frozenset[str]] = {}
+        self.plugin = "topology/tree"
         self.load()
+        self.running_plugin = self.plugin
 
     def load(self) -> None:
+        """Read what slurmctld reads: topology.yaml when it exists (25.05+), else topology.conf in tree or
+        block syntax (the plugin from slurm.conf's TopologyPlugin when the directory has one)."""
         topo = self.dir / TOPOLOGY
+        yml = self.dir / TOPOLOGY_YAML
         nodes = self.dir / NODES
+        conf = self.dir / "slurm.conf"
+        if conf.exists():
+            for line in conf.read_text().splitlines():
+                if line.startswith("TopologyPlugin="):
+                    self.plugin = line.split("=", 1)[1].strip()
         self.topology = {}
-        if topo.exists():
-            for sw in parse_topology_conf(topo.read_text()):
-                self.topology[sw.name] = (list(sw.nodes or ()), list(sw.switches or ()))
+        self.topologies: dict[str, dict[str, tuple[list[str], list[str]]] | list[tuple[str, list[str]]]] = {}
+        if yml.exists() and self.version >= "25.05":
+            for t in yaml.safe_load(yml.read_text()):
+                if "tree" in t:
+                    self.topologies[t["topology"]] = {
+                        sw["switch"]: (
+                            hostlist.expand(sw["nodes"]) if sw.get("nodes") else [],
+                            sw["children"].split(",") if sw.get("children") else [],
+                        )
+                        for sw in t["tree"]["switches"]
+                    }
+                else:
+                    self.topologies[t["topology"]] = [
+                        (b["block"], hostlist.expand(b["nodes"]) if b.get("nodes") else [])
+                        for b in t["block"]["blocks"]
+                    ]
+                if t.get("cluster_default"):
+                    self.topologies[""] = self.topologies[t["topology"]]
+        elif topo.exists():
+            text = topo.read_text()
+            if "BlockName=" in text:
+                blocks = []
+                for line in text.splitlines():
+                    if line.startswith("BlockName="):
+                        pairs = dict(tok.split("=", 1) for tok in line.split())
+                        blocks.append((pairs["BlockName"], hostlist.expand(pairs.get("Nodes", ""))))
+                self.topologies[""] = blocks
+            else:
+                for sw in parse_topology_conf(text):
+                    self.topology[sw.name] = (list(sw.nodes or ()), list(sw.switches or ()))
+                self.topologies[""] = self.topology
         self.nodes = parse_node_lines(nodes.read_text()) if nodes.exists() else {}
+
+    def show(self, name: str) -> str:
+        shown = self.topologies.get(name)
+        if shown is None:
+            raise CommandError(["scontrol", "show", "topology", name], 1, "no such topology")
+        lines = []
+        if isinstance(shown, list):
+            for i, (block, members) in enumerate(shown):
+                nodes = f" Nodes={hostlist.compress(members)}" if members else ""
+                lines.append(f"BlockName={block} BlockIndex={i}{nodes} BlockSize=4")
+            lines.append("AggregatedBlock=x[1-2] BlockIndex=9 Nodes=n1 BlockSize=8")
+            return "\n".join(lines) + "\n"
+        for sw, (nodes, sws) in shown.items():
+            if nodes:
+                lines.append(f"SwitchName={sw} Level=0 LinkSpeed=1 Nodes={hostlist.compress(nodes)}")
+            else:
+                lines.append(f"SwitchName={sw} Level=1 LinkSpeed=1 Nodes=x Switches={','.join(sws)}")
+        return "\n".join(lines) + "\n"
 
     def reconfigures(self) -> int:
         return sum(1 for c in self.calls if c[:2] == ["scontrol", "reconfigure"])
@@ -129,20 +186,17 @@ class FakeSlurm:
             self.reconfigured_sets.append(sha_set(self.dir, CONFIG_ORDER))
             if not self.ignore_reconfigure:
                 self.load()
+                self.running_plugin = self.plugin
             if (
                 self.down_after_reconfigures is not None
                 and self.reconfigures() >= self.down_after_reconfigures
             ):
                 self.up = False
             return ""
-        if argv == ["scontrol", "show", "topology"]:
-            lines = []
-            for name, (nodes, sws) in self.topology.items():
-                if nodes:
-                    lines.append(f"SwitchName={name} Level=0 LinkSpeed=1 Nodes={hostlist.compress(nodes)}")
-                else:
-                    lines.append(f"SwitchName={name} Level=1 LinkSpeed=1 Nodes=x Switches={','.join(sws)}")
-            return "\n".join(lines) + "\n"
+        if argv[:3] == ["scontrol", "show", "topology"] and len(argv) <= 4:
+            return self.show(argv[3] if len(argv) == 4 else "")
+        if argv == ["scontrol", "show", "config"]:
+            return f"ClusterName             = c\nTopologyPlugin          = {self.running_plugin}\n"
         if argv == ["scontrol", "show", "node", "-o"]:
             lines = [
                 f"NodeName={n} Arch=x86_64 CoresPerSocket=1"
@@ -334,16 +388,27 @@ def refused(res, etc: Path, before: dict[str, bytes], text: str) -> None:  # typ
     assert snapshot(etc) == before
 
 
-def test_refuses_when_topology_yaml_exists(env, tmp_path: Path) -> None:
+FOREIGN_YAML = (
+    "- topology: x\n  cluster_default: true\n"
+    "  tree:\n    switches:\n      - switch: s\n        nodes: n[1-8]\n"
+)
+
+
+def test_a_foreign_topology_yaml_is_refused_and_adopt_retires_it(env, tmp_path: Path) -> None:
+    """A topology.yaml slurm-topo did not write hides topology.conf from Slurm 25.05+: refused, naming
+    --adopt; --adopt moves it into the set's old/ copy (rollback puts it back)."""
     etc, state, fake = env
-    (etc / "topology.yaml").write_text("- topology: x\n")
+    (etc / "topology.yaml").write_text(FOREIGN_YAML)
     before = snapshot(etc)
-    refused(
-        run_apply(opts(etc, state), render(tmp_path, fleet({"n1": "rack-b"})), fake),
-        etc,
-        before,
-        "topology.yaml",
-    )
+    new = render(tmp_path, fleet({"n1": "rack-b"}))
+    refused(run_apply(opts(etc, state), new, fake), etc, before, "--adopt retires it")
+    res = run_apply(opts(etc, state, adopt=True), new, fake)
+    assert res.status == "applied" and TOPOLOGY_YAML in res.changed, res
+    assert not (etc / TOPOLOGY_YAML).exists()
+    (last,) = [p for p in (state / "sets").iterdir()]
+    assert (last / "old" / TOPOLOGY_YAML).read_text() == FOREIGN_YAML
+    back = rollback(opts(etc, state), fake)
+    assert back.status == "applied" and (etc / TOPOLOGY_YAML).read_text() == FOREIGN_YAML, back
 
 
 def test_refuses_a_foreign_file_unless_adopted(env, tmp_path: Path) -> None:
@@ -506,15 +571,50 @@ def test_a_crash_at_any_step_recovers_to_old_or_new_and_never_reconfigures_a_mix
     recover_with: str,
 ) -> None:
     tmp = tmp_path_factory.mktemp("crash")
+    old, new = render(tmp, fleet()), render(tmp, fleet(SCENARIOS[scenario]))
+    crash_and_recover(tmp, old, new, "22.05.8", crash_at, second_crash, verify_fails, recover_with)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    to_yaml=st.booleans(),
+    crash_at=st.integers(0, 20),
+    second_crash=st.integers(-1, 12),
+    verify_fails=st.booleans(),
+    recover_with=st.sampled_from(["apply", "recover"]),
+)
+def test_a_crash_during_the_switch_between_topology_conf_and_yaml_recovers_to_one_whole_set(
+    tmp_path_factory: pytest.TempPathFactory,
+    to_yaml: bool,
+    crash_at: int,
+    second_crash: int,
+    verify_fails: bool,
+    recover_with: str,
+) -> None:
+    """topology.conf -> topology.yaml (and back): never both live or neither, never a mixed reconfigure."""
+    tmp = tmp_path_factory.mktemp("crash")
+    conf, yml = render_for(tmp, nvl_fleet(tree=True), (26, 5)), render_for(tmp, nvl_fleet(), (26, 5))
+    old, new = (conf, yml) if to_yaml else (yml, conf)
+    crash_and_recover(tmp, old, new, "26.05.5", crash_at, second_crash, verify_fails, recover_with)
+
+
+def crash_and_recover(
+    tmp: Path,
+    old: dict[str, str],
+    new: dict[str, str],
+    version: str,
+    crash_at: int,
+    second_crash: int,
+    verify_fails: bool,
+    recover_with: str,
+) -> None:
     etc = tmp / "etc"
     etc.mkdir()
-    old = render(tmp, fleet())
     for name, text in old.items():
         (etc / name).write_text(text)
-    new = render(tmp, fleet(SCENARIOS[scenario]))
     names = sorted(set(old) | set(new))
     old_set, new_set = sha_set(etc, names), None
-    fake = FakeSlurm(etc)
+    fake = FakeSlurm(etc, version=version)
     fake.ignore_reconfigure = verify_fails
 
     def crasher(limit: int):  # type: ignore[no-untyped-def]
@@ -733,3 +833,161 @@ def test_a_slurmctld_of_another_release_is_not_asked(tmp_path: Path) -> None:
     assert proof.verdict == "skipped" and "not proven by Slurm" in proof.how
     if prover.slurmctld and prover.unshare and os.geteuid() == 0:
         assert "the controller runs 99.01" in proof.how, proof
+
+
+# --------------------------------------------------------------------------------------------------
+# NVLink blocks: topology.conf -> topology.yaml (25.05+), topology/block (24.11), block order
+
+
+def nvl_fleet(domains: Sequence[str] = ("d-01", "d-02", "d-03"), tree: bool = False) -> dict:
+    """n1-n4 in NVLink domain d-01, n5-n8 in d-02 (d-03 an empty slot); ``tree``: blocks off."""
+    inv = fleet()
+    for entry in inv["nodes"]:
+        entry["nvlink_domain"] = "d-01" if int(entry["name"][1:]) <= 4 else "d-02"
+    inv["nvlink"] = {"domains": list(domains), **({"topology": "tree"} if tree else {})}
+    return inv
+
+
+def render_for(tmp: Path, inv: dict, version: tuple[int, int], name: str = "inv.yaml") -> dict[str, str]:
+    path = tmp / name
+    path.write_text(yaml.safe_dump(inv))
+    return render_all(merge([load_inventory_file(path)]), version)
+
+
+def live_dir(tmp: Path, files: dict[str, str], slurm_conf: str | None = None) -> Path:
+    etc = tmp / "etc"
+    etc.mkdir()
+    for name, text in files.items():
+        (etc / name).write_text(text)
+    if slurm_conf is not None:
+        (etc / "slurm.conf").write_text(slurm_conf)
+    return etc
+
+
+def test_the_switch_to_topology_yaml_retires_topology_conf_in_the_same_set(tmp_path: Path) -> None:
+    old = render_for(tmp_path, nvl_fleet(tree=True), (26, 5))
+    new = render_for(tmp_path, nvl_fleet(), (26, 5))
+    assert TOPOLOGY in old and TOPOLOGY_YAML not in old and TOPOLOGY_YAML in new and TOPOLOGY not in new
+    etc, state = live_dir(tmp_path, old), tmp_path / "state"
+    fake = FakeSlurm(etc, version="26.05.5")
+
+    dry = run_apply(opts(etc, state, dry_run=True), new, fake)
+    assert f"would delete {etc / TOPOLOGY}" in dry.details and f"would create {etc / TOPOLOGY_YAML}" in (
+        dry.details
+    ), dry.details
+    res = run_apply(opts(etc, state, detailed_exitcodes=True), new, fake)
+    assert (res.exit_code, res.status) == (EXIT_APPLIED, "applied"), res
+    assert "topology: tree -> yaml; topology.conf retired" in res.summary
+    assert not (etc / TOPOLOGY).exists() and (etc / TOPOLOGY_YAML).read_text() == new[TOPOLOGY_YAML]
+    (last,) = [p for p in (state / "sets").iterdir()]
+    assert (last / "old" / TOPOLOGY).read_text() == old[TOPOLOGY]
+    # slurmctld read one whole set: the yaml in place and topology.conf gone
+    yaml_sha = hashlib.sha256(new[TOPOLOGY_YAML].encode()).hexdigest()
+    assert fake.reconfigured_sets == [(yaml_sha, None, *sha_set(etc, CONFIG_ORDER[2:]))]
+    assert ["scontrol", "show", "topology", "nvl"] in fake.calls  # the blocks were verified
+    assert ["scontrol", "show", "topology", "fabric"] in fake.calls  # and the tree
+    fake.calls.clear()
+    assert run_apply(opts(etc, state), new, fake).status == "unchanged" and fake.calls == []
+
+    back = rollback(opts(etc, state), fake)
+    assert back.status == "applied" and back.reconfigured, back
+    assert (etc / TOPOLOGY).read_text() == old[TOPOLOGY] and not (etc / TOPOLOGY_YAML).exists()
+    assert set(fake.topologies) == {""} and "root" in fake.topology
+
+
+def test_a_topology_yaml_slurmctld_does_not_show_is_rolled_back_to_topology_conf(tmp_path: Path) -> None:
+    old = render_for(tmp_path, nvl_fleet(tree=True), (26, 5))
+    new = render_for(tmp_path, nvl_fleet(), (26, 5))
+    etc, state = live_dir(tmp_path, old), tmp_path / "state"
+    fake = FakeSlurm(etc, version="26.05.5")
+    fake.ignore_reconfigure = True  # slurmctld keeps the tree of topology.conf
+    res = run_apply(opts(etc, state), new, fake)
+    assert (res.exit_code, res.status) == (EXIT_ROLLED_BACK, "rolled-back"), res
+    assert "slurmctld does not show what was written" in res.summary and "topology fabric" in res.summary
+    assert (etc / TOPOLOGY).read_text() == old[TOPOLOGY] and not (etc / TOPOLOGY_YAML).exists()
+    assert fake.reconfigures() == 2 and not (state / "journal.json").exists()
+
+
+def test_a_topology_yaml_for_a_controller_before_25_05_is_refused(tmp_path: Path) -> None:
+    old = render_for(tmp_path, nvl_fleet(tree=True), (24, 11))
+    new = render_for(tmp_path, nvl_fleet(), (26, 5))
+    etc, state = live_dir(tmp_path, old), tmp_path / "state"
+    before = snapshot(etc)
+    res = run_apply(opts(etc, state), new, FakeSlurm(etc, version="24.11.5"))
+    refused(res, etc, before, "Slurm 24.11 does not read topology.yaml (25.05+)")
+
+
+def test_blocks_that_would_move_are_refused_unless_forced(tmp_path: Path) -> None:
+    old = render_for(tmp_path, nvl_fleet(), (26, 5))
+    etc, state = live_dir(tmp_path, old), tmp_path / "state"
+    fake = FakeSlurm(etc, version="26.05.5")
+    before = snapshot(etc)
+    # a node moving between domains keeps every block in place
+    moved_node = nvl_fleet()
+    moved_node["nodes"][0]["nvlink_domain"] = "d-03"
+    res = run_apply(opts(etc, state), render_for(tmp_path, moved_node, (26, 5)), fake)
+    assert res.status == "applied", res
+    before = snapshot(etc)
+    swapped = render_for(tmp_path, nvl_fleet(("d-02", "d-01", "d-03")), (26, 5))
+    res = run_apply(opts(etc, state), swapped, fake)
+    refused(
+        res, etc, before, "NVLink block(s) would move (topology nvl: block nvl_d-01 moved from position 0"
+    )
+    assert fake.reconfigures() == 1
+    res = run_apply(opts(etc, state, force=True), swapped, fake)
+    assert res.status == "applied", res
+    assert [b for b, _ in fake.topologies["nvl"]] == ["nvl_d-02", "nvl_d-01", "nvl_d-03"]
+
+
+def test_blocks_of_topology_conf_are_compared_with_the_yaml_that_replaces_them(tmp_path: Path) -> None:
+    """24.11's block topology.conf (topology 'default') and 26.05's yaml (topology nvl): same order passes."""
+    old = render_for(tmp_path, nvl_fleet(("d-02", "d-01")), (24, 11))
+    etc, state = live_dir(tmp_path, old), tmp_path / "state"
+    before = snapshot(etc)
+    fake = FakeSlurm(etc, version="26.05.5")
+    res = run_apply(opts(etc, state), render_for(tmp_path, nvl_fleet(("d-01", "d-02")), (26, 5)), fake)
+    refused(res, etc, before, "block nvl_d-02 moved from position 0 to 1")
+    res = run_apply(opts(etc, state), render_for(tmp_path, nvl_fleet(("d-02", "d-01")), (26, 5)), fake)
+    assert res.status == "applied" and not (etc / TOPOLOGY).exists(), res
+
+
+TREE_CONF = "ClusterName=c\nTopologyPlugin=topology/tree\n"
+BLOCK_CONF = "ClusterName=c\nTopologyPlugin=topology/block\n"
+
+
+def test_a_block_topology_conf_needs_topology_block_in_slurm_conf_and_24_11_switches_at_reconfigure(
+    tmp_path: Path,
+) -> None:
+    old = render_for(tmp_path, nvl_fleet(tree=True), (24, 11))
+    new = render_for(tmp_path, nvl_fleet(), (24, 11))
+    assert "BlockName=nvl_d-01" in new[TOPOLOGY] and "SwitchName=" in old[TOPOLOGY]
+    etc, state = live_dir(tmp_path, old, TREE_CONF), tmp_path / "state"
+    fake = FakeSlurm(etc, version="24.11.5")
+    before = snapshot(etc)
+    o = opts(etc, state, slurm_check=False)
+    refused(
+        run_apply(o, new, fake),
+        etc,
+        before,
+        "has TopologyPlugin=topology/tree: set TopologyPlugin=topology/block",
+    )
+    assert fake.calls == []
+    (etc / "slurm.conf").write_text(BLOCK_CONF)  # the admin's part; slurmctld still runs topology/tree
+    res = run_apply(o, new, fake)
+    assert res.status == "applied" and fake.running_plugin == "topology/block", res
+    assert "TopologyPlugin topology/tree -> topology/block: switched by the reconfigure" in res.summary
+    assert [b for b, _ in fake.topologies[""]] == ["nvl_d-01", "nvl_d-02"]  # verified as blocks
+
+
+def test_a_plugin_change_before_24_11_is_refused_as_a_restart(tmp_path: Path) -> None:
+    old = render_for(tmp_path, nvl_fleet(tree=True), (24, 11))
+    new = render_for(tmp_path, nvl_fleet(), (24, 11))
+    etc, state = live_dir(tmp_path, old, BLOCK_CONF), tmp_path / "state"
+    fake = FakeSlurm(etc, version="24.05.4")
+    fake.running_plugin = "topology/tree"
+    before = snapshot(etc)
+    res = run_apply(opts(etc, state, slurm_check=False), new, fake)
+    refused(res, etc, before, "restart required: slurmctld runs TopologyPlugin=topology/tree")
+    assert "--no-reconfigure, then restart slurmctld" in res.summary
+    res = run_apply(opts(etc, state, slurm_check=False, no_reconfigure=True), new, fake)
+    assert res.status == "applied" and fake.reconfigures() == 0, res

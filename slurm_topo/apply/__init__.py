@@ -74,6 +74,7 @@ from .base import (
     NODES,
     STAGE_SUFFIX,
     TOPOLOGY,
+    TOPOLOGY_YAML,
     ApplyOptions,
     ApplyResult,
     Journal,
@@ -93,7 +94,16 @@ from .parse import (
     parse_show_topology,
     topology_difference,
 )
-from .plan import _Plan, check_interval, check_node_set, check_pending, check_unplaced, draft, finish
+from .plan import (
+    _Plan,
+    check_interval,
+    check_node_set,
+    check_pending,
+    check_topology_switch,
+    check_unplaced,
+    draft,
+    finish,
+)
 from .prove import Proof, Prover, ThrowawayController, prover_for
 from .store import _locked, _meta, _read, _State
 
@@ -110,6 +120,7 @@ __all__ = [
     "NODES",
     "STAGE_SUFFIX",
     "TOPOLOGY",
+    "TOPOLOGY_YAML",
     "ApplyOptions",
     "ApplyResult",
     "JournalUnreadable",
@@ -140,8 +151,8 @@ def _plan(
 ) -> _Plan | None:
     """Read the live files, ask the controller what the pure plan needs, plan (see ``plan``)."""
     sd = options.slurm_dir
-    live = {name: _read(sd / name) for name in rendered}
-    d = draft(options, rendered, live, state, topology_yaml=(sd / "topology.yaml").exists(), checks=checks)
+    live = {name: _read(sd / name) for name in (*rendered, TOPOLOGY, TOPOLOGY_YAML)}
+    d = draft(options, rendered, live, state, slurm_conf=_read(sd / "slurm.conf"), checks=checks)
     if d is None:
         return None
     if checks and d.reconfigure:
@@ -151,8 +162,11 @@ def _plan(
             known = {r["NodeName"] for r in parse_scontrol_nodes(slurm.nodes_text())}
         except (CommandError, ParseError) as exc:
             raise Refusal(f"cannot read the controller's nodes: {exc}") from None
-        expected = check_node_set(d, known, slurm.version())
-        check_unplaced(rendered.get(TOPOLOGY), expected)
+        version = slurm.version()
+        expected = check_node_set(d, known, version)
+        check_unplaced(d.topology, expected)
+        if d.kind_before != d.kind_after:
+            d.details += check_topology_switch(d, slurm.topology_plugin(), version)
         if d.gone_feats and not options.force:
             try:
                 pending = slurm.pending_features()
@@ -160,6 +174,8 @@ def _plan(
                 raise Refusal(f"cannot list pending jobs: {exc}") from None
             check_pending(d, pending)
         check_interval(options, d, state, options.clock())
+    elif checks and d.kind_after == "yaml" and d.kind_before != "yaml" and options.slurm_version:
+        check_topology_switch(d, None, options.slurm_version)
     return finish(options, d, {n: _meta(sd / n) for n in d.changed})
 
 

@@ -14,8 +14,11 @@ from ..errors import ExitCode, SlurmTopoError
 from .prove import Prover
 
 TOPOLOGY, NODES, GRES, DATA = "topology.conf", "slurm-topo-nodes.conf", "gres.conf", "slurm_topo_data.lua"
-CONFIG_ORDER = (TOPOLOGY, NODES, GRES)
-"""Files slurmctld reads at reconfigure, in the order they are renamed."""
+TOPOLOGY_YAML = "topology.yaml"
+"""Slurm 25.05+: several topologies in one file; once it exists topology.conf is ignored."""
+CONFIG_ORDER = (TOPOLOGY_YAML, TOPOLOGY, NODES, GRES)
+"""Files slurmctld reads at reconfigure, in the order they are renamed (a set that writes topology.yaml
+retires topology.conf, and the reverse: both are renamed/removed before any reconfigure)."""
 MANAGED = (*CONFIG_ORDER, DATA)
 
 EXIT_OK = ExitCode.OK
@@ -48,7 +51,8 @@ class ApplyOptions:
     adopt: bool = False
     """Take over live files that lack slurm-topo's header (once: after that they carry it)."""
     force: bool = False
-    """Apply even over ``max_removal`` and pending jobs naming a removed group."""
+    """Apply even over ``max_removal``, pending jobs naming a removed group and NVLink blocks that would
+    move (another position changes which domains an aggregated block combines)."""
     max_removal: float = 0.2
     """Refuse when more than this share of the live node lines' nodes would disappear."""
     min_interval: float = 60.0

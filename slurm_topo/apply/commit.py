@@ -21,6 +21,7 @@ from .base import (
     MANAGED,
     NODES,
     TOPOLOGY,
+    TOPOLOGY_YAML,
     ApplyOptions,
     ApplyResult,
     Journal,
@@ -186,8 +187,8 @@ def _rollback_live(
             slurm.reconfigure()
             st.update_state(last_reconfigure=options.clock())
             old = {f["name"]: _set_bytes(st, journal, "old", f["name"]) for f in journal["files"]}
-            old.setdefault(TOPOLOGY, _read(options.slurm_dir / TOPOLOGY))
-            old.setdefault(NODES, _read(options.slurm_dir / NODES))
+            for name in (TOPOLOGY_YAML, TOPOLOGY, NODES):
+                old.setdefault(name, _read(options.slurm_dir / name))
             diff = slurm.verify(old)
             if diff:
                 return False, [*details, "after the rollback slurmctld still differs:", *diff]
@@ -234,7 +235,7 @@ def _commit(options: ApplyOptions, st: _State, slurm: _Slurm, plan: _Plan) -> Ap
                 raise _Failure(f"scontrol reconfigure failed: {exc}") from None
             st.update_state(last_reconfigure=options.clock())
             _step(options, "reconfigured")
-            written = {TOPOLOGY: _read(options.slurm_dir / TOPOLOGY), NODES: _read(options.slurm_dir / NODES)}
+            written = {n: _read(options.slurm_dir / n) for n in (TOPOLOGY_YAML, TOPOLOGY, NODES)}
             diff = slurm.verify(written)
             if diff:
                 raise _Failure(f"slurmctld does not show what was written ({diff[0]})", diff)

@@ -6,17 +6,20 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
-from ..errors import CommandError, InputError, ParseError
+from ..errors import CommandError, HostlistError, InputError, ParseError
 from ..runner import Runner
+from ..slurmconf import parse_show_config
 from ..version import parse_slurm_version
-from .base import NODES, TOPOLOGY, ApplyOptions
-from .parse import _written_topology, features_difference, parse_node_lines, topology_difference
+from . import topo
+from .base import NODES, ApplyOptions
+from .parse import features_difference, parse_node_lines
 
 
 class _Slurm:
     def __init__(self, runner: Runner, options: ApplyOptions):
         self.runner = runner
         self.o = options
+        self._version: tuple[tuple[int, int] | None] | None = None
 
     def run(self, *argv: str, timeout: float | None = None) -> str:
         return self.runner.run(list(argv), timeout=timeout or self.o.command_timeout)
@@ -34,10 +37,12 @@ class _Slurm:
     def version(self) -> tuple[int, int] | None:
         if self.o.slurm_version:
             return self.o.slurm_version
-        try:
-            return parse_slurm_version(self.run("scontrol", "--version"))
-        except (CommandError, InputError):
-            return None
+        if self._version is None:
+            try:
+                self._version = (parse_slurm_version(self.run("scontrol", "--version")),)
+            except (CommandError, InputError):
+                return None
+        return self._version[0]
 
     def nodes_text(self) -> str:
         return self.run("scontrol", "show", "node", "-o")
@@ -60,16 +65,27 @@ class _Slurm:
             if argv:
                 self.runner.run(argv, timeout=self.o.sync_timeout)
 
+    def topology_plugin(self) -> str | None:
+        """The running slurmctld's ``TopologyPlugin`` (``scontrol show config``); None when unknown."""
+        try:
+            return parse_show_config(self.run("scontrol", "show", "config")).get("TopologyPlugin")
+        except (CommandError, ParseError):
+            return None
+
+    def show_topology(self, name: str | None = None) -> str:
+        return self.run("scontrol", "show", "topology", *([name] if name else []))
+
     def verify(self, files: Mapping[str, bytes | None]) -> list[str]:
-        """Wait (up to verify_timeout) until slurmctld answers and shows what ``files`` say; the last
-        difference otherwise."""
-        topo = files.get(TOPOLOGY)
+        """Wait (up to verify_timeout) until slurmctld answers and shows what ``files`` say (the topology
+        file that is live: topology.yaml, else topology.conf; the node lines' features); the last difference
+        otherwise."""
+        found = topo.active(files, self.version())
         nodes = files.get(NODES)
         try:
             want_nodes = parse_node_lines(nodes.decode()) if nodes is not None else None
-            if topo is not None:
-                _written_topology(topo.decode())
-        except ParseError:
+            if found is not None:
+                topo.difference(dict([found]), lambda name: "")  # it reads (a foreign file may not)
+        except (ParseError, HostlistError):
             return []  # a foreign file being restored: nothing we can compare with
         deadline = self.o.clock() + self.o.verify_timeout
         diff = ["slurmctld does not answer after the reconfigure"]
@@ -77,13 +93,13 @@ class _Slurm:
             try:
                 if self.primary_up():
                     diff = []
-                    if topo is not None:
-                        diff += topology_difference(topo.decode(), self.run("scontrol", "show", "topology"))
+                    if found is not None:
+                        diff += topo.difference(dict([found]), self.show_topology)
                     if want_nodes is not None:
                         diff += features_difference(want_nodes, self.nodes_text())
                     if not diff:
                         return []
-            except (CommandError, ParseError) as exc:
+            except (CommandError, ParseError, HostlistError) as exc:
                 diff = [f"verify: {exc}"]
             if self.o.clock() >= deadline:
                 return diff

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import ParseError
-from ..lint import lint_topology
-from ..slurmconf import parse_topology_conf
+from ..version import format_slurm_version
+from . import topo
 from .base import (
     _FEATURE_TOKEN_RE,
     CONFIG_ORDER,
@@ -27,6 +27,7 @@ from .base import (
     MANAGED,
     NODES,
     TOPOLOGY,
+    TOPOLOGY_YAML,
     ApplyOptions,
     Journal,
     Refusal,
@@ -46,17 +47,17 @@ class _Plan:
     details: list[str]
 
 
-def _check_new_set(new: Mapping[str, bytes | None]) -> tuple[dict[str, frozenset[str]] | None, list[str]]:
-    """Lint the new topology.conf and sanity-check the node lines; raise Refusal on any problem."""
+def _check_new_set(
+    new: Mapping[str, bytes | None], version: tuple[int, int] | None
+) -> tuple[dict[str, frozenset[str]] | None, list[str]]:
+    """Lint the new topology file (tree, block or yaml) and sanity-check the node lines; raise Refusal on
+    any problem."""
     problems: list[str] = []
     nodes = None
-    topology, node_lines = new.get(TOPOLOGY), new.get(NODES)
-    if topology is not None:
-        try:
-            switches = parse_topology_conf(topology.decode(), source=f"new {TOPOLOGY}")
-            problems += [f"{TOPOLOGY}: {p.code}: {p.message}" for p in lint_topology(switches)]
-        except ParseError as exc:
-            problems.append(str(exc))
+    node_lines = new.get(NODES)
+    found = topo.active(new)
+    if found is not None:
+        problems += topo.lint_problems(*found, version)
     if node_lines is not None:
         try:
             nodes = parse_node_lines(node_lines.decode(), source=f"new {NODES}")
@@ -69,39 +70,67 @@ def _check_new_set(new: Mapping[str, bytes | None]) -> tuple[dict[str, frozenset
     return nodes, []
 
 
+def _changes(
+    rendered: Mapping[str, bytes | None], live: Mapping[str, bytes | None]
+) -> dict[str, bytes | None]:
+    """name → new bytes (None: remove) of every managed file that differs. A rendered set holds one of
+    topology.conf / topology.yaml: the other one, when live, is retired in the same set (Slurm 25.05+ reads
+    only the yaml once it exists; a stale one would come back to life the day the other goes)."""
+    changed = {n: rendered[n] for n in MANAGED if n in rendered and rendered[n] != live.get(n)}
+    for name, other in ((TOPOLOGY, TOPOLOGY_YAML), (TOPOLOGY_YAML, TOPOLOGY)):
+        if rendered.get(name) is not None and other not in rendered and live.get(other) is not None:
+            changed[other] = None
+    return {n: changed[n] for n in MANAGED if n in changed}
+
+
 def draft(
     options: ApplyOptions,
     rendered: Mapping[str, bytes | None],
     live: Mapping[str, bytes | None],
     state: Journal,
     *,
-    topology_yaml: bool,
+    slurm_conf: bytes | None = None,
     checks: bool = True,
 ) -> _Draft | None:
-    """What changes, and every refusal that needs no controller. None: nothing to do."""
+    """What changes, and every refusal that needs no controller. None: nothing to do. ``slurm_conf``: the
+    live slurm.conf (its ``TopologyPlugin``), None when there is none in the directory."""
     unknown = set(rendered) - set(MANAGED)
     if unknown:
         raise Refusal(f"unknown output {sorted(unknown)[0]!r}: apply manages only {', '.join(MANAGED)}")
-    changed = {n: rendered[n] for n in MANAGED if n in rendered and rendered[n] != live.get(n)}
+    changed = _changes(rendered, live)
     owed_before = bool(state.get("reconfigure_owed"))
     """A previous --no-reconfigure run wrote config files slurmctld has not read yet."""
     owed = owed_before and not options.no_reconfigure
     if not changed and not owed:
         return None
-    new_nodes, _ = _check_new_set(rendered)
+    after = {**live, **changed}
+    new_nodes, _ = _check_new_set({**rendered, **changed}, options.slurm_version)
     if checks:
-        _check_live_files(options, changed, live, topology_yaml)
+        _check_live_files(options, changed, live)
+        _check_plugin(options, after, slurm_conf)
     d = _Draft(changed=changed, live=dict(live), owed_before=owed_before)
+    d.kind_before, d.kind_after = topo.active_kind(live), topo.active_kind(after)
+    d.topology = topo.active(after)
     d.old_nodes = _live_nodes(live.get(NODES))
     d.new_nodes = new_nodes if new_nodes is not None else d.old_nodes
     d.details = _node_details(d)
+    if d.kind_before != d.kind_after and d.kind_before is not None:
+        d.details.append(_switch_detail(d, changed))
     if checks and not options.force:
         _check_removal(options, d)
+        _check_block_order(live, after)
     if checks:
         _check_gres_cores(changed, live)
     d.config_changed = any(n in changed for n in CONFIG_ORDER)
     d.reconfigure = (d.config_changed or owed) and not options.no_reconfigure
     return d
+
+
+def _switch_detail(d: _Draft, changed: Mapping[str, bytes | None]) -> str:
+    retired = [n for n in (TOPOLOGY, TOPOLOGY_YAML) if n in changed and changed[n] is None]
+    return f"topology: {d.kind_before} -> {d.kind_after}" + (
+        f"; {', '.join(retired)} retired (its copy stays in the set's old/)" if retired else ""
+    )
 
 
 @dataclass
@@ -114,6 +143,11 @@ class _Draft:
     details: list[str] = field(default_factory=list)
     config_changed: bool = False
     reconfigure: bool = False
+    kind_before: str | None = None
+    """``tree``/``block``/``yaml``: the live topology file's kind (``topo.kind``), None without one."""
+    kind_after: str | None = None
+    topology: tuple[str, bytes] | None = None
+    """The topology file slurmctld reads after the change (name, bytes)."""
 
     @property
     def removed(self) -> set[str]:
@@ -140,19 +174,75 @@ def _check_live_files(
     options: ApplyOptions,
     changed: Mapping[str, bytes | None],
     live: Mapping[str, bytes | None],
-    topology_yaml: bool,
 ) -> None:
     sd = options.slurm_dir
-    if topology_yaml:
-        raise Refusal(
-            f"{sd / 'topology.yaml'} exists: Slurm 25.05+ then ignores topology.conf; remove it or "
-            "stop using apply"
-        )
     foreign = [n for n in changed if (old := live.get(n)) is not None and not has_header(old)]
     if foreign and not options.adopt:
+        if foreign == [TOPOLOGY_YAML] and changed[TOPOLOGY_YAML] is None:
+            raise Refusal(
+                f"{sd / TOPOLOGY_YAML} exists and was not written by slurm-topo: Slurm 25.05+ then ignores "
+                f"{TOPOLOGY}; --adopt retires it (its copy stays in the set's old/)"
+            )
         raise Refusal(
             f"{', '.join(foreign)} in {sd} not written by slurm-topo (no header); --adopt takes it over once"
         )
+
+
+def _check_plugin(options: ApplyOptions, after: Mapping[str, bytes | None], slurm_conf: bytes | None) -> None:
+    """A topology.conf in block syntax needs ``TopologyPlugin=topology/block`` in slurm.conf, one in tree
+    syntax must not meet topology/block (slurmctld stops on the other syntax). apply never edits
+    slurm.conf: the admin sets the plugin, apply then writes the matching file (docs/nvlink-domains.md)."""
+    found = topo.active(after)
+    if slurm_conf is None or found is None or found[0] != TOPOLOGY:
+        return
+    k = topo.kind(*found)
+    have = topo.slurm_conf_plugin(slurm_conf.decode("utf-8", "replace"))
+    want = topo.PLUGIN[k or topo.TREE]
+    if have == want or (k == topo.TREE and have != topo.PLUGIN[topo.BLOCK]):
+        return
+    raise Refusal(
+        f"the new {TOPOLOGY} is in {k} syntax but {options.slurm_dir / 'slurm.conf'} has "
+        f"TopologyPlugin={have or '(unset)'}: set TopologyPlugin={want} there first (apply never edits "
+        "slurm.conf), then run apply again; the reconfigure switches the plugin on Slurm 24.11+, older "
+        "releases need --no-reconfigure and a slurmctld restart"
+    )
+
+
+def _check_block_order(live: Mapping[str, bytes | None], after: Mapping[str, bytes | None]) -> None:
+    moved = topo.moved_blocks(topo.active(live), topo.active(after))
+    if moved:
+        raise Refusal(
+            f"{len(moved)} NVLink block(s) would move ({moved[0]}); keep the order with nvlink.domains "
+            "(placeholders keep a free slot), or --force applies anyway",
+            moved,
+        )
+
+
+def check_topology_switch(
+    d: _Draft, running_plugin: str | None, version: tuple[int, int] | None
+) -> list[str]:
+    """The running controller and a change of topology file: topology.yaml needs 25.05; a topology.conf
+    of another plugin than slurmctld runs needs a restart before 24.11 (a 24.11+ reconfigure re-executes
+    slurmctld, which loads slurm.conf's plugin). Detail lines; raises Refusal."""
+    shown = "?" if version is None else format_slurm_version(version)
+    conf_after = {**d.live, **d.changed}.get(TOPOLOGY)
+    if d.kind_after == topo.YAML and conf_after is None and (version or (0, 0)) < topo.YAML_SINCE:
+        raise Refusal(
+            f"Slurm {shown} does not read {TOPOLOGY_YAML} (25.05+): writing it would retire "
+            f"{TOPOLOGY}; render for the running release (--slurm-version)"
+        )
+    if d.kind_after not in (topo.TREE, topo.BLOCK) or running_plugin is None:
+        return []
+    want = topo.PLUGIN[d.kind_after]
+    if running_plugin == want or (d.kind_after == topo.TREE and running_plugin != topo.PLUGIN[topo.BLOCK]):
+        return []
+    if (version or (0, 0)) < topo.PLUGIN_SWITCH_AT_RECONFIGURE_SINCE:
+        raise Refusal(
+            f"restart required: slurmctld runs TopologyPlugin={running_plugin}, the new {TOPOLOGY} needs "
+            f"{want} and Slurm {shown} < 24.11 does not switch plugins at a reconfigure; run apply "
+            "--no-reconfigure, then restart slurmctld"
+        )
+    return [f"TopologyPlugin {running_plugin} -> {want}: switched by the reconfigure (24.11+ re-executes)"]
 
 
 def _live_nodes(data: bytes | None) -> dict[str, frozenset[str]]:
@@ -223,14 +313,22 @@ def check_node_set(d: _Draft, known: set[str], version: tuple[int, int] | None) 
     return expected
 
 
-def check_unplaced(topology: bytes | None, expected: set[str]) -> None:
-    """Every node slurmctld will know must be on some switch (topology/tree never allocates it otherwise)."""
+def check_unplaced(topology: tuple[str, bytes] | None, expected: set[str]) -> None:
+    """Every node slurmctld will know must be placed by the default topology (on some switch of a tree,
+    in some block of topology/block): it is never allocated otherwise."""
     if topology is None:
         return
-    switches = parse_topology_conf(topology.decode())
-    unplaced = [p.message for p in lint_topology(switches, known_nodes=expected) if p.code == "unplaced-node"]
+    placed = topo.placed_nodes(*topology)
+    if placed is None:
+        return
+    unplaced = sorted(expected - placed)
     if unplaced:
-        raise Refusal(f"{len(unplaced)} nodes Slurm knows would be on no switch ({unplaced[0]})", unplaced)
+        where = "on no switch" if topo.kind(*topology) != topo.BLOCK else "in no block"
+        raise Refusal(
+            f"{len(unplaced)} nodes Slurm knows would be {where} (node {unplaced[0]} is {where} of "
+            f"{topology[0]})",
+            [f"node {n} is {where}" for n in unplaced],
+        )
 
 
 def check_pending(d: _Draft, pending: Sequence[tuple[str, str]]) -> None:
