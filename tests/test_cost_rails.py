@@ -13,9 +13,10 @@ import pytest
 
 from slurm_topo.cost import DEFAULT_TABLE, Fabric, PlanSpec, pair_level, parse_links, ring_allreduce
 from slurm_topo.cost.links import parse_rails
-from slurm_topo.cost.model import gpu_rails, score_placement
+from slurm_topo.cost.model import gpu_rails, place_ranks, score_placement
 from slurm_topo.errors import InputError
 from slurm_topo.explain import predict_cost
+from slurm_topo.gpu.model import GpuTopology
 from slurm_topo.gpu.topo import parse_topo_matrix
 from slurm_topo.inventory import parse_inventory
 from slurm_topo.model import Inventory, Location, Node
@@ -219,3 +220,30 @@ def test_cost_command_reads_rails_from_the_inventory(tmp_path: Path) -> None:
     bad = run("cost", "-i", str(tmp_path / "bad.yaml"), *args)
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.count("\n") == 1 and "links.rails.mlx5_0: rail must be" in bad.stderr, bad.stderr
+
+
+def test_the_model_lays_a_job_on_the_same_local_gpus_as_gpulayer_srun() -> None:
+    """Node a's best 4 GPUs are its fast island 4-7; node b's two islands are alike, so b takes 4-7 too (rule
+    3a) and the DP rings between them stay on one rail: network_group, not zone."""
+
+    def islands(first: str, second: str) -> tuple[tuple[str, ...], ...]:
+        return tuple(
+            tuple(
+                "X" if i == j else (first if i < 4 else second) if (i < 4) == (j < 4) else "SYS"
+                for j in range(8)
+            )
+            for i in range(8)
+        )
+
+    loc = Location("r", "z", "g")
+    a = Node("a", loc, gpus=8, gpu_topology=GpuTopology(tuple(range(8)), islands("NV4", "NV18")))
+    b = Node("b", loc, gpus=8, gpu_topology=GpuTopology(tuple(range(8)), islands("NV4", "NV4")))
+    fabric = Fabric.of(Inventory((a, b)))
+    spec = PlanSpec(tp=4, gpus_per_node=4, allreduce_bytes=1e10)
+    ranks = place_ranks(fabric, ["a", "b"], spec)
+    assert {r.gpu for r in ranks if r.node == "b"} == {4, 5, 6, 7}
+    dp = {
+        t.kind: t.level
+        for t in score_placement(fabric, ["a", "b"], spec, parse_links({"rails": "gpu_index"})).terms
+    }
+    assert dp["dp"] == "network_group"

@@ -361,6 +361,28 @@ def node_gpus(node: Node, count: int, cache: dict[int, tuple[int, ...]] | None =
     return chosen
 
 
+def _same_gpus(
+    nodes: Sequence[Node], count: int, cache: dict[int, tuple[int, ...]] | None
+) -> dict[str, tuple[int, ...]]:
+    """Each node's ``count`` GPUs (:func:`node_gpus`), a later node taking a set an earlier node took when
+    that is as good (``pick_devices`` rule 3a; without link data every set is): the same local GPUs on
+    every node, as ``gpulayer-srun`` lays a job out."""
+    out: dict[str, tuple[int, ...]] = {}
+    seen: list[tuple[int, ...]] = []
+    for node in nodes:
+        chosen = node_gpus(node, count, cache)
+        if seen and chosen not in seen:
+            topo = node.gpu_topology
+            if topo is not None and topo.has_links:
+                chosen = tuple(sorted(pick_devices(topo, list(topo.gpus), count, prefer=seen)))
+            elif node.gpus is not None:
+                chosen = next((x for x in seen if x[-1] < node.gpus), chosen)
+        if chosen not in seen:
+            seen.append(chosen)
+        out[node.name] = chosen
+    return out
+
+
 def gpus_per_node(fabric: Fabric, nodes: Sequence[str], given: int | None) -> int:
     """``given``, checked against every node's GPU count, else the smallest count of ``nodes``."""
     counts = {n: fabric.node(n).gpus for n in nodes}
@@ -391,7 +413,7 @@ def place_ranks(
         raise InputError("a node is named twice")
     g = gpus_per_node(fabric, nodes, spec.gpus_per_node)
     node_objs = [fabric.node(n) for n in nodes]
-    alloc = Allocation("cost", tuple(nodes), {n.name: node_gpus(n, g, cache) for n in node_objs})
+    alloc = Allocation("cost", tuple(nodes), _same_gpus(node_objs, g, cache))
     topologies = {n.name: n.gpu_topology for n in node_objs if n.gpu_topology is not None}
     if spec.dp is None and (len(nodes) * g) % (spec.tp * spec.pp):
         raise InputError(
