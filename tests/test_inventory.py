@@ -188,3 +188,29 @@ def test_one_node_budget_across_files_is_counted_before_expansion(tmp_path: Path
     ):
         load_inventories([first, second])
     assert len(load_inventories([first]).nodes) == 4
+
+
+def test_links_rails_are_validated_at_load_and_generate_writes_nothing(tmp_path: Path) -> None:
+    """links: {rails: …} (NIC -> rail, for the cost model) is checked when the inventory loads: a bad rail is
+    one line naming the file and key, exit 2, and `generate` writes nothing; a good map loads."""
+    import subprocess
+    import sys
+
+    base = "nodes:\n  - {name: 'n[1-2]', region: r, zone: z, network_group: g, gpus: 8}\n"
+    good = tmp_path / "good.yaml"
+    good.write_text(base + "links:\n  rails: {mlx5_0: 0, mlx5_1: rail-b}\n")
+    assert [n.name for n in load_inventories([good]).nodes] == ["n1", "n2"]
+    for i, bad_rails in enumerate(["{mlx5_0: 1.5}", "{'mlx5 0': 0}", "[mlx5_0]", "{mlx5_0: 'a,b'}"]):
+        bad = tmp_path / f"bad{i}.yaml"
+        bad.write_text(base + f"links:\n  rails: {bad_rails}\n")
+        out = tmp_path / f"out{i}"
+        proc = subprocess.run(
+            [sys.executable, "-m", "slurm_topo", "generate", "-i", str(bad), "-o", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert f"{bad}: links.rails" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+        assert not out.exists() or not any(out.iterdir())
