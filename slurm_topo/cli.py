@@ -1076,6 +1076,23 @@ def health_sync(records_dir: str, max_age: float, dry_run: bool) -> None:
     show_default=True,
     help="Multiply budgets by 1/(1-busy share of the nodes) (docs/relax.md).",
 )
+@click.option(
+    "--estimates",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0, 1000),
+    metavar="N",
+    help="Also widen jobs whose sbatch --test-only start one level looser saves more than it costs: "
+    "at most N --test-only calls a pass (0: off).",
+)
+@click.option(
+    "--estimate-timeout",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(1, 120),
+    metavar="S",
+    help="Seconds for one sbatch --test-only call.",
+)
 def relax(
     once: bool,
     interval: float,
@@ -1084,6 +1101,8 @@ def relax(
     lock_path: str,
     max_changes: int,
     load_aware: bool,
+    estimates: int,
+    estimate_timeout: float,
 ) -> None:
     """Widen pending LEVEL:auto jobs one level once their wait passed the budget in their AdminComment
     (scontrol update Features=, the decision appended to AdminComment). Guide: docs/relax.md."""
@@ -1099,7 +1118,13 @@ def relax(
             else:
                 try:
                     done = rx.run_pass(
-                        SubprocessRunner(), dry_run=dry_run, max_changes=max_changes, load_aware=load_aware
+                        SubprocessRunner(),
+                        dry_run=dry_run,
+                        max_changes=max_changes,
+                        load_aware=load_aware,
+                        estimates=estimates,
+                        estimate_timeout=estimate_timeout,
+                        estimate_seconds=max(10.0, min(120.0, interval)),
                     )
                 except CommandError as exc:
                     if once:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 import os
 import re
 import time
@@ -249,7 +250,8 @@ def estimate_says(budget: Budget, level: str, wait_now_s: float, wait_loose_s: f
 
 
 _RELAX_LINE_RE = re.compile(
-    r"slurm-topo-relax: ([a-z_]+)->([a-z_]+) waited=(\d+)s budget=(-?\d+)s(?: load=x([0-9.]+))? at=(\S+)"
+    r"slurm-topo-relax: ([a-z_]+)->([a-z_]+) waited=(\d+)s budget=(-?\d+)s(?: load=x([0-9.]+))?"
+    r"(?: start=\+(\d+)s looser=\+(\d+)s cost=(-?\d+)s)? at=(\S+)"
 )
 
 
@@ -270,7 +272,12 @@ def auto_lines(job: Mapping[str, str], now: float | None = None) -> list[str]:
     lines = [head]
     for m in _RELAX_LINE_RE.finditer(comment or ""):
         load = f" × load {m[5]}" if m[5] else ""
-        lines.append(f"relaxed {m[1]} -> {m[2]} after {m[3]} s (budget {m[4]} s{load}) at {m[6]}")
+        why = (
+            f"start estimate +{m[6]} s here, +{m[7]} s at {m[2]}, which costs {m[8]} s; budget {m[4]} s"
+            if m[6]
+            else f"budget {m[4]} s{load}"
+        )
+        lines.append(f"relaxed {m[1]} -> {m[2]} after {m[3]} s ({why}) at {m[9]}")
     return lines
 
 
@@ -324,9 +331,19 @@ class Decision:
     applied: bool = False
     factor: float | None = None
     """The load factor the budget was multiplied by (load-aware timer), None without."""
+    rule: str | None = None
+    """Why a job was widened: ``budget`` (the timer) or ``estimate`` (``sbatch --test-only``)."""
+    estimate: tuple[int, int, int] | None = None
+    """The start-estimate rule's numbers: seconds to the estimated start at the job's level and one level
+    looser, and what the looser placement costs (R · Δs)."""
+    fields: Mapping[str, str] | None = field(default=None, repr=False)
+    """The job's line as listed (for ``--test-only``); not reported."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
+        out = {k: v for k, v in self.__dict__.items() if v is not None and k not in ("fields", "estimate")}
+        if self.estimate is not None:
+            out["estimate_start_s"], out["estimate_looser_s"], out["estimate_cost_s"] = self.estimate
+        return out
 
 
 @dataclass
@@ -384,13 +401,19 @@ def judge(job: Mapping[str, str], now: float, busy: float | None = None) -> Deci
         if nxt is not None and factor is not None:
             why += f" × load {factor}"
         return Decision(jid, "skip", why, level, nxt, waited, budget.of(nxt) if nxt else None, factor=factor)
-    return Decision(jid, "relax", "budget passed", level, target, waited, budget.of(target), factor=factor)
+    return Decision(
+        jid, "relax", "budget passed", level, target, waited, budget.of(target), factor=factor, rule="budget"
+    )
 
 
 def relax_record(d: Decision, now: float) -> str:
     at = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    load = "" if d.factor is None else f" load=x{d.factor:.2f}"
-    return f"{RELAX_PREFIX}{d.level}->{d.target} waited={d.waited_s}s budget={d.budget_s}s{load} at={at}"
+    if d.estimate is not None:
+        start, looser, cost = d.estimate
+        why = f" start=+{start}s looser=+{looser}s cost={cost}s"
+    else:
+        why = "" if d.factor is None else f" load=x{d.factor:.2f}"
+    return f"{RELAX_PREFIX}{d.level}->{d.target} waited={d.waited_s}s budget={d.budget_s}s{why} at={at}"
 
 
 def jobs_argv(job: str | None = None) -> list[str]:
@@ -415,6 +438,7 @@ def plan_pass(text: str, now: float, busy: float | None = None) -> Pass:
         d = judge(job, now, busy)
         if d is None:
             continue
+        d.fields = job
         out.auto += 1
         out.decisions.append(d)
     return out
@@ -435,6 +459,163 @@ def busy_share(text: str) -> float:
     return used / usable if usable else 0.0
 
 
+_TEST_ONLY_RE = re.compile(r"to start at (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)")
+_COUNT_RE = re.compile(r"\d+(?:-\d+)?")
+_TIME_RE = re.compile(r"(?:\d+-)?\d+(?::\d+){0,2}")
+
+
+def will_run_argv(job: Mapping[str, str], features: str) -> list[str] | None:
+    """``sbatch --test-only`` for a job like ``job`` (node count, tasks, CPUs per task, partition, time limit,
+    exclusive, GRES per node, memory per node) with constraint ``features``; None when the line lacks a
+    node count. Its stderr carries the answer, so it runs as ``sh -c 'exec "$@" 2>&1'`` (no shell parsing of
+    any value). ``--comment=locality=any``: the submit filter leaves the request as it is."""
+    nodes = job.get("NumNodes", "")
+    if not _COUNT_RE.fullmatch(nodes):
+        return None
+    argv = ["sbatch", "--test-only", "--comment=locality=any", f"--nodes={nodes}"]
+    if _COUNT_RE.fullmatch(job.get("NumTasks", "")):
+        argv.append(f"--ntasks={job['NumTasks']}")
+    if job.get("CPUs/Task", "").isdigit():
+        argv.append(f"--cpus-per-task={job['CPUs/Task']}")
+    if job.get("Partition") not in (None, "", NULL):
+        argv.append(f"--partition={job['Partition']}")
+    if _TIME_RE.fullmatch(job.get("TimeLimit", "")):
+        argv.append(f"--time={job['TimeLimit']}")
+    if job.get("OverSubscribe") == "NO":
+        argv.append("--exclusive")
+    gres = [g.removeprefix("gres:") for g in job.get("TresPerNode", "").split(",") if g.startswith("gres:")]
+    if gres:
+        argv.append(f"--gres={','.join(gres)}")
+    mem = job.get("MinMemoryNode", "")
+    if re.fullmatch(r"[1-9]\d*[KMGT]?", mem):
+        argv.append(f"--mem={mem}")
+    if features:
+        argv.append(f"--constraint={features}")
+    return ["sh", "-c", 'exec "$@" 2>&1', "sh", *argv, "--wrap", "true"]
+
+
+def parse_test_only(text: str) -> float | None:
+    """``sbatch: Job 12 to start at 2026-11-30T12:00:00 using …`` -> epoch seconds (local time, as
+    scontrol prints it); None when the answer has no start."""
+    m = _TEST_ONLY_RE.search(text)
+    return parse_time(m[1]) if m else None
+
+
+def start_estimate(runner: Runner, job: Mapping[str, str], features: str, timeout: float) -> float:
+    """Slurm's estimated start of a job like ``job`` under ``features`` (``sbatch --test-only``); raises
+    CommandError when Slurm gives none."""
+    argv = will_run_argv(job, features)
+    if argv is None:
+        raise CommandError(
+            ["sbatch", "--test-only"], None, f"no node count in NumNodes={job.get('NumNodes')}"
+        )
+    text = runner.run(argv, timeout=timeout)
+    start = parse_test_only(text)
+    if start is None:
+        raise CommandError(argv, None, f"no start estimate in {text.strip()[:120]!r}")
+    return start
+
+
+def alternatives(features: str | None) -> list[str]:
+    """One constraint per group of the trailing bracket (``gpu&[a|b]`` -> ``gpu&a``, ``gpu&b``); the
+    constraint itself without a bracket. Slurm 22.05's ``--test-only`` ignores a matching-OR bracket (it
+    answers with nodes of no listed group), so each group is asked on its own."""
+    user, groups = split_bracket(features)
+    if not groups:
+        return [user]
+    return [f"{user}&{g}" if user else g for g in groups]
+
+
+class _Calls:
+    """The ``--test-only`` calls a pass may still make: a count and a deadline."""
+
+    def __init__(self, count: int, seconds: float, timeout: float) -> None:
+        self.left = count
+        self.deadline = time.monotonic() + seconds
+        self.timeout = timeout
+
+    def start(self, runner: Runner, job: Mapping[str, str], features: str) -> float:
+        remaining = self.deadline - time.monotonic()
+        if self.left <= 0 or remaining < 1:
+            raise _OutOfCalls()
+        self.left -= 1
+        return start_estimate(runner, job, features, min(self.timeout, remaining))
+
+
+class _OutOfCalls(Exception):
+    pass
+
+
+def earliest(
+    runner: Runner, job: Mapping[str, str], features: str | None, calls: _Calls, enough: float | None = None
+) -> float:
+    """The earliest estimated start over the alternatives of ``features``; stops at the first one at or
+    before ``enough``. A failed call skips its alternative; all failed: CommandError."""
+    best = math.inf
+    failed: CommandError | None = None
+    for alt in alternatives(features):
+        try:
+            best = min(best, calls.start(runner, job, alt))
+        except CommandError as exc:
+            failed = exc
+            continue
+        if enough is not None and best <= enough:
+            break
+    if best == math.inf:
+        raise failed or CommandError(["sbatch", "--test-only"], None, "no alternative to ask")
+    return best
+
+
+def estimate_pass(
+    runner: Runner,
+    decisions: Sequence[Decision],
+    nodes: Mapping[str, Sequence[str]],
+    now: float,
+    *,
+    limit: int,
+    timeout: float = 10.0,
+    seconds: float = 60.0,
+) -> list[Decision]:
+    """The start-estimate rule for jobs not yet due, the longest waiting first, with at most ``limit``
+    ``sbatch --test-only`` calls in all, each under ``timeout`` seconds and all within ``seconds``. A job's
+    start one level looser is asked first (one call per group), then its start at its own level, group by
+    group until one starts no later than the looser start plus what the looser level costs (R · Δs); the job
+    becomes due when none does (:func:`estimate_says`). A call that fails or times out skips that group;
+    a job whose calls all fail keeps its level (the reason in its decision) and the pass goes on."""
+    candidates = [
+        d
+        for d in decisions
+        if d.action == "skip" and d.target is not None and d.waited_s is not None and d.fields is not None
+    ]
+    candidates.sort(key=lambda d: -(d.waited_s or 0))
+    calls = _Calls(limit, seconds, timeout)
+    out: list[Decision] = []
+    for d in candidates:
+        job = d.fields or {}
+        budget = parse_budget(job.get("AdminComment"))
+        looser = widen(job.get("Features"), d.target or "any", nodes)
+        if budget is None or d.level is None or looser is None:
+            continue
+        cost = relax_cost(budget, d.level, d.target or "any")
+        try:
+            there = max(now, earliest(runner, job, looser, calls))
+            here = max(now, earliest(runner, job, job.get("Features"), calls, enough=there + cost))
+        except _OutOfCalls:
+            d.why += "; no start estimate (the pass's --test-only calls are spent)"
+            continue
+        except CommandError as exc:
+            d.why += f"; start estimate failed: {' '.join(str(exc).split())[:100]}"
+            continue
+        wait_here, wait_there = round(here - now), round(there - now)
+        d.estimate = (wait_here, wait_there, cost)
+        if estimate_says(budget, d.level, wait_here, wait_there) != d.target:
+            d.why += f"; start estimate +{wait_here}s here, +{wait_there}s at {d.target}, costs {cost}s"
+            continue
+        d.action, d.why, d.rule = "relax", "start estimate", "estimate"
+        out.append(d)
+    return out
+
+
 def run_pass(
     runner: Runner,
     *,
@@ -442,10 +623,15 @@ def run_pass(
     now: float | None = None,
     max_changes: int = 200,
     load_aware: bool = True,
+    estimates: int = 0,
+    estimate_timeout: float = 10.0,
+    estimate_seconds: float = 60.0,
 ) -> Pass:
     """One pass: read the jobs, decide, and for each job due apply at most one ``scontrol update`` after
     re-reading that job (compare and set: nothing is applied when it changed since the listing). At most
-    ``max_changes`` jobs are changed a pass (the longest waiting first); the rest wait for the next pass."""
+    ``max_changes`` jobs are changed a pass (the longest waiting first); the rest wait for the next pass.
+    ``estimates`` > 0: also ask Slurm's start estimate of jobs not yet due, at most that many
+    ``sbatch --test-only`` calls a pass (:func:`estimate_pass`)."""
     started = time.monotonic()
     now = time.time() if now is None else now
     node_text = runner.run(["scontrol", "show", "node", "-o"], timeout=60)
@@ -453,43 +639,73 @@ def run_pass(
     text = runner.run(jobs_argv(), timeout=60)
     result = plan_pass(text, now, busy)
     result.busy = busy
-    due_jobs = sorted((d for d in result.decisions if d.action == "relax"), key=lambda d: -(d.waited_s or 0))
+    due_jobs = [d for d in result.decisions if d.action == "relax"]
+    want_nodes = due_jobs or (estimates > 0 and result.decisions)
+    nodes = parse_nodes(node_text) if want_nodes else {}
+    if estimates > 0 and len(due_jobs) < max_changes:
+        due_jobs += estimate_pass(
+            runner,
+            result.decisions,
+            nodes,
+            now,
+            limit=estimates,
+            timeout=estimate_timeout,
+            seconds=estimate_seconds,
+        )
+    due_jobs.sort(key=lambda d: -(d.waited_s or 0))
     for d in due_jobs[max(0, max_changes) :]:
         d.action, d.why = "skip", f"over --max-changes {max_changes} this pass"
-    due_jobs = due_jobs[: max(0, max_changes)]
-    nodes = parse_nodes(node_text) if due_jobs else {}
-    for d in due_jobs:
-        try:
-            fresh = parse_jobs(runner.run(jobs_argv(d.job), timeout=30))
-        except CommandError as exc:
-            d.action, d.why = "skip", f"gone: {str(exc)[:80]}"
-            continue
-        again = judge(fresh[0], now, busy) if fresh else None
-        if again is None or again.action != "relax" or again.target != d.target:
-            d.action, d.why = "skip", "changed since the listing"
-            continue
-        job = fresh[0]
-        features = widen(job.get("Features"), d.target or "any", nodes)
-        if features is None:
-            d.action, d.why = "skip", f"no bracket to widen in Features={job.get('Features')}"
-            continue
-        d.features = features
-        if dry_run:
-            continue
-        old = job.get("AdminComment", "")
-        comment = f"{old}; {relax_record(d, now)}" if old and old != NULL else relax_record(d, now)
-        try:
-            runner.run(
-                ["scontrol", "update", f"JobId={d.job}", f"Features={features}", f"AdminComment={comment}"],
-                timeout=30,
-            )
-        except CommandError as exc:
-            d.action, d.why = "skip", f"scontrol update failed: {str(exc)[:120]}"
-            continue
-        d.applied = True
-        restore_trail(runner, d.job, comment)
+    for d in due_jobs[: max(0, max_changes)]:
+        apply(runner, d, now, busy, nodes, dry_run)
+    for d in result.decisions:
+        d.fields = None
     result.seconds = time.monotonic() - started
     return result
+
+
+def apply(
+    runner: Runner,
+    d: Decision,
+    now: float,
+    busy: float | None,
+    nodes: Mapping[str, Sequence[str]],
+    dry_run: bool,
+) -> None:
+    """Widen one due job: read it again and change it only when it is still pending, not held, at the same
+    level and (for the budget rule) still due for the same level; one ``scontrol update``."""
+    try:
+        fresh = parse_jobs(runner.run(jobs_argv(d.job), timeout=30))
+    except CommandError as exc:
+        d.action, d.why = "skip", f"gone: {str(exc)[:80]}"
+        return
+    again = judge(fresh[0], now, busy) if fresh else None
+    if d.rule == "estimate":
+        same = again is not None and again.waited_s is not None and again.target == d.target
+    else:
+        same = again is not None and again.action == "relax" and again.target == d.target
+    if not same or again is None or again.level != d.level:
+        d.action, d.why = "skip", "changed since the listing"
+        return
+    job = fresh[0]
+    features = widen(job.get("Features"), d.target or "any", nodes)
+    if features is None:
+        d.action, d.why = "skip", f"no bracket to widen in Features={job.get('Features')}"
+        return
+    d.features = features
+    if dry_run:
+        return
+    old = job.get("AdminComment", "")
+    comment = f"{old}; {relax_record(d, now)}" if old and old != NULL else relax_record(d, now)
+    try:
+        runner.run(
+            ["scontrol", "update", f"JobId={d.job}", f"Features={features}", f"AdminComment={comment}"],
+            timeout=30,
+        )
+    except CommandError as exc:
+        d.action, d.why = "skip", f"scontrol update failed: {str(exc)[:120]}"
+        return
+    d.applied = True
+    restore_trail(runner, d.job, comment)
 
 
 def restore_trail(runner: Runner, job: str, comment: str) -> None:
@@ -531,11 +747,13 @@ def log_lines(p: Pass, dry_run: bool) -> list[str]:
         if d.action != "relax":
             continue
         verb = "would relax" if dry_run else ("relaxed" if d.applied else "relax failed")
-        lines.append(
-            f"job {d.job}: {verb} {d.level} -> {d.target} (waited {d.waited_s}s > budget {d.budget_s}s"
-            f"{'' if d.factor is None else f' × load {d.factor}'}): "
-            f"Features={d.features}"
-        )
+        if d.estimate is not None:
+            here, there, cost = d.estimate
+            why = f"start estimate +{here}s here, +{there}s at {d.target}: saves more than its {cost}s"
+        else:
+            load = "" if d.factor is None else f" × load {d.factor}"
+            why = f"waited {d.waited_s}s > budget {d.budget_s}s{load}"
+        lines.append(f"job {d.job}: {verb} {d.level} -> {d.target} ({why}): Features={d.features}")
     lines.append(
         f"relax: {p.pending} pending, {p.auto} auto, "
         f"{sum(1 for d in p.decisions if d.action == 'relax')} relaxed, {p.seconds:.3f}s"
@@ -566,17 +784,23 @@ __all__ = [
     "load_factor",
     "current_level",
     "due",
+    "alternatives",
+    "earliest",
+    "estimate_pass",
     "estimate_says",
     "judge",
     "level_slowdowns",
     "level_step_seconds",
     "parse_budget",
+    "parse_test_only",
     "pass_lock",
     "plan_pass",
     "relax_cost",
     "relaxations",
     "run_pass",
     "split_bracket",
+    "start_estimate",
+    "will_run_argv",
     "unit_budgets",
     "widen",
 ]

@@ -8,10 +8,11 @@ from datetime import datetime
 import pytest
 
 from slurm_topo.cost import Fabric, parse_plan, score_placement
-from slurm_topo.errors import InputError
-from slurm_topo.explain import explain_record
+from slurm_topo.errors import CommandError, InputError
+from slurm_topo.explain import explain_record, parse_record_line
 from slurm_topo.model import Location, Node
 from slurm_topo.relax import (
+    alternatives,
     auto_budget,
     auto_lines,
     budget_record,
@@ -22,13 +23,17 @@ from slurm_topo.relax import (
     level_slowdowns,
     level_step_seconds,
     load_factor,
+    log_lines,
     parse_budget,
+    parse_test_only,
     plan_pass,
     relax_record,
     relaxations,
+    run_pass,
     split_bracket,
     unit_budgets,
     widen,
+    will_run_argv,
 )
 
 H100 = Node("t", gpus=8)
@@ -264,3 +269,214 @@ def test_busy_share_counts_usable_nodes() -> None:
     )
     assert busy_share(text) == pytest.approx(2 / 3)
     assert busy_share("") == 0.0
+
+
+# ---- the start-estimate rule (sbatch --test-only)
+
+NODE_TEXT = "\n".join(
+    f"NodeName={n} Arch=x86_64 State=IDLE ActiveFeatures={','.join(f)}" for n, f in NODES.items()
+)
+
+
+def _line(job: str, submitted: str, budget: str = "region=300s any=1800s", **kw: str) -> str:
+    fields = {
+        "JobId": job,
+        "JobName": f"j{job}",
+        "UserId": "u(1)",
+        "Priority": "10",
+        "JobState": "PENDING",
+        "Reason": "Resources",
+        "SubmitTime": submitted,
+        "Partition": "main",
+        "TimeLimit": "01:00:00",
+        "NumNodes": "2-2",
+        "NumTasks": "2",
+        "CPUs/Task": "1",
+        "OverSubscribe": "NO",
+        "TresPerNode": "gres:gpu:4",
+        "Features": "gpu&[zone_a|zone_b]",
+    }
+    fields.update(kw)
+    head = " ".join(f"{k}={v}" for k, v in fields.items())
+    return (
+        f"{head} AdminComment=slurm-topo: zone:auto [a(2n),b(2n)]; slurm-topo-auto: zone limit=3600s {budget}"
+    )
+
+
+class FakeSlurm:
+    """Answers the relaxer's commands from a job listing; ``sbatch --test-only`` from ``starts``
+    (constraint -> seconds after T0, or an exception to raise); records every call."""
+
+    def __init__(self, lines: list[str], starts: dict[str, object]) -> None:
+        self.lines = {line.split()[0][6:]: line for line in lines}
+        self.starts = starts
+        self.calls: list[list[str]] = []
+
+    def run(self, argv: object, timeout: float = 30.0) -> str:
+        args = [str(a) for a in argv]  # type: ignore[attr-defined]
+        self.calls.append(args)
+        if args[:4] == ["scontrol", "show", "node", "-o"]:
+            return NODE_TEXT
+        if args[:4] == ["scontrol", "show", "job", "-o"]:
+            return "\n".join(self.lines.values()) if len(args) == 4 else self.lines[args[4]]
+        if args[:2] == ["scontrol", "update"]:
+            job = args[2].split("=", 1)[1]
+            for a in args[3:]:
+                key, value = a.split("=", 1)
+                head, _, rest = self.lines[job].partition(f" {key}=")
+                tail = (
+                    rest.split(" AdminComment=", 1)[1]
+                    if key != "AdminComment" and " AdminComment=" in rest
+                    else ""
+                )
+                if key == "AdminComment":
+                    self.lines[job] = f"{head} AdminComment={value}"
+                else:
+                    self.lines[job] = f"{head} {key}={value}" + (f" AdminComment={tail}" if tail else "")
+            return ""
+        assert args[:3] == ["sh", "-c", 'exec "$@" 2>&1'] and "--test-only" in args, args
+        constraint = next(a.split("=", 1)[1] for a in args if a.startswith("--constraint="))
+        start = self.starts[constraint]
+        if isinstance(start, Exception):
+            raise start
+        at = datetime.fromtimestamp(T0 + float(start)).strftime("%Y-%m-%dT%H:%M:%S")  # type: ignore[arg-type]
+        return f"sbatch: Job 99 to start at {at} using 2 processors on nodes n[1-2] in partition main\n"
+
+    def test_only_calls(self) -> list[list[str]]:
+        return [c for c in self.calls if "--test-only" in c]
+
+
+def test_test_only_argv_asks_for_a_job_like_the_pending_one() -> None:
+    job = parse_record_line(_line("5", "2026-11-30T12:00:00", MinMemoryNode="2000M"))
+    argv = will_run_argv(job, "gpu&[region_r1]")
+    assert argv is not None and argv[:4] == ["sh", "-c", 'exec "$@" 2>&1', "sh"]
+    assert argv[4:] == [
+        "sbatch",
+        "--test-only",
+        "--comment=locality=any",
+        "--nodes=2-2",
+        "--ntasks=2",
+        "--cpus-per-task=1",
+        "--partition=main",
+        "--time=01:00:00",
+        "--exclusive",
+        "--gres=gpu:4",
+        "--mem=2000M",
+        "--constraint=gpu&[region_r1]",
+        "--wrap",
+        "true",
+    ]
+    assert will_run_argv({"NumNodes": "two"}, "x") is None
+    assert "--time=UNLIMITED" not in (will_run_argv({"NumNodes": "1", "TimeLimit": "UNLIMITED"}, "") or [])
+    line = (
+        "sbatch: Job 12 to start at 2026-11-30T12:10:00 using 2 processors on nodes a[3-4] in partition main"
+    )
+    assert parse_test_only(line) == T0 + 600
+    assert parse_test_only("sbatch: error: Requested node configuration is not available") is None
+
+
+def test_alternatives_ask_each_group_alone() -> None:
+    assert alternatives("gpu&[zone_a|zone_b]") == ["gpu&zone_a", "gpu&zone_b"]
+    assert alternatives("[region_r1]") == ["region_r1"]
+    assert alternatives("gpu") == ["gpu"] and alternatives(None) == [""]
+
+
+def test_estimate_rule_widens_a_job_whose_looser_start_saves_more_than_it_costs() -> None:
+    """Job 1: 1 h to either zone, 10 s to its region, which costs 300 s: widened (long before its budget,
+    at 60 s of waiting). Job 2: the region saves 200 s and costs 300 s: left."""
+    slurm = FakeSlurm(
+        [
+            _line("1", "2026-11-30T12:00:00"),
+            _line("2", "2026-11-30T12:00:30", Features="[zone_c]"),
+        ],
+        {"gpu&zone_a": 3660, "gpu&zone_b": 5000, "gpu&region_r1": 70, "zone_c": 260, "region_r2": 60},
+    )
+    p = run_pass(slurm, now=T0 + 60, load_aware=False, estimates=10)
+    by = {d.job: d for d in p.decisions}
+    assert (by["1"].action, by["1"].rule, by["1"].applied, by["1"].estimate) == (
+        "relax",
+        "estimate",
+        True,
+        (3600, 10, 300),
+    )
+    assert by["2"].action == "skip" and by["2"].estimate == (200, 0, 300), by["2"]
+    assert "start estimate +200s here, +0s at region, costs 300s" in by["2"].why
+    asked = [next(a for a in c if a.startswith("--constraint=")) for c in slurm.test_only_calls()]
+    assert asked == [
+        "--constraint=gpu&region_r1",
+        "--constraint=gpu&zone_a",
+        "--constraint=gpu&zone_b",
+        "--constraint=region_r2",
+        "--constraint=zone_c",
+    ]
+    updates = [c for c in slurm.calls if c[:2] == ["scontrol", "update"]]
+    assert updates[0][2:4] == ["JobId=1", "Features=gpu&[region_r1]"]
+    assert len(updates) == 1
+    comment = parse_record_line(slurm.lines["1"])["AdminComment"]
+    assert relaxations(comment) == [("zone", "region")]
+    assert " waited=60s budget=300s start=+3600s looser=+10s cost=300s at=" in comment
+    lines = auto_lines(parse_record_line(slurm.lines["1"]), T0 + 61)
+    assert lines[1].startswith(
+        "relaxed zone -> region after 60 s (start estimate +3600 s here, +10 s at region, which costs 300 s;"
+    ), lines
+    assert by["1"].as_dict()["estimate_start_s"] == 3600 and "fields" not in by["1"].as_dict()
+    assert "start estimate +3600s here, +10s at region" in log_lines(p, False)[0]
+
+
+def test_a_group_starting_soon_enough_ends_the_questions() -> None:
+    """zone_a starts within the looser start + cost: zone_b is never asked, the job is left."""
+    slurm = FakeSlurm([_line("1", "2026-11-30T12:00:00")], {"gpu&region_r1": 60, "gpu&zone_a": 300})
+    p = run_pass(slurm, now=T0 + 60, load_aware=False, estimates=10)
+    assert len(slurm.test_only_calls()) == 2 and p.decisions[0].action == "skip"
+    assert p.decisions[0].estimate == (240, 0, 300)
+
+
+def test_estimate_rule_is_off_by_default_and_never_used_for_a_job_already_due() -> None:
+    slurm = FakeSlurm([_line("1", "2026-11-30T12:00:00")], {})
+    p = run_pass(slurm, now=T0 + 60, load_aware=False)
+    assert slurm.test_only_calls() == [] and p.decisions[0].action == "skip"
+    slurm = FakeSlurm([_line("1", "2026-11-30T12:00:00")], {})
+    p = run_pass(slurm, now=T0 + 400, load_aware=False, estimates=5)  # past the 300 s budget
+    assert slurm.test_only_calls() == [] and p.decisions[0].rule == "budget" and p.decisions[0].applied
+
+
+def test_a_failing_test_only_call_never_stops_the_pass_and_calls_are_bounded() -> None:
+    """Three jobs not due, asked longest waiting first (3, 1, 2) with 4 calls in all: job 3's calls fail
+    (a timeout and an error), job 1 is still widened with the other two; job 2 gets none."""
+    slurm = FakeSlurm(
+        [
+            _line("1", "2026-11-30T12:00:20"),
+            _line("2", "2026-11-30T12:00:50", Features="[zone_c]"),
+            _line("3", "2026-11-30T12:00:00", Features="[zone_d]"),
+        ],
+        {
+            "gpu&zone_a": 3660,
+            "gpu&zone_b": 3660,
+            "gpu&region_r1": 70,
+            "region_r3": CommandError(["sbatch"], None, "timed out after 10 s"),
+            "zone_c": 3660,
+            "region_r2": 60,
+        },
+    )
+    p = run_pass(slurm, now=T0 + 60, load_aware=False, estimates=4, estimate_timeout=10)
+    by = {d.job: d for d in p.decisions}
+    asked = [next(a for a in c if a.startswith("--constraint=")) for c in slurm.test_only_calls()]
+    assert asked == [
+        "--constraint=region_r3",
+        "--constraint=gpu&region_r1",
+        "--constraint=gpu&zone_a",
+        "--constraint=gpu&zone_b",
+    ]
+    assert by["3"].action == "skip" and "start estimate failed: " in by["3"].why and not by["3"].applied
+    assert "timed out after 10 s" in by["3"].why
+    assert by["1"].applied and by["1"].rule == "estimate"
+    assert by["2"].action == "skip" and by["2"].estimate is None
+    assert "--test-only calls are spent" in by["2"].why
+    assert all(c[c.index("--test-only") - 1] == "sbatch" for c in slurm.test_only_calls())
+
+
+def test_estimate_rule_respects_the_time_left_in_the_pass() -> None:
+    slurm = FakeSlurm([_line("1", "2026-11-30T12:00:00")], {})
+    p = run_pass(slurm, now=T0 + 60, load_aware=False, estimates=5, estimate_seconds=0.5)
+    assert slurm.test_only_calls() == []
+    assert "--test-only calls are spent" in p.decisions[0].why
