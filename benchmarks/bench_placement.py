@@ -22,6 +22,10 @@ Variants (the constraint strings are built from the fleet as the submit filter s
                       (and the region buckets) largest first
     region_asc/desc   --constraint=[regions that can ever hold it], smallest / largest first
     region_asc+prefer region_asc plus --prefer=[zones that can hold it|regions], finest first
+    prefer_zonesets   the cascade's groups plus unions of 2-3 zones ``(zone_a|zone_b)`` as alternatives of
+                      the same matching OR, ordered by (regions, zones) spanned, smallest first: the first
+                      alternative with room is the placement with the fewest regions, then zones (see
+                      ``zone_sets``); cut at Slurm's 64 alternatives / 1,024 characters from the tail
     filter_prefer     (--with-filter) sbatch --locality=prefer through the submit filter and SPANK plugin
     filter_region     (--with-filter) sbatch --locality=region through the filter
                       (with --with-filter every other variant and the filler job carry --locality=any)
@@ -37,6 +41,11 @@ across positions, torch-2.3/torch-2.4 with ``families: {torch: 'torch-*'}``, one
 
     python benchmarks/bench_placement.py [--patterns 20] [--sizes 4,6,8] [--fleets five-zones,uneven]
         [--orders alpha,desc,asc] [--variants A,B] [--seed 1] [--jsonl FILE] [--out FILE.md] [--with-filter]
+        [--slurm native|24.11|26.05]
+
+``--slurm`` runs the cluster on that release (docker-slurm/cluster up --slurm: the host's Slurm, or Debian
+trixie's 24.11 / sid's 26.05 from the launcher's cached roots); every row records the release it ran on
+(rows of files written before the option carry none and are read as 22.05, the host's then).
     python benchmarks/bench_placement.py --from-jsonl A.jsonl,B.jsonl --out ...   # re-summarize runs
 """
 
@@ -220,6 +229,45 @@ def mixed(fleet: Fleet, n: int, largest_first: bool | Sequence[str] = False) -> 
     return "[" + "|".join(alts) + "]" if alts else None
 
 
+def zone_sets(fleet: Fleet, n: int, max_zones: int = 3, limit: int = 64, chars: int = 1024) -> str | None:
+    """One matching OR whose alternatives are the network groups, zones, unions of 2..``max_zones`` zones
+    (``(zone_a|zone_b)``: Slurm 22.05 reads a parenthesised OR inside the bracket as one alternative) and
+    regions that can ever hold n nodes, ordered by (regions spanned, zones spanned, level, size): a zone
+    union comes before the region alternative when its zones lie in one region, after every region when
+    they span several. Slurm takes the first alternative with room, so while the list is whole the job
+    lands on the fewest regions, then the fewest zones, that the free nodes allow (up to ``max_zones``
+    zones; beyond, the regions and then the plain tree decide). Cut from the tail at ``limit``
+    alternatives / ``chars`` characters."""
+    zones = groups_of(fleet, "zone_", False)
+    regions = groups_of(fleet, "region_", False)
+    region_of = {z: next(r for r, v in regions.items() if v >= nodes) for z, nodes in zones.items()}
+    alts: list[tuple[tuple[int, int, int, int, str], str]] = []
+    for g, v in groups_of(fleet, "ng_", False).items():
+        if len(v) >= n:
+            alts.append(((1, 1, 0, len(v), g), g))
+    for z, v in zones.items():
+        if len(v) >= n:
+            alts.append(((1, 1, 1, len(v), z), z))
+    for r, v in regions.items():
+        if len(v) >= n:
+            alts.append(((1, len(zones) + 1, 3, len(v), r), r))
+    for k in range(2, max_zones + 1):
+        for combo in itertools.combinations(sorted(zones), k):
+            size = sum(len(zones[z]) for z in combo)
+            if size >= n:
+                spread = len({region_of[z] for z in combo})
+                alts.append(((spread, k, 2, size, ",".join(combo)), "(" + "|".join(combo) + ")"))
+    alts.sort(key=lambda a: a[0])
+    kept: list[str] = []
+    length = 2
+    for _, text in alts:
+        if len(kept) == limit or length + len(text) + (1 if kept else 0) > chars:
+            break
+        kept.append(text)
+        length += len(text) + (1 if len(kept) > 1 else 0)
+    return "[" + "|".join(kept) + "]" if kept else None
+
+
 def prefer_today(inventory: Path, n: int) -> str | None:
     inv = load_inventories([inventory])
     data = compile_policy(inv, build_topology(inv), None, "bench")
@@ -243,6 +291,9 @@ def _variants(fleet: Fleet, inventory: Path, n: int) -> dict[str, list[str]]:
     m = mixed(fleet, n)
     if m:
         out["prefer_mixed"] = [f"--prefer={m}"]
+    zs = zone_sets(fleet, n)
+    if zs:
+        out["prefer_zonesets"] = [f"--prefer={zs}"]
     big = mixed(fleet, n, largest_first=True)
     if big:
         out["prefer_mixed_big"] = [f"--prefer={big}"]
@@ -344,6 +395,7 @@ class Row:
     same_family_possible: bool = False
     same_region_bucket_possible: bool = False
     seconds: float = 0.0
+    slurm: str = "22.05"  # the release the cluster ran (major.minor)
 
 
 def wait_idle(slurm: slurmctl.Slurm, nodes: Sequence[str], timeout: float = 30) -> None:
@@ -381,7 +433,7 @@ def measure(slurm: slurmctl.Slurm, args: Sequence[str], n: int, run_timeout: flo
 
 
 def run_fleet(name: str, a: argparse.Namespace, rows: list[Row]) -> dict[str, object]:
-    work = Path(f"/tmp/slurm-topo-bench-placement-{name}-{os.getpid()}")
+    work = Path(f"/tmp/slurm-topo-bench-placement-{name}-{a.slurm}-{os.getpid()}")
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     os.chmod(work, 0o755)
@@ -389,8 +441,11 @@ def run_fleet(name: str, a: argparse.Namespace, rows: list[Row]) -> dict[str, ob
     fleet_file.write_text(yaml.safe_dump(fleet_of(name), sort_keys=False))
     t0 = time.monotonic()
     extra = ["--with-filter"] if a.with_filter else []
+    extra += ["--slurm", a.slurm]
     cluster = slurmctl.start_cluster(work / "cluster", "--inventory", str(fleet_file), *extra, nodes_max=40)
     info: dict[str, object] = {"fleet": name}
+    release = f"{cluster.version[0]}.{cluster.version[1]:02d}"
+    info["slurm"] = release
     try:
         slurm = cluster.slurm
         fleet = read_fleet(slurm)
@@ -452,7 +507,16 @@ def run_fleet(name: str, a: argparse.Namespace, rows: list[Row]) -> dict[str, ob
                         t = time.monotonic()
                         state, nodes = measure(slurm, args, n, a.run_timeout)
                         row = Row(
-                            name, order, p, n, vname, nodes, state, best=best, seconds=time.monotonic() - t
+                            name,
+                            order,
+                            p,
+                            n,
+                            vname,
+                            nodes,
+                            state,
+                            best=best,
+                            seconds=time.monotonic() - t,
+                            slurm=release,
                         )
                         if nodes:
                             row.regions, row.zones = spans(nodes, fleet)
@@ -488,16 +552,16 @@ def pct(k: int, n: int) -> str:
 
 
 def summarize(rows: Sequence[Row]) -> list[str]:
-    keys: dict[tuple[str, str, int, str], list[Row]] = defaultdict(list)
+    keys: dict[tuple[str, str, str, int, str], list[Row]] = defaultdict(list)
     for r in rows:
-        keys[(r.fleet, r.order, r.size, r.variant)].append(r)
+        keys[(r.slurm, r.fleet, r.order, r.size, r.variant)].append(r)
     out = [
-        "| fleet | order | N | variant | fewest regions | fewest regions, then zones | one family value, "
-        "then fewest regions and zones | mean regions / zones (best) | not started | mixed family values "
-        "| … although one value had room |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| Slurm | fleet | order | N | variant | fewest regions | fewest regions, then zones "
+        "| one family value, then fewest regions and zones | mean regions / zones (best) | not started "
+        "| mixed family values | … although one value had room |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for (fleet, order, size, variant), rs in sorted(keys.items(), key=lambda kv: kv[0]):
+    for (release, fleet, order, size, variant), rs in sorted(keys.items(), key=lambda kv: kv[0]):
         ran = [r for r in rs if r.state == "running"]
         ok_r = sum(1 for r in ran if r.best and r.regions == r.best[0])
         ok_rz = sum(1 for r in ran if r.best and (r.regions, r.zones) == r.best)
@@ -523,7 +587,8 @@ def summarize(rows: Sequence[Row]) -> list[str]:
         mixed_n = sum(1 for r in ran if r.mixed_family)
         avoid = sum(1 for r in ran if r.mixed_family and r.same_family_possible)
         out.append(
-            f"| {fleet} | {order} | {size} | {variant} | {pct(ok_r, len(ran))} | {pct(ok_rz, len(ran))} "
+            f"| {release} | {fleet} | {order} | {size} | {variant} "
+            f"| {pct(ok_r, len(ran))} | {pct(ok_rz, len(ran))} "
             f"| {pct(ok_fam, len(ran)) if fam else '-'} | {mean} "
             f"| {pct(pend, len(rs))} | {pct(mixed_n, len(ran)) if fam else '-'} "
             f"| {pct(avoid, len(ran)) if fam else '-'} |"
@@ -554,6 +619,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--from-jsonl", default=None, help="summarize these --jsonl files instead of measuring")
     p.add_argument("-v", "--verbose", action="store_true")
     p.add_argument(
+        "--slurm",
+        default="native",
+        choices=("native", "24.11", "26.05"),
+        help="the Slurm release to run (docker-slurm/cluster up --slurm; default: the host's)",
+    )
+    p.add_argument(
         "--with-filter",
         action="store_true",
         help="start the cluster with the submit filter and SPANK plugin; adds filter_prefer/filter_region",
@@ -583,7 +654,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.out:
         cmd = "python benchmarks/bench_placement.py " + " ".join(sys.argv[1:] if argv is None else argv)
         text = [
-            "# Placement on real Slurm 22.05: constraint forms and switch orders",
+            "# Placement on real Slurm "
+            + ", ".join(sorted({r.slurm for r in rows}))
+            + ": constraint forms and switch orders",
             "",
             f"Command: `{cmd}` ({time.monotonic() - t0:.0f} s)",
             "",
