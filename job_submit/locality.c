@@ -1,7 +1,8 @@
 /*
  * locality.c - slurm-topo's SPANK plugin: adds
  *
- *     --locality=LEVEL[:wait|:fail|:auto] LEVEL = prefer|network_group|zone|region|any
+ *     --locality=LEVEL[:wait|:fail|:auto] LEVEL = prefer|nvl|network_group|zone|region|any
+ *                                         (nvl: one NVLink domain, :wait or :fail only)
  *     --locality-regions=LABEL[,LABEL]  region or zone labels ([A-Za-z0-9._-], 1..63 characters)
  *
  * to sbatch, salloc and srun (also in `#SBATCH` lines) and checks the values on the submit host, so a typo
@@ -26,7 +27,7 @@
 
 SPANK_PLUGIN(locality, 1);
 
-#define LEVELS "prefer|network_group|zone|region|any"
+#define LEVELS "prefer|nvl|network_group|zone|region|any"
 #define MAX_LABEL 63
 #define MAX_VALUE 1024
 
@@ -36,7 +37,7 @@ SPANK_PLUGIN(locality, 1);
 /* Visible in the .so: strings locality.so | grep 'built for' */
 const char locality_built_for[] = "slurm-topo locality SPANK plugin built for Slurm " LOCALITY_BUILT_FOR;
 
-static const char *levels[] = { "prefer", "network_group", "zone", "region", "any", NULL };
+static const char *levels[] = { "prefer", "nvl", "network_group", "zone", "region", "any", NULL };
 static const char *modes[] = { "wait", "fail", "auto", NULL };
 
 static int _in(const char *word, size_t len, const char **list)
@@ -57,6 +58,8 @@ static int _valid_locality(const char *arg)
 		return 0;
 	if (!colon)
 		return 1;
+	if (len == 3 && !strncmp(arg, "nvl", 3) && !strcmp(colon + 1, "auto"))
+		return 0;	/* an NVLink domain has no looser level to relax to */
 	return _in(colon + 1, strlen(colon + 1), modes);
 }
 

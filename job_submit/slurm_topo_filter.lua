@@ -36,7 +36,7 @@ local DATA_FORMAT = 4 -- slurm_topo/render/filter_data.py FORMAT
 local SPANK_LOCALITY = "_SLURM_SPANK_OPTION_locality_locality"
 local SPANK_REGIONS = "_SLURM_SPANK_OPTION_locality_locality_regions"
 local LEVELS = { "network_group", "zone", "region" }
-local LOCALITIES = { prefer = true, network_group = true, zone = true, region = true, any = true }
+local LOCALITIES = { prefer = true, nvl = true, network_group = true, zone = true, region = true, any = true }
 local MODES = { wait = true, fail = true, auto = true } -- auto: decided as wait, plus the budget record
 local AUTO_LEVELS = { "network_group", "zone", "region", "any" } -- an auto job's budget levels, tightest first
 local AUTO_INDEX = { network_group = 1, zone = 2, region = 3 }
@@ -657,12 +657,15 @@ local function scan_largest(sc, groups, only)
   return best, bn, bg
 end
 
+local NO_GROUPS = {}
+
 local function level_groups(data, partitions, level)
   -- one partition: the compiled list; several: their groups merged (no compiled cut: `big` is absent)
-  if #partitions == 1 then return data.partitions[partitions[1]][level] end
+  -- nvl: only where the fleet has NVLink domains
+  if #partitions == 1 then return data.partitions[partitions[1]][level] or NO_GROUPS end
   local merged, list = {}, {}
   for _, p in ipairs(partitions) do
-    for _, g in ipairs(data.partitions[p][level]) do
+    for _, g in ipairs(data.partitions[p][level] or NO_GROUPS) do
       local have = merged[g.f]
       if have == nil or g.n > have.n then merged[g.f] = g end
     end
@@ -770,10 +773,10 @@ local function locality_of(data, req, names)
   end
   local level, mode = string.match(locality, "^([^:]*):(.*)$")
   if level == nil then level, mode = locality, "wait" end -- "zone:" is refused, as the SPANK plugin refuses it
-  if not LOCALITIES[level] or not MODES[mode] then
+  if not LOCALITIES[level] or not MODES[mode] or (level == "nvl" and mode == "auto") then
     return nil, nil, { action = "reject", locality = safe(locality),
-             message = "slurm-topo: unknown locality '" .. safe(locality) .. "' (use prefer|network_group|zone|"
-               .. "region|any, optionally :wait, :fail or :auto)",
+             message = "slurm-topo: unknown locality '" .. safe(locality) .. "' (use prefer|nvl|network_group|zone|"
+               .. "region|any, optionally :wait, :fail or :auto; nvl takes :wait or :fail)",
              record = record("rejected locality '" .. safe(locality) .. "'"), rejection = "request" }
   end
   return level, mode
@@ -1017,7 +1020,7 @@ decide_prefer = function(job)
 end
 
 decide_required = function(job)
-  -- network_group / zone / region: the matching-OR bracket of the groups that can ever hold the job
+  -- nvl / network_group / zone / region: the matching-OR bracket of the groups that can ever hold the job
   local level, loc, mode, c = job.level, job.loc, job.mode, job.c
   local groups = level_groups(job.data, job.partitions, level)
   local only
@@ -1082,7 +1085,7 @@ required_prefer = function(job, groups, kept, budget, only)
   -- every alternative lies inside one group of the level; nil with the user's own --prefer, or when nothing
   -- finer can hold the job (the --prefer would repeat the constraint). The bracket depends on what the kept
   -- list does, so it is remembered beside it (same key).
-  if job.req.prefer ~= nil or job.level == "network_group" then return nil end
+  if job.req.prefer ~= nil or UP[job.level] == nil then return nil end -- network_group, nvl: nothing finer inside
   local memo, key, b = nil, nil, nil
   if only == nil and job.scan.area == nil then
     memo, key = memo_of(groups), "finer:" .. job.scan.signature .. budget
@@ -1106,6 +1109,9 @@ named_nodes = function(job)
         .. " can still hold the job is not checked"
     end
     return nil, nil
+  end
+  if LEVEL_INDEX[level] == nil then -- nvl: the data places nodes by network group, zone and region only
+    return nil, "slurm-topo: --locality=" .. loc .. ": whether --nodelist shares one NVLink domain is not checked"
   end
   local groups, homeless, unchecked = M.place_named(job.data, req.nodelist, LEVEL_INDEX[level])
   if #groups > 1 then
@@ -1131,7 +1137,9 @@ nothing_holds = function(job, groups, only)
   local level, loc = job.level, job.loc
   local best, bn, bg = scan_largest(job.scan, groups, only)
   local why
-  if best == nil then
+  if best == nil and level == "nvl" then
+    why = "no node of the partition is in an NVLink domain"
+  elseif best == nil then
     why = "no node of the partition has a " .. level
   else
     why = "the largest is " .. best.l .. " with " .. plural(bn, "node") .. " (" .. bg .. " GPUs)"

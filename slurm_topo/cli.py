@@ -394,7 +394,7 @@ def import_cmd(
 @cli.command()
 @inventory_option
 @click.option(
-    "--locality", required=True, metavar="LEVEL[:MODE]", help="prefer|network_group|zone|region|any."
+    "--locality", required=True, metavar="LEVEL[:MODE]", help="prefer|nvl|network_group|zone|region|any."
 )
 @click.option("--regions", metavar="LIST", help="As --locality-regions: regions or zones, comma-separated.")
 @click.option("-N", "--nodes", type=click.IntRange(1), help="Nodes (sbatch -N).")

@@ -105,7 +105,9 @@ ENTRY_KEYS = frozenset(
     }
 )
 TOP_KEYS = frozenset({"nodes", "policy", "nvlink", "links"})
-LOCALITY_RE = re.compile(r"^(prefer|network_group|zone|region|any)(:(wait|fail|auto))?\Z")
+LOCALITY_RE = re.compile(
+    r"^(?:(prefer|network_group|zone|region|any)(:(wait|fail|auto))?|nvl(:(wait|fail))?)\Z"
+)
 _FAMILY_RE = re.compile(r"^[A-Za-z0-9._*?-]{1,63}\Z")
 LABEL_KEYS = {
     "gpulayer.dev/network-group": "network_group",
@@ -623,7 +625,8 @@ def _parse_policy(source: str, raw: object) -> PolicyConfig:
         if not isinstance(value, str) or not LOCALITY_RE.match(value):
             raise fail(
                 where,
-                "must be LEVEL[:MODE], LEVEL prefer|network_group|zone|region|any, MODE wait|fail|auto",
+                "must be LEVEL[:MODE], LEVEL prefer|nvl|network_group|zone|region|any, MODE wait|fail|auto "
+                "(nvl: wait|fail)",
                 value,
             )
         return value

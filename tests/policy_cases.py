@@ -11,17 +11,17 @@ from slurm_topo.policy import NO_VAL, NO_VAL16, SPANK_LOCALITY, SPANK_REGIONS, P
 # us-east: 1a (rack-a1: n01-n03 8x h100 torch-2.4, rack-a2: n04 8x h100 torch-2.3), 1b (rack-b1: n05-n06 4x
 # a100)
 # us-west: 2a (rack-c1: n07-n08, rack-c2: n09), 2b (rack-d1: n10-n11), 2c (no rack: n12); login1 with no
-# location
+# location. NVLink domains: nvl-a = n01-n03, nvl-b = n04-n06 (across two zones), nvl-c = n07-n08.
 FLEET = """
 nodes:
   - {name: "n[01-03]", region: us-east, zone: us-east-1a, network_group: rack-a1,
-     gpus: 8, gpu_type: h100, features: [torch-2.4, ib]}
+     gpus: 8, gpu_type: h100, features: [torch-2.4, ib], nvlink_domain: nvl-a}
   - {name: "n04", region: us-east, zone: us-east-1a, network_group: rack-a2,
-     gpus: 8, gpu_type: h100, features: [torch-2.3, ib]}
+     gpus: 8, gpu_type: h100, features: [torch-2.3, ib], nvlink_domain: nvl-b}
   - {name: "n[05-06]", region: us-east, zone: us-east-1b, network_group: rack-b1,
-     gpus: 4, gpu_type: a100, features: [torch-2.4]}
+     gpus: 4, gpu_type: a100, features: [torch-2.4], nvlink_domain: nvl-b}
   - {name: "n[07-08]", region: us-west, zone: us-west-2a, network_group: rack-c1,
-     gpus: 4, gpu_type: a100, features: [torch-2.4]}
+     gpus: 4, gpu_type: a100, features: [torch-2.4], nvlink_domain: nvl-c}
   - {name: "n09", region: us-west, zone: us-west-2a, network_group: rack-c2,
      gpus: 4, gpu_type: a100, features: [torch-2.3]}
   - {name: "n[10-11]", region: us-west, zone: us-west-2b, network_group: rack-d1,
@@ -100,6 +100,9 @@ LEVELS = [
     "zone:maybe",
     "zone:",
     ":wait",
+    "nvl",
+    "nvl:fail",
+    "nvl:auto",
 ]
 CONSTRAINTS = [
     None,

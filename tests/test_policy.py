@@ -547,3 +547,39 @@ def test_an_owners_release_of_a_held_auto_job_is_re_planned(data) -> None:  # ty
     resized = decide_modify(data, rec, {"min_nodes": 4}, admin=False)
     assert resized.priority == 0xFFFFFFFF and resized.features is not None
     assert "slurm-topo-auto: zone limit=3600s" in (resized.log or "")
+
+
+def test_nvl_requires_one_nvlink_domain_smallest_first(data) -> None:  # type: ignore[no-untyped-def]
+    """--locality=nvl: the nvl_<domain> features of the domains that can hold the job, smallest first; a
+    domain across two zones is still one domain; no --prefer of finer groups (none is known to lie inside)."""
+    d = run(data, locality="nvl", min_nodes=3)
+    assert (d.action, d.features, d.prefer, d.level) == ("amend", "[nvl_nvl-a|nvl_nvl-b]", None, "nvl"), d
+    d = run(data, locality="nvl", min_nodes=2)
+    assert d.features == "[nvl_nvl-c|nvl_nvl-a|nvl_nvl-b]", d
+    d = run(data, locality="nvl", tres_per_node="gres:gpu:8")
+    assert d.features == "[nvl_nvl-a|nvl_nvl-b]", d  # nvl-b holds one 8-GPU node (n04)
+
+
+def test_nvl_that_no_domain_holds_is_held_or_rejected(data) -> None:  # type: ignore[no-untyped-def]
+    d = run(data, locality="nvl:fail", min_nodes=4)
+    assert d.action == "reject" and d.message == (
+        "slurm-topo: --locality=nvl:fail: no nvl can ever hold 4 nodes; the largest is nvl-a with 3 nodes "
+        "(24 GPUs)"
+    )
+    assert run(data, locality="nvl", min_nodes=4).action == "hold"
+    bad = run(data, locality="nvl:auto", min_nodes=2)
+    assert bad.action == "reject" and "nvl takes :wait or :fail" in (bad.message or "")
+
+
+def test_nvl_on_a_fleet_without_domains_says_so() -> None:
+    plain = make_context(
+        merge([parse_inventory("nodes:\n  - {name: 'm[1-4]', region: r1, zone: z1}\n")]), (22, 5)
+    )
+    d = decide(plain.policy, JobRequest(locality="nvl:fail", min_nodes=2))
+    assert d.action == "reject" and d.message is not None
+    assert d.message.endswith("no node of the partition is in an NVLink domain"), d.message
+
+
+def test_nvl_with_a_nodelist_is_not_checked_and_says_so(data) -> None:  # type: ignore[no-untyped-def]
+    d = run(data, locality="nvl", min_nodes=2, req_nodes="n01,n05")
+    assert d.action == "amend" and "shares one NVLink domain is not checked" in (d.message or ""), d

@@ -11,7 +11,7 @@ from typing import Any
 from ..model import MAX_NAME, Inventory, Location, PolicyConfig, hashed_name, natural_key
 from ..topology import Topology
 from .nodes import NodeIndex, Place, build_index
-from .vocab import IMPLICIT_PARTITION, LEVELS
+from .vocab import IMPLICIT_PARTITION, LEVELS, NVL
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +221,8 @@ def compile_policy(
                 )
             groups.sort(key=lambda g: (g.nodes, g.rank))
             compiled[pname][level] = tuple(groups)
+        if topology.blocks:
+            compiled[pname][NVL] = _nvl_groups(topology, members, inventory, class_of, class_list)
     return PolicyData(
         fingerprint,
         config,
@@ -274,6 +276,61 @@ def _auto_units(
             slow = level_slowdowns(steps, lvl)
             out[lvl].append(tuple(round(slow[k] - slow[lvl], 4) for k in AUTO[AUTO.index(lvl) + 1 :]))
     return {lvl: tuple(rows) for lvl, rows in out.items()}, most
+
+
+def _nvl_groups(
+    topology: Topology,
+    members: Sequence[str],
+    inventory: Inventory,
+    class_of: Mapping[str, int],
+    classes: Sequence[NodeClass],
+) -> tuple[Group, ...]:
+    """The partition's NVLink domains as groups (``nvl_<domain>``; degraded nodes carry none), smallest
+    first. A domain's region and zone are its nodes' when they all share one (else None): what
+    --locality-regions keeps a domain by."""
+    where = {n.name: n.location for n in inventory.nodes}
+    feature_of = topology.nvl_features
+    domain_of = {b.name: b.domain for b in topology.blocks}
+    acc: dict[str, dict[int, int]] = {}
+    locs: dict[str, set[tuple[str | None, str | None]]] = {}
+    for name in members:
+        feature = feature_of.get(name)
+        if feature is None:
+            continue
+        counts = acc.setdefault(feature, {})
+        counts[class_of[name]] = counts.get(class_of[name], 0) + 1
+        loc = where[name]
+        locs.setdefault(feature, set()).add((loc.region, loc.zone))
+    ranked = sorted(acc, key=lambda f: (natural_key(domain_of[f]), f))
+    groups = []
+    for rank, feature in enumerate(ranked):
+        counts_t = tuple(sorted(acc[feature].items()))
+        regions = {r for r, _ in locs[feature]}
+        region = next(iter(regions)) if len(regions) == 1 else None
+        zones = locs[feature]
+        zone = next(iter(zones))[1] if len(zones) == 1 and region is not None else None
+        names = topology.group_names
+        ancestors = {feature}
+        if region is not None:
+            ancestors.add(names["region"][Location(region)])
+            if zone is not None:
+                ancestors.add(names["zone"][Location(region, zone)])
+        groups.append(
+            Group(
+                feature,
+                domain_of[feature],
+                region,
+                zone,
+                frozenset(ancestors),
+                counts_t,
+                sum(n for _, n in counts_t),
+                sum(n * classes[c].gpus for c, n in counts_t),
+                max(classes[c].gpus for c, _ in counts_t),
+                rank,
+            )
+        )
+    groups.sort(key=lambda g: (g.nodes, g.rank))
+    return tuple(groups)
 
 
 def _parents(

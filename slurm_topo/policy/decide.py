@@ -23,6 +23,7 @@ from .vocab import (
     MAX_ALTERNATIVES,
     MAX_CONSTRAINT,
     MAX_RECORD,
+    NVL,
     RECORD_PREFIX,
     budget_record,
     parse_locality,
@@ -189,10 +190,10 @@ class _Scan:
 
 def _groups(data: PolicyData, partitions: Sequence[str], level: str) -> tuple[Group, ...]:
     if len(partitions) == 1:
-        return data.partitions[partitions[0]][level]
+        return data.partitions[partitions[0]].get(level, ())  # nvl: only where the fleet has domains
     merged: dict[str, Group] = {}
     for p in partitions:
-        for g in data.partitions[p][level]:
+        for g in data.partitions[p].get(level, ()):
             if g.feature not in merged or g.nodes > merged[g.feature].nodes:
                 merged[g.feature] = g
     return tuple(sorted(merged.values(), key=lambda g: (g.nodes, g.rank)))
@@ -519,8 +520,8 @@ def _required_prefer(job: _Job, kept: Sequence[tuple[Group, int]], budget: int) 
     ones]``: every alternative lies inside one group of the level, so locality holds, and the job lands in
     the finest group with room now. None with the user's own --prefer, or when nothing finer can hold the
     job."""
-    if job.req.prefer is not None or job.level == "network_group":
-        return None
+    if job.req.prefer is not None or job.level not in LEVELS[1:]:
+        return None  # network_group and nvl: nothing finer is known to lie inside
     at = LEVELS.index(job.level)
     inside = (at - 1, {g.feature for g, _ in kept})
     lists = [
@@ -544,6 +545,8 @@ def _named_nodes(job: _Job) -> Decision | str | None:
                 "not checked"
             )
         return None
+    if level not in LEVELS:  # nvl: the data places nodes by network group, zone and region only
+        return f"slurm-topo: --locality={loc}: whether --nodelist shares one NVLink domain is not checked"
     named = place_named(job.data.nodes, req.nodelist, LEVELS.index(level))
     if len(named.groups) > 1:
         return Decision(
@@ -578,7 +581,11 @@ def _nothing_holds(job: _Job, groups: Sequence[Group], only: set[str] | None) ->
     level, loc = job.level, job.loc
     largest = job.scan.largest([g for g in groups if only is None or g.feature in only])
     if largest is None:
-        why = f"no node of the partition has a {level}"
+        why = (
+            "no node of the partition is in an NVLink domain"
+            if level == NVL
+            else f"no node of the partition has a {level}"
+        )
     else:
         g, n, gp = largest
         why = f"the largest is {g.label} with {_plural(n, 'node')} ({gp} GPUs)"

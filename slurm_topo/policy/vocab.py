@@ -10,7 +10,10 @@ from collections.abc import Sequence
 from ..errors import InputError
 
 LEVELS = ("network_group", "zone", "region")  # finest first: the order prefer tries them
-LOCALITIES = ("prefer", "network_group", "zone", "region", "any")
+LOCALITIES = ("prefer", "nvl", "network_group", "zone", "region", "any")
+NVL = "nvl"
+"""One NVLink domain (``nvl_<domain>`` features, every release): required only (:wait or :fail), never a
+level of the prefer cascade or of an auto budget — a domain need not lie inside one network group."""
 MODES = ("wait", "fail", "auto")  # auto: decided as wait, plus the budget record (docs/relax.md)
 MAX_ALTERNATIVES = 64  # a matching-OR bracket is a 64-bit bitmap in slurmctld; more corrupts memory
 MAX_CONSTRAINT = 1024  # longest features / prefer string slurmctld accepts
@@ -46,10 +49,10 @@ def parse_locality(text: str) -> tuple[str, str]:
     refused)."""
     level, colon, mode = text.partition(":")
     mode = mode or ("" if colon else "wait")  # "zone:" is refused, as the SPANK plugin refuses it
-    if level not in LOCALITIES or mode not in MODES:
+    if level not in LOCALITIES or mode not in MODES or (level == NVL and mode == "auto"):
         raise InputError(
-            f"unknown locality '{safe(text)}' (use prefer|network_group|zone|region|any, "
-            "optionally :wait, :fail or :auto)"
+            f"unknown locality '{safe(text)}' (use prefer|nvl|network_group|zone|region|any, "
+            "optionally :wait, :fail or :auto; nvl takes :wait or :fail)"
         )
     return level, mode
 

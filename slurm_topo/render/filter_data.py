@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Sequence
 
 from ..policy import LEVELS, Group, PolicyData
-from ..policy.vocab import HOLD_NOTE, INTERACTIVE_NOTE
+from ..policy.vocab import HOLD_NOTE, INTERACTIVE_NOTE, NVL
 from . import RenderContext, header
 
 FORMAT = 4
@@ -102,7 +102,7 @@ def render_lua_table(data: PolicyData) -> str:
     out.append("partitions={\n")
     for pname, levels in data.partitions.items():
         out.append(f"[{_q(pname)}]={{\n")
-        for level in LEVELS:
+        for level in (lvl for lvl in (*LEVELS, NVL) if lvl in levels):  # nvl: fleets with NVLink domains
             out.append(f"{level}={{\n")
             length = 0
             for g in levels[level]:
