@@ -14,6 +14,7 @@ import slurmctl
 import yaml
 
 from slurm_topo.apply import ApplyOptions, run_apply
+from slurm_topo.apply.prove import ThrowawayController
 from slurm_topo.errors import CommandError, InputError
 from slurm_topo.inventory import load_inventory_file, merge
 from slurm_topo.render import RenderOptions, render_all
@@ -80,8 +81,17 @@ def rendered_for(c: slurmctl.Cluster, inventory: dict, work: Path) -> dict[str, 
 
 
 def options(c: slurmctl.Cluster, **kw: object) -> ApplyOptions:
+    """The cluster's release given, and its own slurmctld (inside the release's root for 24.11/26.05) as
+    the throwaway controller that proves each set."""
+    wrapper = c.base / "clients" / "slurmctld"
     kw.setdefault("min_interval", 0)
-    return ApplyOptions(slurm_dir=c.etc, state_dir=c.base / "apply-state", **kw)  # type: ignore[arg-type]
+    kw.setdefault(
+        "prover",
+        ThrowawayController(slurmctld=str(wrapper) if wrapper.exists() else None, expect=c.version),
+    )
+    return ApplyOptions(  # type: ignore[arg-type]
+        slurm_dir=c.etc, state_dir=c.base / "apply-state", slurm_version=c.version, **kw
+    )
 
 
 def live_bytes(c: slurmctl.Cluster) -> dict[str, bytes | None]:
