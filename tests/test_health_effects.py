@@ -210,3 +210,25 @@ def _opts() -> Any:
     from slurm_topo.render import RenderOptions
 
     return RenderOptions(assume_minor_equals_index=True)
+
+
+def test_a_degraded_node_leaves_its_nvlink_block_from_25_05_only(tmp_path: Path) -> None:
+    """26.05 (topology.yaml): the node leaves its block, every block keeps its position; 24.11 (block
+    topology.conf): a short block is fatal there, so the node stays (it still loses its nvl_ feature)."""
+    path = tmp_path / "nvl.yaml"
+    path.write_text(
+        "nodes:\n"
+        "  - {name: 'g[01-04]', region: r1, zone: z1, network_group: ib-1, nvlink_domain: rack-01}\n"
+        "  - {name: 'g[05-08]', region: r1, zone: z1, network_group: ib-2, nvlink_domain: rack-02}\n"
+    )
+    inv = load_inventories([path])
+    changed, _ = apply_effects(inv, effects_of({"g02": record("g02", "degraded")}, now=NOW))
+    yaml_before = render_all(inv, (26, 5), None)["topology.yaml"]
+    yaml_after = render_all(changed, (26, 5), None)["topology.yaml"]
+    assert 'block: nvl_rack-01\n        nodes: "g[01-04]"' in yaml_before
+    assert 'block: nvl_rack-01\n        nodes: "g[01,03-04]"' in yaml_after
+    assert yaml_after.index("nvl_rack-01") < yaml_after.index("nvl_rack-02")
+    conf = render_all(changed, (24, 11), None)["topology.conf"]
+    assert "BlockName=nvl_rack-01 Nodes=g[01-04]" in conf
+    nodes = render_all(changed, (24, 11), None)["slurm-topo-nodes.conf"]
+    assert "nvl_rack-01" not in node_line(nodes, "g02")

@@ -3,7 +3,8 @@
 * ``fabric``: the network tree (what topology.conf holds on older releases), ``cluster_default: true`` — the
   topology of every partition without ``Topology=`` and of slurmctld's message fan-out;
 * ``nvl``: a block topology with one block per NVLink domain (``nvl_<domain>``, in ``Topology.blocks`` order,
-  placeholders as blocks without nodes) and the release's ``block_sizes``.
+  placeholders as blocks without nodes) and the release's ``block_sizes``; a degraded node (health records,
+  ``slurm_topo.health.effects``) is left out of its block.
 
 Written only when some node has an ``nvlink_domain`` (else topology.conf stays the one topology file, as
 before) and never empty (an empty topology.yaml with a partition ``Topology=`` crash-looped 25.11). Once the
@@ -70,8 +71,12 @@ def render_topology_yaml(ctx: RenderContext) -> str | None:
     out.append("  block:\n")
     out.append(f"    block_sizes: [{', '.join(map(str, sizes))}]\n")
     out.append("    blocks:\n")
+    degraded = {n.name for n in ctx.inventory.nodes if n.degraded}
     for b in topo.blocks:
         out.append(f"      - block: {b.name}\n")
-        if b.nodes:
-            out.append(f"        nodes: {_q(hostlist.compress(b.nodes))}\n")
+        # A degraded node (health records) leaves its block; the block keeps its position (25.05+ takes a
+        # block shorter than the base size). Before 25.05 a short block is fatal: the node stays in it there.
+        nodes = [n for n in b.nodes if n not in degraded]
+        if nodes:
+            out.append(f"        nodes: {_q(hostlist.compress(nodes))}\n")
     return "".join(out)
