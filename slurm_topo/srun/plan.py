@@ -185,7 +185,9 @@ def _tp_slots(alloc: Allocation, per_group: int, topologies: Mapping[str, GpuTop
     the same position first: group ``m`` of every node on the same local GPUs where the allocation allows it,
     so a DP ring between nodes stays on one rail of a rail-optimised fabric."""
     slots: list[Slot] = []
-    taken: list[list[tuple[int, ...]]] = []  # per earlier node: its sets in pick order
+    # per pick position, the distinct sets earlier nodes took there; and every distinct set, in order
+    at: list[dict[tuple[int, ...], None]] = []
+    taken: dict[tuple[int, ...], None] = {}
     for node in alloc.nodes:
         free = list(alloc.gpus[node])
         topo = _linked(topologies, node)
@@ -199,7 +201,7 @@ def _tp_slots(alloc: Allocation, per_group: int, topologies: Mapping[str, GpuTop
         mine: list[tuple[int, ...]] = []
         while len(free) >= per_group:
             m = len(mine)
-            prefer = [sets[m] for sets in taken if m < len(sets)] + [x for sets in taken for x in sets]
+            prefer = [*at[m], *taken] if m < len(at) else list(taken)
             if topo is not None:
                 chosen = pick_devices(topo, free, per_group, prefer=prefer)
             else:  # no link data: every set ties, so the first preferred one that is free, else the lowest
@@ -208,7 +210,11 @@ def _tp_slots(alloc: Allocation, per_group: int, topologies: Mapping[str, GpuTop
             mine.append(tuple(sorted(chosen)))
             slots.append((node, mine[-1]))
             free = [g for g in free if g not in chosen]
-        taken.append(mine)
+        for m, x in enumerate(mine):
+            if m == len(at):
+                at.append({})
+            at[m].setdefault(x)
+            taken.setdefault(x)
     return slots
 
 
