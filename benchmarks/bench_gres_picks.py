@@ -1,29 +1,43 @@
 #!/usr/bin/env python3
 """What Slurm actually does with our gres.conf: which GPUs a real slurmctld picks on an 8-GPU, 2-island node.
 
-One test cluster (docker-slurm/cluster, real Slurm daemons, fake GPU devices) with four 8-GPU nodes built from
-the same capture (tests/fixtures/synthetic/islands-2x4-nv18.txt: NVLink islands 0-3 / 4-7, one per 8-core
-socket). Node g1 gets the gres.conf lines `slurm-topo generate` writes; the others get that file edited into
-the variants the issue asks about:
+One test cluster (docker-slurm/cluster, real Slurm daemons, fake GPU devices; ``--slurm native|24.11|26.05``)
+with one 8-GPU node per configuration variant, all built from the same capture
+(tests/fixtures/synthetic/islands-2x4-nv18.txt: NVLink islands 0-3 / 4-7, one per 8-core socket). Node g1
+gets the gres.conf lines `slurm-topo generate` writes; the others get that file edited into a variant and/or
+their jobs get extra sbatch flags (``--variants``; ``--list-variants`` prints them):
 
-    g1  ours: Links= (NVLink counts) and Cores= (the island's socket, from the CPU affinity)
-    g2  Links all 0 (what AutoDetect=nvml reports on NVSwitch boxes), Cores= kept
-    g3  no Links, Cores= kept
-    g4  neither Links nor Cores (a hand-written gres.conf)
+    ours            Links= (NVLink counts) and Cores= (the island's socket, from the CPU affinity)
+    links0          Links all 0 (what AutoDetect=nvml reports on NVSwitch boxes), Cores= kept
+    nolinks         no Links, Cores= kept
+    bare            neither Links nor Cores (a hand-written gres.conf)
+    links-nocores   Links kept, no Cores
+    invlinks-nocores  Links inverted (0 inside an island, 18 across), no Cores
+    overlap         Links kept, Cores= every core of the node on every GPU (both sockets)
+    reversed        ours with the GPU lines in reverse order (IDX 0 is /dev/nvidia7)
+    bind            ours, jobs with --gres-flags=enforce-binding
+    block           ours, jobs with -m block:block (best-fit socket in the task layout)
+    cpg2            ours, jobs with --cpus-per-gpu=2 (cores used in proportion to GPUs)
+    gpubind         ours, jobs with --gpu-bind=closest (sbatch has no --cpu-bind: that is srun's)
+    gpus-ours       ours, jobs ask --gpus=k (GPUs per job) instead of --gres=gpu:k (per node)
+    gpus-links-nocores  Links, no Cores, jobs --gpus=k
+    gpus-bare       neither Links nor Cores, jobs --gpus=k
 
-The same seeded job mix runs on every node in parallel (`sbatch -w gN --gres=gpu:k`, k = 1/2/4 with weights
-.5/.3/.2, 1 CPU, not exclusive). Time is virtual: a job is ended with scancel when its seeded duration is
-over, and a job that does not fit waits until enough jobs have ended, so the busy set at each pick is known
-exactly. The GPUs Slurm gave come from `scontrol show job -d` (IDX). Reported per node: multi-GPU jobs inside
-one island (and among those where an island had room), 1-GPU jobs that broke an entirely free island, and the
-*avoidable* breaks counted only over the 1-GPU jobs that had a choice (an entirely free island to break *and*
-a free GPU in a partly used island to take instead). The last row is not Slurm: it is
+The same seeded job mix runs on every node in parallel (`sbatch -w gN --gres=gpu:k`, or `--gpus=k`, k = 1/2/4
+with weights .5/.3/.2, 1 task, not exclusive). Time is virtual: a job is ended with scancel when its seeded
+duration is over, and a job that does not fit waits until enough jobs have ended, so the busy set at each pick
+is known exactly. The GPUs Slurm gave come from `scontrol show job -d` (IDX), mapped to device files through
+the node's gres.conf line order. Reported per node: multi-GPU jobs inside one island (and among those where an
+island had room), 1-GPU jobs that broke an entirely free island, and the *avoidable* breaks — a 1-GPU job that
+broke an entirely free island although a partly used island had a free GPU — over the 1-GPU jobs that had that
+choice and over all 1-GPU jobs. The goal column: multi-GPU inside one island 100 % of the times an island had
+room, and avoidable breaks <= 2 % of the 1-GPU jobs. The last row is not Slurm: it is
 `slurm_topo.gpu.pick_devices` computed (simulated) on the busy sets Slurm produced on g1 — the rule
-gpulayer-srun applies inside an allocation — so it answers "what would the picker have chosen here", not "what
-happened under gpulayer-srun". Per-job rows go to ``--rows`` (JSON lines) so the table can be recomputed
-without a cluster: ``--from-rows FILE``.
+gpulayer-srun applies inside an allocation. Per-job rows go to ``--rows`` (JSON lines) so the table can be
+recomputed without a cluster: ``--from-rows FILE``.
 
-    python benchmarks/bench_gres_picks.py [--jobs 200] [--seed 7] [--out benchmarks/results/gres_picks.md]
+    python benchmarks/bench_gres_picks.py [--slurm native|24.11|26.05] [--variants ours,bare,...]
+        [--jobs 200] [--seed 7] [--out FILE.md] [--rows FILE.jsonl]
 """
 
 from __future__ import annotations
@@ -38,6 +52,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -47,52 +63,123 @@ sys.path.insert(0, str(REPO))
 from slurm_topo.gpu import islands, parse_topo_matrix, pick_devices  # noqa: E402
 
 CAPTURE = REPO / "tests" / "fixtures" / "synthetic" / "islands-2x4-nv18.txt"
-NODES = ("g1", "g2", "g3", "g4")
-VARIANTS = {
-    "g1": "ours: Links + Cores",
-    "g2": "Links all 0, Cores",
-    "g3": "no Links, Cores",
-    "g4": "no Links, no Cores",
-}
 HW = "{CPUs: 16, Boards: 1, SocketsPerBoard: 2, CoresPerSocket: 8, ThreadsPerCore: 1, RealMemory: 64000}"
+LAUNCHER = REPO / "docker-slurm" / "cluster"
+
+
+def _sub(pattern: str, repl: str | Callable[[re.Match[str]], str]) -> Callable[[str], str]:
+    return lambda line: re.sub(pattern, repl, line)
+
+
+def _links_all0(line: str) -> str:
+    return re.sub(
+        r"Links=([-0-9,]+)",
+        lambda m: "Links=" + ",".join("-1" if x == "-1" else "0" for x in m[1].split(",")),
+        line,
+    )
+
+
+def _links_inverted(line: str) -> str:
+    line = re.sub(r" Cores=\S+", "", line)
+    return re.sub(
+        r"Links=([-0-9,]+)",
+        lambda m: "Links=" + ",".join({"-1": "-1", "0": "18"}.get(x, "0") for x in m[1].split(",")),
+        line,
+    )
+
+
+def _keep(line: str) -> str:
+    return line
+
+
+@dataclass(frozen=True)
+class Variant:
+    label: str
+    edit: Callable[[str], str] = _keep
+    sbatch: tuple[str, ...] = ()
+    reverse: bool = False
+    #: request the GPUs per job (``--gpus=k``: Slurm's _set_job_bits1) instead of per node (``--gres=gpu:k``)
+    per_job: bool = False
+
+
+VARIANTS: dict[str, Variant] = {
+    "ours": Variant("ours: Links + Cores"),
+    "links0": Variant("Links all 0, Cores", _links_all0),
+    "nolinks": Variant("no Links, Cores", _sub(r" Links=\S+", "")),
+    "bare": Variant("no Links, no Cores", _sub(r" (Links|Cores)=\S+", "")),
+    "links-nocores": Variant("Links, no Cores", _sub(r" Cores=\S+", "")),
+    "invlinks-nocores": Variant("Links inverted (0 in island, 18 across), no Cores", _links_inverted),
+    "overlap": Variant("Links, Cores=0-15 on every GPU", _sub(r" Cores=\S+", " Cores=0-15")),
+    "reversed": Variant("ours, GPU lines in reverse order", reverse=True),
+    "bind": Variant("ours + `--gres-flags=enforce-binding`", sbatch=("--gres-flags=enforce-binding",)),
+    "block": Variant("ours + `-m block:block`", sbatch=("-m", "block:block")),
+    "cpg2": Variant("ours + `--cpus-per-gpu=2`", sbatch=("--cpus-per-gpu=2",)),
+    "gpubind": Variant("ours + `--gpu-bind=closest`", sbatch=("--gpu-bind=closest",)),
+    "gpus-ours": Variant("ours, jobs `--gpus=k`", per_job=True),
+    "gpus-links-nocores": Variant("Links, no Cores, jobs `--gpus=k`", _sub(r" Cores=\S+", ""), per_job=True),
+    "gpus-bare": Variant(
+        "no Links, no Cores, jobs `--gpus=k`", _sub(r" (Links|Cores)=\S+", ""), per_job=True
+    ),
+}
+DEFAULT_VARIANTS = ("ours", "links0", "nolinks", "bare")
+#: the rows of the 22.05 run before --variants existed: node -> variant
+LEGACY_NODES = {"g1": "ours", "g2": "links0", "g3": "nolinks", "g4": "bare"}
 
 
 def sh(argv: list[str], env: dict[str, str], timeout: float = 30) -> str:
     return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout, check=True).stdout
 
 
-def variant(line: str, node: str) -> str:
-    if node == "g2":
-        return re.sub(
-            r"Links=([-0-9,]+)",
-            lambda m: "Links=" + ",".join("-1" if x == "-1" else "0" for x in m[1].split(",")),
-            line,
+def sh_all(argvs: list[list[str]], env: dict[str, str], timeout: float = 30) -> list[str]:
+    """Run the commands concurrently (each under ``timeout``); their stdouts, in order."""
+    procs = [
+        subprocess.Popen(
+            ["timeout", str(int(timeout)), *a],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
         )
-    if node == "g3":
-        return re.sub(r" Links=\S+", "", line)
-    if node == "g4":
-        return re.sub(r" (Links|Cores)=\S+", "", line)
-    return line
+        for a in argvs
+    ]
+    out = []
+    for a, p in zip(argvs, procs, strict=True):
+        o, e = p.communicate()
+        if p.returncode != 0:
+            raise RuntimeError(f"{a} exited {p.returncode}: {e.strip() or o.strip()}")
+        out.append(o)
+    return out
 
 
-def start_cluster(base: Path) -> dict[str, str]:
+def node_gres_lines(gres: list[str], node: str, v: Variant) -> list[str]:
+    """The generated per-node GPU lines, renamed to ``node`` and edited into variant ``v``."""
+    lines = []
+    for line in gres:
+        if line.startswith("NodeName=") and " Name=gpu" in line:
+            _, rest = line.split(" ", 1)
+            lines.append(v.edit(f"NodeName={node} {rest}"))
+    return lines[::-1] if v.reverse else lines
+
+
+def start_cluster(base: Path, names: list[str], slurm: str) -> tuple[dict[str, str], dict[str, list[int]]]:
+    """Start the cluster, one node per variant; its client environment and, per node, the device minor of
+    each GPU index (gres.conf line order)."""
     work = base.parent
+    nodes = [f"g{i + 1}" for i in range(len(names))]
     fleet = work / "fleet.yaml"
     fleet.write_text(
         "nodes:\n"
         + "".join(
             f"  - {{name: {n}, region: r1, zone: r1-a, network_group: rack-1, gpu_type: h100, "
             f"gpu_topology: '{CAPTURE}', slurm: {HW}}}\n"
-            for n in NODES
+            for n in nodes
         )
     )
-    launcher = [sys.executable, str(REPO / "docker-slurm" / "cluster")]
-    subprocess.run(
-        [*launcher, "up", "--base", str(base), "--inventory", str(fleet)],
-        check=True,
-        timeout=180,
-        capture_output=True,
-    )
+    launcher = [sys.executable, str(LAUNCHER)]
+    up = [*launcher, "up", "--base", str(base), "--slurm", slurm]
+    p = subprocess.run([*up, "--inventory", str(fleet)], timeout=300, capture_output=True, text=True)
+    if p.returncode:
+        raise RuntimeError(f"cluster up: {p.stderr.strip()[-2000:]}")
     subprocess.run(
         [*launcher, "down", "--base", str(base), "--keep"], check=False, timeout=60, capture_output=True
     )
@@ -100,22 +187,25 @@ def start_cluster(base: Path) -> dict[str, str]:
     shutil.rmtree(files, ignore_errors=True)
     shutil.copytree(base / "etc" / "generated", files)
     gres = (files / "gres.conf").read_text().splitlines()
-    out = []
-    for line in gres:
-        if line.startswith("NodeName="):
-            expr, rest = line.split(" ", 1)
-            for node in NODES:  # one block per node, each edited into its variant
-                out.append(variant(f"NodeName={node} {rest}", node))
-        else:
-            out.append(line)
-    (files / "gres.conf").write_text("\n".join(out) + "\n")
-    subprocess.run(
-        [*launcher, "up", "--base", str(base), "--files", str(files)],
-        check=True,
-        timeout=180,
-        capture_output=True,
-    )
-    return dict(os.environ, SLURM_CONF=str(base / "etc" / "slurm.conf"))
+    first = next(i for i, line in enumerate(gres) if line.startswith("NodeName=") and " Name=gpu" in line)
+    head = [line for line in gres[:first] if not line.startswith("NodeName=")]
+    rest = [line for line in gres[first:] if not (line.startswith("NodeName=") and " Name=gpu" in line)]
+    body: list[str] = []
+    minors: dict[str, list[int]] = {}
+    for node, name in zip(nodes, names, strict=True):
+        lines = node_gres_lines(gres, node, VARIANTS[name])
+        body += lines
+        minors[node] = [int(re.search(r"File=\S*?(\d+)(?:\s|$)", line)[1]) for line in lines]  # type: ignore[index]
+    (files / "gres.conf").write_text("\n".join([*head, *body, *rest]) + "\n")
+    p = subprocess.run([*up, "--files", str(files)], timeout=300, capture_output=True, text=True)
+    if p.returncode:
+        raise RuntimeError(f"cluster up --files: {p.stderr.strip()[-2000:]}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") or k.startswith("SLURM_TOPO_")}
+    env["SLURM_CONF"] = str(base / "etc" / "slurm.conf")
+    clients = json.loads((base / "cluster.json").read_text()).get("client_path")
+    if clients:
+        env["PATH"] = f"{clients}:{env.get('PATH', '/usr/bin:/bin')}"
+    return env, minors
 
 
 def job_mix(n: int, seed: int) -> list[tuple[float, int, float]]:
@@ -127,8 +217,7 @@ def job_mix(n: int, seed: int) -> list[tuple[float, int, float]]:
     return jobs
 
 
-def idx_of(job: str, env: dict[str, str]) -> tuple[int, ...] | None:
-    text = sh(["scontrol", "show", "job", "-d", job], env)
+def parse_idx(text: str) -> tuple[int, ...] | None:
     if "JobState=RUNNING" not in text:
         return None
     m = re.search(r"GRES=gpu(?::\w+)?:\d+\(IDX:([-0-9,]+)\)", text)
@@ -141,13 +230,34 @@ def idx_of(job: str, env: dict[str, str]) -> tuple[int, ...] | None:
     return tuple(out)
 
 
-def run(env: dict[str, str], jobs: list[tuple[float, int, float]]) -> dict[str, list[dict[str, object]]]:
+def gres_used(text: str) -> dict[str, int]:
+    """``scontrol show node -d`` of every node: node -> GPUs in use."""
+    out = {}
+    for block in re.split(r"\n(?=NodeName=)", text):
+        m, u = re.match(r"NodeName=(\S+)", block), re.search(r"GresUsed=gpu:\w+:(\d+)", block)
+        if m and u:
+            out[m[1]] = int(u[1])
+    return out
+
+
+def gpu_request(v: Variant, k: int) -> str:
+    return f"--gpus={k}" if v.per_job else f"--gres=gpu:{k}"
+
+
+def run(
+    env: dict[str, str],
+    jobs: list[tuple[float, int, float]],
+    nodes: dict[str, str],
+    minors: dict[str, list[int]],
+) -> dict[str, list[dict[str, object]]]:
     topo = parse_topo_matrix(CAPTURE.read_text(), source=str(CAPTURE))
     isl = [set(i) for i in islands(topo)]
-    running: dict[str, list[tuple[float, str, tuple[int, ...]]]] = {n: [] for n in NODES}
-    rows: dict[str, list[dict[str, object]]] = {n: [] for n in NODES}
+    running: dict[str, list[tuple[float, str, tuple[int, ...]]]] = {n: [] for n in nodes}
+    rows: dict[str, list[dict[str, object]]] = {n: [] for n in nodes}
     for arrival, k, duration in jobs:
-        for node in NODES:
+        ending: list[str] = []
+        nows: dict[str, float] = {}
+        for node in nodes:
             active = running[node]
             now = arrival
             # end every job that is over, then (virtual wait) the earliest ones until k GPUs are free
@@ -155,56 +265,63 @@ def run(env: dict[str, str], jobs: list[tuple[float, int, float]]) -> dict[str, 
             while active and (active[0][0] <= now or 8 - sum(len(g) for _, _, g in active) < k):
                 end, jid, _ = active.pop(0)
                 now = max(now, end)
-                sh(["scancel", jid], env)
-            busy = {g for _, _, gpus in active for g in gpus}
-            deadline = time.time() + 30
-            while True:  # the node must show the freed GPUs before the next submission
-                used = sh(["scontrol", "show", "node", "-d", node], env)
-                m = re.search(r"GresUsed=gpu:\w+:(\d+)", used)
-                if m and int(m[1]) == len(busy):
-                    break
+                ending.append(jid)
+            nows[node] = now
+        if ending:
+            sh(["timeout", "30", "scancel", *ending], env)
+        busy = {n: {g for _, _, gpus in running[n] for g in gpus} for n in nodes}
+        deadline = time.time() + 30
+        while True:  # every node must show the freed GPUs before the next submission
+            used = gres_used(sh(["scontrol", "show", "node", "-d"], env))
+            if all(used.get(n) == len(busy[n]) for n in nodes):
+                break
+            if time.time() > deadline:
+                raise RuntimeError(f"GresUsed {used} does not match {busy}")
+            time.sleep(0.05)
+        argvs = [
+            [
+                "sbatch",
+                "--parsable",
+                "-w",
+                node,
+                gpu_request(VARIANTS[name], k),
+                "-n1",
+                *VARIANTS[name].sbatch,
+            ]
+            + ["-o", "/dev/null", "--wrap", "sleep 1000"]
+            for node, name in nodes.items()
+        ]
+        jids = dict(zip(nodes, (o.strip().split(";")[0] for o in sh_all(argvs, env)), strict=True))
+        got: dict[str, tuple[int, ...]] = {}
+        deadline = time.time() + 30
+        while len(got) < len(nodes):
+            todo = [n for n in nodes if n not in got]
+            for node, text in zip(
+                todo, sh_all([["scontrol", "show", "job", "-d", jids[n]] for n in todo], env), strict=True
+            ):
+                idx = parse_idx(text)
+                if idx is not None:
+                    got[node] = tuple(minors[node][i] for i in idx)  # IDX -> device minor (line order)
+            if len(got) < len(nodes):
                 if time.time() > deadline:
-                    raise RuntimeError(f"{node}: GresUsed does not match {sorted(busy)}")
+                    raise RuntimeError(f"jobs {jids} did not all start: {sorted(got)}")
                 time.sleep(0.05)
-            jid = sh(
-                [
-                    "timeout",
-                    "20",
-                    "sbatch",
-                    "--parsable",
-                    "-w",
-                    node,
-                    f"--gres=gpu:{k}",
-                    "-n1",
-                    "-o",
-                    "/dev/null",
-                    "--wrap",
-                    "sleep 1000",
-                ],
-                env,
-            ).strip()
-            deadline = time.time() + 30
-            gpus = None
-            while gpus is None:
-                gpus = idx_of(jid, env)
-                if gpus is None:
-                    if time.time() > deadline:
-                        raise RuntimeError(f"job {jid} on {node} did not start")
-                    time.sleep(0.05)
-            active.append((now + duration, jid, gpus))
-            free = [g for g in range(8) if g not in busy]
+        for node in nodes:
+            gpus, b = got[node], busy[node]
+            running[node].append((nows[node] + duration, jids[node], gpus))
+            free = [g for g in range(8) if g not in b]
             ours = pick_devices(topo, free, k)
-            whole_free = [i for i in isl if not (i & busy)]
-            partly = [i for i in isl if (i & busy) and (i - busy)]
+            whole_free = [i for i in isl if not (i & b)]
+            partly = [i for i in isl if (i & b) and (i - b)]
             choice = k == 1 and bool(whole_free) and bool(partly)
             rows[node].append(
                 {
                     "k": k,
-                    "busy": sorted(busy),
+                    "busy": sorted(b),
                     "got": gpus,
                     "ours": ours,
                     "in_island": any(set(gpus) <= i for i in isl),
-                    "island_had_room": any(len(i - busy) >= k for i in isl),
+                    "island_had_room": any(len(i - b) >= k for i in isl),
                     "ours_in_island": any(set(ours) <= i for i in isl),
                     "broke_free": k == 1 and any(set(gpus) <= i for i in whole_free),
                     "had_choice": choice,
@@ -220,80 +337,116 @@ def pct(a: int, b: int) -> str:
     return f"{100 * a / b:.0f}% ({a}/{b})" if b else "–"
 
 
-def summarize(rows: list[dict[str, object]], prefix: str = "") -> list[str]:
-    """The four table cells: multi-GPU jobs in one island (all, and those where an island had room), 1-GPU
-    jobs that broke a free island, and avoidable breaks over the 1-GPU jobs that had a choice."""
+def summarize(rows: list[dict[str, object]], prefix: str = "") -> tuple[list[str], bool]:
+    """The table cells — multi-GPU jobs in one island (all, and those where an island had room), 1-GPU jobs
+    that broke a free island, avoidable breaks over the 1-GPU jobs that had a choice and over all 1-GPU jobs
+    — and whether the goal is met (100 % in one island when possible, avoidable <= 2 % of 1-GPU jobs)."""
     multi = [r for r in rows if r["k"] != 1]
     room = [r for r in multi if r["island_had_room"]]
     singles = [r for r in rows if r["k"] == 1]
     chose = [r for r in singles if r["had_choice"]]
+    in_room = sum(bool(r[prefix + "in_island"]) for r in room)
+    avoid = sum(bool(r[prefix + "avoidable"]) for r in chose)
+    goal = in_room == len(room) and 100 * avoid <= 2 * len(singles)
     return [
         pct(sum(bool(r[prefix + "in_island"]) for r in multi), len(multi)),
-        pct(sum(bool(r[prefix + "in_island"]) for r in room), len(room)),
+        pct(in_room, len(room)),
         pct(sum(bool(r[prefix + "broke_free"]) for r in singles), len(singles)),
-        pct(sum(bool(r[prefix + "avoidable"]) for r in chose), len(chose)),
-    ]
+        pct(avoid, len(chose)),
+        pct(avoid, len(singles)),
+    ], goal
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=200)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--slurm", default="native", help="native, 24.11 or 26.05 (docker-slurm/cluster --slurm)")
+    ap.add_argument("--variants", default=",".join(DEFAULT_VARIANTS), help="comma-separated, first is g1")
+    ap.add_argument("--list-variants", action="store_true")
     ap.add_argument("--base", default=f"/tmp/slurm-topo-bench-gres-{os.getpid()}/cluster")
     ap.add_argument("--out", default=str(HERE / "results" / "gres_picks.md"))
     ap.add_argument("--rows", default=str(HERE / "results" / "gres_picks_rows.jsonl"), help="per-job rows")
     ap.add_argument("--from-rows", metavar="FILE", help="recompute the table from saved rows (no cluster)")
     args = ap.parse_args()
+    if args.list_variants:
+        for name, v in VARIANTS.items():
+            print(f"{name:18} {v.label}")
+        return
+    names = [n for n in args.variants.split(",") if n]
+    bad = [n for n in names if n not in VARIANTS]
+    if bad or not names or len(set(names)) != len(names):
+        sys.exit(
+            f"bench_gres_picks: --variants {args.variants}: unknown or repeated {bad or names} "
+            f"(known: {', '.join(VARIANTS)})"
+        )
     t0 = time.time()
     if args.from_rows:
         saved = [json.loads(line) for line in Path(args.from_rows).read_text().splitlines() if line]
         version = str(saved[0]["version"])
-        rows = {n: [r for r in saved if r["node"] == n] for n in NODES}
+        for r in saved:
+            r.setdefault("variant", LEGACY_NODES.get(str(r["node"]), ""))
+        order = list(dict.fromkeys(str(r["node"]) for r in saved))
+        nodes = {n: next(str(r["variant"]) for r in saved if r["node"] == n) for n in order}
+        rows = {n: [r for r in saved if r["node"] == n] for n in nodes}
     else:
+        nodes = {f"g{i + 1}": name for i, name in enumerate(names)}
         base = Path(args.base)
         base.parent.mkdir(parents=True, exist_ok=True)
-        env = start_cluster(base)
+        os.chmod(base.parent, 0o755)
         try:
+            env, minors = start_cluster(base, names, args.slurm)
             version = sh(["scontrol", "--version"], env).strip()
-            rows = run(env, job_mix(args.jobs, args.seed))
+            rows = run(env, job_mix(args.jobs, args.seed), nodes, minors)
         finally:
             subprocess.run(
-                [sys.executable, str(REPO / "docker-slurm" / "cluster"), "down", "--base", str(base)],
+                [sys.executable, str(LAUNCHER), "down", "--base", str(base)],
                 check=False,
                 timeout=60,
                 capture_output=True,
             )
         with open(args.rows, "w") as fh:
-            for node in NODES:
+            for node, name in nodes.items():
                 for r in rows[node]:
-                    fh.write(json.dumps({"node": node, "version": version, **r}, default=list) + "\n")
+                    fh.write(
+                        json.dumps({"node": node, "variant": name, "version": version, **r}, default=list)
+                        + "\n"
+                    )
     cmd = "python benchmarks/bench_gres_picks.py " + " ".join(sys.argv[1:])
+    n_jobs = len(next(iter(rows.values())))
     lines = [
-        "# Which GPUs Slurm picks with our gres.conf (real slurmctld, fake devices)",
+        f"# Which GPUs Slurm picks with our gres.conf ({version}, real slurmctld, fake devices)",
         "",
         f"Command: `{cmd.strip()}`  ",
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}; {version}; "
         f"{time.time() - t0:.0f} s  ",
-        f"Method: see the script's docstring. Seed {args.seed}, {args.jobs} jobs per node "
+        f"Method: see the script's docstring. Seed {args.seed}, {n_jobs} jobs per node "
         f"(k=1/2/4 weights .5/.3/.2, mean inter-arrival 1.6, durations U(1,10), virtual time).",
         "",
-        "| node | gres.conf | multi-GPU inside one island | … when an island had room | 1-GPU broke a free "
-        "island | avoidable: broke one although a partly used island had room (over the 1-GPU jobs that had "
-        "that choice) |",
-        "|---|---|---:|---:|---:|---:|",
+        "| node | variant | gres.conf / job flags | multi-GPU inside one island | "
+        "… when an island had room | 1-GPU broke a free island | "
+        "avoidable breaks / 1-GPU jobs that had the choice | avoidable breaks / "
+        "all 1-GPU jobs | goal |",
+        "|---|---|---|---:|---:|---:|---:|---:|---|",
     ]
-    for node in NODES:
-        lines.append(f"| {node} | {VARIANTS[node]} | " + " | ".join(summarize(rows[node])) + " |")
+    for node, name in nodes.items():
+        cells, goal = summarize(rows[node])
+        label = VARIANTS[name].label if name in VARIANTS else name
+        lines.append(
+            f"| {node} | {name} | {label} | " + " | ".join(cells) + f" | {'met' if goal else 'no'} |"
+        )
+    first = next(iter(nodes))
+    cells, goal = summarize(rows[first], "ours_")
     lines.append(
-        "| – | *simulated, not Slurm:* `pick_devices` computed on g1's busy sets | "
-        + " | ".join(summarize(rows["g1"], "ours_"))
-        + " |"
+        f"| – | – | *simulated, not Slurm:* `pick_devices` computed on {first}'s busy sets | "
+        + " | ".join(cells)
+        + f" | {'met' if goal else 'no'} |"
     )
-    same = {n: sum(r["got"] == rows["g1"][i]["got"] for i, r in enumerate(rows[n])) for n in NODES}
+    same = {n: sum(r["got"] == rows[first][i]["got"] for i, r in enumerate(rows[n])) for n in nodes}
     lines += [
         "",
-        "Allocations identical to g1, job by job: "
-        + ", ".join(f"{n} {same[n]}/{len(rows[n])}" for n in NODES[1:])
+        f"Allocations identical to {first}, job by job: "
+        + ", ".join(f"{n} {same[n]}/{len(rows[n])}" for n in list(nodes)[1:])
         + ".",
     ]
     Path(args.out).write_text("\n".join(lines) + "\n")
