@@ -58,6 +58,7 @@ import os
 import random
 import re
 import shutil
+import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -544,6 +545,274 @@ def run_fleet(name: str, a: argparse.Namespace, rows: list[Row]) -> dict[str, ob
 
 
 # ----------------------------------------------------------------------------------------------------
+# a model of Slurm's leaf choice (topology/tree, whole nodes of one weight), checked against real runs
+
+
+class TreeModel:
+    """What cons_tres ``_eval_nodes_topo`` (22.05; ``eval_nodes_tree.c`` from 24.11, the same in 26.05) picks
+    for an exclusive n-node job of one node weight, from topology.conf's lines and Slurm's node order.
+
+    The top switch is the highest-level switch with n free nodes (the root). Leaves are then added one at a
+    time, scanning them in line order: the first with free nodes is the default and a later one replaces it
+    when it is at the same distance (summed hops to the leaves taken) and fits the remainder more tightly
+    (``_topo_compare_switches``: climbing to the parents while neither fits; the larger when neither does),
+    or when it is closer and (22.05) fits no worse / (24.11+) fits the remainder at the level compared.
+    24.11+ also subtract the nodes taken from the leaf's ancestors. Nodes of a leaf are taken in node order.
+    ``--model-check`` replays measured rows against it."""
+
+    def __init__(self, conf: str, node_order: Sequence[str], release: str) -> None:
+        self.new = release != "22.05"
+        lines = parse_topology(conf)
+        self.names = [name for name, _, _, _ in lines]
+        index = {name: i for i, name in enumerate(self.names)}
+        self.kids = [[index[k] for k in kids] for _, _, kids, _ in lines]
+        self.parent = [0] * len(lines)  # 22.05 leaves the root's parent at 0 (calloc)
+        for i, kids in enumerate(self.kids):
+            for k in kids:
+                self.parent[k] = i
+        self.root = next(i for i in range(len(lines)) if all(i not in ks for ks in self.kids))
+        self.level: list[int] = []
+        self.nodes: list[set[str]] = []
+        for i, (_, nodes, _, _) in enumerate(lines):
+            self.level.append(0 if nodes else 1 + max(self.level[k] for k in self.kids[i]))
+            self.nodes.append(set(nodes).union(*(self.nodes[k] for k in self.kids[i])))
+        # parents are listed after their children (generate's order and reorder()'s)
+        self.rank = {x: i for i, x in enumerate(node_order)}
+        self.dist = [[self._hops(i, j) for j in range(len(lines))] for i in range(len(lines))]
+
+    def _hops(self, i: int, j: int) -> int:
+        up_i = [i]
+        while up_i[-1] != self.root:
+            up_i.append(self.parent[up_i[-1]])
+        up_j = [j]
+        while up_j[-1] != self.root:
+            up_j.append(self.parent[up_j[-1]])
+        common = next(x for x in up_i if x in up_j)
+        return up_i.index(common) + up_j.index(common)
+
+    def _compare(self, i: int, j: int, rem: int, cnt: list[int]) -> tuple[int, bool]:
+        i_fit = False
+        while True:
+            i_fit, j_fit = cnt[i] >= rem, cnt[j] >= rem
+            if i_fit and j_fit:
+                if cnt[i] != cnt[j]:
+                    return (1 if cnt[i] < cnt[j] else -1), i_fit
+                break
+            if i_fit or j_fit:
+                return (1 if i_fit else -1), i_fit
+            if (self.parent[i] != i or self.parent[j] != j) and self.parent[i] != self.parent[j]:
+                i, j = self.parent[i], self.parent[j]
+                continue
+            break
+        if cnt[i] != cnt[j]:
+            return (1 if cnt[i] > cnt[j] else -1), i_fit
+        if self.level[i] != self.level[j]:
+            return (1 if self.level[i] < self.level[j] else -1), i_fit
+        return 0, i_fit
+
+    def select(self, avail: set[str], n: int) -> list[str] | None:
+        if len(avail) < n:
+            return None
+        count = [len(nodes & avail) for nodes in self.nodes]
+        tops = [i for i in range(len(count)) if count[i] >= n]
+        top = max(tops, key=lambda i: (self.level[i], i))
+        cnt = [len(nodes & avail & self.nodes[top]) for nodes in self.nodes]
+        dist = [0] * len(cnt)
+        used: set[int] = set()
+        chosen: list[str] = []
+        while len(chosen) < n:
+            rem, best = n - len(chosen), -1
+            for i in range(len(cnt)):
+                if i in used or not cnt[i] or self.level[i] != 0:
+                    continue
+                if best == -1:
+                    best = i
+                    continue
+                tcs, i_fit = self._compare(i, best, rem, cnt)
+                closer_ok = i_fit if self.new else tcs >= 0
+                if (dist[i] < dist[best] and closer_ok) or (dist[i] == dist[best] and tcs > 0):
+                    best = i
+            if best == -1:
+                return None
+            dist = [d + self.dist[best][k] for k, d in enumerate(dist)]
+            take = sorted(self.nodes[best] & avail & self.nodes[top], key=self.rank.__getitem__)[:rem]
+            chosen += take
+            if self.new and len(chosen) < n:
+                k, taken = best, cnt[best]
+                while True:
+                    cnt[k] = max(0, cnt[k] - taken)
+                    if k == self.root:
+                        break
+                    k = self.parent[k]
+            cnt[best] = 0
+            used.add(best)
+        return chosen
+
+
+def alternatives(form: str, features: Mapping[str, set[str]]) -> list[set[str]]:
+    """The node sets of a matching OR's alternatives (``[a|(b|c)|d]``), in order."""
+    out, depth, cur = [], 0, ""
+    for ch in form.strip("[]") + "|":
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "|" and depth == 0:
+            out.append(set().union(*(features.get(f, set()) for f in cur.strip("()").split("|"))))
+            cur = ""
+        else:
+            cur += ch
+    return out
+
+
+def model_place(
+    model: TreeModel, free: set[str], n: int, prefer: Sequence[set[str]], required: Sequence[set[str]] = ()
+) -> list[str] | None:
+    """Slurm's order: the --prefer alternatives (inside the required one), then the required bracket's
+    alternatives, then (no --constraint) all free nodes."""
+    bases = [free & r for r in required] or [free]
+    for alt in prefer:
+        for base in bases:
+            got = model.select(base & alt, n)
+            if got:
+                return got
+    for base in bases:
+        got = model.select(base, n)
+        if got:
+            return got
+    return None
+
+
+def model_fleet(name: str, work: Path) -> tuple[Fleet, str, Path, list[str]]:
+    """The fleet as the test cluster sees it, from ``slurm-topo generate`` (one node line per node, in
+    name order: the launcher's inventory order for these fleets)."""
+    work.mkdir(parents=True, exist_ok=True)
+    inventory = work / f"{name}.yaml"
+    inventory.write_text(yaml.safe_dump(fleet_of(name), sort_keys=False))
+    out = work / name
+    proc = subprocess.run(
+        [*slurmctl.slurm_topo_cli(), "generate", "--inventory", str(inventory), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"bench_placement: generate failed: {proc.stderr.strip()}")
+    feats: dict[str, tuple[str, ...]] = {}
+    for line in (out / "slurm-topo-nodes.conf").read_text().splitlines():
+        if line.startswith("NodeName="):
+            kv = slurmctl.parse_kv_line(line)
+            for x in hostlist.expand(kv["NodeName"]):
+                feats[x] = tuple(kv.get("Features", "").split(","))
+    region = {x: min(_level_values(fs, "region_")) for x, fs in feats.items()}
+    zone = {x: min(_level_values(fs, "zone_")) for x, fs in feats.items()}
+    family = {x: next((f for f in fs if f.startswith(FAMILY_PREFIX)), None) for x, fs in feats.items()}
+    fleet = Fleet(region, zone, family, feats)
+    order = sorted(feats, key=lambda x: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", x)])
+    return fleet, (out / "topology.conf").read_text(), inventory, order
+
+
+def model_forms(fleet: Fleet, inventory: Path, n: int) -> dict[str, tuple[list[str], list[str]]]:
+    """variant -> (--prefer alternatives as strings, --constraint alternatives) as the model reads them."""
+    family = any(v is not None for v in fleet.family.values())
+    regions = bracket(groups_of(fleet, "region_", family), n)
+    zones = bracket(groups_of(fleet, "zone_", family), n)
+    today = prefer_today(inventory, n)
+    sets = zone_sets(fleet, n)
+    return {
+        "tree": ([], []),
+        "filter_prefer": ([today] if today else [], []),
+        "filter_region": (["[" + "|".join(zones + regions) + "]"], regions),
+        "prefer_zonesets": ([sets] if sets else [], []),
+    }
+
+
+def run_model(name: str, a: argparse.Namespace, rows: list[Row]) -> dict[str, object]:
+    """The same seeded busy patterns as run_fleet, placed by the model instead of a cluster."""
+    fleet, conf, inventory, order = model_fleet(name, Path(f"/tmp/slurm-topo-bench-model-{os.getpid()}"))
+    features: dict[str, set[str]] = defaultdict(set)
+    for x, fs in fleet.features.items():
+        for f in fs:
+            features[f].add(x)
+    rng = random.Random(f"{a.seed}-{name}")
+    total = len(fleet.nodes)
+    patterns = []
+    for _ in range(a.patterns):
+        busy_n = rng.randint(int(total * 0.3), int(total * 0.6))
+        patterns.append(sorted(rng.sample(fleet.nodes, busy_n)))
+    for order_name in a.orders:
+        model = TreeModel(reorder(conf, order_name), order, a.model)
+        for n in a.sizes:
+            forms = model_forms(fleet, inventory, n)
+            for p, busy in enumerate(patterns):
+                free = set(fleet.nodes) - set(busy)
+                for vname, (prefer, required) in forms.items():
+                    if a.variants is not None and vname not in a.variants:
+                        continue
+                    pref = [s for form in prefer for s in alternatives(form, features)]
+                    req = alternatives("[" + "|".join(required) + "]", features) if required else []
+                    if req and not any(len(free & r) >= n for r in req):
+                        rows.append(
+                            Row(name, order_name, p, n, vname, [], "pending", slurm=f"model {a.model}")
+                        )
+                        continue
+                    nodes = model_place(model, free, n, pref, req) or []
+                    row = Row(name, order_name, p, n, vname, nodes, "running" if nodes else "pending")
+                    row.best, row.slurm = _fewest(sorted(free), fleet, n), f"model {a.model}"
+                    if nodes:
+                        row.regions, row.zones = spans(nodes, fleet)
+                    rows.append(row)
+    return {"fleet": name, "model": a.model}
+
+
+def model_check(paths: Sequence[str]) -> list[str]:
+    """Replay measured rows (tree, filter_prefer, filter_region, prefer_zonesets) with the model of their
+    release: how many placements it reproduces node for node."""
+    out = []
+    cache: dict[str, tuple[Fleet, str, Path, list[str]]] = {}
+    tally: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
+    work = Path(f"/tmp/slurm-topo-bench-model-{os.getpid()}")
+    for path in paths:
+        for line in Path(path).read_text().splitlines():
+            d = json.loads(line)
+            if (
+                d["state"] != "running"
+                or d["order"] != "desc"
+                or d["variant"]
+                not in (
+                    "tree",
+                    "filter_prefer",
+                    "filter_region",
+                    "prefer_zonesets",
+                )
+            ):
+                continue
+            release = d.get("slurm", "22.05")
+            if d["fleet"] not in cache:
+                cache[d["fleet"]] = model_fleet(d["fleet"], work)
+            fleet, conf, inventory, order = cache[d["fleet"]]
+            features: dict[str, set[str]] = defaultdict(set)
+            for x, fs in fleet.features.items():
+                for f in fs:
+                    features[f].add(x)
+            rng = random.Random(f"1-{d['fleet']}")
+            total = len(fleet.nodes)
+            busy: list[str] = []
+            for _ in range(d["pattern"] + 1):
+                busy = sorted(rng.sample(fleet.nodes, rng.randint(int(total * 0.3), int(total * 0.6))))
+            model = TreeModel(reorder(conf, "desc"), order, release)
+            prefer, required = model_forms(fleet, inventory, d["size"])[d["variant"]]
+            pref = [s for form in prefer for s in alternatives(form, features)]
+            req = alternatives("[" + "|".join(required) + "]", features) if required else []
+            got = model_place(model, set(fleet.nodes) - set(busy), d["size"], pref, req)
+            tally[(release, d["fleet"], d["variant"])][
+                0 if sorted(got or []) == sorted(d["nodes"]) else 1
+            ] += 1
+    out.append("| Slurm | fleet | variant | placements the model reproduces |")
+    out.append("|---|---|---|---|")
+    for (release, fleet_name, variant), (ok, bad) in sorted(tally.items()):
+        out.append(f"| {release} | {fleet_name} | {variant} | {ok}/{ok + bad} |")
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------
 # report
 
 
@@ -629,6 +898,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="start the cluster with the submit filter and SPANK plugin; adds filter_prefer/filter_region",
     )
+    p.add_argument(
+        "--model",
+        default=None,
+        choices=("22.05", "24.11"),
+        help="place the jobs with the model of that release's leaf choice (24.11 also stands for 26.05) "
+        "instead of a cluster: variants tree, filter_prefer, filter_region, prefer_zonesets; seconds",
+    )
+    p.add_argument(
+        "--model-check",
+        default=None,
+        help="replay these --jsonl files with the model; print what it reproduces",
+    )
     a = p.parse_args(argv)
     a.sizes = [int(x) for x in a.sizes.split(",")]
     a.orders = a.orders.split(",")
@@ -637,7 +918,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: list[Row] = []
     infos: list[dict[str, object]] = []
     t0 = time.monotonic()
-    if a.from_jsonl:  # re-summarize earlier runs (several files: one per fleet run side by side)
+    if a.model_check:
+        print("\n".join(model_check(a.model_check.split(","))))
+        return 0
+    if a.model:
+        for name in a.fleets.split(","):
+            infos.append(run_model(name, a, rows))
+    elif a.from_jsonl:  # re-summarize earlier runs (several files: one per fleet run side by side)
         for path in a.from_jsonl.split(","):
             for line in Path(path).read_text().splitlines():
                 d = json.loads(line)
