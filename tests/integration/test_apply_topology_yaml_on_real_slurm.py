@@ -244,3 +244,29 @@ def test_a_topology_yaml_slurm_refuses_leaves_topology_conf_live_and_a_failed_sw
     no_topology(slurm, "nvl")
     assert lines(slurm, "SwitchName") == switches
     assert not (cluster.base / "apply-state" / "journal.json").exists()
+
+
+@pytest.mark.slurm_min("24.05", reason="topology/block with BlockSizes (24.05), topology.yaml (25.05)")
+def test_the_launcher_starts_a_cluster_on_generated_nvlink_blocks(scratch_cluster) -> None:  # type: ignore[no-untyped-def]
+    """docker-slurm/cluster up on a fleet with NVLink domains: TopologyPlugin=topology/block for a block
+    topology.conf (24.11); topology.yaml plus a partition nvl with Topology=nvl (26.05)."""
+    fleet = {**FLEET, "nvlink": {"domains": DOMAINS}}
+    with scratch_cluster("launchnvl", fleet, nodes_max=13) as c:
+        slurm = c.slurm
+        yaml_release = c.version >= (25, 5)
+        assert (c.etc / "topology.yaml").exists() == yaml_release
+        assert (c.etc / "topology.conf").exists() != yaml_release
+        if yaml_release:
+            blocks = lines(slurm, "BlockName", "nvl")
+            part = slurmctl.parse_kv_line(slurm.out("scontrol", "show", "partition", "nvl", "-o"))
+            assert slurm.hostnames(part["Nodes"]) == tuple(f"g{i:02d}" for i in range(1, 13)), part
+            job = slurm.submit("-p", "nvl", "-N4", "--wrap", "sleep 30")
+            slurm.wait_state(job, "RUNNING", timeout=30)
+            nodes = set(slurm.allocation_of(job).nodes)
+            slurm.cancel(job)
+            assert any(nodes == set(members) for _, members in expected_blocks(c)), nodes
+        else:
+            assert plugin(slurm) == "topology/block"
+            blocks = lines(slurm, "BlockName")
+        got = [(b["BlockName"], slurm.hostnames(b.get("Nodes", ""))) for b in blocks]
+        assert got == expected_blocks(c)
