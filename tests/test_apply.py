@@ -991,3 +991,16 @@ def test_a_plugin_change_before_24_11_is_refused_as_a_restart(tmp_path: Path) ->
     assert "--no-reconfigure, then restart slurmctld" in res.summary
     res = run_apply(opts(etc, state, slurm_check=False, no_reconfigure=True), new, fake)
     assert res.status == "applied" and fake.reconfigures() == 0, res
+
+
+def test_a_rollback_slurm_would_not_load_is_refused(tmp_path: Path) -> None:
+    """slurm.conf changed since the last apply (a partition Topology=nvl): the old topology.conf must still
+    load before --rollback puts it back."""
+    old = render_for(tmp_path, nvl_fleet(tree=True), (26, 5))
+    etc, state = live_dir(tmp_path, old), tmp_path / "state"
+    fake = FakeSlurm(etc, version="26.05.5")
+    assert run_apply(opts(etc, state), render_for(tmp_path, nvl_fleet(), (26, 5)), fake).status == "applied"
+    before = snapshot(etc)
+    prover = RejectingProver()
+    refused(rollback(opts(etc, state, prover=prover), fake), etc, before, "Slurm's own parser rejects")
+    assert prover.asked[0][TOPOLOGY] == old[TOPOLOGY].encode() and prover.asked[0][TOPOLOGY_YAML] is None

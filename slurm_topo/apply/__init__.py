@@ -357,8 +357,12 @@ def rollback(options: ApplyOptions, runner: Runner) -> ApplyResult:
                 )
             if plan.reconfigure:
                 _plan(replace(o, adopt=True), target, slurm, {}, checks=True)  # ping, node set, unplaced
+            # slurm.conf may have changed since (a partition's Topology=, the TopologyPlugin): the old set
+            # must still load
+            proven = _prove(o, plan)
             plan.data_first = False
             res = _commit(o, st, slurm, plan)
+            res.details.append(proven)
             res.summary = _line(
                 res.summary.replace(
                     "slurm-topo apply: applied:",
