@@ -21,13 +21,15 @@ by a **throwaway slurmctld**:
 * then its process group is killed (SIGKILL: its state is thrown away) and the copy removed.
 
 Per release (slurmctld(8) has no configuration-test option — 22.05 and the December 2024 page checked —
-so all use the same throwaway; proven live on 22.05 only so far):
+so all use the same throwaway; proven live on 22.05, 24.11.5 and 26.05.5 by the real-Slurm tests, each with
+the release's own slurmctld):
 
 =======  =================================================================================================
 22.05    throwaway controller (a reconfigure with a bad set kills the running slurmctld: this is the guard)
-24.11    throwaway controller (a reconfigure re-executes slurmctld and keeps the old one if the new fails,
-         but the bad files would stay live and stop the next restart)
-26.05    throwaway controller (as 24.11)
+24.11    throwaway controller (a reconfigure re-executes slurmctld; bad files left live stop the next
+         restart)
+26.05    throwaway controller (a reconfigure with a set it cannot load stopped ``slurmctld -D`` 26.05.5:
+         ``fatal: ... Requested topology configuration is not available``)
 =======  =================================================================================================
 
 It needs root (namespaces; the real apply runs as root), ``unshare`` and ``mount`` (util-linux), ``ip``
