@@ -1004,3 +1004,26 @@ def test_a_rollback_slurm_would_not_load_is_refused(tmp_path: Path) -> None:
     prover = RejectingProver()
     refused(rollback(opts(etc, state, prover=prover), fake), etc, before, "Slurm's own parser rejects")
     assert prover.asked[0][TOPOLOGY] == old[TOPOLOGY].encode() and prover.asked[0][TOPOLOGY_YAML] is None
+
+
+def test_the_command_line_switches_to_topology_yaml_for_26_05(tmp_path: Path) -> None:
+    """`slurm-topo apply --slurm-version 26.05` on a fleet with NVLink domains writes topology.yaml and
+    retires topology.conf (here without a controller: --no-reconfigure, no slurm.conf to prove with)."""
+    etc = live_dir(tmp_path, render_for(tmp_path, nvl_fleet(tree=True), (26, 5)))
+    old_conf = (etc / TOPOLOGY).read_text()
+    inv = tmp_path / "cli-inv.yaml"
+    inv.write_text(yaml.safe_dump(nvl_fleet()))
+    proc = subprocess.run(
+        [sys.executable, "-m", "slurm_topo", "apply", "-i", str(inv), "--slurm-dir", str(etc)]
+        + ["--state-dir", str(tmp_path / "state"), "--slurm-version", "26.05", "--no-reconfigure"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert proc.stdout.startswith("slurm-topo apply: applied: topology.yaml, topology.conf")
+    assert "topology.conf retired" in proc.stdout
+    assert not (etc / TOPOLOGY).exists() and "- topology: nvl" in (etc / TOPOLOGY_YAML).read_text()
+    (done,) = [p for p in (tmp_path / "state" / "sets").iterdir()]
+    assert (done / "old" / TOPOLOGY).read_text() == old_conf
