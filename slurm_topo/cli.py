@@ -567,7 +567,9 @@ def gpu_pick(topology_file: str, count: int, busy: str, as_json: bool) -> None:
     help="Do not prove a changed set with a throwaway slurmctld before it goes live (docs/apply.md).",
 )
 @click.option(
-    "--force", is_flag=True, help="Apply over --max-removal and pending jobs naming a removed group."
+    "--force",
+    is_flag=True,
+    help="Apply over --max-removal, pending jobs naming a removed group and NVLink blocks that would move.",
 )
 @click.option(
     "--max-removal",
