@@ -686,4 +686,65 @@ def test_sync_goes_on_after_a_failed_update_then_fails(tmp_path: Path) -> None:
     assert log[0].startswith("failed drain a: ") and log[1] == f"drain b: {REASON_PREFIX} mlx5_0/1 state DOWN"
     dry = ScriptedScontrol(show, fail_for="-")
     actions = sync(tmp_path, dry, now=1010, dry_run=True)
-    assert [a.verb for a in actions] == ["drain", "drain"] and dry.calls == [["scontrol", "show", "node"]]
+    assert [a.verb for a in actions] == ["drain", "drain"]
+    # reads only: the nodes, and whether Slurm has the block topology nvl (25.05+; here it has none)
+    assert dry.calls == [["scontrol", "show", "node"], ["scontrol", "show", "topology", "nvl"]]
+
+
+BLOCKS = FIX / "real" / "slurm-26.05-blocks"
+
+
+def live_26_05() -> Any:
+    from slurm_topo.health.drain import parse_live_blocks
+
+    return parse_live_blocks(
+        (BLOCKS / "show-topology-nvl.txt").read_text(), (BLOCKS / "show-topology-fabric.txt").read_text()
+    )
+
+
+def test_live_blocks_from_real_26_05_output() -> None:
+    live = live_26_05()
+    assert live.block_of == {
+        "g01": "nvl_rack-01",
+        "g02": "nvl_rack-01",
+        "g03": "nvl_rack-02",
+        "g04": "nvl_rack-02",
+    }
+    assert live.path_of["g02"] == ("root", "region_r1", "zone_z1", "ng_z1.ib-1")
+
+
+def test_a_degraded_node_leaves_its_block_and_keeps_its_tree_path() -> None:
+    live = live_26_05()
+    nodes = {n: NodeState(n, "IDLE", None) for n in ("g01", "g02", "g03", "g04")}
+    rec = {"name": "g02", "kind": "health", "time_epoch": 1000, "hard_fault": False, "verdict": "degraded",
+           "faults": [{"verdict": "degraded", "reason": "mlx5_0/1 rate 200 Gb/s, expected 400"}]}  # fmt: skip
+    ok = {
+        "name": "g03",
+        "kind": "health",
+        "time_epoch": 1000,
+        "hard_fault": False,
+        "verdict": "ok",
+        "faults": [],
+    }
+    actions = plan({"g02": rec, "g03": ok}, nodes, now=1000, max_age=900, live=live)
+    assert [(a.node, a.verb) for a in actions] == [("g02", "unblock")]
+    assert actions[0].argv == (
+        "scontrol", "update", "NodeName=g02", "Topology=fabric:root:region_r1:zone_z1:ng_z1.ib-1"
+    )  # fmt: skip
+    assert actions[0].line() == "unblock g02: mlx5_0/1 rate 200 Gb/s, expected 400; leaves block nvl_rack-01"
+    # without a live block topology (before 25.05, topology.conf): nothing
+    assert plan({"g02": rec}, nodes, now=1000, max_age=900, live=None) == []
+    # once out of the block (or back in after a reconfigure: then again)
+    gone = type(live)({k: v for k, v in live.block_of.items() if k != "g02"}, live.path_of)
+    assert plan({"g02": rec}, nodes, now=1000, max_age=900, live=gone) == []
+
+
+def test_a_hard_fault_drains_first_and_leaves_the_block_the_pass_after() -> None:
+    live = live_26_05()
+    rec = {"name": "g01", "kind": "health", "time_epoch": 1000, "hard_fault": True, "verdict": "down",
+           "faults": [{"verdict": "down", "reason": "mlx5_0/1 state DOWN"}]}  # fmt: skip
+    first = plan({"g01": rec}, {"g01": NodeState("g01", "IDLE", None)}, now=1000, max_age=900, live=live)
+    assert [a.verb for a in first] == ["drain"]
+    drained = NodeState("g01", "IDLE+DRAIN", f"{REASON_PREFIX} mlx5_0/1 state DOWN")
+    second = plan({"g01": rec}, {"g01": drained}, now=1000, max_age=900, live=live)
+    assert [a.verb for a in second] == ["unblock"]

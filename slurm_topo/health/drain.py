@@ -14,9 +14,17 @@ A record older than ``max_age`` seconds, a record of a node Slurm does not know,
 nothing and gets a log line. Records are untrusted (``source: self``): the name must be the file's name, the
 size is bounded, and a reason copied into Slurm is cut to printable characters.
 
-Each change is one log line (``drain n1: …``, ``resume n1: …``); the drain reason (with Slurm's own
-``[user@time]``) is the trail in ``scontrol show node``. A drain is node state in slurmctld, so it survives
-``scontrol reconfigure``; should one be lost anyway (a cold start), the next pass drains again.
+* Slurm 25.05+ with the generator's block topology ``nvl`` (topology.yaml): a node whose record is
+  ``degraded`` or ``down`` and that is still in an NVLink block leaves it at once, without a reconfigure:
+  ``scontrol update NodeName=N Topology=fabric:root:…:<leaf>`` (the node's path in the tree topology
+  ``fabric``, read from ``scontrol show topology fabric``; the other topologies are left out, so the block
+  loses the node). A reconfigure puts the node back from topology.yaml; the next pass takes it out again while
+  the record says so, and ``apply --records`` writes topology.yaml without it (docs/health.md). A recovered
+  node returns to its block with the next reconfigure (``apply`` makes one when the files change).
+
+Each change is one log line (``drain n1: …``, ``resume n1: …``, ``unblock n1: …``); the drain reason (with
+Slurm's own ``[user@time]``) is the trail in ``scontrol show node``. A drain is node state in slurmctld, so it
+survives ``scontrol reconfigure``; should one be lost anyway (a cold start), the next pass drains again.
 """
 
 from __future__ import annotations
@@ -133,10 +141,98 @@ def first_fault(record: dict[str, Any]) -> str:
     return "hard fault"
 
 
+BLOCK_TOPOLOGY = "nvl"
+TREE_TOPOLOGY = "fabric"
+"""The topology names ``slurm-topo generate`` writes into topology.yaml (render/topology_yaml.py)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LiveBlocks:
+    """Slurm's block topology ``nvl`` and tree topology ``fabric`` as ``scontrol show topology NAME`` prints
+    them (25.05+): the block of each node, and each node's switch path from the root to its leaf."""
+
+    block_of: dict[str, str]
+    path_of: dict[str, tuple[str, ...]]
+
+
+def parse_live_blocks(blocks_text: str, tree_text: str) -> LiveBlocks:
+    from ..hostlist import expand
+    from ..slurmconf import split_pairs
+
+    block_of: dict[str, str] = {}
+    for line in blocks_text.splitlines():
+        if line.startswith("BlockName="):  # AggregatedBlock= lines repeat the base blocks' nodes
+            kv = split_pairs(line, output=True)
+            for node in expand(kv.get("Nodes", "")) if kv.get("Nodes") else ():
+                block_of[node] = kv["BlockName"]
+    parent: dict[str, str] = {}
+    leaves: dict[str, list[str]] = {}
+    for line in tree_text.splitlines():
+        if not line.startswith("SwitchName="):
+            continue
+        kv = split_pairs(line, output=True)
+        name = kv["SwitchName"]
+        if kv.get("Switches"):
+            for child in kv["Switches"].split(","):
+                parent[child] = name
+        elif kv.get("Nodes"):
+            leaves[name] = expand(kv["Nodes"])
+    path_of: dict[str, tuple[str, ...]] = {}
+    for leaf, members in leaves.items():
+        path = [leaf]
+        while path[-1] in parent and len(path) < 64:
+            path.append(parent[path[-1]])
+        for node in members:
+            path_of[node] = tuple(reversed(path))
+    return LiveBlocks(block_of, path_of)
+
+
+def live_blocks(runner: Runner) -> LiveBlocks | None:
+    """None where Slurm has no block topology ``nvl`` (before 25.05, topology.conf, no NVLink domains)."""
+    try:
+        blocks = runner.run(["scontrol", "show", "topology", BLOCK_TOPOLOGY])
+        if "BlockName=" not in blocks:
+            return None
+        tree = runner.run(["scontrol", "show", "topology", TREE_TOPOLOGY])
+        return parse_live_blocks(blocks, tree)
+    except (CommandError, ValueError, KeyError):  # no such topology, or output not understood: no change
+        return None
+
+
+def _degraded_reason(record: dict[str, Any]) -> str:
+    for f in record.get("faults", []):
+        if (
+            isinstance(f, dict)
+            and f.get("verdict") in ("degraded", "down")
+            and isinstance(f.get("reason"), str)
+        ):
+            return clean_reason(f["reason"])
+    return str(record.get("verdict"))
+
+
+def _unblock(name: str, rec: dict[str, Any], live: LiveBlocks | None) -> Action | None:
+    """Take a degraded node out of its NVLink block (25.05+), keeping its tree path; None when not needed."""
+    if live is None or rec.get("verdict") not in ("degraded", "down") or name not in live.block_of:
+        return None
+    path = live.path_of.get(name)
+    block = live.block_of[name]
+    if not path:
+        return Action(name, "keep", f"degraded, in block {block}, but not in topology {TREE_TOPOLOGY}")
+    topo = ":".join((TREE_TOPOLOGY, *path))
+    why = f"{_degraded_reason(rec)}; leaves block {block}"
+    return Action(name, "unblock", why, ("scontrol", "update", f"NodeName={name}", f"Topology={topo}"))
+
+
 def plan(
-    records: dict[str, dict[str, Any]], nodes: dict[str, NodeState], *, now: float, max_age: float
+    records: dict[str, dict[str, Any]],
+    nodes: dict[str, NodeState],
+    *,
+    now: float,
+    max_age: float,
+    live: LiveBlocks | None = None,
 ) -> list[Action]:
-    """At most one action per node, in name order."""
+    """At most one action per node, in name order (a drain or resume first; leaving a block the pass
+    after)."""
     actions: list[Action] = []
     for name in sorted(records):
         rec = records[name]
@@ -150,10 +246,11 @@ def plan(
                 Action(name, "keep", f"record is {age:.0f} s old (max {max_age:g} s); nothing changed")
             )
             continue
+        unblock = _unblock(name, rec, live)
         if rec["hard_fault"]:
             if node.drained:
                 who = "health check" if node.ours else "admin"
-                actions.append(Action(name, "keep", f"hard fault, already drained ({who})"))
+                actions.append(unblock or Action(name, "keep", f"hard fault, already drained ({who})"))
                 continue
             reason = f"{REASON_PREFIX} {first_fault(rec)}"
             argv = ("scontrol", "update", f"NodeName={name}", "State=DRAIN", f"Reason={reason}")
@@ -162,6 +259,8 @@ def plan(
             why = f"healthy for {rec.get('hysteresis', '?')} passes"
             resume = ("scontrol", "update", f"NodeName={name}", "State=RESUME")
             actions.append(Action(name, "resume", why, resume))
+        elif unblock is not None:
+            actions.append(unblock)
         elif node.drained:
             actions.append(Action(name, "keep", "drained by an admin; never lifted here"))
     return actions
@@ -181,7 +280,8 @@ def sync(
     records, skipped = read_health_records(records_dir)
     out.extend(skipped)
     nodes = parse_show_node(runner.run(["scontrol", "show", "node"])) if records else {}
-    actions = plan(records, nodes, now=time.time() if now is None else now, max_age=max_age)
+    live = live_blocks(runner) if records else None
+    actions = plan(records, nodes, now=time.time() if now is None else now, max_age=max_age, live=live)
     failed: CommandError | None = None
     for action in actions:
         if action.argv and not dry_run:
