@@ -49,6 +49,7 @@ import platform
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -249,7 +250,10 @@ def run(
     jobs: list[tuple[float, int, float]],
     nodes: dict[str, str],
     minors: dict[str, list[int]],
+    save: Callable[[str, dict[str, object]], None],
 ) -> dict[str, list[dict[str, object]]]:
+    """Run the job mix; every row is also passed to ``save`` as soon as it is known (a run cut short keeps
+    the rows of its first jobs: a prefix of the same seeded mix)."""
     topo = parse_topo_matrix(CAPTURE.read_text(), source=str(CAPTURE))
     isl = [set(i) for i in islands(topo)]
     running: dict[str, list[tuple[float, str, tuple[int, ...]]]] = {n: [] for n in nodes}
@@ -330,6 +334,7 @@ def run(
                     "ours_avoidable": choice and any(set(ours) <= i for i in whole_free),
                 }
             )
+            save(node, rows[node][-1])
     return rows
 
 
@@ -389,29 +394,37 @@ def main() -> None:
         order = list(dict.fromkeys(str(r["node"]) for r in saved))
         nodes = {n: next(str(r["variant"]) for r in saved if r["node"] == n) for n in order}
         rows = {n: [r for r in saved if r["node"] == n] for n in nodes}
+        done = min(len(r) for r in rows.values())  # a run cut short: the jobs every node got
+        rows = {n: r[:done] for n, r in rows.items()}
     else:
         nodes = {f"g{i + 1}": name for i, name in enumerate(names)}
         base = Path(args.base)
         base.parent.mkdir(parents=True, exist_ok=True)
         os.chmod(base.parent, 0o755)
-        try:
-            env, minors = start_cluster(base, names, args.slurm)
-            version = sh(["scontrol", "--version"], env).strip()
-            rows = run(env, job_mix(args.jobs, args.seed), nodes, minors)
-        finally:
-            subprocess.run(
-                [sys.executable, str(LAUNCHER), "down", "--base", str(base)],
-                check=False,
-                timeout=60,
-                capture_output=True,
-            )
+        # SIGTERM tears the cluster down too (a background job started by a shell ignores SIGINT)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         with open(args.rows, "w") as fh:
-            for node, name in nodes.items():
-                for r in rows[node]:
-                    fh.write(
-                        json.dumps({"node": node, "variant": name, "version": version, **r}, default=list)
-                        + "\n"
+            version = "?"
+
+            def save(node: str, row: dict[str, object]) -> None:
+                record = {"node": node, "variant": nodes[node], "version": version, **row}
+                fh.write(json.dumps(record, default=list) + "\n")
+                fh.flush()
+
+            try:
+                env, minors = start_cluster(base, names, args.slurm)
+                version = sh(["scontrol", "--version"], env).strip()
+                rows = run(env, job_mix(args.jobs, args.seed), nodes, minors, save)
+            finally:
+                try:
+                    subprocess.run(
+                        [sys.executable, str(LAUNCHER), "down", "--base", str(base)],
+                        check=False,
+                        timeout=300,
+                        capture_output=True,
                     )
+                except subprocess.TimeoutExpired:
+                    print(f"warning: cluster down --base {base} timed out: run it again", file=sys.stderr)
     cmd = "python benchmarks/bench_gres_picks.py " + " ".join(sys.argv[1:])
     n_jobs = len(next(iter(rows.values())))
     lines = [
