@@ -22,9 +22,10 @@ numbers the budget uses). Policies (what the filter's decision makes Slurm do):
   decision :func:`slurm_topo.relax.due` run every 60 s, one level per pass: the live relaxer's default, the
   load-aware timer (budget × 1/(1 − share of nodes busy at the pass));
 * ``zone:auto-plain``: the same with the plain budget (``slurm-topo relax --plain-budget``);
-* ``zone:auto+estimate``: widen when the expected wait at the job's level minus the expected wait one level
-  looser exceeds R · Δs (:func:`slurm_topo.relax.estimate_says`), the expected waits from the running jobs'
-  time limits as ``sbatch --test-only`` would estimate them (queued jobs ignored); not in the live relaxer.
+* ``zone:auto+estimate``: ``slurm-topo relax --estimates N``: the load-aware timer, and also widen when the
+  expected wait at the job's level minus the expected wait one level looser exceeds R · Δs
+  (:func:`slurm_topo.relax.estimate_says`), the expected waits from the running jobs' time limits as
+  ``sbatch --test-only`` estimates them (queued jobs ignored).
 
 The scheduler is greedy first-come first-served with backfill without reservations (a job that cannot start
 does not block those behind it), the same for every policy.
@@ -34,6 +35,26 @@ does not block those behind it), the same for every policy.
 
 ``--pass-jobs N`` also times one relaxer pass's parsing and decisions over N synthetic pending jobs
 (``scontrol show job -o`` text through :func:`slurm_topo.relax.plan_pass`).
+
+The real test cluster, accelerated time (``--real``; root, the host's Slurm, docker-slurm/cluster):
+
+    python benchmarks/bench_wait_policy.py --real --seed 11 --jobs 160 --loads 0.9,1.2 [--scale 360]
+        [--max-runtime-h 4] [--relax-interval 1] [--out benchmarks/results/wait_policy_real.md]
+
+starts the benchmark fleet as a 30-node cluster with the locality filter (scheduler passes every second),
+and per load and policy replays the same workload (runtimes cut at ``--max-runtime-h``; the simulator runs
+that cut workload too, beside it): each job is submitted at its arrival ÷ ``--scale`` with
+``--comment=locality=any|prefer|zone|zone:auto``, ``--exclusive -N<nodes>`` and a time limit in whole minutes
+above its longest possible run; its script reads ``SLURM_JOB_NODELIST``, finds the level the nodes Slurm gave
+it span (the fleet's region/zone/rack of each node) and sleeps its runtime × the cost model's slowdown of
+that level (the same per-level slowdowns as the simulator) ÷ ``--scale``. For ``zone:auto`` an administrator's
+budget record (the job's :func:`slurm_topo.relax.auto_budget` ÷ ``--scale``, whole seconds) is appended to
+the filter's record right after submit, multi-node jobs only as in the simulator, and ``slurm-topo relax``
+(load-aware, the default) runs live every ``--relax-interval`` seconds. Times are the script's own start and
+end against the submit time, × ``--scale``.
+
+``--real-pass-jobs N`` times relaxer passes over N pending ``zone:auto`` jobs on a real slurmctld
+(:func:`real_pass_cost`).
 """
 
 from __future__ import annotations
@@ -43,9 +64,12 @@ import csv
 import heapq
 import json
 import math
+import os
 import platform
 import random
+import shutil
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -56,6 +80,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from slurm_topo.cost import parse_plan  # noqa: E402
+from slurm_topo.explain import parse_record_line  # noqa: E402
 from slurm_topo.model import Node  # noqa: E402
 from slurm_topo.relax import (  # noqa: E402
     LEVELS,
@@ -66,6 +91,7 @@ from slurm_topo.relax import (  # noqa: E402
     level_slowdowns,
     level_step_seconds,
     plan_pass,
+    relaxations,
 )
 
 POLICIES = ("any", "prefer", "zone:wait", "zone:auto", "zone:auto-plain", "zone:auto+estimate")
@@ -109,7 +135,7 @@ class Job:
     placed: tuple[int, ...] = ()
 
 
-def make_jobs(seed: int, count: int, load: float) -> list[Job]:
+def make_jobs(seed: int, count: int, load: float, max_runtime: float = 24 * 3600.0) -> list[Job]:
     rng = random.Random(seed)
     sizes = gang_sizes()
     population = [g for g, n in sizes for _ in range(n)]
@@ -118,7 +144,7 @@ def make_jobs(seed: int, count: int, load: float) -> list[Job]:
     for _ in range(count):
         gpus = rng.choice(population)
         nodes = max(1, math.ceil(gpus / 8))
-        runtime = min(24 * 3600.0, max(300.0, rng.lognormvariate(math.log(3600), 1.0)))
+        runtime = min(max_runtime, max(300.0, rng.lognormvariate(math.log(3600), 1.0)))
         limit = runtime * rng.uniform(1.2, 2.0)
         plan = f"tp=8,bytes={rng.choice(GRADIENTS)}"
         share = rng.choice(COMM_SHARES)
@@ -240,11 +266,12 @@ def simulate(policy: str, jobs: list[Job], interval: float = 60.0) -> dict[str, 
                     target = due(j.budget, j.level, now - j.arrival, 1 - len(free) / len(FLEET))
                 elif policy == "zone:auto-plain":
                     target = due(j.budget, j.level, now - j.arrival)
-                else:
+                else:  # relax --estimates: the load-aware timer, or else the start estimate
+                    target = due(j.budget, j.level, now - j.arrival, 1 - len(free) / len(FLEET))
                     nxt = LEVELS[LEVELS.index(j.level) + 1] if j.level != "any" else None
                     target = (
-                        None
-                        if nxt is None
+                        target
+                        if target is not None or nxt is None
                         else estimate_says(
                             j.budget,
                             j.level,
@@ -345,6 +372,483 @@ def pass_cost(count: int, repeat: int = 5) -> tuple[float, float, int]:
     return statistics.median(times), min(times), sum(1 for d in p.decisions if d.action == "relax")
 
 
+# ---- the same comparison on the real test cluster (accelerated time)
+
+JOB_SCRIPT = r"""#!/bin/bash
+# args: runtime (real seconds) s_network_group s_zone s_region s_any out_dir node_map
+start=$(date +%s.%N)
+level=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | awk '
+  NR == FNR { r[$1] = $2; z[$1] = $3; k[$1] = $4; next }
+  { if (!(r[$1] in R)) { R[r[$1]] = 1; nr++ } if (!(z[$1] in Z)) { Z[z[$1]] = 1; nz++ }
+    if (!(k[$1] in K)) { K[k[$1]] = 1; nk++ } }
+  END { if (nk <= 1) print "network_group"; else if (nz == 1) print "zone";
+        else if (nr == 1) print "region"; else print "any" }' "$7" -)
+case "$level" in
+  network_group) slow=$2 ;; zone) slow=$3 ;; region) slow=$4 ;; *) slow=$5 ;;
+esac
+sleep "$(awk -v r="$1" -v s="$slow" 'BEGIN { printf "%.3f", r * s }')"
+end=$(date +%s.%N)
+echo "$SLURM_JOB_ID $start $end $level $slow $SLURM_JOB_NODELIST" > "$6/$SLURM_JOB_ID.done"
+"""
+
+REAL_POLICIES = ("any", "prefer", "zone:wait", "zone:auto")
+LOCALITY = {"any": "any", "prefer": "prefer", "zone:wait": "zone", "zone:auto": "zone:auto"}
+NODE_HW = {
+    "CPUs": 2,
+    "Boards": 1,
+    "SocketsPerBoard": 1,
+    "CoresPerSocket": 2,
+    "ThreadsPerCore": 1,
+    "RealMemory": 1000,
+}
+
+
+def node_name(i: int) -> str:
+    return f"n{i + 1:02d}"
+
+
+def real_fleet() -> dict[str, object]:
+    """The benchmark fleet as an inventory for the test cluster: n01..n30, racks of 3, zones of 6 (whole
+    nodes, no GPUs: every job takes its nodes exclusively)."""
+    nodes = []
+    for k in range(0, len(FLEET), 3):
+        region, zone, rack = FLEET[k]
+        nodes.append(
+            {
+                "name": f"n[{k + 1:02d}-{k + 3:02d}]",
+                "region": region,
+                "zone": zone,
+                "network_group": rack.rsplit("/", 1)[1],
+                "slurm": NODE_HW,
+            }
+        )
+    return {"nodes": nodes, "policy": {"default": "prefer"}}
+
+
+def scaled_budget(b: Budget, scale: float) -> Budget:
+    return Budget(
+        b.level, max(1, round(b.limit_s / scale)), tuple((lvl, round(s / scale)) for lvl, s in b.budgets)
+    )
+
+
+class RealCluster:
+    """A 30-node Slurm cluster with the filter, started through docker-slurm/cluster (its helpers in
+    tests/integration/slurmctl.py)."""
+
+    def __init__(self, work: Path) -> None:
+        sys.path.insert(0, str(ROOT / "tests" / "integration"))
+        import slurmctl  # type: ignore[import-not-found]
+
+        self.ctl = slurmctl
+        self.work = work
+        work.mkdir(parents=True, exist_ok=True)
+        # the relaxer runs from a copy of the package taken now: edits of the tree during a long run
+        # do not reach it half-way
+        shutil.copytree(ROOT / "slurm_topo", work / "pkg" / "slurm_topo", dirs_exist_ok=True)
+        os.chmod(work, 0o755)  # munged runs as the munge user
+        (work / "fleet.yaml").write_text(json.dumps(real_fleet()))
+        self.cluster = slurmctl.start_cluster(
+            work / "cluster", "--inventory", str(work / "fleet.yaml"), "--with-filter", nodes_max=len(FLEET)
+        )
+        self.env = dict(self.cluster.env)
+        # scheduler passes every second (the launcher's 5 s would be 30 simulated minutes at scale 360)
+        conf = self.cluster.etc / "slurm.conf"
+        text = conf.read_text().replace(
+            "SchedulerParameters=bf_interval=5,sched_interval=5,batch_sched_delay=0",
+            "SchedulerParameters=bf_interval=1,sched_interval=1,batch_sched_delay=0",
+        )
+        conf.write_text(text)
+        self.run(["scontrol", "reconfigure"])
+        time.sleep(2)
+
+    def run(self, argv: Sequence[str], timeout: float = 30, check: bool = True) -> str:
+        p = subprocess.run(list(argv), env=self.env, capture_output=True, text=True, timeout=timeout)
+        if check and p.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)}: exit {p.returncode}: {p.stderr.strip()}")
+        return p.stdout
+
+    def queue(self) -> list[str]:
+        return self.run(["squeue", "-h", "-o", "%i"], timeout=30).split()
+
+    def stop(self) -> None:
+        self.ctl.stop_cluster(self.work / "cluster")
+
+
+def replay(
+    rc: RealCluster, policy: str, jobs: list[Job], scale: float, relax_interval: float, tag: str
+) -> dict[str, float]:
+    """Submit ``jobs`` at their arrival / ``scale`` with the policy's --locality, the script sleeping its
+    runtime × the slowdown of the nodes it got; for ``zone:auto`` the budget (÷ scale) goes into
+    AdminComment as an administrator sets it and ``slurm-topo relax`` runs live. Times come back × scale."""
+    out = rc.work / f"run-{tag}"
+    out.mkdir(parents=True, exist_ok=True)
+    node_map = rc.work / "nodes.map"
+    node_map.write_text("".join(f"{node_name(i)} {r} {z} {k}\n" for i, (r, z, k) in enumerate(FLEET)))
+    script = rc.work / "job.sh"
+    script.write_text(JOB_SCRIPT)
+    script.chmod(0o755)
+    relaxer = None
+    if policy == "zone:auto":
+        log = (out / "relax.jsonl").open("w")
+        relaxer = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "slurm_topo",
+                "relax",
+                "--interval",
+                str(relax_interval),
+                "--json",
+                "--lock",
+                str(rc.work / "relax.lock"),
+            ],
+            env={**rc.env, "PYTHONPATH": str(rc.work / "pkg")},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    submitted: dict[str, tuple[Job, float]] = {}
+    t0 = time.time()
+    try:
+        for j in jobs:
+            delay = t0 + j.arrival / scale - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            slow = [j.slow[lvl] for lvl in LEVELS]
+            minutes = math.ceil(max(j.limit, j.runtime * max(slow)) / scale / 60) + 1
+            at = time.time()
+            jid = (
+                rc.run(
+                    [
+                        "timeout",
+                        "30",
+                        "sbatch",
+                        "--parsable",
+                        "-o",
+                        str(out / "%j.out"),
+                        "--exclusive",
+                        f"-N{j.nodes}",
+                        f"--time={minutes}",
+                        f"--comment=locality={LOCALITY[policy]}",
+                        "-J",
+                        f"wp{j.jid}",
+                        str(script),
+                        f"{j.runtime / scale:.3f}",
+                        *(f"{s:.4f}" for s in slow),
+                        str(out),
+                        str(node_map),
+                    ],
+                    timeout=35,
+                )
+                .strip()
+                .split(";")[0]
+            )
+            submitted[jid] = (j, at)
+            if policy == "zone:auto" and j.nodes > 1:
+                line = rc.run(["scontrol", "show", "job", "-o", jid], timeout=30)
+                comment = parse_record_line(line.splitlines()[0]).get("AdminComment", "")
+                if " JobState=PENDING " in line and comment and "slurm-topo-auto: " not in comment:
+                    record = scaled_budget(j.budget, scale).record()
+                    rc.run(
+                        ["scontrol", "update", f"JobId={jid}", f"AdminComment={comment}; {record}"],
+                        check=False,
+                    )
+        horizon = time.time() + 600
+        while rc.queue():
+            if time.time() > horizon:
+                raise RuntimeError(f"{policy}: jobs still queued 600 s after the last submission")
+            time.sleep(1)
+    finally:
+        if relaxer is not None:
+            relaxer.terminate()
+            relaxer.wait(timeout=30)
+    listing = rc.run(["scontrol", "show", "job", "-o"], timeout=60)
+    relaxed = sum(
+        1
+        for line in listing.splitlines()
+        if line.startswith("JobId=")
+        and line.split()[0][6:] in submitted
+        and relaxations(parse_record_line(line).get("AdminComment"))
+    )
+    jct, wait, used, levels = [], [], 0.0, {lvl: 0 for lvl in LEVELS}
+    first, last = math.inf, 0.0
+    for jid, (j, at) in submitted.items():
+        done = out / f"{jid}.done"
+        if not done.exists():
+            raise RuntimeError(f"{policy}: job {jid} left no record ({out}/{jid}.out)")
+        _, start, end, level, *_ = done.read_text().split()
+        s, e = float(start), float(end)
+        jct.append((e - at) * scale)
+        wait.append((s - at) * scale)
+        used += j.nodes * (e - s) * scale
+        levels[level] += j.nodes > 1
+        first, last = min(first, at), max(last, e)
+    return {
+        "mean_jct": statistics.fmean(jct),
+        "p95_jct": statistics.quantiles(jct, n=20)[-1],
+        "mean_wait": statistics.fmean(wait),
+        "utilization": used / (len(FLEET) * (last - first) * scale),
+        "relaxed": relaxed,
+        **{f"multi_{lvl}": n for lvl, n in levels.items()},
+    }
+
+
+def sim_spans(policy: str, jobs: list[Job]) -> dict[str, int]:
+    """Multi-node jobs per level their placement spans, after :func:`simulate`."""
+    out = {f"multi_{lvl}": 0 for lvl in LEVELS}
+    for j in jobs:
+        if j.nodes > 1 and j.placed:
+            out[f"multi_{span(j.placed)}"] += 1
+    return out
+
+
+def pairs(by: dict[str, float]) -> dict[str, str]:
+    """The direction of each pair of policies' mean JCT: ``<``, ``>`` or ``≈`` (within 2 %)."""
+    out = {}
+    names = list(REAL_POLICIES)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            d = (by[a] - by[b]) / min(by[a], by[b])
+            out[f"{a} vs {b}"] = "≈" if abs(d) <= 0.02 else ("<" if d < 0 else ">")
+    return out
+
+
+def agree(sim: str, real: str) -> str:
+    if sim == real:
+        return "yes"
+    return "within 2 %" if "≈" in (sim, real) else "NO"
+
+
+def run_real(args: argparse.Namespace, loads: Sequence[float]) -> None:
+    work = Path(args.work or f"/tmp/slurm-topo-bench-wait-{os.getpid()}")
+    policies = [p for p in args.policies.split(",") if p]
+    if any(p not in REAL_POLICIES for p in policies):
+        raise SystemExit(f"--policies: expected some of {','.join(REAL_POLICIES)}")
+    t0 = time.perf_counter()
+    rc = RealCluster(work)
+    rows: list[dict[str, object]] = []
+    try:
+        for load in loads:
+            for policy in policies:
+                jobs = make_jobs(args.seed, args.jobs, load, args.max_runtime_h * 3600)
+                sim = simulate(policy, jobs)
+                rows.append({"mode": "sim", "policy": policy, "load": load, **sim, **sim_spans(policy, jobs)})
+                jobs = make_jobs(args.seed, args.jobs, load, args.max_runtime_h * 3600)
+                tag = f"{policy.replace(':', '-')}-{load}"
+                t1 = time.perf_counter()
+                real = replay(rc, policy, jobs, args.scale, args.relax_interval, tag)
+                rows.append(
+                    {
+                        "mode": "real",
+                        "policy": policy,
+                        "load": load,
+                        **real,
+                        "seconds": time.perf_counter() - t1,
+                    }
+                )
+                print(json.dumps(rows[-2]), json.dumps(rows[-1]), sep="\n", flush=True)
+    finally:
+        rc.stop()
+    took = time.perf_counter() - t0
+    for r in rows:
+        for k, v in r.items():
+            if isinstance(v, float):
+                r[k] = round(v, 4 if k == "utilization" else 1)
+    if args.json:
+        print(json.dumps({"results": rows}))
+    if args.out:
+        Path(args.out).write_text(real_report(args, rows, took))
+
+
+def real_report(args: argparse.Namespace, rows: list[dict[str, object]], took: float) -> str:
+    cmd = " ".join(["python", "benchmarks/bench_wait_policy.py", *sys.argv[1:]])
+    lines = [
+        "# Wait or go on the real test cluster (accelerated time), beside the simulator",
+        "",
+        f"Command: `{cmd}` ({took / 60:.0f} min; Python {platform.python_version()}, {platform.machine()}).",
+        f"One simulated hour = {3600 / args.scale:g} real seconds; workload: {args.jobs} jobs, "
+        f"seed {args.seed}, "
+        f"runtimes cut at {args.max_runtime_h:g} h; the relaxer runs live every {args.relax_interval:g} s "
+        f"({args.relax_interval * args.scale / 60:g} simulated minutes). Method: the docstring of "
+        "`benchmarks/bench_wait_policy.py`. Times in simulated seconds.",
+        "",
+        "| mode | policy | load | mean JCT s | p95 JCT s | mean wait s | utilisation | relaxed | multi-node "
+        "jobs per level (ng/zone/region/any) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        spread = "/".join(str(r.get(f"multi_{lvl}", "")) for lvl in LEVELS)
+        lines.append(
+            f"| {r['mode']} | {r['policy']} | {r['load']} | {r['mean_jct']} | {r['p95_jct']} | "
+            f"{r['mean_wait']} | {r['utilization']} | "
+            f"{r['relaxed'] if r['policy'] == 'zone:auto' else ''} | {spread} |"
+        )
+    lines += [
+        "",
+        "Direction (mean JCT; ≈: within 2 %):",
+        "",
+        "| load | pair | simulated | real | agree |",
+        "|---|---|---|---|---|",
+    ]
+    goal = []
+    for load in sorted({float(r["load"]) for r in rows}):  # type: ignore[arg-type]
+        by = {
+            mode: {
+                str(r["policy"]): float(r["mean_jct"])
+                for r in rows
+                if r["load"] == load and r["mode"] == mode
+            }  # type: ignore[arg-type]
+            for mode in ("sim", "real")
+        }
+        if not all(set(REAL_POLICIES) <= set(v) for v in by.values()):
+            continue
+        sim_p, real_p = pairs(by["sim"]), pairs(by["real"])
+        lines += [
+            f"| {load} | {k} | {sim_p[k]} | {real_p[k]} | {agree(sim_p[k], real_p[k])} |" for k in sim_p
+        ]
+        for mode in ("sim", "real"):
+            v = by[mode]
+            better, worse = min(v["prefer"], v["zone:wait"]), max(v["prefer"], v["zone:wait"])
+            within = (v["zone:auto"] - better) / better * 100
+            below = (worse - v["zone:auto"]) / worse * 100
+            ok = within <= 2.0 and below >= 20.0
+            goal.append(
+                f"| {load} | {mode} | {v['prefer']:.0f} | {v['zone:wait']:.0f} | {v['zone:auto']:.0f} | "
+                f"{within:+.1f} % | {below:.1f} % | {'met' if ok else 'not met'} |"
+            )
+    lines += [
+        "",
+        "Goal: auto's mean JCT within 2 % of the better of prefer and zone:wait, and ≥ 20 % below the worse.",
+        "",
+        "| load | mode | prefer | zone:wait | zone:auto | auto vs better | auto below worse | goal |",
+        "|---|---|---|---|---|---|---|---|",
+        *goal,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+PASS_PLAN = "tp=2,pp=2,bytes=1G,tp_bytes=100G"
+
+
+def pass_fleet() -> dict[str, object]:
+    """Six 4-GPU nodes in two regions, three zones, with the site plan: the filter writes the budgets."""
+    hw = dict(NODE_HW)
+    groups = [("a[1-2]", "r1", "z1", "g1"), ("a[3-4]", "r1", "z2", "g2"), ("b[1-2]", "r2", "z3", "g3")]
+    return {
+        "nodes": [
+            {"name": n, "region": r, "zone": z, "network_group": g, "gpus": 4, "slurm": hw}
+            for n, r, z, g in groups
+        ],
+        "policy": {"default": "prefer", "plan": PASS_PLAN},
+    }
+
+
+def real_pass_cost(count: int, work: Path, out: str | None) -> None:
+    """``count`` pending ``zone:auto`` jobs on a real slurmctld (submitted through the filter, which writes
+    their budgets; the partition is DOWN so none starts), then timed relaxer passes over them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    sys.path.insert(0, str(ROOT / "tests" / "integration"))
+    import slurmctl  # type: ignore[import-not-found]
+
+    work.mkdir(parents=True, exist_ok=True)
+    os.chmod(work, 0o755)
+    (work / "fleet.yaml").write_text(json.dumps(pass_fleet()))
+    t_start = time.perf_counter()
+    cluster = slurmctl.start_cluster(
+        work / "cluster", "--inventory", str(work / "fleet.yaml"), "--with-filter", nodes_max=6
+    )
+    env = dict(cluster.env)
+    lines: list[str] = []
+    try:
+        conf = cluster.etc / "slurm.conf"
+        conf.write_text(conf.read_text() + f"MaxJobCount={count * 2 + 1000}\n")
+        slurmctl.restart_ctld(cluster.base)
+
+        def sh(*argv: str, timeout: float = 120) -> tuple[str, float]:
+            t0 = time.perf_counter()
+            p = subprocess.run(list(argv), env=env, capture_output=True, text=True, timeout=timeout)
+            if p.returncode != 0:
+                raise RuntimeError(f"{' '.join(argv)}: exit {p.returncode}: {p.stderr.strip()[:300]}")
+            return p.stdout, time.perf_counter() - t0
+
+        sh("scontrol", "update", "PartitionName=main", "State=DOWN")
+
+        def submit(i: int) -> None:
+            sh(
+                "timeout",
+                "60",
+                "sbatch",
+                "-o",
+                "/dev/null",
+                "--exclusive",
+                "-N2",
+                "--time=1",
+                "--comment=locality=zone:auto",
+                "-J",
+                f"p{i}",
+                "--wrap",
+                "true",
+            )
+
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            list(pool.map(submit, range(count)))
+        submit_s = time.perf_counter() - t0
+        listing, _ = sh("scontrol", "show", "job", "-o")
+        pending = sum(1 for x in listing.splitlines() if " JobState=PENDING " in x)
+        budgets = listing.count("slurm-topo-auto: zone limit=60s")
+        time.sleep(10)  # every budget (a few seconds for a 1-minute limit) has passed
+        lock = str(work / "relax.lock")
+        relax = [
+            sys.executable,
+            "-m",
+            "slurm_topo",
+            "relax",
+            "--once",
+            "--json",
+            "--plain-budget",
+            "--lock",
+            lock,
+        ]
+        rows = []
+        for label, extra in (
+            ("listing only: `scontrol show job -o`", None),
+            ("`relax --once --dry-run` (decide, re-read the 200 due first)", ["--dry-run"]),
+            ("`relax --once` (200 changes: re-read, `scontrol update`, read back)", []),
+        ):
+            if extra is None:
+                times = [sh("scontrol", "show", "job", "-o")[1] for _ in range(3)]
+                rows.append(f"| {label} | {statistics.median(times):.2f} | | |")
+                continue
+            text, took = sh(*relax, *extra, timeout=600)
+            p = json.loads(text.strip().splitlines()[-1])
+            rows.append(f"| {label} | {took:.2f} | {p['seconds']:.2f} | {p['relaxed']} |")
+        lines = [
+            f"# One relaxer pass at {count} pending auto jobs on a real slurmctld",
+            "",
+            f"Command: `python benchmarks/bench_wait_policy.py --real-pass-jobs {count}` "
+            f"({(time.perf_counter() - t_start) / 60:.0f} min; Slurm {'.'.join(map(str, cluster.version))}, "
+            f"Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} cores shared).",
+            "",
+            f"{count} jobs `sbatch --comment=locality=zone:auto -N2 --time=1` through the locality filter "
+            f"with a site plan (`{PASS_PLAN}`), which wrote each budget ({budgets} budget records, "
+            f"{pending} pending), submitted in {submit_s:.0f} s by 6 clients; the partition DOWN so that "
+            "none starts and every job is past its budget (the worst case: every job due, "
+            "`--max-changes 200` a pass). Wall time of the "
+            "whole command (Python start included) and the pass's own `seconds`:",
+            "",
+            "| pass | wall s | pass s | relaxed |",
+            "|---|---|---|---|",
+            *rows,
+        ]
+    finally:
+        slurmctl.stop_cluster(work / "cluster")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if out:
+        Path(out).write_text(text)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=1)
@@ -353,13 +857,39 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--out", help="write a Markdown report here")
     ap.add_argument("--pass-jobs", type=int, default=0)
+    real = ap.add_argument_group("the real test cluster (--real)")
+    real.add_argument(
+        "--real", action="store_true", help="replay on a 30-node test cluster, beside the simulator"
+    )
+    real.add_argument("--scale", type=float, default=360.0, help="simulated seconds per real second")
+    real.add_argument("--max-runtime-h", type=float, default=4.0, help="cut runtimes at this many hours")
+    real.add_argument("--relax-interval", type=float, default=1.0, help="real seconds between relaxer passes")
+    real.add_argument("--policies", default=",".join(REAL_POLICIES))
+    real.add_argument("--work", help="the cluster's folder (default /tmp/slurm-topo-bench-wait-PID)")
+    real.add_argument(
+        "--real-pass-jobs",
+        type=int,
+        default=0,
+        help="time relaxer passes over N pending jobs on a real slurmctld",
+    )
     args = ap.parse_args()
+    if args.real_pass_jobs:
+        if args.real_pass_jobs < 10:
+            ap.error("--real-pass-jobs of at least 10")
+        work = Path(args.work or f"/tmp/slurm-topo-bench-wait-pass-{os.getpid()}")
+        real_pass_cost(args.real_pass_jobs, work, args.out)
+        return
     try:
         loads = [float(x) for x in args.loads.split(",") if x.strip()]
     except ValueError:
         ap.error(f"--loads {args.loads!r}: expected numbers such as 0.3,0.6,0.9")
     if not loads or any(not 0 < x < 1.5 for x in loads) or args.jobs < 20:
         ap.error("--loads in (0, 1.5) and --jobs of at least 20")
+    if args.real:
+        if not 1 <= args.scale <= 3600 or args.relax_interval < 1 or args.max_runtime_h < 0.1:
+            ap.error("--scale in [1, 3600], --relax-interval of at least 1, --max-runtime-h of at least 0.1")
+        run_real(args, loads)
+        return
     t0 = time.perf_counter()
     results = run(args.seed, args.jobs, loads)
     took = time.perf_counter() - t0
