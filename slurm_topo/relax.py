@@ -483,7 +483,7 @@ def will_run_argv(job: Mapping[str, str], features: str) -> list[str] | None:
         argv.append(f"--time={job['TimeLimit']}")
     if job.get("OverSubscribe") == "NO":
         argv.append("--exclusive")
-    gres = [g.removeprefix("gres:") for g in job.get("TresPerNode", "").split(",") if g.startswith("gres:")]
+    gres = [g[5:] for g in job.get("TresPerNode", "").split(",") if g[:5] in ("gres:", "gres/")]
     if gres:
         argv.append(f"--gres={','.join(gres)}")
     mem = job.get("MinMemoryNode", "")

@@ -367,6 +367,8 @@ def test_test_only_argv_asks_for_a_job_like_the_pending_one() -> None:
         "true",
     ]
     assert will_run_argv({"NumNodes": "two"}, "x") is None
+    newer = will_run_argv({"NumNodes": "1", "TresPerNode": "gres/gpu:h100:2,cpu:4"}, "") or []
+    assert "--gres=gpu:h100:2" in newer and not any(a.startswith("--constraint") for a in newer)
     assert "--time=UNLIMITED" not in (will_run_argv({"NumNodes": "1", "TimeLimit": "UNLIMITED"}, "") or [])
     line = (
         "sbatch: Job 12 to start at 2026-11-30T12:10:00 using 2 processors on nodes a[3-4] in partition main"
