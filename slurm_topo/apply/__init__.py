@@ -21,8 +21,9 @@ The codes are :class:`~slurm_topo.errors.ExitCode`'s (``OK``, ``APPLIED``, ``REF
 
 Order of a change (each step is journaled; see docs/apply.md):
 
-1. every file of the new set is checked (topology.conf lint, node lines sanity) and compared with the live
-   one; nothing differs → nothing is touched.
+1. every file of the new set is checked (lint of its topology.conf or topology.yaml, node lines sanity)
+   and compared with the live one; nothing differs → nothing is touched. A set holds one topology file:
+   writing topology.yaml (25.05+) retires a live topology.conf in the same set, and the reverse.
 2. refusals are checked against the live files and the running controller (``scontrol ping``, ``show
    node``, ``squeue``) — before anything is written.
    When a config file changes, Slurm's own parser loads the set as it would be live (a throwaway
@@ -33,9 +34,9 @@ Order of a change (each step is journaled; see docs/apply.md):
 4. if the new filter data only *removes* groups (its node features are a subset of the live ones),
    ``slurm_topo_data.lua`` is renamed first: it names nothing slurmctld lacks, before or after the
    reconfigure.
-5. rename topology.conf, slurm-topo-nodes.conf, gres.conf; journal phase ``reconfiguring``;
-   ``--sync-cmd``; ``scontrol reconfigure``; verify ``scontrol show topology`` and each node's
-   AvailableFeatures.
+5. rename (or remove) topology.yaml, topology.conf, slurm-topo-nodes.conf, gres.conf; journal phase
+   ``reconfiguring``; ``--sync-cmd``; ``scontrol reconfigure``; verify ``scontrol show topology [NAME]``
+   (switches, or blocks in their order) and each node's AvailableFeatures.
 6. journal phase ``verified``; rename ``slurm_topo_data.lua`` (when it adds groups it must follow the
    reconfigure: naming features slurmctld does not have yet would fail every locality job); remove the
    journal.
@@ -47,10 +48,10 @@ once more on the old one. ``scontrol reconfigure`` is only ever called when ever
 is in place, so slurmctld never reads a mixed set.
 
 Parts (``slurm_topo.apply.*``): ``base`` options, results, codes, errors · ``parse`` what we write and what
-slurmctld shows (pure) · ``store`` the state store (file primitives, locks, journal, sets) · ``controller``
-every scontrol/squeue call and the verification · ``plan`` what changes and the refusals · ``prove`` Slurm's
-own parser on the staged set · ``commit`` stage, rename, reconfigure, verify, roll back, recover · this module
-the entry points.
+slurmctld shows (pure) · ``topo`` the topology file: kind, lint, block order, plugin, verification (pure) ·
+``store`` the state store (file primitives, locks, journal, sets) · ``controller`` every scontrol/squeue call
+and the verification · ``plan`` what changes and the refusals · ``prove`` Slurm's own parser on the staged
+set · ``commit`` stage, rename, reconfigure, verify, roll back, recover · this module the entry points.
 """
 
 from __future__ import annotations

@@ -2,12 +2,14 @@
 
 The caller (``apply._plan``) reads the live files and asks the controller; these functions decide:
 
-1. :func:`draft` — the files that change, the new set's own checks (lint, node lines), the live-file
-   refusals (topology.yaml, foreign files), the node and feature changes, the removal threshold and the
-   gres ``Cores=`` rule;
-2. :func:`check_controller` — when a reconfigure is due: the node set against the running controller's
-   (restart required before 23.11), nodes on no switch, pending jobs naming a group about to disappear, and
-   the ``--min-interval`` debounce;
+1. :func:`draft` — the files that change (a set writing topology.yaml retires topology.conf and the
+   reverse), the new set's own checks (lint of the tree, block or yaml file, node lines), the live-file
+   refusals (foreign files), the ``TopologyPlugin`` slurm.conf names for a topology.conf, the node and
+   feature changes, the removal threshold, NVLink blocks that would move and the gres ``Cores=`` rule;
+2. the ``check_*`` functions — when a reconfigure is due: the node set against the running controller's
+   (restart required before 23.11), nodes on no switch or in no block, a change of topology file
+   (topology.yaml needs 25.05, a plugin change a restart before 24.11), pending jobs naming a group about
+   to disappear, and the ``--min-interval`` debounce;
 3. :func:`finish` — when the data file goes live (first, last, or held back for an owed reconfigure).
 """
 
