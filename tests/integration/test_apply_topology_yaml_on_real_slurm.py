@@ -6,7 +6,9 @@ The fleet is the NVL72 shape scaled down as in test_block_topology_on_real_slurm
 domain stand for a rack's 18 trays, three racks (rack-01, rack-02, rack-04) and the empty slot of rack-03.
 The cluster starts on the tree (``nvlink: {topology: tree}``); apply then puts the blocks live with one
 ``scontrol reconfigure``, and what slurmctld loaded is read back with ``scontrol show topology [NAME]`` and
-``scontrol show config``.
+``scontrol show config``. A topology.yaml Slurm refuses never goes live (the throwaway controller), one
+slurmctld loads other than written is rolled back to topology.conf (exit 12), and so is a run killed after
+the reconfigure (``--recover``).
 
 Run: ``pytest tests/integration/test_apply_topology_yaml_on_real_slurm.py --slurm-versions 24.11,26.05``.
 """
@@ -200,9 +202,10 @@ def test_a_topology_yaml_slurm_refuses_leaves_topology_conf_live_and_a_failed_sw
     runner = EnvRunner(dict(cluster.env))
     # back to the tree first: apply retires topology.yaml and puts topology.conf live again
     tree = rendered(cluster, blocks=False)
-    if (cluster.etc / "topology.yaml").exists():
-        res = run_apply(options(cluster), tree, runner)
-        assert res.status == "applied" and "topology: yaml -> tree" in res.summary, res
+    was_yaml = (cluster.etc / "topology.yaml").exists()
+    res = run_apply(options(cluster), tree, runner)
+    assert res.status == "applied", res
+    assert ("topology: yaml -> tree; topology.yaml retired" in res.summary) == was_yaml, res.summary
     assert not (cluster.etc / "topology.yaml").exists()
     assert (cluster.etc / "topology.conf").read_text() == tree["topology.conf"]
     no_topology(slurm, "nvl")
@@ -244,6 +247,18 @@ def test_a_topology_yaml_slurm_refuses_leaves_topology_conf_live_and_a_failed_sw
     no_topology(slurm, "nvl")
     assert lines(slurm, "SwitchName") == switches
     assert not (cluster.base / "apply-state" / "journal.json").exists()
+
+    # 3. a yaml slurmctld loads but not as written (the block topology under the tree's name: Slurm keeps
+    #    one of the two): the verification sees it, the old files come back, slurmctld is reconfigured on them
+    odd = dict(new)
+    odd["topology.yaml"] = new["topology.yaml"].replace("- topology: nvl\n", "- topology: fabric\n")
+    runner = EnvRunner(dict(cluster.env))
+    res = run_apply(options(cluster, verify_timeout=5), odd, runner)
+    assert (res.exit_code, res.status) == (12, "rolled-back"), res
+    assert "slurmctld does not show what was written" in res.summary and proven(res), res
+    assert runner.calls.count(["scontrol", "reconfigure"]) == 2
+    assert live_bytes(cluster) == before
+    assert lines(slurm, "SwitchName") == switches
 
 
 @pytest.mark.slurm_min("24.05", reason="topology/block with BlockSizes (24.05), topology.yaml (25.05)")
