@@ -1,18 +1,32 @@
-"""sbatch submit latency with the slurm-topo locality filter and without it, interleaved, on real Slurm
-daemons.
+"""sbatch submit cost of the slurm-topo locality filter on real Slurm daemons: against a trivial Lua
+job_submit filter (and optionally no plugin), interleaved, per Slurm release.
 
-Two test clusters side by side (docker-slurm/cluster), identical but for the filter: both load the locality
-SPANK plugin (so both clients pay the same plugin load), only one has JobSubmitPlugins=lua with job_submit.lua
-+ slurm_topo_filter.lua + the generated slurm_topo_data.lua. Rounds alternate blocks of submissions between
-them in seeded random order, so machine noise hits both alike. Every submission is
+Test clusters side by side (docker-slurm/cluster, fleet.yaml), identical but for the job_submit plugin; every
+one loads the locality SPANK plugin (so every client pays the same plugin load):
+
+* ``trivial``: ``JobSubmitPlugins=lua`` with a job_submit.lua whose hooks only return ``slurm.SUCCESS`` (the
+  cost of the Lua plugin itself: the job_desc bridge, the interpreter call);
+* ``filter``: ``JobSubmitPlugins=lua`` with job_submit.lua + slurm_topo_filter.lua + the generated
+  slurm_topo_data.lua (``--with-filter``);
+* ``plain`` (``--configs plain,trivial,filter``): no JobSubmitPlugins.
+
+Rounds alternate blocks of submissions between them in seeded random order, so machine noise hits all alike.
+Every submission is
 
     timeout 30 sbatch --parsable --hold -N1 --locality=zone -J bs -o /dev/null --wrap=true
 
-(held: it never runs), timed around the process with perf_counter, as in shared/docs/baselines-22.05.md §A.
-After each block the filtered cluster's jobs are checked for the filter's decision (Features=[zone_...]) and
-the plain one's for none, then all are cancelled.
+(held: it never runs), timed around the process with perf_counter (wall time: client fork/exec, munge, SPANK
+load and the RPC). With ``--sdiag`` each submission is also measured inside slurmctld: ``sdiag --reset``
+before it, ``sdiag`` after it, and the REQUEST_SUBMIT_BATCH_JOB line's total_time (µs) is that one RPC's
+server-side time (slurmctld's own timer around the RPC handler, job_submit plugin included; no client in
+it), so tails come out as well as the mean. After each block the jobs are checked (Features=[zone_...] with
+the filter, (null) without) and cancelled.
 
-    .venv/bin/python benchmarks/bench_submit.py [--rounds 30 --block 20] [--out benchmarks/results/submit.md]
+``--slurm native,24.11,26.05`` runs the whole measurement once per release (docker-slurm/cluster
+``--slurm``; the 24.11/26.05 Debian roots must be built or buildable) and writes one table per release.
+
+    .venv/bin/python benchmarks/bench_submit.py [--rounds 30 --block 20] [--sdiag] [--slurm native,24.11]
+        [--configs trivial,filter] [--out benchmarks/results/submit.md]
 """
 
 from __future__ import annotations
@@ -21,10 +35,13 @@ import argparse
 import os
 import platform
 import random
+import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,11 +50,47 @@ sys.path.insert(0, str(REPO / "tests" / "integration"))
 import slurmctl  # noqa: E402
 
 ARGS = ["--parsable", "--hold", "-N1", "--locality=zone", "-J", "bs", "-o", "/dev/null", "--wrap=true"]
+TRIVIAL_LUA = """\
+-- the cheapest job_submit/lua filter: both hooks accept the job unchanged
+function slurm_job_submit(job_desc, part_list, submit_uid)
+  return slurm.SUCCESS
+end
+
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+  return slurm.SUCCESS
+end
+
+return slurm.SUCCESS
+"""
+CONFIGS = ("plain", "trivial", "filter")
+LABELS = {
+    "plain": "no JobSubmitPlugins",
+    "trivial": "trivial Lua filter",
+    "filter": "slurm-topo filter",
+}
+_SUBMIT_RPC = re.compile(
+    r"^\s*REQUEST_SUBMIT_BATCH_JOB\s*\(\s*\d+\)\s*count:\s*(\d+)\s+ave_time:\s*(\d+)\s+total_time:\s*(\d+)",
+    re.M,
+)
 
 
-def submit_block(slurm: slurmctl.Slurm, n: int) -> tuple[list[float], list[str]]:
-    times, jobs = [], []
+@dataclass
+class Samples:
+    wall_ms: list[float] = field(default_factory=list)
+    rpc_us: list[float] = field(default_factory=list)
+
+
+def sdiag_submit(slurm: slurmctl.Slurm) -> tuple[int, int]:
+    """(count, total_time µs) of REQUEST_SUBMIT_BATCH_JOB since the last reset; (0, 0) when none."""
+    m = _SUBMIT_RPC.search(slurm.out("sdiag"))
+    return (0, 0) if m is None else (int(m[1]), int(m[3]))
+
+
+def submit_block(slurm: slurmctl.Slurm, n: int, sdiag: bool) -> tuple[list[float], list[float], list[str]]:
+    times, rpcs, jobs = [], [], []
     for _ in range(n):
+        if sdiag:
+            slurm.out("sdiag", "--reset")
         t0 = time.perf_counter()
         p = subprocess.run(
             ["timeout", "30", "sbatch", *ARGS], env=slurm.env, capture_output=True, text=True, check=False
@@ -45,9 +98,14 @@ def submit_block(slurm: slurmctl.Slurm, n: int) -> tuple[list[float], list[str]]
         dt = time.perf_counter() - t0
         if p.returncode != 0:
             raise SystemExit(f"sbatch failed: {p.stderr}")
+        if sdiag:
+            count, total = sdiag_submit(slurm)
+            if count != 1:
+                raise SystemExit(f"sdiag counted {count} REQUEST_SUBMIT_BATCH_JOB since its reset, not 1")
+            rpcs.append(float(total))
         times.append(dt * 1000)
         jobs.append(p.stdout.strip().split(";")[0])
-    return times, jobs
+    return times, rpcs, jobs
 
 
 def check_and_cancel(slurm: slurmctl.Slurm, jobs: list[str], filtered: bool) -> None:
@@ -67,105 +125,193 @@ def pct(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
+def measure(
+    args: argparse.Namespace, release: str, configs: list[str], trivial: Path
+) -> tuple[dict[str, Samples], list[float], tuple[int, int]]:
+    """One release: start its clusters, run the interleaved rounds, stop them."""
+    tag = f"{release.replace('.', '')}-{os.getpid()}"
+    bases = {c: Path(f"/tmp/slurm-topo-bench-{c}-{tag}") for c in configs}
+    extra = {
+        "plain": ["--spank"],
+        "trivial": ["--spank", "--job-submit", str(trivial)],
+        "filter": ["--with-filter"],
+    }
+    clusters: dict[str, slurmctl.Cluster] = {}
+    try:
+        for c in configs:
+            clusters[c] = slurmctl.start_cluster(bases[c], "--slurm", release, *extra[c])
+        rng = random.Random(args.seed)
+        samples = {c: Samples() for c in configs}
+        ratios: list[float] = []
+        base = "trivial" if "trivial" in configs else configs[0]
+        for r in range(args.warmup + args.rounds):
+            order = list(configs)
+            rng.shuffle(order)
+            medians = {}
+            for name in order:
+                slurm = clusters[name].slurm
+                t, rpc, jobs = submit_block(slurm, args.block, args.sdiag)
+                check_and_cancel(slurm, jobs, name == "filter")
+                medians[name] = statistics.median(rpc if args.sdiag else t)
+                if r >= args.warmup:
+                    samples[name].wall_ms.extend(t)
+                    samples[name].rpc_us.extend(rpc)
+            if r >= args.warmup and "filter" in medians:
+                ratios.append(medians["filter"] / medians[base])
+        version = clusters[configs[0]].version
+    finally:
+        for b in bases.values():
+            if b.exists():
+                slurmctl.stop_cluster(b)
+    return samples, ratios, version
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--block", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--sdiag", action="store_true", help="also slurmctld's own time per submit RPC")
+    ap.add_argument("--slurm", default="native", help="releases, comma-separated: native, 24.11, 26.05")
+    ap.add_argument("--configs", default="trivial,filter", help=f"from {','.join(CONFIGS)}")
     ap.add_argument("--out", type=Path, default=None, help="write the Markdown result here")
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("run as root (the test clusters need it)")
-    bases = {
-        "plain": Path(f"/tmp/slurm-topo-bench-plain-{os.getpid()}"),
-        "filter": Path(f"/tmp/slurm-topo-bench-filter-{os.getpid()}"),
-    }
-    clusters: dict[str, slurmctl.Cluster] = {}
-    try:
-        clusters["plain"] = slurmctl.start_cluster(bases["plain"], "--spank")
-        clusters["filter"] = slurmctl.start_cluster(bases["filter"], "--with-filter")
-        rng = random.Random(args.seed)
-        times: dict[str, list[float]] = {"plain": [], "filter": []}
-        ratios: list[float] = []
-        for r in range(args.warmup + args.rounds):
-            order = ["plain", "filter"]
-            rng.shuffle(order)
-            medians = {}
-            for name in order:
-                slurm = clusters[name].slurm
-                t, jobs = submit_block(slurm, args.block)
-                check_and_cancel(slurm, jobs, name == "filter")
-                medians[name] = statistics.median(t)
-                if r >= args.warmup:
-                    times[name].extend(t)
-            if r >= args.warmup:
-                ratios.append(medians["filter"] / medians["plain"])
-        report = render(args, times, ratios, clusters["plain"].version)
-    finally:
-        for base in bases.values():
-            if base.exists():
-                slurmctl.stop_cluster(base)
-    print(report)
+    configs = [c for c in args.configs.split(",") if c]
+    if not configs or any(c not in CONFIGS for c in configs) or len(set(configs)) != len(configs):
+        raise SystemExit(f"--configs: a comma list of distinct {', '.join(CONFIGS)}")
+    releases = [r for r in args.slurm.split(",") if r]
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        trivial = Path(tmp) / "job_submit.lua"
+        trivial.write_text(TRIVIAL_LUA)
+        for release in releases:
+            t0 = time.monotonic()
+            samples, ratios, version = measure(args, release, configs, trivial)
+            print(
+                f"{release}: Slurm {version[0]}.{version[1]:02d}, {time.monotonic() - t0:.0f} s", flush=True
+            )
+            results.append((release, version, samples, ratios))
+            print(render_release(args, release, version, samples, ratios, configs), flush=True)
+    report = render(args, results, configs)
     if args.out:
         args.out.write_text(report)
+        print(f"wrote {args.out}")
     return 0
 
 
-def render(
-    args: argparse.Namespace, times: dict[str, list[float]], ratios: list[float], version: tuple[int, int]
+def _row(label: str, xs: list[float], digits: int) -> str:
+    return (
+        f"| {label} | {len(xs)} | {statistics.mean(xs):.{digits}f} | {statistics.median(xs):.{digits}f} | "
+        f"{pct(xs, 0.95):.{digits}f} | {pct(xs, 0.99):.{digits}f} | {max(xs):.{digits}f} |"
+    )
+
+
+def render_release(
+    args: argparse.Namespace,
+    release: str,
+    version: tuple[int, int],
+    samples: dict[str, Samples],
+    ratios: list[float],
+    configs: list[str],
 ) -> str:
-    p, f = times["plain"], times["filter"]
-    med_ratio = statistics.median(f) / statistics.median(p)
-    p95_ratio = pct(f, 0.95) / pct(p, 0.95)
-    cpu = os.cpu_count()
-    cmd = f"python benchmarks/bench_submit.py --rounds {args.rounds} --block {args.block} --seed {args.seed}"
-    rs = sorted(ratios)
-    lines = [
-        "# sbatch submit latency with and without the locality filter (real Slurm daemons)",
+    base = "trivial" if "trivial" in configs else configs[0]
+    lines = [f"### Slurm {version[0]}.{version[1]:02d} (`--slurm {release}`)", ""]
+    if args.sdiag:
+        lines += [
+            "slurmctld's own time per REQUEST_SUBMIT_BATCH_JOB (µs, `sdiag` total_time after a reset):",
+            "",
+            "| config | RPCs | mean µs | median µs | p95 µs | p99 µs | max µs |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+            *(_row(LABELS[c], samples[c].rpc_us, 0) for c in configs),
+            "",
+        ]
+    lines += [
+        "Wall time of the sbatch process (ms; client included):",
         "",
-        f"Command: `{cmd}{' --out ' + str(args.out) if args.out else ''}`  ",
-        (
-            f"Machine: {platform.machine()}, {cpu} CPUs, {platform.platform()}; Slurm "
-            f"{version[0]}.{version[1]:02d}; "
-            f"run {time.strftime('%Y-%m-%d %H:%M')}  "
-        ),
-        (
-            "Method: two 12-node test clusters side by side (docker-slurm/cluster, fleet.yaml), both with "
-            "the locality "
-            "SPANK plugin; only `filter` has JobSubmitPlugins=lua (job_submit.lua + slurm_topo_filter.lua + "
-            "generated "
-            "data). "
-            f"{args.warmup} untimed rounds, then {args.rounds} rounds of one block of {args.block} "
-            "submissions per "
-            "cluster in seeded random order; every submission `timeout 30 sbatch --parsable --hold -N1 "
-            "--locality=zone "
-            "-J bs -o /dev/null --wrap=true`, wall time of the process. Each block's jobs were checked "
-            "(Features=[zone_…] with the filter, (null) without) and cancelled."
-        ),
-        "",
-        "| config | n | median ms | p95 ms | mean ms |",
-        "|---|---:|---:|---:|---:|",
-        f"| no JobSubmitPlugins | {len(p)} | {statistics.median(p):.2f} | {pct(p, 0.95):.2f} | "
-        f"{statistics.mean(p):.2f} |",
-        f"| slurm-topo filter | {len(f)} | {statistics.median(f):.2f} | {pct(f, 0.95):.2f} | "
-        f"{statistics.mean(f):.2f} |",
-        "",
-        (
-            f"Ratio filter/plain: median **{med_ratio:.3f}**, p95 **{p95_ratio:.3f}**; per-round ratio of "
-            "block medians: "
-            f"median {statistics.median(ratios):.3f}, IQR {pct(rs, 0.25):.3f}–{pct(rs, 0.75):.3f}. Target ≤ "
-            "1.05 "
-            f"(median): {'met' if med_ratio <= 1.05 else 'NOT met'}."
-        ),
-        "",
-        (
-            "Baseline (shared/docs/baselines-22.05.md §A, 2-vCPU VM, one cluster toggled by reconfigure): no "
-            "plugin "
-            "6.22 ms, realistic Lua 6.55 ms median (ratio 1.053), p95 7.55 / 8.51 ms (1.127)."
-        ),
+        "| config | n | mean ms | median ms | p95 ms | p99 ms | max ms |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+        *(_row(LABELS[c], samples[c].wall_ms, 2) for c in configs),
         "",
     ]
+    if "filter" in configs and base != "filter":
+        f, b = samples["filter"], samples[base]
+        what = "server-side" if args.sdiag else "wall"
+        fx, bx = (f.rpc_us, b.rpc_us) if args.sdiag else (f.wall_ms, b.wall_ms)
+        rs = sorted(ratios)
+        lines.append(
+            f"Ratio filter/{base} ({what}): mean **{statistics.mean(fx) / statistics.mean(bx):.3f}**, "
+            f"median **{statistics.median(fx) / statistics.median(bx):.3f}**, "
+            f"p95 {pct(fx, 0.95) / pct(bx, 0.95):.3f}; "
+            f"per-round ratio of block medians: median {statistics.median(ratios):.3f}, IQR "
+            f"{pct(rs, 0.25):.3f}–{pct(rs, 0.75):.3f}. Wall-time ratio of means: "
+            f"{statistics.mean(f.wall_ms) / statistics.mean(b.wall_ms):.3f}."
+        )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def render(
+    args: argparse.Namespace,
+    results: list[tuple[str, tuple[int, int], dict[str, Samples], list[float]]],
+    configs: list[str],
+) -> str:
+    cmd = (
+        f"python benchmarks/bench_submit.py --rounds {args.rounds} --block {args.block} --seed {args.seed}"
+        f"{' --sdiag' if args.sdiag else ''} --slurm {args.slurm} --configs {args.configs}"
+        f"{' --out ' + str(args.out) if args.out else ''}"
+    )
+    base = "trivial" if "trivial" in configs else configs[0]
+    lines = [
+        "# sbatch submit cost of the locality filter (real Slurm daemons, per release)",
+        "",
+        f"Command: `{cmd}`  ",
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}; run "
+        f"{time.strftime('%Y-%m-%d %H:%M')}  ",
+        "Method: 12-node test clusters side by side (docker-slurm/cluster, fleet.yaml), all with the "
+        "locality SPANK plugin: "
+        + ", ".join(f"`{c}` = {LABELS[c]}" for c in configs)
+        + " (the trivial filter's hooks only return slurm.SUCCESS; the slurm-topo filter is "
+        f"job_submit.lua + slurm_topo_filter.lua + generated data). {args.warmup} untimed rounds, then "
+        f"{args.rounds} rounds of one block of {args.block} submissions per cluster in seeded random "
+        "order; every submission "
+        "`timeout 30 sbatch --parsable --hold -N1 --locality=zone -J bs -o /dev/null --wrap=true`"
+        + (
+            "; server-side time: `sdiag --reset` before each submission and the REQUEST_SUBMIT_BATCH_JOB "
+            "total_time of `sdiag` after it (one RPC, slurmctld's own timer)"
+            if args.sdiag
+            else ""
+        )
+        + ". Each block's jobs were checked (Features=[zone_…] with the filter, (null) without) and "
+        "cancelled.",
+        "",
+    ]
+    if "filter" in configs and base != "filter":
+        what = "server-side µs per RPC" if args.sdiag else "wall ms"
+        lines += [
+            f"## Summary: filter against {LABELS[base]} ({what}; goal ≤ ×1.02)",
+            "",
+            "| Slurm | n | filter mean | base mean | ratio of means | ratio of medians | ratio of p95 "
+            "| per-round median ratio |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for release, version, samples, ratios in results:
+            f, b = samples["filter"], samples[base]
+            fx, bx = (f.rpc_us, b.rpc_us) if args.sdiag else (f.wall_ms, b.wall_ms)
+            lines.append(
+                f"| {version[0]}.{version[1]:02d} ({release}) | {len(fx)} | {statistics.mean(fx):.1f} | "
+                f"{statistics.mean(bx):.1f} | {statistics.mean(fx) / statistics.mean(bx):.3f} | "
+                f"{statistics.median(fx) / statistics.median(bx):.3f} | "
+                f"{pct(fx, 0.95) / pct(bx, 0.95):.3f} | "
+                f"{statistics.median(ratios):.3f} |"
+            )
+        lines.append("")
+    lines.append("## Per release")
+    lines.append("")
+    for release, version, samples, ratios in results:
+        lines.append(render_release(args, release, version, samples, ratios, configs))
     return "\n".join(lines)
 
 
