@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Where real Slurm 22.05 puts 4-, 6- and 8-node jobs on a partly busy fleet, per constraint form and
-switch order.
+"""Where real Slurm (22.05, 24.11, 26.05) puts 4-, 6- and 8-node jobs on a partly busy fleet, per constraint
+form and switch order.
 
 For each fleet a test cluster (docker-slurm/cluster: real slurmctld and one slurmd per node, topology/tree on
 the generated topology.conf) runs seeded "busy patterns": a random subset of nodes is taken by one exclusive
@@ -47,6 +47,8 @@ across positions, torch-2.3/torch-2.4 with ``families: {torch: 'torch-*'}``, one
 trixie's 24.11 / sid's 26.05 from the launcher's cached roots); every row records the release it ran on
 (rows of files written before the option carry none and are read as 22.05, the host's then).
     python benchmarks/bench_placement.py --from-jsonl A.jsonl,B.jsonl --out ...   # re-summarize runs
+    python benchmarks/bench_placement.py --model 22.05|24.11 [--patterns 500] ...  # no cluster: the model
+    python benchmarks/bench_placement.py --model-check A.jsonl,B.jsonl   # does the model reproduce a run?
 """
 
 from __future__ import annotations
