@@ -1027,3 +1027,17 @@ def test_the_command_line_switches_to_topology_yaml_for_26_05(tmp_path: Path) ->
     assert not (etc / TOPOLOGY).exists() and "- topology: nvl" in (etc / TOPOLOGY_YAML).read_text()
     (done,) = [p for p in (tmp_path / "state" / "sets").iterdir()]
     assert (done / "old" / TOPOLOGY).read_text() == old_conf
+
+
+def test_a_foreign_topology_conf_is_retired_only_with_adopt(tmp_path: Path) -> None:
+    """A hand-written topology.conf that topology.yaml replaces: refused, naming --adopt."""
+    old = render_for(tmp_path, nvl_fleet(tree=True), (26, 5))
+    old[TOPOLOGY] = "SwitchName=s Nodes=n[1-8]\n"  # no slurm-topo header
+    etc, state = live_dir(tmp_path, old), tmp_path / "state"
+    fake = FakeSlurm(etc, version="26.05.5")
+    before = snapshot(etc)
+    new = render_for(tmp_path, nvl_fleet(), (26, 5))
+    res = run_apply(opts(etc, state), new, fake)
+    refused(res, etc, before, "topology.conf was not written by slurm-topo (topology.yaml replaces it)")
+    res = run_apply(opts(etc, state, adopt=True), new, fake)
+    assert res.status == "applied" and not (etc / TOPOLOGY).exists(), res

@@ -179,15 +179,21 @@ def _check_live_files(
 ) -> None:
     sd = options.slurm_dir
     foreign = [n for n in changed if (old := live.get(n)) is not None and not has_header(old)]
-    if foreign and not options.adopt:
-        if foreign == [TOPOLOGY_YAML] and changed[TOPOLOGY_YAML] is None:
-            raise Refusal(
-                f"{sd / TOPOLOGY_YAML} exists and was not written by slurm-topo: Slurm 25.05+ then ignores "
-                f"{TOPOLOGY}; --adopt retires it (its copy stays in the set's old/)"
-            )
-        raise Refusal(
-            f"{', '.join(foreign)} in {sd} not written by slurm-topo (no header); --adopt takes it over once"
+    if not foreign or options.adopt:
+        return
+    if all(changed[n] is None for n in foreign):  # the other topology file, retired by this set
+        why = (
+            f"Slurm 25.05+ ignores {TOPOLOGY} while it exists"
+            if foreign == [TOPOLOGY_YAML]
+            else f"{TOPOLOGY_YAML} replaces it"
         )
+        raise Refusal(
+            f"{', '.join(str(sd / n) for n in foreign)} was not written by slurm-topo ({why}); "
+            "--adopt retires it (its copy stays in the set's old/)"
+        )
+    raise Refusal(
+        f"{', '.join(foreign)} in {sd} not written by slurm-topo (no header); --adopt takes it over once"
+    )
 
 
 def _check_plugin(options: ApplyOptions, after: Mapping[str, bytes | None], slurm_conf: bytes | None) -> None:
