@@ -62,6 +62,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -728,7 +729,20 @@ def model_forms(fleet: Fleet, inventory: Path, n: int) -> dict[str, tuple[list[s
 
 def run_model(name: str, a: argparse.Namespace, rows: list[Row]) -> dict[str, object]:
     """The same seeded busy patterns as run_fleet, placed by the model instead of a cluster."""
-    fleet, conf, inventory, order = model_fleet(name, Path(f"/tmp/slurm-topo-bench-model-{os.getpid()}"))
+    with tempfile.TemporaryDirectory(prefix="slurm-topo-bench-model-") as tmp:
+        fleet, conf, inventory, order = model_fleet(name, Path(tmp))
+        return _run_model(name, a, rows, fleet, conf, inventory, order)
+
+
+def _run_model(
+    name: str,
+    a: argparse.Namespace,
+    rows: list[Row],
+    fleet: Fleet,
+    conf: str,
+    inventory: Path,
+    order: list[str],
+) -> dict[str, object]:
     features: dict[str, set[str]] = defaultdict(set)
     for x, fs in fleet.features.items():
         for f in fs:
@@ -770,7 +784,8 @@ def model_check(paths: Sequence[str]) -> list[str]:
     out = []
     cache: dict[str, tuple[Fleet, str, Path, list[str]]] = {}
     tally: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
-    work = Path(f"/tmp/slurm-topo-bench-model-{os.getpid()}")
+    tmp = tempfile.TemporaryDirectory(prefix="slurm-topo-bench-model-")
+    work = Path(tmp.name)
     for path in paths:
         for line in Path(path).read_text().splitlines():
             d = json.loads(line)
@@ -807,6 +822,7 @@ def model_check(paths: Sequence[str]) -> list[str]:
             tally[(release, d["fleet"], d["variant"])][
                 0 if sorted(got or []) == sorted(d["nodes"]) else 1
             ] += 1
+    tmp.cleanup()
     out.append("| Slurm | fleet | variant | placements the model reproduces |")
     out.append("|---|---|---|---|")
     for (release, fleet_name, variant), (ok, bad) in sorted(tally.items()):
