@@ -362,6 +362,77 @@ def summarize(rows: list[dict[str, object]], prefix: str = "") -> tuple[list[str
     ], goal
 
 
+def load_rows(path: Path) -> tuple[str, dict[str, str], dict[str, list[dict[str, object]]]]:
+    """Saved rows: the Slurm version, node -> variant, node -> rows (trimmed to the jobs every node got)."""
+    saved = [json.loads(line) for line in path.read_text().splitlines() if line]
+    version = str(saved[0]["version"])
+    for r in saved:
+        r.setdefault("variant", LEGACY_NODES.get(str(r["node"]), ""))
+    order = list(dict.fromkeys(str(r["node"]) for r in saved))
+    nodes = {n: next(str(r["variant"]) for r in saved if r["node"] == n) for n in order}
+    rows = {n: [r for r in saved if r["node"] == n] for n in nodes}
+    done = min(len(r) for r in rows.values())  # a run cut short: the jobs every node got
+    return version, nodes, {n: r[:done] for n, r in rows.items()}
+
+
+def shortfall(rows: list[dict[str, object]]) -> float:
+    """How far a node is from the goal, in percentage points: what is missing to 100 % inside one island
+    (when an island had room) plus what the avoidable breaks exceed 2 % of the 1-GPU jobs by."""
+    room = [r for r in rows if r["k"] != 1 and r["island_had_room"]]
+    singles = [r for r in rows if r["k"] == 1]
+    miss = 100 - 100 * sum(bool(r["in_island"]) for r in room) / max(len(room), 1)
+    over = 100 * sum(bool(r["avoidable"]) for r in singles) / max(len(singles), 1) - 2
+    return miss + max(over, 0.0)
+
+
+def write_combined(files: list[Path], out: Path, t0: float) -> None:
+    """One table over several runs (one per Slurm version): per variant, multi-GPU jobs inside one island
+    when an island had room, avoidable breaks over all 1-GPU jobs, and the goal; then the best per version."""
+    runs = [(v.removeprefix("slurm-wlm "), n, r) for v, n, r in (load_rows(f) for f in files)]
+    variants = list(dict.fromkeys(v for _, nodes, _ in runs for v in nodes.values()))
+    cmd = "python benchmarks/bench_gres_picks.py " + " ".join(sys.argv[1:])
+    lines = [
+        "| variant | gres.conf / job flags | "
+        + " | ".join(f"{v}: in one island (room) | {v}: avoidable / 1-GPU | {v}: goal" for v, _, _ in runs)
+        + " |",
+        "|---|---|" + "---:|---:|---|" * len(runs),
+    ]
+    best: list[str] = []
+    for name in variants:
+        cells = []
+        for _, nodes, rows in runs:
+            node = next((n for n, v in nodes.items() if v == name), None)
+            if node is None:
+                cells += ["–", "–", "–"]
+                continue
+            c, goal = summarize(rows[node])
+            cells += [c[1], c[4], "met" if goal else "no"]
+        label = VARIANTS[name].label if name in VARIANTS else name
+        lines.append(f"| {name} | {label} | " + " | ".join(cells) + " |")
+    for version, nodes, rows in runs:
+        score = {v: shortfall(rows[n]) for n, v in nodes.items()}
+        top = min(score.values())
+        names = [v for v, x in score.items() if x == top]
+        met = [v for v, n in ((v, n) for n, v in nodes.items()) if summarize(rows[n])[1]]
+        best.append(
+            f"* {version} ({len(next(iter(rows.values())))} jobs per node): closest to the goal "
+            f"{', '.join(names)} (shortfall {top:.0f} points); goal met by "
+            f"{', '.join(met) if met else 'no variant'}."
+        )
+    text = [
+        f"Command: `{cmd.strip()}` ({time.time() - t0:.1f} s, from the saved rows)",
+        "",
+        *lines,
+        "",
+        "Shortfall = (100 − % of multi-GPU jobs inside one island when an island had room) + (% of 1-GPU "
+        "jobs that broke a free island although a partly used one had a free GPU − 2, if positive).",
+        "",
+        *best,
+    ]
+    out.write_text("\n".join(text) + "\n")
+    print("\n".join(text))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=200)
@@ -373,6 +444,9 @@ def main() -> None:
     ap.add_argument("--out", default=str(HERE / "results" / "gres_picks.md"))
     ap.add_argument("--rows", default=str(HERE / "results" / "gres_picks_rows.jsonl"), help="per-job rows")
     ap.add_argument("--from-rows", metavar="FILE", help="recompute the table from saved rows (no cluster)")
+    ap.add_argument(
+        "--combine", nargs="+", metavar="ROWS", help="one table over several runs' rows (no cluster)"
+    )
     args = ap.parse_args()
     if args.list_variants:
         for name, v in VARIANTS.items():
@@ -386,16 +460,11 @@ def main() -> None:
             f"(known: {', '.join(VARIANTS)})"
         )
     t0 = time.time()
+    if args.combine:
+        write_combined([Path(f) for f in args.combine], Path(args.out), t0)
+        return
     if args.from_rows:
-        saved = [json.loads(line) for line in Path(args.from_rows).read_text().splitlines() if line]
-        version = str(saved[0]["version"])
-        for r in saved:
-            r.setdefault("variant", LEGACY_NODES.get(str(r["node"]), ""))
-        order = list(dict.fromkeys(str(r["node"]) for r in saved))
-        nodes = {n: next(str(r["variant"]) for r in saved if r["node"] == n) for n in order}
-        rows = {n: [r for r in saved if r["node"] == n] for n in nodes}
-        done = min(len(r) for r in rows.values())  # a run cut short: the jobs every node got
-        rows = {n: r[:done] for n, r in rows.items()}
+        version, nodes, rows = load_rows(Path(args.from_rows))
     else:
         nodes = {f"g{i + 1}": name for i, name in enumerate(names)}
         base = Path(args.base)
