@@ -20,7 +20,15 @@ Instruction counts (repeatable where wall times wobble): ``--callgrind`` runs on
 ``valgrind --tool=callgrind`` (PYTHONHASHSEED=0) and reports instructions per call, net of the same run with 0
 calls; ``--callgrind-only`` skips the timings and writes just that table.
 
+Rule 3a (``prefer=``, the sets a multi-node job holds on its other nodes): ``--prefer-only`` times, per layout
+and case, ``pick_devices(topo, free, k, prefer=[S])`` with S what another node of the same job took when it
+held only its upper GPUs (the best k of the upper half, or of the upper k when k is larger) and the same call
+without ``prefer``, and writes their medians and worst cases, the median extra per call, and how often S won a
+tie the lowest indices would have taken; the same cases as above are checked against
+``pick_exhaustive(…, prefer=[S])``.
+
     python benchmarks/bench_pick.py [--number 5] [--repeat 3] [--masks 60] [--callgrind]
+    python benchmarks/bench_pick.py --prefer-only [--masks 60] --out FILE
 """
 
 from __future__ import annotations
@@ -173,8 +181,12 @@ def main() -> None:
     ap.add_argument("--callgrind-only", action="store_true", help="count instructions, skip the timings")
     ap.add_argument("--callgrind-k", type=int, default=5)
     ap.add_argument("--callgrind-calls", type=int, default=50)
+    ap.add_argument("--prefer-only", action="store_true", help="time rule 3a (prefer=), skip the rest")
     ap.add_argument("--out", default=str(HERE / "results" / "pick.md"))
     args = ap.parse_args()
+    if args.prefer_only:
+        prefer_table(args)
+        return
     summary = []
     checked = 0
     for topo in layouts():
@@ -268,6 +280,61 @@ def main() -> None:
             f"met |{cg_head}",
             f"|---|---|---|---|---|---|---|---|---|---|{cg_rule}",
             *summary,
+            "",
+        ]
+    )
+    Path(args.out).write_text(text)
+    print(text)
+
+
+def prefer_table(args: argparse.Namespace) -> None:
+    """``--prefer-only``: rule 3a's cost beside the same picks without it (see the module docstring)."""
+    rows = []
+    checked = 0
+    for topo in layouts():
+        n = len(topo.gpus)
+        plain: list[float] = []
+        extra: list[float] = []
+        taken = 0
+        worst = (0.0, (), 0)
+        for idx, free in enumerate(free_masks(n, args.masks, args.seed)):
+            for k in range(1, len(free) + 1):
+                # another node of the job holds its upper GPUs: the best k of them (of all when k is larger)
+                prefer = [pick_devices(topo, topo.gpus[n - max(k, n // 2) :], k)]
+                got = pick_devices(topo, free, k, prefer=prefer)
+                if n <= 8 or idx <= args.check_masks:
+                    ref = pick_exhaustive(topo, free, k, prefer=prefer)
+                    assert got == ref, (topo.source, free, k, prefer, got, ref)
+                    checked += 1
+                taken += got == tuple(prefer[0]) != pick_devices(topo, free, k)
+                a = per_call_us(lambda: pick_devices(topo, free, k), args.number, args.repeat)  # noqa: B023
+                b = per_call_us(
+                    lambda: pick_devices(topo, free, k, prefer=prefer),  # noqa: B023
+                    args.number,
+                    args.repeat,
+                )
+                plain.append(a)
+                extra.append(b - a)
+                worst = max(worst, (b, free, k))
+        busy = sorted(set(topo.gpus) - set(worst[1]))
+        rows.append(
+            f"| {topo.source} | {n} | {len(plain)} | {statistics.median(plain):.1f} | "
+            f"{statistics.median(extra):+.1f} | {p95(extra):+.1f} | {worst[0]:.1f} | "
+            f"busy {busy}, k={worst[2]} | {taken} |"
+        )
+        print(rows[-1], flush=True)
+    command = (
+        f"python benchmarks/bench_pick.py --prefer-only --number {args.number} --repeat {args.repeat} "
+        f"--masks {args.masks} --check-masks {args.check_masks} --seed {args.seed}"
+    )
+    text = "\n".join(
+        [
+            f"Command: `{command}`; {checked} cases checked equal to `pick_exhaustive(…, prefer=…)`.",
+            "",
+            "| layout | GPUs | cases | median µs without prefer | median extra µs with prefer | "
+            "p95 extra µs | worst µs with prefer | worst case | cases where the preferred set won a tie |",
+            "|---|---|---|---|---|---|---|---|---|",
+            *rows,
             "",
         ]
     )
