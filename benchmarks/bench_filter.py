@@ -28,8 +28,9 @@ from bench_generate import fleet_yaml  # noqa: E402
 from slurm_topo import load_inventories, render_all  # noqa: E402
 
 
-def instructions(lua: str, data_path: Path, case: int, n: int, env: dict[str, str]) -> int:
-    """Lua VM + interpreter instructions (callgrind's Ir) of n decisions of one case, whole process."""
+def instructions(lua: str, data_path: Path, case: int | str, n: int, env: dict[str, str]) -> int:
+    """Lua VM + interpreter instructions (callgrind's Ir) of n decisions of one case, whole process (case
+    ``submit:K`` / ``trivial:K``: n whole submit hooks, or n trivial ones, on a copy of case K's job)."""
     p = subprocess.run(
         [
             "valgrind",
@@ -49,7 +50,7 @@ def instructions(lua: str, data_path: Path, case: int, n: int, env: dict[str, st
     return int(next(line for line in p.stderr.splitlines() if "Collected :" in line).split()[-1])
 
 
-def per_decision(lua: str, data_path: Path, case: int, env: dict[str, str]) -> float:
+def per_decision(lua: str, data_path: Path, case: int | str, env: dict[str, str]) -> float:
     """Instructions per decision: the difference between 2 000 and 1 000 decisions (setup and load cancel)."""
     return (
         instructions(lua, data_path, case, 2000, env) - instructions(lua, data_path, case, 1000, env)
@@ -69,12 +70,32 @@ def main() -> None:
     ap.add_argument("--data", help="with --callgrind: this data file instead of a generated fleet")
     ap.add_argument("--filter-dir", help="with --callgrind: the job_submit/ folder of another filter version")
     ap.add_argument("--label", default="this tree", help="with --callgrind: what the column is called")
+    ap.add_argument(
+        "--callgrind-submit",
+        action="store_true",
+        help="instructions per whole submit() hook against a trivial hook (the submit overhead's Lua part), "
+        "on the test cluster's fleet (docker-slurm/fleet.yaml) and the --sizes fleets; appends to --out",
+    )
+    ap.add_argument(
+        "--load-only",
+        action="store_true",
+        help="only the data file's load (read, checksum, load in the first submission): --repeat fresh "
+        "processes per size for its tails, and callgrind's instructions for it; appends to --out",
+    )
+    ap.add_argument("--repeat", type=int, default=30, help="with --load-only: loads per size")
+    ap.add_argument("--racks", default="40", help="with --load-only: rack sizes of the fleets (comma list)")
     args = ap.parse_args()
     lua = shutil.which("lua5.1")
     if lua is None:
         sys.exit("lua5.1 not found (apt-get install lua5.1): the benchmark runs the real interpreter")
     if args.callgrind:
         count_instructions(args, lua)
+        return
+    if args.callgrind_submit:
+        count_submit_instructions(args, lua)
+        return
+    if args.load_only:
+        measure_load(args, lua)
         return
     version = subprocess.run([lua, "-v"], capture_output=True, text=True).stderr.strip() or "lua5.1"
     rows = []
@@ -138,6 +159,7 @@ CASES = [
     "zone -C ib -N4",
     "zone:fail impossible -N100000",
     "any",
+    "zone -N1 (bench_submit's job)",
 ]
 
 
@@ -176,6 +198,122 @@ def count_instructions(args: argparse.Namespace, lua: str) -> None:
         f.write("\n".join(lines) + "\n")
     for name, ir in rows:
         print(f"{name}: {ir:,.0f} instructions per decision")
+
+
+def _load_instructions(lua: str, data_path: Path) -> int:
+    p = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", lua]
+        + [str(HERE / "filter_bench.lua"), str(data_path), "0", "load"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(next(line for line in p.stderr.splitlines() if "Collected :" in line).split()[-1])
+
+
+def measure_load(args: argparse.Namespace, lua: str) -> None:
+    """The data file's load at each size and rack size: CPU time over fresh processes (median, p95, max) and
+    instructions (callgrind, the whole process less the same process loading the 12-node test fleet's
+    file)."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        small = Path(tmp) / "small.lua"
+        small.write_text(
+            render_all(load_inventories([HERE.parent / "docker-slurm" / "fleet.yaml"]), (22, 5))[
+                "slurm_topo_data.lua"
+            ]
+        )
+        floor = _load_instructions(lua, small)
+        for rack in (int(r) for r in args.racks.split(",")):
+            for n in (int(s) for s in args.sizes.split(",")):
+                inv_path = Path(tmp) / "fleet.yaml"
+                inv_path.write_text(fleet_yaml(n, rack))
+                data = render_all(load_inventories([inv_path]), (22, 5))["slurm_topo_data.lua"]
+                data_path = Path(tmp) / "data.lua"
+                data_path.write_text(data)
+                times = []
+                for _ in range(args.repeat):
+                    out = subprocess.run(
+                        [lua, str(HERE / "filter_bench.lua"), str(data_path), "0", "load"],
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                    ).stdout
+                    times.append(float(out.split()[1]) * 1000)
+                times.sort()
+                ir = _load_instructions(lua, data_path) - floor
+                p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
+                rows.append((n, rack, len(data.encode()), times, p95, ir))
+                print(
+                    f"{n} nodes, racks of {rack}: {len(data.encode()) / 1024:.0f} KiB, load median "
+                    f"{times[len(times) // 2]:.1f} ms, p95 {p95:.1f}, max {times[-1]:.1f}; {ir:,} Ir",
+                    flush=True,
+                )
+    cmd = "python benchmarks/bench_filter.py " + " ".join(sys.argv[1:])
+    lines = [
+        "",
+        "## Data file load (read, checksum, load inside the first submission)",
+        "",
+        f"Command: `{cmd.strip()}`  ",
+        f"Method: `lua5.1 filter_bench.lua DATA 0 load`, {args.repeat} fresh processes per row, CPU time "
+        "(os.clock) of the filter's own load in its first submit(); instructions: callgrind's Ir of the same "
+        "process less that of one loading the 12-node test fleet's file (so: the load's own instructions, "
+        "repeatable where times on this shared machine are not). Goal: 50 ms at 100 000 nodes.",
+        "",
+        "| nodes | racks of | data KiB | median ms | p95 ms | max ms | min ms | instructions |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        *(
+            f"| {n} | {rack} | {size / 1024:.0f} | {t[len(t) // 2]:.1f} | {p95:.1f} | {t[-1]:.1f} | "
+            f"{t[0]:.1f} | {ir:,} |"
+            for n, rack, size, t, p95, ir in rows
+        ),
+    ]
+    with open(args.out, "a") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def count_submit_instructions(args: argparse.Namespace, lua: str) -> None:
+    """Instructions of the whole submit() hook per submission against a hook that only returns SUCCESS."""
+    env = dict(os.environ)
+    if args.filter_dir:
+        env["FILTER_DIR"] = args.filter_dir
+    fleets: list[tuple[str, str]] = [("test cluster (docker-slurm/fleet.yaml, 12 nodes)", "")]
+    fleets += [(f"{int(n)} nodes", n) for n in args.sizes.split(",")]
+    cases = [1, 2, len(CASES)]  # zone -N4, prefer -N2, bench_submit's zone -N1
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, n in fleets:
+            inv_path = Path(tmp) / "fleet.yaml"
+            if n:
+                inv_path.write_text(fleet_yaml(int(n)))
+            else:
+                inv_path = HERE.parent / "docker-slurm" / "fleet.yaml"
+            data_path = Path(tmp) / "data.lua"
+            data_path.write_text(render_all(load_inventories([inv_path]), (22, 5))["slurm_topo_data.lua"])
+            for case in cases:
+                filt = per_decision(lua, data_path, f"submit:{case}", env)
+                triv = per_decision(lua, data_path, f"trivial:{case}", env)
+                rows.append((label, CASES[case - 1], filt, triv))
+                print(f"{label}, {CASES[case - 1]}: submit {filt:,.0f}, trivial {triv:,.0f} Ir", flush=True)
+    cmd = "python benchmarks/bench_filter.py " + " ".join(sys.argv[1:])
+    lines = [
+        "",
+        f"## Instructions per submit() hook against a trivial hook ({args.label})",
+        "",
+        f"Command: `{cmd.strip()}`  ",
+        "Method: `valgrind --tool=callgrind` on `lua5.1 filter_bench.lua DATA N submit:K` (the filter's "
+        "whole submit hook on a fresh copy of case K's job_desc: data-file check, read, decide, write back, "
+        "log) and `trivial:K` (the same copy handed to a hook that only returns slurm.SUCCESS), N = 2 000 "
+        "and 1 000; the difference over 1 000 is one submission in machine instructions (Ir). The data file "
+        "is loaded once before (a submission after a new data file also pays the load: see the load row "
+        "above).",
+        "",
+        "| fleet | case | filter Ir | trivial Ir | filter − trivial |",
+        "|---|---|---:|---:|---:|",
+        *(f"| {f} | {c} | {a:,.0f} | {b:,.0f} | {a - b:,.0f} |" for f, c, a, b in rows),
+    ]
+    with open(args.out, "a") as f:
+        f.write("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -29,14 +29,14 @@ SIZES = (30, 120, 500, 5_000, 10_000, 50_000, 100_000)
 RACK = 40
 
 
-def fleet_yaml(n: int) -> str:
+def fleet_yaml(n: int, rack_size: int = RACK) -> str:
     regions = max(2, min(8, n // 12_500 + 2))
     lines = ["nodes:"]
     made, rack = 0, 0
     while made < n:
         r = rack % regions
         z = (rack // regions) % 3
-        size = min(RACK, n - made)
+        size = min(rack_size, n - made)
         region = f"region{r}"
         gpus = 8 if rack % 3 else 4
         lines.append(

@@ -1,7 +1,13 @@
 -- filter_bench.lua DATA_FILE ITERATIONS [CASE] - time the slurm-topo filter in plain Lua 5.1 (driven by
 -- bench_filter.py). With CASE (1-based), only that case's decision is run ITERATIONS times, untimed (for
--- instruction counts under callgrind). FILTER_DIR (environment) names another job_submit/ folder.
-local data_path, iterations, only_case = arg[1], tonumber(arg[2] or "20000"), tonumber(arg[3] or "")
+-- instruction counts under callgrind); with submit:CASE the whole submit() hook on a fresh job_desc copy,
+-- with trivial:CASE the same copy handed to a hook that only returns slurm.SUCCESS (the trivial filter the
+-- submit overhead is measured against); with load, only the data file's load in the first submission.
+-- FILTER_DIR (environment) names another job_submit/ folder.
+local data_path, iterations = arg[1], tonumber(arg[2] or "20000")
+local mode, case_arg = string.match(arg[3] or "", "^(%a+):(%d+)$")
+local only_case = tonumber(case_arg or arg[3] or "")
+mode = mode or "decide"
 local filter_dir = os.getenv("FILTER_DIR") or (arg[0]:match("^(.*/)") .. "../job_submit")
 package.path = filter_dir .. "/?.lua;" .. package.path
 slurm = { SUCCESS = 0, ERROR = -1, ESLURM_INVALID_NODE_COUNT = 2006 }
@@ -15,6 +21,10 @@ M.configure({ data = data_path, recheck = 1e9 })
 local t0 = os.clock()
 M.submit({ min_nodes = 1, script = "#!/bin/sh\n" }, {}, 0)
 local load_s = os.clock() - t0
+if arg[3] == "load" then -- the load alone (bench_filter.py --load-only)
+  io.write(string.format("load_s %.6f\n", load_s))
+  return
+end
 local data = assert(loadfile(data_path))()
 
 local SPANK = "_SLURM_SPANK_OPTION_locality_locality="
@@ -32,10 +42,21 @@ local cases = {
   { "zone -C ib -N4", job("zone", { min_nodes = 4, features = "ib" }) },
   { "zone:fail impossible -N100000", job("zone:fail", { min_nodes = 100000 }) },
   { "any", job("any", {}) },
+  { "zone -N1 (bench_submit's job)", job("zone", { min_nodes = 1 }) },
 }
+local function trivial_submit(job_desc, part_list, submit_uid) return slurm.SUCCESS end
 if only_case then
   local template = cases[only_case][2]
-  for _ = 1, iterations do M.decide(data, M.request(template)) end
+  if mode == "decide" then
+    for _ = 1, iterations do M.decide(data, M.request(template)) end
+  else
+    local hook = mode == "submit" and M.submit or trivial_submit
+    for _ = 1, iterations do
+      local jd = {}
+      for k, v in pairs(template) do jd[k] = v end
+      hook(jd, {}, 0)
+    end
+  end
   return
 end
 io.write(string.format("load_s %.6f\n", load_s))
