@@ -606,9 +606,15 @@ end
 -- One bracket from per-level lists given finest first ({kept, cut} each): within Slurm's limits (64
 -- alternatives, `budget` characters of bracket) the coarsest lists are kept whole first, and what does not fit
 -- is dropped from the tail of the finest ones (regions and family values keep the job off the plain tree).
-local function cascade(lists, budget)
+-- The first `extra` lists (zone unions) come last in that order: they take only the room the levels leave;
+-- `emit` (list indices) is the order of the lists in the bracket, else as given.
+local function cascade(lists, budget, extra, emit)
+  extra = extra or 0
   local alternatives, room, cut, counts = MAX_ALTERNATIVES, budget - 1, false, {}
-  for j = #lists, 1, -1 do
+  local order = {}
+  for j = #lists, extra + 1, -1 do order[#order + 1] = j end
+  for j = 1, extra do order[#order + 1] = j end
+  for _, j in ipairs(order) do
     local kept, n = lists[j][1], 0
     for i = 1, #kept do
       local cost = #kept[i].f + 1
@@ -621,7 +627,11 @@ local function cascade(lists, budget)
     counts[j] = n
   end
   local out, k = {}, 0
-  for j = 1, #lists do
+  if emit == nil then
+    emit = {}
+    for j = 1, #lists do emit[j] = j end
+  end
+  for _, j in ipairs(emit) do
     local kept = lists[j][1]
     for i = 1, counts[j] do
       k = k + 1
@@ -953,6 +963,106 @@ decide_inner = function(data, req)
   return decide_required(job)
 end
 
+-- Zone unions (policy/decide.py _zone_unions): alternatives "(zone_a|zone_b[|zone_c])" of 2-3 zones that can
+-- ever hold the job; Slurm reads a parenthesised OR inside a matching-OR bracket as one alternative. Made from the
+-- UNION_ZONES zones with the most eligible nodes per region (unions inside one region, never all of its zones:
+-- that is the region's own alternative) and across regions; each list by (regions, zones, size, features).
+local UNION_ZONES = 8
+
+local function union_rows(sc, zones)
+  local rows = {}
+  for _, g in ipairs(zones) do
+    if scan_allowed(sc, g) then
+      local n, gp, most = scan_eligible(sc, g)
+      if n > 0 then rows[#rows + 1] = { g = g, n = n, gp = gp, most = most } end
+    end
+  end
+  table.sort(rows, function(a, b)
+    if a.n ~= b.n then return a.n > b.n end
+    if a.g.n ~= b.g.n then return a.g.n < b.g.n end
+    return a.g.k < b.g.k
+  end)
+  return rows
+end
+
+local function add_unions(sc, rows, cross, out)
+  local m = #rows
+  local function try(combo)
+    local n, gp, most, regions, spread = 0, 0, 0, {}, 0
+    for _, r in ipairs(combo) do
+      n, gp = n + r.n, gp + r.gp
+      if r.most > most then most = r.most end
+      local region = r.g.r or false
+      if not regions[region] then
+        regions[region] = true
+        spread = spread + 1
+      end
+    end
+    if cross and spread < 2 then return end
+    if not cross and #combo >= m then return end
+    local need, total = sc.nodes, sc.total_gpus
+    if total > 0 then
+      if most == 0 then return end
+      need = math.max(need, math.ceil(total / most))
+    end
+    if n < need or gp < total then return end
+    local fs, ls = {}, {}
+    for i, r in ipairs(combo) do fs[i], ls[i] = r.g.f, r.g.l end
+    local label = table.concat(ls, "+")
+    out[#out + 1] = { sp = spread, k = #combo, n = n, f = "(" .. table.concat(fs, "|") .. ")", l = label, g = gp, m = most,
+                      s = label .. "(" .. n .. "n)" }
+  end
+  for a = 1, m do
+    for b = a + 1, m do try({ rows[a], rows[b] }) end
+  end
+  for a = 1, m do
+    for b = a + 1, m do
+      for c = b + 1, m do try({ rows[a], rows[b], rows[c] }) end
+    end
+  end
+end
+
+local function union_order(a, b)
+  if a.sp ~= b.sp then return a.sp < b.sp end
+  if a.k ~= b.k then return a.k < b.k end
+  if a.n ~= b.n then return a.n < b.n end
+  return a.f < b.f
+end
+
+local function as_kept(list)
+  table.sort(list, union_order)
+  local kept = {}
+  for i, u in ipairs(list) do
+    kept[i] = u
+    kept[-i] = u.n
+  end
+  return kept
+end
+
+local function zone_unions(sc, zones)
+  if not sc.check then return {}, {} end
+  local rows = union_rows(sc, zones)
+  local by_region, names = {}, {}
+  for _, r in ipairs(rows) do
+    local region = r.g.r or false
+    if by_region[region] == nil then
+      by_region[region] = {}
+      names[#names + 1] = region
+    end
+    local list = by_region[region]
+    if #list < UNION_ZONES then list[#list + 1] = r end
+  end
+  local inside, across = {}, {}
+  for _, region in ipairs(names) do add_unions(sc, by_region[region], false, inside) end
+  if #names > 1 then
+    local top = {}
+    for i = 1, math.min(UNION_ZONES, #rows) do top[i] = rows[i] end
+    add_unions(sc, top, true, across)
+  end
+  return as_kept(inside), as_kept(across)
+end
+local UNION_EMIT = { 3, 4, 1, 5, 2 } -- ng, zone, unions inside a region, region, unions across regions
+
 decide_prefer = function(job)
   -- prefer (and any with regions): never delays the job; --prefer at the finest level some group fits
   local c, loc, restrict, req = job.c, job.loc, job.restrict, job.req
@@ -997,12 +1107,18 @@ decide_prefer = function(job)
         if #kept > 0 then used[#used + 1] = lvl end
       end
       local values = family_values(data, partitions)
+      local kept, cut
       if values ~= nil then
-        local kept, cut = scan_candidates(sc, values, budget, nil, nil, nil, true)
-        lists[#lists + 1] = { kept, cut }
-        if #kept > 0 then used[#used + 1] = "family" end
+        local fkept, fcut = scan_candidates(sc, values, budget, nil, nil, nil, true)
+        lists[#lists + 1] = { fkept, fcut }
+        if #fkept > 0 then used[#used + 1] = "family" end
+        kept, cut = cascade(lists, budget)
+      else -- without families: zone unions between the zones and the regions, and after the regions
+        local inside, across = zone_unions(sc, level_groups(data, partitions, "zone"))
+        if #inside > 0 or #across > 0 then used[#used + 1] = "unions" end
+        kept, cut = cascade({ { inside, false }, { across, false }, lists[1], lists[2], lists[3] }, budget, 2,
+          UNION_EMIT)
       end
-      local kept, cut = cascade(lists, budget)
       hit = { kept, cut, table.concat(used, "+") }
       if memo then remember(memo, key, hit) end
     end

@@ -102,16 +102,28 @@ def test_per_node_gpus_exclude_smaller_nodes(data) -> None:  # type: ignore[no-u
 
 
 def test_prefer_cascades_over_every_level_that_fits_and_never_sets_features(data) -> None:  # type: ignore[no-untyped-def]
-    """prefer for 4 nodes: no rack holds 4, so the cascade starts at zone level (smallest first) and goes on
-    with the regions, in prefer only: when no zone has room now, the job still lands in one region."""
+    """prefer for 4 nodes: no rack holds 4, so the cascade starts at zone level (smallest first), then the
+    unions of zones of one region that hold 4 (us-west: 2a+2c = 4 nodes, 2a+2b = 5; us-east's 1a+1b is the
+    whole region, its own alternative), then the regions, then unions across regions: in prefer only, so the
+    job lands on the fewest regions, then zones, that have room now."""
     d = run(data, locality="prefer", min_nodes=4)
     assert d.features is None
-    assert d.prefer == "[zone_us-east-1a|region_us-east|region_us-west]"
-    assert d.level == "zone" and d.record.startswith("slurm-topo: prefer zone+region [us-east-1a(4n),")
+    assert d.prefer is not None and d.prefer.startswith(
+        "[zone_us-east-1a|(zone_us-west-2a|zone_us-west-2c)|(zone_us-west-2a|zone_us-west-2b)|region_us-east|"
+        "region_us-west|("
+    )
+    size = {"us-east-1a": 4, "us-east-1b": 2, "us-west-2a": 3, "us-west-2b": 2, "us-west-2c": 1}
+    across = d.prefer[d.prefer.index("region_us-west|") + len("region_us-west|") : -1].split(")|(")
+    for union in across:
+        zones = [z.removeprefix("zone_") for z in union.strip("()").split("|")]
+        assert {z[:7] for z in zones} == {"us-east", "us-west"} and sum(size[z] for z in zones) >= 4, union
+    spans = [union.count("|") + 1 for union in across]
+    assert spans == sorted(spans)  # fewest zones first
+    assert d.level == "zone" and d.record.startswith("slurm-topo: prefer zone+region+unions [us-east-1a(4n),")
     d = run(data, locality="prefer", min_nodes=2, features="ib")
-    assert d.prefer == "ib&[ng_us-east-1a.rack-a1|zone_us-east-1a|region_us-east]"
+    assert d.prefer == "ib&[ng_us-east-1a.rack-a1|zone_us-east-1a|region_us-east]"  # only us-east-1a has ib
     d = run(data, locality="prefer", min_nodes=6)
-    assert d.prefer == "[region_us-east|region_us-west]"
+    assert d.prefer is not None and d.prefer.startswith("[region_us-east|region_us-west|(zone_us-east-1a|")
 
 
 def test_prefer_cascade_with_families_ends_with_the_bare_values_largest_first() -> None:
@@ -430,9 +442,17 @@ def test_check_shows_the_prefer_cascade_and_its_candidates_of_every_level() -> N
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
     zones = "zone_us-central1-a|zone_us-central1-b|zone_us-central1-c|zone_us-east1-b|zone_us-east1-c"
-    assert f"prefer: [{zones}|region_us-east1|region_us-central1]" in lines, p.stdout
+    unions = (
+        "(zone_us-central1-a|zone_us-central1-b)|(zone_us-central1-a|zone_us-central1-c)|"
+        "(zone_us-central1-b|zone_us-central1-c)"
+    )
+    prefer = next(line for line in lines if line.startswith("prefer: "))
+    assert prefer.startswith(f"prefer: [{zones}|{unions}|region_us-east1|region_us-central1|("), p.stdout
     candidates = next(line for line in lines if line.startswith("candidates: "))
-    assert candidates.endswith("us-east1 (12 nodes, 48 GPUs), us-central1 (18 nodes, 120 GPUs)"), candidates
+    assert (
+        "us-central1-b+us-central1-c (12 nodes, 72 GPUs), us-east1 (12 nodes, 48 GPUs), "
+        "us-central1 (18 nodes, 120 GPUs), us-central1-a+us-east1-b" in candidates
+    ), candidates
 
 
 # ---- LEVEL:auto: decided as :wait, plus the budget record (docs/relax.md)

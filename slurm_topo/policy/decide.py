@@ -4,6 +4,7 @@ section)."""
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -213,15 +214,19 @@ def _family_values(data: PolicyData, partitions: Sequence[str]) -> tuple[Group, 
 
 
 def _cascade(
-    lists: Sequence[tuple[list[tuple[Group, int]], bool]], budget: int
+    lists: Sequence[tuple[list[tuple[Group, int]], bool]], budget: int, extra: int = 0
 ) -> tuple[list[tuple[Group, int]], bool]:
     """One bracket from per-level lists given finest first: within Slurm's limits (64 alternatives,
     ``budget`` characters of bracket) the coarsest lists are kept whole first, and what does not fit is
-    dropped from the tail of the finest ones (regions and family values keep the job off the plain tree)."""
+    dropped from the tail of the finest ones (regions and family values keep the job off the plain tree).
+    The first ``extra`` lists (zone unions) come last in that order: they take only the room the level
+    lists leave."""
     alternatives, room = MAX_ALTERNATIVES, budget - 1  # each alternative costs its name and one separator
-    taken: list[list[tuple[Group, int]]] = []
+    counts = [0] * len(lists)
     cut = False
-    for kept, was_cut in reversed(lists):
+    order = [*reversed(range(extra, len(lists))), *range(extra)]
+    for j in order:
+        kept, was_cut = lists[j]
         n = 0
         for g, _ in kept:
             if n == alternatives or len(g.feature) + 1 > room:
@@ -230,8 +235,74 @@ def _cascade(
             n += 1
         alternatives -= n
         cut = cut or was_cut or n < len(kept)
-        taken.append(kept[:n])
-    return [x for part in reversed(taken) for x in part], cut
+        counts[j] = n
+    return [x for j, (kept, _) in enumerate(lists) for x in kept[: counts[j]]], cut
+
+
+UNION_ZONES = 8
+"""Zones a union is made from: per region, and across regions, the 8 with the most eligible nodes (ties: the
+data's order). 2- and 3-zone unions of 8 zones are 84 per set: the cost of a submit stays bounded."""
+
+
+def _zone_unions(
+    scan: _Scan, zones: Sequence[Group]
+) -> tuple[list[tuple[Group, int]], list[tuple[Group, int]]]:
+    """Unions of 2-3 zones that can ever hold the job, as alternatives ``(zone_a|zone_b)`` (Slurm reads a
+    parenthesised OR inside a matching-OR bracket as one alternative: all nodes in the union): (those inside
+    one region, those across regions), each by (regions, zones, size, features). After every zone and
+    before the regions, a union in one region lands a job no zone has room for on the fewest zones of one
+    region; after the regions, a union across regions does the same when no region has room
+    (benchmarks/results/placement.md, "Zone unions")."""
+    if not scan.check:
+        return [], []
+    rows = []
+    for g in zones:
+        if scan.allowed(g):
+            n, gp, most = scan.eligible(g)
+            if n > 0:
+                rows.append((g, n, gp, most))
+    rows.sort(key=lambda r: (-r[1], r[0].nodes, r[0].rank))
+    by_region: dict[str | None, list[tuple[Group, int, int, int]]] = {}
+    for r in rows:
+        by_region.setdefault(r[0].region, []).append(r)
+    inside: list[tuple[tuple[int, int, int, str], tuple[Group, int]]] = []
+    for members in by_region.values():
+        inside += _unions(scan, members[:UNION_ZONES], cross=False)
+    across = _unions(scan, rows[:UNION_ZONES], cross=True) if len(by_region) > 1 else []
+    inside.sort(key=lambda x: x[0])
+    across.sort(key=lambda x: x[0])
+    return [x[1] for x in inside], [x[1] for x in across]
+
+
+def _unions(
+    scan: _Scan, rows: Sequence[tuple[Group, int, int, int]], cross: bool
+) -> list[tuple[tuple[int, int, int, str], tuple[Group, int]]]:
+    """Unions of 2-3 of ``rows`` that can hold the job; inside a region, not all of its zones (that is the
+    region's own alternative); across regions, spanning two or more. Keyed by (regions, zones, size,
+    features)."""
+    out = []
+    for k in (2, 3):
+        if not cross and k >= len(rows):
+            break
+        for combo in itertools.combinations(rows, k):
+            spread = len({r[0].region for r in combo})
+            if cross and spread < 2:
+                continue
+            n = sum(r[1] for r in combo)
+            gp = sum(r[2] for r in combo)
+            most = max(r[3] for r in combo)
+            need = scan.nodes
+            if scan.total_gpus:
+                if most == 0:
+                    continue
+                need = max(need, math.ceil(scan.total_gpus / most))
+            if n < need or gp < scan.total_gpus:
+                continue
+            feature = "(" + "|".join(r[0].feature for r in combo) + ")"
+            label = "+".join(r[0].label for r in combo)
+            union = Group(feature, label, None, None, frozenset(), (), n, gp, most)
+            out.append(((spread, k, n, feature), (union, n)))
+    return out
 
 
 def _bracket(kept: Sequence[tuple[Group, int]]) -> str:
@@ -447,11 +518,21 @@ def _decide_prefer(job: _Job) -> Decision:
         budget = MAX_CONSTRAINT - len(probe) + 2
         lists = [job.scan.candidates(_groups(job.data, job.partitions, lvl), budget) for lvl in LEVELS]
         values = _family_values(job.data, job.partitions)
+        names = [*LEVELS]
         if values:
             lists.append(job.scan.candidates(values, budget, ascending=False))
-        kept, cut = _cascade(lists, budget)
+            names.append("family")
+            kept, cut = _cascade(lists, budget)
+        else:  # without families: zone unions between the zones and the regions, and after the regions
+            inside, across = _zone_unions(job.scan, _groups(job.data, job.partitions, "zone"))
+            ng, zone, region = lists
+            kept, cut = _cascade([(inside, False), (across, False), ng, zone, region], budget, extra=2)
+            order = {id(g): i for i, (g, _) in enumerate((*ng[0], *zone[0], *inside, *region[0], *across))}
+            kept.sort(key=lambda x: order[id(x[0])])
+            lists = [ng, zone, region, (inside, False), (across, False)]
+            names += ["unions", "unions"]
         if kept:
-            used = [lvl for lvl, (k, _) in zip((*LEVELS, "family"), lists, strict=False) if k]
+            used = list(dict.fromkeys(lvl for lvl, (k, _) in zip(names, lists, strict=True) if k))
             return Decision(
                 "amend",
                 loc,
