@@ -43,6 +43,7 @@ recomputed without a cluster: ``--from-rows FILE``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -494,6 +495,11 @@ def main() -> None:
                     )
                 except subprocess.TimeoutExpired:
                     print(f"warning: cluster down --base {base} timed out: run it again", file=sys.stderr)
+                else:  # the inventory and edited files this script wrote beside the cluster
+                    (base.parent / "fleet.yaml").unlink(missing_ok=True)
+                    shutil.rmtree(base.parent / "files", ignore_errors=True)
+                    with contextlib.suppress(OSError):
+                        base.parent.rmdir()
     cmd = "python benchmarks/bench_gres_picks.py " + " ".join(sys.argv[1:])
     n_jobs = len(next(iter(rows.values())))
     lines = [
