@@ -38,6 +38,8 @@ recomputed without a cluster: ``--from-rows FILE``.
 
     python benchmarks/bench_gres_picks.py [--slurm native|24.11|26.05] [--variants ours,bare,...]
         [--jobs 200] [--seed 7] [--out FILE.md] [--rows FILE.jsonl]
+    python benchmarks/bench_gres_picks.py --from-rows ROWS.jsonl [--out FILE.md]     # no cluster
+    python benchmarks/bench_gres_picks.py --combine ROWS.jsonl... --out FILE.md      # versions side by side
 """
 
 from __future__ import annotations
@@ -387,9 +389,18 @@ def shortfall(rows: list[dict[str, object]]) -> float:
 
 
 def write_combined(files: list[Path], out: Path, t0: float) -> None:
-    """One table over several runs (one per Slurm version): per variant, multi-GPU jobs inside one island
+    """One table over several runs (one column group per Slurm version; several runs of one version are
+    merged, the first run of a variant counts): per variant, multi-GPU jobs inside one island
     when an island had room, avoidable breaks over all 1-GPU jobs, and the goal; then the best per version."""
-    runs = [(v.removeprefix("slurm-wlm "), n, r) for v, n, r in (load_rows(f) for f in files)]
+    by_version: dict[str, tuple[dict[str, str], dict[str, list[dict[str, object]]]]] = {}
+    for i, f in enumerate(files):  # several runs of one version: their variants side by side (first wins)
+        version, nodes, rows = load_rows(f)
+        seen, all_rows = by_version.setdefault(version.removeprefix("slurm-wlm "), ({}, {}))
+        for node, name in nodes.items():
+            if name not in seen.values():
+                seen[f"{i}:{node}"] = name
+                all_rows[f"{i}:{node}"] = rows[node]
+    runs = [(v, n, r) for v, (n, r) in by_version.items()]
     variants = list(dict.fromkeys(v for _, nodes, _ in runs for v in nodes.values()))
     cmd = "python benchmarks/bench_gres_picks.py " + " ".join(sys.argv[1:])
     lines = [
