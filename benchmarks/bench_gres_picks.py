@@ -413,11 +413,11 @@ def write_combined(files: list[Path], out: Path, t0: float) -> None:
     for name in variants:
         cells = []
         for _, nodes, rows in runs:
-            node = next((n for n, v in nodes.items() if v == name), None)
-            if node is None:
+            hit = next((n for n, v in nodes.items() if v == name), None)
+            if hit is None:
                 cells += ["–", "–", "–"]
                 continue
-            c, goal = summarize(rows[node])
+            c, goal = summarize(rows[hit])
             cells += [c[1], c[4], "met" if goal else "no"]
         label = VARIANTS[name].label if name in VARIANTS else name
         lines.append(f"| {name} | {label} | " + " | ".join(cells) + " |")
