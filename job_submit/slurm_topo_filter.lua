@@ -1059,7 +1059,30 @@ local function zone_unions(sc, zones)
     for i = 1, math.min(UNION_ZONES, #rows) do top[i] = rows[i] end
     add_unions(sc, top, true, across)
   end
-  return as_kept(inside), as_kept(across)
+  return as_kept(inside), as_kept(across), rows[1]
+end
+
+-- A bracket must not start with a union (policy/decide.py _lead): 22.05's submit check narrows the usable nodes
+-- to the union's first zone and rejects a job that zone cannot hold; the largest zone leads instead (too small
+-- for the job: Slurm passes over it), the last alternatives giving way when that breaks the limits.
+local function lead_bracket(kept, lead, budget)
+  if #kept == 0 or string.sub(kept[1].f, 1, 1) ~= "(" or lead == nil then return kept, false end
+  local out = { lead.g }
+  out[-1] = lead.n
+  for i = 1, #kept do
+    out[i + 1] = kept[i]
+    out[-(i + 1)] = kept[-i]
+  end
+  local length = 1
+  for i = 1, #out do length = length + #out[i].f + 1 end
+  local cut = false
+  while #out > MAX_ALTERNATIVES or length > budget do
+    local k = #out
+    length = length - #out[k].f - 1
+    out[k], out[-k] = nil, nil
+    cut = true
+  end
+  return out, cut
 end
 local UNION_EMIT = { 3, 4, 1, 5, 2 } -- ng, zone, unions inside a region, region, unions across regions
 
@@ -1114,10 +1137,13 @@ decide_prefer = function(job)
         if #fkept > 0 then used[#used + 1] = "family" end
         kept, cut = cascade(lists, budget)
       else -- without families: zone unions between the zones and the regions, and after the regions
-        local inside, across = zone_unions(sc, level_groups(data, partitions, "zone"))
+        local inside, across, lead = zone_unions(sc, level_groups(data, partitions, "zone"))
         if #inside > 0 or #across > 0 then used[#used + 1] = "unions" end
         kept, cut = cascade({ { inside, false }, { across, false }, lists[1], lists[2], lists[3] }, budget, 2,
           UNION_EMIT)
+        local led_cut
+        kept, led_cut = lead_bracket(kept, lead, budget)
+        cut = cut or led_cut
       end
       hit = { kept, cut, table.concat(used, "+") }
       if memo then remember(memo, key, hit) end

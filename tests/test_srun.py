@@ -86,6 +86,38 @@ def test_tp8_pp2_pipelines_stay_in_one_leaf_megatron_order() -> None:
     assert (plan.rows[17].pp, plan.rows[17].dp, plan.rows[17].tp) == (1, 0, 1)
 
 
+def test_pipelines_stay_in_one_nvlink_domain_across_the_leaves() -> None:
+    """NVLink domains that cut across the leaves (gs1+gs3 and gs2+gs4, as an NVL rack whose trays hang off
+    two InfiniBand leaves): each pipeline takes its two nodes from one domain, not from one leaf; the
+    plan suggests --segment=2. Without domains the leaf decides (the test above)."""
+    nodes = ("gs1", "gs2", "gs3", "gs4")
+    domains = {"gs1": "nvl_rack-01", "gs3": "nvl_rack-01", "gs2": "nvl_rack-02", "gs4": "nvl_rack-02"}
+    plan = srun.plan_srun(
+        eight(*nodes), tp=8, pp=2, tree=TREE, topologies=dict.fromkeys(nodes, TOPO), domains=domains
+    )
+    for d in (0, 1):
+        pipe = {r.node for r in plan.rows if r.dp == d}
+        assert len({domains[n] for n in pipe}) == 1 and len(pipe) == 2, pipe
+    assert {r.pp_level for r in plan.rows} == {"nvl_rack-01", "nvl_rack-02"}
+    assert any(
+        w.startswith("hint: each pipeline takes 2 nodes; submit with --segment=2") for w in plan.warnings
+    )
+    leaf = srun.plan_srun(eight(*nodes), tp=8, pp=2, tree=TREE, topologies=dict.fromkeys(nodes, TOPO))
+    assert {r.node for r in leaf.rows if r.dp == 0} == {"gs1", "gs2"}  # the leaf, across both domains
+
+
+def test_a_pipeline_that_must_span_two_domains_is_warned() -> None:
+    nodes = ("gs1", "gs2", "gs3", "gs4")
+    domains = {"gs1": "nvl_a", "gs2": "nvl_b", "gs3": "nvl_c", "gs4": "nvl_d"}
+    plan = srun.plan_srun(
+        eight(*nodes), tp=8, pp=2, tree=TREE, topologies=dict.fromkeys(nodes, TOPO), domains=domains
+    )
+    spans = [w for w in plan.warnings if "spans NVLink domains" in w]
+    assert len(spans) == 2 and spans[0].startswith("warning: pipeline 0 spans NVLink domains nvl_a, nvl_b"), (
+        spans
+    )
+
+
 def test_order_tp_pp_dp_makes_pipeline_stages_consecutive() -> None:
     plan = srun.plan_srun(
         eight("gs1", "gs2"), tp=4, pp=2, order="tp-pp-dp", topologies={"gs1": TOPO, "gs2": TOPO}, tree=TREE

@@ -246,15 +246,16 @@ data's order). 2- and 3-zone unions of 8 zones are 84 per set: the cost of a sub
 
 def _zone_unions(
     scan: _Scan, zones: Sequence[Group]
-) -> tuple[list[tuple[Group, int]], list[tuple[Group, int]]]:
+) -> tuple[list[tuple[Group, int]], list[tuple[Group, int]], tuple[Group, int] | None]:
     """Unions of 2-3 zones that can ever hold the job, as alternatives ``(zone_a|zone_b)`` (Slurm reads a
     parenthesised OR inside a matching-OR bracket as one alternative: all nodes in the union): (those inside
     one region, those across regions), each by (regions, zones, size, features). After every zone and
     before the regions, a union in one region lands a job no zone has room for on the fewest zones of one
     region; after the regions, a union across regions does the same when no region has room
-    (benchmarks/results/placement.md, "Zone unions")."""
+    (benchmarks/results/placement.md, "Zone unions"). The third value is the zone with the most eligible
+    nodes: what leads a bracket that would start with a union (see ``_lead``)."""
     if not scan.check:
-        return [], []
+        return [], [], None
     rows = []
     for g in zones:
         if scan.allowed(g):
@@ -271,7 +272,26 @@ def _zone_unions(
     across = _unions(scan, rows[:UNION_ZONES], cross=True) if len(by_region) > 1 else []
     inside.sort(key=lambda x: x[0])
     across.sort(key=lambda x: x[0])
-    return [x[1] for x in inside], [x[1] for x in across]
+    lead = (rows[0][0], rows[0][1]) if rows else None
+    return [x[1] for x in inside], [x[1] for x in across], lead
+
+
+def _lead(
+    kept: list[tuple[Group, int]], lead: tuple[Group, int] | None, budget: int
+) -> tuple[list[tuple[Group, int]], bool]:
+    """A bracket must not start with a union: 22.05's submit check (``valid_feature_counts``) then narrows the
+    usable nodes to the union's first zone and rejects a job that zone cannot hold ("Requested node
+    configuration is not available"; a plain first alternative leaves the check alone). So such a bracket
+    starts with the largest zone — too small for the job, Slurm passes over it at once — and loses its last
+    alternatives when that breaks the limits. (kept, cut)."""
+    if not kept or not kept[0][0].feature.startswith("(") or lead is None:
+        return kept, False
+    out = [lead, *kept]
+    cut = False
+    while len(out) > MAX_ALTERNATIVES or sum(len(g.feature) + 1 for g, _ in out) + 1 > budget:
+        out.pop()
+        cut = True
+    return out, cut
 
 
 def _unions(
@@ -524,11 +544,13 @@ def _decide_prefer(job: _Job) -> Decision:
             names.append("family")
             kept, cut = _cascade(lists, budget)
         else:  # without families: zone unions between the zones and the regions, and after the regions
-            inside, across = _zone_unions(job.scan, _groups(job.data, job.partitions, "zone"))
+            inside, across, lead = _zone_unions(job.scan, _groups(job.data, job.partitions, "zone"))
             ng, zone, region = lists
             kept, cut = _cascade([(inside, False), (across, False), ng, zone, region], budget, extra=2)
             order = {id(g): i for i, (g, _) in enumerate((*ng[0], *zone[0], *inside, *region[0], *across))}
             kept.sort(key=lambda x: order[id(x[0])])
+            kept, led_cut = _lead(kept, lead, budget)
+            cut = cut or led_cut
             lists = [ng, zone, region, (inside, False), (across, False)]
             names += ["unions", "unions"]
         if kept:

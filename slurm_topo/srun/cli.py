@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from .. import version
+from .. import hostlist, version
 from ..entry import read_input, run_entry
 from ..errors import CommandError, InputError, OutputError, UsageError
 from ..gpu.model import GpuTopology
@@ -33,6 +33,7 @@ from ..slurmconf import (
     devices_constrained,
     parse_gres_links,
     parse_job_detail,
+    parse_scontrol_nodes,
     parse_scontrol_topology,
     parse_show_config,
 )
@@ -171,6 +172,7 @@ def build_plan(
         tree = parse_scontrol_topology(runner.run(["scontrol", "show", "topology"]))
     except CommandError:
         tree = SwitchTree()
+    domains = _domains(runner, alloc.nodes)
     ntasks_text = environ.get("SLURM_NTASKS") or environ.get("SLURM_NPROCS")
     plan = plan_srun(
         alloc,
@@ -189,8 +191,27 @@ def build_plan(
         python=python,
         link_source=link_source,
         tmpdir=environ.get("TMPDIR") or "/tmp",
+        domains=domains,
     )
     return plan, args
+
+
+def _domains(runner: Runner, nodes: Sequence[str]) -> dict[str, str]:
+    """Each node's NVLink domain: its ``nvl_<domain>`` feature (slurm-topo writes one on every release), from
+    ``scontrol show node -o``; none when Slurm does not answer."""
+    if not nodes:
+        return {}
+    try:
+        rows = parse_scontrol_nodes(runner.run(["scontrol", "show", "node", "-o", hostlist.compress(nodes)]))
+    except (CommandError, InputError):
+        return {}
+    out = {}
+    for row in rows:
+        feats = (row.get("ActiveFeatures") or row.get("AvailableFeatures") or "").split(",")
+        nvl = next((f for f in feats if f.startswith("nvl_")), None)
+        if nvl and row.get("NodeName") in nodes:
+            out[row["NodeName"]] = nvl
+    return out
 
 
 def write_hostfile(plan: Plan) -> None:

@@ -10,9 +10,11 @@ The steps, each its own function below:
    same rails). A node without link data gets the lowest indices (one warning line for all
    such nodes); a group that must span NVLink islands gets one warning line too (:func:`_island_warning`).
 3. *Pipelines → slots* (:func:`_place_pipelines`): pipeline ``d`` (the PP stages of DP replica ``d``) takes
-   ``PP`` group slots in the smallest subtree that still has that many free: one node, else one leaf switch,
-   else the lowest common switch; first fit in allocation order. Stage ``s`` gets the ``s``-th of those slots.
-   DP replicas spread across.
+   ``PP`` group slots in the smallest subtree that still has that many free: one node, else one NVLink
+   domain (multi-node NVLink, e.g. an NVL72 rack: the nodes' ``nvl_<domain>`` features), else one leaf
+   switch, else the lowest common switch; first fit in allocation order. Stage ``s`` gets the ``s``-th of
+   those slots. DP replicas spread across. With domains, a pipeline that must span two of them gets a
+   warning, and the plan suggests ``--segment`` (24.05+ block topology) of one replica's node count.
 4. *Rank coordinates* (:func:`coordinates`, :func:`_rank_rows`): ``--order`` lists the dimensions fastest
    first. Megatron's default ``tp-cp-ep-dp-pp``: ``rank = tp + TP·(dp + DP·pp)`` (cp = ep = 1 here):
    consecutive ranks form a TP group, a whole DP replica set of one stage comes before the next stage.
@@ -248,11 +250,16 @@ def _island_warning(slots: Sequence[Slot], topologies: Mapping[str, GpuTopology]
 # ---- 3. pipelines -> slots
 
 
-def _place_pipelines(slots: Sequence[Slot], tree: SwitchTree, pp: int, dp: int) -> dict[tuple[int, int], int]:
-    """(stage, replica) -> slot index: each pipeline in the smallest subtree with ``pp`` free slots."""
+def _place_pipelines(
+    slots: Sequence[Slot], tree: SwitchTree, pp: int, dp: int, domains: Mapping[str, str] | None = None
+) -> dict[tuple[int, int], int]:
+    """(stage, replica) -> slot index: each pipeline in the smallest subtree with ``pp`` free slots (a node,
+    an NVLink domain, then the switches upwards)."""
     subtrees: dict[tuple[int, str], list[int]] = {}
     for i, (node, _) in enumerate(slots):
-        subtrees.setdefault((-1, "node:" + node), []).append(i)
+        subtrees.setdefault((-2, "node:" + node), []).append(i)
+        if domains and node in domains:
+            subtrees.setdefault((-1, "nvl:" + domains[node]), []).append(i)
         for sw in tree.path(node):
             subtrees.setdefault((tree.level.get(sw, 0), sw), []).append(i)
         subtrees.setdefault((1 << 30, "*"), []).append(i)
@@ -270,15 +277,50 @@ def _place_pipelines(slots: Sequence[Slot], tree: SwitchTree, pp: int, dp: int) 
     return stage_slot
 
 
-def _common_level(tree: SwitchTree, nodes: set[str]) -> str:
-    """``node`` for one node, else the lowest switch above all of them, else ``-``."""
+def _common_level(tree: SwitchTree, nodes: set[str], domains: Mapping[str, str] | None = None) -> str:
+    """``node`` for one node, else their NVLink domain when they share one, else the lowest switch above all
+    of them, else ``-``."""
     if len(nodes) == 1:
         return "node"
+    if domains and len({domains.get(n) for n in nodes}) == 1 and domains.get(next(iter(nodes))):
+        return domains[next(iter(nodes))]
     paths = [tree.path(n) for n in nodes]
     for sw in paths[0]:
         if all(sw in p for p in paths[1:]):
             return sw
     return "-"
+
+
+def _domain_notes(
+    slots: Sequence[Slot],
+    stage_slot: Mapping[tuple[int, int], int],
+    pp: int,
+    dp: int,
+    domains: Mapping[str, str] | None,
+) -> list[str]:
+    """With NVLink domains: a warning per pipeline across two domains, and the ``--segment`` that keeps each
+    replica in one block (24.05+ topology/block, or the nvl topology of a 25.05+ topology.yaml)."""
+    if not domains:
+        return []
+    out = []
+    per_replica = []
+    for d in range(dp):
+        nodes = sorted({slots[stage_slot[(s, d)]][0] for s in range(pp)})
+        per_replica.append(len(nodes))
+        spanned = sorted({domains.get(n, "-") for n in nodes})
+        if len(spanned) > 1:
+            where = f"{', '.join(spanned)} ({hostlist.compress(nodes)})"
+            out.append(
+                f"warning: pipeline {d} spans NVLink domains {where}: its stages talk over the network"
+            )
+    k = max(per_replica)
+    used = {slots[i][0] for i in stage_slot.values()}
+    if k > 1 and len(set(per_replica)) == 1 and len(used) % k == 0:
+        out.append(
+            f"hint: each pipeline takes {k} nodes; submit with --segment={k} (Slurm 24.05+ block "
+            "topology) to keep each in one NVLink block"
+        )
+    return out
 
 
 # ---- 4. rank coordinates -> rows
@@ -438,6 +480,7 @@ def plan_srun(
     python: str = "python3",
     tmpdir: str = "/tmp",
     link_source: str = "link data",
+    domains: Mapping[str, str] | None = None,
 ) -> Plan:
     """The whole plan, without running anything: srun argv and environment, hostfile lines, per-rank table."""
     _check_sizes(tp, pp, dp, gpus_per_task)
@@ -463,7 +506,7 @@ def plan_srun(
             f"{pp * dp} TP groups (--pp {pp} × --dp {dp}) of {per_group} GPUs do not fit: the "
             f"allocation holds {len(slots)} ({per_node})"
         )
-    stage_slot = _place_pipelines(slots, tree, pp, dp)
+    stage_slot = _place_pipelines(slots, tree, pp, dp, domains)
     used = [stage_slot[(s, d)] for d in range(dp) for s in range(pp)]
     span = _island_warning([slots[i] for i in used], topologies, tp)
     if span:
@@ -472,8 +515,9 @@ def plan_srun(
     if rails:
         warnings.append(rails)
     pipe_level = {
-        d: _common_level(tree, {slots[stage_slot[(s, d)]][0] for s in range(pp)}) for d in range(dp)
+        d: _common_level(tree, {slots[stage_slot[(s, d)]][0] for s in range(pp)}, domains) for d in range(dp)
     }
+    warnings += _domain_notes(slots, stage_slot, pp, dp, domains)
     sizes = {"tp": tp, "pp": pp, "dp": dp, "cp": 1, "ep": 1}
     layout = _Layout(dims, sizes, gpus_per_task, slots, stage_slot, pipe_level)
     rows, shim_env = _rank_rows(layout, alloc, topologies, local_indices)

@@ -264,3 +264,35 @@ def test_later_node_takes_the_same_local_gpus_as_the_first(srun_cluster: tuple[s
     assert n0 == "gs1" and first == set(gpus["gs1"]), (n0, c0, gpus)
     assert n1 == "gs2" and {int(x) for x in c1.split(",")} == first, (n1, c1)  # the same local GPUs
     assert n2 == "gs2" and {int(x) for x in c2.split(",")} | first == set(range(8)), (n2, c2)
+
+
+@pytest.fixture(scope="module")
+def nvl_cluster(scratch_cluster) -> Iterator[tuple[slurmctl.Slurm, Path]]:  # type: ignore[no-untyped-def]
+    """The same four nodes with NVLink domains across the leaves: rack-01 = gs1 + gs3, rack-02 = gs2 + gs4
+    (an NVL rack whose trays hang off two InfiniBand leaves); the nodes carry nvl_rack-0N features."""
+    node = {"region": "r1", "zone": "r1-a", "gpu_type": "h100", "gpu_topology": str(CAPTURE), "slurm": HW}
+    nodes = [
+        {"name": "gs1", "network_group": "rack-1", "nvlink_domain": "rack-01", **node},
+        {"name": "gs2", "network_group": "rack-1", "nvlink_domain": "rack-02", **node},
+        {"name": "gs3", "network_group": "rack-2", "nvlink_domain": "rack-01", **node},
+        {"name": "gs4", "network_group": "rack-2", "nvlink_domain": "rack-02", **node},
+    ]
+    with scratch_cluster("srun-nvl", {"nvlink": {"topology": "tree"}, "nodes": nodes}) as cluster:
+        yield cluster.slurm, cluster.base.parent
+
+
+def test_tp8_pp2_keeps_pipelines_in_one_nvlink_domain(nvl_cluster: tuple[slurmctl.Slurm, Path]) -> None:
+    """With domains, a pipeline's stages share an NVLink domain (here across the leaves) rather than a leaf,
+    and gpulayer-srun suggests --segment=2."""
+    slurm, work = nvl_cluster
+    rows = _run_job(
+        slurm, work, "nvl-tp8pp2", ["-N4", "--ntasks-per-node=8", "--gres=gpu:8"], _gsrun("--tp 8 --pp 2")
+    )
+    assert [r[0] for r in rows] == list(range(32)), rows
+    node_of = {r[0]: r[1] for r in rows}
+    domain = {"gs1": "rack-01", "gs3": "rack-01", "gs2": "rack-02", "gs4": "rack-02"}
+    for dp in range(2):  # rank = tp + 8·(dp + 2·pp): stages of pipeline dp at ranks 8·dp and 8·dp + 16
+        first, second = node_of[8 * dp], node_of[8 * dp + 16]
+        assert first != second and domain[first] == domain[second], (dp, first, second)
+    text = (work / "nvl-tp8pp2.out").read_text()
+    assert "hint: each pipeline takes 2 nodes; submit with --segment=2" in text, text

@@ -109,18 +109,20 @@ def test_wait_on_impossible_size_is_accepted_and_held_with_the_reason_shown(fslu
 
 def test_prefer_never_waits_and_lands_in_one_region_when_no_zone_has_room(fslurm: slurmctl.Slurm) -> None:
     """Default locality (prefer): nothing required, so a -N3 job runs across zones while no zone can take it,
-    at once, and in one region: the cascade's region alternatives can start where no rack or zone can."""
+    at once, and in one region: the cascade's unions of one region's zones (then its region alternatives)
+    can start where no rack or zone can — here us-west-2b + 2c, the fewest zones the free nodes allow."""
     feats = fslurm.all_node_features()
     zones, regions = zones_of(feats), zones_of(feats, "region_")
     block(fslurm, "n01", "n02", "n07")
     job = fslurm.submit("--exclusive", "-N3", "--wrap", SLEEP)
     info = fslurm.wait_state(job, "RUNNING", timeout=15)
-    cascade = "[ng_us-east-1a.rack-a1|zone_us-west-2a|zone_us-east-1a|region_us-east|region_us-west]"
+    cascade = "[ng_us-east-1a.rack-a1|zone_us-west-2a|zone_us-east-1a|(zone_us-west-2b|zone_us-west-2c)|"
     shown = fslurm.out("scontrol", "show", "job", job)
-    assert f"Prefer={cascade}" in shown or info["Features"] == cascade, shown  # 22.05 shows the one it used
-    assert "slurm-topo: prefer network_group+zone+region [us-east-1a/rack-a1(3n)," in shown
+    # 22.05 shows the prefer string it used as Features
+    assert f"Prefer={cascade}" in shown or info["Features"].startswith(cascade), shown
+    assert "slurm-topo: prefer network_group+zone+region+unions [us-east-1a/rack-a1(3n)," in shown
     nodes = set(fslurm.allocation_of(job).nodes)
-    assert len(groups_touched(nodes, zones)) > 1 and groups_touched(nodes, regions) == {"region_us-east"}
+    assert len(groups_touched(nodes, zones)) == 2 and len(groups_touched(nodes, regions)) == 1, sorted(nodes)
     # never held back: started within one scheduler pass of its submission (sched_interval=5; Slurm's own
     # timestamps, whole seconds)
     waited = datetime.fromisoformat(info["StartTime"]) - datetime.fromisoformat(info["SubmitTime"])
@@ -130,7 +132,7 @@ def test_prefer_never_waits_and_lands_in_one_region_when_no_zone_has_room(fslurm
 def test_prefer_larger_than_every_network_group_is_accepted_and_runs(fslurm: slurmctl.Slurm) -> None:
     job = fslurm.submit("--exclusive", "-N4", "--locality=prefer", "--wrap", SLEEP)
     fslurm.wait_state(job, "RUNNING", timeout=15)
-    assert "slurm-topo: prefer zone+region [us-east-1a(4n),us-east(6n),us-west(6n)]" in fslurm.out(
+    assert "slurm-topo: prefer zone+region+unions [us-east-1a(4n),us-west-2a+us-west-2c(4n)," in fslurm.out(
         "scontrol", "show", "job", job
     )
     assert set(fslurm.allocation_of(job).nodes) == {"n01", "n02", "n03", "n04"}, (
@@ -154,7 +156,7 @@ def test_bogus_locality_is_refused_by_sbatch_itself(fslurm: slurmctl.Slurm) -> N
         assert p.returncode != 0
         assert "sbatch: error: --locality" in p.stderr, p.stderr
     p = sbatch(fslurm, "--locality=bogus", "--wrap", "true")
-    assert "prefer|network_group|zone|region|any" in p.stderr, p.stderr
+    assert "prefer|nvl|network_group|zone|region|any" in p.stderr, p.stderr
     assert fslurm.out("squeue", "-h").strip() == ""
 
 
