@@ -115,9 +115,11 @@ def compress(names: Iterable[str]) -> str:
     return _compress(tuple(names))
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=65536)
 def _compress(names: tuple[str, ...]) -> str:
-    # Cached: a leaf's nodes usually share one NodeName= line too, so each set is folded once per render.
+    # Cached: a leaf's nodes usually share one NodeName= line too, so each set is folded once per render. Room
+    # for every leaf of a 100 000-node fleet in racks of 10 (topology.conf folds them all before
+    # slurm-topo-nodes.conf asks again); an entry holds the names' tuple and the result.
     groups: dict[tuple[str, str], list[str]] = {}
     plain: list[str] = []
     for name in names:
