@@ -548,6 +548,12 @@ def main() -> None:
         + ", ".join(f"{n} {same[n]}/{len(rows[n])}" for n in list(nodes)[1:])
         + ".",
     ]
+    short = {n: sum(len(r["got"]) != r["k"] for r in rows[n]) for n in nodes}  # type: ignore[arg-type]
+    lines.append(
+        "Jobs given another number of GPUs than they asked for: "
+        + (", ".join(f"{n} ({nodes[n]}) {c}" for n, c in short.items() if c) or "none")
+        + "."
+    )
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
