@@ -14,6 +14,7 @@ reported, and the growth t(100 000)/t(10 000) from the CPU times.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -49,14 +50,19 @@ def fleet_yaml(n: int, rack_size: int = RACK) -> str:
     return "\n".join(lines) + "\n"
 
 
-def one_run(path: str, out: str) -> None:
-    """Child process: time the library path `generate` takes, print JSON."""
+def one_run(path: str, out: str, gc_mode: str = "default") -> None:
+    """Child process: time the library path `generate` takes, print JSON. ``gc_mode``: ``off`` disables
+    Python's cyclic collector for the run, ``freeze`` moves what loading made out of its reach."""
     from slurm_topo import load_inventories, render_all
     from slurm_topo.output import write_files
 
+    if gc_mode == "off":
+        gc.disable()
     c0 = time.process_time()
     t0 = time.perf_counter()
     inv = load_inventories([path])
+    if gc_mode == "freeze":
+        gc.freeze()
     t1 = time.perf_counter()
     rendered = render_all(inv, (22, 5))
     t2 = time.perf_counter()
@@ -84,10 +90,16 @@ def main() -> None:
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "generate.md"))
+    ap.add_argument(
+        "--gc",
+        choices=("default", "off", "freeze"),
+        default="default",
+        help="Python's cyclic collector in the runs: as is, disabled, or frozen after loading",
+    )
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        one_run(*args.child)
+        one_run(*args.child, args.gc)
         return
     rows = []
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -98,7 +110,8 @@ def main() -> None:
         for i in range(args.repeat):
             for n in sizes:
                 out = subprocess.run(
-                    [sys.executable, __file__, "--child", f"{tmp}/fleet-{n}.yaml", f"{tmp}/out-{n}-{i}"],
+                    [sys.executable, __file__, "--child", f"{tmp}/fleet-{n}.yaml", f"{tmp}/out-{n}-{i}"]
+                    + ["--gc", args.gc],
                     capture_output=True,
                     text=True,
                     check=False,
