@@ -99,7 +99,7 @@ def main() -> None:
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        one_run(*args.child, args.gc)
+        one_run(args.child[0], args.child[1], args.gc)
         return
     rows = []
     sizes = [int(s) for s in args.sizes.split(",")]
