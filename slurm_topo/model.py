@@ -278,6 +278,9 @@ class Node:
     degraded: bool = False
     """Its links are degraded (a health record, ``slurm_topo.health.effects``): no location features, so no
     required locality and no filter group counts it."""
+    net_ratio: float = 1.0
+    """Its network ports' measured rate over the expected one (a health record; 1.0 when unknown or full):
+    the cost model scales the node's network hops by it."""
 
     @property
     def located_by(self) -> Source:

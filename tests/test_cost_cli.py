@@ -170,3 +170,31 @@ def test_bad_links_in_the_inventory_is_one_input_error(tmp_path: Path) -> None:
     assert out.returncode == 2, out.stderr
     assert "links" in out.stderr and "Traceback" not in out.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_measured_port_rate_slows_the_nodes_hops(fleet: tuple[str, str], tmp_path: Path) -> None:
+    """A health record with n3's port at 200 of 400 Gb/s (`slurm-topo health`'s `ports[]`): the 8-node ring
+    runs at half the network_group bandwidth (0.35 s -> 0.70 s), and the idle fleet's best placement (which
+    avoids n3 where it can) is not slowed."""
+    import time
+
+    inv, links = fleet
+    records = tmp_path / "records"
+    (records / "health").mkdir(parents=True)
+    port = {"device": "mlx5_0", "port": 1, "link_layer": "InfiniBand", "state": "ACTIVE",
+            "phys_state": "LinkUp", "rate_gbps": 200.0, "expected_gbps": 400.0, "verdict": "degraded",
+            "reasons": ["mlx5_0/1 rate 200 Gb/s, expected 400"]}  # fmt: skip
+    record = {"name": "n3", "kind": "health", "source": "self", "time_epoch": int(time.time()),
+              "verdict": "degraded", "hard_fault": False, "gpus": [], "ports": [port],
+              "faults": [{"item": "mlx5_0/1", "verdict": "degraded", "reason": "slow"}]}  # fmt: skip
+    (records / "health" / "n3.json").write_text(json.dumps(record))
+    args = ["cost", "-i", inv, "--links", links, "--nodes", "n[1-8]", "--allreduce-bytes", "1e10", "--json"]
+    plain = json.loads(run(*args).stdout)
+    got = run(*args, "--records", str(records))
+    assert got.returncode == 0, got.stderr
+    measured = json.loads(got.stdout)
+    assert plain["seconds"] == pytest.approx(0.35)
+    assert measured["seconds"] == pytest.approx(0.70)
+    assert measured["terms"][0]["bandwidth"] == pytest.approx(25.0)
+    assert measured["terms"][0]["level"] == "network_group"
+    assert "health: n3: degraded" in got.stderr

@@ -71,6 +71,18 @@ class Fabric:
         except KeyError:
             raise InputError(f"node {name}: not in the inventory") from None
 
+    def scale(self, a: str, b: str, level: str) -> float:
+        """The measured share of a network hop's bandwidth between nodes ``a`` and ``b``: the smaller of
+        their ``net_ratio`` (a port below its expected rate, from the health records); 1 inside a node or an
+        NVLink domain."""
+        if a == b or level not in NETWORK_LEVELS:
+            return 1.0
+        return min(self.node(a).net_ratio, self.node(b).net_ratio)
+
+
+NETWORK_LEVELS = frozenset(("network_group", "zone", "region", "any"))
+"""The levels whose hops go through a node's network ports."""
+
 
 def network_level(a: Node, b: Node, domains: Mapping[str, str] | None = None) -> str:
     """The level at which two different nodes meet: ``nvlink`` (one NVLink domain), ``network_group``,
@@ -228,6 +240,19 @@ def ring_levels(fabric: Fabric, ring: Sequence[Position], table: LinkTable | Non
     return levels
 
 
+def _measured(fabric: Fabric, hops: Sequence[tuple[str, str, str]], table: LinkTable, hop: Hop) -> Hop:
+    """``hop`` with the pace of the measured rates: where a node's port runs below its expected rate
+    (``Node.net_ratio``), its network hops are that much slower, and the slowest of them may set the pace."""
+    worst = hop
+    for level, a, b in hops:
+        s = fabric.scale(a, b, level)
+        if s < 1.0 and table[level].bandwidth * s < worst.link.bandwidth:
+            worst = Hop(
+                level, Link(table[level].bandwidth * s, max(worst.link.latency_us, table[level].latency_us))
+            )
+    return worst
+
+
 def ring_allreduce(
     fabric: Fabric, ring: Sequence[Position], nbytes: float, table: LinkTable
 ) -> tuple[float, Hop]:
@@ -237,6 +262,14 @@ def ring_allreduce(
         return 0.0, Hop("nvlink", table["nvlink"])
     p = len(ring)
     hop = slowest(levels, table, lambda link: ring_allreduce_seconds(p, nbytes, link))
+    if any(n.net_ratio < 1.0 for n in (fabric.node(x) for x in {pos[0] for pos in ring})):
+        per_node: dict[str, None] = dict.fromkeys(pos[0] for pos in ring)
+        order = list(per_node)  # ring_levels' order: a node's GPUs together, nodes as they first appear
+        between = (
+            [(order[k], order[(k + 1) % len(order)]) for k in range(len(order))] if len(order) > 1 else []
+        )
+        hops = [(network_level(fabric.node(a), fabric.node(b), fabric.domains), a, b) for a, b in between]
+        hop = _measured(fabric, hops, table, hop)
     return ring_allreduce_seconds(p, nbytes, hop.link), hop
 
 
@@ -476,10 +509,17 @@ def score_ranks(
             n = spec.pp_bytes
             for t in range(tp):
                 for d in range(dp):
+                    ends = [(pos(t, s, d)[0], pos(t, s + 1, d)[0]) for s in range(pp - 1)]
                     hops = [pair_level(fabric, pos(t, s, d), pos(t, s + 1, d), table) for s in range(pp - 1)]
-                    seconds = sum(table[h].latency_s + spec.pp_bytes / table[h].bytes_per_s for h in hops)
+                    scales = [fabric.scale(a, b, h) for (a, b), h in zip(ends, hops, strict=True)]
+                    seconds = sum(
+                        table[h].latency_s + spec.pp_bytes / (table[h].bytes_per_s * k)
+                        for h, k in zip(hops, scales, strict=True)
+                    )
                     hop = slowest(hops, table, lambda link: link.latency_s + n / link.bytes_per_s)
-                    chains.append((seconds, Hop(hop.level, table[hop.level])))
+                    pace = Hop(hop.level, table[hop.level])
+                    hop3 = [(h, a, b) for (a, b), h in zip(ends, hops, strict=True)]
+                    chains.append((seconds, _measured(fabric, hop3, table, pace)))
             worst = max(chains, key=lambda x: (x[0], -x[1].link.bandwidth))
             terms.append(_term("pp", tp * dp, pp, spec.pp_bytes, worst))
     if dp > 1:

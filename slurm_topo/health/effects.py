@@ -12,6 +12,8 @@ before anything is rendered, so that every output follows from one view:
   :data:`DEGRADED_WEIGHT`, so Slurm gives it to other jobs (``any``, and ``prefer`` once its preferred groups
   are full) only after every healthy node of the same weight. It stays in ``topology.conf``: the tree still
   knows where it is. A hard fault also drains the node (``health-sync``); that is Slurm state, not a file.
+* **measured port rate** (an ACTIVE port below its expected rate): the node's ``net_ratio`` (the slowest
+  port's rate over the expected one), by which the cost model scales every network hop of the node;
 * **down NVLink** (a link whose verdict is ``down``): toward another GPU (``remote: gpu``) one NVLink fewer
   between the pair; toward an NVSwitch one switch lane fewer for that GPU, and two GPUs joined through
   NVSwitches keep at most the smaller of their healthy lane counts. A pair left with none is a PCIe pair
@@ -55,6 +57,8 @@ class HealthEffects:
     """Node -> why it is kept as a last resort (the first fault's reason)."""
     down_links: Mapping[str, tuple[tuple[int, int | None], ...]] = field(default_factory=dict)
     """Node -> one (GPU index, peer GPU index) per down NVLink; peer None: a lane to an NVSwitch."""
+    net_ratio: Mapping[str, float] = field(default_factory=dict)
+    """Node -> its slowest ACTIVE port's measured rate over the expected rate, where below 1."""
     notes: tuple[str, ...] = ()
 
 
@@ -72,6 +76,7 @@ def effects_of(
     now = time.time() if now is None else now
     degraded: dict[str, str] = {}
     down: dict[str, tuple[tuple[int, int | None], ...]] = {}
+    ratio: dict[str, float] = {}
     notes: list[str] = []
     for name, rec in sorted(records.items()):
         epoch = rec.get("time_epoch")
@@ -94,7 +99,27 @@ def effects_of(
                     links.append((gpu["index"], None))
         if links:
             down[name] = tuple(links)
-    return HealthEffects(degraded, down, tuple(notes))
+        slowest = _port_ratio(rec)
+        if slowest is not None:
+            ratio[name] = slowest
+    return HealthEffects(degraded, down, net_ratio=ratio, notes=tuple(notes))
+
+
+def _port_ratio(record: Mapping[str, Any]) -> float | None:
+    """The slowest ACTIVE port's ``rate_gbps / expected_gbps`` below 1 (numbers only), else None."""
+    worst = None
+    for port in record.get("ports") or ():
+        if not isinstance(port, dict) or port.get("state") != "ACTIVE":
+            continue
+        rate, expected = port.get("rate_gbps"), port.get("expected_gbps")
+        if not isinstance(rate, (int, float)) or not isinstance(expected, (int, float)):
+            continue
+        if isinstance(rate, bool) or isinstance(expected, bool):
+            continue
+        if expected > 0 and 0 < rate < expected:
+            r = rate / expected
+            worst = r if worst is None else min(worst, r)
+    return worst
 
 
 def _nv(cls: str) -> int:
@@ -164,10 +189,10 @@ def _raised_weight(node: Node) -> tuple[tuple[str, str], ...]:
 def apply_effects(inventory: Inventory, effects: HealthEffects) -> tuple[Inventory, list[str]]:
     """The inventory as the generator should see it, and a line per change (for stderr)."""
     lines = list(effects.notes)
-    if not effects.degraded and not effects.down_links:
+    if not effects.degraded and not effects.down_links and not effects.net_ratio:
         return inventory, lines
     known = {n.name for n in inventory.nodes}
-    for name in sorted(set(effects.degraded) | set(effects.down_links)):
+    for name in sorted(set(effects.degraded) | set(effects.down_links) | set(effects.net_ratio)):
         if name not in known:
             lines.append(f"health record of {name}: not in the inventory, ignored")
     nodes = []
@@ -182,6 +207,8 @@ def apply_effects(inventory: Inventory, effects: HealthEffects) -> tuple[Invento
                 f"{node.name}: degraded ({effects.degraded[node.name]}): feature {DEGRADED_FEATURE}, "
                 "no locality features, allocated last"
             )
+        if node.name in effects.net_ratio:
+            changes["net_ratio"] = effects.net_ratio[node.name]  # the cost model's measured rate
         down = effects.down_links.get(node.name)
         if down and node.gpu_topology is not None:
             topo, notes = without_links(node.gpu_topology, down)
