@@ -3,9 +3,9 @@
 
 One test cluster (docker-slurm/cluster, real Slurm daemons, fake GPU devices; ``--slurm native|24.11|26.05``)
 with one 8-GPU node per configuration variant, all built from the same capture
-(tests/fixtures/synthetic/islands-2x4-nv18.txt: NVLink islands 0-3 / 4-7, one per 8-core socket). Node g1
-gets the gres.conf lines `slurm-topo generate` writes; the others get that file edited into a variant and/or
-their jobs get extra sbatch flags (``--variants``; ``--list-variants`` prints them):
+(tests/fixtures/synthetic/islands-2x4-nv18.txt: NVLink islands 0-3 / 4-7, one per 8-core socket). Node gN
+runs the N-th of ``--variants`` (``--list-variants`` prints them): `ours` is the gres.conf `slurm-topo
+generate` writes, the others edit it and/or give the jobs extra sbatch flags:
 
     ours            Links= (NVLink counts) and Cores= (the island's socket, from the CPU affinity)
     links0          Links all 0 (what AutoDetect=nvml reports on NVSwitch boxes), Cores= kept
