@@ -400,6 +400,7 @@ class Row:
     same_region_bucket_possible: bool = False
     seconds: float = 0.0
     slurm: str = "22.05"  # the release the cluster ran (major.minor)
+    asked: str = ""  # the job's Prefer= / Features= as slurmctld holds them (what the submit filter wrote)
 
 
 def wait_idle(slurm: slurmctl.Slurm, nodes: Sequence[str], timeout: float = 30) -> None:
@@ -412,15 +413,23 @@ def wait_idle(slurm: slurmctl.Slurm, nodes: Sequence[str], timeout: float = 30) 
     raise AssertionError(f"nodes not idle after {timeout}s: {[(n, states.get(n)) for n in nodes]}")
 
 
-def measure(slurm: slurmctl.Slurm, args: Sequence[str], n: int, run_timeout: float) -> tuple[str, list[str]]:
+def measure(
+    slurm: slurmctl.Slurm, args: Sequence[str], n: int, run_timeout: float
+) -> tuple[str, list[str], str]:
+    """Submit one exclusive n-node job; its state after run_timeout, its nodes, and the constraint Slurm
+    holds for it (``Prefer=…`` / ``Features=…``: what the submit filter wrote; a running 22.05 job that got
+    its preferred features shows them as Features=)."""
     try:
         job = slurm.submit("--exclusive", f"-N{n}", *args, "--wrap", "sleep 100000", timeout=20)
     except slurmctl.SlurmCommandError as e:
-        return "rejected: " + str(e).splitlines()[-1][-160:], []
+        return "rejected: " + str(e).splitlines()[-1][-160:], [], ""
     end = time.monotonic() + run_timeout
-    state, nodes = "pending", []
+    state, nodes, asked = "pending", [], ""
     while time.monotonic() < end:
         info = slurm.job(job)
+        asked = " ".join(
+            f"{k}={info[k]}" for k in ("Prefer", "Features") if info.get(k, "(null)") != "(null)"
+        )
         if info.get("JobState") == "RUNNING":
             nodes = list(slurm.allocation_of(job).nodes)
             state = "running"
@@ -433,7 +442,7 @@ def measure(slurm: slurmctl.Slurm, args: Sequence[str], n: int, run_timeout: flo
         end = time.monotonic() + 20
         while slurm.state(job) not in ("", *slurmctl.TERMINAL_STATES) and time.monotonic() < end:
             time.sleep(0.05)
-    return state, nodes
+    return state, nodes, asked
 
 
 def run_fleet(name: str, a: argparse.Namespace, rows: list[Row]) -> dict[str, object]:
@@ -509,7 +518,7 @@ def run_fleet(name: str, a: argparse.Namespace, rows: list[Row]) -> dict[str, ob
                         if names is not None and vname not in names:
                             continue
                         t = time.monotonic()
-                        state, nodes = measure(slurm, args, n, a.run_timeout)
+                        state, nodes, asked = measure(slurm, args, n, a.run_timeout)
                         row = Row(
                             name,
                             order,
@@ -521,6 +530,7 @@ def run_fleet(name: str, a: argparse.Namespace, rows: list[Row]) -> dict[str, ob
                             best=best,
                             seconds=time.monotonic() - t,
                             slurm=release,
+                            asked=asked,
                         )
                         if nodes:
                             row.regions, row.zones = spans(nodes, fleet)
