@@ -96,10 +96,19 @@ def main() -> None:
         default="default",
         help="Python's cyclic collector in the runs: as is, disabled, or frozen after loading",
     )
+    ap.add_argument(
+        "--cli",
+        action="store_true",
+        help="time the `slurm-topo generate` command instead (process CPU and wall, interpreter start and "
+        "imports included); appends a table to --out",
+    )
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         one_run(args.child[0], args.child[1], args.gc)
+        return
+    if args.cli:
+        time_cli(args)
         return
     rows = []
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -173,6 +182,65 @@ def main() -> None:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
+
+
+def time_cli(args: argparse.Namespace) -> None:
+    """``slurm-topo generate`` as a user runs it, sizes interleaved: CPU (user + system, from the child's
+    rusage) and wall per run."""
+    cli = str(Path(sys.executable).parent / "slurm-topo")
+    sizes = [int(s) for s in args.sizes.split(",")]
+    cpu: dict[int, list[float]] = {n: [] for n in sizes}
+    wall: dict[int, list[float]] = {n: [] for n in sizes}
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            (Path(tmp) / f"fleet-{n}.yaml").write_text(fleet_yaml(n))
+        for i in range(args.repeat):
+            for n in sizes:
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                t0 = time.perf_counter()
+                p = subprocess.run(
+                    [cli, "generate", "--inventory", f"{tmp}/fleet-{n}.yaml", "--out", f"{tmp}/out-{n}-{i}"]
+                    + ["--slurm-version", "22.05"],
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                wall[n].append(time.perf_counter() - t0)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                if p.returncode != 0:
+                    sys.exit(f"{n} nodes, run {i + 1}: slurm-topo generate failed:\n{p.stderr[-2000:]}")
+                cpu[n].append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+                print(
+                    f"{n:>7} nodes, run {i + 1}: cpu {cpu[n][-1]:.3f} s, wall {wall[n][-1]:.3f} s", flush=True
+                )
+    cmd = "python benchmarks/bench_generate.py " + " ".join(sys.argv[1:])
+    lines = [
+        "",
+        "## `slurm-topo generate` (the command, interpreter start and imports included)",
+        "",
+        f"Command: `{cmd.strip()}`  ",
+        "Method: `slurm-topo generate --inventory FLEET --out DIR --slurm-version 22.05`, "
+        f"{args.repeat} runs per size, sizes interleaved; CPU = the command's user + system time.",
+        "",
+        "| nodes | cpu s (median) | cpu s (min) | wall s (median) | all cpu s |",
+        "|---:|---:|---:|---:|---|",
+        *(
+            f"| {n} | {statistics.median(cpu[n]):.3f} | {min(cpu[n]):.3f} | "
+            f"{statistics.median(wall[n]):.3f} | "
+            f"{', '.join(f'{c:.3f}' for c in cpu[n])} |"
+            for n in sizes
+        ),
+    ]
+    if 10_000 in cpu and 100_000 in cpu:
+        a, b = cpu[10_000], cpu[100_000]
+        lines += [
+            "",
+            f"Growth t(100 000)/t(10 000): cpu median **{statistics.median(b) / statistics.median(a):.2f}**, "
+            f"cpu min **{min(b) / min(a):.2f}** (goal <= 11).",
+        ]
+    with open(args.out, "a") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"appended to {args.out}")
 
 
 if __name__ == "__main__":
