@@ -827,7 +827,8 @@ def real_pass_cost(count: int, work: Path, out: str | None) -> None:
             f"# One relaxer pass at {count} pending auto jobs on a real slurmctld",
             "",
             f"Command: `python benchmarks/bench_wait_policy.py --real-pass-jobs {count}` "
-            f"({(time.perf_counter() - t_start) / 60:.0f} min; Slurm {'.'.join(map(str, cluster.version))}, "
+            f"({(time.perf_counter() - t_start) / 60:.0f} min; "
+            f"Slurm {cluster.version[0]}.{cluster.version[1]:02d}, "
             f"Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} cores shared).",
             "",
             f"{count} jobs `sbatch --comment=locality=zone:auto -N2 --time=1` through the locality filter "
@@ -841,12 +842,15 @@ def real_pass_cost(count: int, work: Path, out: str | None) -> None:
             "|---|---|---|---|",
             *rows,
         ]
+        text = "\n".join(lines) + "\n"
+        print(text, flush=True)
+        if out:
+            Path(out).write_text(text)
     finally:
-        slurmctl.stop_cluster(work / "cluster")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if out:
-        Path(out).write_text(text)
+        # cancelling N jobs takes the launcher's `down` a while
+        down = slurmctl.launcher("down", "--base", str(work / "cluster"), timeout=900)
+        if down.returncode != 0:
+            print(f"cluster down: {down.stdout}{down.stderr}", file=sys.stderr)
 
 
 def main() -> None:
