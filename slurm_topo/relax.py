@@ -18,7 +18,9 @@ the filter's ``slurm-topo: `` so ``explain`` keeps reading the filter's own reco
 
 * budget, written once at submit: ``slurm-topo-auto: zone limit=7200s region=720s any=3600s``
 * one per relaxation, appended by the relaxer:
-  ``slurm-topo-relax: zone->region waited=812s budget=720s at=2026-11-30T12:00:00Z``
+  ``slurm-topo-relax: zone->region waited=812s budget=720s load=x1.50 at=2026-11-30T12:00:00Z`` (the timer;
+  ``load=`` with the load-aware timer), or for the start-estimate rule (``--estimates``)
+  ``slurm-topo-relax: zone->region waited=60s budget=1200s start=+3953s looser=+360s cost=1200s at=…``
 
 The relaxer is stateless: the job's level now is the last relaxation's target (else the budget's level), its
 wait is now − SubmitTime, so a restarted slurmctld or relaxer loses nothing.
