@@ -7,6 +7,7 @@ without a time limit gets a note instead of a budget."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from collections.abc import Iterator
@@ -159,3 +160,30 @@ def test_filter_writes_the_budget_and_the_relaxer_widens_after_it(
         record.endswith("; auto: no time limit, no budget (waits as :wait)") and parse_budget(record) is None
     )
     slurm.cancel(job, by_partition, unlimited, *blockers)
+
+
+def test_start_estimates_pass_through_the_filter(cluster: slurmctl.Cluster, slurm: slurmctl.Slurm) -> None:
+    """The relaxer's ``sbatch --test-only`` calls go through the submit filter (``locality=any``: left as
+    asked): every zone and every region needs a node that a 30-minute job holds, so Slurm estimates the
+    same wait (at least 25 minutes) at either level; the job keeps its zone with both estimates in its
+    decision, and no call fails."""
+    blockers = [
+        slurm.submit("--exclusive", "-N1", f"--nodelist={n}", "--time=30", "--wrap", "sleep 300")
+        for n in ("a1", "a2", "a4", "b1")
+    ]
+    for b in blockers:
+        slurm.wait_state(b, "RUNNING")
+    job = slurm.submit("--locality=zone:auto", "--exclusive", "-N2", "--time=60", "--wrap", "sleep 30")
+    budget = parse_budget(job_of(slurm, job)["AdminComment"])
+    assert budget is not None and (budget.of("region") or 0) > 30, budget
+    p = relax(cluster, "--json", "--estimates", "10")
+    assert p.returncode == 0, p.stderr
+    (d,) = [d for d in json.loads(p.stdout)["decisions"] if d["job"] == job]
+    assert d["action"] == "skip" and "failed" not in d["why"], d
+    # both wait for a blocker (no zone and no region has two free nodes now: a3 and b2 alone are free)
+    assert d["estimate_start_s"] >= 1500 and d["estimate_looser_s"] >= 1500, d
+    assert abs(d["estimate_start_s"] - d["estimate_looser_s"]) <= 120, d
+    assert d["estimate_cost_s"] == budget.of("region"), d
+    info = job_of(slurm, job)
+    assert info["Features"] == "[zone_z1|zone_z2|zone_z3]" and relaxations(info["AdminComment"]) == []
+    slurm.cancel(job, *blockers)
