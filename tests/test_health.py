@@ -691,7 +691,7 @@ def test_sync_goes_on_after_a_failed_update_then_fails(tmp_path: Path) -> None:
     assert dry.calls == [["scontrol", "show", "node"], ["scontrol", "show", "topology", "nvl"]]
 
 
-BLOCKS = FIX / "real" / "slurm-26.05-blocks"
+BLOCKS = FIX / "real" / "topology-blocks-26.05"
 
 
 def live_26_05() -> Any:
