@@ -92,6 +92,17 @@ def _bucket_name(feature: str, suffix: str) -> str:
     return name if len(name) <= MAX_NAME else hashed_name(name, name)
 
 
+@dataclass(frozen=True, slots=True)
+class _Rows:
+    """What a node's place gives it, shared by the nodes of one place (one rack): its group rows per level,
+    their parents, its place and its family-bucket features."""
+
+    rows: tuple[tuple[str, str, str, Location, frozenset[str]], ...]
+    parents: dict[str, tuple[str | None, str | None]]
+    place: Place
+    buckets: tuple[str, ...]
+
+
 def _level_key(level: str, loc: Location) -> Location | None:
     if loc.value(level) is None:
         return None
@@ -106,7 +117,9 @@ def compile_policy(
     families = config.families
     names = topology.group_names
     bucket_features: dict[str, tuple[str, ...]] = {}
-    per_node: dict[str, list[tuple[str, str, str, Location, frozenset[str]]]] = {}
+    slot_of: dict[str, int] = {}  # node -> its rows in `shared`: the nodes of one rack share them
+    shared: list[_Rows] = []
+    by_place: dict[tuple[Location, bool, str], int] = {}
     areas: dict[str, tuple[set[str], set[str]]] = {}
     values_of: dict[str, tuple[str, ...]] = {}
     for node in inventory.nodes:
@@ -120,32 +133,41 @@ def compile_policy(
                 )
                 if v is not None
             )
-        rows, ancestors = [], []
-        for level in ("region", "zone", "network_group"):
-            key = _level_key(level, loc)
-            if key is None or node.degraded:  # a degraded node holds no group's features
-                continue
-            feature = names[level][key]
-            ancestors.append(feature)
-            if level in ("region", "zone"):
-                feats, regions = areas.setdefault(loc.value(level) or "", (set(), set()))
-                feats.add(feature)
-                regions.add(loc.region or "")
-            label = loc.value(level) or ""
-            if level == "network_group":
-                label = f"{loc.zone or loc.region}/{label}"  # a group is scoped to its zone
-            if families:
-                feature, label = _bucket_name(feature, suffix), f"{label}/{suffix}"
-            rows.append((level, feature, label, key, frozenset(ancestors) | {feature}))
-        per_node[node.name] = rows
+        slot = by_place.get((loc, node.degraded, suffix))
+        if slot is None:
+            rows, ancestors = [], []
+            for level in ("region", "zone", "network_group"):
+                key = _level_key(level, loc)
+                if key is None or node.degraded:  # a degraded node holds no group's features
+                    continue
+                feature = names[level][key]
+                ancestors.append(feature)
+                if level in ("region", "zone"):
+                    feats, regions = areas.setdefault(loc.value(level) or "", (set(), set()))
+                    feats.add(feature)
+                    regions.add(loc.region or "")
+                label = loc.value(level) or ""
+                if level == "network_group":
+                    label = f"{loc.zone or loc.region}/{label}"  # a group is scoped to its zone
+                if families:
+                    feature, label = _bucket_name(feature, suffix), f"{label}/{suffix}"
+                rows.append((level, feature, label, key, frozenset(ancestors) | {feature}))
+            slot = by_place[(loc, node.degraded, suffix)] = len(shared)
+            shared.append(_Rows(tuple(rows), _parents(rows), _place(rows), tuple(r[1] for r in rows)))
+        slot_of[node.name] = slot
         if families:
-            bucket_features[node.name] = tuple(r[1] for r in rows)
+            bucket_features[node.name] = shared[slot].buckets
 
     classes: dict[NodeClass, int] = {}
     class_of: dict[str, int] = {}
+    class_by_fields: dict[tuple[tuple[str, ...], int, str | None], int] = {}
     for node in inventory.nodes:
-        cls = NodeClass(frozenset(node.features), node.gpus or 0, node.gpu_type)
-        class_of[node.name] = classes.setdefault(cls, len(classes))
+        fields = (node.features, node.gpus or 0, node.gpu_type)
+        idx = class_by_fields.get(fields)
+        if idx is None:
+            cls = NodeClass(frozenset(node.features), node.gpus or 0, node.gpu_type)
+            idx = class_by_fields[fields] = classes.setdefault(cls, len(classes))
+        class_of[node.name] = idx
     class_list = tuple(classes)
 
     all_names = [n.name for n in inventory.nodes]
@@ -164,25 +186,29 @@ def compile_policy(
         everywhere = IMPLICIT_PARTITION
     ranks: dict[str, dict[str, int]] = {}
     for level in LEVELS:
-        labels = {(row[2], row[1]) for rows in per_node.values() for row in rows if row[0] == level}
+        labels = {(row[2], row[1]) for place in shared for row in place.rows if row[0] == level}
         ranks[level] = {
             f: i for i, (_, f) in enumerate(sorted(labels, key=lambda x: (natural_key(x[0]), x[1])))
         }
     value_rank = {
         v: i for i, v in enumerate(sorted({v for vs in values_of.values() for v in vs}, key=natural_key))
     }
-    parents_of = {name: _parents(rows) for name, rows in per_node.items()}
     compiled: dict[str, dict[str, tuple[Group, ...]]] = {}
     family_values: dict[str, tuple[Group, ...]] = {}
     for pname, members in parts:
         acc: dict[str, dict[str, Any]] = {lvl: {} for lvl in LEVELS}
+        tally: dict[tuple[int, int], int] = {}  # (rows, class) -> nodes, in the order first met
         for name in members:
-            for level, feature, label, key, locs in per_node[name]:
+            k = (slot_of[name], class_of[name])
+            tally[k] = tally.get(k, 0) + 1
+        for (slot, cls_idx), count in tally.items():
+            place = shared[slot]
+            for level, feature, label, key, locs in place.rows:
                 e = acc[level].setdefault(
                     feature,
-                    {"label": label, "key": key, "locs": locs, "counts": {}, "up": parents_of[name][level]},
+                    {"label": label, "key": key, "locs": locs, "counts": {}, "up": place.parents[level]},
                 )
-                e["counts"][class_of[name]] = e["counts"].get(class_of[name], 0) + 1
+                e["counts"][cls_idx] = e["counts"].get(cls_idx, 0) + count
         if families:
             vals: dict[str, dict[int, int]] = {}
             for name in members:
@@ -232,7 +258,7 @@ def compile_policy(
         {k: (tuple(sorted(f)), tuple(sorted(r))) for k, (f, r) in sorted(areas.items())},
         bucket_features,
         everywhere,
-        build_index([(name, _place(rows)) for name, rows in per_node.items()]),
+        build_index([(name, shared[slot].place) for name, slot in slot_of.items()]),
         family_values,
         *_auto_units(inventory, config),
     )
