@@ -283,6 +283,29 @@ class Slurm:
         raise AssertionError(f"cluster not back within {timeout}s after reconfigure: {self.node_states()}")
 
 
+class EnvRunner:
+    """slurm_topo's Runner with a cluster's environment (its SLURM_CONF, its release's clients first on PATH)
+    and a timeout on every call: what apply's tests hand to ``run_apply``."""
+
+    def __init__(self, env: dict[str, str]):
+        self.env = env
+        self.calls: list[list[str]] = []
+
+    def run(self, argv: Sequence[str], timeout: float = 30.0) -> str:
+        from slurm_topo.errors import CommandError
+
+        self.calls.append(list(argv))
+        try:
+            p = subprocess.run(
+                list(argv), capture_output=True, text=True, timeout=timeout, env=self.env, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise CommandError(argv, None, str(exc)) from None
+        if p.returncode != 0:
+            raise CommandError(argv, p.returncode, p.stderr)
+        return p.stdout
+
+
 def slurm_topo_cli() -> list[str]:
     """The ``slurm-topo`` command the tests (and the launcher) use: $SLURM_TOPO_BIN, the venv's, or PATH's."""
     if os.environ.get("SLURM_TOPO_BIN"):

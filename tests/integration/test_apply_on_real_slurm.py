@@ -6,16 +6,17 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import slurmctl
 import yaml
+from slurmctl import EnvRunner
 
 from slurm_topo.apply import ApplyOptions, run_apply
 from slurm_topo.apply.prove import ThrowawayController
-from slurm_topo.errors import CommandError, InputError
+from slurm_topo.errors import InputError
 from slurm_topo.inventory import load_inventory_file, merge
 from slurm_topo.render import RenderOptions, render_all
 
@@ -30,26 +31,6 @@ HW = {
     "RealMemory": 4000,
 }
 LIVE = ("topology.conf", "slurm-topo-nodes.conf", "gres.conf", "slurm_topo_data.lua")
-
-
-class EnvRunner:
-    """SubprocessRunner with the cluster's environment (SLURM_CONF) and a timeout on every call."""
-
-    def __init__(self, env: dict[str, str]):
-        self.env = env
-        self.calls: list[list[str]] = []
-
-    def run(self, argv: Sequence[str], timeout: float = 30.0) -> str:
-        self.calls.append(list(argv))
-        try:
-            p = subprocess.run(
-                list(argv), capture_output=True, text=True, timeout=timeout, env=self.env, check=False
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise CommandError(argv, None, str(exc)) from None
-        if p.returncode != 0:
-            raise CommandError(argv, p.returncode, p.stderr)
-        return p.stdout
 
 
 @pytest.fixture(scope="module")

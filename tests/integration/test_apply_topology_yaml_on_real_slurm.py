@@ -16,16 +16,15 @@ Run: ``pytest tests/integration/test_apply_topology_yaml_on_real_slurm.py --slur
 from __future__ import annotations
 
 import re
-import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 import pytest
 import slurmctl
 import yaml
+from slurmctl import EnvRunner
 
 from slurm_topo.apply import ApplyOptions, recover, run_apply
 from slurm_topo.apply.prove import ThrowawayController
-from slurm_topo.errors import CommandError
 from slurm_topo.inventory import load_inventory_file, merge
 from slurm_topo.render import RenderOptions, render_all
 
@@ -49,26 +48,6 @@ FLEET = {
 }
 DOMAINS = ["rack-01", "rack-02", "rack-03", "rack-04"]
 LIVE = ("topology.conf", "topology.yaml", "slurm-topo-nodes.conf", "gres.conf", "slurm_topo_data.lua")
-
-
-class EnvRunner:
-    """A Runner with the cluster's environment (its SLURM_CONF, its release's clients first on PATH)."""
-
-    def __init__(self, env: dict[str, str]):
-        self.env = env
-        self.calls: list[list[str]] = []
-
-    def run(self, argv: Sequence[str], timeout: float = 30.0) -> str:
-        self.calls.append(list(argv))
-        try:
-            p = subprocess.run(
-                list(argv), capture_output=True, text=True, timeout=timeout, env=self.env, check=False
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise CommandError(argv, None, str(exc)) from None
-        if p.returncode != 0:
-            raise CommandError(argv, p.returncode, p.stderr)
-        return p.stdout
 
 
 @pytest.fixture(scope="module")
