@@ -985,8 +985,9 @@ local function union_rows(sc, zones)
   return rows
 end
 
-local function add_unions(sc, rows, cross, out)
+local function add_unions(sc, rows, cross, out, k)
   local m = #rows
+  if not cross and k >= m then return end
   local function try(combo)
     local n, gp, most, regions, spread = 0, 0, 0, {}, 0
     for _, r in ipairs(combo) do
@@ -999,7 +1000,6 @@ local function add_unions(sc, rows, cross, out)
       end
     end
     if cross and spread < 2 then return end
-    if not cross and #combo >= m then return end
     local need, total = sc.nodes, sc.total_gpus
     if total > 0 then
       if most == 0 then return end
@@ -1012,8 +1012,11 @@ local function add_unions(sc, rows, cross, out)
     out[#out + 1] = { sp = spread, k = #combo, n = n, f = "(" .. table.concat(fs, "|") .. ")", l = label, g = gp, m = most,
                       s = label .. "(" .. n .. "n)" }
   end
-  for a = 1, m do
-    for b = a + 1, m do try({ rows[a], rows[b] }) end
+  if k == 2 then
+    for a = 1, m do
+      for b = a + 1, m do try({ rows[a], rows[b] }) end
+    end
+    return
   end
   for a = 1, m do
     for b = a + 1, m do
@@ -1039,7 +1042,8 @@ local function as_kept(list)
   return kept
 end
 
-local function zone_unions(sc, zones)
+local function zone_unions(sc, zones, room)
+  -- room: the alternatives the level lists leave; unions that could never be kept are not made
   if not sc.check then return {}, {} end
   local rows = union_rows(sc, zones)
   local by_region, names = {}, {}
@@ -1053,11 +1057,15 @@ local function zone_unions(sc, zones)
     if #list < UNION_ZONES then list[#list + 1] = r end
   end
   local inside, across = {}, {}
-  for _, region in ipairs(names) do add_unions(sc, by_region[region], false, inside) end
-  if #names > 1 then
-    local top = {}
-    for i = 1, math.min(UNION_ZONES, #rows) do top[i] = rows[i] end
-    add_unions(sc, top, true, across)
+  for k = 2, 3 do
+    if #inside >= room then break end
+    for _, region in ipairs(names) do add_unions(sc, by_region[region], false, inside, k) end
+  end
+  local top = {}
+  for i = 1, math.min(UNION_ZONES, #rows) do top[i] = rows[i] end
+  for k = 2, 3 do
+    if #names < 2 or #inside + #across >= room then break end
+    add_unions(sc, top, true, across, k)
   end
   return as_kept(inside), as_kept(across), rows[1]
 end
@@ -1137,7 +1145,9 @@ decide_prefer = function(job)
         if #fkept > 0 then used[#used + 1] = "family" end
         kept, cut = cascade(lists, budget)
       else -- without families: zone unions between the zones and the regions, and after the regions
-        local inside, across, lead = zone_unions(sc, level_groups(data, partitions, "zone"))
+        local room = MAX_ALTERNATIVES - #lists[1][1] - #lists[2][1] - #lists[3][1]
+        if room < 0 then room = 0 end
+        local inside, across, lead = zone_unions(sc, level_groups(data, partitions, "zone"), room)
         if #inside > 0 or #across > 0 then used[#used + 1] = "unions" end
         kept, cut = cascade({ { inside, false }, { across, false }, lists[1], lists[2], lists[3] }, budget, 2,
           UNION_EMIT)

@@ -245,7 +245,7 @@ data's order). 2- and 3-zone unions of 8 zones are 84 per set: the cost of a sub
 
 
 def _zone_unions(
-    scan: _Scan, zones: Sequence[Group]
+    scan: _Scan, zones: Sequence[Group], room: int = MAX_ALTERNATIVES
 ) -> tuple[list[tuple[Group, int]], list[tuple[Group, int]], tuple[Group, int] | None]:
     """Unions of 2-3 zones that can ever hold the job, as alternatives ``(zone_a|zone_b)`` (Slurm reads a
     parenthesised OR inside a matching-OR bracket as one alternative: all nodes in the union): (those inside
@@ -253,7 +253,9 @@ def _zone_unions(
     before the regions, a union in one region lands a job no zone has room for on the fewest zones of one
     region; after the regions, a union across regions does the same when no region has room
     (benchmarks/results/placement.md, "Zone unions"). The third value is the zone with the most eligible
-    nodes: what leads a bracket that would start with a union (see ``_lead``)."""
+    nodes: what leads a bracket that would start with a union (see ``_lead``). ``room``: the alternatives the
+    level lists leave; unions that could never be kept are not made (3-zone unions only while the 2-zone
+    ones leave room, those across regions only while those inside leave room)."""
     if not scan.check:
         return [], [], None
     rows = []
@@ -267,9 +269,16 @@ def _zone_unions(
     for r in rows:
         by_region.setdefault(r[0].region, []).append(r)
     inside: list[tuple[tuple[int, int, int, str], tuple[Group, int]]] = []
-    for members in by_region.values():
-        inside += _unions(scan, members[:UNION_ZONES], cross=False)
-    across = _unions(scan, rows[:UNION_ZONES], cross=True) if len(by_region) > 1 else []
+    across: list[tuple[tuple[int, int, int, str], tuple[Group, int]]] = []
+    for k in (2, 3):
+        if len(inside) >= room:
+            break
+        for members in by_region.values():
+            inside += _unions(scan, members[:UNION_ZONES], False, k)
+    for k in (2, 3):
+        if len(by_region) < 2 or len(inside) + len(across) >= room:
+            break
+        across += _unions(scan, rows[:UNION_ZONES], True, k)
     inside.sort(key=lambda x: x[0])
     across.sort(key=lambda x: x[0])
     lead = (rows[0][0], rows[0][1]) if rows else None
@@ -295,33 +304,32 @@ def _lead(
 
 
 def _unions(
-    scan: _Scan, rows: Sequence[tuple[Group, int, int, int]], cross: bool
+    scan: _Scan, rows: Sequence[tuple[Group, int, int, int]], cross: bool, k: int
 ) -> list[tuple[tuple[int, int, int, str], tuple[Group, int]]]:
-    """Unions of 2-3 of ``rows`` that can hold the job; inside a region, not all of its zones (that is the
+    """Unions of ``k`` of ``rows`` that can hold the job; inside a region, not all of its zones (that is the
     region's own alternative); across regions, spanning two or more. Keyed by (regions, zones, size,
     features)."""
-    out = []
-    for k in (2, 3):
-        if not cross and k >= len(rows):
-            break
-        for combo in itertools.combinations(rows, k):
-            spread = len({r[0].region for r in combo})
-            if cross and spread < 2:
+    out: list[tuple[tuple[int, int, int, str], tuple[Group, int]]] = []
+    if not cross and k >= len(rows):
+        return out
+    for combo in itertools.combinations(rows, k):
+        spread = len({r[0].region for r in combo})
+        if cross and spread < 2:
+            continue
+        n = sum(r[1] for r in combo)
+        gp = sum(r[2] for r in combo)
+        most = max(r[3] for r in combo)
+        need = scan.nodes
+        if scan.total_gpus:
+            if most == 0:
                 continue
-            n = sum(r[1] for r in combo)
-            gp = sum(r[2] for r in combo)
-            most = max(r[3] for r in combo)
-            need = scan.nodes
-            if scan.total_gpus:
-                if most == 0:
-                    continue
-                need = max(need, math.ceil(scan.total_gpus / most))
-            if n < need or gp < scan.total_gpus:
-                continue
-            feature = "(" + "|".join(r[0].feature for r in combo) + ")"
-            label = "+".join(r[0].label for r in combo)
-            union = Group(feature, label, None, None, frozenset(), (), n, gp, most)
-            out.append(((spread, k, n, feature), (union, n)))
+            need = max(need, math.ceil(scan.total_gpus / most))
+        if n < need or gp < scan.total_gpus:
+            continue
+        feature = "(" + "|".join(r[0].feature for r in combo) + ")"
+        label = "+".join(r[0].label for r in combo)
+        union = Group(feature, label, None, None, frozenset(), (), n, gp, most)
+        out.append(((spread, k, n, feature), (union, n)))
     return out
 
 
@@ -544,7 +552,8 @@ def _decide_prefer(job: _Job) -> Decision:
             names.append("family")
             kept, cut = _cascade(lists, budget)
         else:  # without families: zone unions between the zones and the regions, and after the regions
-            inside, across, lead = _zone_unions(job.scan, _groups(job.data, job.partitions, "zone"))
+            room = max(0, MAX_ALTERNATIVES - sum(len(k) for k, _ in lists))
+            inside, across, lead = _zone_unions(job.scan, _groups(job.data, job.partitions, "zone"), room)
             ng, zone, region = lists
             kept, cut = _cascade([(inside, False), (across, False), ng, zone, region], budget, extra=2)
             order = {id(g): i for i, (g, _) in enumerate((*ng[0], *zone[0], *inside, *region[0], *across))}
