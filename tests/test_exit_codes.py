@@ -164,9 +164,18 @@ def test_70_an_internal_error_prints_a_traceback_and_one_line(
 
 
 def _interrupt(argv: list[str], env: dict[str, str], started: Path) -> subprocess.CompletedProcess[str]:
-    """Start ``argv``, wait until the fake command it runs has started, send SIGINT, collect the result."""
+    """Start ``argv``, wait until the fake command it runs has started, send SIGINT, collect the result.
+
+    The child gets SIGINT's default disposition back: a test run started in the background of a
+    non-interactive shell (``nohup bash .ci/run &``) inherits SIGINT ignored, and Python then never raises
+    KeyboardInterrupt — what a user's Ctrl-C at a terminal does is what is tested."""
     proc = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **env}
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **env},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 30
