@@ -106,6 +106,25 @@ def test_ring_with_one_slow_hop_takes_its_bandwidth() -> None:
     assert fast_hop.level == "network_group" and fast < seconds
 
 
+def test_a_measured_port_rate_paces_the_ring_on_top_of_rails() -> None:
+    """A node whose port runs at half its rate (``net_ratio``, from the health records) halves the bandwidth
+    of its network hops; on a rail-optimised fabric the hop it slows is the cross-rail (zone) one, not the
+    network_group one it would be on one rail."""
+    nodes = (
+        Node("a", Location("r", "z", "g"), gpus=8),
+        Node("b", Location("r", "z", "g"), gpus=8, net_ratio=0.5),
+    )
+    fabric = Fabric({n.name: n for n in nodes}, rail_optimised=True)
+    table = parse_links(CONCEPT)
+    same_rail, hop = ring_allreduce(fabric, [("a", 0), ("b", 0)], 1e9, table)
+    assert (hop.level, hop.link.bandwidth) == ("network_group", 25.0)
+    crossing, hop = ring_allreduce(fabric, [("a", 0), ("b", 1)], 1e9, table)
+    assert (hop.level, hop.link.bandwidth) == ("zone", 12.5)
+    assert crossing == pytest.approx(2 * same_rail)
+    plain = Fabric({"a": nodes[0], "b": Node("b", Location("r", "z", "g"), gpus=8)}, rail_optimised=True)
+    assert ring_allreduce(plain, [("a", 0), ("b", 1)], 1e9, table)[1].link.bandwidth == 25.0
+
+
 def test_ring_formula() -> None:
     link = Link(bandwidth=10, latency_us=3)
     assert ring_allreduce_seconds(1, 1e9, link) == 0

@@ -210,11 +210,18 @@ def ring_allreduce_seconds(p: int, nbytes: float, link: Link) -> float:
 
 
 def ring_levels(fabric: Fabric, ring: Sequence[Position], table: LinkTable | None = None) -> list[str]:
-    """The level of every hop of a ring (last back to first), built as NCCL builds one: through all the
-    ring's GPUs of a node one after the other, nodes in the order they first appear. On a rail-optimised
-    fabric the ring stays on one rail only when every node takes part with GPUs on the same rails (the same
-    local GPUs where rails follow indices); otherwise its hops between nodes of one network group cross
-    rails (``zone``)."""
+    """The level of every hop of a ring (:func:`ring_hops`)."""
+    return [level for level, _, _ in ring_hops(fabric, ring, table)]
+
+
+def ring_hops(
+    fabric: Fabric, ring: Sequence[Position], table: LinkTable | None = None
+) -> list[tuple[str, str, str]]:
+    """Every hop of a ring (last back to first) as (level, node, next node), built as NCCL builds one:
+    through all the ring's GPUs of a node one after the other, nodes in the order they first appear. On a
+    rail-optimised fabric the ring stays on one rail only when every node takes part with GPUs on the same
+    rails (the same local GPUs where rails follow indices); otherwise its hops between nodes of one network
+    group cross rails (``zone``)."""
     if len(ring) < 2:
         return []
     per_node: dict[str, list[int]] = {}
@@ -227,17 +234,17 @@ def ring_levels(fabric: Fabric, ring: Sequence[Position], table: LinkTable | Non
             len({tuple(sorted(gpu_rail(fabric, table, (n, g)) for g in gs)) for n, gs in per_node.items()})
             == 1
         )
-    levels = []
+    hops = []
     for k, a in enumerate(ordered):
         b = ordered[(k + 1) % len(ordered)]
         if a[0] == b[0]:
-            levels.append(gpu_level(fabric.node(a[0]).gpu_topology, a[1], b[1]))
+            hops.append((gpu_level(fabric.node(a[0]).gpu_topology, a[1], b[1]), a[0], b[0]))
             continue
         level = network_level(fabric.node(a[0]), fabric.node(b[0]), fabric.domains)
         if level == "network_group" and not same_rails:
             level = "zone"  # across rails: through the spine
-        levels.append(level)
-    return levels
+        hops.append((level, a[0], b[0]))
+    return hops
 
 
 def _measured(fabric: Fabric, hops: Sequence[tuple[str, str, str]], table: LinkTable, hop: Hop) -> Hop:
@@ -257,19 +264,12 @@ def ring_allreduce(
     fabric: Fabric, ring: Sequence[Position], nbytes: float, table: LinkTable
 ) -> tuple[float, Hop]:
     """Seconds of a ring all-reduce of ``nbytes`` over ``ring`` and its slowest hop."""
-    levels = ring_levels(fabric, ring, table)
-    if not levels:
+    hops = ring_hops(fabric, ring, table)
+    if not hops:
         return 0.0, Hop("nvlink", table["nvlink"])
     p = len(ring)
-    hop = slowest(levels, table, lambda link: ring_allreduce_seconds(p, nbytes, link))
-    if any(n.net_ratio < 1.0 for n in (fabric.node(x) for x in {pos[0] for pos in ring})):
-        per_node: dict[str, None] = dict.fromkeys(pos[0] for pos in ring)
-        order = list(per_node)  # ring_levels' order: a node's GPUs together, nodes as they first appear
-        between = (
-            [(order[k], order[(k + 1) % len(order)]) for k in range(len(order))] if len(order) > 1 else []
-        )
-        hops = [(network_level(fabric.node(a), fabric.node(b), fabric.domains), a, b) for a, b in between]
-        hop = _measured(fabric, hops, table, hop)
+    hop = slowest((h[0] for h in hops), table, lambda link: ring_allreduce_seconds(p, nbytes, link))
+    hop = _measured(fabric, hops, table, hop)
     return ring_allreduce_seconds(p, nbytes, hop.link), hop
 
 
