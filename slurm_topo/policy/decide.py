@@ -214,13 +214,16 @@ def _family_values(data: PolicyData, partitions: Sequence[str]) -> tuple[Group, 
 
 
 def _cascade(
-    lists: Sequence[tuple[list[tuple[Group, int]], bool]], budget: int, extra: int = 0
+    lists: Sequence[tuple[list[tuple[Group, int]], bool]],
+    budget: int,
+    extra: int = 0,
+    emit: Sequence[int] | None = None,
 ) -> tuple[list[tuple[Group, int]], bool]:
     """One bracket from per-level lists given finest first: within Slurm's limits (64 alternatives,
     ``budget`` characters of bracket) the coarsest lists are kept whole first, and what does not fit is
     dropped from the tail of the finest ones (regions and family values keep the job off the plain tree).
     The first ``extra`` lists (zone unions) come last in that order: they take only the room the level
-    lists leave."""
+    lists leave. ``emit``: the lists' order in the bracket (indices), else as given."""
     alternatives, room = MAX_ALTERNATIVES, budget - 1  # each alternative costs its name and one separator
     counts = [0] * len(lists)
     cut = False
@@ -236,9 +239,13 @@ def _cascade(
         alternatives -= n
         cut = cut or was_cut or n < len(kept)
         counts[j] = n
-    return [x for j, (kept, _) in enumerate(lists) for x in kept[: counts[j]]], cut
+    order_out = range(len(lists)) if emit is None else emit
+    return [x for j in order_out for x in lists[j][0][: counts[j]]], cut
 
 
+UNION_EMIT = (2, 3, 0, 4, 1)
+"""The bracket's order of the prefer lists (unions inside, unions across, ng, zone, region): ng, zone, the
+unions inside one region, region, the unions across regions."""
 UNION_ZONES = 8
 """Zones a union is made from: per region, and across regions, the 8 with the most eligible nodes (ties: the
 data's order). 2- and 3-zone unions of 8 zones are 84 per set: the cost of a submit stays bounded."""
@@ -555,9 +562,8 @@ def _decide_prefer(job: _Job) -> Decision:
             room = max(0, MAX_ALTERNATIVES - sum(len(k) for k, _ in lists))
             inside, across, lead = _zone_unions(job.scan, _groups(job.data, job.partitions, "zone"), room)
             ng, zone, region = lists
-            kept, cut = _cascade([(inside, False), (across, False), ng, zone, region], budget, extra=2)
-            order = {id(g): i for i, (g, _) in enumerate((*ng[0], *zone[0], *inside, *region[0], *across))}
-            kept.sort(key=lambda x: order[id(x[0])])
+            parts = [(inside, False), (across, False), ng, zone, region]
+            kept, cut = _cascade(parts, budget, extra=2, emit=UNION_EMIT)
             kept, led_cut = _lead(kept, lead, budget)
             cut = cut or led_cut
             lists = [ng, zone, region, (inside, False), (across, False)]
