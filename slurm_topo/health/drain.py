@@ -40,6 +40,7 @@ from typing import Any
 from ..errors import CommandError, InputError
 from ..model import NODE_NAME_RE
 from ..runner import Runner
+from .effects import first_reason
 
 REASON_PREFIX = "slurm-topo-health:"
 MAX_RECORD_BYTES = 256 * 1024
@@ -199,17 +200,6 @@ def live_blocks(runner: Runner) -> LiveBlocks | None:
         return None
 
 
-def _degraded_reason(record: dict[str, Any]) -> str:
-    for f in record.get("faults", []):
-        if (
-            isinstance(f, dict)
-            and f.get("verdict") in ("degraded", "down")
-            and isinstance(f.get("reason"), str)
-        ):
-            return clean_reason(f["reason"])
-    return str(record.get("verdict"))
-
-
 def _unblock(name: str, rec: dict[str, Any], live: LiveBlocks | None) -> Action | None:
     """Take a degraded node out of its NVLink block (25.05+), keeping its tree path; None when not needed."""
     if live is None or rec.get("verdict") not in ("degraded", "down") or name not in live.block_of:
@@ -219,7 +209,7 @@ def _unblock(name: str, rec: dict[str, Any], live: LiveBlocks | None) -> Action 
     if not path:
         return Action(name, "keep", f"degraded, in block {block}, but not in topology {TREE_TOPOLOGY}")
     topo = ":".join((TREE_TOPOLOGY, *path))
-    why = f"{_degraded_reason(rec)}; leaves block {block}"
+    why = f"{clean_reason(first_reason(rec))}; leaves block {block}"
     return Action(name, "unblock", why, ("scontrol", "update", f"NodeName={name}", f"Topology={topo}"))
 
 

@@ -62,7 +62,8 @@ class HealthEffects:
     notes: tuple[str, ...] = ()
 
 
-def _first_reason(record: Mapping[str, Any]) -> str:
+def first_reason(record: Mapping[str, Any]) -> str:
+    """The record's first degraded-or-down fault reason (cut to 160 characters), else its verdict."""
     for f in record.get("faults") or ():
         if isinstance(f, dict) and isinstance(f.get("reason"), str) and f.get("verdict") in _VERDICTS[1:]:
             return str(f["reason"])[:160]
@@ -84,7 +85,7 @@ def effects_of(
             notes.append(f"health record of {name} is older than {max_age:g} s: ignored")
             continue
         if rec.get("verdict") in ("degraded", "down"):
-            degraded[name] = _first_reason(rec)
+            degraded[name] = first_reason(rec)
         links: list[tuple[int, int | None]] = []
         for gpu in rec.get("gpus") or ():
             if not isinstance(gpu, dict) or type(gpu.get("index")) is not int:
