@@ -283,6 +283,18 @@ class Slurm:
         raise AssertionError(f"cluster not back within {timeout}s after reconfigure: {self.node_states()}")
 
 
+SMALL_NODE = {
+    "CPUs": 4,
+    "Boards": 1,
+    "SocketsPerBoard": 1,
+    "CoresPerSocket": 4,
+    "ThreadsPerCore": 1,
+    "RealMemory": 4000,
+}
+"""The ``slurm:`` hardware of a small test node (one 4-core socket, 4 GB), for the inventories the test
+modules write."""
+
+
 class EnvRunner:
     """slurm_topo's Runner with a cluster's environment (its SLURM_CONF, its release's clients first on PATH)
     and a timeout on every call: what apply's tests hand to ``run_apply``."""

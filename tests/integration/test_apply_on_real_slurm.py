@@ -22,14 +22,7 @@ from slurm_topo.render import RenderOptions, render_all
 
 pytestmark = pytest.mark.slurm
 
-HW = {
-    "CPUs": 4,
-    "Boards": 1,
-    "SocketsPerBoard": 1,
-    "CoresPerSocket": 4,
-    "ThreadsPerCore": 1,
-    "RealMemory": 4000,
-}
+HW = slurmctl.SMALL_NODE
 LIVE = ("topology.conf", "slurm-topo-nodes.conf", "gres.conf", "slurm_topo_data.lua")
 
 

@@ -19,14 +19,7 @@ from slurm_topo.health.drain import parse_show_node
 
 pytestmark = pytest.mark.slurm
 
-HW = {
-    "CPUs": 4,
-    "Boards": 1,
-    "SocketsPerBoard": 1,
-    "CoresPerSocket": 4,
-    "ThreadsPerCore": 1,
-    "RealMemory": 4000,
-}
+HW = slurmctl.SMALL_NODE
 SYSFS = Path(__file__).resolve().parents[1] / "fixtures" / "health" / "sysfs-healthy"
 PREFIX = "slurm-topo-health:"
 RECHECK = 10  # job_submit/slurm_topo_filter.lua RECHECK_SECONDS

@@ -12,14 +12,7 @@ import slurmctl
 
 pytestmark = pytest.mark.slurm
 
-HW = {
-    "CPUs": 4,
-    "Boards": 1,
-    "SocketsPerBoard": 1,
-    "CoresPerSocket": 4,
-    "ThreadsPerCore": 1,
-    "RealMemory": 4000,
-}
+HW = slurmctl.SMALL_NODE
 
 
 @pytest.fixture(scope="module")

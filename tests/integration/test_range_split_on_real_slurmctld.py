@@ -19,14 +19,7 @@ from slurm_topo.render import RenderOptions, render_all
 
 pytestmark = pytest.mark.slurm
 
-HW = {
-    "CPUs": 4,
-    "Boards": 1,
-    "SocketsPerBoard": 1,
-    "CoresPerSocket": 4,
-    "ThreadsPerCore": 1,
-    "RealMemory": 4000,
-}
+HW = slurmctl.SMALL_NODE
 SMALL = [{"name": "s[1-2]", "region": "r1", "zone": "z1", "network_group": "rack-1", "slurm": HW}]
 # FUTURE nodes need no slurmd: slurmctld only parses and records them.
 BIG = {"name": "big[1-70000]", "region": "r1", "zone": "z2", "network_group": "rack-big"}
