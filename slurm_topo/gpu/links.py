@@ -77,6 +77,12 @@ def is_nvlink(cls: str) -> bool:
     return bool(_NV_RE.fullmatch(cls))
 
 
+def nvlink_count(cls: str) -> int:
+    """The bonded NVLinks of a link class: ``n`` for ``NV<n>``, 0 for every other class."""
+    m = _NV_RE.fullmatch(cls)
+    return int(m.group(1)) if m else 0
+
+
 def islands(topo: GpuTopology) -> tuple[frozenset[int], ...]:
     """Maximal NVLink-connected groups of GPU indices, sorted by their lowest index.
 

@@ -30,13 +30,13 @@ healthy N passes), so a flapping link does not flap the files.
 from __future__ import annotations
 
 import dataclasses
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..gpu.links import nvlink_count
 from ..model import Inventory, Node
 
 DEGRADED_FEATURE = "linkdeg"
@@ -47,7 +47,6 @@ DEGRADED_WEIGHT = 1_000_000
 MAX_WEIGHT = 4_294_967_294
 DEFAULT_MAX_AGE = 900.0
 """Seconds; ``health-sync``'s default: a record older than this says nothing."""
-_NV = re.compile(r"^NV([0-9]+)\Z")
 _VERDICTS = ("ok", "degraded", "down")
 
 
@@ -123,11 +122,6 @@ def _port_ratio(record: Mapping[str, Any]) -> float | None:
     return worst
 
 
-def _nv(cls: str) -> int:
-    m = _NV.match(cls)
-    return int(m[1]) if m else 0
-
-
 def without_links(topo: Any, down: tuple[tuple[int, int | None], ...]) -> tuple[Any, list[str]]:
     """``topo`` (a GpuTopology) with the down NVLinks taken out; the notes say what changed."""
     index = {g: i for i, g in enumerate(topo.gpus)}
@@ -150,16 +144,13 @@ def without_links(topo: Any, down: tuple[tuple[int, int | None], ...]) -> tuple[
     for a, b in sorted({(min(p), max(p)) for p in direct}):
         lost = max(direct.get((a, b), 0), direct.get((b, a), 0))
         i, j = index[a], index[b]
-        n = max(0, _nv(matrix[i][j]) - lost)
-        if _nv(matrix[i][j]):
+        n = max(0, nvlink_count(matrix[i][j]) - lost)
+        if nvlink_count(matrix[i][j]):
             matrix[i][j] = matrix[j][i] = f"NV{n}" if n else "SYS"
         notes.append(f"gpu{a}-gpu{b}: {lost} NVLink(s) down, {n} left")
     if switch_down:
         # Through NVSwitches a pair has at most the smaller of the two GPUs' healthy lanes.
-        lanes = {
-            g: max((_nv(matrix[index[g]][k]) for k in range(len(matrix)) if k != index[g]), default=0)
-            for g in topo.gpus
-        }
+        lanes = {g: max(map(nvlink_count, matrix[index[g]]), default=0) for g in topo.gpus}  # "X": 0
         healthy = {g: max(0, lanes[g] - switch_down.get(g, 0)) for g in topo.gpus}
         for g, lost in sorted(switch_down.items()):
             notes.append(f"gpu{g}: {lost} NVSwitch lane(s) down, {healthy[g]} left")
@@ -167,9 +158,9 @@ def without_links(topo: Any, down: tuple[tuple[int, int | None], ...]) -> tuple[
             for k, other in enumerate(topo.gpus):
                 if k == i:
                     continue
-                n = min(_nv(matrix[i][k]), healthy[g], healthy[other])
+                n = min(nvlink_count(matrix[i][k]), healthy[g], healthy[other])
                 cls = f"NV{n}" if n else "SYS"
-                if _nv(matrix[i][k]):
+                if nvlink_count(matrix[i][k]):
                     matrix[i][k] = matrix[k][i] = cls
     new = dataclasses.replace(topo, matrix=tuple(tuple(r) for r in matrix))
     return new, notes

@@ -26,6 +26,7 @@ from __future__ import annotations
 from .. import hostlist
 from ..errors import InputError
 from ..gpu.affinity import Layout, gpu_sockets
+from ..gpu.links import nvlink_count
 from ..model import Inventory, Node, natural_key
 from . import RenderContext, header
 
@@ -81,7 +82,7 @@ def _links(matrix: tuple[tuple[str, ...], ...], i: int) -> str:
         if i == j:
             out.append("-1")
         else:
-            out.append(cls[2:] if cls.startswith("NV") and cls[2:].isdigit() else "0")
+            out.append(str(nvlink_count(cls)))
     return ",".join(out)
 
 
