@@ -195,6 +195,7 @@ def compile_policy(
     }
     compiled: dict[str, dict[str, tuple[Group, ...]]] = {}
     family_values: dict[str, tuple[Group, ...]] = {}
+    where = {n.name: n.location for n in inventory.nodes} if topology.blocks else {}
     for pname, members in parts:
         acc: dict[str, dict[str, Any]] = {lvl: {} for lvl in LEVELS}
         tally: dict[tuple[int, int], int] = {}  # (rows, class) -> nodes, in the order first met
@@ -248,7 +249,7 @@ def compile_policy(
             groups.sort(key=lambda g: (g.nodes, g.rank))
             compiled[pname][level] = tuple(groups)
         if topology.blocks:
-            compiled[pname][NVL] = _nvl_groups(topology, members, inventory, class_of, class_list)
+            compiled[pname][NVL] = _nvl_groups(topology, members, where, class_of, class_list)
     return PolicyData(
         fingerprint,
         config,
@@ -307,14 +308,13 @@ def _auto_units(
 def _nvl_groups(
     topology: Topology,
     members: Sequence[str],
-    inventory: Inventory,
+    where: Mapping[str, Location],
     class_of: Mapping[str, int],
     classes: Sequence[NodeClass],
 ) -> tuple[Group, ...]:
     """The partition's NVLink domains as groups (``nvl_<domain>``; degraded nodes carry none), smallest
     first. A domain's region and zone are its nodes' when they all share one (else None): what
-    --locality-regions keeps a domain by."""
-    where = {n.name: n.location for n in inventory.nodes}
+    --locality-regions keeps a domain by. ``where``: each node's location."""
     feature_of = topology.nvl_features
     domain_of = {b.name: b.domain for b in topology.blocks}
     acc: dict[str, dict[int, int]] = {}
