@@ -8,7 +8,11 @@ one loads the locality SPANK plugin (so every client pays the same plugin load):
   cost of the Lua plugin itself: the job_desc bridge, the interpreter call);
 * ``filter``: ``JobSubmitPlugins=lua`` with job_submit.lua + slurm_topo_filter.lua + the generated
   slurm_topo_data.lua (``--with-filter``);
-* ``plain`` (``--configs plain,trivial,filter``): no JobSubmitPlugins.
+* ``plain`` (``--configs plain,trivial,filter``): no JobSubmitPlugins;
+* ``same`` (``--configs trivial,same,filter``): the trivial Lua filter, every job submitted with the
+  constraint the filter decides for it given by the user (``-C``/``--prefer``, read from a job the filter
+  cluster amended): what Slurm itself spends on that constraint, so ``filter`` against ``same`` is the
+  filter's own cost and ``same`` against ``trivial`` the cost of placing by topology at all.
 
 Rounds alternate blocks of submissions between them in seeded random order, so machine noise hits all alike.
 Every submission is
@@ -25,6 +29,13 @@ the filter, (null) without) and cancelled.
 ``--slurm native,24.11,26.05`` runs the whole measurement once per release (docker-slurm/cluster
 ``--slurm``; the 24.11/26.05 Debian roots must be built or buildable) and writes one table per release.
 
+``--callgrind N`` (host Slurm only) counts instructions instead of timing: each config's slurmctld is
+restarted under ``valgrind --tool=callgrind --toggle-collect=slurmctld_req`` (every RPC handler, nothing
+else), three untimed submissions, ``callgrind_control --zero``, N submissions, ``callgrind_control --dump``;
+the table is instructions per submit RPC, in all and inside the job_submit plugin
+(``job_submit_plugin_submit``), Slurm's feature parsing (``build_feature_list``) and its log writer
+(``log_var``): repeatable where times on a shared machine swing by more than the goal.
+
     .venv/bin/python benchmarks/bench_submit.py [--rounds 30 --block 20] [--sdiag] [--slurm native,24.11]
         [--configs trivial,filter] [--out benchmarks/results/submit.md]
 """
@@ -36,6 +47,7 @@ import os
 import platform
 import random
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -62,11 +74,38 @@ end
 
 return slurm.SUCCESS
 """
-CONFIGS = ("plain", "trivial", "filter")
+READS_LUA = """\
+-- the floor of any filter that decides from the job: it reads the job_desc fields slurm-topo's filter reads
+-- for a batch job (job_submit/slurm_topo_filter.lua M.request and apply) and accepts the job unchanged
+function slurm_job_submit(job_desc, part_list, submit_uid)
+  local _ = { job_desc.features, job_desc.prefer, job_desc.partition, job_desc.tres_per_job,
+    job_desc.tres_per_node, job_desc.tres_per_task, job_desc.script, job_desc.spank_job_env, job_desc.comment,
+    job_desc.req_nodes, job_desc.exc_nodes, job_desc.reservation, job_desc.contiguous,
+    job_desc.het_job_offset, job_desc.min_nodes, job_desc.num_tasks, job_desc.time_limit,
+    job_desc.admin_comment, job_desc.user_id }
+  return slurm.SUCCESS
+end
+
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+  return slurm.SUCCESS
+end
+
+return slurm.SUCCESS
+"""
+CONFIGS = ("plain", "trivial", "reads", "same", "filter")
 LABELS = {
     "plain": "no JobSubmitPlugins",
     "trivial": "trivial Lua filter",
+    "reads": "Lua filter reading the job fields the filter reads, nothing else",
+    "same": "trivial Lua filter + the filter's constraint given by the user",
     "filter": "slurm-topo filter",
+}
+EXTRA = {
+    "plain": ["--spank"],
+    "trivial": ["--spank", "--job-submit", "TRIVIAL"],
+    "reads": ["--spank", "--job-submit", "READS"],
+    "same": ["--spank", "--job-submit", "TRIVIAL"],
+    "filter": ["--with-filter"],
 }
 _SUBMIT_RPC = re.compile(
     r"^\s*REQUEST_SUBMIT_BATCH_JOB\s*\(\s*\d+\)\s*count:\s*(\d+)\s+ave_time:\s*(\d+)\s+total_time:\s*(\d+)",
@@ -86,14 +125,20 @@ def sdiag_submit(slurm: slurmctl.Slurm) -> tuple[int, int]:
     return (0, 0) if m is None else (int(m[1]), int(m[3]))
 
 
-def submit_block(slurm: slurmctl.Slurm, n: int, sdiag: bool) -> tuple[list[float], list[float], list[str]]:
+def submit_block(
+    slurm: slurmctl.Slurm, n: int, sdiag: bool, extra: tuple[str, ...] = ()
+) -> tuple[list[float], list[float], list[str]]:
     times, rpcs, jobs = [], [], []
     for _ in range(n):
         if sdiag:
             slurm.out("sdiag", "--reset")
         t0 = time.perf_counter()
         p = subprocess.run(
-            ["timeout", "30", "sbatch", *ARGS], env=slurm.env, capture_output=True, text=True, check=False
+            ["timeout", "30", "sbatch", *ARGS, *extra],
+            env=slurm.env,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         dt = time.perf_counter() - t0
         if p.returncode != 0:
@@ -120,6 +165,26 @@ def check_and_cancel(slurm: slurmctl.Slurm, jobs: list[str], filtered: bool) -> 
     slurm.cancel(*jobs)
 
 
+def filter_constraint(slurm: slurmctl.Slurm) -> tuple[str, ...]:
+    """The -C/--prefer arguments that give a job the constraint the filter decides for ARGS: one job
+    submitted to the filter cluster, its Features and Prefer read back, cancelled."""
+    job = slurm.submit(*ARGS[1:])
+    info = slurm.job(job)
+    slurm.cancel(job)
+    features, prefer = info.get("Features", "(null)"), info.get("Prefer", "(null)")
+    if not features.startswith("[zone_"):
+        raise SystemExit(f"the filter did not amend job {job}: Features={features}")
+    return ("-C", features) + (() if prefer in ("", "(null)") else ("--prefer", prefer))
+
+
+def cluster_args(config: str, trivial: Path) -> list[str]:
+    reads = trivial.with_name("reads") / "job_submit.lua"
+    if not reads.exists():
+        reads.parent.mkdir()
+        reads.write_text(READS_LUA)
+    return [str(trivial) if a == "TRIVIAL" else str(reads) if a == "READS" else a for a in EXTRA[config]]
+
+
 def pct(xs: list[float], q: float) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
@@ -131,15 +196,13 @@ def measure(
     """One release: start its clusters, run the interleaved rounds, stop them."""
     tag = f"{release.replace('.', '')}-{os.getpid()}"
     bases = {c: Path(f"/tmp/slurm-topo-bench-{c}-{tag}") for c in configs}
-    extra = {
-        "plain": ["--spank"],
-        "trivial": ["--spank", "--job-submit", str(trivial)],
-        "filter": ["--with-filter"],
-    }
     clusters: dict[str, slurmctl.Cluster] = {}
     try:
         for c in configs:
-            clusters[c] = slurmctl.start_cluster(bases[c], "--slurm", release, *extra[c])
+            clusters[c] = slurmctl.start_cluster(bases[c], "--slurm", release, *cluster_args(c, trivial))
+        job_args = {c: () for c in configs}
+        if "same" in configs:
+            job_args["same"] = filter_constraint(clusters["filter"].slurm)
         rng = random.Random(args.seed)
         samples = {c: Samples() for c in configs}
         ratios: list[float] = []
@@ -150,8 +213,8 @@ def measure(
             medians = {}
             for name in order:
                 slurm = clusters[name].slurm
-                t, rpc, jobs = submit_block(slurm, args.block, args.sdiag)
-                check_and_cancel(slurm, jobs, name == "filter")
+                t, rpc, jobs = submit_block(slurm, args.block, args.sdiag, job_args[name])
+                check_and_cancel(slurm, jobs, name in ("filter", "same"))
                 medians[name] = statistics.median(rpc if args.sdiag else t)
                 if r >= args.warmup:
                     samples[name].wall_ms.extend(t)
@@ -176,17 +239,33 @@ def main() -> int:
     ap.add_argument("--slurm", default="native", help="releases, comma-separated: native, 24.11, 26.05")
     ap.add_argument("--configs", default="trivial,filter", help=f"from {','.join(CONFIGS)}")
     ap.add_argument("--out", type=Path, default=None, help="write the Markdown result here")
+    ap.add_argument(
+        "--callgrind",
+        type=int,
+        default=0,
+        metavar="N",
+        help="count instructions per submit RPC over N submissions per config instead (host Slurm only)",
+    )
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("run as root (the test clusters need it)")
     configs = [c for c in args.configs.split(",") if c]
     if not configs or any(c not in CONFIGS for c in configs) or len(set(configs)) != len(configs):
         raise SystemExit(f"--configs: a comma list of distinct {', '.join(CONFIGS)}")
+    if "same" in configs and "filter" not in configs:
+        raise SystemExit("--configs: same copies the filter's decision, so it needs filter too")
     releases = [r for r in args.slurm.split(",") if r]
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         trivial = Path(tmp) / "job_submit.lua"
         trivial.write_text(TRIVIAL_LUA)
+        if args.callgrind:
+            report = callgrind(args, configs, trivial)
+            print(report)
+            if args.out:
+                args.out.write_text(report)
+                print(f"wrote {args.out}")
+            return 0
         for release in releases:
             t0 = time.monotonic()
             samples, ratios, version = measure(args, release, configs, trivial)
@@ -249,6 +328,16 @@ def render_release(
             f"per-round ratio of block medians: median {statistics.median(ratios):.3f}, IQR "
             f"{pct(rs, 0.25):.3f}–{pct(rs, 0.75):.3f}. Wall-time ratio of means: "
             f"{statistics.mean(f.wall_ms) / statistics.mean(b.wall_ms):.3f}."
+        )
+        lines.append("")
+    if "filter" in configs and "same" in configs:
+        f, b = samples["filter"], samples["same"]
+        fx, bx = (f.rpc_us, b.rpc_us) if args.sdiag else (f.wall_ms, b.wall_ms)
+        lines.append(
+            "Ratio filter/same (the filter's own cost): mean "
+            f"**{statistics.mean(fx) / statistics.mean(bx):.3f}**, "
+            f"median **{statistics.median(fx) / statistics.median(bx):.3f}**, "
+            f"p95 {pct(fx, 0.95) / pct(bx, 0.95):.3f}, min {min(fx) / min(bx):.3f}."
         )
         lines.append("")
     return "\n".join(lines)
@@ -314,6 +403,173 @@ def render(
     lines.append("")
     for release, version, samples, ratios in results:
         lines.append(render_release(args, release, version, samples, ratios, configs))
+    return "\n".join(lines)
+
+
+_IR_LINE = re.compile(r"^\s*([\d,]+)\s+\([^)]*\)\s+(?:\*\s+)?(\S.*)$")
+WATCHED = ("job_submit_plugin_submit", "build_feature_list", "log_var")
+
+
+def _ctld_pid(base: Path) -> int:
+    """The cluster's slurmctld (by its command line among the launcher's PIDs: never by name)."""
+    pids = slurmctl.launcher("pids", "--base", str(base)).stdout.split()
+    for pid in pids:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"/slurmctld") and b"-D" in argv:
+            return int(pid)
+    raise SystemExit(f"no slurmctld among {pids}")
+
+
+def _wait_gone(pid: int, seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def callgrind_config(
+    cluster: slurmctl.Cluster, n: int, extra: tuple[str, ...], out: Path
+) -> dict[str, float]:
+    """Instructions per submit RPC of one cluster's slurmctld under callgrind (see the module docstring)."""
+    base, slurm = cluster.base, cluster.slurm
+    pid = _ctld_pid(base)
+    os.kill(pid, signal.SIGTERM)
+    if not _wait_gone(pid, 15):
+        os.kill(pid, signal.SIGKILL)
+        _wait_gone(pid, 5)
+    (base / "run" / "slurmctld.pid").unlink(missing_ok=True)
+    conf = base / "etc" / "slurm.conf"
+    env = {**os.environ, "SLURM_CONF": str(conf), "SLURM_TOPO_CLUSTER_TAG": str(base)}
+    with open(out.with_suffix(".log"), "wb") as log:
+        vg = subprocess.Popen(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                f"--callgrind-out-file={out}",
+                "--toggle-collect=slurmctld_req",
+                "--dump-instr=no",
+                str(base / "bin" / "slurmctld"),
+                "-D",
+                "-i",
+                "-f",
+                str(conf),
+            ],
+            env=env,
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        end = time.monotonic() + 300
+        while "UP" not in slurm.run(["scontrol", "ping"], timeout=30, check=False).stdout:
+            if time.monotonic() > end or vg.poll() is not None:
+                raise SystemExit(f"slurmctld under valgrind did not come up (see {out.with_suffix('.log')})")
+            time.sleep(1)
+        jobs = []
+        for _ in range(3):
+            jobs.append(slurm.submit(*ARGS[1:], *extra, timeout=120))
+        subprocess.run(["callgrind_control", "--zero", str(vg.pid)], capture_output=True, check=True)
+        for _ in range(n):
+            jobs.append(slurm.submit(*ARGS[1:], *extra, timeout=120))
+        subprocess.run(
+            ["callgrind_control", "--dump=measured", str(vg.pid)],
+            capture_output=True,
+            check=True,
+            timeout=120,
+        )
+        dump = Path(f"{out}.1")
+        end = time.monotonic() + 60
+        while not dump.exists() and time.monotonic() < end:
+            time.sleep(0.5)
+        slurm.cancel(*jobs)
+    finally:
+        vg.terminate()
+        try:
+            vg.wait(60)
+        except subprocess.TimeoutExpired:
+            vg.kill()
+            vg.wait(10)
+    text = subprocess.run(
+        ["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(dump)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    counts = {"total": 0.0, **{w: 0.0 for w in WATCHED}}
+    for line in text.splitlines():
+        m = _IR_LINE.match(line)
+        if not m:
+            continue
+        ir, what = int(m[1].replace(",", "")), m[2]
+        if what.startswith("PROGRAM TOTALS"):
+            counts["total"] = ir / n
+        for w in WATCHED:
+            if re.search(rf"[?:]{w} \[", what) and counts[w] == 0.0:
+                counts[w] = ir / n
+    return counts
+
+
+def callgrind(args: argparse.Namespace, configs: list[str], trivial: Path) -> str:
+    if args.slurm != "native":
+        raise SystemExit("--callgrind runs the host's slurmctld only (--slurm native)")
+    order = sorted(configs, key=lambda c: c != "filter")  # the filter's decision first (same copies it)
+    tag = f"cg-{os.getpid()}"
+    results: dict[str, dict[str, float]] = {}
+    version = (0, 0)
+    with tempfile.TemporaryDirectory() as tmp:
+        same_args: tuple[str, ...] = ()
+        for c in order:
+            base = Path(f"/tmp/slurm-topo-bench-{c}-{tag}")
+            try:
+                cluster = slurmctl.start_cluster(base, *cluster_args(c, trivial))
+                version = cluster.version
+                if c == "filter" and "same" in configs:
+                    same_args = filter_constraint(cluster.slurm)
+                extra = same_args if c == "same" else ()
+                results[c] = callgrind_config(cluster, args.callgrind, extra, Path(tmp) / f"{c}.cg")
+                print(f"{c}: {results[c]}", flush=True)
+            finally:
+                if base.exists():
+                    slurmctl.stop_cluster(base)
+    cmd = "python benchmarks/bench_submit.py " + " ".join(sys.argv[1:])
+    lines = [
+        f"## Instructions per submit RPC (callgrind, Slurm {version[0]}.{version[1]:02d})",
+        "",
+        f"Command: `{cmd}`  ",
+        f"Method: each config's slurmctld restarted under `valgrind --tool=callgrind "
+        f"--toggle-collect=slurmctld_req` (every RPC handler, nothing else), 3 untimed submissions, "
+        f"`callgrind_control --zero`, {args.callgrind} submissions of "
+        "`sbatch --hold -N1 --locality=zone -J bs -o /dev/null --wrap=true`, `callgrind_control --dump`; "
+        "inclusive instructions (Ir) divided by the submissions.",
+        "",
+        "| config | per submit RPC | job_submit plugin | Slurm's feature parsing (build_feature_list) | "
+        "log writes (log_var) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for c in configs:
+        r = results[c]
+        lines.append(
+            f"| {LABELS[c]} | {r['total']:,.0f} | {r['job_submit_plugin_submit']:,.0f} | "
+            f"{r['build_feature_list']:,.0f} | {r['log_var']:,.0f} |"
+        )
+    lines.append("")
+    pairs = [
+        (a, b)
+        for a, b in (("filter", "trivial"), ("filter", "same"), ("same", "trivial"), ("reads", "trivial"))
+        if a in results and b in results
+    ]
+    for a, b in pairs:
+        ra, rb = results[a]["total"], results[b]["total"]
+        lines.append(f"* {a} / {b}: ×{ra / rb:.3f} (+{ra - rb:,.0f} instructions per submit RPC)")
+    lines.append("")
     return "\n".join(lines)
 
 

@@ -146,8 +146,10 @@ function M.request(job, comment_override)
   -- each field once (in slurmctld every read copies the value out of the job): hostile sizes are not scanned
   local features, prefer, partition = job.features, job.prefer, job.partition
   local per_job, per_node, per_task = job.tres_per_job, job.tres_per_node, job.tres_per_task
-  local oversize = oversize_of(features, prefer, partition, per_job, per_node, per_task)
-  if oversize then return { oversize = oversize } end
+  if features ~= nil or prefer ~= nil or partition ~= nil or per_job ~= nil or per_node ~= nil or per_task ~= nil then
+    local oversize = oversize_of(features, prefer, partition, per_job, per_node, per_task)
+    if oversize then return { oversize = oversize } end
+  end
   local locality, regions
   local interactive = job.script == nil -- salloc/srun: no batch script, no batch environment
   local env = job.spank_job_env
@@ -173,7 +175,7 @@ function M.request(job, comment_override)
   end
   local comment = comment_override
   if comment == nil then comment = job.comment end
-  comment = to_str(comment)
+  if comment ~= nil then comment = to_str(comment) end
   if comment ~= nil and #comment <= MAX_FIELD then -- a longer comment is not read
     for token in string.gmatch(comment, "[^ \t\n\v\f\r]+") do
       local k, v = string.match(token, "^([^=]*)=(.*)$")
@@ -181,31 +183,44 @@ function M.request(job, comment_override)
       elseif k == "locality-regions" and regions == nil then regions = v end
     end
   end
-  regions = to_str(regions)
+  -- (the common case is a field Slurm leaves unset: nil skips the helper call, the submit path's largest cost)
+  if regions ~= nil then regions = to_str(regions) end
   if regions ~= nil and #regions > MAX_FIELD then return { oversize = "--locality-regions" } end
   local gpu
-  local scope, gtype, count = "job", M.parse_gpu_tres(per_job)
-  if count == nil then scope, gtype, count = "node", M.parse_gpu_tres(per_node) end
-  if count == nil then scope, gtype, count = "task", M.parse_gpu_tres(per_task) end
-  if count ~= nil then gpu = { scope = scope, gpu_type = gtype, count = count } end
+  if per_job ~= nil or per_node ~= nil or per_task ~= nil then
+    local scope, gtype, count = "job", M.parse_gpu_tres(per_job)
+    if count == nil then scope, gtype, count = "node", M.parse_gpu_tres(per_node) end
+    if count == nil then scope, gtype, count = "task", M.parse_gpu_tres(per_task) end
+    if count ~= nil then gpu = { scope = scope, gpu_type = gtype, count = count } end
+  end
   local unchecked
-  local nodelist = to_str(job.req_nodes)
+  local nodelist = job.req_nodes
+  if nodelist ~= nil then nodelist = to_str(nodelist) end
   if nodelist ~= nil then
     unchecked = "--nodelist"
-  elseif to_str(job.exc_nodes) ~= nil then
-    unchecked = "--exclude"
-  elseif to_str(job.reservation) ~= nil then
-    unchecked = "--reservation"
+  else
+    local exc = job.exc_nodes
+    if exc ~= nil and to_str(exc) ~= nil then
+      unchecked = "--exclude"
+    else
+      local resv = job.reservation
+      if resv ~= nil and to_str(resv) ~= nil then unchecked = "--reservation" end
+    end
   end
-  local contiguous = to_int(job.contiguous)
+  local contiguous = job.contiguous
+  if contiguous ~= nil then contiguous = to_int(contiguous) end
   if unchecked == nil and contiguous ~= nil and contiguous < NO_VAL16 then unchecked = "--contiguous" end
   local het, het_offset = job.het_job_offset, nil
-  if to_int(het) ~= nil or het == 0 then het_offset = math.floor(het) end
+  if het ~= nil and (het == 0 or to_int(het) ~= nil) then het_offset = math.floor(het) end
+  local min_nodes, num_tasks, time_limit = job.min_nodes, job.num_tasks, job.time_limit
   return { -- one constructor: the table is sized once
-    locality = to_str(locality), regions = regions, features = to_str(features), prefer = to_str(prefer),
-    partition = to_str(partition), min_nodes = to_int(job.min_nodes), num_tasks = to_int(job.num_tasks),
+    locality = locality ~= nil and to_str(locality) or nil, regions = regions,
+    features = features ~= nil and to_str(features) or nil, prefer = prefer ~= nil and to_str(prefer) or nil,
+    partition = partition ~= nil and to_str(partition) or nil,
+    min_nodes = min_nodes ~= nil and to_int(min_nodes) or nil,
+    num_tasks = num_tasks ~= nil and to_int(num_tasks) or nil,
     gpu = gpu, unchecked = unchecked, het_offset = het_offset, interactive = interactive,
-    nodelist = nodelist, time_limit = to_int(job.time_limit),
+    nodelist = nodelist, time_limit = time_limit ~= nil and to_int(time_limit) or nil,
   }
 end
 
@@ -1465,15 +1480,86 @@ local function apply(job_desc, d, old_admin_comment)
     return slurm.ERROR -- the request itself: not Slurm's "Node count specification invalid"
   end
   if d.action == "amend" or d.action == "hold" then
-    slurm.log_info("slurm-topo: job from uid %s: %s", tostring(job_desc.user_id), d.record)
+    -- verbose, not info: the record is in the job's AdminComment (and sacct) already; a line per job at info
+    -- level costs every submission a formatted write to slurmctld's log
+    local log = slurm.log_verbose or slurm.log_info
+    log("slurm-topo: job from uid %s: %s", tostring(job_desc.user_id), d.record)
   end
   return slurm.SUCCESS
+end
+
+-- Whole decisions, remembered per data load by the request's shape: a decision depends only on the data and on
+-- the request's fields, and most submissions repeat a few shapes (the same sbatch line, array tasks, sweeps), so
+-- a repeated shape costs one key instead of a decision. Bounded in entries and key length (a flood of odd
+-- requests only costs what it costs without the memo); decisions are shared and read-only once remembered.
+local DECISION_ENTRIES, DECISION_KEY = 256, 512
+local decision_memo = setmetatable({}, { __mode = "k" })
+
+local function shape_of(req)
+  -- the request's strings joined by NUL (a C string never holds one; "" and nil decide alike), and its numbers
+  -- and flag as nested keys below it (no number is ever formatted: that costs more than the rest)
+  if req.oversize ~= nil then return nil end
+  local gpu = req.gpu
+  local key = table.concat({
+    req.locality or "", req.regions or "", req.features or "", req.prefer or "", req.partition or "",
+    req.unchecked or "", req.nodelist or "", gpu and gpu.scope or "", gpu and gpu.gpu_type or "",
+  }, "\0")
+  if #key > DECISION_KEY then return nil end
+  return key
+end
+
+local NUMBERS = { "min_nodes", "num_tasks", "time_limit", "het_offset", "interactive" }
+
+local function memo_path(memo, key, req)
+  -- the table holding the decision for this request's numbers (grown on the way), and its last key
+  local path = memo.by[key]
+  if path == nil then
+    path = {}
+    memo.by[key] = path
+  end
+  -- one level per number (and the interactive flag), false standing for nil (a table key cannot be nil)
+  local gpu = req.gpu
+  local k = gpu and gpu.count or false
+  for i = 1, #NUMBERS do
+    local child = path[k]
+    if child == nil then
+      child = {}
+      path[k] = child
+    end
+    path = child
+    k = req[NUMBERS[i]]
+    if k == nil then k = false end
+  end
+  return path, k
+end
+
+function M.decide_memo(data, req)
+  -- M.decide through the memo (the submit path; tests compare the two)
+  local key = shape_of(req)
+  if key == nil then return M.decide(data, req) end
+  local memo = decision_memo[data]
+  if memo == nil then
+    memo = { size = 0, by = {} }
+    decision_memo[data] = memo
+  end
+  local path, k = memo_path(memo, key, req)
+  local d = path[k]
+  if d == nil then
+    d = M.decide(data, req)
+    if memo.size >= DECISION_ENTRIES then -- full: start over (the next shapes are remembered again)
+      memo.size, memo.by = 0, {}
+      path, k = memo_path(memo, key, req)
+    end
+    path[k] = d
+    memo.size = memo.size + 1
+  end
+  return d
 end
 
 local function run(job_desc)
   local data = load_data()
   if data == nil then return slurm.SUCCESS end
-  return apply(job_desc, M.decide(data, M.request(job_desc)), job_desc.admin_comment)
+  return apply(job_desc, M.decide_memo(data, M.request(job_desc)), job_desc.admin_comment)
 end
 
 function M.submit(job_desc, part_list, submit_uid)

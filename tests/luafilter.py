@@ -17,6 +17,7 @@ slurm = { SUCCESS = 0, ERROR = -1, NO_VAL = 4294967294, ESLURM_INVALID_NODE_COUN
 function slurm.log_user(fmt, ...) table.insert(slurm.user_msgs, string.format(fmt, ...)) end
 function slurm.log_error(fmt, ...) table.insert(slurm.errors, string.format(fmt, ...)) end
 function slurm.log_info(fmt, ...) table.insert(slurm.infos, string.format(fmt, ...)) end
+function slurm.log_verbose(fmt, ...) table.insert(slurm.infos, string.format(fmt, ...)) end
 """
 
 

@@ -50,6 +50,40 @@ def test_random_jobs_agree_with_python(data_file: Path) -> None:
         assert f.decide(lua_data, desc) == decide(data, JobRequest.from_job_desc(desc)).as_dict(), desc
 
 
+def test_remembered_decisions_equal_fresh_ones(data_file: Path) -> None:
+    """The submit path remembers whole decisions by request shape (decide_memo): over 3 000 jobs drawn from a
+    small space (so most shapes repeat) every remembered decision equals a fresh M.decide and the Python
+    reference, a repeat returns the remembered decision itself, and requests differing in one number, the
+    interactive flag or a GPU count never share one."""
+    rng = random.Random(11)
+    data = make_context(inventory(), (22, 5), PARTITIONS).policy
+    f = LuaFilter()
+    lua_data = f.load_data(data_file)
+    same = f.lua.eval("function(a, b) return rawequal(a, b) end")
+    fields_of = ("action", "locality", "features", "prefer", "message", "record")
+    for _ in range(3000):
+        fields = {
+            "min_nodes": rng.choice([NO_VAL, 1, 2, 3, 4, 7]),
+            "num_tasks": rng.choice([NO_VAL, 8]),
+            "partition": rng.choice([None, "gpu", "east"]),
+            rng.choice(["tres_per_job", "tres_per_node"]): rng.choice([None, "gres:gpu:4", "gres:gpu:2"]),
+            "time_limit": rng.choice([None, 60, 120]),
+            "het_job_offset": rng.choice([None, None, 0, 1]),
+        }
+        desc = job(rng.choice(["prefer", "zone", "zone:auto", "region", "zone:fail", None]), **fields)
+        desc = {k: v for k, v in desc.items() if v is not None}
+        if rng.random() < 0.3:
+            del desc["script"]  # salloc/srun: no batch script
+        req = f.mod.request(f.table(desc))
+        remembered = f.mod.decide_memo(lua_data, req)
+        again = f.mod.decide_memo(lua_data, f.mod.request(f.table(desc)))
+        assert same(remembered, again)
+        fresh = f.mod.decide(lua_data, req)
+        assert {k: remembered[k] for k in fields_of} == {k: fresh[k] for k in fields_of}, desc
+        python = decide(data, JobRequest.from_job_desc(desc)).as_dict()
+        assert {k: remembered[k] for k in fields_of} == {k: python[k] for k in fields_of}, desc
+
+
 def _fresh(data_path: Path) -> LuaFilter:
     f = LuaFilter()
     f.configure(data_path)
