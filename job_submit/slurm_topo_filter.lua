@@ -212,7 +212,11 @@ function M.request(job, comment_override)
   if unchecked == nil and contiguous ~= nil and contiguous < NO_VAL16 then unchecked = "--contiguous" end
   local het, het_offset = job.het_job_offset, nil
   if het ~= nil and (het == 0 or to_int(het) ~= nil) then het_offset = math.floor(het) end
-  local min_nodes, num_tasks, time_limit = job.min_nodes, job.num_tasks, job.time_limit
+  -- the task count matters only to GPUs per task (needs): read only then (every field read costs slurmctld a
+  -- lookup by name)
+  local num_tasks
+  if gpu ~= nil and gpu.scope == "task" then num_tasks = job.num_tasks end
+  local min_nodes, time_limit = job.min_nodes, job.time_limit
   return { -- one constructor: the table is sized once
     locality = locality ~= nil and to_str(locality) or nil, regions = regions,
     features = features ~= nil and to_str(features) or nil, prefer = prefer ~= nil and to_str(prefer) or nil,
@@ -1462,7 +1466,7 @@ local function reject_code()
   return slurm.ESLURM_REQUESTED_TOPO_CONFIG_UNAVAILABLE or slurm.ESLURM_INVALID_NODE_COUNT or slurm.ERROR
 end
 
-local function apply(job_desc, d, old_admin_comment)
+local function apply(job_desc, d, old_admin_comment, uid)
   if d.features ~= nil then job_desc.features = d.features end
   if d.prefer ~= nil then job_desc.prefer = d.prefer end
   if d.action == "hold" then job_desc.priority = 0 end
@@ -1483,7 +1487,7 @@ local function apply(job_desc, d, old_admin_comment)
     -- verbose, not info: the record is in the job's AdminComment (and sacct) already; a line per job at info
     -- level costs every submission a formatted write to slurmctld's log
     local log = slurm.log_verbose or slurm.log_info
-    log("slurm-topo: job from uid %s: %s", tostring(job_desc.user_id), d.record)
+    log("slurm-topo: job from uid %s: %s", tostring(uid), d.record)
   end
   return slurm.SUCCESS
 end
@@ -1556,14 +1560,14 @@ function M.decide_memo(data, req)
   return d
 end
 
-local function run(job_desc)
+local function run(job_desc, uid)
   local data = load_data()
   if data == nil then return slurm.SUCCESS end
-  return apply(job_desc, M.decide_memo(data, M.request(job_desc)), job_desc.admin_comment)
+  return apply(job_desc, M.decide_memo(data, M.request(job_desc)), job_desc.admin_comment, uid)
 end
 
 function M.submit(job_desc, part_list, submit_uid)
-  local ok, rc = pcall(run, job_desc)
+  local ok, rc = pcall(run, job_desc, submit_uid)
   if ok then return rc end
   log_error_once("error:" .. tostring(state.fingerprint), "slurm-topo: internal error, job passes unchanged: %s",
     tostring(rc))
@@ -1631,7 +1635,7 @@ local function merged(rec, upd, new, base, ours)
     locality = base.locality, regions = base.regions, features = features, prefer = prefer,
     partition = new.partition or to_str(rec.partition),
     min_nodes = new.min_nodes or to_int(rec.min_nodes),
-    num_tasks = new.num_tasks or to_int(rec.num_tasks),
+    num_tasks = to_int(upd.num_tasks) or to_int(rec.num_tasks), -- request() reads it only for GPUs per task
     gpu = new.gpu or base.gpu, unchecked = new.unchecked or base.unchecked, interactive = false,
     nodelist = new.nodelist or base.nodelist, time_limit = new.time_limit or base.time_limit,
   }
