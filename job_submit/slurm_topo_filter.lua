@@ -32,7 +32,7 @@ local MAX_ALTERNATIVES = 64
 local MAX_CONSTRAINT = 1024
 local MAX_RECORD = 200
 local RECHECK_SECONDS = 10
-local DATA_FORMAT = 4 -- slurm_topo/render/filter_data.py FORMAT
+local DATA_FORMAT = 5 -- slurm_topo/render/filter_data.py FORMAT
 local SPANK_LOCALITY = "_SLURM_SPANK_OPTION_locality_locality"
 local SPANK_REGIONS = "_SLURM_SPANK_OPTION_locality_locality_regions"
 local LEVELS = { "network_group", "zone", "region" }
@@ -366,15 +366,58 @@ local function requested(text)
   return numbered, bare, odd
 end
 
+function M.node_index(data)
+  -- where each node is, from the data's node index string (filter_data.py _node_index), read on the first
+  -- --nodelist after a load and kept with the data: the places stay in the string (fixed width, read where
+  -- needed: place_group), ranges map "prefix/width" to their runs (kept as text until first looked up)
+  local index = data.node_index
+  if index then return index end
+  local w1, w2, places, a_text, r_text, b_text = string.match(data.nodes,
+    "^(%d+),(%d+)#(%d*)#([^#]*)#([^#]*)#([^#]*)$")
+  local features, areas, ranges, bare, prev = data.features, {}, {}, {}, ""
+  for z, r in string.gmatch(a_text, "(%d+),(%d+);") do
+    areas[#areas + 1] = { features[tonumber(z)] or false, features[tonumber(r)] or false }
+  end
+  for common, rest, runs in string.gmatch(r_text, "(%d+)|([^|;]*)|([%d,]*);") do
+    local key = string.sub(prev, 1, tonumber(common)) .. rest
+    ranges[key] = runs
+    prev = key
+  end
+  for name, place in string.gmatch(b_text, "([^|;]*)|(%d+);") do bare[name] = tonumber(place) end
+  index = { features = features, places = places, w1 = tonumber(w1), w = tonumber(w1) + tonumber(w2),
+            areas = areas, ranges = ranges, bare = bare }
+  data.node_index = index
+  return index
+end
+
+local function place_group(index, idx, li)
+  -- place idx's group feature at level index li (false: none), from its fixed-width record
+  local at, w1 = (idx - 1) * index.w, index.w1
+  if li == 1 then return index.features[tonumber(string.sub(index.places, at + 1, at + w1))] or false end
+  return index.areas[tonumber(string.sub(index.places, at + w1 + 1, at + index.w))][li - 1]
+end
+
+local function range_runs(index, key)
+  -- {first,last,place,...} of a "prefix/width" key, nil when none
+  local runs = index.ranges[key]
+  if type(runs) == "string" then
+    local list = {}
+    for v in string.gmatch(runs, "%d+") do list[#list + 1] = tonumber(v) end
+    index.ranges[key] = list
+    runs = list
+  end
+  return runs
+end
+
 function M.place_named(data, text, li)
   -- where the nodes of `text` are at level index li: the distinct groups met (stops at the second), whether a
   -- node is in no group of the level, whether some names could not be placed
   if #text > MAX_NAMED then return {}, false, true end
   local numbered, bare, unchecked = requested(text)
   local seen, homeless = {}, false
-  local places = data.places
+  local index = M.node_index(data)
   local function note(idx)
-    local group = places[idx][li]
+    local group = place_group(index, idx, li)
     if not group then
       homeless = true
     elseif seen[1] ~= group and seen[2] ~= group then
@@ -383,14 +426,14 @@ function M.place_named(data, text, li)
     return #seen > 1 or homeless
   end
   for _, name in ipairs(bare) do
-    local idx = data.bare[name]
+    local idx = index.bare[name]
     if idx == nil then unchecked = true
     elseif note(idx) then return seen, homeless, unchecked end
   end
   local visits = 0
   for _, r in ipairs(numbered) do
     local lo, hi = r[2], r[3]
-    local runs = data.ranges[r[1] .. "/" .. r[4]] or {}
+    local runs = range_runs(index, r[1] .. "/" .. r[4]) or {}
     local n = #runs / 3
     local a, b = 1, n -- the last run starting at or before lo
     local i = 1
@@ -474,16 +517,29 @@ end
 
 local function parent_of(g, up)
   -- the zone ("z") or region ("r") group holding g: pz/pr where the data gives them (family buckets), else the
-  -- ancestor feature
-  if up == "z" then return g.pz or g.zf end
-  return g.pr or g.rf
+  -- ancestor feature (g.u: the group's location, shared by the groups of one place)
+  local u = g.u
+  if up == "z" then return u.pz or u.zf end
+  return u.pr or u.rf
+end
+
+local function label_of(g)
+  -- the group's label: the data writes it only where it is not the one its feature spells (ng_a.r1 -> a/r1:
+  -- after the first "_", dots as slashes; filter_data.py _derived_label), else derived here once
+  local l = g.l
+  if l == nil then
+    l = string.gsub(string.match(g.f, "^[^_]*_(.*)$"), "%.", "/")
+    g.l = l
+  end
+  return l
 end
 
 local function scan_allowed(sc, g)
   local area = sc.area
   if area == nil then return true end
-  if area[g.f] or (g.rf and area[g.rf]) or (g.zf and area[g.zf]) then return true end
-  return g.z == nil and g.r ~= nil and sc.wanted[g.r] == true
+  local u = g.u
+  if area[g.f] or (u.rf and area[u.rf]) or (u.zf and area[u.zf]) then return true end
+  return u.z == nil and u.r ~= nil and sc.wanted[u.r] == true
 end
 
 local function scan_eligible(sc, g)
@@ -534,17 +590,17 @@ end
 
 -- The compiled cut (every node counts, no GPUs asked, no area, no user bracket, one partition): every group from
 -- `start` on fits, so the bracket is groups[start..e], e the last within 64 alternatives and `budget` characters
--- (the data's running bracket length L, binary search).
+-- (the list's running bracket length L, summed by M.prepare; binary search).
 local function compiled_cut(groups, start, budget)
-  local n = #groups
+  local n, L = #groups, groups.L
   if start > n then return {}, false end
   local before = 0
-  if start > 1 then before = groups[start - 1].L end
+  if start > 1 then before = L[start - 1] end
   local lo, hi = start, math.min(n, start + MAX_ALTERNATIVES - 1)
-  if 1 + groups[lo].L - before > budget then return {}, true end
+  if 1 + L[lo] - before > budget then return {}, true end
   while lo < hi do -- the last e with 2 + (L[e] - L[start-1] - 1) <= budget
     local mid = math.floor((lo + hi + 1) / 2)
-    if 1 + groups[mid].L - before <= budget then lo = mid else hi = mid - 1 end
+    if 1 + L[mid] - before <= budget then lo = mid else hi = mid - 1 end
   end
   local kept = {}
   for i = start, lo do
@@ -734,8 +790,7 @@ shown_text = function(kept, cut)
   for i, g in ipairs(kept) do
     if length > MAX_RECORD then break end
     local n = kept[-i]
-    local part = g.s -- compiled: "label(Nn)" with every node counted
-    if n ~= g.n then part = g.l .. "(" .. n .. "n)" end
+    local part = label_of(g) .. "(" .. n .. "n)" -- n: the group's nodes that count
     parts[i] = part
     length = length + #part + 1
   end
@@ -993,7 +1048,7 @@ local function add_unions(sc, rows, cross, out, k)
     for _, r in ipairs(combo) do
       n, gp = n + r.n, gp + r.gp
       if r.most > most then most = r.most end
-      local region = r.g.r or false
+      local region = r.g.u.r or false
       if not regions[region] then
         regions[region] = true
         spread = spread + 1
@@ -1007,7 +1062,7 @@ local function add_unions(sc, rows, cross, out, k)
     end
     if n < need or gp < total then return end
     local fs, ls = {}, {}
-    for i, r in ipairs(combo) do fs[i], ls[i] = r.g.f, r.g.l end
+    for i, r in ipairs(combo) do fs[i], ls[i] = r.g.f, label_of(r.g) end
     local label = table.concat(ls, "+")
     out[#out + 1] = { sp = spread, k = #combo, n = n, f = "(" .. table.concat(fs, "|") .. ")", l = label, g = gp, m = most,
                       s = label .. "(" .. n .. "n)" }
@@ -1048,7 +1103,7 @@ local function zone_unions(sc, zones, room)
   local rows = union_rows(sc, zones)
   local by_region, names = {}, {}
   for _, r in ipairs(rows) do
-    local region = r.g.r or false
+    local region = r.g.u.r or false
     if by_region[region] == nil then
       by_region[region] = {}
       names[#names + 1] = region
@@ -1294,7 +1349,7 @@ nothing_holds = function(job, groups, only)
   elseif best == nil then
     why = "no node of the partition has a " .. level
   else
-    why = "the largest is " .. best.l .. " with " .. plural(bn, "node") .. " (" .. bg .. " GPUs)"
+    why = "the largest is " .. label_of(best) .. " with " .. plural(bn, "node") .. " (" .. bg .. " GPUs)"
   end
   local msg = "slurm-topo: --locality=" .. loc .. ": no " .. level .. " can ever hold " .. describe_request(job.req)
     .. "; " .. why
@@ -1373,6 +1428,58 @@ local function read_all(path)
   return text
 end
 
+-- Format 5 writes the group lists by column (a table literal per group, with its repeated fields, cost Lua's
+-- parser most of a load): M.prepare makes the tables the decisions read, once per load.
+
+local function expand(runs, step, n)
+  -- {first,count,...} (runs of values rising by `step`; 0: repeated) -> the n values
+  local out, i = {}, 0
+  for j = 1, #runs, 2 do
+    local v = runs[j]
+    for _ = 1, runs[j + 1] do
+      i = i + 1
+      out[i] = v
+      v = v + step
+    end
+  end
+  if i ~= n then error("data: runs give " .. i .. " values for " .. n) end
+  return out
+end
+
+local function group_list(col, features, shapes)
+  -- a list's columns (f feature indices, k ranks, s shapes: runs; l labels where not derived) -> its groups in
+  -- order {f, l, k, n, g, m, c, u} (n nodes, g GPUs, m most GPUs on a node, c counts and u location: the
+  -- shape's, shared), L = the running bracket length through each group, big as written
+  local labels, n = col.l, 0
+  for j = 2, #col.f, 2 do n = n + col.f[j] end
+  local f, ranks, kinds = expand(col.f, 1, n), expand(col.k, 1, n), expand(col.s, 0, n)
+  local list, L, length = { big = col.big }, {}, 0
+  for i = 1, n do
+    local s, feature = shapes[kinds[i]], features[f[i]]
+    list[i] = { f = feature, l = labels[i], k = ranks[i], n = s.n, g = s.g, m = s.m, c = s.c, u = s.u }
+    length = length + #feature + 1
+    L[i] = length
+  end
+  list.L = L
+  return list
+end
+
+function M.prepare(data)
+  -- the loaded data file's table, ready for decide (in place, once): group lists and each shape's location (the
+  -- node index waits for a --nodelist: M.node_index); an error here is a broken data file (load_data fails open)
+  if data.ready then return data end
+  local features, locations, shapes = data.features, data.locations, data.shapes
+  for i, s in ipairs(shapes) do
+    s.u = locations[s.u]
+    if type(s.u) ~= "table" then error("data: shape " .. i .. " has no location") end
+  end
+  for _, levels in pairs(data.partitions) do
+    for key, col in pairs(levels) do levels[key] = group_list(col, features, shapes) end
+  end
+  data.ready = true
+  return data
+end
+
 local function fail_open(key, fmt, ...)
   log_error_once(key, fmt, ...)
   state.data, state.fingerprint = nil, nil
@@ -1416,6 +1523,9 @@ local function load_data()
   if ok and type(data) == "table" and data.format ~= DATA_FORMAT then
     return fail_open("format:" .. fp, "slurm-topo: data file %s has format %s, this filter reads %s: regenerate "
       .. "it with the matching slurm-topo; jobs pass unchanged", path, tostring(data.format), tostring(DATA_FORMAT))
+  end
+  if ok and type(data) == "table" and data.fingerprint == fp and type(data.partitions) == "table" then
+    ok, data = pcall(M.prepare, data) -- a table whose columns do not add up is broken too
   end
   if not ok or type(data) ~= "table" or data.fingerprint ~= fp or type(data.partitions) ~= "table" then
     return fail_open("broken:" .. fp, "slurm-topo: data file %s (fingerprint %s) does not load: %s; jobs pass "
