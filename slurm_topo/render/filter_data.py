@@ -4,7 +4,13 @@ A Lua 5.1 chunk returning one table: the policy defaults, node classes and, per 
 groups in the filter's order (size, then label). Its first line is ``-- slurm-topo-data <fingerprint>``: the
 filter reads only that line to notice a new file, and reloads the whole table only when it changed. Every
 string written here has passed label validation ([A-Za-z0-9._-]) or is one of our own names, and is still
-written through ``_q``.
+written through ``_q`` (the node index: each name through ``_q``, the whole through ``_INDEX``).
+
+Format 5 is sized for the load inside slurmctld (read, Adler-32 in Lua, Lua's parser: each costs about its
+bytes, the parser more per table field and string): the group lists are written by column, with what repeats
+(features, locations, node counts) written once and referred to by number, and what is derivable (labels,
+display text, running bracket lengths) left to the filter (M.prepare, once per load). The node index is one
+string the filter reads only for a --nodelist.
 """
 
 from __future__ import annotations
@@ -204,17 +210,18 @@ def checksum(body: str) -> str:
 
 
 LEGEND = """\
--- Keys: default, partition_defaults, families: the policy. everywhere: the partition a name the data
--- does not know counts as. known: every node feature. messages: text templates (policy/vocab.py).
+-- Format 5. Keys: default, partition_defaults, families: the policy. everywhere: the partition a name the
+-- data does not know counts as. known: every node feature. messages: text templates (policy/vocab.py).
 -- classes: node classes {f=features, g=GPUs, t=GPU type}. areas: --locality-regions names {f=features,
--- r=regions}. places, ranges, bare: where each node is ({ng, zone, region} group features;
--- "prefix/width"={first,last,place,...}; names without a number). partitions[p][level]: groups in the
--- filter's order {f=feature, l=label, r/z=region/zone, n=nodes, g=GPUs, m=most GPUs on a node, k=rank,
--- rf/zf=ancestor features, pz/pr=the zone/region groups holding it where not zf/rf (family buckets),
--- c={class,nodes,...}, s=display, L=bracket length through this group}; big: index of the largest group;
--- values (with families): the bare family values as groups, largest first. auto_units[level][n] (n up to
--- auto_max): an auto job's budget per second of time limit for each looser level in order (empty: no plan;
--- false: the plan does not fit n nodes).
+-- r=regions}. partitions[p][level]: groups in the filter's order, by column: f=feature indices, k=ranks,
+-- s=shape indices (runs {first,count,...} of values rising by 1, shapes: repeated), l={[i]=label} where
+-- not the feature's own (ng_a.r1: a/r1), big=index of the largest group; values (with families): the bare
+-- family values as groups, largest first. shapes: {n=nodes, g=GPUs, m=most GPUs on a node, c={class,
+-- nodes,...}, u=location index}; locations: {r/z=region/zone, rf/zf=ancestor features, pz/pr=the
+-- zone/region groups holding it where not zf/rf (family buckets)}; features: every group feature, once.
+-- nodes: where each node is (read only for a --nodelist): "w1,w2#places#areas#ranges#bare", see
+-- filter_data.py _node_index. auto_units[level][n] (n up to auto_max): an auto job's budget per second of
+-- time limit for each looser level in order (empty: no plan; false: the plan does not fit n nodes).
 """
 
 
