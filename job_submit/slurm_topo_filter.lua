@@ -1436,35 +1436,28 @@ end
 -- (its shape's counts and location shared), L the list's running bracket lengths: slurmctld's Lua collector walks
 -- all of it.
 
-local function expand(runs, step, n)
-  -- {first,count,...} (runs of values rising by `step`; 0: repeated) -> the n values
-  local out, i = {}, 0
-  for j = 1, #runs, 2 do
-    local v = runs[j]
-    for _ = 1, runs[j + 1] do
-      i = i + 1
-      out[i] = v
-      v = v + step
+local function group_list(col, features, shapes)
+  -- a list's columns (f feature indices, k ranks: runs rising by 1; s shapes: runs of one; l labels where not
+  -- derived) -> its groups in order {f, k, n, g, m, c, u (l)}: n nodes, g GPUs, m most GPUs on a node, c counts
+  -- and u location are the shape's (c and u shared); L = the running bracket length through each group
+  local fr, kr, sr = col.f, col.k, col.s
+  local list, L, length, n = { big = col.big }, {}, 0, 0
+  local ki, k, kleft, si, s, sleft = -1, 0, 0, -1, nil, 0
+  for j = 1, #fr, 2 do
+    local fi = fr[j]
+    for _ = 1, fr[j + 1] do
+      if kleft == 0 then ki = ki + 2; k, kleft = kr[ki], kr[ki + 1] end
+      if sleft == 0 then si = si + 2; s, sleft = shapes[sr[si]], sr[si + 1] end
+      local feature = features[fi]
+      n = n + 1
+      list[n] = { f = feature, k = k, n = s.n, g = s.g, m = s.m, c = s.c, u = s.u }
+      length = length + #feature + 1
+      L[n] = length
+      fi, k, kleft, sleft = fi + 1, k + 1, kleft - 1, sleft - 1
     end
   end
-  if i ~= n then error("data: runs give " .. i .. " values for " .. n) end
-  return out
-end
-
-local function group_list(col, features, shapes)
-  -- a list's columns (f feature indices, k ranks, s shapes: runs; l labels where not derived) -> its groups in
-  -- order {f, l, k, n, g, m, c, u} (n nodes, g GPUs, m most GPUs on a node, c counts and u location: the
-  -- shape's, shared), L = the running bracket length through each group, big as written
-  local labels, n = col.l, 0
-  for j = 2, #col.f, 2 do n = n + col.f[j] end
-  local f, ranks, kinds = expand(col.f, 1, n), expand(col.k, 1, n), expand(col.s, 0, n)
-  local list, L, length = { big = col.big }, {}, 0
-  for i = 1, n do
-    local s, feature = shapes[kinds[i]], features[f[i]]
-    list[i] = { f = feature, l = labels[i], k = ranks[i], n = s.n, g = s.g, m = s.m, c = s.c, u = s.u }
-    length = length + #feature + 1
-    L[i] = length
-  end
+  if ki + 1 ~= #kr or si + 1 ~= #sr or kleft ~= 0 or sleft ~= 0 then error("data: group columns do not match") end
+  for i, l in pairs(col.l) do list[i].l = l end
   list.L = L
   return list
 end
