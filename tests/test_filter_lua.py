@@ -283,6 +283,24 @@ def test_data_file_whose_columns_do_not_add_up_fails_open(tmp_path: Path, data_f
     assert desc["features"] == "[zone_us-west-2a|zone_us-east-1a]" and f.messages("errors") == []
 
 
+def test_data_file_of_another_format_fails_open_even_with_a_good_checksum(
+    tmp_path: Path, data_file: Path
+) -> None:
+    """A well-formed data file of the previous format (checksum right) is not read: jobs pass unchanged and
+    the log says which format the filter reads."""
+    body = data_file.read_text().split("\n", 2)[2]
+    body = body.replace('fingerprint="', 'fingerprint="0123456789abcdef", old="', 1)
+    path = tmp_path / "slurm_topo_data.lua"
+    path.write_text(_signed(body.replace(f"\nformat={FORMAT},\n", f"\nformat={FORMAT - 1},\n", 1)))
+    f = _fresh(path)
+    rc, desc = f.submit(job("zone:fail", min_nodes=3))
+    assert rc == 0 and desc["features"] is None
+    assert f.messages("errors") == [
+        f"slurm-topo: data file {path} has format {FORMAT - 1}, this filter reads {FORMAT}: regenerate it "
+        "with the matching slurm-topo; jobs pass unchanged"
+    ]
+
+
 def test_data_file_of_small_racks_stays_small(tmp_path: Path) -> None:
     """The data file's size is what its load inside slurmctld costs (read, checksum and Lua's parser go by its
     bytes; benchmarks/bench_filter.py --load-only times it): 2 000 nodes in racks of 10 (200 network groups,
