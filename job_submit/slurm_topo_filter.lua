@@ -1066,8 +1066,8 @@ local function add_unions(sc, rows, cross, out, k)
     local fs, ls = {}, {}
     for i, r in ipairs(combo) do fs[i], ls[i] = r.g.f, label_of(r.g) end
     local label = table.concat(ls, "+")
-    out[#out + 1] = { sp = spread, k = #combo, n = n, f = "(" .. table.concat(fs, "|") .. ")", l = label, g = gp, m = most,
-                      s = label .. "(" .. n .. "n)" }
+    out[#out + 1] = { sp = spread, k = #combo, n = n, f = "(" .. table.concat(fs, "|") .. ")", l = label, g = gp,
+                      m = most } -- shown as label(n): shown_text
   end
   if k == 2 then
     for a = 1, m do
@@ -1432,9 +1432,9 @@ end
 
 -- Format 5 writes the group lists by column, with what repeats written once and referred to by number (format 4's
 -- table per group, with its location strings, display text and running length, cost Lua's parser most of a
--- 100 000-node load): M.prepare makes the tables the decisions read, once per load. Each group keeps 8 fields
--- (its shape's counts and location shared), L the list's running bracket lengths: slurmctld's Lua collector walks
--- all of it.
+-- 100 000-node load): M.prepare makes the tables the decisions read, once per load. Each group keeps 7 fields (8
+-- once its label is derived; its shape's counts and location shared), L the list's running bracket lengths:
+-- slurmctld's Lua collector walks all of it.
 
 local function group_list(col, features, shapes)
   -- a list's columns (f feature indices, k ranks: runs rising by 1; s shapes: runs of one; l labels where not
