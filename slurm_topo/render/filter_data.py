@@ -60,7 +60,7 @@ def _ancestors(feature: str, location_features: frozenset[str]) -> tuple[str | N
 
 def _derived_label(feature: str) -> str | None:
     """The label a group feature spells (``ng_a.r1`` -> ``a/r1``: after the first ``_``, dots as slashes):
-    written only where a group's label differs (the Lua twin is ``derived_label``)."""
+    written only where a group's label differs (the Lua twin is ``label_of``)."""
     _, sep, rest = feature.partition("_")
     return rest.replace(".", "/") if sep else None
 
