@@ -26,6 +26,7 @@ if arg[3] == "load" then -- the load alone (bench_filter.py --load-only)
   return
 end
 local data = assert(loadfile(data_path))()
+if M.prepare then data = M.prepare(data) end -- format 5: the group lists from its columns
 
 local SPANK = "_SLURM_SPANK_OPTION_locality_locality="
 local function job(loc, fields)

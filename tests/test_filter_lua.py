@@ -11,10 +11,10 @@ import pytest
 from luafilter import REPO, LuaFilter
 from policy_cases import PARTITIONS, inventory, job
 
-from slurm_topo import render_all
+from slurm_topo import load_inventories, render_all
 from slurm_topo.policy import NO_VAL, SPANK_LOCALITY, JobRequest, decide
 from slurm_topo.render import make_context
-from slurm_topo.render.filter_data import FORMAT
+from slurm_topo.render.filter_data import FORMAT, checksum
 
 
 @pytest.fixture(scope="module")
@@ -291,3 +291,74 @@ def test_submit_of_an_auto_job_writes_the_budget_and_the_relaxers_update_passes(
     assert f.mod.modify(resize, f.table({**record, "admin_comment": trail}), f.lua.table(), 0) == 0
     assert relaxations(resize["admin_comment"]) == [("zone", "region")]
     assert resize["admin_comment"].count("slurm-topo-auto:") == 1
+
+
+def _signed(body: str) -> str:
+    """A data file whose checksum line matches its (edited) body: what the loader itself must refuse."""
+    return f"-- slurm-topo-data 0123456789abcdef\n-- slurm-topo-checksum {checksum(body)}\n{body}"
+
+
+def test_data_file_whose_columns_do_not_add_up_fails_open(tmp_path: Path, data_file: Path) -> None:
+    """A data file that passes its checksum and loads as a table but whose group columns do not make groups
+    (here: no shapes) is broken: jobs pass unchanged, one error is logged."""
+    body = data_file.read_text().split("\n", 2)[2]
+    body = body.replace('fingerprint="', 'fingerprint="0123456789abcdef", old="', 1)
+    assert "\nshapes={\n" in body
+    path = tmp_path / "slurm_topo_data.lua"
+    path.write_text(_signed(body.replace("\nshapes={\n", "\nshapes={},\nunused={\n", 1)))
+    f = _fresh(path)
+    for _ in range(2):
+        rc, desc = f.submit(job("zone:fail", min_nodes=3))
+        assert rc == 0 and desc["features"] is None
+    assert len(f.messages("errors")) == 1 and "does not load" in f.messages("errors")[0]
+    path.write_text(_signed(body))  # the same file with its shapes: used
+    f = _fresh(path)
+    _, desc = f.submit(job("zone:fail", min_nodes=3))
+    assert desc["features"] == "[zone_us-west-2a|zone_us-east-1a]" and f.messages("errors") == []
+
+
+def test_data_file_of_another_format_fails_open_even_with_a_good_checksum(
+    tmp_path: Path, data_file: Path
+) -> None:
+    """A well-formed data file of the previous format (checksum right) is not read: jobs pass unchanged and
+    the log says which format the filter reads."""
+    body = data_file.read_text().split("\n", 2)[2]
+    body = body.replace('fingerprint="', 'fingerprint="0123456789abcdef", old="', 1)
+    path = tmp_path / "slurm_topo_data.lua"
+    path.write_text(_signed(body.replace(f"\nformat={FORMAT},\n", f"\nformat={FORMAT - 1},\n", 1)))
+    f = _fresh(path)
+    rc, desc = f.submit(job("zone:fail", min_nodes=3))
+    assert rc == 0 and desc["features"] is None
+    assert f.messages("errors") == [
+        f"slurm-topo: data file {path} has format {FORMAT - 1}, this filter reads {FORMAT}: regenerate it "
+        "with the matching slurm-topo; jobs pass unchanged"
+    ]
+
+
+def test_data_file_of_small_racks_stays_small(tmp_path: Path) -> None:
+    """The data file's size is what its load inside slurmctld costs (read, checksum and Lua's parser go by its
+    bytes; benchmarks/bench_filter.py --load-only times it): 2 000 nodes in racks of 10 (200 network groups,
+    places and node ranges) take under 4 KiB of header and legend plus 6 bytes per node. Format 4, a table
+    per group with its location strings and a table per place, took about 30 bytes per node (60 219 bytes)."""
+    lines = ["nodes:"]
+    for rack in range(200):
+        r, z = rack % 2, (rack // 2) % 3
+        lines.append(
+            f"  - {{name: 'gpu-r{r}z{z}k{rack:05d}-[000-009]', region: region{r}, "
+            f"zone: region{r}-{'abc'[z]}, network_group: rack-{rack:05d}, gpus: {8 if rack % 3 else 4}, "
+            "gpu_type: h100}"
+        )
+    (tmp_path / "fleet.yaml").write_text("\n".join(lines) + "\n")
+    text = render_all(load_inventories([tmp_path / "fleet.yaml"]), (22, 5))["slurm_topo_data.lua"]
+    assert "\nformat=5,\n" in text
+    assert len(text.encode()) < 4096 + 6 * 2000, len(text.encode())
+    f = LuaFilter()
+    data = f.load_data(_write(tmp_path / "data.lua", text))
+    assert f.decide(data, job("network_group:fail", min_nodes=10))["features"].startswith("[ng_region")
+    named = f.decide(data, job("zone:fail", min_nodes=2, req_nodes="gpu-r0z0k00000-[000-001]"))
+    assert named["action"] == "amend", named
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path

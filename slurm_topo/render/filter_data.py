@@ -4,22 +4,32 @@ A Lua 5.1 chunk returning one table: the policy defaults, node classes and, per 
 groups in the filter's order (size, then label). Its first line is ``-- slurm-topo-data <fingerprint>``: the
 filter reads only that line to notice a new file, and reloads the whole table only when it changed. Every
 string written here has passed label validation ([A-Za-z0-9._-]) or is one of our own names, and is still
-written through ``_q``.
+written through ``_q`` (the node index: each name through ``_q``, the whole through ``_INDEX``).
+
+Format 5 is sized for the load inside slurmctld (read, Adler-32 in Lua, Lua's parser: each costs about its
+bytes, the parser more per table field and string): the group lists are written by column, with what repeats
+(features, locations, node counts) written once and referred to by number, and what is derivable (labels,
+display text, running bracket lengths) left to the filter (M.prepare, once per load). The node index is one
+string the filter reads only for a --nodelist.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import zlib
 from collections.abc import Sequence
 
 from ..policy import LEVELS, Group, PolicyData
+from ..policy.nodes import NodeIndex
 from ..policy.vocab import HOLD_NOTE, INTERACTIVE_NOTE, NVL
 from . import RenderContext, header
 
-FORMAT = 4
+FORMAT = 5
 """The data file's layout version; job_submit/slurm_topo_filter.lua refuses (fails open on) any other."""
 _PLAIN = re.compile(r"^[A-Za-z0-9._:*?=+/ ()-]*\Z")
+_INDEX = re.compile(r"^[A-Za-z0-9._:*?=+/ ()#|;,-]*\Z")
+"""The node index string: _PLAIN's characters and its separators."""
 
 
 def _q(text: str) -> str:
@@ -48,25 +58,102 @@ def _ancestors(feature: str, location_features: frozenset[str]) -> tuple[str | N
     return rf, zf
 
 
-def _lua(value: str | None) -> str:
-    return _q(value) if value else "nil"
+def _derived_label(feature: str) -> str | None:
+    """The label a group feature spells (``ng_a.r1`` -> ``a/r1``: after the first ``_``, dots as slashes):
+    written only where a group's label differs (the Lua twin is ``label_of``)."""
+    _, sep, rest = feature.partition("_")
+    return rest.replace(".", "/") if sep else None
 
 
-def _group(g: Group, length: int) -> str:
-    """One group as a Lua table; pz/pr (the zone and region groups holding it) only where they differ from
-    zf/rf (with family buckets), to keep the data small."""
-    counts = ",".join(f"{c + 1},{n}" for c, n in g.counts)  # 1-based class index in Lua
-    rf, zf = _ancestors(g.feature, g.location_features)
-    pz, pr = g.parents
-    up = (f",pz={_q(pz)}" if pz and pz != zf else "") + (f",pr={_q(pr)}" if pr and pr != rf else "")
+def _runs(values: Sequence[int], step: int) -> str:
+    """``{first,count,...}``: runs of values rising by ``step`` (0: repeated) as (first value, length)."""
+    out: list[int] = []
+    for v in values:
+        if out and v == out[-2] + step * out[-1]:
+            out[-1] += 1
+        else:
+            out += [v, 1]
+    return "{" + ",".join(map(str, out)) + "}"
+
+
+class _Shared:
+    """What the group lists and the node index refer to by number: the location features (each written once),
+    the distinct locations ({r, z, rf, zf, pz, pr}) and shapes ({n, g, m, c, u})."""
+
+    def __init__(self) -> None:
+        self.features: dict[str, int] = {}
+        self.locations: dict[str, int] = {}
+        self.shapes: dict[str, int] = {}
+
+    def feature(self, feature: str | None) -> int:
+        """1-based index in the features list; 0 for none."""
+        return self.features.setdefault(feature, len(self.features) + 1) if feature else 0
+
+    def shape(self, g: Group) -> int:
+        rf, zf = _ancestors(g.feature, g.location_features)
+        pz, pr = g.parents
+        fields = (
+            ("r", g.region),
+            ("z", g.zone),
+            ("rf", rf),
+            ("zf", zf),
+            ("pz", pz if pz != zf else None),  # only where they differ (family buckets)
+            ("pr", pr if pr != rf else None),
+        )
+        loc = "{" + ",".join(f"{k}={_q(v)}" for k, v in fields if v) + "}"
+        u = self.locations.setdefault(loc, len(self.locations) + 1)
+        counts = ",".join(f"{c + 1},{n}" for c, n in g.counts)  # 1-based class index in Lua
+        shape = f"{{n={g.nodes},g={g.gpus},m={g.max_gpus},c={{{counts}}},u={u}}}"
+        return self.shapes.setdefault(shape, len(self.shapes) + 1)
+
+
+def _groups(groups: Sequence[Group], shared: _Shared, big: int | None) -> str:
+    """One group list by column: feature indices, ranks and shapes as runs, labels only where not derived."""
+    labels = ",".join(
+        f"[{i}]={_q(g.label)}" for i, g in enumerate(groups, 1) if _derived_label(g.feature) != g.label
+    )
     return (
-        f"{{f={_q(g.feature)},l={_q(g.label)},r={_lua(g.region)},z={_lua(g.zone)},n={g.nodes},g={g.gpus},"
-        f"m={g.max_gpus},k={g.rank},rf={_lua(rf)},zf={_lua(zf)}{up},c={{{counts}}},"
-        f"s={_q(f'{g.label}({g.nodes}n)')},L={length}}},\n"
+        f"{{f={_runs([shared.feature(g.feature) for g in groups], 1)},k={_runs([g.rank for g in groups], 1)},"
+        f"s={_runs([shared.shape(g) for g in groups], 0)},l={{{labels}}}"
+        + (f",big={big}" if big is not None else "")
+        + "}"
     )
 
 
+def _name(text: str) -> str:
+    """A node name or range key inside the node index string: what ``_q`` accepts (so never ``#|;,``)."""
+    _q(text)
+    return text
+
+
+def _node_index(nodes: NodeIndex, shared: _Shared) -> str:
+    """The node index as one string, which the filter reads only for a --nodelist (M.node_index), by sections
+    ``widths#places#areas#ranges#bare``: places fixed-width (place i at (i-1)*(w1+w2)+1: its network-group
+    feature index in w1 digits, its area in w2; widths ``w1,w2``), areas ``zone,region;`` (feature indices),
+    ranges ``common|rest|first,last,place,...;`` (a key's first ``common`` characters are the previous
+    key's), bare ``name|place;``. Numbers are 1-based, 0: none."""
+    areas: dict[tuple[int, int], int] = {}
+    rows = [
+        (shared.feature(ng), areas.setdefault((shared.feature(z), shared.feature(r)), len(areas) + 1))
+        for ng, z, r in nodes.places
+    ]
+    w1, w2 = (len(str(max((row[i] for row in rows), default=0))) for i in (0, 1))
+    places = "".join(f"{ng:0{w1}d}{area:0{w2}d}" for ng, area in rows)
+    ranges, prev = [], ""
+    for key, runs in (nodes.ranges or {}).items():
+        common = len(os.path.commonprefix([prev, _name(key)]))
+        ranges.append(f"{common}|{key[common:]}|" + ",".join(f"{a},{b},{c + 1}" for a, b, c in runs) + ";")
+        prev = key
+    bare = "".join(f"{_name(k)}|{v + 1};" for k, v in (nodes.bare or {}).items())
+    sections = (f"{w1},{w2}", places, "".join(f"{z},{r};" for z, r in areas), "".join(ranges), bare)
+    text = "#".join(sections)
+    if not _INDEX.match(text):
+        raise ValueError("refusing to write the node index into Lua")  # every piece passed _q; never reached
+    return f'"{text}"'
+
+
 def render_lua_table(data: PolicyData) -> str:
+    shared = _Shared()
     out = [
         "return {\n",
         f"format={FORMAT},\n",
@@ -90,34 +177,18 @@ def render_lua_table(data: PolicyData) -> str:
     out.append("},\nareas={\n")
     for label, (features, regions) in data.areas.items():
         out.append(f"[{_q(label)}]={{f={{{','.join(_q(f) for f in features)}}},r={_set(regions)}}},\n")
-    out.append("},\nplaces={\n")
-    for place in data.nodes.places:
-        out.append("{" + ",".join(_q(f) if f else "false" for f in place) + "},\n")
-    out.append("},\nranges={\n")
-    for key, runs in (data.nodes.ranges or {}).items():
-        out.append(f"[{_q(key)}]={{" + ",".join(f"{a},{b},{c + 1}" for a, b, c in runs) + "},\n")
-    out.append(
-        "},\nbare={" + ",".join(f"[{_q(k)}]={v + 1}" for k, v in (data.nodes.bare or {}).items()) + "},\n"
-    )
-    out.append("partitions={\n")
+    out.append("},\npartitions={\n")
     for pname, levels in data.partitions.items():
         out.append(f"[{_q(pname)}]={{\n")
         for level in (lvl for lvl in (*LEVELS, NVL) if lvl in levels):  # nvl: fleets with NVLink domains
-            out.append(f"{level}={{\n")
-            length = 0
-            for g in levels[level]:
-                length += len(g.feature) + 1
-                out.append(_group(g, length))
-            out.append(f"big={_largest(levels[level])},\n}},\n")
+            out.append(f"{level}=" + _groups(levels[level], shared, _largest(levels[level])) + ",\n")
         if data.family_values:
-            out.append("values={\n")
-            length = 0
-            for g in data.family_values[pname]:
-                length += len(g.feature) + 1
-                out.append(_group(g, length))
-            out.append("},\n")
+            out.append("values=" + _groups(data.family_values[pname], shared, None) + ",\n")
         out.append("},\n")
-    out.append("},\n}\n")
+    out.append("},\nnodes=" + _node_index(data.nodes, shared) + ",\n")
+    out.append("locations={\n" + "".join(f"{loc},\n" for loc in shared.locations))
+    out.append("},\nshapes={\n" + "".join(f"{shape},\n" for shape in shared.shapes))
+    out.append("},\nfeatures={\n" + "".join(f"{_q(f)},\n" for f in shared.features) + "},\n}\n")
     return "".join(out)
 
 
@@ -139,17 +210,18 @@ def checksum(body: str) -> str:
 
 
 LEGEND = """\
--- Keys: default, partition_defaults, families: the policy. everywhere: the partition a name the data
--- does not know counts as. known: every node feature. messages: text templates (policy/vocab.py).
+-- Format 5. Keys: default, partition_defaults, families: the policy. everywhere: the partition a name the
+-- data does not know counts as. known: every node feature. messages: text templates (policy/vocab.py).
 -- classes: node classes {f=features, g=GPUs, t=GPU type}. areas: --locality-regions names {f=features,
--- r=regions}. places, ranges, bare: where each node is ({ng, zone, region} group features;
--- "prefix/width"={first,last,place,...}; names without a number). partitions[p][level]: groups in the
--- filter's order {f=feature, l=label, r/z=region/zone, n=nodes, g=GPUs, m=most GPUs on a node, k=rank,
--- rf/zf=ancestor features, pz/pr=the zone/region groups holding it where not zf/rf (family buckets),
--- c={class,nodes,...}, s=display, L=bracket length through this group}; big: index of the largest group;
--- values (with families): the bare family values as groups, largest first. auto_units[level][n] (n up to
--- auto_max): an auto job's budget per second of time limit for each looser level in order (empty: no plan;
--- false: the plan does not fit n nodes).
+-- r=regions}. partitions[p][level]: groups in the filter's order, by column: f=feature indices, k=ranks,
+-- s=shape indices (runs {first,count,...} of values rising by 1, shapes: repeated), l={[i]=label} where
+-- not the feature's own (ng_a.r1: a/r1), big=index of the largest group; values (with families): the bare
+-- family values as groups, largest first. shapes: {n=nodes, g=GPUs, m=most GPUs on a node, c={class,
+-- nodes,...}, u=location index}; locations: {r/z=region/zone, rf/zf=ancestor features, pz/pr=the
+-- zone/region groups holding it where not zf/rf (family buckets)}; features: every group feature, once.
+-- nodes: where each node is (read only for a --nodelist): "w1,w2#places#areas#ranges#bare", see
+-- filter_data.py _node_index. auto_units[level][n] (n up to auto_max): an auto job's budget per second of
+-- time limit for each looser level in order (empty: no plan; false: the plan does not fit n nodes).
 """
 
 
