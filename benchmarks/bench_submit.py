@@ -62,10 +62,14 @@ sys.path.insert(0, str(REPO / "tests" / "integration"))
 import slurmctl  # noqa: E402
 
 ARGS = ["--parsable", "--hold", "-N1", "--locality=zone", "-J", "bs", "-o", "/dev/null", "--wrap=true"]
-TRIVIAL_LUA = """\
--- the cheapest job_submit/lua filter: both hooks accept the job unchanged
+
+
+def _lua_filter(comment: str, submit_body: str) -> str:
+    """A job_submit.lua whose modify hook accepts every update and whose submit hook runs ``submit_body``."""
+    return f"""\
+{comment}
 function slurm_job_submit(job_desc, part_list, submit_uid)
-  return slurm.SUCCESS
+{submit_body}  return slurm.SUCCESS
 end
 
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
@@ -74,24 +78,18 @@ end
 
 return slurm.SUCCESS
 """
-READS_LUA = """\
--- the floor of any filter that decides from the job: it reads the job_desc fields slurm-topo's filter reads
--- for a batch job (job_submit/slurm_topo_filter.lua M.request and apply) and accepts the job unchanged
-function slurm_job_submit(job_desc, part_list, submit_uid)
-  local _ = { job_desc.features, job_desc.prefer, job_desc.partition, job_desc.tres_per_job,
-    job_desc.tres_per_node, job_desc.tres_per_task, job_desc.script, job_desc.spank_job_env, job_desc.comment,
-    job_desc.req_nodes, job_desc.exc_nodes, job_desc.reservation, job_desc.contiguous,
-    job_desc.het_job_offset, job_desc.min_nodes, job_desc.num_tasks, job_desc.time_limit,
-    job_desc.admin_comment, job_desc.user_id }
-  return slurm.SUCCESS
-end
 
-function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
-  return slurm.SUCCESS
-end
 
-return slurm.SUCCESS
-"""
+TRIVIAL_LUA = _lua_filter("-- the cheapest job_submit/lua filter: both hooks accept the job unchanged", "")
+READS_LUA = _lua_filter(
+    "-- the floor of any filter that decides from the job: it reads the job_desc fields slurm-topo's\n"
+    "-- filter reads for this batch job (slurm_topo_filter.lua M.request and run), accepts it unchanged",
+    "  local _ = { job_desc.features, job_desc.prefer, job_desc.partition, job_desc.tres_per_job,\n"
+    "    job_desc.tres_per_node, job_desc.tres_per_task, job_desc.script, job_desc.spank_job_env,\n"
+    "    job_desc.comment, job_desc.req_nodes, job_desc.exc_nodes, job_desc.reservation,\n"
+    "    job_desc.contiguous, job_desc.het_job_offset, job_desc.min_nodes, job_desc.time_limit,\n"
+    "    job_desc.admin_comment }\n",
+)
 CONFIGS = ("plain", "trivial", "reads", "same", "filter")
 LABELS = {
     "plain": "no JobSubmitPlugins",

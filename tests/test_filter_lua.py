@@ -84,6 +84,67 @@ def test_remembered_decisions_equal_fresh_ones(data_file: Path) -> None:
         assert {k: remembered[k] for k in fields_of} == {k: python[k] for k in fields_of}, desc
 
 
+PROXY = """
+function(fields)
+  -- a job_desc as job_submit/lua hands it over: every read and write goes through the metatable (in slurmctld
+  -- a lookup by field name in C); counts the reads per field
+  local reads, writes = {}, {}
+  local job = setmetatable({}, {
+    __index = function(_, k) reads[k] = (reads[k] or 0) + 1; return fields[k] end,
+    __newindex = function(_, k, v) writes[k] = v end,
+  })
+  return job, reads, writes
+end
+"""
+
+
+@pytest.mark.parametrize(
+    ("fields", "extra"),
+    [
+        ({}, set()),
+        (
+            {"tres_per_task": "gres/gpu:1", "num_tasks": 8},
+            {"num_tasks"},
+        ),  # the task count only for GPUs per task
+        ({"req_nodes": "n01,n02"}, set()),
+    ],
+)
+def test_submit_reads_each_job_field_once_and_only_those_it_needs(
+    data_file: Path, fields: dict[str, object], extra: set[str]
+) -> None:
+    """Every job_desc read costs slurmctld a lookup by name (results/submit.md: the reads alone are most of
+    the filter's cost per submission): a batch job is read field by field once, and only what its decision
+    needs."""
+    f = _fresh(data_file)
+    desc = job("zone", min_nodes=2, **fields)
+    jd, reads, writes = f.lua.eval(PROXY)(f.table(desc))
+    assert f.mod.submit(jd, f.lua.table(), 1000) == 0
+    read = dict(reads.items())
+    assert all(n == 1 for n in read.values()), read
+    needed = {
+        "features",
+        "prefer",
+        "partition",
+        "tres_per_job",
+        "tres_per_node",
+        "tres_per_task",
+        "script",
+        "spank_job_env",
+        "comment",
+        "req_nodes",
+        "contiguous",
+        "het_job_offset",
+        "min_nodes",
+        "time_limit",
+        "admin_comment",
+    }
+    if "req_nodes" not in fields:
+        needed |= {"exc_nodes", "reservation"}
+    assert set(read) == needed | extra
+    assert writes["features"].startswith("[zone_") and "admin_comment" in dict(writes.items())
+    assert "job from uid 1000: slurm-topo: zone:wait" in f.messages("infos")[-1]
+
+
 def _fresh(data_path: Path) -> LuaFilter:
     f = LuaFilter()
     f.configure(data_path)
