@@ -30,10 +30,10 @@ the filter, (null) without) and cancelled.
 ``--slurm``; the 24.11/26.05 Debian roots must be built or buildable) and writes one table per release.
 
 ``--callgrind N`` (host Slurm only) counts instructions instead of timing: each config's slurmctld is
-restarted under ``valgrind --tool=callgrind --toggle-collect=slurmctld_req`` (every RPC handler, nothing
-else), three untimed submissions, ``callgrind_control --zero``, N submissions, ``callgrind_control --dump``;
-the table is instructions per submit RPC, in all and inside the job_submit plugin
-(``job_submit_plugin_submit``), Slurm's feature parsing (``build_feature_list``) and its log writer
+restarted (``cluster restart-ctld --wrap``) under ``valgrind --tool=callgrind --toggle-collect=slurmctld_req``
+(every RPC handler, nothing else), three untimed submissions, ``callgrind_control --zero``, N submissions,
+``callgrind_control --dump``; the table is instructions per submit RPC, in all and inside the job_submit
+plugin (``job_submit_plugin_submit``), Slurm's feature parsing (``build_feature_list``) and its log writer
 (``log_var``): repeatable where times on a shared machine swing by more than the goal.
 
     .venv/bin/python benchmarks/bench_submit.py [--rounds 30 --block 20] [--sdiag] [--slurm native,24.11]
@@ -408,19 +408,6 @@ _IR_LINE = re.compile(r"^\s*([\d,]+)\s+\([^)]*\)\s+(?:\*\s+)?(\S.*)$")
 WATCHED = ("job_submit_plugin_submit", "build_feature_list", "log_var")
 
 
-def _ctld_pid(base: Path) -> int:
-    """The cluster's slurmctld (by its command line among the launcher's PIDs: never by name)."""
-    pids = slurmctl.launcher("pids", "--base", str(base)).stdout.split()
-    for pid in pids:
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if argv and argv[0].endswith(b"/slurmctld") and b"-D" in argv:
-            return int(pid)
-    raise SystemExit(f"no slurmctld among {pids}")
-
-
 def _wait_gone(pid: int, seconds: float) -> bool:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -436,52 +423,22 @@ def callgrind_config(
     cluster: slurmctl.Cluster, n: int, extra: tuple[str, ...], out: Path
 ) -> dict[str, float]:
     """Instructions per submit RPC of one cluster's slurmctld under callgrind (see the module docstring)."""
-    base, slurm = cluster.base, cluster.slurm
-    pid = _ctld_pid(base)
-    os.kill(pid, signal.SIGTERM)
-    if not _wait_gone(pid, 15):
-        os.kill(pid, signal.SIGKILL)
-        _wait_gone(pid, 5)
-    (base / "run" / "slurmctld.pid").unlink(missing_ok=True)
-    conf = base / "etc" / "slurm.conf"
-    env = {**os.environ, "SLURM_CONF": str(conf), "SLURM_TOPO_CLUSTER_TAG": str(base)}
-    with open(out.with_suffix(".log"), "wb") as log:
-        vg = subprocess.Popen(
-            [
-                "valgrind",
-                "--tool=callgrind",
-                f"--callgrind-out-file={out}",
-                "--toggle-collect=slurmctld_req",
-                "--dump-instr=no",
-                str(base / "bin" / "slurmctld"),
-                "-D",
-                "-i",
-                "-f",
-                str(conf),
-            ],
-            env=env,
-            start_new_session=True,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    slurm = cluster.slurm
+    wrap = (
+        f"valgrind --tool=callgrind --callgrind-out-file={out} --toggle-collect=slurmctld_req --dump-instr=no"
+    )
+    p = slurmctl.launcher("restart-ctld", "--base", str(cluster.base), "--timeout", "300", "--wrap", wrap)
+    if p.returncode != 0:
+        raise SystemExit(f"restart-ctld under valgrind failed:\n{p.stderr}")
+    pid = int(p.stdout.split()[-1])
     try:
-        end = time.monotonic() + 300
-        while "UP" not in slurm.run(["scontrol", "ping"], timeout=30, check=False).stdout:
-            if time.monotonic() > end or vg.poll() is not None:
-                raise SystemExit(f"slurmctld under valgrind did not come up (see {out.with_suffix('.log')})")
-            time.sleep(1)
-        jobs = []
-        for _ in range(3):
-            jobs.append(slurm.submit(*ARGS[1:], *extra, timeout=120))
-        subprocess.run(["callgrind_control", "--zero", str(vg.pid)], capture_output=True, check=True)
-        for _ in range(n):
-            jobs.append(slurm.submit(*ARGS[1:], *extra, timeout=120))
+        jobs = [slurm.submit(*ARGS[1:], *extra, timeout=120) for _ in range(3)]
         subprocess.run(
-            ["callgrind_control", "--dump=measured", str(vg.pid)],
-            capture_output=True,
-            check=True,
-            timeout=120,
+            ["callgrind_control", "--zero", str(pid)], capture_output=True, check=True, timeout=120
+        )
+        jobs += [slurm.submit(*ARGS[1:], *extra, timeout=120) for _ in range(n)]
+        subprocess.run(
+            ["callgrind_control", "--dump=measured", str(pid)], capture_output=True, check=True, timeout=120
         )
         dump = Path(f"{out}.1")
         end = time.monotonic() + 60
@@ -489,12 +446,9 @@ def callgrind_config(
             time.sleep(0.5)
         slurm.cancel(*jobs)
     finally:
-        vg.terminate()
-        try:
-            vg.wait(60)
-        except subprocess.TimeoutExpired:
-            vg.kill()
-            vg.wait(10)
+        os.kill(pid, signal.SIGTERM)
+        if not _wait_gone(pid, 60):
+            os.kill(pid, signal.SIGKILL)
     text = subprocess.run(
         ["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(dump)],
         capture_output=True,
