@@ -185,7 +185,7 @@ function M.request(job, comment_override)
       elseif k == "locality-regions" and regions == nil then regions = v end
     end
   end
-  -- (the common case is a field Slurm leaves unset: nil skips the helper call, the submit path's largest cost)
+  -- (most fields are unset: a nil skips the helper call; what the submit path costs: results/submit.md)
   if regions ~= nil then regions = to_str(regions) end
   if regions ~= nil and #regions > MAX_FIELD then return { oversize = "--locality-regions" } end
   local gpu

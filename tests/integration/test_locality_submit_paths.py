@@ -157,6 +157,29 @@ def test_interactive_allocation_no_zone_can_hold_fails_at_once(fslurm: slurmctl.
     assert fslurm.out("squeue", "-h").strip() == ""
 
 
+def test_the_same_request_as_batch_and_interactive_gets_each_its_own_decision(fslurm: slurmctl.Slurm) -> None:
+    """The filter remembers decisions by request shape (job_submit/README.md, "Cost per submission"): the same
+    impossible `--locality=zone -N5` request is held as a batch job, rejected at once as an allocation right
+    after, and held again as a batch job (slurmctld's own view of each)."""
+    held = []
+    for client in ("sbatch", "salloc", "sbatch"):
+        argv = [client, "-N5", "--locality=zone"] + (
+            ["--parsable", "--wrap", "true"] if client == "sbatch" else ["true"]
+        )
+        p = fslurm.run(["timeout", "20", *argv], timeout=25, check=False)
+        if client == "salloc":
+            assert p.returncode not in (0, 124), (p.returncode, p.stderr)
+            assert "interactive allocation does not wait" in p.stderr, p.stderr
+            continue
+        assert p.returncode == 0 and "the job is held" in p.stderr, p.stderr
+        held.append(p.stdout.strip().split(";")[0])
+    for job in held:
+        info = fslurm.job(job)
+        assert info["JobState"] == "PENDING" and info["Priority"] == "0", info
+    assert sorted(fslurm.out("squeue", "-h", "-o", "%i").split()) == sorted(held)
+    fslurm.cancel(*held)
+
+
 def test_messages_name_the_real_problem(fslurm: slurmctl.Slurm) -> None:
     """An unknown `-C` feature is said to be unknown (Slurm then rejects it as invalid), not blamed on the
     node

@@ -159,7 +159,14 @@ def test_filter_writes_the_budget_and_the_relaxer_widens_after_it(
     assert (
         record.endswith("; auto: no time limit, no budget (waits as :wait)") and parse_budget(record) is None
     )
-    slurm.cancel(job, by_partition, unlimited, *blockers)
+    # the filter remembers decisions by request shape: the same request with another time limit is its own
+    longer = slurm.submit("--locality=zone:auto", "--exclusive", "-N2", "--time=2", "--wrap", "true")
+    longer_budget = parse_budget(job_of(slurm, longer)["AdminComment"])
+    longer_want = auto_budget("zone", 2, PLAN, 120, Node("t", gpus=4))
+    assert longer_budget is not None and longer_budget.limit_s == 120 and longer_budget != budget
+    for level, seconds in longer_budget.budgets:
+        assert abs(seconds - (longer_want.of(level) or 0)) <= 1, (level, seconds, longer_want)
+    slurm.cancel(job, by_partition, unlimited, longer, *blockers)
 
 
 def test_start_estimates_pass_through_the_filter(cluster: slurmctl.Cluster, slurm: slurmctl.Slurm) -> None:
