@@ -1095,6 +1095,16 @@ def health_sync(records_dir: str, max_age: float, dry_run: bool) -> None:
     metavar="S",
     help="Seconds for one sbatch --test-only call.",
 )
+@click.option(
+    "--now",
+    "now_epoch",
+    type=click.FloatRange(0, 2**40),
+    default=None,
+    metavar="EPOCH",
+    help="Judge waits as if it were this time (seconds since the epoch; default: the clock). For tests "
+    "and what-if runs with --dry-run.",
+)
+@click.option("--verbose", "-v", is_flag=True, help="Also print how Slurm was read (the access backend).")
 def relax(
     once: bool,
     interval: float,
@@ -1105,6 +1115,8 @@ def relax(
     load_aware: bool,
     estimates: int,
     estimate_timeout: float,
+    now_epoch: float | None,
+    verbose: bool,
 ) -> None:
     """Widen pending LEVEL:auto jobs one level once their wait passed the budget in their AdminComment
     (scontrol update Features=, the decision appended to AdminComment). Guide: docs/relax.md."""
@@ -1121,6 +1133,7 @@ def relax(
                 try:
                     done = rx.run_pass(
                         SubprocessRunner(),
+                        now=now_epoch,
                         dry_run=dry_run,
                         max_changes=max_changes,
                         load_aware=load_aware,
@@ -1136,6 +1149,10 @@ def relax(
                     if as_json:
                         click.echo(rx.dumps(done))
                     else:
+                        if verbose:
+                            click.echo(
+                                f"relax: jobs read with the {done.backend} backend (slurm_topo.access)"
+                            )
                         for line in rx.log_lines(done, dry_run):
                             click.echo(("(dry run) " if dry_run else "") + line)
         if once:

@@ -26,6 +26,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from .access import SlurmAccess
 from .capacity import NodeState
 from .cost import DEFAULT_TABLE, LinkTable
 from .errors import CommandError, InputError
@@ -389,16 +390,16 @@ def explain_full(
     inventory: Inventory | None = None,
     plan: str | None = None,
     table: LinkTable = DEFAULT_TABLE,
+    access: SlurmAccess | None = None,
 ) -> tuple[Explanation, CostView | None]:
     """Ask slurmctld (``scontrol show job -o``, ``scontrol show node -o`` for the job's nodes, and with an
     inventory and a plan ``scontrol -d show node -o`` for what is free now) -> the explanation and, for a
     placed job, its cost view. A failing job/node query raises the runner's CommandError; a failing state
     query only leaves "free right now" out. None for a job slurmctld does not know."""
-    text = runner.run(["scontrol", "show", "job", "-o", job_id], timeout=30)
-    line = next((ln for ln in text.splitlines() if ln.strip().startswith("JobId=")), "")
-    if not line:
+    found = (access or SlurmAccess(runner)).job(job_id, timeout=30)
+    if found is None:
         return Explanation(job_id, "", None, None, None, "", None, None, None, ""), None
-    job = parse_record_line(line)
+    job: Mapping[str, str] = found
     features = None
     nodes = _val(job, "NodeList")
     if nodes:
@@ -426,9 +427,10 @@ def explain_job(
     inventory: Inventory | None = None,
     plan: str | None = None,
     table: LinkTable = DEFAULT_TABLE,
+    access: SlurmAccess | None = None,
 ) -> str:
     """`slurm-topo explain JOBID`: the explanation as text, ending with a newline (:func:`explain_full`)."""
-    explanation, _ = explain_full(job_id, runner, inventory=inventory, plan=plan, table=table)
+    explanation, _ = explain_full(job_id, runner, inventory=inventory, plan=plan, table=table, access=access)
     if not explanation.state:
         return f"job {job_id}: not known to slurmctld\n"
     return explanation.text()

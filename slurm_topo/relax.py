@@ -40,8 +40,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from .access import SlurmAccess
 from .cost import DEFAULT_TABLE, Fabric, LinkTable, PlanSpec, parse_plan, score_placement
-from .errors import CommandError, InputError, OutputError
+from .errors import CommandError, InputError, OutputError, ParseError
 from .explain import NULL, parse_nodes, parse_record_line
 from .model import Location, Node
 from .runner import Runner
@@ -203,11 +204,21 @@ def relaxations(admin_comment: str | None) -> list[tuple[str, str]]:
 
 
 def current_level(budget: Budget, admin_comment: str | None) -> str:
+    """The level the job is at now: the last relaxation's target, else the budget's level. Raises
+    ValueError when the last relaxation names a level that is not one of :data:`LEVELS` (a damaged trail:
+    the job is skipped, never widened from a guess)."""
     done = relaxations(admin_comment)
-    return done[-1][1] if done else budget.level
+    if not done:
+        return budget.level
+    src, dst = done[-1]
+    if src not in LEVELS or dst not in LEVELS:
+        raise ValueError(f"relax trail {src[:20]}->{dst[:20]}: not a level ({', '.join(LEVELS)})")
+    return dst
 
 
 def next_level(level: str) -> str | None:
+    if level not in LEVELS:
+        raise ValueError(f"{level[:20]!r}: not a level ({', '.join(LEVELS)})")
     i = LEVELS.index(level)
     return LEVELS[i + 1] if i + 1 < len(LEVELS) else None
 
@@ -265,9 +276,11 @@ def auto_lines(job: Mapping[str, str], now: float | None = None) -> list[str]:
     if budget is None:
         return []
     per = ", ".join(f"{lvl} {sec} s" for lvl, sec in budget.budgets)
-    head = (
-        f"{budget.level}:auto, now {current_level(budget, comment)}; budget {per} (limit {budget.limit_s} s)"
-    )
+    try:
+        now_at = current_level(budget, comment)
+    except ValueError as exc:
+        now_at = f"unknown ({exc}; the relaxer skips this job)"
+    head = f"{budget.level}:auto, now {now_at}; budget {per} (limit {budget.limit_s} s)"
     submitted = parse_time(job.get("SubmitTime"))
     if job.get("JobState") == "PENDING" and submitted is not None:
         head += f"; waited {max(0, int((time.time() if now is None else now) - submitted))} s"
@@ -355,9 +368,15 @@ class Pass:
     auto: int = 0
     seconds: float = 0.0
     busy: float | None = None
+    errors: list[str] = field(default_factory=list)
+    """One line per job skipped because it could not be read safely or its record does not parse."""
+    backend: str = ""
+    """How the jobs were read (:mod:`slurm_topo.access`: json or text)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "backend": self.backend,
+            "errors": self.errors,
             "pending": self.pending,
             "auto": self.auto,
             "relaxed": sum(1 for d in self.decisions if d.action == "relax"),
@@ -418,26 +437,22 @@ def relax_record(d: Decision, now: float) -> str:
     return f"{RELAX_PREFIX}{d.level}->{d.target} waited={d.waited_s}s budget={d.budget_s}s{why} at={at}"
 
 
-def jobs_argv(job: str | None = None) -> list[str]:
-    return ["scontrol", "show", "job", "-o", *([job] if job else [])]
-
-
-def parse_jobs(text: str) -> list[dict[str, str]]:
-    return [parse_record_line(line) for line in text.splitlines() if line.startswith("JobId=")]
-
-
-def plan_pass(text: str, now: float, busy: float | None = None) -> Pass:
-    """Pure: ``scontrol show job -o`` text -> the decisions of one pass (features not yet computed)."""
+def plan_pass(jobs: Sequence[Mapping[str, str]], now: float, busy: float | None = None) -> Pass:
+    """Pure: the job records (:mod:`slurm_topo.access`) -> the decisions of one pass (features not yet
+    computed). A job whose record makes the relaxer raise (a malformed trail in its AdminComment) is
+    skipped with one line in :attr:`Pass.errors`; the pass goes on."""
     out = Pass()
-    for line in text.splitlines():
-        if not line.startswith("JobId="):
-            continue
-        if " JobState=PENDING " in line:
+    for job in jobs:
+        if job.get("JobState") == "PENDING":
             out.pending += 1
-        if BUDGET_PREFIX not in line:  # most jobs: not auto, not worth splitting into fields
+        if BUDGET_PREFIX not in job.get("AdminComment", ""):  # most jobs: not auto
             continue
-        job = parse_record_line(line)
-        d = judge(job, now, busy)
+        try:
+            d = judge(job, now, busy)
+        except (ValueError, KeyError, TypeError, OverflowError) as exc:
+            jid = job.get("JobId", "?")[:20]
+            out.errors.append(f"job {jid}: skipped, unreadable record: {str(exc)[:100]}")
+            continue
         if d is None:
             continue
         d.fields = job
@@ -621,6 +636,7 @@ def estimate_pass(
 def run_pass(
     runner: Runner,
     *,
+    access: SlurmAccess | None = None,
     dry_run: bool = False,
     now: float | None = None,
     max_changes: int = 200,
@@ -636,11 +652,13 @@ def run_pass(
     ``sbatch --test-only`` calls a pass (:func:`estimate_pass`)."""
     started = time.monotonic()
     now = time.time() if now is None else now
+    slurm = access or SlurmAccess(runner)
     node_text = runner.run(["scontrol", "show", "node", "-o"], timeout=60)
     busy = busy_share(node_text) if load_aware else None
-    text = runner.run(jobs_argv(), timeout=60)
-    result = plan_pass(text, now, busy)
-    result.busy = busy
+    listing = slurm.jobs(timeout=60)
+    result = plan_pass(listing.jobs, now, busy)
+    result.errors[:0] = [f"job {jid}: skipped, {why}" for jid, why in listing.refused]
+    result.busy, result.backend = busy, listing.backend
     due_jobs = [d for d in result.decisions if d.action == "relax"]
     want_nodes = due_jobs or (estimates > 0 and result.decisions)
     nodes = parse_nodes(node_text) if want_nodes else {}
@@ -658,7 +676,7 @@ def run_pass(
     for d in due_jobs[max(0, max_changes) :]:
         d.action, d.why = "skip", f"over --max-changes {max_changes} this pass"
     for d in due_jobs[: max(0, max_changes)]:
-        apply(runner, d, now, busy, nodes, dry_run)
+        apply(runner, d, now, busy, nodes, dry_run, slurm)
     for d in result.decisions:
         d.fields = None
     result.seconds = time.monotonic() - started
@@ -672,15 +690,18 @@ def apply(
     busy: float | None,
     nodes: Mapping[str, Sequence[str]],
     dry_run: bool,
+    access: SlurmAccess | None = None,
 ) -> None:
     """Widen one due job: read it again and change it only when it is still pending, not held, at the same
     level and (for the budget rule) still due for the same level; one ``scontrol update``."""
+    slurm = access or SlurmAccess(runner)
     try:
-        fresh = parse_jobs(runner.run(jobs_argv(d.job), timeout=30))
-    except CommandError as exc:
-        d.action, d.why = "skip", f"gone: {str(exc)[:80]}"
+        one = slurm.job(d.job, timeout=30)
+        again = judge(one, now, busy) if one is not None else None
+    except (CommandError, ParseError, ValueError) as exc:
+        d.action, d.why = "skip", f"gone or unreadable: {str(exc)[:80]}"
         return
-    again = judge(fresh[0], now, busy) if fresh else None
+    fresh = [one] if one is not None else []
     if d.rule == "estimate":
         same = again is not None and again.waited_s is not None and again.target == d.target
     else:
@@ -707,18 +728,18 @@ def apply(
         d.action, d.why = "skip", f"scontrol update failed: {str(exc)[:120]}"
         return
     d.applied = True
-    restore_trail(runner, d.job, comment)
+    restore_trail(runner, d.job, comment, slurm)
 
 
-def restore_trail(runner: Runner, job: str, comment: str) -> None:
+def restore_trail(runner: Runner, job: str, comment: str, access: SlurmAccess | None = None) -> None:
     """The submit filter's modify hook answers an administrator's ``Features=`` update with its own record in
     place of the AdminComment (everything after its ``slurm-topo: `` is replaced): read the job back and,
     when the trail is gone, write it again alone (an AdminComment-only update, which the filter passes)."""
     try:
-        back = parse_jobs(runner.run(jobs_argv(job), timeout=30))
-        if back and back[0].get("AdminComment") != comment:
+        back = (access or SlurmAccess(runner)).job(job, timeout=30)
+        if back is not None and back.get("AdminComment") != comment:
             runner.run(["scontrol", "update", f"JobId={job}", f"AdminComment={comment}"], timeout=30)
-    except CommandError:
+    except (CommandError, ParseError):
         pass  # the change is made; the next pass sees the level from Features only if the trail is kept
 
 
@@ -756,6 +777,7 @@ def log_lines(p: Pass, dry_run: bool) -> list[str]:
             load = "" if d.factor is None else f" × load {d.factor}"
             why = f"waited {d.waited_s}s > budget {d.budget_s}s{load}"
         lines.append(f"job {d.job}: {verb} {d.level} -> {d.target} ({why}): Features={d.features}")
+    lines.extend(p.errors)
     lines.append(
         f"relax: {p.pending} pending, {p.auto} auto, "
         f"{sum(1 for d in p.decisions if d.action == 'relax')} relaxed, {p.seconds:.3f}s"

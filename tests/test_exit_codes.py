@@ -193,9 +193,10 @@ def _interrupt(argv: list[str], env: dict[str, str], started: Path) -> subproces
 
 
 def test_130_interrupted(tmp_path: Path, bin_dir: Path) -> None:
-    """Ctrl-C while slurm-topo waits for scontrol: exit 130 and one line, no traceback."""
+    """Ctrl-C while slurm-topo waits for Slurm (explain reads the job with squeue --json): exit 130 and one
+    line, no traceback."""
     started = tmp_path / "started"
-    env = fake(bin_dir, "scontrol", f"touch {started}\nexec sleep 30")
+    env = fake(bin_dir, "squeue", f"touch {started}\nexec sleep 30")
     done = _interrupt([sys.executable, "-m", "slurm_topo", "explain", "1234"], env, started)
     assert done.returncode == ExitCode.INTERRUPTED, done.stderr
     assert done.stderr.splitlines()[-1] == "slurm-topo: interrupted"

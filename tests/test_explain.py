@@ -20,8 +20,9 @@ RUNNING = (
     "Account=(null) QOS=(null) JobState=RUNNING Reason=None Dependency=(null) Partition=main "
     "AllocNode:Sid=localhost:25828 "
     "ReqNodeList=(null) ExcNodeList=(null) NodeList=n[07-09] BatchHost=n07 NumNodes=3 NumCPUs=48 CPUs/Task=1 "
-    "ReqB:S:C:T=0:0:*:* Features=[zone_us-west-2a|zone_us-east-1a] DelayBoot=00:00:00 Comment=locality=zone "
-    "AdminComment=slurm-topo: zone:wait [us-west-2a(3n),us-east-1a(4n)]  StdErr=/dev/null StdIn=/dev/null "
+    "ReqB:S:C:T=0:0:*:* Features=[zone_us-west-2a|zone_us-east-1a] DelayBoot=00:00:00 "
+    "AdminComment=slurm-topo: zone:wait [us-west-2a(3n),us-east-1a(4n)]  Comment=locality=zone "
+    "StdErr=/dev/null StdIn=/dev/null "
     "Power= "
 )
 HELD = (
@@ -99,6 +100,12 @@ def test_locality_from_record_and_comment() -> None:
     assert explain.locality_of_comment("(null)") is None
     assert explain.filter_record("site note; slurm-topo: any") == "any"
     assert explain.filter_record("(null)") is None
+
+
+@pytest.fixture(autouse=True)
+def _text_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fakes here answer ``scontrol show job -o`` (the text backend); the JSON one has its own tests."""
+    monkeypatch.setenv("SLURM_TOPO_SLURM_BACKEND", "text")
 
 
 class FakeRunner:
@@ -255,7 +262,7 @@ def _states(allocated: Sequence[str] = ()) -> list[dict[str, str]]:
 def _placed(nodes: str, comment: str = "(null)", tres: str = "") -> str:
     return (
         f"JobId=31 JobState=RUNNING Reason=None NodeList={nodes} NumNodes=2 Features=(null) "
-        f"Comment={comment} AdminComment=(null) {tres}StdErr=/dev/null"
+        f"AdminComment=(null) Comment={comment} StdErr=/dev/null {tres}"
     )
 
 

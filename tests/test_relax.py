@@ -7,6 +7,8 @@ from datetime import datetime
 
 import pytest
 
+from slurm_topo.access import SlurmAccess, jobs_from_text
+from slurm_topo.access.jobs import SCONTROL_JOB_ORDER
 from slurm_topo.cost import Fabric, parse_plan, score_placement
 from slurm_topo.errors import CommandError, InputError
 from slurm_topo.explain import explain_record, parse_record_line
@@ -207,7 +209,7 @@ def test_plan_pass_reads_scontrol_lines() -> None:
             f"2026-11-30T12:00:00 Features=[zone_a] AdminComment={auto}",
         ]
     )
-    p = plan_pass(text, T0 + 400)
+    p = plan_pass(jobs_from_text(text).jobs, T0 + 400)
     assert (p.pending, p.auto) == (2, 2)
     assert [(d.job, d.action) for d in p.decisions] == [("1", "relax"), ("3", "skip")]
 
@@ -297,10 +299,16 @@ def _line(job: str, submitted: str, budget: str = "region=300s any=1800s", **kw:
         "Features": "gpu&[zone_a|zone_b]",
     }
     fields.update(kw)
-    head = " ".join(f"{k}={v}" for k, v in fields.items())
-    return (
-        f"{head} AdminComment=slurm-topo: zone:auto [a(2n),b(2n)]; slurm-topo-auto: zone limit=3600s {budget}"
+    fields["AdminComment"] = (
+        f"slurm-topo: zone:auto [a(2n),b(2n)]; slurm-topo-auto: zone limit=3600s {budget}"
     )
+    return _render(fields)
+
+
+def _render(fields: dict[str, str]) -> str:
+    """A job line in scontrol's key order (what the text backend accepts)."""
+    order = {k: i for i, k in enumerate(SCONTROL_JOB_ORDER)}
+    return " ".join(f"{k}={v}" for k, v in sorted(fields.items(), key=lambda kv: order[kv[0]]))
 
 
 class FakeSlurm:
@@ -308,7 +316,7 @@ class FakeSlurm:
     (constraint -> seconds after T0, or an exception to raise); records every call."""
 
     def __init__(self, lines: list[str], starts: dict[str, object]) -> None:
-        self.lines = {line.split()[0][6:]: line for line in lines}
+        self.fields = {line.split()[0][6:]: parse_record_line(line) for line in lines}
         self.starts = starts
         self.calls: list[list[str]] = []
 
@@ -323,16 +331,7 @@ class FakeSlurm:
             job = args[2].split("=", 1)[1]
             for a in args[3:]:
                 key, value = a.split("=", 1)
-                head, _, rest = self.lines[job].partition(f" {key}=")
-                tail = (
-                    rest.split(" AdminComment=", 1)[1]
-                    if key != "AdminComment" and " AdminComment=" in rest
-                    else ""
-                )
-                if key == "AdminComment":
-                    self.lines[job] = f"{head} AdminComment={value}"
-                else:
-                    self.lines[job] = f"{head} {key}={value}" + (f" AdminComment={tail}" if tail else "")
+                self.fields[job][key] = value
             return ""
         assert args[:3] == ["sh", "-c", 'exec "$@" 2>&1'] and "--test-only" in args, args
         constraint = next(a.split("=", 1)[1] for a in args if a.startswith("--constraint="))
@@ -341,6 +340,10 @@ class FakeSlurm:
             raise start
         at = datetime.fromtimestamp(T0 + float(start)).strftime("%Y-%m-%dT%H:%M:%S")  # type: ignore[arg-type]
         return f"sbatch: Job 99 to start at {at} using 2 processors on nodes n[1-2] in partition main\n"
+
+    @property
+    def lines(self) -> dict[str, str]:
+        return {job: _render(f) for job, f in self.fields.items()}
 
     def test_only_calls(self) -> list[list[str]]:
         return [c for c in self.calls if "--test-only" in c]
@@ -393,7 +396,7 @@ def test_estimate_rule_widens_a_job_whose_looser_start_saves_more_than_it_costs(
         ],
         {"gpu&zone_a": 3660, "gpu&zone_b": 5000, "gpu&region_r1": 70, "zone_c": 260, "region_r2": 60},
     )
-    p = run_pass(slurm, now=T0 + 60, load_aware=False, estimates=10)
+    p = run_pass(slurm, access=SlurmAccess(slurm, "text"), now=T0 + 60, load_aware=False, estimates=10)
     by = {d.job: d for d in p.decisions}
     assert (by["1"].action, by["1"].rule, by["1"].applied, by["1"].estimate) == (
         "relax",
@@ -428,17 +431,19 @@ def test_estimate_rule_widens_a_job_whose_looser_start_saves_more_than_it_costs(
 def test_a_group_starting_soon_enough_ends_the_questions() -> None:
     """zone_a starts within the looser start + cost: zone_b is never asked, the job is left."""
     slurm = FakeSlurm([_line("1", "2026-11-30T12:00:00")], {"gpu&region_r1": 60, "gpu&zone_a": 300})
-    p = run_pass(slurm, now=T0 + 60, load_aware=False, estimates=10)
+    p = run_pass(slurm, access=SlurmAccess(slurm, "text"), now=T0 + 60, load_aware=False, estimates=10)
     assert len(slurm.test_only_calls()) == 2 and p.decisions[0].action == "skip"
     assert p.decisions[0].estimate == (240, 0, 300)
 
 
 def test_estimate_rule_is_off_by_default_and_never_used_for_a_job_already_due() -> None:
     slurm = FakeSlurm([_line("1", "2026-11-30T12:00:00")], {})
-    p = run_pass(slurm, now=T0 + 60, load_aware=False)
+    p = run_pass(slurm, access=SlurmAccess(slurm, "text"), now=T0 + 60, load_aware=False)
     assert slurm.test_only_calls() == [] and p.decisions[0].action == "skip"
     slurm = FakeSlurm([_line("1", "2026-11-30T12:00:00")], {})
-    p = run_pass(slurm, now=T0 + 400, load_aware=False, estimates=5)  # past the 300 s budget
+    p = run_pass(
+        slurm, access=SlurmAccess(slurm, "text"), now=T0 + 400, load_aware=False, estimates=5
+    )  # past the 300 s budget
     assert slurm.test_only_calls() == [] and p.decisions[0].rule == "budget" and p.decisions[0].applied
 
 
@@ -460,7 +465,14 @@ def test_a_failing_test_only_call_never_stops_the_pass_and_calls_are_bounded() -
             "region_r2": 60,
         },
     )
-    p = run_pass(slurm, now=T0 + 60, load_aware=False, estimates=4, estimate_timeout=10)
+    p = run_pass(
+        slurm,
+        access=SlurmAccess(slurm, "text"),
+        now=T0 + 60,
+        load_aware=False,
+        estimates=4,
+        estimate_timeout=10,
+    )
     by = {d.job: d for d in p.decisions}
     asked = [next(a for a in c if a.startswith("--constraint=")) for c in slurm.test_only_calls()]
     assert asked == [
@@ -479,6 +491,13 @@ def test_a_failing_test_only_call_never_stops_the_pass_and_calls_are_bounded() -
 
 def test_estimate_rule_respects_the_time_left_in_the_pass() -> None:
     slurm = FakeSlurm([_line("1", "2026-11-30T12:00:00")], {})
-    p = run_pass(slurm, now=T0 + 60, load_aware=False, estimates=5, estimate_seconds=0.5)
+    p = run_pass(
+        slurm,
+        access=SlurmAccess(slurm, "text"),
+        now=T0 + 60,
+        load_aware=False,
+        estimates=5,
+        estimate_seconds=0.5,
+    )
     assert slurm.test_only_calls() == []
     assert "--test-only calls are spent" in p.decisions[0].why

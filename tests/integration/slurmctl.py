@@ -155,9 +155,15 @@ class Slurm:
         return p.stderr
 
     def job(self, job_id: str) -> dict[str, str]:
-        """``scontrol show job -o`` as a dict ({} once the job is gone)."""
-        p = self.run(["scontrol", "show", "job", "-o", job_id], timeout=10, check=False)
-        return parse_kv_line(p.stdout) if p.returncode == 0 else {}
+        """Slurm's record of the job through slurm_topo.access (``squeue --json``: no field of the job's own
+        can pass for another), in scontrol's vocabulary; {} once the job is gone."""
+        from slurm_topo.access import SlurmAccess
+        from slurm_topo.errors import CommandError
+
+        try:
+            return SlurmAccess(EnvRunner(self.env)).job(job_id, timeout=10) or {}
+        except CommandError:
+            return {}
 
     def state(self, job_id: str) -> str:
         return self.job(job_id).get("JobState", "")
@@ -189,8 +195,9 @@ class Slurm:
         The detail lines look like ``Nodes=n[01-03] CPU_IDs=0-15 Mem=0 GRES=gpu:h100:8(IDX:0-7)``.
         """
         text = self.out("scontrol", "show", "job", "-d", job_id)
-        info = parse_kv_line(text)
-        nodes = self.hostnames(info.get("NodeList", ""))
+        nodes = self.hostnames(
+            self.job(job_id).get("NodeList", "")
+        )  # not from the text: a Comment can say NodeList=
         gpus: dict[str, tuple[int, ...]] = {}
         cpus: dict[str, str] = {}
         for line in text.splitlines():

@@ -1,0 +1,170 @@
+"""A job's own fields never steer what root does (slurm_topo.access), on every release: an unprivileged
+user submits jobs whose name and comment carry forged ``JobState=``, ``Reason=``, ``Priority=``,
+``SubmitTime=``, ``AdminComment=`` (a budget record) and ``Features=`` fields. A real ``relax`` pass (judged
+with ``--now``, no sleeping) widens only the one job whose true AdminComment carries a budget, skips a job
+whose relax trail is damaged with one line and goes on, and leaves the hostile jobs exactly as they were;
+``explain`` shows their true state. What is asserted is Slurm's own view (squeue's fixed-grammar fields,
+``scontrol show job -d``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+import slurmctl
+
+pytestmark = pytest.mark.slurm
+
+HW = {
+    "CPUs": 2,
+    "Boards": 1,
+    "SocketsPerBoard": 1,
+    "CoresPerSocket": 2,
+    "ThreadsPerCore": 1,
+    "RealMemory": 1000,
+}
+USER = "nobody"
+HOSTILE_NAME = (
+    "x JobState=PENDING Reason=Priority Priority=100 SubmitTime=2000-01-01T00:00:00 AdminComment=slurm-topo: "
+    "zone:auto [a]; slurm-topo-auto: zone limit=60s region=0s any=0s OWNED Features=[zone_z1|zone_z2]"
+)
+HOSTILE_COMMENT = (
+    "c JobState=PENDING Reason=Priority Priority=100 NodeList=a1 Features=[zone_z1|zone_z2] "
+    "AdminComment=slurm-topo-auto: zone limit=60s region=0s any=0s"
+)
+BUDGET = "slurm-topo-auto: zone limit=600s region=5s any=3600s"
+
+
+@pytest.fixture(scope="module")
+def cluster(scratch_cluster) -> Iterator[slurmctl.Cluster]:  # type: ignore[no-untyped-def]
+    """Region r1: zone z1 = a[1-2], zone z2 = a[3-4]; region r2: zone z3 = b[1-2]."""
+    with scratch_cluster(
+        "hostile",
+        {
+            "nodes": [
+                {"name": "a[1-2]", "region": "r1", "zone": "z1", "network_group": "g1", "slurm": HW},
+                {"name": "a[3-4]", "region": "r1", "zone": "z2", "network_group": "g2", "slurm": HW},
+                {"name": "b[1-2]", "region": "r2", "zone": "z3", "network_group": "g3", "slurm": HW},
+            ]
+        },
+        nodes_max=6,
+    ) as c:
+        yield c
+
+
+def as_user(slurm: slurmctl.Slurm, *argv: str) -> subprocess.CompletedProcess[str]:
+    return slurm.run(
+        [
+            "runuser",
+            "-u",
+            USER,
+            "--",
+            "env",
+            f"PATH={slurm.env.get('PATH', '/usr/bin:/bin')}",
+            f"SLURM_CONF={slurm.env['SLURM_CONF']}",
+            "timeout",
+            "20",
+            *argv,
+        ],
+        timeout=25,
+        check=False,
+    )
+
+
+def user_submit(slurm: slurmctl.Slurm, *args: str) -> str:
+    p = as_user(slurm, "sbatch", "--parsable", "-o", "/dev/null", "--chdir=/tmp", *args)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip().split(";")[0]
+
+
+def slurm_view(slurm: slurmctl.Slurm, job: str) -> tuple[str, ...]:
+    """squeue's own fields with a fixed grammar (no user text): state, reason, priority, constraint, nodes."""
+    out = slurm.out("squeue", "-h", "-j", job, "-o", "%T;%r;%Q;%f;%N")
+    return tuple(out.strip().split(";"))
+
+
+def admin_comment(slurm: slurmctl.Slurm, job: str) -> str:
+    """The AdminComment alone (squeue -O prints nothing else on the line)."""
+    return slurm.out("squeue", "-h", "-j", job, "-O", "admin_comment:4000").strip()
+
+
+def cli(c: slurmctl.Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*slurmctl.slurm_topo_cli(), *args], env=dict(c.env), capture_output=True, text=True, timeout=60
+    )
+
+
+def test_hostile_jobs_are_read_as_slurm_holds_them_and_only_the_true_auto_job_is_widened(
+    cluster: slurmctl.Cluster,
+) -> None:
+    slurm = cluster.slurm
+    slurm.quiesce()
+    blockers = [
+        slurm.submit("--exclusive", "-N1", f"--nodelist={n}", "--wrap", "sleep 300") for n in ("a2", "a4")
+    ]
+    for j in blockers:
+        slurm.wait_state(j, "RUNNING")
+    held = user_submit(
+        slurm, "-H", "-N1", "-J", HOSTILE_NAME, f"--comment={HOSTILE_COMMENT}", "--wrap", "true"
+    )
+    running = user_submit(
+        slurm,
+        "-N1",
+        "--nodelist=b2",
+        "-J",
+        HOSTILE_NAME,
+        f"--comment={HOSTILE_COMMENT}",
+        "--wrap",
+        "sleep 300",
+    )
+    slurm.wait_state(running, "RUNNING")
+    bracket = "[zone_z1|zone_z2]"
+    auto = slurm.submit("--exclusive", "-N2", f"--constraint={bracket}", "--wrap", "sleep 300")
+    damaged = slurm.submit("--exclusive", "-N2", f"--constraint={bracket}", "--wrap", "sleep 300")
+    slurm.out("scontrol", "update", f"JobId={auto}", f"AdminComment={BUDGET}")
+    trail = f"{BUDGET}; slurm-topo-relax: zone->bogus waited=1s budget=0s at=x"
+    slurm.out("scontrol", "update", f"JobId={damaged}", f"AdminComment={trail}")
+    before = {j: (slurm_view(slurm, j), admin_comment(slurm, j)) for j in (held, running, damaged)}
+    assert before[held][0][:3] == ("PENDING", "JobHeldUser", "0"), before
+    assert before[running][0][0] == "RUNNING" and before[running][1] == "(null)", before
+    assert before[damaged][1] == trail, before  # the reader of the AdminComment reads it
+
+    lock = cluster.base.parent / "relax.lock"
+    now = time.time() + 60  # every job has waited 60 s: past the 5 s budget, without sleeping
+    p = cli(
+        cluster, "relax", "--once", "--json", "--plain-budget", "--lock", str(lock), "--now", f"{now:.0f}"
+    )
+    assert p.returncode == 0, p.stderr
+    result = json.loads(p.stdout)
+    assert result["backend"] == "json"
+    decided = {d["job"]: d for d in result["decisions"]}
+    assert set(decided) == {auto}, result  # neither hostile job is an auto job; the damaged one is skipped
+    assert decided[auto]["action"] == "relax" and decided[auto]["applied"] is True, result
+    assert [e.split(":")[0] for e in result["errors"]] == [f"job {damaged}"], result
+    assert "bogus" in result["errors"][0]
+
+    slurm.wait_state(auto, "RUNNING", timeout=30)
+    state, _, _, features, _ = slurm_view(slurm, auto)
+    assert features == "[region_r1]"
+    assert set(slurm.allocation_of(auto).nodes) == {"a1", "a3"}  # Slurm's own allocation: r1, two zones
+    assert "slurm-topo-relax: zone->region waited=" in admin_comment(slurm, auto)
+    for j in (held, running, damaged):  # the reason of a pending job may move on (None -> Resources)
+        view = slurm_view(slurm, j)
+        assert (view[0], *view[2:], admin_comment(slurm, j)) == (
+            before[j][0][0],
+            *before[j][0][2:],
+            before[j][1],
+        )
+    assert slurm_view(slurm, held)[1] == "JobHeldUser"
+
+    shown = cli(cluster, "explain", held)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[0] == f"job {held}: PENDING", shown.stdout
+    assert "Reason=JobHeldUser (held)" in shown.stdout and "\n  auto:" not in shown.stdout, shown.stdout
+    shown = cli(cluster, "explain", running)
+    assert shown.stdout.splitlines()[0] == f"job {running}: RUNNING on b2", shown.stdout
+    assert "zone:auto" not in shown.stdout, shown.stdout
+    slurm.quiesce()
