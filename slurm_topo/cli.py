@@ -567,6 +567,14 @@ def gpu_pick(topology_file: str, count: int, busy: str, as_json: bool) -> None:
     help="Do not prove a changed set with a throwaway slurmctld before it goes live (docs/apply.md).",
 )
 @click.option(
+    "--slurm-check-timeout",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(1, 3600),
+    metavar="S",
+    help="Seconds the throwaway slurmctld may take, plus 12 ms per node of the set (a timeout refuses).",
+)
+@click.option(
     "--force",
     is_flag=True,
     help="Apply over --max-removal, pending jobs naming a removed group and NVLink blocks that would move.",
@@ -615,6 +623,7 @@ def apply(
     no_reconfigure: bool,
     adopt: bool,
     no_slurm_check: bool,
+    slurm_check_timeout: float,
     force: bool,
     max_removal: float,
     min_interval: float,
@@ -638,6 +647,7 @@ def apply(
         no_reconfigure=no_reconfigure,
         adopt=adopt,
         slurm_check=not no_slurm_check,
+        slurm_check_timeout=slurm_check_timeout,
         force=force,
         max_removal=max_removal,
         min_interval=min_interval,

@@ -37,17 +37,32 @@ def read_input(path: str | Path, *, what: str = "", errors: str = "strict") -> s
         raise InputError(f"{where}: cannot read: not UTF-8 text (byte {exc.start})") from None
 
 
+MAX_ERROR_LINE = 600
+"""The longest error line printed: a value that reached a message whole (a multi-kilobyte label, a command's
+output) is cut, never printed whole."""
+
+
+def _cut(text: str, limit: int = MAX_ERROR_LINE) -> str:
+    text = text.replace("\r", " ").replace("\n", " ")  # one line, whatever the message carried
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def error_line(prog: str, exc: BaseException) -> str:
-    """The one stderr line for ``exc`` (without the traceback that an internal error also gets)."""
+    """The one stderr line for ``exc`` (without the traceback that an internal error also gets), at most
+    :data:`MAX_ERROR_LINE` characters."""
     code = exit_code_for(exc)
     if code is ExitCode.INTERRUPTED:
         return f"{prog}: interrupted"
+    try:
+        what = str(exc)
+    except ValueError:
+        what = type(exc).__name__
     if code is ExitCode.INTERNAL:
         return (
-            f"{prog}: error: internal error ({type(exc).__name__}: {exc}); this is a bug in slurm-topo, "
-            "please report it with the traceback above"
+            f"{prog}: error: internal error ({type(exc).__name__}: {_cut(what, 300)}); this is a bug in "
+            "slurm-topo, please report it with the traceback above"
         )
-    return f"{prog}: error: {exc}"
+    return _cut(f"{prog}: error: {what}")
 
 
 def report(prog: str, exc: BaseException) -> ExitCode:

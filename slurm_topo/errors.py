@@ -67,8 +67,13 @@ class InputError(SlurmTopoError, ValueError):
 
 
 def show_value(value: object, limit: int = 40) -> str:
-    """repr() of a value, cut at ``limit`` characters, safe to print on one line."""
-    text = repr(value)
+    """repr() of a value, cut at ``limit`` characters, safe to print on one line (an integer too long for
+    Python's repr is shown by its length)."""
+    try:
+        text = repr(value)
+    except ValueError:  # int above sys.get_int_max_str_digits()
+        digits = int(value.bit_length() * 0.30103) if isinstance(value, int) else "?"
+        return f"<a number of about {digits} digits>"
     return text if len(text) <= limit else text[:limit] + "…"
 
 

@@ -38,6 +38,10 @@ def _top_level_parts(expression: str) -> list[str]:
     return parts
 
 
+MAX_DIGITS = 20
+"""2^64 has 20 digits: a longer number in a range is refused before it is converted."""
+
+
 def _range_count(text: str) -> int:
     """How many numbers a bracket's content (``1-4,7,10-20/2``) names; 0 for what ClusterShell will refuse."""
     total = 0
@@ -45,6 +49,8 @@ def _range_count(text: str) -> int:
         m = _RANGE_ITEM.match(item)
         if m is None:
             return 0  # not a range list: the parser says what is wrong
+        if any(g is not None and len(g) > MAX_DIGITS for g in m.groups()):
+            raise HostlistError(text, f"a number of more than {MAX_DIGITS} digits (Slurm's are below 2^64)")
         lo = int(m[1])
         hi = int(m[2]) if m[2] is not None else lo
         step = int(m[3]) if m[3] is not None else 1

@@ -482,7 +482,12 @@ class _Entry:
                 self.slurm_value(key, v)
             columns[key] = values
         order = [k for k in SLURM_NODE_KEYS if k in columns]
-        return [tuple((k, columns[k][i]) for k in order) for i in range(count)]
+        rows = [tuple((k, columns[k][i]) for k in order) for i in range(count)]
+        for row in dict.fromkeys(tuple((k, v) for k, v in r if k in HARDWARE_KEYS) for r in rows):
+            problem = hardware_problem(dict(row))
+            if problem is not None:
+                raise self.fail("slurm", problem, dict(row))
+        return rows
 
     def slurm_value(self, key: str, value: str) -> None:
         problem = slurm_value_problem(key, value)
@@ -504,6 +509,62 @@ class _Entry:
         return tuple(raw)
 
 
+HARDWARE_KEYS = frozenset(
+    {"CPUs", "Boards", "Sockets", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore"}
+)
+MAX_NODE_CPUS = 65533
+"""The most CPUs slurmctld keeps for a node (its counts are 16-bit, less two reserved values)."""
+
+
+def hardware_problem(attrs: Mapping[str, str]) -> str | None:
+    """What slurmctld's node-line parser (read_config.c) refuses, or complains about and changes, in the
+    combination of a node's CPUs, Boards, Sockets, SocketsPerBoard, CoresPerSocket and ThreadsPerCore (each
+    already inside its own range), else None:
+
+    - ``Sockets`` with ``SocketsPerBoard``: "Sockets=# and SocketsPerBoard=# is invalid", printed by every
+      client command;
+    - a product Sockets × CoresPerSocket × ThreadsPerCore above 65 533: the 16-bit counts overflow (22.05's
+      slurmctld stops: "CPUs=… doesn't match");
+    - ``CPUs`` that is none of Sockets, Sockets × CoresPerSocket, Sockets × CoresPerSocket × ThreadsPerCore
+      when the topology is given: slurmctld resets it with an ``error:`` line."""
+    if "Sockets" in attrs and "SocketsPerBoard" in attrs:
+        return "give Sockets or SocketsPerBoard, not both (Slurm: Sockets=# and SocketsPerBoard=# is invalid)"
+    if not any(k in attrs for k in HARDWARE_KEYS - {"CPUs"}):
+        return None
+    try:
+        boards = int(attrs.get("Boards", "1")[:8])
+        sockets = (
+            int(attrs["Sockets"][:8])
+            if "Sockets" in attrs
+            else boards * int(attrs.get("SocketsPerBoard", "1")[:8])
+        )
+        cores = int(attrs.get("CoresPerSocket", "1")[:8])
+        threads = int(attrs.get("ThreadsPerCore", "1")[:8])
+    except ValueError:
+        return None  # each value's own check says what is wrong
+    total = sockets * cores * threads
+    if total > MAX_NODE_CPUS:
+        return (
+            f"Sockets × CoresPerSocket × ThreadsPerCore = {sockets} × {cores} × {threads} = {total}: above "
+            f"the {MAX_NODE_CPUS} CPUs slurmctld can count on a node"
+        )
+    if "CPUs" in attrs and attrs["CPUs"].isdigit():
+        cpus = int(attrs["CPUs"][:8])
+        if cpus not in (sockets, sockets * cores, total):
+            return (
+                f"CPUs={cpus} is none of Sockets ({sockets}), Sockets × CoresPerSocket ({sockets * cores}) "
+                f"and Sockets × CoresPerSocket × ThreadsPerCore ({total}): slurmctld would reset it with an "
+                "error"
+            )
+    return None
+
+
+GRES_NAMES = ("gpu", "mps", "shard", "nic")
+"""GRES names slurmctld knows without a ``GresTypes=`` line: any other is dropped (or refused) unless the
+site's slurm.conf names it."""
+MAX_GRES_COUNT = 2**63 - 1
+
+
 def slurm_value_problem(key: str, value: str) -> str | None:
     """What slurm.conf's parser would refuse (or silently change) in one ``NodeName=`` value, else None.
 
@@ -522,8 +583,14 @@ def slurm_value_problem(key: str, value: str) -> str | None:
             m = _GRES_ITEM_RE.match(item)
             if m is None:
                 return "must be NAME[:TYPE][:no_consume][:COUNT], comma-separated"
-            if m["count"] is not None and int(m["count"]) > 2**63:
-                return "count too large"
+            if m["count"] is not None and int(m["count"]) > MAX_GRES_COUNT:
+                return f"count too large (at most {MAX_GRES_COUNT})"
+            name = item.split(":", 1)[0]
+            if name not in GRES_NAMES:
+                return f"GRES {name[:20]!r}: not one Slurm knows without GresTypes= ({', '.join(GRES_NAMES)})"
+        names = [item.split(":", 1)[0] for item in value.split(",")]
+        if any(n in ("mps", "shard") for n in names) and "gpu" not in names:
+            return "mps and shard need a gpu GRES on the same node (Slurm drops them otherwise)"
     elif key in ("NodeAddr", "NodeHostname"):
         if not _ADDRESS_RE.match(value):
             return "must be one host name or address per node"
@@ -880,6 +947,15 @@ def with_slurm_nodes(
                 and slurm_value_problem(key, value) is None
             ):  # what Slurm would not load again is left out, like any value that is not a plain token
                 have[key] = value
+        if hardware_problem(have) is not None:  # the merge made a pair Slurm rejects: keep the inventory's
+            given = dict(node.slurm)
+            for key in HARDWARE_KEYS:
+                if key in given:
+                    have[key] = given[key]
+                else:
+                    have.pop(key, None)
+            if hardware_problem(have) is not None:
+                have = {k: v for k, v in have.items() if k not in HARDWARE_KEYS}
         nodes.append(replace(node, slurm=tuple((k, have[k]) for k in SLURM_NODE_KEYS if k in have)))
     known = {n.name for n in inventory.nodes}
     extra = tuple(sorted({*inventory.extra_nodes, *(n for n in by_name if n not in known)}, key=natural_key))

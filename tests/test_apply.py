@@ -802,6 +802,52 @@ def test_a_set_slurm_rejects_is_refused_before_anything_is_written(env, tmp_path
     assert unproven.status == "applied" and "not proven by Slurm (--no-slurm-check)" in unproven.details
 
 
+class TimingOutProver:
+    def __init__(self) -> None:
+        self.timeouts: list[float] = []
+
+    def prove(self, slurm_dir: Path, staged, timeout: float) -> Proof:  # type: ignore[no-untyped-def]
+        self.timeouts.append(timeout)
+        return Proof(
+            "timeout", "test prover (61.0s)", "timed out: no 'Running as primary controller' within 61s"
+        )
+
+
+def test_a_proof_that_times_out_is_refused_as_a_timeout_not_as_a_rejection(env, tmp_path: Path) -> None:
+    etc, state, fake = env
+    before = snapshot(etc)
+    prover = TimingOutProver()
+    new = render(tmp_path, fleet({"n1": "rack-b"}))
+    res = run_apply(opts(etc, state, prover=prover, slurm_check_timeout=75.0), new, fake)
+    refused(res, etc, before, "Slurm's own parser did not answer in time (timed out: no 'Running as primary")
+    assert "rejects" not in res.summary and "raise --slurm-check-timeout" in res.summary
+    assert res.summary.count("nothing changed") == 1, res.summary
+    assert prover.timeouts == [75.0] and fake.reconfigures() == 0
+
+
+def test_the_proofs_limit_grows_with_the_set_and_parser_complaints_are_rejections() -> None:
+    from slurm_topo.apply.prove import config_error, proof_timeout
+
+    assert proof_timeout(60, 0) == 60 and proof_timeout(60, 20_000) >= 60 + 20_000 * 0.0057 * 2
+    # what slurmctld 22.05 printed for a staged set it loaded after changing it (tests/integration)
+    assert config_error(
+        "slurmctld: error: NodeNames=n01 Sockets=# and SocketsPerBoard=# is invalid , using x"
+    )
+    assert config_error(
+        "slurmctld: error: NodeNames=n04 CPUs=12 match no Sockets, Sockets*CoresPerSocket or "
+        "Sockets*CoresPerSocket*ThreadsPerCore. Resetting CPUs."
+    )
+    for benign in (
+        "slurmctld: error: Could not open job state file /tmp/p/state/job_state: No such file or directory",
+        "slurmctld: error:  mpi/pmix_v4: init: (null) [0]: mpi_pmix.c:195: pmi/pmix: can not load PMIx "
+        "library",
+        "slurmctld: error: Couldn't load specified plugin name for mpi/pmix_v4: Plugin init() callback "
+        "failed",
+        "slurmctld: error: NOTE: Trying backup state save file. Jobs may be lost!",
+    ):
+        assert not config_error(benign), benign
+
+
 def test_the_throwaway_controller_gets_private_paths_and_nothing_it_could_reach() -> None:
     live = Path("/etc/slurm")
     text = (

@@ -266,6 +266,53 @@ CASES = [
         "nodes[0].gpu_topology: must be the path",
         id="gpu_topology with NUL",
     ),
+    pytest.param(
+        "nodes:\n  - {name: n1, region: r, slurm: {CPUs: 65533, Sockets: 65533, CoresPerSocket: 65533, "
+        "ThreadsPerCore: 65533}}\n",
+        "above the 65533 CPUs slurmctld can count on a node",
+        id="hardware product overflows",
+    ),
+    pytest.param(
+        "nodes:\n  - {name: n1, region: r, slurm: {CPUs: 12, Sockets: 2, CoresPerSocket: 4, "
+        "ThreadsPerCore: 2}}\n",
+        "CPUs=12 is none of Sockets (2)",
+        id="CPUs slurmctld would reset",
+    ),
+    pytest.param(
+        "nodes:\n  - {name: n1, region: r, slurm: {Sockets: 2, SocketsPerBoard: 2}}\n",
+        "give Sockets or SocketsPerBoard, not both",
+        id="Sockets with SocketsPerBoard",
+    ),
+    pytest.param(
+        "nodes:\n  - {name: n1, region: r}\nlinks:\n  nvlink: {bandwidth: 1" + "0" * 400 + "}\n",
+        "links.nvlink.bandwidth: too large",
+        id="bandwidth of 10^400",
+    ),
+    pytest.param(
+        'nodes:\n  - {name: "n[1-' + "9" * 4301 + ']", region: r}\n',
+        "a number of more than 20 digits",
+        id="4301-digit hostlist range",
+    ),
+    pytest.param(
+        'nodes:\n  - {name: n1, region: r, slurm: {Gres: "gpu:h100:9223372036854775808"}}\n',
+        "count too large",
+        id="GRES count of 2^63",
+    ),
+    pytest.param(
+        'nodes:\n  - {name: n1, region: r, slurm: {Gres: "mps:100"}}\n',
+        "mps and shard need a gpu GRES",
+        id="mps without gpu",
+    ),
+    pytest.param(
+        'nodes:\n  - {name: n1, region: r, slurm: {Gres: "bogus:1"}}\n',
+        "not one Slurm knows without GresTypes=",
+        id="GRES name Slurm drops",
+    ),
+    pytest.param(
+        "nodes:\n  - {name: n1, region: r, zone: " + "z" * 5000 + "}\n",
+        "nodes[0].zone",
+        id="multi-kilobyte label",
+    ),
 ]
 
 

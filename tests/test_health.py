@@ -748,3 +748,20 @@ def test_a_hard_fault_drains_first_and_leaves_the_block_the_pass_after() -> None
     drained = NodeState("g01", "IDLE+DRAIN", f"{REASON_PREFIX} mlx5_0/1 state DOWN")
     second = plan({"g01": rec}, {"g01": drained}, now=1000, max_age=900, live=live)
     assert [a.verb for a in second] == ["unblock"]
+
+
+def test_a_record_from_the_future_is_refused_not_fresh_for_ever() -> None:
+    """A node whose record says it was written an hour from now is neither drained nor resumed, nor does
+    its degraded verdict reach the cost model; within the clock skew it counts as fresh."""
+    from slurm_topo.health.drain import MAX_CLOCK_SKEW
+    from slurm_topo.health.effects import effects_of
+
+    nodes = {"a": NodeState("a", "IDLE", None), "b": NodeState("b", "IDLE", None)}
+    records = {"a": rec("a", True, t=1000 + 3600), "b": rec("b", True, t=1000 + MAX_CLOCK_SKEW - 1)}
+    actions = {a.node: a for a in plan(copy.deepcopy(records), nodes, now=1000, max_age=900)}
+    assert actions["a"].argv == () and "from the future" in actions["a"].why
+    assert actions["b"].argv[:4] == ("scontrol", "update", "NodeName=b", "State=DRAIN")
+    degraded = {n: {**r, "verdict": "degraded"} for n, r in records.items()}
+    effects = effects_of(degraded, now=1000, max_age=900)
+    assert "a" not in effects.degraded and "b" in effects.degraded
+    assert any("a is from the future" in n for n in effects.notes)

@@ -199,7 +199,8 @@ def _guard(fn: Callable[[], ApplyResult]) -> ApplyResult:
     try:
         return fn()
     except Refusal as exc:
-        return _result("refused", EXIT_REFUSED, f"{exc.reason}; nothing changed", exc.details)
+        said = exc.reason if exc.reason.endswith("nothing changed") else f"{exc.reason}; nothing changed"
+        return _result("refused", EXIT_REFUSED, said, exc.details)
     except _Deferred as exc:
         return _result("deferred", EXIT_OK, str(exc))
     except JournalUnreadable as exc:

@@ -45,6 +45,11 @@ def _prove(options: ApplyOptions, plan: _Plan) -> str:
         return "not proven by Slurm (--no-slurm-check)"
     prover = options.prover or prover_for(options.slurm_version)
     proof = prover.prove(options.slurm_dir, dict(plan.new), options.slurm_check_timeout)
+    if proof.verdict == "timeout":
+        raise Refusal(
+            f"Slurm's own parser did not answer in time ({proof.error}; raise --slurm-check-timeout)",
+            [f"proof: {proof.how}", *proof.log[-8:]],
+        )
     if proof.verdict == "rejected":
         raise Refusal(
             f"Slurm's own parser rejects the new set ({proof.error or 'no reason given'})",

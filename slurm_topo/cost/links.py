@@ -127,7 +127,10 @@ DEFAULT_TABLE = LinkTable()
 def _number(where: str, raw: object, *, positive: bool) -> float:
     if isinstance(raw, bool) or not isinstance(raw, (int, float)):
         raise InputError(f"{where}: must be a number, not {show_value(raw)}")
-    value = float(raw)
+    try:
+        value = float(raw)
+    except OverflowError:
+        raise InputError(f"{where}: too large ({show_value(raw)})") from None
     if not math.isfinite(value) or value < 0 or (positive and value == 0):
         raise InputError(f"{where}: must be {'above' if positive else 'at least'} 0, not {show_value(raw)}")
     return value

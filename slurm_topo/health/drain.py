@@ -100,6 +100,11 @@ def clean_reason(text: str) -> str:
     return _UNSAFE.sub("_", text)[:MAX_REASON]
 
 
+MAX_CLOCK_SKEW = 300
+"""Seconds a record's ``time_epoch`` may be ahead of this host's clock (skew between nodes); a record further
+in the future is refused, never taken as fresh for ever."""
+
+
 def read_health_records(records_dir: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """Good records by node name, and a log line per skipped one."""
     folder = records_dir / HEALTH_SUBDIR
@@ -231,6 +236,16 @@ def plan(
             actions.append(Action(name, "keep", "not a node of this cluster"))
             continue
         age = now - rec["time_epoch"]
+        if age < -MAX_CLOCK_SKEW:
+            actions.append(
+                Action(
+                    name,
+                    "keep",
+                    f"record is from the future ({-age:.0f} s ahead, more than {MAX_CLOCK_SKEW} s of clock "
+                    "skew): refused; nothing changed",
+                )
+            )
+            continue
         if age > max_age:
             actions.append(
                 Action(name, "keep", f"record is {age:.0f} s old (max {max_age:g} s); nothing changed")

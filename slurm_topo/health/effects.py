@@ -61,6 +61,10 @@ class HealthEffects:
     notes: tuple[str, ...] = ()
 
 
+MAX_CLOCK_SKEW = 300
+"""Seconds a record may be ahead of this host's clock (``health.drain.MAX_CLOCK_SKEW``: the same rule)."""
+
+
 def first_reason(record: Mapping[str, Any]) -> str:
     """The record's first degraded-or-down fault reason (cut to 160 characters), else its verdict."""
     for f in record.get("faults") or ():
@@ -82,6 +86,9 @@ def effects_of(
         epoch = rec.get("time_epoch")
         if not isinstance(epoch, int) or now - epoch > max_age:
             notes.append(f"health record of {name} is older than {max_age:g} s: ignored")
+            continue
+        if epoch - now > MAX_CLOCK_SKEW:
+            notes.append(f"health record of {name} is from the future ({epoch - now:.0f} s ahead): ignored")
             continue
         if rec.get("verdict") in ("degraded", "down"):
             degraded[name] = first_reason(rec)

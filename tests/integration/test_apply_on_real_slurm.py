@@ -205,3 +205,46 @@ def test_a_set_slurm_would_not_load_is_refused_and_the_running_slurmctld_stays_u
     assert any(d.startswith("proof: throwaway slurmctld") and "loaded the set" in d for d in res.details)
     assert controller_up(cluster)
     assert "ng_z1.rack-7" in cluster.slurm.node_features("a1")
+
+
+def test_a_set_slurm_loads_only_after_changing_it_is_refused_with_slurms_error_line(
+    cluster: slurmctl.Cluster, tmp_path: Path
+) -> None:
+    """``Sockets=`` beside ``SocketsPerBoard=`` loads, but every client command then prints
+    ``error: NodeNames=… Sockets=# and SocketsPerBoard=# is invalid``: the proof fails on that ``error:``
+    line as on a ``fatal:`` one, naming it; nothing changes."""
+    runner = EnvRunner(dict(cluster.env))
+    inv = inventory_of(cluster)
+    files = live_bytes(cluster)
+    for node in inv["nodes"]:
+        if node["name"] == "a1":
+            node["network_group"] = "rack-8"
+    staged = rendered_for(cluster, inv, tmp_path)
+    lines = staged["slurm-topo-nodes.conf"].splitlines(keepends=True)
+    first = next(i for i, ln in enumerate(lines) if ln.startswith("NodeName=") and "SocketsPerBoard=" in ln)
+    lines[first] = lines[first].replace(" SocketsPerBoard=", " Sockets=1 SocketsPerBoard=", 1)
+    staged["slurm-topo-nodes.conf"] = "".join(lines)
+    res = run_apply(options(cluster, detailed_exitcodes=True), staged, runner)
+    assert (res.exit_code, res.status) == (11, "refused"), res
+    assert "Slurm's own parser rejects the new set" in res.summary, res.summary
+    assert "Sockets=# and SocketsPerBoard=# is invalid" in res.summary, res.summary
+    assert res.summary.count("nothing changed") == 1, res.summary
+    assert live_bytes(cluster) == files and controller_up(cluster)
+
+
+def test_hardware_merged_from_scontrol_never_pairs_sockets_with_sockets_per_board(
+    cluster: slurmctl.Cluster,
+) -> None:
+    """``generate --scontrol`` on an inventory with SocketsPerBoard: Slurm's records say ``Sockets=``; the
+    merge keeps the inventory's form, and the rendered lines load without a complaint."""
+    from slurm_topo.inventory import with_slurm_nodes
+    from slurm_topo.slurmconf import parse_scontrol_nodes
+
+    inventory = merge([load_inventory_file(cluster.etc / "inventory.yaml")])
+    records = parse_scontrol_nodes(cluster.slurm.out("scontrol", "show", "node", "-o"))
+    assert all("Sockets" in r for r in records)
+    merged = with_slurm_nodes(inventory, records)
+    for node in merged.nodes:
+        keys = dict(node.slurm)
+        assert not ("Sockets" in keys and "SocketsPerBoard" in keys), node.slurm
+        assert keys.get("SocketsPerBoard") == "1", node.slurm
