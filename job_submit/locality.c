@@ -110,6 +110,11 @@ static int _opt_locality(int val, const char *optarg, int remote)
 		return ESPANK_SUCCESS;
 	if (optarg && _valid_locality(optarg))
 		return ESPANK_SUCCESS;
+	if (optarg && !strcmp(optarg, "nvl:auto")) {
+		slurm_error("--locality=nvl:auto: an NVLink domain has no looser level to relax to; use nvl "
+			    "(waits) or nvl:fail, or LEVEL:auto with LEVEL network_group, zone or region");
+		return ESPANK_BAD_ARG;
+	}
 	slurm_error("--locality: invalid value '%s': use LEVEL or LEVEL:wait, LEVEL:fail or LEVEL:auto, "
 		    "LEVEL one of " LEVELS, optarg ? _shown(optarg, buf, sizeof(buf)) : "");
 	return ESPANK_BAD_ARG;

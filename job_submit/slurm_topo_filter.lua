@@ -47,6 +47,13 @@ local RELAX_PREFIX = "slurm-topo-relax: " -- slurm_topo/relax.py: one per relaxa
 local AUTO_NO_LIMIT = "; auto: no time limit, no budget (waits as :wait)"
 local AUTO_NO_PLAN = "; auto: no site plan, no budget (waits as :wait)"
 local AUTO_NO_FIT = "; auto: the site plan does not fit this job, no budget (waits as :wait)"
+local AUTO_WAITS = { -- policy/vocab.py AUTO_WAITS: what the submitter reads when an auto job gets no budget
+  [AUTO_NO_LIMIT] = "no time limit (give --time)",
+  [AUTO_NO_PLAN] = "no site plan in the filter's data",
+  [AUTO_NO_FIT] = "the site plan does not fit this job",
+}
+local NVL_NONE = "no node of the partition is in an NVLink domain" -- policy/vocab.py
+local NVL_NONE_NOTE = "; no size can ever fit: use --locality=network_group or zone"
 local LOCATION_PREFIXES = { "region_", "zone_", "ng_", "leaf_" }
 local MAX_FIELD = 4096 -- longest partition list, GPU request, regions, SPANK entry or comment read (policy/vocab.py)
 
@@ -860,9 +867,13 @@ local function locality_of(data, req, names)
   local level, mode = string.match(locality, "^([^:]*):(.*)$")
   if level == nil then level, mode = locality, "wait" end -- "zone:" is refused, as the SPANK plugin refuses it
   if not LOCALITIES[level] or not MODES[mode] or (level == "nvl" and mode == "auto") then
-    return nil, nil, { action = "reject", locality = safe(locality),
-             message = "slurm-topo: unknown locality '" .. safe(locality) .. "' (use prefer|nvl|network_group|zone|"
-               .. "region|any, optionally :wait, :fail or :auto; nvl takes :wait or :fail)",
+    local advice = "unknown locality '" .. safe(locality) .. "' (use prefer|nvl|network_group|zone|"
+      .. "region|any, optionally :wait, :fail or :auto; nvl takes :wait or :fail)"
+    if locality == "nvl:auto" then -- policy/vocab.py locality_advice
+      advice = "--locality=nvl:auto: an NVLink domain has no looser level to relax to; use nvl (waits) or "
+        .. "nvl:fail, or LEVEL:auto with LEVEL network_group, zone or region"
+    end
+    return nil, nil, { action = "reject", locality = safe(locality), message = "slurm-topo: " .. advice,
              record = record("rejected locality '" .. safe(locality) .. "'"), rejection = "request" }
   end
   return level, mode
@@ -968,17 +979,24 @@ local function with_budget(data, req, d)
   -- LEVEL:auto decides as :wait; a job given its level's bracket also gets the budget record (docs/relax.md)
   local level, mode = string.match(d.locality or "", "^([%a_]+):(%a+)$")
   if mode ~= "auto" or not AUTO_INDEX[level] or d.action ~= "amend" then return d end
+  local why
   if req.time_limit == nil then
-    d.record = d.record .. AUTO_NO_LIMIT
+    why = AUTO_NO_LIMIT
   elseif data.auto_units == nil or data.auto_units[level] == nil then
-    d.record = d.record .. AUTO_NO_PLAN
+    why = AUTO_NO_PLAN
   else
     local units = data.auto_units[level][math.min(req.min_nodes or 1, data.auto_max)]
     if units then
       d.record = d.record .. "; " .. M.budget_record(level, req.time_limit * 60, units)
     else
-      d.record = d.record .. AUTO_NO_FIT
+      why = AUTO_NO_FIT
     end
+  end
+  if why ~= nil then -- no budget: the record says why, and so does the submitter's stderr
+    d.record = d.record .. why
+    local note = "slurm-topo: --locality=" .. level .. ":auto: " .. AUTO_WAITS[why] .. ", so no budget: the job "
+      .. "waits as " .. level .. ":wait"
+    d.message = d.message == nil and note or (d.message .. "; " .. note)
   end
   return d
 end
@@ -1365,8 +1383,9 @@ nothing_holds = function(job, groups, only)
   local level, loc = job.level, job.loc
   local best, bn, bg = scan_largest(job.scan, groups, only)
   local why
-  if best == nil and level == "nvl" then
-    why = "no node of the partition is in an NVLink domain"
+  if best == nil and level == "nvl" then -- no size can ever fit: refused at submit whatever the mode
+    return { action = "reject", locality = loc, message = "slurm-topo: --locality=" .. loc .. ": " .. NVL_NONE
+               .. NVL_NONE_NOTE, record = record(loc .. ": rejected; " .. NVL_NONE), rejection = "request" }
   elseif best == nil then
     why = "no node of the partition has a " .. level
   else

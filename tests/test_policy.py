@@ -506,6 +506,10 @@ def test_auto_without_time_limit_or_site_plan_says_so_and_carries_no_budget(data
         d = run(data, locality="region:auto", min_nodes=2, **({} if limit is None else {"time_limit": limit}))
         assert d.action == "amend" and d.record.endswith("; auto: no time limit, no budget (waits as :wait)")
         assert _budget_of(d.record) is None
+        assert d.message == (  # the submitter reads it on stderr
+            "slurm-topo: --locality=region:auto: no time limit (give --time), so no budget: the job waits as "
+            "region:wait"
+        ), d.message
     families = make_context(inventory(families=True), (22, 5), PARTITIONS).policy  # no plan: in policy
     assert families.auto_units == {}
     d = decide(families, JobRequest.from_job_desc(job("zone:auto", min_nodes=2, time_limit=60)))
@@ -588,16 +592,23 @@ def test_nvl_that_no_domain_holds_is_held_or_rejected(data) -> None:  # type: ig
     )
     assert run(data, locality="nvl", min_nodes=4).action == "hold"
     bad = run(data, locality="nvl:auto", min_nodes=2)
-    assert bad.action == "reject" and "nvl takes :wait or :fail" in (bad.message or "")
+    assert bad.action == "reject" and bad.message == (
+        "slurm-topo: --locality=nvl:auto: an NVLink domain has no looser level to relax to; use nvl (waits) "
+        "or nvl:fail, or LEVEL:auto with LEVEL network_group, zone or region"
+    )
+    assert "nvl takes :wait or :fail" in (run(data, locality="nvl:soon").message or "")
 
 
 def test_nvl_on_a_fleet_without_domains_says_so() -> None:
     plain = make_context(
         merge([parse_inventory("nodes:\n  - {name: 'm[1-4]', region: r1, zone: z1}\n")]), (22, 5)
     )
-    d = decide(plain.policy, JobRequest(locality="nvl:fail", min_nodes=2))
-    assert d.action == "reject" and d.message is not None
-    assert d.message.endswith("no node of the partition is in an NVLink domain"), d.message
+    for given, loc in (("nvl:fail", "nvl:fail"), ("nvl", "nvl:wait")):  # refused at submit, never held
+        d = decide(plain.policy, JobRequest(locality=given, min_nodes=2))
+        assert (d.action, d.rejection) == ("reject", "request") and d.message == (
+            f"slurm-topo: --locality={loc}: no node of the partition is in an NVLink domain; no size can "
+            "ever fit: use --locality=network_group or zone"
+        ), d
 
 
 def test_nvl_with_a_nodelist_is_not_checked_and_says_so(data) -> None:  # type: ignore[no-untyped-def]

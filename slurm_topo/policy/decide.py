@@ -18,6 +18,7 @@ from .vocab import (
     AUTO_NO_FIT,
     AUTO_NO_LIMIT,
     AUTO_NO_PLAN,
+    AUTO_WAITS,
     HOLD_NOTE,
     INTERACTIVE_NOTE,
     LEVELS,
@@ -25,6 +26,8 @@ from .vocab import (
     MAX_CONSTRAINT,
     MAX_RECORD,
     NVL,
+    NVL_NONE,
+    NVL_NONE_NOTE,
     RECORD_PREFIX,
     budget_record,
     parse_locality,
@@ -391,13 +394,21 @@ def _with_budget(data: PolicyData, req: JobRequest, d: Decision) -> Decision:
     if mode != "auto" or level not in LEVELS or d.action != "amend":
         return d
     if req.time_limit is None:
-        return replace(d, record=d.record + AUTO_NO_LIMIT)
+        return _no_budget(d, level, AUTO_NO_LIMIT)
     if not data.auto_units:
-        return replace(d, record=d.record + AUTO_NO_PLAN)
+        return _no_budget(d, level, AUTO_NO_PLAN)
     units = data.auto_units[level][min(req.min_nodes or 1, data.auto_max) - 1]
     if units is None:
-        return replace(d, record=d.record + AUTO_NO_FIT)
+        return _no_budget(d, level, AUTO_NO_FIT)
     return replace(d, record=d.record + "; " + budget_record(level, req.time_limit * 60, units))
+
+
+def _no_budget(d: Decision, level: str, why: str) -> Decision:
+    """An auto job without a budget: the record says why, and so does the submitter's stderr."""
+    note = (
+        f"slurm-topo: --locality={level}:auto: {AUTO_WAITS[why]}, so no budget: the job waits as {level}:wait"
+    )
+    return replace(d, record=d.record + why, message=note if d.message is None else f"{d.message}; {note}")
 
 
 def _partition_names(data: PolicyData, req: JobRequest) -> tuple[list[str], list[str], str | None]:
@@ -698,12 +709,17 @@ def _nothing_holds(job: _Job, groups: Sequence[Group], only: set[str] | None) ->
     held."""
     level, loc = job.level, job.loc
     largest = job.scan.largest([g for g in groups if only is None or g.feature in only])
-    if largest is None:
-        why = (
-            "no node of the partition is in an NVLink domain"
-            if level == NVL
-            else f"no node of the partition has a {level}"
+    if largest is None and level == NVL:  # no size can ever fit: refused at submit whatever the mode
+        return Decision(
+            "reject",
+            loc,
+            message=f"slurm-topo: --locality={loc}: {NVL_NONE}{NVL_NONE_NOTE}",
+            record=_record(f"{loc}: rejected; {NVL_NONE}"),
+            level=level,
+            rejection="request",
         )
+    if largest is None:
+        why = f"no node of the partition has a {level}"
     else:
         g, n, gp = largest
         why = f"the largest is {g.label} with {_plural(n, 'node')} ({gp} GPUs)"

@@ -34,6 +34,13 @@ INTERACTIVE_NOTE = "; an interactive allocation does not wait for it"
 AUTO_NO_LIMIT = "; auto: no time limit, no budget (waits as :wait)"
 AUTO_NO_PLAN = "; auto: no site plan, no budget (waits as :wait)"
 AUTO_NO_FIT = "; auto: the site plan does not fit this job, no budget (waits as :wait)"
+AUTO_WAITS = {  # what the submitter reads (stderr) when an auto job gets no budget: the record's reason
+    AUTO_NO_LIMIT: "no time limit (give --time)",
+    AUTO_NO_PLAN: "no site plan in the filter's data",
+    AUTO_NO_FIT: "the site plan does not fit this job",
+}
+NVL_NONE = "no node of the partition is in an NVLink domain"
+NVL_NONE_NOTE = "; no size can ever fit: use --locality=network_group or zone"
 BUDGET_PREFIX = "slurm-topo-auto: "  # slurm_topo/relax.py: the budget record an auto job carries
 RELAX_PREFIX = "slurm-topo-relax: "  # slurm_topo/relax.py: one per relaxation
 AUTO_LEVELS = ("network_group", "zone", "region", "any")  # an auto job's budget levels, tightest first
@@ -43,6 +50,19 @@ LOCATION_PREFIXES = ("region_", "zone_", "ng_", "leaf_")
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:=,+-")
 
 
+def locality_advice(text: str) -> str:
+    """The refusal of a locality that does not parse (the Lua filter's ``bad_locality``: the same text)."""
+    if text == "nvl:auto":
+        return (
+            "--locality=nvl:auto: an NVLink domain has no looser level to relax to; use nvl "
+            "(waits) or nvl:fail, or LEVEL:auto with LEVEL network_group, zone or region"
+        )
+    return (
+        f"unknown locality '{safe(text)}' (use prefer|nvl|network_group|zone|region|any, "
+        "optionally :wait, :fail or :auto; nvl takes :wait or :fail)"
+    )
+
+
 def parse_locality(text: str) -> tuple[str, str]:
     """``zone:fail`` -> ("zone", "fail"); the mode defaults to wait (``zone:``, with nothing after the colon,
     is
@@ -50,10 +70,7 @@ def parse_locality(text: str) -> tuple[str, str]:
     level, colon, mode = text.partition(":")
     mode = mode or ("" if colon else "wait")  # "zone:" is refused, as the SPANK plugin refuses it
     if level not in LOCALITIES or mode not in MODES or (level == NVL and mode == "auto"):
-        raise InputError(
-            f"unknown locality '{safe(text)}' (use prefer|nvl|network_group|zone|region|any, "
-            "optionally :wait, :fail or :auto; nvl takes :wait or :fail)"
-        )
+        raise InputError(locality_advice(text))
     return level, mode
 
 

@@ -161,7 +161,7 @@ class Slurm:
         from slurm_topo.errors import CommandError
 
         try:
-            return SlurmAccess(EnvRunner(self.env)).job(job_id, timeout=10) or {}
+            return SlurmAccess(EnvRunner(self.env)).job(job_id, timeout=30) or {}
         except CommandError:
             return {}
 

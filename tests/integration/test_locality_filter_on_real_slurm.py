@@ -228,3 +228,24 @@ def test_locality_regions_keeps_nodes_in_that_region(fslurm: slurmctl.Slurm) -> 
     assert len(nodes) == 4 and nodes <= {"n07", "n08", "n09", "n10", "n11", "n12"}, sorted(nodes)
     p = sbatch(fslurm, "--locality-regions=mars", "--wrap", "true")
     assert p.returncode != 0 and "'mars' is not a region or zone of this cluster" in p.stderr, p.stderr
+
+
+def test_messages_say_what_the_user_typed_and_what_happens(fslurm: slurmctl.Slurm) -> None:
+    """nvl:auto is refused with advice for nvl itself; --locality=nvl on a fleet without NVLink domains is
+    refused at submit (no size can ever fit), never held; zone:auto without --time is accepted and says on
+    stderr that it waits as zone:wait. What Slurm holds is read back (squeue)."""
+    p = sbatch(fslurm, "-N1", "--locality=nvl:auto", "--wrap", "true")
+    assert p.returncode != 0 and "--locality=nvl:auto: an NVLink domain has no looser level" in p.stderr, p
+    p = sbatch(fslurm, "-N2", "--locality=nvl", "--wrap", "true")
+    assert p.returncode != 0, p
+    assert "no node of the partition is in an NVLink domain; no size can ever fit" in p.stderr, p.stderr
+    p = sbatch(fslurm, "-N2", "--locality=zone:auto", "--wrap", "true")
+    assert p.returncode == 0, p.stderr
+    job = p.stdout.strip().split(";")[0]
+    assert (
+        "--locality=zone:auto: no time limit (give --time), so no budget: the job waits as zone:wait"
+        in p.stderr
+    )
+    features = fslurm.out("squeue", "-h", "-j", job, "-o", "%f").strip()
+    assert features.startswith("[zone_"), features
+    fslurm.cancel(job)
