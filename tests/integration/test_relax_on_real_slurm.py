@@ -12,6 +12,7 @@ import json
 import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
 
 import pytest
 import slurmctl
@@ -55,10 +56,18 @@ def slurm(cluster: slurmctl.Cluster) -> Iterator[slurmctl.Slurm]:
     s.quiesce()
 
 
-def relax(c: slurmctl.Cluster, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+AHEAD = 5.0
+"""Seconds ahead of the clock the relaxer judges waits by default (``--now``): every job has waited more than
+a 0 s budget, none an hour, without a test sleeping for it."""
+
+
+def relax(
+    c: slurmctl.Cluster, *args: str, timeout: float = 30, now: float | None = None
+) -> subprocess.CompletedProcess[str]:
     lock = c.base.parent / "relax.lock"
+    at = time.time() + AHEAD if now is None else now
     return subprocess.run(
-        [*slurmctl.slurm_topo_cli(), "relax", "--once", "--lock", str(lock), *args],
+        [*slurmctl.slurm_topo_cli(), "relax", "--once", "--lock", str(lock), "--now", f"{at:.3f}", *args],
         env=dict(c.env),
         capture_output=True,
         text=True,
@@ -98,25 +107,26 @@ def block(s: slurmctl.Slurm, *nodes: str) -> list[str]:
 def test_pending_auto_job_is_widened_after_its_budget_and_starts(
     cluster: slurmctl.Cluster, slurm: slurmctl.Slurm
 ) -> None:
-    """Half the nodes busy: the load-aware timer doubles the 6 s budget; the job is widened after 12 s (a wide
-    window: a loaded host starts the relaxer slowly)."""
+    """Half the nodes busy: the load-aware timer doubles the 6 s budget; the job is widened after 12 s. The
+    relaxer judges the wait at a given time (``--now``: the job's own SubmitTime plus 7 s, then 13 s), so how
+    fast this host runs changes nothing."""
     block(slurm, "a2", "a4", "b1")  # each zone of r1 has one free node; the job needs two in one zone
     job = slurm.submit("--exclusive", "-N2", "--constraint=[zone_z1|zone_z2]", "--wrap", "sleep 300")
-    t0 = time.monotonic()
     record = "slurm-topo-auto: zone limit=600s region=6s any=3600s"
     set_budget(slurm, job, record)
-    time.sleep(max(0.0, 7.2 - (time.monotonic() - t0)))
+    submitted = datetime.fromisoformat(slurm.out("squeue", "-h", "-j", job, "-o", "%V").strip()).timestamp()
     assert slurm.state(job) == "PENDING"
-    plain = relax(cluster, "--dry-run", "--plain-budget")
+    plain = relax(cluster, "--dry-run", "--plain-budget", now=submitted + 7)
     assert "would relax zone -> region" in plain.stdout, plain.stdout  # past 6 s
-    first = relax(cluster, "--json")
+    early = relax(cluster, "--dry-run", "--plain-budget", now=submitted + 5)
+    assert "would relax" not in early.stdout, early.stdout  # not yet past 6 s
+    first = relax(cluster, "--json", now=submitted + 7)
     assert first.returncode == 0, first.stderr
     assert '"busy": 0.5' in first.stdout, first.stdout
     assert job_of(slurm, job)["Features"] == "[zone_z1|zone_z2]"  # not past 6 s × 2
     assert relaxations(job_of(slurm, job)["AdminComment"]) == []
 
-    time.sleep(max(0.0, 13.2 - (time.monotonic() - t0)))
-    p = relax(cluster)
+    p = relax(cluster, now=submitted + 13)
     assert p.returncode == 0, p.stderr
     assert f"job {job}: relaxed zone -> region" in p.stdout, p.stdout
     slurm.wait_state(job, "RUNNING")
@@ -146,7 +156,6 @@ def test_a_job_that_fits_and_a_job_without_budget_are_never_touched(
     block(slurm, "b1")
     waits = slurm.submit("--exclusive", "-N2", "--constraint=[zone_z3]", "--wrap", "sleep 300")
     set_budget(slurm, waits, "slurm-topo-admin-note")  # an AdminComment, but no budget: not auto
-    time.sleep(1.5)
     before = {j: job_of(slurm, j) for j in (fits, waits)}
     p = relax(cluster, "--json")
     assert p.returncode == 0, p.stderr
@@ -161,7 +170,6 @@ def test_a_user_held_job_is_never_touched(cluster: slurmctl.Cluster, slurm: slur
     job = slurm.submit("--hold", "--exclusive", "-N2", "--constraint=[zone_z1|zone_z2]", "--wrap", "true")
     record = "slurm-topo-auto: zone limit=600s region=0s any=0s"
     set_budget(slurm, job, record)
-    time.sleep(1.5)
     assert job_of(slurm, job)["Reason"] == "JobHeldUser"
     p = relax(cluster)
     assert p.returncode == 0, p.stderr
@@ -177,9 +185,16 @@ def test_two_relaxers_at_once_apply_one_change(cluster: slurmctl.Cluster, slurm:
     block(slurm, "a1", "a2", "a3", "a4", "b1")  # nothing can start: the widened job stays pending
     job = slurm.submit("--exclusive", "-N2", "--constraint=[zone_z1]", "--wrap", "true")
     set_budget(slurm, job, "slurm-topo-auto: zone limit=600s region=0s any=3600s")
-    time.sleep(1.5)
     lock = str(cluster.base.parent / "relax.lock")
-    argv = [*slurmctl.slurm_topo_cli(), "relax", "--once", "--lock", lock]
+    argv = [
+        *slurmctl.slurm_topo_cli(),
+        "relax",
+        "--once",
+        "--lock",
+        lock,
+        "--now",
+        f"{time.time() + AHEAD:.0f}",
+    ]
     procs = [
         subprocess.Popen(
             argv, env=dict(cluster.env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -202,7 +217,6 @@ def test_dry_run_changes_nothing_and_a_restarted_controller_keeps_the_trail(
     block(slurm, "a1", "a2", "a3", "a4", "b1")
     job = slurm.submit("--exclusive", "-N2", "--constraint=[zone_z1]", "--wrap", "true")
     set_budget(slurm, job, "slurm-topo-auto: zone limit=600s region=0s any=1s")
-    time.sleep(1.5)
     dry = relax(cluster, "--dry-run", "--json")
     assert dry.returncode == 0, dry.stderr
     assert '"action": "relax"' in dry.stdout and '"features": "[region_r1]"' in dry.stdout, dry.stdout
@@ -226,7 +240,6 @@ def test_max_changes_caps_a_pass_longest_waiting_first(
     newer = slurm.submit("--exclusive", "-N2", "--constraint=[zone_z2]", "--wrap", "true")
     for j in (older, newer):
         set_budget(slurm, j, "slurm-topo-auto: zone limit=600s region=0s any=3600s")
-    time.sleep(1.1)
     p = relax(cluster, "--max-changes", "1")
     assert p.returncode == 0, p.stderr
     assert job_of(slurm, older)["Features"] == "[region_r1]"
@@ -262,9 +275,16 @@ def test_with_the_submit_filter_the_widened_job_keeps_the_whole_trail(
         f"JobId={job}",
         f"AdminComment={decision}; slurm-topo-auto: zone limit=60s region=0s any=3600s",
     )
-    time.sleep(1.1)
     p = subprocess.run(
-        [*slurmctl.slurm_topo_cli(), "relax", "--once", "--lock", str(tmp_path / "relax.lock")],
+        [
+            *slurmctl.slurm_topo_cli(),
+            "relax",
+            "--once",
+            "--lock",
+            str(tmp_path / "relax.lock"),
+            "--now",
+            f"{time.time() + AHEAD:.0f}",
+        ],
         env=dict(fslurm.env),
         capture_output=True,
         text=True,
@@ -303,7 +323,6 @@ def test_start_estimate_widens_a_job_whose_zone_frees_late(
     )
     set_budget(slurm, dear, "slurm-topo-auto: zone limit=600s region=7200s any=9000s")
     set_budget(slurm, cheap, "slurm-topo-auto: zone limit=600s region=1200s any=9000s")
-    time.sleep(1.1)
     plain = relax(cluster, "--json")  # without --estimates: budgets far off, nothing changes
     assert plain.returncode == 0 and '"action": "relax"' not in plain.stdout, plain.stdout
     p = relax(cluster, "--json", "--estimates", "10")
@@ -340,7 +359,6 @@ def test_a_failing_start_estimate_never_stops_the_pass(
         slurm.out("scontrol", "update", "PartitionName=side", "State=INACTIVE")
         due = slurm.submit("--exclusive", "-N2", "--constraint=[zone_z2]", "--wrap", "true")
         set_budget(slurm, due, "slurm-topo-auto: zone limit=600s region=0s any=9000s")
-        time.sleep(1.1)
         p = relax(cluster, "--json", "--estimates", "10", "--plain-budget")
         assert p.returncode == 0, p.stderr
         by = {d["job"]: d for d in json.loads(p.stdout)["decisions"]}
