@@ -52,6 +52,8 @@ local AUTO_WAITS = { -- policy/vocab.py AUTO_WAITS: what the submitter reads whe
   [AUTO_NO_PLAN] = "no site plan in the filter's data",
   [AUTO_NO_FIT] = "the site plan does not fit this job",
 }
+local CONFLICT_NOTE = "; a required locality cannot be enforced with it: drop the brackets or counts, or use "
+  .. "--locality=prefer" -- policy/vocab.py
 local NVL_NONE = "no node of the partition is in an NVLink domain" -- policy/vocab.py
 local NVL_NONE_NOTE = "; no size can ever fit: use --locality=network_group or zone"
 local LOCATION_PREFIXES = { "region_", "zone_", "ng_", "leaf_" }
@@ -843,13 +845,10 @@ local function compose_with(c, restrict, bracket_text)
 end
 
 local function conflict(loc, mode, what, msg)
-  -- the user's constraint and the locality cannot be combined: :fail rejects, :wait leaves the job alone
-  if mode == "fail" then
-    return { action = "reject", locality = loc, message = msg, record = record(loc .. ": rejected, " .. what
-      .. " conflict"), rejection = "request" }
-  end
-  return { action = "unchanged", locality = loc, message = msg .. "; job left unchanged",
-           record = record(loc .. ": " .. what .. " conflict; unchanged") }
+  -- the user's constraint and a required locality cannot be combined: refused at submit in every mode (a
+  -- required level is a promise: never passed through unenforced); prefer never gets here
+  return { action = "reject", locality = loc, message = msg .. CONFLICT_NOTE, record = record(loc .. ": rejected, "
+    .. what .. " conflict"), rejection = "request" }
 end
 
 local function locality_of(data, req, names)
@@ -1704,7 +1703,10 @@ end
 -- --------------------------------------------------------------------------------------------------------------
 -- modify: an update of a pending job (slurm_topo/policy/modify.py, which says what an owner may change). Nothing here calls log_user: 22.05 discards it in job_modify with an error line.
 
-local SIZE_FIELDS = { "partition", "tres_per_node", "tres_per_job", "tres_per_task" }
+-- what an update may change that the decision depends on (policy/modify.py _SIZE_FIELDS): size, GPUs, partition,
+-- and the nodes it may run on (a node list across the level is refused as at submit)
+local SIZE_FIELDS = { "partition", "tres_per_node", "tres_per_job", "tres_per_task", "req_nodes", "exc_nodes",
+  "reservation" }
 local PASS = { action = "pass" }
 
 function M.strip_bracket(features)
@@ -1722,6 +1724,19 @@ local function ours_of(rec)
   local i = string.find(text, RECORD_PREFIX, 1, true)
   if i == nil then return nil end
   return string.sub(text, i + #RECORD_PREFIX)
+end
+
+local function contradicts(comment, req)
+  -- the comment names a locality (or regions) other than the job keeps (policy/modify.py _contradicts): a
+  -- --locality=zone job (the SPANK option wins over the comment) given Comment=locality=any
+  if #comment > MAX_FIELD then return false end
+  local locality, regions
+  for token in string.gmatch(comment, "[^ \t\n\v\f\r]+") do
+    local k, v = string.match(token, "^([^=]*)=(.*)$")
+    if k == "locality" and locality == nil then locality = v
+    elseif k == "locality-regions" and regions == nil then regions = v end
+  end
+  return (locality ~= nil and locality ~= req.locality) or (regions ~= nil and regions ~= req.regions)
 end
 
 local function changes(upd)
@@ -1830,10 +1845,11 @@ function M.decide_modify(data, rec, upd, admin)
   local base, relocated = orig, false
   if type(upd.comment) == "string" then
     local again = M.request(rec, upd.comment)
-    if again.locality ~= orig.locality or again.regions ~= orig.regions then
-      if not admin then return { action = "deny", log = "the locality is fixed at submit; update refused" } end
-      base, relocated = again, true
+    local moved = again.locality ~= orig.locality or again.regions ~= orig.regions
+    if not admin and (moved or contradicts(upd.comment, again)) then
+      return { action = "deny", log = "the locality is fixed at submit; update refused" }
     end
+    if moved then base, relocated = again, true end
   end
   local changed = changes(upd) or relocated
   if not changed and not (release and held) then return PASS end

@@ -205,12 +205,21 @@ def test_user_bracket_of_the_same_level_is_intersected(data) -> None:  # type: i
 
 
 def test_user_bracket_of_another_level_conflicts(data) -> None:  # type: ignore[no-untyped-def]
-    """zone with a bracket over racks: wait leaves it unchanged with a warning, fail rejects naming the
-    conflict."""
+    """zone with a bracket over racks, or Slurm's count syntax: a required level cannot be enforced with it,
+    so every mode refuses at submit saying why (never passed through unenforced); prefer passes it."""
     feats = "[ng_us-east-1a.rack-a1|ng_us-west-2a.rack-c1]"
-    d = run(data, locality="zone", features=feats)
-    assert d.action == "unchanged" and "not all zone groups" in (d.message or "")
-    assert run(data, locality="zone:fail", features=feats).action == "reject"
+    for loc in ("zone", "zone:fail", "zone:auto"):
+        d = run(data, locality=loc, features=feats)
+        assert (d.action, d.rejection) == ("reject", "request") and "not all zone groups" in (d.message or "")
+        assert (d.message or "").endswith(
+            "; a required locality cannot be enforced with it: drop the brackets or counts, or use "
+            "--locality=prefer"
+        ), d.message
+    counts = "[zone_us-east-1a*2&zone_us-west-2a*2]"
+    for loc in ("zone", "region:wait", "zone:auto", "network_group:fail", "nvl"):
+        d = run(data, locality=loc, features=counts, min_nodes=4)
+        assert d.action == "reject" and "cannot be combined" in (d.message or ""), (loc, d)
+    assert run(data, locality="prefer", features=counts, min_nodes=4).action != "reject"
 
 
 def test_partition_default_and_membership(data) -> None:  # type: ignore[no-untyped-def]
@@ -553,7 +562,10 @@ def test_administrators_features_update_of_an_auto_job_passes_and_the_trail_is_k
     owner = decide_modify(data, rec, {"features": ""}, admin=False)  # an owner cannot strip the level
     assert owner.action == "apply" and owner.features is not None and "zone_" in owner.features
     wait_rec = job_record(data, job("zone", min_nodes=2))
-    assert decide_modify(data, wait_rec, upd, admin=True).action == "apply"  # :wait jobs stay re-planned
+    # :wait jobs stay re-planned: a region bracket cannot be enforced as a zone, so even an administrator's
+    # is refused (an administrator changes the level itself with Comment=locality=region)
+    assert decide_modify(data, wait_rec, upd, admin=True).action == "reject"
+    assert decide_modify(data, wait_rec, {"features": "nvme"}, admin=True).action == "apply"
     m = decide_modify(data, rec, {"min_nodes": 4}, admin=True)
     assert m.admin_comment is not None and m.admin_comment.startswith("note; slurm-topo: zone:auto [")
     assert m.admin_comment.endswith("; " + relax) and m.admin_comment.count("slurm-topo-auto:") == 1

@@ -19,6 +19,7 @@ from .vocab import (
     AUTO_NO_LIMIT,
     AUTO_NO_PLAN,
     AUTO_WAITS,
+    CONFLICT_NOTE,
     HOLD_NOTE,
     INTERACTIVE_NOTE,
     LEVELS,
@@ -353,21 +354,14 @@ def _shown(kept: Sequence[tuple[Group, int]], cut: bool) -> str:
 
 
 def _conflict(loc: str, mode: str, what: str, msg: str) -> Decision:
-    """The user's constraint and the locality cannot be combined: :fail rejects, :wait leaves the job
-    alone."""
-    if mode == "fail":
-        return Decision(
-            "reject",
-            loc,
-            message=msg,
-            record=_record(f"{loc}: rejected, {what} conflict"),
-            rejection="request",
-        )
+    """The user's constraint and a required locality cannot be combined: refused at submit in every mode (a
+    required level is a promise: never passed through unenforced); ``prefer`` never gets here."""
     return Decision(
-        "unchanged",
+        "reject",
         loc,
-        message=msg + "; job left unchanged",
-        record=_record(f"{loc}: {what} conflict; unchanged"),
+        message=msg + CONFLICT_NOTE,
+        record=_record(f"{loc}: rejected, {what} conflict"),
+        rejection="request",
     )
 
 

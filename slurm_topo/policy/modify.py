@@ -4,10 +4,10 @@ both).
 
 What an owner may change, and what stays enforced (administrators are uid 0):
 
-* **Size, GPUs, partition, features**: re-planned as at submit, from the job's own locality. The bracket an
-earlier
-  decision added is replaced, so an owner cannot strip a required level: ``Features=`` (empty) or a new
-  constraint gets the level's bracket again.
+* **Size, GPUs, partition, features, node lists and reservation**: re-planned as at submit, from the job's own
+  locality (``ReqNodeList=`` naming nodes of two zones is refused for a zone job, as ``--nodelist`` is). The
+  bracket an earlier decision added is replaced, so an owner cannot strip a required level: ``Features=``
+  (empty) or a new constraint gets the level's bracket again.
 * **The locality** is fixed at submit for owners: an update of the comment that would change it
   (``Comment=locality=any``) is refused. Administrators may change it (``any`` then gives back the job's own
   constraint).
@@ -33,10 +33,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from .decide import Decision, decide
-from .request import JobRequest, _int, _str
-from .vocab import BUDGET_PREFIX, INFINITE, LEVELS, NO_VAL, RECORD_PREFIX, RELAX_PREFIX
+from .request import JobRequest, _blen, _comment_values, _int, _str
+from .vocab import BUDGET_PREFIX, INFINITE, LEVELS, MAX_FIELD, NO_VAL, RECORD_PREFIX, RELAX_PREFIX
 
-_SIZE_FIELDS = ("partition", "tres_per_node", "tres_per_job", "tres_per_task")
+_SIZE_FIELDS = (
+    "partition",
+    "tres_per_node",
+    "tres_per_job",
+    "tres_per_task",
+    "req_nodes",
+    "exc_nodes",
+    "reservation",
+)
+"""What an update may change that the decision depends on: size, GPUs, partition, and the nodes it may run on
+(``ReqNodeList``, ``ExcNodeList``, ``Reservation``: re-planned, so a node list across the level is refused as
+at submit)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +146,17 @@ def trail(text: object, new_record: str) -> str:
     )
 
 
+def _contradicts(comment: str, req: JobRequest) -> bool:
+    """The comment names a locality (or regions) other than the job keeps: a ``--locality=zone`` job (the
+    SPANK option wins over the comment) given ``Comment=locality=any`` would say one thing and do another."""
+    if _blen(comment) > MAX_FIELD:
+        return False
+    locality, regions = _comment_values(comment)
+    return (locality is not None and locality != req.locality) or (
+        regions is not None and regions != req.regions
+    )
+
+
 def _changes(upd: Mapping[str, Any]) -> bool:
     """Whether the update touches what the decision depends on (size, GPUs, partition, features)."""
     return (
@@ -207,9 +229,10 @@ def decide_modify(
     relocated = False
     if isinstance(upd.get("comment"), str):
         again = JobRequest.from_job_desc({**rec, "comment": upd["comment"]})
-        if (again.locality, again.regions) != (orig.locality, orig.regions):
-            if not admin:
-                return ModifyDecision("deny", log="the locality is fixed at submit; update refused")
+        moved = (again.locality, again.regions) != (orig.locality, orig.regions)
+        if not admin and (moved or _contradicts(upd["comment"], again)):
+            return ModifyDecision("deny", log="the locality is fixed at submit; update refused")
+        if moved:
             base, relocated = again, True
     changed = _changes(upd) or relocated
     if not changed and not (release and held):

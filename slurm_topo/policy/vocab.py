@@ -39,6 +39,9 @@ AUTO_WAITS = {  # what the submitter reads (stderr) when an auto job gets no bud
     AUTO_NO_PLAN: "no site plan in the filter's data",
     AUTO_NO_FIT: "the site plan does not fit this job",
 }
+CONFLICT_NOTE = (
+    "; a required locality cannot be enforced with it: drop the brackets or counts, or use --locality=prefer"
+)
 NVL_NONE = "no node of the partition is in an NVLink domain"
 NVL_NONE_NOTE = "; no size can ever fit: use --locality=network_group or zone"
 BUDGET_PREFIX = "slurm-topo-auto: "  # slurm_topo/relax.py: the budget record an auto job carries

@@ -269,3 +269,66 @@ def test_auto_is_a_mode_of_the_spank_option_and_is_decided_as_wait(fslurm: slurm
     assert fslurm.job(held)["Reason"] == "JobHeldUser"
     assert "zone:auto: held; the largest is us-east-1a" in fslurm.out("scontrol", "show", "job", held)
     fslurm.cancel(job, held)
+
+
+def squeue_fields(slurm: slurmctl.Slurm, job: str) -> dict[str, str]:
+    """Slurm's own view of a job, fixed-grammar fields only: state, reason, required nodes, constraint."""
+    out = slurm.out("squeue", "-h", "-j", job, "-o", "%T;%r;%n;%f").strip()
+    state, reason, nodes, features = out.split(";")
+    return {"state": state, "reason": reason, "nodes": nodes, "features": features}
+
+
+@pytest.mark.parametrize("level", ["zone", "region"])
+def test_an_owners_node_list_update_cannot_break_a_required_level(fslurm: slurmctl.Slurm, level: str) -> None:
+    """``scontrol update ReqNodeList=`` by the job's owner is re-planned as ``--nodelist`` is at submit:
+    nodes of two zones (and regions) are refused and the job keeps what it had; nodes of one zone are
+    taken, and the bracket stays."""
+    job, _ = user_submit(fslurm, "-H", "-N2", f"--locality={level}", "--wrap", "sleep 300")
+    before = squeue_fields(fslurm, job)
+    assert before["features"].startswith(f"[{level}_"), before
+    p = as_user(fslurm, "scontrol", "update", f"JobId={job}", "ReqNodeList=n01,n07")  # us-east vs us-west
+    assert p.returncode != 0, "a node list across the level must be refused"
+    assert squeue_fields(fslurm, job) == before
+    p = as_user(fslurm, "scontrol", "update", f"JobId={job}", "ReqNodeList=n01,n02")  # one zone, one region
+    assert p.returncode == 0, p.stderr
+    after = squeue_fields(fslurm, job)
+    assert after["nodes"] in ("n[01-02]", "n01,n02") and after["features"].startswith(f"[{level}_"), after
+    fslurm.cancel(job)
+
+
+def test_a_count_constraint_with_a_required_level_is_refused_at_submit(fslurm: slurmctl.Slurm) -> None:
+    """Slurm's count syntax cannot be combined with a level's bracket: a required level refuses it with the
+    reason (it ran across two zones and regions when passed through); prefer takes it as it is."""
+    counts = "[zone_us-east-1a*2&zone_us-west-2a*2]"
+    for loc in ("zone", "zone:auto", "region:fail"):
+        p = as_user(
+            fslurm,
+            "sbatch",
+            "-o",
+            "/dev/null",
+            "--chdir=/tmp",
+            "-N4",
+            f"--locality={loc}",
+            "-C",
+            counts,
+            "--wrap",
+            "true",
+        )
+        assert p.returncode != 0, (loc, p.stdout)
+        assert "cannot be combined" in p.stderr and "cannot be enforced" in p.stderr, p.stderr
+    job, _ = user_submit(fslurm, "-H", "-N4", "--locality=prefer", "-C", counts, "--wrap", "true")
+    assert squeue_fields(fslurm, job)["features"] == counts
+    fslurm.cancel(job)
+
+
+def test_an_owners_comment_cannot_change_the_locality(fslurm: slurmctl.Slurm) -> None:
+    """``Comment=locality=any`` by the owner of a ``--locality=zone`` job is refused: Comment and enforcement
+    never disagree afterwards."""
+    job, _ = user_submit(fslurm, "-H", "-N2", "--locality=zone", "--wrap", "sleep 300")
+    before = squeue_fields(fslurm, job)
+    comment = fslurm.out("squeue", "-h", "-j", job, "-O", "comment:200").strip()
+    p = as_user(fslurm, "scontrol", "update", f"JobId={job}", "Comment=locality=any")
+    assert p.returncode != 0, "the locality is fixed at submit for the owner"
+    assert fslurm.out("squeue", "-h", "-j", job, "-O", "comment:200").strip() == comment
+    assert squeue_fields(fslurm, job) == before
+    fslurm.cancel(job)
