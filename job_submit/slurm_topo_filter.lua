@@ -1185,7 +1185,8 @@ local function lead_bracket(kept, lead, budget)
   end
   return out, cut
 end
-local UNION_EMIT = { 3, 4, 1, 5, 2 } -- ng, zone, unions inside a region, region, unions across regions
+local PREFER_LEVELS = { "nvl", "network_group", "zone", "region" } -- policy/decide.py: NVLink domains first
+local UNION_EMIT = { 3, 4, 5, 1, 6, 2 } -- nvl, ng, zone, unions inside a region, region, unions across regions
 
 decide_prefer = function(job)
   -- prefer (and any with regions): never delays the job; --prefer at the finest level some group fits
@@ -1223,14 +1224,18 @@ decide_prefer = function(job)
     local hit = memo and memo[key]
     if hit == nil then
       local lists, used = {}, {}
-      for i, lvl in ipairs(LEVELS) do
+      local values = family_values(data, partitions)
+      for i, lvl in ipairs(PREFER_LEVELS) do
         local groups = first
-        if i > 1 then groups = level_groups(data, partitions, lvl) end
+        if i == 1 and values ~= nil then
+          groups = NO_GROUPS -- not with families: a domain is no family bucket, and prefer never mixes versions
+        elseif i ~= 2 then
+          groups = level_groups(data, partitions, lvl)
+        end
         local kept, cut = scan_candidates(sc, groups, budget, nil)
         lists[i] = { kept, cut }
         if #kept > 0 then used[#used + 1] = lvl end
       end
-      local values = family_values(data, partitions)
       local kept, cut
       if values ~= nil then
         local fkept, fcut = scan_candidates(sc, values, budget, nil, nil, nil, true)
@@ -1238,12 +1243,12 @@ decide_prefer = function(job)
         if #fkept > 0 then used[#used + 1] = "family" end
         kept, cut = cascade(lists, budget)
       else -- without families: zone unions between the zones and the regions, and after the regions
-        local room = MAX_ALTERNATIVES - #lists[1][1] - #lists[2][1] - #lists[3][1]
+        local room = MAX_ALTERNATIVES - #lists[1][1] - #lists[2][1] - #lists[3][1] - #lists[4][1]
         if room < 0 then room = 0 end
         local inside, across, lead = zone_unions(sc, level_groups(data, partitions, "zone"), room)
         if #inside > 0 or #across > 0 then used[#used + 1] = "unions" end
-        kept, cut = cascade({ { inside, false }, { across, false }, lists[1], lists[2], lists[3] }, budget, 2,
-          UNION_EMIT)
+        kept, cut = cascade({ { inside, false }, { across, false }, lists[1], lists[2], lists[3], lists[4] }, budget,
+          2, UNION_EMIT)
         local led_cut
         kept, led_cut = lead_bracket(kept, lead, budget)
         cut = cut or led_cut

@@ -121,7 +121,9 @@ def test_prefer_cascades_over_every_level_that_fits_and_never_sets_features(data
     assert spans == sorted(spans)  # fewest zones first
     assert d.level == "zone" and d.record.startswith("slurm-topo: prefer zone+region+unions [us-east-1a(4n),")
     d = run(data, locality="prefer", min_nodes=2, features="ib")
-    assert d.prefer == "ib&[ng_us-east-1a.rack-a1|zone_us-east-1a|region_us-east]"  # only us-east-1a has ib
+    # only us-east-1a has ib; its NVLink domain nvl-a (n01-n03) first: prefer tries one domain first
+    assert d.prefer == "ib&[nvl_nvl-a|ng_us-east-1a.rack-a1|zone_us-east-1a|region_us-east]"
+    assert d.level == "nvl" and d.record.startswith("slurm-topo: prefer nvl+network_group+zone+region ")
     d = run(data, locality="prefer", min_nodes=6)
     assert d.prefer is not None and d.prefer.startswith("[region_us-east|region_us-west|(zone_us-east-1a|")
 

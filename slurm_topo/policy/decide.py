@@ -247,9 +247,11 @@ def _cascade(
     return [x for j in order_out for x in lists[j][0][: counts[j]]], cut
 
 
-UNION_EMIT = (2, 3, 0, 4, 1)
-"""The bracket's order of the prefer lists (unions inside, unions across, ng, zone, region): ng, zone, the
-unions inside one region, region, the unions across regions."""
+PREFER_LEVELS = (NVL, *LEVELS)
+"""The levels prefer tries, finest first: an NVLink domain (where the fleet has them), then the tree's."""
+UNION_EMIT = (2, 3, 4, 0, 5, 1)
+"""The bracket's order of the prefer lists (unions inside, unions across, nvl, ng, zone, region): nvl, ng,
+zone, the unions inside one region, region, the unions across regions."""
 UNION_ZONES = 8
 """Zones a union is made from: per region, and across regions, the 8 with the most eligible nodes (ties: the
 data's order). 2- and 3-zone unions of 8 zones are 84 per set: the cost of a submit stays bounded."""
@@ -556,9 +558,16 @@ def _decide_prefer(job: _Job) -> Decision:
         probe = _terms(job, "[]")
         assert probe is not None
         budget = MAX_CONSTRAINT - len(probe) + 2
-        lists = [job.scan.candidates(_groups(job.data, job.partitions, lvl), budget) for lvl in LEVELS]
+        # NVLink domains first where the fleet has them (none: an empty list, the bracket as before); not with
+        # families: a domain is no family bucket, and prefer never mixes versions
         values = _family_values(job.data, job.partitions)
-        names = [*LEVELS]
+        lists = [
+            job.scan.candidates(
+                () if lvl == NVL and values else _groups(job.data, job.partitions, lvl), budget
+            )
+            for lvl in PREFER_LEVELS
+        ]
+        names = [*PREFER_LEVELS]
         if values:
             lists.append(job.scan.candidates(values, budget, ascending=False))
             names.append("family")
@@ -566,12 +575,12 @@ def _decide_prefer(job: _Job) -> Decision:
         else:  # without families: zone unions between the zones and the regions, and after the regions
             room = max(0, MAX_ALTERNATIVES - sum(len(k) for k, _ in lists))
             inside, across, lead = _zone_unions(job.scan, _groups(job.data, job.partitions, "zone"), room)
-            ng, zone, region = lists
-            parts = [(inside, False), (across, False), ng, zone, region]
+            nvl, ng, zone, region = lists
+            parts = [(inside, False), (across, False), nvl, ng, zone, region]
             kept, cut = _cascade(parts, budget, extra=2, emit=UNION_EMIT)
             kept, led_cut = _lead(kept, lead, budget)
             cut = cut or led_cut
-            lists = [ng, zone, region, (inside, False), (across, False)]
+            lists = [nvl, ng, zone, region, (inside, False), (across, False)]
             names += ["unions", "unions"]
         if kept:
             used = list(dict.fromkeys(lvl for lvl, (k, _) in zip(names, lists, strict=True) if k))

@@ -75,3 +75,17 @@ def test_a_job_no_domain_can_hold_is_refused_with_the_reason(slurm: slurmctl.Slu
 def test_nvl_auto_is_refused_at_the_client(slurm: slurmctl.Slurm) -> None:
     err = slurm.submit_error("--locality=nvl:auto", "-N2", "--wrap", "true")
     assert "nvl" in err and "locality" in err, err
+
+
+def test_default_prefer_tries_one_domain_first(slurm: slurmctl.Slurm) -> None:
+    """The default (prefer) on a fleet with NVLink domains: its --prefer (the record: ``prefer nvl+…``)
+    starts with the domains that can hold the job, so with n1 busy a 3-node job lands in one domain (rack-02
+    or rack-03) where the tree alone takes n2-n4 across two domains (the test above). Slurm's own allocation
+    is asserted."""
+    filler = slurm.submit("--locality=any", "--exclusive", "-w", "n1", "--wrap", "sleep 300")
+    slurm.wait_state(filler, "RUNNING")
+    job = slurm.submit("--exclusive", "-N3", "--wrap", "sleep 300")  # no --locality: the cluster's prefer
+    info = slurm.wait_state(job, "RUNNING")
+    assert "prefer nvl+" in info["AdminComment"], info
+    nodes = slurm.allocation_of(job).nodes
+    assert len(domains_of(nodes)) == 1 and "n1" not in nodes, nodes
