@@ -150,11 +150,39 @@ def _count(values: set[str], missing: int, level: str) -> str:
     return text + (f" + {_plural(missing, 'node')} without one" if missing else "")
 
 
+NVL_PREFIX = "nvl_"
+
+
+def nvlink_domains(node_features: Mapping[str, Sequence[str]]) -> str | None:
+    """The NVLink domain(s) of the nodes, where any node is in one: "NVLink domain rack-01", "2 NVLink domains
+    (rack-01, rack-02)", "NVLink domain rack-01 + 1 node in none"; None when no node is in a domain."""
+    values, missing = set(), 0
+    for feats in node_features.values():
+        found = _level_values(feats, NVL_PREFIX)
+        values |= found
+        missing += not found
+    if not values:
+        return None
+    names = sorted(_label(v, NVL_PREFIX) for v in values)
+    text = (
+        f"NVLink domain {names[0]}"
+        if len(names) == 1
+        else f"{len(names)} NVLink domains ({', '.join(names)})"
+    )
+    return text + (f" + {_plural(missing, 'node')} in none" if missing else "")
+
+
 def landed(node_features: Mapping[str, Sequence[str]]) -> str:
     """The lowest level all nodes share: "same network group us-east-1a.rack-a1", "same zone us-east-1a,
     2 network groups", "same region us-west, 3 zones", "3 regions"; nodes without a group of the finer level
     are counted apart ("same zone z, 1 network group + 1 node without one"); "no location features" when none
-    are known."""
+    are known. Where the nodes are in NVLink domains, those follow: "…; NVLink domain rack-01"."""
+    text = _landed_tree(node_features)
+    domains = nvlink_domains(node_features) if node_features else None
+    return text if domains is None else f"{text}; {domains}"
+
+
+def _landed_tree(node_features: Mapping[str, Sequence[str]]) -> str:
     if not node_features:
         return "no nodes"
     per_level = _spread(node_features)
@@ -181,6 +209,11 @@ def broken_locality(locality: str | None, node_features: Mapping[str, Sequence[s
     if not locality or not node_features:
         return None
     level = locality.split(":", 1)[0]
+    if level == "nvl":
+        domains = nvlink_domains(node_features)
+        if domains is not None and domains.startswith("NVLink domain ") and " + " not in domains:
+            return None
+        return f"locality {locality} asks for one NVLink domain; the job's nodes are in {domains or 'none'}"
     if level not in REQUIRED_LEVELS:
         return None
     word = level.replace("_", " ")

@@ -389,3 +389,21 @@ def test_explain_svg_of_a_pending_job_marks_nothing_and_says_so(tmp_path: Path) 
     assert line == f"svg: {tmp_path / 'p.svg'} (job 2 has no nodes yet: nothing marked)"
     root = ET.parse(tmp_path / "p.svg").getroot()
     assert not [r for r in root.iter() if r.get("data-job") or r.get("data-best")]
+
+
+def test_landed_names_the_nvlink_domains_and_an_nvl_split_is_broken() -> None:
+    one = {
+        "n1": ["region_r", "zone_r-a", "ng_r-a.ib-1", "nvl_rack-01"],
+        "n2": ["region_r", "zone_r-a", "ng_r-a.ib-1", "nvl_rack-01"],
+    }
+    assert explain.landed(one) == "same network group r-a.ib-1; NVLink domain rack-01"
+    assert explain.broken_locality("nvl:wait", one) is None
+    split = {**one, "n4": ["region_r", "zone_r-a", "ng_r-a.ib-1", "nvl_rack-02"]}
+    assert explain.landed(split) == "same network group r-a.ib-1; 2 NVLink domains (rack-01, rack-02)"
+    assert explain.broken_locality("nvl", split) == (
+        "locality nvl asks for one NVLink domain; the job's nodes are in 2 NVLink domains (rack-01, rack-02)"
+    )
+    partly = {**one, "c1": ["region_r", "zone_r-a", "ng_r-a.ib-1"]}
+    assert explain.landed(partly).endswith("; NVLink domain rack-01 + 1 node in none")
+    assert explain.broken_locality("nvl:fail", partly) is not None
+    assert explain.landed({"c1": ["region_r"]}) == "same region r"  # no domains: nothing added

@@ -13,6 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 import slurmctl
+from slurmctl import EnvRunner
+
+from slurm_topo.explain import explain_job
 
 pytestmark = pytest.mark.slurm
 
@@ -65,6 +68,10 @@ def test_nvl_keeps_the_job_in_one_domain_where_the_tree_would_split_it(slurm: sl
     assert info["Features"] == "[nvl_rack-01|nvl_rack-02|nvl_rack-03]", info
     nodes = slurm.allocation_of(job).nodes
     assert len(domains_of(nodes)) == 1 and "n1" not in nodes, nodes
+    (domain,) = domains_of(nodes)
+    shown = explain_job(job, EnvRunner(dict(slurm.env)))
+    assert "landed:   same zone r1, " in shown and f"; NVLink domain {domain} (3 nodes)" in shown, shown
+    assert "BROKEN" not in shown, shown
 
 
 def test_a_job_no_domain_can_hold_is_refused_with_the_reason(slurm: slurmctl.Slurm) -> None:
