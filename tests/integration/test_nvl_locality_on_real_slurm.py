@@ -70,7 +70,7 @@ def test_nvl_keeps_the_job_in_one_domain_where_the_tree_would_split_it(slurm: sl
     assert len(domains_of(nodes)) == 1 and "n1" not in nodes, nodes
     (domain,) = domains_of(nodes)
     shown = explain_job(job, EnvRunner(dict(slurm.env)))
-    assert "landed:   same zone r1, " in shown and f"; NVLink domain {domain} (3 nodes)" in shown, shown
+    assert "landed:   same zone z1, " in shown and f"; NVLink domain {domain} (3 nodes)" in shown, shown
     assert "BROKEN" not in shown, shown
 
 
