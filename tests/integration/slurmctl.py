@@ -408,14 +408,42 @@ def port_block_free(start: int, count: int) -> bool:
     return True
 
 
+PORT_RANGE_ENV = "SLURM_TOPO_PORT_RANGE"
+"""``LO-HI``: the loopback ports test and benchmark clusters may take (default 12000-32000). Kept apart from
+Linux's ephemeral range (``net.ipv4.ip_local_port_range``), where client connections of a busy host take
+ports at any moment."""
+
+
+def port_range() -> tuple[int, int]:
+    """The ports clusters may take: ``$SLURM_TOPO_PORT_RANGE`` or 12000-32000, less any overlap with the
+    host's ephemeral range."""
+    text = os.environ.get(PORT_RANGE_ENV, "12000-32000")
+    try:
+        lo, hi = (int(x) for x in text.split("-", 1))
+    except ValueError:
+        raise AssertionError(f"{PORT_RANGE_ENV}={text!r}: want LO-HI, e.g. 12000-32000") from None
+    try:
+        eph_lo, eph_hi = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        eph_lo, eph_hi = 32768, 60999
+    if lo < eph_lo <= hi:
+        hi = eph_lo - 1
+    elif eph_lo <= lo <= eph_hi:
+        lo = eph_hi + 1
+    if not 1024 <= lo < hi <= 65535:
+        raise AssertionError(f"{PORT_RANGE_ENV}={text!r}: no ports left outside the ephemeral range")
+    return lo, hi
+
+
 def free_port_block(count: int) -> int:
-    """First port of ``count`` consecutive free loopback ports, below Linux's ephemeral range."""
+    """First port of ``count`` consecutive free loopback ports in :func:`port_range`."""
+    lo, hi = port_range()
     rng = random.Random()
     for _ in range(200):
-        start = rng.randrange(12000, 32000 - count)
+        start = rng.randrange(lo, max(lo + 1, hi - count))
         if port_block_free(start, count):
             return start
-    raise AssertionError(f"no block of {count} free ports found")
+    raise AssertionError(f"no block of {count} free ports found in {lo}-{hi}")
 
 
 def launcher(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:

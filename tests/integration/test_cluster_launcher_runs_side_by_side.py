@@ -109,3 +109,44 @@ def test_second_cluster_runs_beside_the_first_and_down_leaves_no_process(
         "the first cluster's processes are untouched"
     )
     assert set(slurm.node_states().values()) == {"idle"}
+
+
+def test_a_node_port_taken_after_the_check_fails_up_at_once_naming_node_and_port(tmp_path: Path) -> None:
+    """A port the pre-check finds free on 127.0.0.1 but slurmd cannot bind (held on another loopback
+    address, as a client connection or another service takes it meanwhile on a busy host): ``up`` stops
+    with slurmd's own reason, the node and the port, not after its whole wait."""
+    import socket
+
+    work = Path(f"/tmp/slurm-topo-it-ports-{os.getpid()}")
+    work.mkdir(parents=True, exist_ok=True)
+    os.chmod(work, 0o755)
+    fleet = work / "fleet.yaml"
+    fleet.write_text(yaml.safe_dump(SMALL_FLEET, sort_keys=False))
+    port0 = slurmctl.free_port_block(5)
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        holder.bind(("127.0.0.2", port0 + 2))  # node 2's port (node i listens on port0 + i)
+        holder.listen(1)
+        p = slurmctl.launcher(
+            "up",
+            "--base",
+            str(work / "c"),
+            "--inventory",
+            str(fleet),
+            "--ctld-port",
+            str(port0),
+            "--node-port0",
+            str(port0),
+            "--timeout",
+            "120",
+        )
+        assert p.returncode != 0, p.stdout
+        assert f"slurmd of node m2 cannot listen on port {port0 + 2}" in p.stderr, p.stderr
+        assert "timed out" not in p.stderr, p.stderr
+    finally:
+        holder.close()
+        slurmctl.launcher("down", "--base", str(work / "c"))
+        assert slurmctl.cluster_pids(work / "c") == []
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
