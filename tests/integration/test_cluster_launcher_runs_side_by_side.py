@@ -4,6 +4,7 @@ and `down` leaves no process of that cluster behind (job processes included)."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -149,4 +150,96 @@ def test_a_node_port_taken_after_the_check_fails_up_at_once_naming_node_and_port
         assert slurmctl.cluster_pids(work / "c") == []
         import shutil
 
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_a_checkout_only_its_owner_may_enter_still_runs_other_users_jobs() -> None:
+    """A clone in a mode-0700 folder (as ``/root/…`` is): a job owner's in-root cannot bind the checkout,
+    so the launcher binds a snapshot of its package instead; ``nobody`` submits and the job runs
+    ``slurm-topo`` inside the release's root (native: no root, the job runs on the host)."""
+    import shutil
+    import subprocess
+
+    closed = Path(f"/tmp/slurm-topo-it-closed-{os.getpid()}")
+    shutil.rmtree(closed, ignore_errors=True)
+    closed.mkdir(mode=0o700)
+    os.chmod(closed, 0o700)
+    repo = closed / "checkout"
+    work = Path(f"/tmp/slurm-topo-it-closedbase-{os.getpid()}")
+    work.mkdir(exist_ok=True)
+    os.chmod(work, 0o755)
+    base = work / "c"
+    try:
+        for part in ("slurm_topo", "docker-slurm", "job_submit", "gres", "examples"):
+            shutil.copytree(
+                slurmctl.REPO / part, repo / part, ignore=shutil.ignore_patterns("__pycache__", ".venv")
+            )
+        fleet = work / "fleet.yaml"
+        fleet.write_text(yaml.safe_dump(SMALL_FLEET, sort_keys=False))
+        port0 = slurmctl.free_port_block(5)
+        up = subprocess.run(
+            [
+                sys.executable,
+                str(repo / "docker-slurm" / "cluster"),
+                "up",
+                "--base",
+                str(base),
+                "--inventory",
+                str(fleet),
+                "--ctld-port",
+                str(port0),
+                "--node-port0",
+                str(port0),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+            env={**os.environ, "SLURM_TOPO_BIN": slurmctl.slurm_topo_cli()[0]},  # the copy has no venv
+        )
+        assert up.returncode == 0, up.stdout + up.stderr
+        cluster = slurmctl.load_cluster(base, owned=True)
+        env = cluster.env
+        (work / "out").mkdir()
+        os.chmod(work / "out", 0o1777)  # the job owner writes its output here
+        out = work / "out" / "out.txt"
+        p = subprocess.run(
+            [
+                "runuser",
+                "-u",
+                "nobody",
+                "--",
+                "env",
+                f"PATH={env['PATH']}",
+                f"SLURM_CONF={env['SLURM_CONF']}",
+                "timeout",
+                "20",
+                "sbatch",
+                "--parsable",
+                f"--output={out}",
+                "--chdir=/tmp",
+                "-N1",
+                "--wrap",
+                # in a release's root: the checkout's slurm-topo (the bound snapshot); native jobs run the
+                # host's programs, whose own installation is not the launcher's business
+                "slurm-topo --version" if cluster.release != "native" else "echo slurm-topo native",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert p.returncode == 0, p.stderr
+        job = p.stdout.strip().split(";")[0]
+        cluster.slurm.wait_state(job, "COMPLETED", timeout=60)
+        assert "slurm-topo" in out.read_text(), out.read_text()
+    finally:
+        subprocess.run(
+            [sys.executable, str(repo / "docker-slurm" / "cluster"), "down", "--base", str(base)],
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+        assert slurmctl.cluster_pids(base) == []
+        shutil.rmtree(closed, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
