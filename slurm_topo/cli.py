@@ -16,6 +16,8 @@ from pathlib import Path
 import click
 
 from . import files as shipped
+from .access import argv as slurm_argv
+from .access.text import parse_scontrol_nodes, parse_scontrol_partitions
 from .entry import read_input, run_entry
 from .errors import CommandError, ExitCode, InputError, UsageError
 from .inventory import Loaded, load_inventory_file, merge, with_slurm_nodes
@@ -25,9 +27,9 @@ from .output import write_files
 from .policy import Decision, GpuAsk, JobRequest, Partition, Survey, decide, parse_locality, survey
 from .render import RenderOptions, make_context, render_all
 from .render.gres_conf import gres_warnings
-from .runner import SubprocessRunner, scontrol_nodes_argv, scontrol_partitions_argv, slurm_version_argvs
+from .runner import SubprocessRunner
 from .show import render_tree
-from .slurmconf import parse_scontrol_nodes, parse_scontrol_partitions, parse_topology_conf
+from .slurmconf import parse_topology_conf
 from .text import counted
 from .version import DEFAULT_SLURM, __version__, format_slurm_version, parse_slurm_version
 
@@ -49,7 +51,7 @@ def _slurm_nodes(nodes_from: str | None, scontrol: bool) -> list[dict[str, str]]
             raise InputError(f"{nodes_from}: cannot read: {exc.strerror}") from None
         return parse_scontrol_nodes(text, source=nodes_from)
     if scontrol:
-        return parse_scontrol_nodes(SubprocessRunner().run(scontrol_nodes_argv()))
+        return parse_scontrol_nodes(SubprocessRunner().run(slurm_argv.show_nodes()))
     return None
 
 
@@ -101,7 +103,7 @@ def _slurm_version(given: str | None) -> tuple[int, int]:
         return parse_slurm_version(given)
     runner = SubprocessRunner()
     # `scontrol --version` needs a readable slurm.conf on 22.05; the daemons' -V does not.
-    for argv in slurm_version_argvs():
+    for argv in slurm_argv.version_argvs():
         if runner.available(argv[0]):
             try:
                 return parse_slurm_version(runner.run(argv, timeout=10))
@@ -118,7 +120,7 @@ def _partitions(partitions_from: str | None, scontrol: bool) -> list[Partition] 
     if partitions_from:
         rows = parse_scontrol_partitions(read_input(partitions_from), source=partitions_from)
     elif scontrol:
-        rows = parse_scontrol_partitions(SubprocessRunner().run(scontrol_partitions_argv()))
+        rows = parse_scontrol_partitions(SubprocessRunner().run(slurm_argv.show_partitions()))
     else:
         return None
     for name, _, _ in rows:
@@ -975,7 +977,7 @@ def capacity(
     parsed = [parse_shape(s) for s in shapes]
     records: list[dict[str, str]] | None
     if scontrol and not nodes_from:  # -d: GresUsed=gpu:…(IDX:…), the GPUs a MIXED node has in use
-        argv = ["scontrol", "-d", *scontrol_nodes_argv()[1:]]
+        argv = slurm_argv.show_nodes(detail=True)
         records = parse_scontrol_nodes(SubprocessRunner().run(argv), source="scontrol -d show node -o")
     else:
         records = _slurm_nodes(nodes_from, scontrol)

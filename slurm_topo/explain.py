@@ -27,38 +27,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .access import SlurmAccess
+from .access import argv as slurm_argv
+from .access.text import parse_nodes
 from .capacity import NodeState
 from .cost import DEFAULT_TABLE, LinkTable
 from .errors import CommandError, InputError
 from .model import Inventory
 from .runner import Runner
-from .slurmconf import split_pairs
 
 RECORD_PREFIX = "slurm-topo: "
 LEVEL_PREFIXES = (("network group", "ng_"), ("zone", "zone_"), ("region", "region_"))
 # scontrol's keys start upper-case (JobId=, AdminComment=, AllocNode:Sid=, CPUs/Task=, ReqB:S:C:T=); a value
 # may hold spaces (AdminComment, Comment), so a line is split only before " Key=".
 NULL = "(null)"
-
-
-def parse_record_line(line: str) -> dict[str, str]:
-    """One ``scontrol show job -o`` / ``show node -o`` line -> {key: value}; values keep inner spaces."""
-    try:
-        return split_pairs(line.strip(), output=True)
-    except ValueError:
-        return {}
-
-
-def parse_nodes(text: str) -> dict[str, tuple[str, ...]]:
-    """``scontrol show node -o`` -> {node: its features} (ActiveFeatures, else AvailableFeatures)."""
-    nodes: dict[str, tuple[str, ...]] = {}
-    for line in text.splitlines():
-        if not line.strip().startswith("NodeName="):
-            continue
-        kv = parse_record_line(line)
-        feats = kv.get("ActiveFeatures") or kv.get("AvailableFeatures") or NULL
-        nodes[kv["NodeName"]] = () if feats in ("", NULL) else tuple(f for f in feats.split(",") if f)
-    return nodes
 
 
 def filter_record(admin_comment: str | None) -> str | None:
@@ -436,16 +417,16 @@ def explain_full(
     features = None
     nodes = _val(job, "NodeList")
     if nodes:
-        features = parse_nodes(runner.run(["scontrol", "show", "node", "-o", nodes], timeout=30))
+        features = parse_nodes(runner.run(slurm_argv.show_nodes(nodes), timeout=30))
     explanation = explain_record(job, features)
     if not nodes:
         return explanation, None
     records: list[dict[str, str]] | None = None
     if inventory is not None and job_plan(plan, _val(job, "Comment"), inventory)[0] is not None:
-        from .slurmconf import parse_scontrol_nodes
+        from .access.text import parse_scontrol_nodes
 
         try:  # -d: GresUsed=gpu:…(IDX:…), the GPUs a MIXED node has in use
-            out = runner.run(["scontrol", "-d", "show", "node", "-o"], timeout=30)
+            out = runner.run(slurm_argv.show_nodes(detail=True), timeout=30)
             records = parse_scontrol_nodes(out, source="scontrol -d show node -o")
         except (CommandError, InputError):
             records = None

@@ -41,9 +41,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .access import SlurmAccess
+from .access import argv as slurm_argv
+from .access.text import busy_share, parse_nodes
 from .cost import DEFAULT_TABLE, Fabric, LinkTable, PlanSpec, parse_plan, score_placement
 from .errors import CommandError, InputError, OutputError, ParseError
-from .explain import NULL, parse_nodes, parse_record_line
+from .explain import NULL
 from .model import Location, Node
 from .runner import Runner
 
@@ -461,21 +463,6 @@ def plan_pass(jobs: Sequence[Mapping[str, str]], now: float, busy: float | None 
     return out
 
 
-def busy_share(text: str) -> float:
-    """``scontrol show node -o`` -> the share of usable nodes in use (ALLOCATED, MIXED, COMPLETING); down,
-    drained and failed nodes count as neither."""
-    used = usable = 0
-    for line in text.splitlines():
-        if not line.startswith("NodeName="):
-            continue
-        state = parse_record_line(line).get("State", "").upper()
-        if any(w in state for w in ("DOWN", "DRAIN", "FAIL", "FUTURE", "NOT_RESPONDING")):
-            continue
-        usable += 1
-        used += any(w in state for w in ("ALLOC", "MIXED", "COMPLETING"))
-    return used / usable if usable else 0.0
-
-
 _TEST_ONLY_RE = re.compile(r"to start at (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)")
 _COUNT_RE = re.compile(r"\d+(?:-\d+)?")
 _TIME_RE = re.compile(r"(?:\d+-)?\d+(?::\d+){0,2}")
@@ -653,7 +640,7 @@ def run_pass(
     started = time.monotonic()
     now = time.time() if now is None else now
     slurm = access or SlurmAccess(runner)
-    node_text = runner.run(["scontrol", "show", "node", "-o"], timeout=60)
+    node_text = runner.run(slurm_argv.show_nodes(), timeout=60)
     busy = busy_share(node_text) if load_aware else None
     listing = slurm.jobs(timeout=60)
     result = plan_pass(listing.jobs, now, busy)
@@ -721,7 +708,7 @@ def apply(
     comment = f"{old}; {relax_record(d, now)}" if old and old != NULL else relax_record(d, now)
     try:
         runner.run(
-            ["scontrol", "update", f"JobId={d.job}", f"Features={features}", f"AdminComment={comment}"],
+            slurm_argv.update_job(d.job, ("Features", features), ("AdminComment", comment)),
             timeout=30,
         )
     except CommandError as exc:
@@ -738,7 +725,7 @@ def restore_trail(runner: Runner, job: str, comment: str, access: SlurmAccess | 
     try:
         back = (access or SlurmAccess(runner)).job(job, timeout=30)
         if back is not None and back.get("AdminComment") != comment:
-            runner.run(["scontrol", "update", f"JobId={job}", f"AdminComment={comment}"], timeout=30)
+            runner.run(slurm_argv.update_job(job, ("AdminComment", comment)), timeout=30)
     except (CommandError, ParseError):
         pass  # the change is made; the next pass sees the level from Features only if the trail is kept
 

@@ -1,4 +1,5 @@
-"""The one place that starts external commands. Everything else builds argv and parses text."""
+"""The one place that starts external commands. Everything else builds argv (Slurm's:
+slurm_topo.access.argv) and parses text."""
 
 from __future__ import annotations
 
@@ -29,16 +30,3 @@ class SubprocessRunner:
     @staticmethod
     def available(program: str) -> bool:
         return shutil.which(program) is not None  # an absolute path is checked for being executable
-
-
-def slurm_version_argvs() -> list[list[str]]:
-    """Ways to ask the installed Slurm its version, without contacting slurmctld, in order of preference."""
-    return [["scontrol", "--version"], ["/usr/sbin/slurmctld", "-V"], ["/usr/sbin/slurmd", "-V"]]
-
-
-def scontrol_nodes_argv() -> list[str]:
-    return ["scontrol", "show", "node", "-o"]
-
-
-def scontrol_partitions_argv() -> list[str]:
-    return ["scontrol", "show", "partition", "-o"]

@@ -1,14 +1,15 @@
-"""Parsers for Slurm's own text: topology.conf, NodeName= lines of slurm.conf, gres.conf GPU lines, and the
-output of ``scontrol show node -o`` / ``partition -o`` / ``topology`` / ``job -d`` / ``config``.
+"""Parsers for Slurm's configuration files: topology.conf, NodeName= lines of slurm.conf, gres.conf GPU lines
+(and the ``Key=value`` splitting the readers of Slurm's output share: :mod:`slurm_topo.access.text` parses
+what live Slurm prints).
 
-Pure functions from text to values; they never run a command. The one place that reads Slurm's syntax.
+Pure functions from text to values; they never run a command.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import hostlist
@@ -125,35 +126,6 @@ def parse_gres_gpus(text: str, *, source: str = "gres.conf") -> dict[str, list[d
     return out
 
 
-def _one_line_records(
-    text: str, source: str, key: str, plain: bool = False
-) -> Iterator[tuple[int, dict[str, str]]]:
-    """``scontrol show … -o`` lines -> (line number, pairs); each record must start with ``key=``.
-
-    With ``plain``, a line without ``=`` is a hostlist of records that have only ``key``.
-    """
-    for lineno, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        try:
-            if plain and "=" not in line:
-                for name in hostlist.expand(line):
-                    yield lineno, {key: name}
-                continue
-            pairs = split_pairs(line, output=True)
-        except (ValueError, HostlistError) as exc:
-            raise ParseError(source, lineno, str(exc)) from None
-        if key not in pairs:
-            raise ParseError(source, lineno, f"expected {key}=")
-        yield lineno, pairs
-
-
-def parse_scontrol_nodes(text: str, *, source: str = "scontrol show node -o") -> list[dict[str, str]]:
-    """``scontrol show node -o`` (one node a line) -> one dict per node; a plain line is a hostlist."""
-    return [pairs for _, pairs in _one_line_records(text, source, "NodeName", plain=True)]
-
-
 def slurm_conf_node_definitions(path: Path) -> dict[str, list[str]]:
     """Node names defined by ``NodeName=`` lines in slurm.conf and the files it ``Include``s:
     file -> names."""
@@ -192,21 +164,6 @@ def slurm_conf_node_definitions(path: Path) -> dict[str, list[str]]:
     return found
 
 
-def parse_scontrol_partitions(
-    text: str, *, source: str = "scontrol show partition -o"
-) -> list[tuple[str, list[str], bool]]:
-    """``scontrol show partition -o`` -> [(name, nodes, is_default)]."""
-    out = []
-    for lineno, pairs in _one_line_records(text, source, "PartitionName"):
-        nodes_expr = pairs.get("Nodes", "")
-        try:
-            nodes = hostlist.expand(nodes_expr) if nodes_expr not in ("", "(null)") else []
-        except HostlistError as exc:
-            raise ParseError(source, lineno, str(exc)) from None
-        out.append((pairs["PartitionName"], nodes, pairs.get("Default", "NO").upper() == "YES"))
-    return out
-
-
 def parse_gres_links(text: str, source: str = "gres.conf") -> dict[str, GpuTopology]:
     """Per node, the GPU×GPU link classes from the ``Links=`` of its ``Name=gpu`` lines (index = line order).
 
@@ -233,106 +190,6 @@ def parse_gres_links(text: str, source: str = "gres.conf") -> dict[str, GpuTopol
                 )
             matrix.append(tuple("X" if j == i else (f"NV{c}" if c > 0 else "SYS") for j, c in enumerate(r)))
         out[node] = GpuTopology(gpus=tuple(range(n)), matrix=tuple(matrix), source=f"{source} Links=")
-    return out
-
-
-@dataclass(frozen=True, slots=True)
-class SwitchTree:
-    """The switch tree Slurm uses: per node its leaf switch; per switch its parent and level (leaf = 0)."""
-
-    leaf: Mapping[str, str] = field(default_factory=dict)
-    parent: Mapping[str, str] = field(default_factory=dict)
-    level: Mapping[str, int] = field(default_factory=dict)
-
-    def path(self, node: str) -> tuple[str, ...]:
-        """Switches above ``node``, lowest first (empty when the node is on no switch)."""
-        out: list[str] = []
-        sw = self.leaf.get(node)
-        while sw is not None and sw not in out:
-            out.append(sw)
-            sw = self.parent.get(sw)
-        return tuple(out)
-
-
-def parse_scontrol_topology(text: str) -> SwitchTree:
-    """``scontrol show topology`` → :class:`SwitchTree`; no ``SwitchName=`` lines → an empty tree.
-
-    A switch without ``Level=`` gets one more than its highest child (a cycle counts as 0).
-    """
-    leaf: dict[str, str] = {}
-    parent: dict[str, str] = {}
-    level: dict[str, int] = {}
-    children: dict[str, tuple[str, ...]] = {}
-    for sw in parse_topology_conf(text, source="scontrol show topology", scontrol_output=True):
-        if sw.switches:
-            children[sw.name] = sw.switches
-            for child in sw.switches:
-                parent[child] = sw.name
-        elif sw.nodes:
-            for node in sw.nodes:
-                leaf[node] = sw.name
-            level[sw.name] = 0
-        if sw.level is not None:
-            level[sw.name] = sw.level
-
-    def lvl(name: str, seen: frozenset[str] = frozenset()) -> int:
-        if name in level:
-            return level[name]
-        if name in seen:
-            return 0
-        return 1 + max((lvl(c, seen | {name}) for c in children.get(name, ())), default=-1)
-
-    for name in set(children) | set(parent):
-        level[name] = lvl(name)
-    return SwitchTree(leaf, parent, level)
-
-
-@dataclass(frozen=True, slots=True)
-class Allocation:
-    """A job's nodes (in Slurm's order) and each node's allocated GPU indices (sorted)."""
-
-    job_id: str
-    nodes: tuple[str, ...]
-    gpus: Mapping[str, tuple[int, ...]]
-
-
-_GRES_IDX_RE = re.compile(r"gpu[^,(\s]*\(IDX:([0-9,-]*)\)")
-_JOB_ID_RE = re.compile(r"\bJobId=(\S+)")
-_NODELIST_RE = re.compile(r"(?<![A-Za-z])NodeList=(\S+)")
-_DETAIL_NODES_RE = re.compile(r"Nodes=(\S+)")
-
-
-def parse_job_detail(text: str, source: str = "scontrol show job -d") -> Allocation:
-    """``scontrol show job -d <id>`` → :class:`Allocation` (``Nodes=… GRES=gpu:h100:4(IDX:0-3)`` detail
-    lines)."""
-    job_id = _JOB_ID_RE.search(text)
-    nodelist = _NODELIST_RE.search(text)
-    if not job_id or not nodelist or nodelist.group(1) == "(null)":
-        raise ParseError(source, None, "no JobId= and NodeList= (is the job running?)")
-    try:
-        nodes = tuple(hostlist.expand(nodelist.group(1)))
-        gpus: dict[str, tuple[int, ...]] = {}
-        for line in text.splitlines():
-            m = _DETAIL_NODES_RE.match(line.strip())
-            if not m:
-                continue
-            idx: list[int] = []
-            for g in _GRES_IDX_RE.finditer(line):
-                idx.extend(hostlist.expand_numbers(g.group(1)))
-            for node in hostlist.expand(m.group(1)):
-                gpus[node] = tuple(sorted(set(idx)))
-    except HostlistError as exc:
-        raise ParseError(source, None, str(exc)) from None
-    return Allocation(job_id.group(1), nodes, {n: gpus.get(n, ()) for n in nodes})
-
-
-def parse_show_config(text: str) -> dict[str, str]:
-    """``scontrol show config`` → {key: value} (``Key = value`` lines; the first of a repeated key wins)."""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition("=")
-        if sep and key.strip() and " " not in key.strip():
-            out.setdefault(key.strip(), value.strip())
     return out
 
 

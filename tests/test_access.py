@@ -201,3 +201,29 @@ def test_json_of_one_job_answers_to_its_array_and_het_names() -> None:
     assert [j["JobId"] for j in jobs_from_json(text, "20+1").jobs] == ["21"]
     assert jobs_from_json(text, "11").jobs[0]["JobState"] == ""
     assert jobs_from_json(json.dumps({"jobs": [{"name": "no id"}]})).refused[0][1].startswith("unreadable")
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_the_allocation_from_json_equals_scontrols_detail_lines(release: str) -> None:
+    """gpulayer-srun's view of its allocation (nodes in Slurm's order, GPU indices per node) read from
+    ``squeue --json`` equals the one from ``scontrol show job -d`` of the same running job."""
+    from slurm_topo.access import allocation_from_json
+    from slurm_topo.access.text import parse_job_detail
+
+    folder, facts = _capture(release)
+    jobs: dict[str, str] = facts["jobs"]  # type: ignore[assignment]
+    running = jobs["running"]
+    got = allocation_from_json((folder / "squeue-json.txt").read_text(), running)
+    want = parse_job_detail((folder / "scontrol-show-job-d-running.txt").read_text())
+    assert got == want and got.nodes == tuple(facts["hostnames"]["running"])  # type: ignore[index]
+    assert all(len(idx) == 2 for idx in got.gpus.values()), got
+    with pytest.raises(ParseError, match="no nodes"):
+        allocation_from_json((folder / "squeue-json.txt").read_text(), jobs["pending"])
+
+
+def test_a_job_name_cannot_pass_for_the_node_list_of_an_allocation() -> None:
+    doc = {"jobs": [{"job_id": 7, "name": "x NodeList=evil[1-9]", "nodes": "n[1-2]", "gres_detail": []}]}
+    from slurm_topo.access import allocation_from_json
+
+    a = allocation_from_json(json.dumps(doc), "7")
+    assert a.nodes == ("n1", "n2") and a.gpus == {"n1": (), "n2": ()}

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from slurm_topo.access.text import parse_scontrol_nodes
 from slurm_topo.capacity import (
     ALLOCATED,
     DRAINED,
@@ -28,7 +29,6 @@ from slurm_topo.capacity import (
 from slurm_topo.errors import InputError
 from slurm_topo.inventory import load_inventory_file, merge
 from slurm_topo.model import Inventory, Location, Node
-from slurm_topo.slurmconf import parse_scontrol_nodes
 
 REAL = Path(__file__).parent / "fixtures/real/slurm-22.05"
 

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from slurm_topo.access.text import Allocation
 from slurm_topo.cost import (
     DEFAULT_LINKS,
     DEFAULT_TABLE,
@@ -32,7 +33,6 @@ from slurm_topo.cost.links import NETWORK_LEVELS
 from slurm_topo.errors import InputError
 from slurm_topo.gpu.topo import parse_topo_matrix
 from slurm_topo.model import Inventory, Location, Node
-from slurm_topo.slurmconf import Allocation
 from slurm_topo.srun.plan import plan_srun
 
 FIXTURES = Path(__file__).parent / "fixtures"

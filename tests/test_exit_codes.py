@@ -207,27 +207,24 @@ def test_130_interrupted(tmp_path: Path, bin_dir: Path) -> None:
 
 
 def test_gpulayer_srun_codes(tmp_path: Path, bin_dir: Path) -> None:
-    """2 outside an allocation or for a bad value (--tp 0 is a bad value, wherever it runs), 3 when scontrol
-    fails."""
+    """2 outside an allocation or for a bad value (--tp 0 is a bad value, wherever it runs), 3 when Slurm's
+    client (squeue) fails."""
     proc = run("--tp", "4", "--", "true", module="slurm_topo.srun", env={"SLURM_JOB_ID": ""})
     assert proc.returncode == ExitCode.INPUT
     assert "not inside a Slurm allocation" in one_error_line(proc, "gpulayer-srun")
     proc = run("--tp", "0", "--", "true", module="slurm_topo.srun", env={"SLURM_JOB_ID": "7"})
     assert proc.returncode == ExitCode.INPUT
     assert "--tp: 0: must be at least 1" in one_error_line(proc, "gpulayer-srun")
-    env = fake(bin_dir, "scontrol", 'echo "Invalid job id specified" >&2\nexit 1')
+    env = fake(bin_dir, "squeue", 'echo "slurm_load_jobs error: Invalid job id specified" >&2\nexit 1')
     proc = run("--tp", "1", "--", "true", module="slurm_topo.srun", env={**env, "SLURM_JOB_ID": "7"})
     assert proc.returncode == ExitCode.COMMAND
     assert "Invalid job id specified" in one_error_line(proc, "gpulayer-srun")
 
 
 def test_gpulayer_srun_unwritable_hostfile(tmp_path: Path, bin_dir: Path) -> None:
-    job = "JobId=7 NodeList=n1\n   Nodes=n1 CPU_IDs=0 Mem=0 GRES=gpu:2(IDX:0-1)\n"
-    env = fake(
-        bin_dir,
-        "scontrol",
-        f'case "$2" in job) printf "{job}";; config) echo "SLURM_VERSION = 22.05.8";; *) exit 1;; esac',
-    )
+    job = '{"jobs": [{"job_id": 7, "nodes": "n1", "gres_detail": ["gpu:2(IDX:0-1)"]}]}'
+    fake(bin_dir, "squeue", f"echo '{job}'")
+    env = fake(bin_dir, "scontrol", 'case "$2" in config) echo "SLURM_VERSION = 22.05.8";; *) exit 1;; esac')
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     proc = run(
@@ -242,7 +239,7 @@ def test_gpulayer_srun_version_and_interrupt(tmp_path: Path, bin_dir: Path) -> N
     proc = run("--version", module="slurm_topo.srun")
     assert proc.returncode == 0 and proc.stdout.startswith("gpulayer-srun (slurm-topo) ")
     started = tmp_path / "started"
-    env = fake(bin_dir, "scontrol", f"touch {started}\nexec sleep 30")
+    env = fake(bin_dir, "squeue", f"touch {started}\nexec sleep 30")
     done = _interrupt(
         [sys.executable, "-m", "slurm_topo.srun", "--tp", "1", "--", "true"],
         {**env, "SLURM_JOB_ID": "7"},

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from slurm_topo import explain
+from slurm_topo.access import text as slurm_text
 from slurm_topo.cost import DEFAULT_TABLE, ring_allreduce_seconds
 from slurm_topo.inventory import load_inventory_file, merge
 from slurm_topo.model import Inventory
@@ -42,7 +43,7 @@ NODES = "\n".join(
 
 
 def test_record_line_keeps_values_with_spaces() -> None:
-    kv = explain.parse_record_line(RUNNING)
+    kv = slurm_text.parse_record_line(RUNNING)
     assert kv["AdminComment"] == "slurm-topo: zone:wait [us-west-2a(3n),us-east-1a(4n)]"
     assert kv["Comment"] == "locality=zone"
     assert kv["AllocNode:Sid"] == "localhost:25828"
@@ -52,14 +53,14 @@ def test_record_line_keeps_values_with_spaces() -> None:
 
 
 def test_nodes_features() -> None:
-    nodes = explain.parse_nodes(NODES)
+    nodes = slurm_text.parse_nodes(NODES)
     assert set(nodes) == {"n07", "n08", "n09"}
     assert "zone_us-west-2a" in nodes["n09"]
-    assert explain.parse_nodes("NodeName=x AvailableFeatures=(null) ActiveFeatures=(null)") == {"x": ()}
+    assert slurm_text.parse_nodes("NodeName=x AvailableFeatures=(null) ActiveFeatures=(null)") == {"x": ()}
 
 
 def test_landed_levels() -> None:
-    assert explain.landed(explain.parse_nodes(NODES)) == "same zone us-west-2a, 2 network groups"
+    assert explain.landed(slurm_text.parse_nodes(NODES)) == "same zone us-west-2a, 2 network groups"
     one_rack = {"a": ["region_r", "zone_z", "ng_z.g1"], "b": ["region_r", "zone_z", "ng_z.g1"]}
     assert explain.landed(one_rack) == "same network group z.g1"
     region = {
@@ -197,7 +198,7 @@ SPREAD_NODES = {
 
 
 def test_explain_flags_a_placement_that_breaks_a_required_locality() -> None:
-    job = explain.parse_record_line(_job("zone:wait; fit not checked (--nodelist)", "n[07-08,12]"))
+    job = slurm_text.parse_record_line(_job("zone:wait; fit not checked (--nodelist)", "n[07-08,12]"))
     text = explain.explain_record(job, SPREAD_NODES).text()
     assert (
         "  BROKEN:   locality zone:wait asks for one zone; the job's nodes are in 2 zones"
@@ -206,7 +207,7 @@ def test_explain_flags_a_placement_that_breaks_a_required_locality() -> None:
     # the same nodes are fine for a region job, and prefer/any are never "broken"
     for record in ("region:fail [us-west(6n)]", "prefer zone [us-west-2a(3n)]", "any"):
         text = explain.explain_record(
-            explain.parse_record_line(_job(record, "n[07-08,12]")), SPREAD_NODES
+            slurm_text.parse_record_line(_job(record, "n[07-08,12]")), SPREAD_NODES
         ).text()
         assert "BROKEN" not in text, (record, text)
 
@@ -216,7 +217,7 @@ def test_explain_flags_a_required_level_the_nodes_lack() -> None:
         "n07": ("region_us-west", "zone_us-west-2a", "ng_us-west-2a.rack-c1"),
         "n08": ("region_us-west",),
     }
-    job = explain.parse_record_line(_job("network_group:wait [us-west-2a/rack-c1(2n)]", "n[07-08]"))
+    job = slurm_text.parse_record_line(_job("network_group:wait [us-west-2a/rack-c1(2n)]", "n[07-08]"))
     text = explain.explain_record(job, nodes).text()
     assert (
         "  BROKEN:   locality network_group:wait asks for one network group; the job's nodes are in "
@@ -229,7 +230,7 @@ def test_explain_locality_from_comment_is_checked_too() -> None:
         "JobId=5 JobState=RUNNING Reason=None NodeList=n[07-08,12] Features=(null) "
         "Comment=locality=zone:fail AdminComment=(null)"
     )
-    text = explain.explain_record(explain.parse_record_line(line), SPREAD_NODES).text()
+    text = explain.explain_record(slurm_text.parse_record_line(line), SPREAD_NODES).text()
     assert "BROKEN:   locality zone:fail asks for one zone; the job's nodes are in 2 zones" in text, text
 
 
@@ -292,7 +293,7 @@ def test_cost_of_a_job_across_two_zones_against_the_best_placements() -> None:
     """n07 (us-west-2a) + n10 (us-west-2b), 4 GPUs each, DP 8 over 10 GB: the ring's slowest hop is between
     zones of one region. On an idle fleet n07 + n08 share a network group; with n08, n11 and n06 busy the
     best free pair is n07 + n09 (one zone). The numbers are the model's ring formula for each level."""
-    job = explain.parse_record_line(_placed("n[07,10]", comment="plan=bytes=10G"))
+    job = slurm_text.parse_record_line(_placed("n[07,10]", comment="plan=bytes=10G"))
     view = explain.predict_cost(job, _fleet(), _states(("n08", "n11", "n06")))
     head, actual, idle, now = view.lines[:4]
     assert head == "plan tp 1 × pp 1 × dp 8 on 2 nodes × 4 GPUs (from the job's comment: bytes=10G)", head
@@ -348,7 +349,7 @@ def test_cost_lines_in_the_explanation_and_the_reasons_for_none() -> None:
 
 
 def test_explain_svg_marks_the_jobs_nodes_and_the_best_placement(tmp_path: Path) -> None:
-    job = explain.parse_record_line(_placed("n[07,10]", comment="plan=bytes=10G"))
+    job = slurm_text.parse_record_line(_placed("n[07,10]", comment="plan=bytes=10G"))
     view = explain.predict_cost(job, _fleet(), _states(("n08", "n11", "n06")))
     explanation = explain.explain_record(job, None)
     line = explain.write_overlay(_fleet(), explanation, view, str(tmp_path / "job.svg"))
@@ -384,7 +385,7 @@ def test_cli_bad_plan_or_svg_without_fleet_is_one_line_before_slurm_is_asked(
 
 
 def test_explain_svg_of_a_pending_job_marks_nothing_and_says_so(tmp_path: Path) -> None:
-    pending = explain.explain_record(explain.parse_record_line(HELD), None)
+    pending = explain.explain_record(slurm_text.parse_record_line(HELD), None)
     line = explain.write_overlay(_fleet(), pending, None, str(tmp_path / "p.svg"))
     assert line == f"svg: {tmp_path / 'p.svg'} (job 2 has no nodes yet: nothing marked)"
     root = ET.parse(tmp_path / "p.svg").getroot()

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from slurm_topo import InventoryError, Location, Source, merge, parse_inventory
+from slurm_topo.access.text import parse_scontrol_nodes
 from slurm_topo.inventory import load_inventories, region_of_zone, with_slurm_nodes
-from slurm_topo.slurmconf import parse_scontrol_nodes
 
 
 def load(*docs: str):  # type: ignore[no-untyped-def]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 
 def test_the_pure_core_does_not_import_the_yaml_loader() -> None:
@@ -22,3 +23,23 @@ def test_the_loader_is_still_reachable_from_the_package() -> None:
 
     assert slurm_topo.load_inventories.__module__ == "slurm_topo.inventory"
     assert slurm_topo.merge.__name__ == "merge"
+
+
+def test_only_the_access_layer_runs_or_parses_slurms_clients() -> None:
+    """Every command that reads or changes live Slurm goes through slurm_topo.access: no other module names
+    scontrol, squeue or sinfo (as a program: an exact string) or defines a parser of their output."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1] / "slurm_topo"
+    programs = {"scontrol", "squeue", "sinfo"}
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.relative_to(root).parts[0] == "access":
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value in programs:
+                found.append(f"{path.relative_to(root)}:{node.lineno}: {node.value!r}")
+            if isinstance(node, ast.FunctionDef) and node.name.startswith(("parse_scontrol", "parse_show_")):
+                found.append(f"{path.relative_to(root)}:{node.lineno}: def {node.name}")
+    assert found == [], "\n".join(found)

@@ -9,16 +9,16 @@ import pytest
 
 from slurm_topo.access import SlurmAccess, jobs_from_text
 from slurm_topo.access.jobs import SCONTROL_JOB_ORDER
+from slurm_topo.access.text import busy_share, parse_record_line
 from slurm_topo.cost import Fabric, parse_plan, score_placement
 from slurm_topo.errors import CommandError, InputError
-from slurm_topo.explain import explain_record, parse_record_line
+from slurm_topo.explain import explain_record
 from slurm_topo.model import Location, Node
 from slurm_topo.relax import (
     alternatives,
     auto_budget,
     auto_lines,
     budget_record,
-    busy_share,
     current_level,
     due,
     judge,

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from slurm_topo import slurmconf
+from slurm_topo.access import text as slurm_text
 from slurm_topo.errors import ParseError
 
 JOB = """JobId=42 JobName=train
@@ -36,10 +37,10 @@ GRES = "".join(
 
 
 def test_parse_job_detail_reads_nodes_and_gpu_indices() -> None:
-    a = slurmconf.parse_job_detail(JOB)
+    a = slurm_text.parse_job_detail(JOB)
     assert a.job_id == "42" and a.nodes == ("gs1", "gs2", "gs3", "gs4")
     assert a.gpus["gs3"] == tuple(range(8))
-    b = slurmconf.parse_job_detail(
+    b = slurm_text.parse_job_detail(
         "JobId=7 NodeList=n[01-02]\n Nodes=n01 CPU_IDs=0 Mem=0 GRES=gpu:a:1(IDX:0),gpu:b:2(IDX:4-5)\n"
         " Nodes=n02 CPU_IDs=0 Mem=0 GRES=gpu:2(IDX:1,3)\n"
     )
@@ -47,12 +48,12 @@ def test_parse_job_detail_reads_nodes_and_gpu_indices() -> None:
 
 
 def test_parse_job_detail_without_gpus_or_not_running() -> None:
-    a = slurmconf.parse_job_detail("JobId=9 NodeList=c1\n   Nodes=c1 CPU_IDs=0-3 Mem=0 GRES=\n")
+    a = slurm_text.parse_job_detail("JobId=9 NodeList=c1\n   Nodes=c1 CPU_IDs=0-3 Mem=0 GRES=\n")
     assert a.gpus == {"c1": ()}
     with pytest.raises(ParseError, match="is the job running"):
-        slurmconf.parse_job_detail("JobId=9 JobState=PENDING NodeList=(null)\n")
+        slurm_text.parse_job_detail("JobId=9 JobState=PENDING NodeList=(null)\n")
     with pytest.raises(ParseError, match="scontrol show job -d"):
-        slurmconf.parse_job_detail("JobId=9 NodeList=c[1-\n")
+        slurm_text.parse_job_detail("JobId=9 NodeList=c[1-\n")
 
 
 # ---- scontrol show config, cgroup.conf
@@ -67,7 +68,7 @@ def test_parse_show_config_keeps_the_first_value_and_skips_prose() -> None:
         "TaskPlugin               = later\n"
         "Cgroup Support Configuration:\n"
     )
-    config = slurmconf.parse_show_config(text)
+    config = slurm_text.parse_show_config(text)
     assert config["SLURM_VERSION"] == "22.05.8"
     assert config["TaskPlugin"] == "task/affinity,task/cgroup"
     assert "Cgroup Support Configuration:" not in config
@@ -112,15 +113,15 @@ def test_parse_gres_links_refuses_a_bad_row(links: str, words: str) -> None:
 
 
 def test_parse_scontrol_topology_paths_and_levels() -> None:
-    tree = slurmconf.parse_scontrol_topology(TOPOLOGY)
+    tree = slurm_text.parse_scontrol_topology(TOPOLOGY)
     assert tree.path("gs3") == ("ng_r1-a.rack-2", "zone_r1-a", "root")
     assert tree.level["root"] == 2 and tree.level["ng_r1-a.rack-1"] == 0
-    assert slurmconf.parse_scontrol_topology("No topology information available\n").path("gs1") == ()
+    assert slurm_text.parse_scontrol_topology("No topology information available\n").path("gs1") == ()
 
 
 def test_parse_scontrol_topology_derives_missing_levels() -> None:
     """A switch printed without Level= sits one above its highest child."""
-    tree = slurmconf.parse_scontrol_topology(
+    tree = slurm_text.parse_scontrol_topology(
         "SwitchName=top Switches=mid\nSwitchName=mid Switches=leaf\nSwitchName=leaf Nodes=n1\n"
     )
     assert (tree.level["leaf"], tree.level["mid"], tree.level["top"]) == (0, 1, 2)
@@ -154,11 +155,11 @@ def test_slurm_conf_node_definitions_follow_includes(tmp_path: Path) -> None:
 
 
 def test_scontrol_partitions_and_nodes() -> None:
-    rows = slurmconf.parse_scontrol_partitions(
+    rows = slurm_text.parse_scontrol_partitions(
         "PartitionName=gpu Default=YES Nodes=n[01-02] State=UP\nPartitionName=empty Nodes=(null)\n"
     )
     assert rows == [("gpu", ["n01", "n02"], True), ("empty", [], False)]
-    nodes = slurmconf.parse_scontrol_nodes("NodeName=n1 Comment=locality=zone CPUTot=4\nn[2-3]\n")
+    nodes = slurm_text.parse_scontrol_nodes("NodeName=n1 Comment=locality=zone CPUTot=4\nn[2-3]\n")
     assert [n["NodeName"] for n in nodes] == ["n1", "n2", "n3"] and nodes[0]["Comment"] == "locality=zone"
     with pytest.raises(ParseError, match="expected PartitionName="):
-        slurmconf.parse_scontrol_partitions("Nodes=n1\n")
+        slurm_text.parse_scontrol_partitions("Nodes=n1\n")

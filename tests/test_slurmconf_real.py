@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from slurm_topo import explain, slurmconf, version
+from slurm_topo.access import text as slurm_text
 from slurm_topo.errors import ParseError
 
 CAPTURES = sorted((Path(__file__).parent / "fixtures" / "real").glob("slurm-*"))
@@ -63,7 +64,7 @@ def test_version(cap: Capture) -> None:
 def test_show_node_records(cap: Capture) -> None:
     """``scontrol show node -o``: every node, with the features, GRES and port its node line gave Slurm; a
     Reason with spaces and colons is one value; the running job's nodes are busy."""
-    nodes = {n["NodeName"]: n for n in slurmconf.parse_scontrol_nodes(cap.text("scontrol-show-node-o.txt"))}
+    nodes = {n["NodeName"]: n for n in slurm_text.parse_scontrol_nodes(cap.text("scontrol-show-node-o.txt"))}
     defined = cap.defined()
     assert list(nodes) == cap.facts["nodes"]
     assert set(nodes) == set(defined)
@@ -78,14 +79,14 @@ def test_show_node_records(cap: Capture) -> None:
     assert "DRAIN" in nodes[drained["node"]]["State"]
     for name in cap.facts["hostnames"]["running"]:
         assert nodes[name]["State"] in ("MIXED", "ALLOCATED"), name
-    assert explain.parse_nodes(cap.text("scontrol-show-node-o.txt")) == {
+    assert slurm_text.parse_nodes(cap.text("scontrol-show-node-o.txt")) == {
         name: tuple(rec["ActiveFeatures"].split(",")) for name, rec in nodes.items()
     }
 
 
 def test_show_node_matches_the_inventory(cap: Capture) -> None:
     """The inventory's own features, GPU type and count are what Slurm reports for each node."""
-    nodes = {n["NodeName"]: n for n in slurmconf.parse_scontrol_nodes(cap.text("scontrol-show-node-o.txt"))}
+    nodes = {n["NodeName"]: n for n in slurm_text.parse_scontrol_nodes(cap.text("scontrol-show-node-o.txt"))}
     for entry in cap.inventory:
         rec = nodes[entry["name"]]
         assert set(entry.get("features", ())) <= set(rec["AvailableFeatures"].split(",")), entry["name"]
@@ -95,7 +96,7 @@ def test_show_node_matches_the_inventory(cap: Capture) -> None:
 
 
 def test_show_partition(cap: Capture) -> None:
-    parts = slurmconf.parse_scontrol_partitions(cap.text("scontrol-show-partition-o.txt"))
+    parts = slurm_text.parse_scontrol_partitions(cap.text("scontrol-show-partition-o.txt"))
     assert parts == [("main", cap.facts["nodes"], True)]
 
 
@@ -112,7 +113,7 @@ def test_show_topology(cap: Capture) -> None:
         if sw.name in leaves:
             assert sw.level == 0 and set(sw.nodes or ()) == leaves[sw.name], sw.name
     assert apply.topology_difference(cap.text("topology.conf"), cap.text("scontrol-show-topology.txt")) == []
-    tree = slurmconf.parse_scontrol_topology(cap.text("scontrol-show-topology.txt"))
+    tree = slurm_text.parse_scontrol_topology(cap.text("scontrol-show-topology.txt"))
     for leaf, members in leaves.items():
         for node in members:
             assert tree.path(node)[0] == leaf and tree.path(node)[-1] == "root", node
@@ -122,21 +123,21 @@ def test_show_job_detail(cap: Capture) -> None:
     """``scontrol show job -d``: the running job's nodes in Slurm's expansion and its 2 GPUs per node; a
     pending job (no nodes) is a clear ParseError."""
     jobs = cap.facts["jobs"]
-    alloc = slurmconf.parse_job_detail(cap.text("scontrol-show-job-d-running.txt"))
+    alloc = slurm_text.parse_job_detail(cap.text("scontrol-show-job-d-running.txt"))
     assert alloc.job_id == jobs["running"]
     assert list(alloc.nodes) == cap.facts["hostnames"]["running"]
     assert {n: len(g) for n, g in alloc.gpus.items()} == {n: 2 for n in alloc.nodes}  # --gres=gpu:h100:2
     assert all(0 <= i < 8 for g in alloc.gpus.values() for i in g)
     for kind in ("pending", "held"):
         with pytest.raises(ParseError):
-            slurmconf.parse_job_detail(cap.text(f"scontrol-show-job-d-{kind}.txt"))
+            slurm_text.parse_job_detail(cap.text(f"scontrol-show-job-d-{kind}.txt"))
 
 
 def test_show_job_records_and_explain(cap: Capture) -> None:
     """``scontrol show job -o`` as explain reads it: ids, states, the filter's record in AdminComment (with
     its spaces), and where the running job landed."""
     jobs = cap.facts["jobs"]
-    rec = {k: explain.parse_record_line(cap.text(f"scontrol-show-job-o-{k}.txt")) for k in jobs}
+    rec = {k: slurm_text.parse_record_line(cap.text(f"scontrol-show-job-o-{k}.txt")) for k in jobs}
     assert {k: r["JobId"] for k, r in rec.items()} == jobs
     assert rec["running"]["JobState"] == "RUNNING"
     assert rec["pending"]["JobState"] == rec["held"]["JobState"] == "PENDING"
@@ -146,7 +147,7 @@ def test_show_job_records_and_explain(cap: Capture) -> None:
         record = explain.filter_record(rec[kind]["AdminComment"])
         assert record is not None and " " in record, kind
         assert explain.locality_of_record(record) == "zone:wait", kind
-    nodes = explain.parse_nodes(cap.text("scontrol-show-node-o.txt"))
+    nodes = slurm_text.parse_nodes(cap.text("scontrol-show-node-o.txt"))
     ran = explain.explain_record(rec["running"], {n: nodes[n] for n in cap.facts["hostnames"]["running"]})
     assert ran.broken is None and ran.outcome.startswith("same ")
     held = explain.explain_record(rec["held"], None)
@@ -155,7 +156,7 @@ def test_show_job_records_and_explain(cap: Capture) -> None:
 
 def test_show_config(cap: Capture) -> None:
     """``scontrol show config`` as gpulayer-srun reads it: the values of the test cluster's slurm.conf."""
-    config = slurmconf.parse_show_config(cap.text("scontrol-show-config.txt"))
+    config = slurm_text.parse_show_config(cap.text("scontrol-show-config.txt"))
     assert config["TopologyPlugin"] == "topology/tree"
     assert config["SelectType"] == "select/cons_tres"
     # slurm.conf says TaskPlugin=task/none (docker-slurm/conf/slurm.conf.in); 22.05 prints it back, later

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from slurm_topo import srun
+from slurm_topo.access.text import parse_scontrol_topology
 from slurm_topo.errors import CommandError, InputError, PlacementError
 from slurm_topo.gpu.topo import parse_topo_matrix
-from slurm_topo.slurmconf import parse_scontrol_topology
 from slurm_topo.srun_shim import bind
 
 REPO = Path(__file__).resolve().parents[1]
@@ -267,6 +267,12 @@ def test_conflicting_srun_options_are_refused_by_name(opt: str) -> None:
 
 def test_other_srun_options_pass() -> None:
     srun.check_srun_options(["-l", "-J", "-n-like-name", "--time=5", "-t", "5", "--mpi", "pmix", "-c4", "-u"])
+
+
+@pytest.fixture(autouse=True)
+def _text_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fakes here answer ``scontrol show job -d`` (the text backend; JSON: tests/test_access.py)."""
+    monkeypatch.setenv("SLURM_TOPO_SLURM_BACKEND", "text")
 
 
 class FakeRunner:

@@ -20,7 +20,18 @@ import os
 
 from ..errors import CommandError, ParseError
 from ..runner import Runner
-from .jobs import JOB_KEYS, NULL, JobListing, job_from_text, jobs_from_json, jobs_from_text, pending_count
+from . import argv
+from .jobs import (
+    JOB_KEYS,
+    NULL,
+    JobListing,
+    allocation_from_json,
+    job_from_text,
+    jobs_from_json,
+    jobs_from_text,
+    pending_count,
+)
+from .text import Allocation, parse_job_detail
 
 BACKENDS = ("json", "text")
 BACKEND_ENV = "SLURM_TOPO_SLURM_BACKEND"
@@ -87,6 +98,18 @@ class SlurmAccess:
             raise
         return jobs_from_text(text)
 
+    def allocation(self, job: str, timeout: float = 30.0) -> Allocation:
+        """A running job's nodes and GPU indices per node (``squeue --json``'s ``nodes`` and
+        ``gres_detail``; the text backend: ``scontrol show job -d``'s detail lines)."""
+        if self.backend == "json":
+            try:
+                return allocation_from_json(self.runner.run(json_jobs_argv(job), timeout=timeout), job)
+            except CommandError as exc:
+                if self.fixed or not _no_json(exc):
+                    raise
+                self._backend = "text"
+        return parse_job_detail(self.runner.run(argv.show_job_detail(job), timeout=timeout))
+
     def job(self, job: str, timeout: float = 30.0) -> dict[str, str] | None:
         """One job's record; None when slurmctld does not know it. Raises :class:`ParseError` when the job
         exists but cannot be read safely (an ambiguous text line)."""
@@ -100,6 +123,7 @@ class SlurmAccess:
 
 
 __all__ = [
+    "Allocation",
     "BACKENDS",
     "BACKEND_ENV",
     "JOB_KEYS",

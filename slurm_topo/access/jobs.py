@@ -25,7 +25,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ParseError
+from .. import hostlist
+from ..errors import HostlistError, ParseError
+from .text import Allocation
 
 NULL = "(null)"
 
@@ -321,6 +323,41 @@ def jobs_from_json(text: str, job: str | None = None) -> JobListing:
         if isinstance(e, dict) and e.get("description"):
             raise ParseError("squeue --json", None, str(e.get("description"))[:200])
     return out
+
+
+_IDX_RE = re.compile(r"gpu[^,(\s]*\(IDX:([0-9,-]*)\)")
+
+
+def allocation_from_json(text: str, job: str) -> Allocation:
+    """``squeue --json`` -> the nodes of ``job`` (Slurm's order) and each node's allocated GPU indices, from
+    ``nodes`` and ``gres_detail`` (one entry per node, in that order): fields a job's own name or comment can
+    never reach. Raises :class:`ParseError` for a job that is unknown or has no nodes yet."""
+    where = f"squeue --json (job {job[:20]})"
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise ParseError(where, None, f"not JSON ({exc})") from None
+    for j in doc.get("jobs") or () if isinstance(doc, dict) else ():
+        if not isinstance(j, dict) or _num(j.get("job_id")) is None:
+            continue
+        if job not in _ids(j, str(_num(j.get("job_id")))):
+            continue
+        expr = _text(j.get("nodes"))
+        if not expr or expr == NULL:
+            raise ParseError(where, None, "no nodes (is the job running?)")
+        try:
+            nodes = tuple(hostlist.expand(expr))
+            detail = [d for d in j.get("gres_detail") or () if isinstance(d, str)]
+            gpus: dict[str, tuple[int, ...]] = {}
+            for node, item in zip(nodes, detail, strict=False):
+                idx: list[int] = []
+                for g in _IDX_RE.finditer(item):
+                    idx.extend(hostlist.expand_numbers(g.group(1)))
+                gpus[node] = tuple(sorted(set(idx)))
+        except HostlistError as exc:
+            raise ParseError(where, None, str(exc)) from None
+        return Allocation(str(_num(j.get("job_id"))), nodes, {n: gpus.get(n, ()) for n in nodes})
+    raise ParseError(where, None, "no such job")
 
 
 # ---- text (scontrol show job -o)

@@ -59,9 +59,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
+from ..access.text import parse_scontrol_nodes, parse_show_topology
 from ..errors import CommandError, ParseError
 from ..runner import Runner
-from ..slurmconf import parse_scontrol_nodes
 from .base import (
     CONFIG_ORDER,
     DATA,
@@ -87,14 +87,7 @@ from .base import (
 )
 from .commit import _commit, _prove, _recover_locked, _rename_order
 from .controller import _Slurm
-from .parse import (
-    features_difference,
-    has_header,
-    parse_gres_cores,
-    parse_node_lines,
-    parse_show_topology,
-    topology_difference,
-)
+from .parse import features_difference, has_header, parse_gres_cores, parse_node_lines, topology_difference
 from .plan import (
     _Plan,
     check_interval,

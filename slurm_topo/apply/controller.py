@@ -6,9 +6,10 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
+from ..access import argv as slurm_argv
+from ..access.text import parse_show_config
 from ..errors import CommandError, HostlistError, InputError, ParseError
 from ..runner import Runner
-from ..slurmconf import parse_show_config
 from ..version import parse_slurm_version
 from . import topo
 from .base import NODES, ApplyOptions
@@ -26,7 +27,7 @@ class _Slurm:
 
     def primary_up(self) -> bool:
         try:
-            out = self.run("scontrol", "ping")
+            out = self.run(*slurm_argv.ping())
         except CommandError:
             return False
         for line in out.splitlines():
@@ -39,16 +40,16 @@ class _Slurm:
             return self.o.slurm_version
         if self._version is None:
             try:
-                self._version = (parse_slurm_version(self.run("scontrol", "--version")),)
+                self._version = (parse_slurm_version(self.run(*slurm_argv.version_argvs()[0])),)
             except (CommandError, InputError):
                 return None
         return self._version[0]
 
     def nodes_text(self) -> str:
-        return self.run("scontrol", "show", "node", "-o")
+        return self.run(*slurm_argv.show_nodes())
 
     def pending_features(self) -> list[tuple[str, str]]:
-        out = self.run("squeue", "-h", "-t", "PD", "-o", "%i %f")
+        out = self.run(*slurm_argv.pending_features())
         rows = []
         for line in out.splitlines():
             job, _, feats = line.strip().partition(" ")
@@ -57,7 +58,7 @@ class _Slurm:
         return rows
 
     def reconfigure(self) -> None:
-        self.run("scontrol", "reconfigure", timeout=max(self.o.command_timeout, 60.0))
+        self.run(*slurm_argv.reconfigure(), timeout=max(self.o.command_timeout, 60.0))
 
     def sync(self) -> None:
         if self.o.sync_cmd:
@@ -68,12 +69,12 @@ class _Slurm:
     def topology_plugin(self) -> str | None:
         """The running slurmctld's ``TopologyPlugin`` (``scontrol show config``); None when unknown."""
         try:
-            return parse_show_config(self.run("scontrol", "show", "config")).get("TopologyPlugin")
+            return parse_show_config(self.run(*slurm_argv.show_config())).get("TopologyPlugin")
         except (CommandError, ParseError):
             return None
 
     def show_topology(self, name: str | None = None) -> str:
-        return self.run("scontrol", "show", "topology", *([name] if name else []))
+        return self.run(*slurm_argv.show_topology(name))
 
     def verify(self, files: Mapping[str, bytes | None]) -> list[str]:
         """Wait (up to verify_timeout) until slurmctld answers and shows what ``files`` say (the topology

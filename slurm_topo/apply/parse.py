@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .. import hostlist
+from ..access.text import parse_scontrol_nodes, parse_show_topology
 from ..errors import HostlistError, ParseError
 from ..slurmconf import logical_lines as _logical_lines
-from ..slurmconf import parse_gres_gpus, parse_scontrol_nodes, parse_topology_conf, split_pairs
+from ..slurmconf import parse_gres_gpus, parse_topology_conf, split_pairs
 from .base import _HEADER_RE, GRES, NODES
 
 
@@ -47,14 +48,6 @@ def parse_gres_cores(text: str, source: str = GRES) -> dict[str, tuple[str, ...]
     return {
         node: tuple(line.get("cores", "") for line in lines)
         for node, lines in parse_gres_gpus(text, source=source).items()
-    }
-
-
-def parse_show_topology(text: str) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
-    """``scontrol show topology`` → switch → (nodes, switches), hostlists expanded."""
-    return {
-        sw.name: (frozenset(sw.nodes or ()), frozenset(sw.switches or ()))
-        for sw in parse_topology_conf(text, source="scontrol show topology", scontrol_output=True)
     }
 
 

@@ -25,12 +25,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..access.text import Allocation, SwitchTree
 from ..errors import InputError
 from ..gpu.links import is_nvlink
 from ..gpu.model import GpuTopology
 from ..gpu.pick import pick_devices
 from ..model import Inventory, Node
-from ..slurmconf import Allocation, SwitchTree
 from ..srun.plan import DEFAULT_ORDER, plan_srun
 from .links import DEFAULT_TABLE, LINK_LEVELS, Link, LinkTable
 

@@ -37,32 +37,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..access import argv as slurm_argv
+from ..access.text import REASON_PREFIX, NodeState, parse_show_node
 from ..errors import CommandError, InputError
 from ..model import NODE_NAME_RE
 from ..runner import Runner
 from .effects import first_reason
 
-REASON_PREFIX = "slurm-topo-health:"
 MAX_RECORD_BYTES = 256 * 1024
 MAX_REASON = 160
 HEALTH_SUBDIR = "health"
 _UNSAFE = re.compile(r"[^A-Za-z0-9 ._:/,()+-]")
-
-
-@dataclass(frozen=True, slots=True)
-class NodeState:
-    name: str
-    state: str  # e.g. IDLE+DRAIN
-    reason: str | None
-
-    @property
-    def drained(self) -> bool:
-        flags = set(self.state.upper().replace("*", "").split("+"))
-        return bool(flags & {"DRAIN", "DRAINED", "DRAINING"})
-
-    @property
-    def ours(self) -> bool:
-        return self.drained and (self.reason or "").startswith(REASON_PREFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,22 +63,6 @@ class Action:
 
 def record_path(records_dir: Path, name: str) -> Path:
     return records_dir / HEALTH_SUBDIR / f"{name}.json"
-
-
-def parse_show_node(text: str) -> dict[str, NodeState]:
-    """``scontrol show node`` (the multi-line form: ``Reason=`` has a line of its own) -> name -> state.
-
-    A node's block runs from its ``NodeName=`` line to the next one: 24.11 and later print a line of blanks
-    before ``Reason=``, so a blank line does not end a block."""
-    nodes: dict[str, NodeState] = {}
-    for block in re.split(r"^(?=NodeName=)", text, flags=re.M):
-        m = re.search(r"^NodeName=(\S+)", block, re.M)
-        if not m:
-            continue
-        st = re.search(r"\bState=(\S+)", block)
-        reason = re.search(r"^\s*Reason=(.*)$", block, re.M)
-        nodes[m[1]] = NodeState(m[1], st[1] if st else "UNKNOWN", reason[1].strip() if reason else None)
-    return nodes
 
 
 def clean_reason(text: str) -> str:
@@ -196,10 +165,10 @@ def parse_live_blocks(blocks_text: str, tree_text: str) -> LiveBlocks:
 def live_blocks(runner: Runner) -> LiveBlocks | None:
     """None where Slurm has no block topology ``nvl`` (before 25.05, topology.conf, no NVLink domains)."""
     try:
-        blocks = runner.run(["scontrol", "show", "topology", BLOCK_TOPOLOGY])
+        blocks = runner.run(slurm_argv.show_topology(BLOCK_TOPOLOGY))
         if "BlockName=" not in blocks:
             return None
-        tree = runner.run(["scontrol", "show", "topology", TREE_TOPOLOGY])
+        tree = runner.run(slurm_argv.show_topology(TREE_TOPOLOGY))
         return parse_live_blocks(blocks, tree)
     except (CommandError, ValueError, KeyError):  # no such topology, or output not understood: no change
         return None
@@ -215,7 +184,7 @@ def _unblock(name: str, rec: dict[str, Any], live: LiveBlocks | None) -> Action 
         return Action(name, "keep", f"degraded, in block {block}, but not in topology {TREE_TOPOLOGY}")
     topo = ":".join((TREE_TOPOLOGY, *path))
     why = f"{clean_reason(first_reason(rec))}; leaves block {block}"
-    return Action(name, "unblock", why, ("scontrol", "update", f"NodeName={name}", f"Topology={topo}"))
+    return Action(name, "unblock", why, tuple(slurm_argv.update_node(name, ("Topology", topo))))
 
 
 def plan(
@@ -258,11 +227,11 @@ def plan(
                 actions.append(unblock or Action(name, "keep", f"hard fault, already drained ({who})"))
                 continue
             reason = f"{REASON_PREFIX} {first_fault(rec)}"
-            argv = ("scontrol", "update", f"NodeName={name}", "State=DRAIN", f"Reason={reason}")
+            argv = tuple(slurm_argv.update_node(name, ("State", "DRAIN"), ("Reason", reason)))
             actions.append(Action(name, "drain", reason, argv))
         elif node.ours:
             why = f"healthy for {rec.get('hysteresis', '?')} passes"
-            resume = ("scontrol", "update", f"NodeName={name}", "State=RESUME")
+            resume = tuple(slurm_argv.update_node(name, ("State", "RESUME")))
             actions.append(Action(name, "resume", why, resume))
         elif unblock is not None:
             actions.append(unblock)
@@ -284,7 +253,7 @@ def sync(
     out = log if log is not None else []
     records, skipped = read_health_records(records_dir)
     out.extend(skipped)
-    nodes = parse_show_node(runner.run(["scontrol", "show", "node"])) if records else {}
+    nodes = parse_show_node(runner.run(slurm_argv.show_nodes(one_line=False))) if records else {}
     live = live_blocks(runner) if records else None
     actions = plan(records, nodes, now=time.time() if now is None else now, max_age=max_age, live=live)
     failed: CommandError | None = None

@@ -9,7 +9,7 @@ Slurm's text (``scontrol show job -d`` / ``topology`` / ``config``, gres.conf ``
 ``gpulayer-srun`` is :func:`main`.
 """
 
-from ..slurmconf import Allocation, SwitchTree
+from ..access.text import Allocation, SwitchTree
 from .cli import build_plan, main, write_hostfile
 from .options import check_srun_options
 from .plan import DEFAULT_ORDER, Plan, RankRow, format_plan, plan_srun

@@ -23,20 +23,20 @@ from pathlib import Path
 from typing import NoReturn
 
 from .. import hostlist, version
+from ..access import SlurmAccess
+from ..access import argv as slurm_argv
+from ..access.text import (
+    SwitchTree,
+    parse_scontrol_nodes,
+    parse_scontrol_topology,
+    parse_show_config,
+)
 from ..entry import read_input, run_entry
 from ..errors import CommandError, InputError, OutputError, UsageError
 from ..gpu.model import GpuTopology
 from ..gpu.topo import parse_topo_matrix
 from ..runner import Runner, SubprocessRunner
-from ..slurmconf import (
-    SwitchTree,
-    devices_constrained,
-    parse_gres_links,
-    parse_job_detail,
-    parse_scontrol_nodes,
-    parse_scontrol_topology,
-    parse_show_config,
-)
+from ..slurmconf import devices_constrained, parse_gres_links
 from .options import PROG, check_srun_options, job_id
 from .plan import DEFAULT_ORDER, Plan, format_plan, plan_srun
 
@@ -164,12 +164,12 @@ def build_plan(
             "not inside a Slurm allocation (SLURM_JOB_ID is not set): run it in an sbatch script or "
             "under salloc"
         )
-    alloc = parse_job_detail(runner.run(["scontrol", "show", "job", "-d", job]))
-    config = parse_show_config(runner.run(["scontrol", "show", "config"]))
+    alloc = SlurmAccess(runner).allocation(job)  # squeue --json: no job field can pass for its node list
+    config = parse_show_config(runner.run(slurm_argv.show_config()))
     conf_dir = Path(config.get("SLURM_CONF") or environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf").parent
     topologies, link_source = _link_data(args.topology, alloc.nodes, conf_dir)
     try:
-        tree = parse_scontrol_topology(runner.run(["scontrol", "show", "topology"]))
+        tree = parse_scontrol_topology(runner.run(slurm_argv.show_topology()))
     except CommandError:
         tree = SwitchTree()
     domains = _domains(runner, alloc.nodes)
@@ -202,7 +202,7 @@ def _domains(runner: Runner, nodes: Sequence[str]) -> dict[str, str]:
     if not nodes:
         return {}
     try:
-        rows = parse_scontrol_nodes(runner.run(["scontrol", "show", "node", "-o", hostlist.compress(nodes)]))
+        rows = parse_scontrol_nodes(runner.run(slurm_argv.show_nodes(hostlist.compress(nodes))))
     except (CommandError, InputError):
         return {}
     out = {}

@@ -43,11 +43,11 @@ from dataclasses import dataclass
 from ClusterShell.RangeSet import RangeSet
 
 from .. import hostlist
+from ..access.text import Allocation, SwitchTree
 from ..errors import InputError
 from ..gpu.links import islands
 from ..gpu.model import GpuTopology
 from ..gpu.pick import pick_devices
-from ..slurmconf import Allocation, SwitchTree
 from ..srun_shim import GROUPS_VAR, RANKS_VAR
 from ..text import counted
 from .options import PROG, UNSET_ENV, check_srun_options

@@ -237,8 +237,8 @@ def test_hardware_merged_from_scontrol_never_pairs_sockets_with_sockets_per_boar
 ) -> None:
     """``generate --scontrol`` on an inventory with SocketsPerBoard: Slurm's records say ``Sockets=``; the
     merge keeps the inventory's form, and the rendered lines load without a complaint."""
+    from slurm_topo.access.text import parse_scontrol_nodes
     from slurm_topo.inventory import with_slurm_nodes
-    from slurm_topo.slurmconf import parse_scontrol_nodes
 
     inventory = merge([load_inventory_file(cluster.etc / "inventory.yaml")])
     records = parse_scontrol_nodes(cluster.slurm.out("scontrol", "show", "node", "-o"))

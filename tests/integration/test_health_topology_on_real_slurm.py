@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import slurmctl
 
-from slurm_topo.health.drain import parse_show_node
+from slurm_topo.access.text import parse_show_node
 
 pytestmark = pytest.mark.slurm
 

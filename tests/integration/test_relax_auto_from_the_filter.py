@@ -15,7 +15,7 @@ from datetime import datetime
 import pytest
 import slurmctl
 
-from slurm_topo.explain import parse_record_line
+from slurm_topo.access.text import parse_record_line
 from slurm_topo.model import Node
 from slurm_topo.relax import auto_budget, parse_budget, relaxations
 

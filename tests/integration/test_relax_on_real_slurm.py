@@ -17,7 +17,8 @@ from datetime import datetime
 import pytest
 import slurmctl
 
-from slurm_topo.explain import explain_job, parse_record_line
+from slurm_topo.access.text import parse_record_line
+from slurm_topo.explain import explain_job
 from slurm_topo.relax import parse_budget, relaxations
 
 pytestmark = pytest.mark.slurm

@@ -1,0 +1,76 @@
+"""Every command line slurm-topo runs against live Slurm, in one place (``scontrol``, ``squeue``): the
+commands read and write through :class:`slurm_topo.runner.Runner` with these argv, and
+:mod:`slurm_topo.access.text` / :mod:`slurm_topo.access.jobs` parse what they print. No module outside
+``slurm_topo.access`` names these programs (``tests/test_layout.py``).
+
+Reads: nodes (``-o``: one line a node; without: the multi-line form whose ``Reason=`` has a line of its
+own), partitions, topology, config, a job's detail, the version, the pending jobs' constraints, ping. Writes:
+a job's fields, a node's fields, a reconfigure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+SCONTROL = "scontrol"
+SQUEUE = "squeue"
+
+
+def show_nodes(names: str | None = None, *, one_line: bool = True, detail: bool = False) -> list[str]:
+    """``scontrol [-d] show node [-o] [NAMES]``: ``detail`` adds ``GresUsed=…(IDX:…)``."""
+    return [
+        SCONTROL,
+        *(["-d"] if detail else []),
+        "show",
+        "node",
+        *(["-o"] if one_line else []),
+        *([names] if names else []),
+    ]
+
+
+def show_partitions() -> list[str]:
+    return [SCONTROL, "show", "partition", "-o"]
+
+
+def show_topology(name: str | None = None) -> list[str]:
+    return [SCONTROL, "show", "topology", *([name] if name else [])]
+
+
+def show_config() -> list[str]:
+    return [SCONTROL, "show", "config"]
+
+
+def show_job_detail(job: str) -> list[str]:
+    """``scontrol show job -d JOB``: the per-node ``Nodes=… GRES=gpu:…(IDX:…)`` lines."""
+    return [SCONTROL, "show", "job", "-d", job]
+
+
+def ping() -> list[str]:
+    return [SCONTROL, "ping"]
+
+
+def reconfigure() -> list[str]:
+    return [SCONTROL, "reconfigure"]
+
+
+def version_argvs() -> list[list[str]]:
+    """Ways to ask the installed Slurm its version, without contacting slurmctld, in order of preference."""
+    return [[SCONTROL, "--version"], ["/usr/sbin/slurmctld", "-V"], ["/usr/sbin/slurmd", "-V"]]
+
+
+def pending_features() -> list[str]:
+    """``squeue -h -t PD -o '%i %f'``: every pending job's id and constraint (fixed-grammar fields only)."""
+    return [SQUEUE, "-h", "-t", "PD", "-o", "%i %f"]
+
+
+def _pairs(fields: Sequence[tuple[str, str]]) -> list[str]:
+    return [f"{k}={v}" for k, v in fields]
+
+
+def update_job(job: str, *fields: tuple[str, str]) -> list[str]:
+    """``scontrol update JobId=JOB Key=value …`` (each value one argument: no shell, no splitting)."""
+    return [SCONTROL, "update", f"JobId={job}", *_pairs(fields)]
+
+
+def update_node(node: str, *fields: tuple[str, str]) -> list[str]:
+    """``scontrol update NodeName=NODE Key=value …``."""
+    return [SCONTROL, "update", f"NodeName={node}", *_pairs(fields)]

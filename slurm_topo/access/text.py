@@ -1,0 +1,241 @@
+"""Parsers of what live Slurm prints (``scontrol show node/partition/topology/job -d/config``), one per
+output, each run over the real captures of every release (``tests/test_slurmconf_real.py``). Pure: text in,
+values out; the commands are :mod:`slurm_topo.access.argv`, the job listings :mod:`slurm_topo.access.jobs`.
+
+A node's fields (``Reason=``, ``Comment=``, ``Extra=``) are written by administrators and slurmd, not by job
+owners; a job's are read from ``squeue --json`` (:mod:`slurm_topo.access.jobs`), except the per-node GRES
+detail lines of ``scontrol show job -d``, which start a line of their own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from .. import hostlist
+from ..errors import HostlistError, ParseError
+from ..slurmconf import parse_topology_conf, split_pairs
+
+NULL = "(null)"
+REASON_PREFIX = "slurm-topo-health:"
+"""The drain reason health-sync writes (and the only drains it resumes): :attr:`NodeState.ours`."""
+
+
+def _one_line_records(
+    text: str, source: str, key: str, plain: bool = False
+) -> Iterator[tuple[int, dict[str, str]]]:
+    """``scontrol show … -o`` lines -> (line number, pairs); each record must start with ``key=``.
+
+    With ``plain``, a line without ``=`` is a hostlist of records that have only ``key``.
+    """
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            if plain and "=" not in line:
+                for name in hostlist.expand(line):
+                    yield lineno, {key: name}
+                continue
+            pairs = split_pairs(line, output=True)
+        except (ValueError, HostlistError) as exc:
+            raise ParseError(source, lineno, str(exc)) from None
+        if key not in pairs:
+            raise ParseError(source, lineno, f"expected {key}=")
+        yield lineno, pairs
+
+
+def parse_scontrol_nodes(text: str, *, source: str = "scontrol show node -o") -> list[dict[str, str]]:
+    """``scontrol show node -o`` (one node a line) -> one dict per node; a plain line is a hostlist."""
+    return [pairs for _, pairs in _one_line_records(text, source, "NodeName", plain=True)]
+
+
+def parse_scontrol_partitions(
+    text: str, *, source: str = "scontrol show partition -o"
+) -> list[tuple[str, list[str], bool]]:
+    """``scontrol show partition -o`` -> [(name, nodes, is_default)]."""
+    out = []
+    for lineno, pairs in _one_line_records(text, source, "PartitionName"):
+        nodes_expr = pairs.get("Nodes", "")
+        try:
+            nodes = hostlist.expand(nodes_expr) if nodes_expr not in ("", "(null)") else []
+        except HostlistError as exc:
+            raise ParseError(source, lineno, str(exc)) from None
+        out.append((pairs["PartitionName"], nodes, pairs.get("Default", "NO").upper() == "YES"))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchTree:
+    """The switch tree Slurm uses: per node its leaf switch; per switch its parent and level (leaf = 0)."""
+
+    leaf: Mapping[str, str] = field(default_factory=dict)
+    parent: Mapping[str, str] = field(default_factory=dict)
+    level: Mapping[str, int] = field(default_factory=dict)
+
+    def path(self, node: str) -> tuple[str, ...]:
+        """Switches above ``node``, lowest first (empty when the node is on no switch)."""
+        out: list[str] = []
+        sw = self.leaf.get(node)
+        while sw is not None and sw not in out:
+            out.append(sw)
+            sw = self.parent.get(sw)
+        return tuple(out)
+
+
+def parse_scontrol_topology(text: str) -> SwitchTree:
+    """``scontrol show topology`` → :class:`SwitchTree`; no ``SwitchName=`` lines → an empty tree.
+
+    A switch without ``Level=`` gets one more than its highest child (a cycle counts as 0).
+    """
+    leaf: dict[str, str] = {}
+    parent: dict[str, str] = {}
+    level: dict[str, int] = {}
+    children: dict[str, tuple[str, ...]] = {}
+    for sw in parse_topology_conf(text, source="scontrol show topology", scontrol_output=True):
+        if sw.switches:
+            children[sw.name] = sw.switches
+            for child in sw.switches:
+                parent[child] = sw.name
+        elif sw.nodes:
+            for node in sw.nodes:
+                leaf[node] = sw.name
+            level[sw.name] = 0
+        if sw.level is not None:
+            level[sw.name] = sw.level
+
+    def lvl(name: str, seen: frozenset[str] = frozenset()) -> int:
+        if name in level:
+            return level[name]
+        if name in seen:
+            return 0
+        return 1 + max((lvl(c, seen | {name}) for c in children.get(name, ())), default=-1)
+
+    for name in set(children) | set(parent):
+        level[name] = lvl(name)
+    return SwitchTree(leaf, parent, level)
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """A job's nodes (in Slurm's order) and each node's allocated GPU indices (sorted)."""
+
+    job_id: str
+    nodes: tuple[str, ...]
+    gpus: Mapping[str, tuple[int, ...]]
+
+
+_GRES_IDX_RE = re.compile(r"gpu[^,(\s]*\(IDX:([0-9,-]*)\)")
+_JOB_ID_RE = re.compile(r"\bJobId=(\S+)")
+_NODELIST_RE = re.compile(r"(?<![A-Za-z])NodeList=(\S+)")
+_DETAIL_NODES_RE = re.compile(r"Nodes=(\S+)")
+
+
+def parse_job_detail(text: str, source: str = "scontrol show job -d") -> Allocation:
+    """``scontrol show job -d <id>`` → :class:`Allocation` (``Nodes=… GRES=gpu:h100:4(IDX:0-3)`` detail
+    lines)."""
+    job_id = _JOB_ID_RE.search(text)
+    nodelist = _NODELIST_RE.search(text)
+    if not job_id or not nodelist or nodelist.group(1) == "(null)":
+        raise ParseError(source, None, "no JobId= and NodeList= (is the job running?)")
+    try:
+        nodes = tuple(hostlist.expand(nodelist.group(1)))
+        gpus: dict[str, tuple[int, ...]] = {}
+        for line in text.splitlines():
+            m = _DETAIL_NODES_RE.match(line.strip())
+            if not m:
+                continue
+            idx: list[int] = []
+            for g in _GRES_IDX_RE.finditer(line):
+                idx.extend(hostlist.expand_numbers(g.group(1)))
+            for node in hostlist.expand(m.group(1)):
+                gpus[node] = tuple(sorted(set(idx)))
+    except HostlistError as exc:
+        raise ParseError(source, None, str(exc)) from None
+    return Allocation(job_id.group(1), nodes, {n: gpus.get(n, ()) for n in nodes})
+
+
+def parse_show_config(text: str) -> dict[str, str]:
+    """``scontrol show config`` → {key: value} (``Key = value`` lines; the first of a repeated key wins)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and " " not in key.strip():
+            out.setdefault(key.strip(), value.strip())
+    return out
+
+
+def parse_record_line(line: str) -> dict[str, str]:
+    """One ``scontrol show job -o`` / ``show node -o`` line -> {key: value}; values keep inner spaces."""
+    try:
+        return split_pairs(line.strip(), output=True)
+    except ValueError:
+        return {}
+
+
+def parse_nodes(text: str) -> dict[str, tuple[str, ...]]:
+    """``scontrol show node -o`` -> {node: its features} (ActiveFeatures, else AvailableFeatures)."""
+    nodes: dict[str, tuple[str, ...]] = {}
+    for line in text.splitlines():
+        if not line.strip().startswith("NodeName="):
+            continue
+        kv = parse_record_line(line)
+        feats = kv.get("ActiveFeatures") or kv.get("AvailableFeatures") or NULL
+        nodes[kv["NodeName"]] = () if feats in ("", NULL) else tuple(f for f in feats.split(",") if f)
+    return nodes
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    name: str
+    state: str  # e.g. IDLE+DRAIN
+    reason: str | None
+
+    @property
+    def drained(self) -> bool:
+        flags = set(self.state.upper().replace("*", "").split("+"))
+        return bool(flags & {"DRAIN", "DRAINED", "DRAINING"})
+
+    @property
+    def ours(self) -> bool:
+        return self.drained and (self.reason or "").startswith(REASON_PREFIX)
+
+
+def parse_show_node(text: str) -> dict[str, NodeState]:
+    """``scontrol show node`` (the multi-line form: ``Reason=`` has a line of its own) -> name -> state.
+
+    A node's block runs from its ``NodeName=`` line to the next one: 24.11 and later print a line of blanks
+    before ``Reason=``, so a blank line does not end a block."""
+    nodes: dict[str, NodeState] = {}
+    for block in re.split(r"^(?=NodeName=)", text, flags=re.M):
+        m = re.search(r"^NodeName=(\S+)", block, re.M)
+        if not m:
+            continue
+        st = re.search(r"\bState=(\S+)", block)
+        reason = re.search(r"^\s*Reason=(.*)$", block, re.M)
+        nodes[m[1]] = NodeState(m[1], st[1] if st else "UNKNOWN", reason[1].strip() if reason else None)
+    return nodes
+
+
+def parse_show_topology(text: str) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
+    """``scontrol show topology`` → switch → (nodes, switches), hostlists expanded."""
+    return {
+        sw.name: (frozenset(sw.nodes or ()), frozenset(sw.switches or ()))
+        for sw in parse_topology_conf(text, source="scontrol show topology", scontrol_output=True)
+    }
+
+
+def busy_share(text: str) -> float:
+    """``scontrol show node -o`` -> the share of usable nodes in use (ALLOCATED, MIXED, COMPLETING); down,
+    drained and failed nodes count as neither."""
+    used = usable = 0
+    for line in text.splitlines():
+        if not line.startswith("NodeName="):
+            continue
+        state = parse_record_line(line).get("State", "").upper()
+        if any(w in state for w in ("DOWN", "DRAIN", "FAIL", "FUTURE", "NOT_RESPONDING")):
+            continue
+        usable += 1
+        used += any(w in state for w in ("ALLOC", "MIXED", "COMPLETING"))
+    return used / usable if usable else 0.0
