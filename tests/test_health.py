@@ -766,3 +766,30 @@ def test_a_record_from_the_future_is_refused_not_fresh_for_ever() -> None:
     effects = effects_of(degraded, now=1000, max_age=900)
     assert "a" not in effects.degraded and "b" in effects.degraded
     assert any("a is from the future" in n for n in effects.notes)
+
+
+def test_a_healthy_node_outside_its_block_is_put_back_live() -> None:
+    """After an unblock, a record that says ok again (the hysteresis passed) puts the node back into the
+    block its nvl_ feature names, keeping its tree path; a drained node, or one without a domain, is not."""
+    from slurm_topo.health.drain import LiveBlocks
+
+    live = LiveBlocks(
+        {"g01": "nvl_rack-01"},
+        {"g01": ("root", "ib-1"), "g02": ("root", "ib-1"), "c1": ("root", "ib-1")},
+        frozenset({"nvl_rack-01"}),
+    )
+    nodes = {
+        "g02": NodeState("g02", "IDLE", None, features=("zone_z1", "nvl_rack-01")),
+        "c1": NodeState("c1", "IDLE", None, features=("zone_z1",)),
+    }
+    ok = {n: {**rec(n, False), "verdict": "ok"} for n in nodes}
+    actions = {a.node: a for a in plan(ok, nodes, now=1000, max_age=900, live=live)}
+    assert actions["g02"].argv == (
+        "scontrol",
+        "update",
+        "NodeName=g02",
+        "Topology=nvl:nvl_rack-01,fabric:root:ib-1",
+    ), actions
+    assert "c1" not in actions
+    degraded = {"g02": {**rec("g02", False), "verdict": "degraded"}}
+    assert all(a.action != "reblock" for a in plan(degraded, nodes, now=1000, max_age=900, live=live))

@@ -191,6 +191,8 @@ class NodeState:
     name: str
     state: str  # e.g. IDLE+DRAIN
     reason: str | None
+    features: tuple[str, ...] = ()
+    """ActiveFeatures (else AvailableFeatures): where the node belongs (``nvl_<domain>``: its block)."""
 
     @property
     def drained(self) -> bool:
@@ -214,7 +216,11 @@ def parse_show_node(text: str) -> dict[str, NodeState]:
             continue
         st = re.search(r"\bState=(\S+)", block)
         reason = re.search(r"^\s*Reason=(.*)$", block, re.M)
-        nodes[m[1]] = NodeState(m[1], st[1] if st else "UNKNOWN", reason[1].strip() if reason else None)
+        feats = re.search(r"\bActiveFeatures=(\S*)", block) or re.search(r"\bAvailableFeatures=(\S*)", block)
+        have = () if feats is None or feats[1] in ("", NULL) else tuple(f for f in feats[1].split(",") if f)
+        nodes[m[1]] = NodeState(
+            m[1], st[1] if st else "UNKNOWN", reason[1].strip() if reason else None, features=have
+        )
     return nodes
 
 

@@ -128,6 +128,8 @@ class LiveBlocks:
 
     block_of: dict[str, str]
     path_of: dict[str, tuple[str, ...]]
+    blocks: frozenset[str] = frozenset()
+    """Every block's name (``nvl_<domain>``, as slurm-topo names them), empty ones included."""
 
 
 def parse_live_blocks(blocks_text: str, tree_text: str) -> LiveBlocks:
@@ -135,9 +137,11 @@ def parse_live_blocks(blocks_text: str, tree_text: str) -> LiveBlocks:
     from ..slurmconf import split_pairs
 
     block_of: dict[str, str] = {}
+    names: set[str] = set()
     for line in blocks_text.splitlines():
         if line.startswith("BlockName="):  # AggregatedBlock= lines repeat the base blocks' nodes
             kv = split_pairs(line, output=True)
+            names.add(kv["BlockName"])
             for node in expand(kv.get("Nodes", "")) if kv.get("Nodes") else ():
                 block_of[node] = kv["BlockName"]
     parent: dict[str, str] = {}
@@ -159,7 +163,7 @@ def parse_live_blocks(blocks_text: str, tree_text: str) -> LiveBlocks:
             path.append(parent[path[-1]])
         for node in members:
             path_of[node] = tuple(reversed(path))
-    return LiveBlocks(block_of, path_of)
+    return LiveBlocks(block_of, path_of, frozenset(names))
 
 
 def live_blocks(runner: Runner) -> LiveBlocks | None:
@@ -185,6 +189,21 @@ def _unblock(name: str, rec: dict[str, Any], live: LiveBlocks | None) -> Action 
     topo = ":".join((TREE_TOPOLOGY, *path))
     why = f"{clean_reason(first_reason(rec))}; leaves block {block}"
     return Action(name, "unblock", why, tuple(slurm_argv.update_node(name, ("Topology", topo))))
+
+
+def _reblock(name: str, rec: dict[str, Any], node: NodeState, live: LiveBlocks | None) -> Action | None:
+    """Put a node that is healthy again (its record's verdict ``ok``: the node's hysteresis has passed) back
+    into the NVLink block its ``nvl_<domain>`` feature names, live (``Topology=nvl:<block>,fabric:<path>``);
+    None when it is in a block, has no domain, or Slurm has no such block."""
+    if live is None or rec.get("verdict") != "ok" or name in live.block_of:
+        return None
+    home = next((f for f in node.features if f.startswith("nvl_") and f in live.blocks), None)
+    path = live.path_of.get(name)
+    if home is None or not path:
+        return None
+    topo = f"{BLOCK_TOPOLOGY}:{home},{':'.join((TREE_TOPOLOGY, *path))}"
+    why = f"healthy for {rec.get('hysteresis', '?')} passes; back into block {home}"
+    return Action(name, "reblock", why, tuple(slurm_argv.update_node(name, ("Topology", topo))))
 
 
 def plan(
@@ -235,6 +254,8 @@ def plan(
             actions.append(Action(name, "resume", why, resume))
         elif unblock is not None:
             actions.append(unblock)
+        elif (reblock := _reblock(name, rec, node, live)) is not None and not node.drained:
+            actions.append(reblock)
         elif node.drained:
             actions.append(Action(name, "keep", "drained by an admin; never lifted here"))
     return actions

@@ -107,6 +107,21 @@ def test_a_degraded_node_leaves_its_block_live_and_again_after_a_reconfigure(
         (root / "class/infiniband/mlx5_0/ports/1/rate").write_text("200 Gb/sec (4X HDR)\n")
         records = work / "records"
         records.mkdir()
+        health = [
+            *slurmctl.slurm_topo_cli(),
+            "health",
+            "--node-name",
+            "g02",
+            "--no-nvml",
+            "--sysfs-root",
+            str(root),
+            "--state",
+            str(work / "state.json"),
+            "--records",
+            str(records),
+            "--threshold",
+            "ib_expected_gbps=400",
+        ]
         p = subprocess.run(
             [
                 *slurmctl.slurm_topo_cli(),
@@ -149,6 +164,23 @@ def test_a_degraded_node_leaves_its_block_live_and_again_after_a_reconfigure(
         assert blocks(slurm)["nvl_rack-01"] == ("g01", "g02")
         assert any(x.startswith("unblock g02:") for x in health_sync(cluster, records))
         assert blocks(slurm)["nvl_rack-01"] == ("g01",)
+
+        # the link recovers: after the hysteresis (3 healthy passes of `health`) the record says ok and the
+        # next pass puts the node back into its block live, no reconfigure; a 2-node block job fits again
+        (root / "class/infiniband/mlx5_0/ports/1/rate").write_text("400 Gb/sec (4X NDR)\n")
+        passes = []
+        for _ in range(3):
+            p = subprocess.run(health, capture_output=True, text=True, timeout=60, env=dict(cluster.env))
+            assert p.returncode == 0, p.stderr
+            passes.append(health_sync(cluster, records))
+        assert not any(x.startswith("reblock") for log in passes[:-1] for x in log), passes  # not before
+        assert any(x.startswith("reblock g02: healthy for") for x in passes[-1]), passes
+        assert blocks(slurm)["nvl_rack-01"] == ("g01", "g02")
+        assert slurm.out("scontrol", "show", "topology", "fabric") == tree
+        assert not any(x.startswith(("reblock", "unblock")) for x in health_sync(cluster, records))
+        job = slurm.submit("-p", "nvl", "-N2", "--exclusive", "-w", "g01,g02", "--wrap", "sleep 300")
+        slurm.wait_state(job, "RUNNING", timeout=30)
+        slurm.cancel(job)
     finally:
         slurm.quiesce()
         slurm.reconfigure(cluster.version)  # leave the module's cluster as found
