@@ -452,3 +452,20 @@ def test_same_local_gpus_without_link_data() -> None:
         ("n1", "2,3"),
         ("n2", "2,3"),
     ]
+
+
+def test_dp_peers_of_a_stage_take_the_same_local_gpus_where_it_costs_nothing() -> None:
+    """--tp 4 --pp 3 on three 8-GPU nodes (dp 2): each stage's two replicas are on one node, or on the same
+    local GPUs of two nodes (one rail each), and the pipelines cross no more nodes than the plain layout
+    (each one node change)."""
+    nodes = ("gs1", "gs2", "gs3")
+    plan = srun.plan_srun(eight(*nodes), tp=4, pp=3, tree=TREE, topologies=dict.fromkeys(nodes, TOPO))
+    by: dict[tuple[int, int], tuple[str, str]] = {}
+    for row in plan.rows:
+        by[(row.pp, row.dp)] = (row.node, row.cuda_visible_devices)
+    for s in range(3):
+        (n0, g0), (n1, g1) = by[(s, 0)], by[(s, 1)]
+        assert n0 == n1 or g0 == g1, (s, by)
+    for d in range(2):
+        changes = sum(by[(s, d)][0] != by[(s + 1, d)][0] for s in range(2))
+        assert changes == 1, by

@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -277,6 +278,71 @@ def _place_pipelines(
     return stage_slot
 
 
+ALIGN_ROUNDS = 32
+ALIGN_MAX_GROUPS = 4096
+"""Bounds of :func:`_align_replicas` (rounds of swaps; TP groups of a plan it looks at)."""
+
+
+def _hop(tree: SwitchTree, a: str, b: str, domains: Mapping[str, str] | None) -> int:
+    """What a pipeline hop between nodes ``a`` and ``b`` costs, by the lowest level they share: 0 on one
+    node, 1 in one NVLink domain, then 2 + the level of their lowest common switch; else a large one."""
+    if a == b:
+        return 0
+    if domains and a in domains and domains.get(a) == domains.get(b):
+        return 1
+    above_b = set(tree.path(b))
+    for sw in tree.path(a):
+        if sw in above_b:
+            return 2 + tree.level.get(sw, 0)
+    return 1 << 20
+
+
+def _align_replicas(
+    stage_slot: dict[tuple[int, int], int],
+    slots: Sequence[Slot],
+    tree: SwitchTree,
+    pp: int,
+    dp: int,
+    domains: Mapping[str, str] | None = None,
+) -> dict[tuple[int, int], int]:
+    """Where it costs the pipelines nothing, the DP peers of a stage on other nodes take the same local GPUs
+    (one rail each on a rail-optimised fabric). Hill climbing over swaps of two (stage, replica) slots: a swap
+    is kept when the pipelines' hop cost does not grow and fewer cross-node DP pairs of a stage differ in
+    GPUs. Only swaps inside one pipeline or one stage are tried (the moves that can help), at most
+    :data:`ALIGN_ROUNDS` rounds, and not past :data:`ALIGN_MAX_GROUPS` groups."""
+    if dp < 2 or pp * dp > ALIGN_MAX_GROUPS:
+        return stage_slot
+    at = dict(stage_slot)
+    keys = sorted(at)
+    pairs = [(a, b) for i, a in enumerate(keys) for b in keys[i + 1 :] if a[0] == b[0] or a[1] == b[1]]
+
+    def pipeline_cost(d: int) -> int:
+        return sum(_hop(tree, slots[at[(s, d)]][0], slots[at[(s + 1, d)]][0], domains) for s in range(pp - 1))
+
+    def stage_mismatch(s: int) -> int:
+        """Cross-node DP pairs of stage ``s`` on different GPUs: all pairs, less those on one node, less those
+        on the same GPUs (two replicas never share a slot, so no pair is both)."""
+        nodes = Counter(slots[at[(s, d)]][0] for d in range(dp))
+        gpus = Counter(slots[at[(s, d)]][1] for d in range(dp))
+        same = sum(c * (c - 1) // 2 for c in (*nodes.values(), *gpus.values()))
+        return dp * (dp - 1) // 2 - same
+
+    for _ in range(ALIGN_ROUNDS):
+        improved = False
+        for a, b in pairs:
+            stages, pipes = {a[0], b[0]}, {a[1], b[1]}
+            before = (sum(map(pipeline_cost, pipes)), sum(map(stage_mismatch, stages)))
+            at[a], at[b] = at[b], at[a]
+            after = (sum(map(pipeline_cost, pipes)), sum(map(stage_mismatch, stages)))
+            if after[0] <= before[0] and after[1] < before[1]:
+                improved = True
+            else:
+                at[a], at[b] = at[b], at[a]
+        if not improved:
+            break
+    return at
+
+
 def _common_level(tree: SwitchTree, nodes: set[str], domains: Mapping[str, str] | None = None) -> str:
     """``node`` for one node, else their NVLink domain when they share one, else the lowest switch above all
     of them, else ``-``."""
@@ -506,7 +572,7 @@ def plan_srun(
             f"{pp * dp} TP groups (--pp {pp} × --dp {dp}) of {per_group} GPUs do not fit: the "
             f"allocation holds {len(slots)} ({per_node})"
         )
-    stage_slot = _place_pipelines(slots, tree, pp, dp, domains)
+    stage_slot = _align_replicas(_place_pipelines(slots, tree, pp, dp, domains), slots, tree, pp, dp, domains)
     used = [stage_slot[(s, d)] for d in range(dp) for s in range(pp)]
     span = _island_warning([slots[i] for i in used], topologies, tp)
     if span:
