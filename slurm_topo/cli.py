@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -187,6 +189,9 @@ def cli() -> None:
     metavar="PATH",
     help="gres.conf: File= is PATH<minor>.",
 )
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object instead of text (README: JSON output)."
+)
 def generate(
     inventories: tuple[str, ...],
     out: str,
@@ -197,6 +202,7 @@ def generate(
     scontrol: bool,
     assume_minor_equals_index: bool,
     gpu_device_prefix: str,
+    as_json: bool,
 ) -> None:
     """Render every output for the merged inventories (and node records) into DIR, all or nothing."""
     import time
@@ -225,7 +231,20 @@ def generate(
     )
     if time.monotonic() - started > 2.0:
         _warn(f"slurm-topo: rendered in {time.monotonic() - started:.1f} s; writing {out}")
-    for written in write_files(out, rendered):
+    files = write_files(out, rendered)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "out": out,
+                    "nodes": len(inventory.nodes),
+                    "files": [{"path": str(w.path), "status": w.status} for w in files],
+                },
+                sort_keys=True,
+            )
+        )
+        return
+    for written in files:
         click.echo(f"{written.status:9} {written.path}")
 
 
@@ -246,6 +265,9 @@ def generate(
 @click.option(
     "--slurm-version", metavar="X.Y", help="Release the file is for (block files: BlockSizes rules)."
 )
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object instead of text (README: JSON output)."
+)
 def lint(
     topology: str,
     nodes_from: str | None,
@@ -253,6 +275,7 @@ def lint(
     slurm_conf: str | None,
     previous: str | None,
     slurm_version: str | None,
+    as_json: bool,
 ) -> None:
     """Check a topology file for what would make Slurm fail or never place a node."""
     text = read_input(topology)
@@ -269,22 +292,40 @@ def lint(
             known_nodes=known,
             slurm_conf=conf,
         )
-        for p in problems:
-            where = f"{topology}:{p.lineno}" if p.lineno else topology
-            click.echo(f"{where}: {p.code}: {p.message}")
-        if problems:
-            sys.exit(ExitCode.PROBLEMS)
-        click.echo(f"{topology}: ok")
+        _lint_report(topology, problems, as_json, None)
         return
     switches = parse_topology_conf(text, source=topology)
     problems = lint_topology(switches, known_nodes=known, slurm_conf=conf)
-    for p in problems:
-        where = f"{topology}:{p.lineno}" if p.lineno else topology
-        click.echo(f"{where}: {p.code}: {p.message}")
+    nodes = sum(len(sw.nodes or ()) for sw in switches)
+    _lint_report(topology, problems, as_json, (len(switches), nodes))
+
+
+def _lint_report(
+    topology: str, problems: Sequence[Any], as_json: bool, sizes: tuple[int, int] | None
+) -> None:
+    """``lint``'s answer: one line per problem (exit 1), else ``ok``; ``--json``: ``{"file", "ok",
+    "problems": [{"line", "code", "message"}], "switches", "nodes"}`` (the sizes for tree files)."""
+    if as_json:
+        doc: dict[str, Any] = {
+            "file": topology,
+            "ok": not problems,
+            "problems": [{"line": p.lineno, "code": p.code, "message": p.message} for p in problems],
+        }
+        if sizes is not None:
+            doc["switches"], doc["nodes"] = sizes
+        click.echo(json.dumps(doc, sort_keys=True))
+    else:
+        for p in problems:
+            where = f"{topology}:{p.lineno}" if p.lineno else topology
+            click.echo(f"{where}: {p.code}: {p.message}")
     if problems:
         sys.exit(ExitCode.PROBLEMS)
-    nodes = sum(len(sw.nodes or ()) for sw in switches)
-    click.echo(f"{topology}: ok ({counted(len(switches), 'switch', 'switches')}, {counted(nodes, 'node')})")
+    if as_json:
+        return
+    if sizes is None:
+        click.echo(f"{topology}: ok")
+    else:
+        click.echo(f"{topology}: ok ({counted(sizes[0], 'switch', 'switches')}, {counted(sizes[1], 'node')})")
 
 
 @cli.command()
@@ -293,21 +334,36 @@ def lint(
 @click.option("--svg", "svg_file", metavar="FILE", help="Also draw the fleet tree as an SVG picture in FILE.")
 @nodes_from_option
 @scontrol_option
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object instead of text (README: JSON output)."
+)
 def show(
     inventories: tuple[str, ...],
     records_dir: str | None,
     svg_file: str | None,
     nodes_from: str | None,
     scontrol: bool,
+    as_json: bool,
 ) -> None:
     """Print the fleet as a tree: region -> zone -> network group, with node and GPU counts."""
     inventory = _load(inventories, records_dir=records_dir)
     records = _slurm_nodes(nodes_from, scontrol)
-    click.echo(render_tree(inventory), nl=False)
+    svg_line = None
     if svg_file:
         from .show import write_svg
 
-        click.echo(write_svg(inventory, records, svg_file))
+        svg_line = write_svg(inventory, records, svg_file)
+    if as_json:
+        from .show import tree_dict
+
+        doc = tree_dict(inventory)
+        if svg_file:
+            doc["svg"] = svg_file
+        click.echo(json.dumps(doc, sort_keys=True))
+        return
+    click.echo(render_tree(inventory), nl=False)
+    if svg_line:
+        click.echo(svg_line)
 
 
 @cli.command()
@@ -373,8 +429,16 @@ def discover(
     metavar="tag:KEY|private-dns|instance-id",
     help="AWS: where an instance's name comes from.",
 )
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object instead of text (README: JSON output)."
+)
 def import_cmd(
-    provider: str, listing: str, name_map: tuple[str, ...], strip_suffix: str | None, aws_name: str
+    provider: str,
+    listing: str,
+    name_map: tuple[str, ...],
+    strip_suffix: str | None,
+    aws_name: str,
+    as_json: bool,
 ) -> None:
     """Turn a cloud's own instance listing (gcloud/aws/az JSON, from a file) into a trusted provider
     inventory."""
@@ -388,6 +452,12 @@ def import_cmd(
         raise InputError(f"{listing}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
     rule = NameRule.strip_suffix(strip_suffix) if strip_suffix else NameRule.parse(name_map)
     result = import_listing(provider, text, source=listing, name_rule=rule, aws_name=aws_name)
+    if as_json:  # the same inventory as a JSON object, and the warnings in it
+        import yaml
+
+        doc = yaml.safe_load(result.text) or {}
+        click.echo(json.dumps({"inventory": doc, "warnings": list(result.warnings)}, sort_keys=True))
+        return
     for line in result.warnings:
         _warn(f"warning: {line}")
     click.echo(result.text, nl=False)
@@ -509,12 +579,17 @@ def gpu_parse(file: str | None, nvml: bool, as_json: bool) -> None:
 @gpu.command("islands")
 @click.argument("file", required=False)
 @nvml_option
-def gpu_islands(file: str | None, nvml: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help='One JSON object: {"islands": [[GPU, ...], ...]}.')
+def gpu_islands(file: str | None, nvml: bool, as_json: bool) -> None:
     """NVLink islands: the maximal groups of GPUs joined by NVLink."""
     from .gpu import islands
 
-    for i, island in enumerate(islands(_topology(file, nvml))):
-        click.echo(f"island {i}: GPUs {','.join(map(str, sorted(island)))}")
+    found = [sorted(island) for island in islands(_topology(file, nvml))]
+    if as_json:
+        click.echo(json.dumps({"islands": found}))
+        return
+    for i, island in enumerate(found):
+        click.echo(f"island {i}: GPUs {','.join(map(str, island))}")
 
 
 @gpu.command("pick")
@@ -610,6 +685,9 @@ def gpu_pick(topology_file: str, count: int, busy: str, as_json: bool) -> None:
 )
 @click.option("--recover", "mode", flag_value="recover", help="Only finish or revert a half-done run.")
 @click.option("--rollback", "mode", flag_value="rollback", help="Put the previous set back.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object instead of text (README: JSON output)."
+)
 def apply(
     inventories: tuple[str, ...],
     records_dir: str | None,
@@ -633,6 +711,7 @@ def apply(
     lock_wait: float,
     detailed_exitcodes: bool,
     mode: str | None,
+    as_json: bool,
 ) -> None:
     """Keep Slurm true (cron/systemd): regenerate, lint, stage, reconfigure only on change, verify, roll back.
 
@@ -673,9 +752,20 @@ def apply(
             RenderOptions(assume_minor_equals_index, gpu_device_prefix),
         )
         result = run_apply(options, rendered, runner)
-    for line in result.details:
-        _warn(line)
-    click.echo(result.summary)
+    if as_json:
+        doc = {
+            "status": result.status,
+            "exit_code": int(result.exit_code),
+            "summary": result.summary,
+            "details": list(result.details),
+            "changed": list(result.changed),
+            "reconfigured": result.reconfigured,
+        }
+        click.echo(json.dumps(doc, sort_keys=True))
+    else:
+        for line in result.details:
+            _warn(line)
+        click.echo(result.summary)
     sys.exit(result.exit_code)
 
 
@@ -690,6 +780,9 @@ def apply(
     "--links", "links_file", metavar="FILE", help="Link constants (a links: mapping) over the defaults."
 )
 @click.option("--svg", "svg_file", metavar="FILE", help="Draw where the job landed and the best placement.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object instead of text (README: JSON output)."
+)
 def explain(
     job_id: str,
     inventories: tuple[str, ...],
@@ -697,6 +790,7 @@ def explain(
     plan: str | None,
     links_file: str | None,
     svg_file: str | None,
+    as_json: bool,
 ) -> None:
     """What a job asked for, what the locality filter decided, and where Slurm placed it (or why it waits).
 
@@ -716,6 +810,14 @@ def explain(
     inventory = _load(inventories, records_dir=records_dir) if inventories or records_dir else None
     table = _links_table(inventories, links_file)
     explanation, view = explain_full(job_id, SubprocessRunner(), inventory=inventory, plan=plan, table=table)
+    if as_json:
+        import dataclasses
+
+        doc: dict[str, Any] = {"known": bool(explanation.state), **dataclasses.asdict(explanation)}
+        if svg_file and inventory is not None and explanation.state:
+            doc["svg"] = write_overlay(inventory, explanation, view, svg_file)
+        click.echo(json.dumps(doc, sort_keys=True))
+        return
     if not explanation.state:
         click.echo(f"job {job_id}: not known to slurmctld")
         return
@@ -1062,17 +1164,39 @@ def health(
     "--max-age", default=900.0, show_default=True, metavar="S", help="Ignore records older than S s."
 )
 @click.option("--dry-run", is_flag=True, help="Print the changes, make none.")
-def health_sync(records_dir: str, max_age: float, dry_run: bool) -> None:
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object instead of text (README: JSON output)."
+)
+def health_sync(records_dir: str, max_age: float, dry_run: bool, as_json: bool) -> None:
     """Drain nodes whose health record has a hard fault; resume only the drains made here (reason
     'slurm-topo-health: ...'). At most one change per node per pass. Guide: docs/health.md."""
     from .health.drain import sync
 
     log: list[str] = []
+    actions = []
     try:
-        sync(Path(records_dir), SubprocessRunner(), max_age=max_age, dry_run=dry_run, log=log)
+        actions = sync(Path(records_dir), SubprocessRunner(), max_age=max_age, dry_run=dry_run, log=log)
     finally:
-        for line in log:
-            click.echo(("(dry run) " if dry_run else "") + line)
+        if as_json:
+            failed = {line.split(": ", 1)[0][len("failed ") :] for line in log if line.startswith("failed ")}
+            doc = {
+                "dry_run": dry_run,
+                "actions": [
+                    {
+                        "node": a.node,
+                        "action": a.verb,
+                        "why": a.why,
+                        "command": list(a.argv),
+                        "failed": f"{a.verb} {a.node}" in failed,
+                    }
+                    for a in actions
+                ],
+                "log": log,
+            }
+            click.echo(json.dumps(doc, sort_keys=True))
+        else:
+            for line in log:
+                click.echo(("(dry run) " if dry_run else "") + line)
 
 
 @cli.command()

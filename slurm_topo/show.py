@@ -28,6 +28,43 @@ class _Count:
         return s + (f", {self.self_only} self-reported*" if self.self_only else "")
 
 
+def _tree(inventory: Inventory) -> _Count:
+    root = _Count()
+    for node in inventory.nodes:
+        loc = node.location
+        path = [loc.region or "(no location)"]
+        if loc.region is not None:
+            path.append(loc.zone or "(no zone)")
+            if loc.network_group is not None or loc.zone is not None:
+                path.append(loc.network_group or "(no network group)")
+        root.add(node)
+        cur = root
+        for label in path:
+            cur = cur.children.setdefault(label, _Count())
+            cur.add(node)
+    return root
+
+
+def tree_dict(inventory: Inventory) -> dict[str, object]:
+    """``show --json``: ``{"nodes", "gpus", "self_reported", "regions": [{"name", "nodes", "gpus",
+    "self_reported", "zones": [{…, "network_groups": [{…}]}]}], "extra_nodes"}``; a missing level is named
+    ``(no zone)``/``(no network group)``/``(no location)`` as in the text tree."""
+    root = _tree(inventory)
+    kinds = ("regions", "zones", "network_groups")
+
+    def entry(name: str | None, c: _Count, depth: int) -> dict[str, object]:
+        out: dict[str, object] = {} if name is None else {"name": name}
+        out.update(nodes=c.nodes, gpus=c.gpus, self_reported=c.self_only)
+        if depth < len(kinds):
+            keys = sorted(c.children, key=lambda k: (k.startswith("("), natural_key(k)))
+            out[kinds[depth]] = [entry(k, c.children[k], depth + 1) for k in keys]
+        return out
+
+    out = entry(None, root, 0)
+    out["extra_nodes"] = list(inventory.extra_nodes)
+    return out
+
+
 def render_tree(inventory: Inventory) -> str:
     root = _Count()
     for node in inventory.nodes:
