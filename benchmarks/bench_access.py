@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""How fast the access layer reads a queue of pending jobs, per backend and release, on real Slurm daemons.
+
+For each release: a 12-node test cluster (docker-slurm/cluster, fleet.yaml, no submit filter), MaxJobCount
+raised, ``--jobs`` held jobs submitted (one in ten carries an ``auto`` budget record, as the filter writes
+for ``zone:auto``). Then ``--rounds`` rounds, the three readers in a seeded random order each round:
+
+- ``text-first-key`` — what relax read before slurm_topo.access: ``scontrol show job -o`` and a split of each
+  budget line into pairs (the first of a repeated key wins: a job name could pass for another field);
+- ``text-strict`` — the access layer's text backend: ``scontrol show job -o`` read by ``jobs_from_text``
+  (every line split, ambiguous ones refused);
+- ``json`` — the access layer's default: ``squeue --json --states=all`` read by ``jobs_from_json``.
+
+Each is timed as a whole relax planning pass (the command, the parse, ``plan_pass``): wall seconds and this
+process's CPU seconds (the parse and the plan; the command's own CPU is slurmctld's and the client's).
+Reported: median and p95 per reader, and the ratio of medians against ``text-first-key`` measured in the same
+run. The relax pass's Slurm-side cost is the listing; its updates are per due job and not timed here.
+
+Usage: python benchmarks/bench_access.py --jobs 10000 --rounds 7 --slurm native,26.05 \\
+           --out benchmarks/results/access.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests" / "integration"))
+
+import slurmctl  # noqa: E402
+
+from slurm_topo.access import jobs_from_json, jobs_from_text, json_jobs_argv, text_jobs_argv  # noqa: E402
+from slurm_topo.access.text import parse_record_line  # noqa: E402
+from slurm_topo.relax import BUDGET_PREFIX, judge, plan_pass  # noqa: E402
+
+BUDGET = "slurm-topo: zone:auto [a(2n)]; slurm-topo-auto: zone limit=3600s region=300s any=1800s"
+
+
+def first_key_pass(text: str, now: float) -> int:
+    """The relaxer's planning pass before slurm_topo.access (relax.plan_pass over text): pending jobs
+    counted from the raw line, budget lines split with the first-key-wins pair parser."""
+    auto = 0
+    for line in text.splitlines():
+        if not line.startswith("JobId=") or BUDGET_PREFIX not in line:
+            continue
+        if judge(parse_record_line(line), now) is not None:
+            auto += 1
+    return auto
+
+
+def submit_jobs(slurm: slurmctl.Slurm, n: int) -> None:
+    """``n`` held jobs, one in ten with a budget record (what the filter writes for zone:auto)."""
+    t0 = time.monotonic()
+    batch = 200
+    for start in range(0, n, batch):
+        procs = [
+            subprocess.Popen(
+                [
+                    "timeout",
+                    "30",
+                    "sbatch",
+                    "--parsable",
+                    "--hold",
+                    "-N1",
+                    "-o",
+                    "/dev/null",
+                    "--wrap",
+                    "true",
+                ],
+                env=slurm.env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(min(batch, n - start))
+        ]
+        ids = []
+        for p in procs:
+            out, err = p.communicate(timeout=60)
+            if p.returncode != 0:
+                raise SystemExit(f"sbatch failed: {err.strip()}")
+            ids.append(out.strip().split(";")[0])
+        for job in ids[::10]:
+            slurm.run(["scontrol", "update", f"JobId={job}", f"AdminComment={BUDGET}"], timeout=30)
+        print(f"  {start + len(ids)} jobs ({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
+
+
+def measure(slurm: slurmctl.Slurm, rounds: int, seed: int) -> dict[str, list[tuple[float, float, int]]]:
+    env = slurm.env
+
+    def run(argv: list[str]) -> str:
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=True).stdout
+
+    def text_first_key() -> int:
+        return first_key_pass(run(text_jobs_argv()), time.time())
+
+    def text_strict() -> int:
+        return plan_pass(jobs_from_text(run(text_jobs_argv())).jobs, time.time()).auto
+
+    def json_reader() -> int:
+        return plan_pass(jobs_from_json(run(json_jobs_argv())).jobs, time.time()).auto
+
+    readers: dict[str, Callable[[], int]] = {
+        "text-first-key": text_first_key,
+        "text-strict": text_strict,
+        "json": json_reader,
+    }
+    rng = random.Random(seed)
+    out: dict[str, list[tuple[float, float, int]]] = {k: [] for k in readers}
+    for fn in readers.values():  # one untimed warm-up each
+        fn()
+    for _ in range(rounds):
+        order = list(readers)
+        rng.shuffle(order)
+        for name in order:
+            w0, c0 = time.perf_counter(), time.process_time()
+            auto = readers[name]()
+            out[name].append((time.perf_counter() - w0, time.process_time() - c0, auto))
+    return out
+
+
+def p95(xs: list[float]) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(round(0.95 * (len(s) - 1))))]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--jobs", type=int, default=10000)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--slurm", default="native,24.11,26.05")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    lines = [
+        "# Reading the pending queue: access-layer backends per release (real Slurm daemons)",
+        "",
+        f"Command: `python benchmarks/bench_access.py --jobs {args.jobs} --rounds {args.rounds} "
+        f"--seed {args.seed} --slurm {args.slurm}" + (f" --out {args.out}`  " if args.out else "`  "),
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}; run "
+        f"{time.strftime('%Y-%m-%d %H:%M')}  ",
+        "Method: the module docstring (one relax planning pass per reader and round, readers in a seeded "
+        "random order each round; wall = the command and the parse, cpu = this process only).",
+        "",
+        "| Slurm | reader | jobs | auto | wall median s | wall p95 s | cpu median s | cpu p95 s | "
+        "wall ratio vs text-first-key |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for release in args.slurm.split(","):
+        base = Path(f"/tmp/slurm-topo-bench-access-{release}-{os.getpid()}")
+        os.environ["SLURM_TOPO_SLURM"] = release
+        print(f"Slurm {release}: cluster up", file=sys.stderr, flush=True)
+        cluster = slurmctl.start_cluster(base, nodes_max=12)
+        try:
+            conf = cluster.etc / "slurm.conf"
+            conf.write_text(conf.read_text() + f"MaxJobCount={args.jobs * 2 + 1000}\n")
+            slurmctl.restart_ctld(cluster.base)
+            slurm = cluster.slurm
+            submit_jobs(slurm, args.jobs)
+            res = measure(slurm, args.rounds, args.seed)
+            base_wall = statistics.median(w for w, _, _ in res["text-first-key"])
+            version = f"{cluster.version[0]}.{cluster.version[1]:02d}"
+            for name, rows in res.items():
+                wall = [w for w, _, _ in rows]
+                cpu = [c for _, c, _ in rows]
+                lines.append(
+                    f"| {version} ({release}) | {name} | {args.jobs} | {rows[-1][2]} | "
+                    f"{statistics.median(wall):.3f} | {p95(wall):.3f} | {statistics.median(cpu):.3f} | "
+                    f"{p95(cpu):.3f} | {statistics.median(wall) / base_wall:.2f} |"
+                )
+            print("\n".join(lines[-3:]), file=sys.stderr, flush=True)
+        finally:
+            slurmctl.stop_cluster(base)
+    text = "\n".join(lines) + "\n"
+    if args.out:
+        args.out.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
