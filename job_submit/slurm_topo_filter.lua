@@ -54,6 +54,7 @@ local AUTO_WAITS = { -- policy/vocab.py AUTO_WAITS: what the submitter reads whe
 }
 local CONFLICT_NOTE = "; a required locality cannot be enforced with it: drop the brackets or counts, or use "
   .. "--locality=prefer" -- policy/vocab.py
+local IMPLICIT_PARTITION = "*" -- policy/vocab.py: the data was made without partitions
 local NVL_NONE = "no node of the partition is in an NVLink domain" -- policy/vocab.py
 local NVL_NONE_NOTE = "; no size can ever fit: use --locality=network_group or zone"
 local LOCATION_PREFIXES = { "region_", "zone_", "ng_", "leaf_" }
@@ -1048,6 +1049,15 @@ decide_inner = function(data, req)
     note = "; fit not checked (" .. req.unchecked .. ")"
   elseif not is_counted then
     note = "; fit not checked (constraint)"
+  end
+  if unknown ~= nil and level ~= "prefer" and level ~= "any" and data.default_partition ~= IMPLICIT_PARTITION then
+    -- the data knows the partitions, not this one: a bracket from every node could name groups outside it
+    return { action = "reject", locality = loc, rejection = "request",
+             message = "slurm-topo: --locality=" .. loc .. ": partition '" .. safe(unknown) .. "' is not in "
+               .. "slurm-topo's data (created after its last run?), so its " .. level .. "s cannot be checked; "
+               .. "the next `slurm-topo apply` learns it (an administrator can run it now), or submit to another "
+               .. "partition",
+             record = record(loc .. ": rejected; partition '" .. safe(unknown) .. "' not in the data") }
   end
   if unknown ~= nil then note = note .. "; partition '" .. safe(unknown) .. "' not in the data: all nodes counted" end
   local job = { data = data, req = req, c = c, loc = loc, level = level, mode = mode, partitions = partitions,

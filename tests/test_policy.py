@@ -233,12 +233,10 @@ def test_partition_default_and_membership(data) -> None:  # type: ignore[no-unty
     assert d.features == "[zone_us-east-1b|zone_us-east-1a]"
 
 
-@pytest.mark.parametrize("given", [True, False], ids=["partitions-given", "inventory-only"])
-def test_a_partition_the_data_does_not_know_counts_every_node(given: bool) -> None:
-    """`-p main` when the data file knows no partition 'main' (generated from the inventory alone, or the
-    partition created later): every node counts, the locality applies, and the record says why. Never a
-    no-op."""
-    data = make_context(inventory(), (22, 5), PARTITIONS if given else None).policy
+def test_a_partition_an_inventory_only_data_set_does_not_know_counts_every_node() -> None:
+    """`-p main` when the data file knows no partitions at all (generated from the inventory alone): every
+    node counts, the locality applies, and the record says why. Never a no-op."""
+    data = make_context(inventory(), (22, 5), None).policy
     d = run(data, locality="zone", partition="main", min_nodes=3)
     assert d.action == "amend" and d.features == "[zone_us-west-2a|zone_us-east-1a]", d
     assert "partition 'main' not in the data: all nodes counted" in d.record
@@ -246,6 +244,23 @@ def test_a_partition_the_data_does_not_know_counts_every_node(given: bool) -> No
     assert d.action == "reject" and "the largest is us-east-1a with 4 nodes" in (d.message or "")
     d = run(data, locality="zone", partition="gpu,main", min_nodes=3)
     assert d.features == "[zone_us-west-2a|zone_us-east-1a]", d
+
+
+def test_a_partition_created_after_the_data_gets_a_slurm_topo_message_never_a_bracket() -> None:
+    """The data knows the partitions, not 'main' (created after the last apply): a required level is refused
+    with a message naming the partition and what to do, never a bracket of groups that may lie outside it
+    (Slurm's generic "Requested node configuration is not available"); prefer and any pass as before."""
+    data = make_context(inventory(), (22, 5), PARTITIONS).policy
+    for loc in ("zone", "zone:fail", "region:auto", "network_group"):
+        d = run(data, locality=loc, partition="main", min_nodes=3)
+        assert (d.action, d.rejection, d.features) == ("reject", "request", None), d
+        assert "partition 'main' is not in slurm-topo's data" in (d.message or "") and "apply" in (
+            d.message or ""
+        )
+    d = run(data, locality="zone", partition="gpu,main", min_nodes=3)
+    assert d.action == "reject", d
+    assert run(data, locality="prefer", partition="main", min_nodes=3).action != "reject"
+    assert run(data, locality="any", partition="main", min_nodes=3).action != "reject"
 
 
 def test_check_with_an_unknown_partition_applies_the_locality(tmp_path) -> None:  # type: ignore[no-untyped-def]

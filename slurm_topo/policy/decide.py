@@ -21,6 +21,7 @@ from .vocab import (
     AUTO_WAITS,
     CONFLICT_NOTE,
     HOLD_NOTE,
+    IMPLICIT_PARTITION,
     INTERACTIVE_NOTE,
     LEVELS,
     MAX_ALTERNATIVES,
@@ -467,6 +468,22 @@ def _decide(data: PolicyData, req: JobRequest) -> Decision:
     note = f"; fit not checked ({req.unchecked})" if req.unchecked else ""
     if not note and not c.counted:
         note = "; fit not checked (constraint)"
+    if (
+        unknown is not None
+        and level not in ("prefer", "any")
+        and data.default_partition != IMPLICIT_PARTITION
+    ):
+        # the data knows the partitions, not this one: a bracket from every node could name groups outside it
+        # (Slurm's generic "Requested node configuration is not available"); say what is wrong instead
+        return Decision(
+            "reject",
+            loc,
+            message=f"slurm-topo: --locality={loc}: partition '{safe(unknown)}' is not in slurm-topo's data "
+            f"(created after its last run?), so its {level}s cannot be checked; the next `slurm-topo apply` "
+            "learns it (an administrator can run it now), or submit to another partition",
+            record=_record(f"{loc}: rejected; partition '{safe(unknown)}' not in the data"),
+            rejection="request",
+        )
     if unknown is not None:
         note += f"; partition '{safe(unknown)}' not in the data: all nodes counted"
     job = _Job(
