@@ -144,9 +144,7 @@ def test_any_leaves_the_job_unchanged(fslurm: slurmctl.Slurm) -> None:
     job = fslurm.submit("--exclusive", "-N3", "--locality=any", "--wrap", SLEEP)
     info = fslurm.wait_state(job, "RUNNING")
     assert info["Features"] == "(null)"
-    assert (
-        info.get("AdminComment") == "slurm-topo:"
-    )  # the "slurm-topo: any" record, cut at the space by the parser
+    assert info.get("AdminComment") == "slurm-topo: any"  # the whole record (squeue --json)
     assert "AdminComment=slurm-topo: any " in fslurm.out("scontrol", "show", "job", "-o", job)
 
 
