@@ -412,3 +412,24 @@ def test_nvlink_domains_from_the_inventory() -> None:
     assert found is not None and found.level == "nvlink" and set(found.nodes) == {"c0", "c1", "c2", "c3"}
     spread = predict(fabric, ["c4", "c5", "c6", "c7"], PlanSpec(allreduce_bytes=1e10))
     assert spread.best_level == "nvlink" and spread.slowdown is not None and spread.slowdown > 2
+
+
+def test_a_ring_inside_a_node_follows_nvlink_not_index_order() -> None:
+    """DGX-1 hybrid cube mesh (a real capture): index order 0..7 crosses SYS twice, but an all-NVLink ring of
+    the 8 GPUs exists, as NCCL finds it; the cost model rings over it. A node where no NVLink ring exists
+    (all PCIe) keeps its bottleneck."""
+    from slurm_topo.cost.model import gpu_level, gpu_order
+    from slurm_topo.gpu.topo import parse_topo_matrix
+
+    real = Path(__file__).parent / "fixtures" / "real" / "topo"
+    dgx1 = parse_topo_matrix((real / "dgx1-v100-8gpu-hybridcube-1nic-oneflow.txt").read_text())
+    assert [gpu_level(dgx1, k, (k + 1) % 8) for k in range(8)].count("sys") == 2
+    ring = gpu_order(dgx1, range(8), closed=True)
+    assert sorted(ring) == list(range(8))
+    assert {gpu_level(dgx1, ring[k], ring[(k + 1) % 8]) for k in range(8)} == {"nvlink"}, ring
+    chain = gpu_order(dgx1, (0, 3, 4, 7), closed=False)  # a path inside the node when the ring leaves it
+    assert {gpu_level(dgx1, chain[k], chain[k + 1]) for k in range(3)} <= {"nvlink", "pcie"}, chain
+    pcie = parse_topo_matrix((real / "rtx3090-8gpu-pcie-node-sys-dualsocket.txt").read_text())
+    two_sockets = gpu_order(pcie, range(8), closed=True)
+    hops = [gpu_level(pcie, two_sockets[k], two_sockets[(k + 1) % 8]) for k in range(8)]
+    assert "nvlink" not in hops and hops.count("sys") == 2, hops  # a ring over 2 sockets crosses twice
