@@ -66,19 +66,7 @@ def tree_dict(inventory: Inventory) -> dict[str, object]:
 
 
 def render_tree(inventory: Inventory) -> str:
-    root = _Count()
-    for node in inventory.nodes:
-        loc = node.location
-        path = [loc.region or "(no location)"]
-        if loc.region is not None:
-            path.append(loc.zone or "(no zone)")
-            if loc.network_group is not None or loc.zone is not None:
-                path.append(loc.network_group or "(no network group)")
-        root.add(node)
-        cur = root
-        for label in path:
-            cur = cur.children.setdefault(label, _Count())
-            cur.add(node)
+    root = _tree(inventory)
     regions = [k for k in root.children if not k.startswith("(")]
     zones = sum(len([z for z in root.children[r].children if not z.startswith("(")]) for r in regions)
     lines = [f"fleet: {root.text()}; {counted(len(regions), 'region')}, {counted(zones, 'zone')}"]

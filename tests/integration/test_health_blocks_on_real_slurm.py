@@ -123,21 +123,7 @@ def test_a_degraded_node_leaves_its_block_live_and_again_after_a_reconfigure(
             "ib_expected_gbps=400",
         ]
         p = subprocess.run(
-            [
-                *slurmctl.slurm_topo_cli(),
-                "health",
-                "--node-name",
-                "g02",
-                "--no-nvml",
-                "--sysfs-root",
-                str(root),
-                "--state",
-                str(work / "state.json"),
-                "--records",
-                str(records),
-                "--threshold",
-                "ib_expected_gbps=400",
-            ],
+            health,
             capture_output=True,
             text=True,
             timeout=60,
