@@ -82,6 +82,26 @@ def expand_index_list(text: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+BENIGN_ERRORS = (
+    # slurmctld's own start on a fresh test cluster, not the tests' doing: no PMIx library on the host,
+    # and the first state save of an empty StateSaveLocation
+    re.compile(r"mpi/pmix|pmi/pmix|Cannot create context for mpi/"),
+    re.compile(r"Could not open (?:job|node|reservation|trigger|resv|assoc|qos|fed_mgr)\w* state file"),
+    re.compile(r"NOTE: Trying backup state save file"),
+    re.compile(r"No (?:job|node|reservation|trigger)\w* state file"),
+)
+"""``error:`` lines of slurmctld.log that say nothing about what a test did; every other one is a finding."""
+
+
+def log_errors(text: str) -> list[str]:
+    """The ``error:`` lines of a slurmctld log excerpt, less :data:`BENIGN_ERRORS`."""
+    return [
+        line
+        for line in text.splitlines()
+        if "error:" in line and not any(rx.search(line) for rx in BENIGN_ERRORS)
+    ]
+
+
 def parse_kv_line(line: str) -> dict[str, str]:
     """``Key=Value Key2=Value2`` tokens of one Slurm config/scontrol line."""
     return dict(tok.split("=", 1) for tok in line.split() if "=" in tok)
