@@ -271,7 +271,8 @@ def main() -> None:
             f"Machine: {cpu}, {os.cpu_count()} CPUs, Python {platform.python_version()} ({platform.system()} "
             f"{platform.release()})",
             "",
-            "Per case (free mask, k): the fastest of the repeats, CPU µs per call (process_time). 8 GPUs: every free mask × "
+            "Per case (free mask, k): the fastest of the repeats, CPU µs per call (process_time). 8 GPUs: "
+            "every free mask × "
             f"every k; 16 GPUs: all free + {args.masks} seeded random busy masks × every k. {checked} cases "
             "were checked equal to the exhaustive search.",
             "",

@@ -809,7 +809,9 @@ def explain(
         raise click.UsageError("--svg needs the fleet: give -i FILE")
     inventory = _load(inventories, records_dir=records_dir) if inventories or records_dir else None
     table = _links_table(inventories, links_file)
-    explanation, view = explain_full(job_id, SubprocessRunner(), inventory=inventory, plan=plan, table=table)
+    explanation, view = explain_full(
+        job_id, SubprocessRunner(), inventory=inventory, plan=plan, table=table, want_states=bool(svg_file)
+    )
     if as_json:
         import dataclasses
 

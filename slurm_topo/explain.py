@@ -364,8 +364,9 @@ def predict_cost(
     from .hostlist import expand
 
     text, source = job_plan(plan, _val(job, "Comment"), inventory)
-    if text is None:
-        return CostView((NO_PLAN,))
+    if text is None:  # no prediction; the picture still shows what is free (node states when read)
+        known = node_states(inventory, node_records)[0] if inventory and node_records is not None else None
+        return CostView((NO_PLAN,), states=known)
     if inventory is None:
         return CostView((f"plan {text} ({source}); {NO_INVENTORY}",))
     try:
@@ -405,6 +406,7 @@ def explain_full(
     plan: str | None = None,
     table: LinkTable = DEFAULT_TABLE,
     access: SlurmAccess | None = None,
+    want_states: bool = False,
 ) -> tuple[Explanation, CostView | None]:
     """Ask slurmctld (``scontrol show job -o``, ``scontrol show node -o`` for the job's nodes, and with an
     inventory and a plan ``scontrol -d show node -o`` for what is free now) -> the explanation and, for a
@@ -422,7 +424,9 @@ def explain_full(
     if not nodes:
         return explanation, None
     records: list[dict[str, str]] | None = None
-    if inventory is not None and job_plan(plan, _val(job, "Comment"), inventory)[0] is not None:
+    if inventory is not None and (
+        want_states or job_plan(plan, _val(job, "Comment"), inventory)[0] is not None
+    ):
         from .access.text import parse_scontrol_nodes
 
         try:  # -d: GresUsed=gpu:…(IDX:…), the GPUs a MIXED node has in use

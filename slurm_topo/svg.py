@@ -13,14 +13,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from xml.sax.saxutils import escape, quoteattr
 
-from .capacity import ALLOCATED, DRAINED, FREE, STATE_KINDS, UNKNOWN, NodeState
+from .capacity import ALLOCATED, DRAINED, FREE, UNKNOWN, NodeState
 from .model import Inventory, Node, natural_key
 from .text import counted
 
 SQUARES_MAX = 128
 CARDS_MAX = 1500
-COLOURS = {FREE: "#2b8a3e", ALLOCATED: "#1c5fb8", DRAINED: "#e8590c", UNKNOWN: "#adb5bd"}
-LABELS = {FREE: "free", ALLOCATED: "allocated", DRAINED: "drained/down", UNKNOWN: "state unknown"}
+PARTLY = "partly"
+"""A node in use with GPUs still free (Slurm's MIXED with free GPUs): its own colour, never drawn as full."""
+KINDS = (FREE, PARTLY, ALLOCATED, DRAINED, UNKNOWN)
+"""The picture's node kinds, in the bars' order: capacity's kinds with ``partly`` after free."""
+COLOURS = {FREE: "#2b8a3e", PARTLY: "#94d82d", ALLOCATED: "#1c5fb8", DRAINED: "#e8590c", UNKNOWN: "#adb5bd"}
+LABELS = {
+    FREE: "free",
+    PARTLY: "partly free (GPUs left)",
+    ALLOCATED: "allocated",
+    DRAINED: "drained/down",
+    UNKNOWN: "state unknown",
+}
 
 WIDTH = 1240
 MARGIN = 20
@@ -39,7 +49,7 @@ class _Group:
     nodes: list[Node] = field(default_factory=list)
 
     def states(self, states: Mapping[str, NodeState] | None) -> dict[str, int]:
-        out = dict.fromkeys(STATE_KINDS, 0)
+        out = dict.fromkeys(KINDS, 0)
         for n in self.nodes:
             out[_kind(n, states)] += 1
         return out
@@ -49,7 +59,11 @@ def _kind(node: Node, states: Mapping[str, NodeState] | None) -> str:
     if states is None:
         return UNKNOWN
     s = states.get(node.name)
-    return s.kind if s is not None else UNKNOWN
+    if s is None:
+        return UNKNOWN
+    if s.kind == ALLOCATED and 0 < s.free_gpus < s.gpus:
+        return PARTLY
+    return s.kind
 
 
 def _tree(inventory: Inventory) -> dict[str, dict[str, dict[str, _Group]]]:
@@ -70,7 +84,7 @@ def _sorted(keys: Sequence[str]) -> list[str]:
 def _bar(x: int, y: int, w: int, counts: Mapping[str, int], total: int) -> list[str]:
     out = [f"<rect x='{x}' y='{y}' width='{w}' height='8' fill='#e9ecef'/>"]
     pos = float(x)
-    for kind in STATE_KINDS:
+    for kind in KINDS:
         if counts[kind] and total:
             width = w * counts[kind] / total
             out.append(f"<rect x='{pos:.1f}' y='{y}' width='{width:.1f}' height='8' fill='{COLOURS[kind]}'/>")
@@ -78,10 +92,21 @@ def _bar(x: int, y: int, w: int, counts: Mapping[str, int], total: int) -> list[
     return out
 
 
+def _room(nodes: Sequence[Node], states: Mapping[str, NodeState] | None) -> str:
+    """A region's or zone's room at a glance: "; 12 nodes free, 40 of 96 GPUs free" (nothing without
+    states)."""
+    if states is None:
+        return ""
+    free_nodes = sum(1 for n in nodes if _kind(n, states) == FREE)
+    gpus = sum(n.gpus or 0 for n in nodes)
+    free_gpus = sum(states[n.name].free_gpus for n in nodes if n.name in states)
+    return f"; {counted(free_nodes, 'node')} free, {free_gpus} of {counted(gpus, 'GPU')} free"
+
+
 def _card(
     x: int, y: int, title: str, nodes: Sequence[Node], states: Mapping[str, NodeState] | None
 ) -> tuple[list[str], int]:
-    counts = dict.fromkeys(STATE_KINDS, 0)
+    counts = dict.fromkeys(KINDS, 0)
     for n in nodes:
         counts[_kind(n, states)] += 1
     gpus = sum(n.gpus or 0 for n in nodes)
@@ -94,7 +119,7 @@ def _card(
     shown = title if len(title) <= 30 else title[:29] + "…"
     tip = f"{title}: {counted(len(nodes), 'node')}, {counted(gpus, 'GPU')}"
     if states is not None:
-        tip += "; " + ", ".join(f"{counts[k]} {LABELS[k]}" for k in STATE_KINDS if counts[k])
+        tip += "; " + ", ".join(f"{counts[k]} {LABELS[k]}" for k in KINDS if counts[k])
         tip += f"; {free_gpus} GPUs free"
     out = [
         f"<g><title>{escape(tip)}</title>",
@@ -115,7 +140,7 @@ def _card(
                 f"<title>{escape(n.name)}</title></rect>"
             )
     else:
-        parts = ", ".join(f"{counts[k]} {LABELS[k]}" for k in STATE_KINDS if counts[k])
+        parts = ", ".join(f"{counts[k]} {LABELS[k]}" for k in KINDS if counts[k])
         out.append(
             f"<text x='{x + 8}' y='{y + 60}' font-size='10' fill='#495057' {FONT}>{escape(parts)}</text>"
         )
@@ -135,7 +160,9 @@ def render_svg(
     for region in _sorted(list(tree)):
         zones = tree[region]
         r_nodes = [n for gs in zones.values() for g in gs.values() for n in g.nodes]
-        header = f"region {region}: {counted(len(r_nodes), 'node')}, {counted(len(zones), 'zone')}"
+        header = f"region {region}: {counted(len(r_nodes), 'node')}, {counted(len(zones), 'zone')}" + _room(
+            r_nodes, states
+        )
         body.append(
             f"<text x='{MARGIN}' y='{y + 14}' font-size='15' font-weight='bold' {FONT}>"
             f"{escape(header)}</text>"
@@ -148,8 +175,11 @@ def render_svg(
             continue
         for zone in _sorted(list(zones)):
             groups = zones[zone]
-            z_nodes = sum(len(g.nodes) for g in groups.values())
-            label = f"zone {zone}: {counted(z_nodes, 'node')}, {counted(len(groups), 'network group')}"
+            z_list = [n for g in groups.values() for n in g.nodes]
+            label = (
+                f"zone {zone}: {counted(len(z_list), 'node')}, {counted(len(groups), 'network group')}"
+                + _room(z_list, states)
+            )
             body.append(
                 f"<text x='{MARGIN + 10}' y='{y + 12}' font-size='12' fill='#343a40' {FONT}>"
                 f"{escape(label)}</text>"
@@ -166,7 +196,7 @@ def render_svg(
         f"{counted(len(tree), 'region')}, {counted(n_groups, 'network group')}</text>"
     ]
     lx = MARGIN
-    kinds = STATE_KINDS if states is not None else (UNKNOWN,)
+    kinds = KINDS if states is not None else (UNKNOWN,)
     for kind in kinds:
         label = LABELS[kind] if states is not None else "no node states given"
         head.append(f"<rect x='{lx}' y='{MARGIN + 26}' width='12' height='12' fill='{COLOURS[kind]}'/>")

@@ -408,3 +408,12 @@ def test_landed_names_the_nvlink_domains_and_an_nvl_split_is_broken() -> None:
     assert explain.landed(partly).endswith("; NVLink domain rack-01 + 1 node in none")
     assert explain.broken_locality("nvl:fail", partly) is not None
     assert explain.landed({"c1": ["region_r"]}) == "same region r"  # no domains: nothing added
+
+
+def test_explain_svg_without_a_plan_still_shows_the_node_states() -> None:
+    """A job with no plan: no prediction, but the picture is drawn from the node states (not all grey)."""
+    job = slurm_text.parse_record_line(_placed("n[07,10]"))
+    view = explain.predict_cost(job, _fleet(), _states(("n08", "n11")))
+    assert view.lines == (explain.NO_PLAN,)
+    assert view.states is not None and view.states["n08"].kind == "allocated", view.states
+    assert view.states["n01"].kind == "free"

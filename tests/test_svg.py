@@ -92,3 +92,21 @@ def test_show_svg_unwritable(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     res = run("show", "-i", str(REAL / "inventory.yaml"), "--svg", str(tmp_path / "file" / "x.svg"))
     assert res.returncode == 4 and "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_a_mixed_node_with_gpus_left_is_drawn_partly_free_and_headers_say_the_room() -> None:
+    """MIXED, 8 GPUs, 6 free: its own colour (not the all-allocated blue), counted in the bar and the tooltip;
+    region and zone headers say how many nodes and GPUs are free."""
+    from slurm_topo.svg import PARTLY
+
+    inv = fleet(2, 2)
+    states = idle_states(inv)
+    states["g0000n000"] = NodeState("g0000n000", "allocated", 8, 6, "MIXED")
+    states["g0000n001"] = NodeState("g0000n001", "allocated", 8, 0, "ALLOCATED")
+    svg = render_svg(inv, states)
+    got = {r.find(f"{NS}title").text: r.get("fill") for r in squares(svg)}  # type: ignore[union-attr]
+    assert got["g0000n000"] == COLOURS[PARTLY] != COLOURS["allocated"]
+    assert got["g0000n001"] == COLOURS["allocated"]
+    assert "1 partly free (GPUs left)" in svg and "1 allocated" in svg
+    assert "region r1: 4 nodes, 2 zones; 2 nodes free, 22 of 32 GPUs free" in svg, svg[:2000]
+    assert "zone r1-a: 2 nodes, 1 network group; 0 nodes free, 6 of 16 GPUs free" in svg
