@@ -795,8 +795,8 @@ def explain(
     """What a job asked for, what the locality filter decided, and where Slurm placed it (or why it waits).
 
     With -i FILE (the fleet) and a plan (--plan, else the job's --comment=plan=tp=…,pp=…,bytes=…): the
-    predicted communication seconds per step of its placement, of the best placement free right now and of
-    the best on an idle fleet."""
+    predicted communication seconds per step of its placement, of the best placement free right now (its own
+    nodes counted as free) and of the best on an idle fleet."""
     from .explain import explain_full, write_overlay
 
     if not job_id.replace("_", "").replace("+", "").isdigit():

@@ -9,8 +9,9 @@
   that breaks a required locality (a zone job whose nodes span zones, e.g. with ``--nodelist``) is flagged;
   for a pending job, Slurm's ``Reason=`` (and for a held one the record, which says why);
 * the cost (with ``-i FILE``: the fleet's inventory): for a placed job that carries a parallelism plan, the
-  predicted communication seconds per step of its placement, of the best placement free right now and of the
-  best on an idle fleet, and how much slower the job's own placement is (:mod:`slurm_topo.cost`). The plan
+  predicted communication seconds per step of its placement, of the best placement free right now (its
+  own nodes counted as free) and of the best on an idle fleet, and how much slower the job's own
+  placement is (:mod:`slurm_topo.cost`). The plan
   comes from ``--plan tp=8,pp=4,bytes=10G`` on the command line, else from the job's comment
   (``sbatch --comment=plan=tp=8,pp=4,bytes=10G``, a ``plan=`` token next to any ``locality=``), else from
   a site default (``policy: {plan: ...}``, once the inventory carries one). Without a plan it says so.
@@ -388,7 +389,7 @@ def predict_cost(
     )
     lines = [head, *describe(idle, now)]
     if now is None:
-        lines.append("free right now: unknown (node states could not be read)")
+        lines.append("free right now (with its own nodes): unknown (node states could not be read)")
     return CostView(
         tuple(lines),
         nodes,
@@ -474,7 +475,7 @@ def write_overlay(inventory: Inventory, explanation: Explanation, view: CostView
     best: tuple[str, ...] | None = None
     label = "best placement"
     if view is not None and view.best_now is not None:
-        best, label = view.best_now, "best placement free right now"
+        best, label = view.best_now, "best placement free right now (with its own nodes)"
     elif view is not None and view.best_idle is not None:
         best, label = view.best_idle, "best placement on an idle fleet"
     elif nodes:

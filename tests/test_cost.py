@@ -379,7 +379,7 @@ def test_predict_job_and_describe_for_explain() -> None:
     lines = describe(idle, now)
     assert lines[0].startswith("predicted communication: ") and "bottleneck: dp at region" in lines[0]
     assert any(line.startswith("best placement on an idle fleet:") and "% slower" in line for line in lines)
-    assert any(line.startswith("best placement free right now:") for line in lines)
+    assert any(line.startswith("best placement free right now (with its own nodes):") for line in lines)
     assert predict_job(fabric, ["a0", "b0"], spec)[1] is None
 
 

@@ -304,7 +304,9 @@ def test_cost_of_a_job_across_two_zones_against_the_best_placements() -> None:
     assert math.isclose(
         _seconds(idle, "best placement on an idle fleet"), ring["network_group"], rel_tol=1e-3
     )
-    assert math.isclose(_seconds(now, "best placement free right now"), ring["zone"], rel_tol=1e-3), now
+    assert math.isclose(
+        _seconds(now, "best placement free right now (with its own nodes)"), ring["zone"], rel_tol=1e-3
+    ), now
     slower = round((ring["region"] / ring["network_group"] - 1) * 100)
     assert idle.endswith(f"(one network group); this placement is {slower} % slower"), idle
     assert view.nodes == ("n07", "n10") and view.best_now == ("n07", "n09")
@@ -353,7 +355,9 @@ def test_explain_svg_marks_the_jobs_nodes_and_the_best_placement(tmp_path: Path)
     view = explain.predict_cost(job, _fleet(), _states(("n08", "n11", "n06")))
     explanation = explain.explain_record(job, None)
     line = explain.write_overlay(_fleet(), explanation, view, str(tmp_path / "job.svg"))
-    assert line.startswith(f"svg: {tmp_path / 'job.svg'} (job 31 on 2 nodes, best placement free right now")
+    assert line.startswith(
+        f"svg: {tmp_path / 'job.svg'} (job 31 on 2 nodes, best placement free right now (with its own nodes)"
+    )
     root = ET.parse(tmp_path / "job.svg").getroot()
     ns = "{http://www.w3.org/2000/svg}"
     marked_job = {r.get("data-job") for r in root.iter(f"{ns}rect") if r.find(f"{ns}title") is not None}
@@ -364,7 +368,9 @@ def test_explain_svg_marks_the_jobs_nodes_and_the_best_placement(tmp_path: Path)
     tips = [t.text or "" for g in root.iter(f"{ns}g") for t in g.findall(f"{ns}title")]
     assert sum("job 31: 1 node" in t for t in tips) == 2, tips
     both = [t for t in tips if t.startswith("rack-c1:")]
-    assert both and both[0].endswith("; job 31: 1 node; best placement free right now: 1 node"), both
+    assert both and both[0].endswith(
+        "; job 31: 1 node; best placement free right now (with its own nodes): 1 node"
+    ), both
     legend = [t.text for t in root.iter(f"{ns}text")][:2]
     assert legend[0] == "job 31: 2 nodes n[07,10]", legend
 

@@ -154,7 +154,7 @@ def describe(idle: Prediction, now: Prediction | None = None) -> list[str]:
         f"predicted communication: {cur.seconds:.4g} s per step"
         + (f" (bottleneck: {top.kind} at {top.level.replace('_', ' ')})" if top else "")
     ]
-    for label, pred in (("on an idle fleet", idle), ("free right now", now)):
+    for label, pred in (("on an idle fleet", idle), ("free right now (with its own nodes)", now)):
         if pred is None:
             continue
         if pred.best is None or pred.slowdown is None:

@@ -1,5 +1,6 @@
 """`slurm-topo explain JOBID -i FLEET` on real Slurm: the predicted communication cost of where a job landed,
-against the best placement free right now and the best on an idle fleet (docker-slurm/fleet.yaml).
+against the best placement free right now (its own nodes counted) and the best on an idle fleet
+(docker-slurm/fleet.yaml).
 
 A 2-node job with ``--comment=plan=bytes=10G`` (DP over its 8 GPUs, a 10 GB gradient) is pinned with
 ``--nodelist`` to n07 (us-west-2a) and n10 (us-west-2b): two zones. Another job holds n05, n08 and n11, so
@@ -54,7 +55,7 @@ def test_explain_predicts_a_higher_cost_across_two_zones(slurm: slurmctl.Slurm, 
     )
     actual = _seconds(text, "predicted communication")
     idle = _seconds(text, "best placement on an idle fleet")
-    now = _seconds(text, "best placement free right now")
+    now = _seconds(text, "best placement free right now (with its own nodes)")
     assert idle < now < actual, text
 
     # the numbers are the model's, for these placements
@@ -63,7 +64,7 @@ def test_explain_predicts_a_higher_cost_across_two_zones(slurm: slurmctl.Slurm, 
     for printed, nodes in ((actual, ["n07", "n10"]), (now, ["n07", "n09"]), (idle, ["n05", "n06"])):
         expected = score_placement(fabric, nodes, spec).seconds
         assert abs(printed - expected) <= 5e-4 * expected, (nodes, printed, expected, text)
-    for label, best in (("on an idle fleet", idle), ("free right now", now)):
+    for label, best in (("on an idle fleet", idle), ("free right now (with its own nodes)", now)):
         m = re.search(rf"best placement {label}: .*this placement is (\d+) % slower", text)
         # the % is the model's exact ratio; the seconds above are printed to 4 digits
         assert m and abs(int(m.group(1)) - (actual / best - 1) * 100) <= 1, (label, text)
@@ -76,8 +77,8 @@ def test_explain_predicts_a_higher_cost_across_two_zones(slurm: slurmctl.Slurm, 
     assert {r.get("data-job") for r in squares} - {None} == {"n07", "n10"}
     assert {r.get("data-best") for r in squares} - {None} == {"n07", "n09"}
     assert (
-        f"svg: {tmp_path / 'job.svg'} (job {job} on 2 nodes, best placement free right now on 2 nodes)"
-        in text
+        f"svg: {tmp_path / 'job.svg'} (job {job} on 2 nodes, best placement free right now "
+        "(with its own nodes) on 2 nodes)" in text
     )
 
     # --plan on the command line wins over the comment; without -i the prediction is skipped, plainly
