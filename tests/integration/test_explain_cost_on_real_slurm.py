@@ -65,7 +65,7 @@ def test_explain_predicts_a_higher_cost_across_two_zones(slurm: slurmctl.Slurm, 
         expected = score_placement(fabric, nodes, spec).seconds
         assert abs(printed - expected) <= 5e-4 * expected, (nodes, printed, expected, text)
     for label, best in (("on an idle fleet", idle), ("free right now (with its own nodes)", now)):
-        m = re.search(rf"best placement {label}: .*this placement is (\d+) % slower", text)
+        m = re.search(rf"best placement {re.escape(label)}: .*this placement is (\d+) % slower", text)
         # the % is the model's exact ratio; the seconds above are printed to 4 digits
         assert m and abs(int(m.group(1)) - (actual / best - 1) * 100) <= 1, (label, text)
         assert int(m.group(1)) > 0
