@@ -110,6 +110,30 @@ def test_tp4_on_two_nodes_binds_each_group_to_one_island(srun_cluster: tuple[slu
     assert "span NVLink islands" not in (work / "tp4.out").read_text()  # every group inside one island
 
 
+def test_tp4_pp3_dp_peers_of_a_stage_take_the_same_local_gpus(
+    srun_cluster: tuple[slurmctl.Slurm, Path],
+) -> None:
+    """--tp 4 --pp 3 on three 8-GPU nodes (dp 2): what each task printed shows every stage's two replicas
+    on one node, or on the same local GPUs of two nodes (one rail each); each pipeline changes node once."""
+    slurm, work = srun_cluster
+    rows = _run_job(
+        slurm,
+        work,
+        "tp4pp3",
+        ["-N3", "-w", "gs[1-3]", "--ntasks-per-node=8", "--gres=gpu:8"],
+        _gsrun("--tp 4 --pp 3 --order tp-pp-dp"),
+    )
+    assert [r[0] for r in rows] == list(range(24)), rows
+    # --order tp-pp-dp: rank = tp + 4·(pp + 3·dp); a stage's replicas are the groups pp and pp + 3
+    groups = [(rows[4 * g][1], rows[4 * g][2]) for g in range(6)]
+    for stage in range(3):
+        (n0, c0), (n1, c1) = groups[stage], groups[stage + 3]
+        assert n0 == n1 or c0 == c1, (stage, groups)
+    for d in range(2):
+        pipe = [groups[3 * d + s][0] for s in range(3)]
+        assert sum(a != b for a, b in zip(pipe, pipe[1:], strict=False)) == 1, (d, groups)
+
+
 def test_tp8_pp2_keeps_pipelines_in_one_leaf(srun_cluster: tuple[slurmctl.Slurm, Path]) -> None:
     slurm, work = srun_cluster
     leaf = {node: sw.name for sw in slurm.topology().values() if sw.level == 0 for node in sw.nodes}
