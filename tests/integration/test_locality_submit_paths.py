@@ -8,6 +8,9 @@ install step does; the cluster's partition is ``main`` (Nodes=ALL, Default=YES).
 
 from __future__ import annotations
 
+import subprocess
+import time
+
 import pytest
 import slurmctl
 
@@ -332,3 +335,69 @@ def test_an_owners_comment_cannot_change_the_locality(fslurm: slurmctl.Slurm) ->
     assert fslurm.out("squeue", "-h", "-j", job, "-O", "comment:200").strip() == comment
     assert squeue_fields(fslurm, job) == before
     fslurm.cancel(job)
+
+
+def test_a_partition_created_after_the_data_gets_a_slurm_topo_message(
+    filtered_cluster: slurmctl.Cluster, fslurm: slurmctl.Slurm, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    """The data file generated with the live partitions (``--partitions-from``), then a partition created
+    after it: a zone job there is refused by slurm-topo naming the partition and what to do (it got Slurm's
+    generic "Requested node configuration is not available" with a bracket of zones outside the partition);
+    a partition the data knows is placed as ever. The data file and the partitions are put back after."""
+    etc = filtered_cluster.etc
+    data = etc / "slurm_topo_data.lua"
+    saved = data.read_bytes()
+    parts = tmp_path / "partitions.txt"
+    parts.write_text(fslurm.out("scontrol", "show", "partition", "-o"))
+    out = tmp_path / "gen"
+    argv = [*slurmctl.slurm_topo_cli(), "generate", "-i", str(etc / "inventory.yaml"), "-o", str(out)]
+    argv += [
+        "--partitions-from",
+        str(parts),
+        "--slurm-version",
+        f"{filtered_cluster.version[0]}.{filtered_cluster.version[1]:02d}",
+    ]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert p.returncode == 0, p.stderr
+    try:
+        data.write_bytes((out / "slurm_topo_data.lua").read_bytes())  # the filter reloads a changed file
+        fslurm.out("scontrol", "create", "PartitionName=late", "Nodes=n[07-12]", "State=UP")
+        argv = ["timeout", "20", "sbatch", "-p", "late", "-N2", "--locality=zone", "--wrap", "true"]
+        deadline = (
+            time.monotonic() + 40
+        )  # the filter rereads a changed data file within 10 s (RECHECK_SECONDS)
+        while time.monotonic() < deadline:
+            p = fslurm.run([*argv[:3], "--test-only", *argv[3:]], timeout=25, check=False)
+            if "not in slurm-topo's data" in p.stderr:
+                break
+            time.sleep(0.5)
+        p = fslurm.run(argv, timeout=25, check=False)
+        assert p.returncode != 0, p.stdout
+        assert (
+            "partition 'late' is not in slurm-topo's data" in p.stderr and "slurm-topo apply" in p.stderr
+        ), p.stderr
+        job = fslurm.submit("-p", "main", "-N2", "--locality=zone", "--hold", "--wrap", "true")
+        assert fslurm.job(job)["Features"].startswith("[zone_"), fslurm.job(job)
+        fslurm.cancel(job)
+    finally:
+        fslurm.run(["scontrol", "delete", "PartitionName=late"], check=False)
+        data.write_bytes(saved)
+        # the next tests meet the original data: wait until the filter has reread it (the probe then gets
+        # Slurm's own "invalid partition", not the partition-aware data's refusal)
+        probe = [
+            "timeout",
+            "20",
+            "sbatch",
+            "--test-only",
+            "-p",
+            "late",
+            "-N2",
+            "--locality=zone",
+            "--wrap",
+            "true",
+        ]
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline:
+            if "not in slurm-topo's data" not in fslurm.run(probe, timeout=25, check=False).stderr:
+                break
+            time.sleep(0.5)
