@@ -1716,7 +1716,8 @@ function M.submit(job_desc, part_list, submit_uid)
 end
 
 -- --------------------------------------------------------------------------------------------------------------
--- modify: an update of a pending job (slurm_topo/policy/modify.py, which says what an owner may change). Nothing here calls log_user: 22.05 discards it in job_modify with an error line.
+-- modify: an update of a pending job (slurm_topo/policy/modify.py, which says what an owner may change). On 23.02
+-- and later a refusal or a new hold is also told to the updating client (log_user); 22.05 drops log_user there.
 
 -- what an update may change that the decision depends on (policy/modify.py _SIZE_FIELDS): size, GPUs, partition,
 -- and the nodes it may run on (a node list across the level is refused as at submit)
@@ -1884,13 +1885,21 @@ local function run_modify(job_desc, job_rec, modify_uid)
   local m = M.decide_modify(data, job_rec, job_desc, modify_uid == 0)
   if m.action == "pass" then return slurm.SUCCESS end
   local who = "slurm-topo: update of job " .. tostring(job_rec.job_id) .. " by uid " .. tostring(modify_uid)
+  -- 23.02 and later hand log_user in job_modify to the updating client (scontrol prints it); 22.05 drops it
+  -- with an error line. 23.02 is also the release that exposes the full errno table: that tells them apart.
+  local tell = slurm.log_user ~= nil and slurm.ESLURM_REQUESTED_TOPO_CONFIG_UNAVAILABLE ~= nil
   if m.action == "deny" then
     slurm.log_info("%s refused: %s", who, m.log)
+    if tell then slurm.log_user("slurm-topo: %s", m.log) end
     return slurm.ESLURM_ACCESS_DENIED or slurm.ERROR
   end
   if m.action == "reject" then
     slurm.log_info("%s refused: %s", who, m.log)
+    if tell then slurm.log_user("%s", m.log) end
     return reject_code()
+  end
+  if tell and m.priority == 0 then -- the update leaves the job held by the filter: say why, as at submit
+    slurm.log_user("%s%s", m.log, data.messages.hold)
   end
   if m.features ~= nil then job_desc.features = m.features end
   if m.prefer ~= nil then job_desc.prefer = m.prefer end

@@ -401,3 +401,30 @@ def test_a_partition_created_after_the_data_gets_a_slurm_topo_message(
             if "not in slurm-topo's data" not in fslurm.run(probe, timeout=25, check=False).stderr:
                 break
             time.sleep(0.5)
+
+
+def test_an_owners_update_that_holds_or_is_refused_says_why_where_slurm_lets_it(
+    filtered_cluster: slurmctl.Cluster, fslurm: slurmctl.Slurm
+) -> None:
+    """An owner resizes a pending zone job beyond every zone (NumNodes=5; the largest zone has 4 nodes): the
+    update is taken and the filter holds the job; an owner's ``Comment=locality=any`` is refused. From 23.02
+    scontrol prints why (the same reason as at submit); 22.05 drops a job_modify message, so there the job's
+    state is all that says it."""
+    job, _ = user_submit(fslurm, "--begin=now+3600", "-N2", "--locality=zone", "--wrap", "sleep 300")
+    start = log_size(filtered_cluster)
+    p = as_user(fslurm, "scontrol", "update", f"JobId={job}", "NumNodes=5")
+    if filtered_cluster.version < (23, 2) and p.returncode != 0:  # 22.05: an owner may not raise it at all
+        assert "Node count specification invalid" in p.stderr, p.stderr
+    else:
+        assert p.returncode == 0, p.stderr
+        assert fslurm.job(job)["Priority"] == "0"
+    q = as_user(fslurm, "scontrol", "update", f"JobId={job}", "Comment=locality=any")
+    assert q.returncode != 0
+    if filtered_cluster.version >= (23, 2):
+        assert "no zone can ever hold 5 nodes" in p.stderr or "zone:wait: held;" in p.stderr, p.stderr
+        assert "resize it" in p.stderr, p.stderr
+        assert "the locality is fixed at submit" in q.stderr, q.stderr
+    else:
+        assert "slurm-topo" not in p.stderr + q.stderr  # nothing reaches the client on 22.05
+        assert slurmctl.log_errors(log_since(filtered_cluster, start)) == []  # and nothing was tried
+    fslurm.cancel(job)
