@@ -21,9 +21,10 @@ released
 * **AdminComment** is written only for administrators: Slurm refuses it from anyone else ("Attempt to change
   admin_comment"), which would deny the whole update. Owners' re-plans are logged in slurmctld.log instead.
 
-Nothing here sends a message to the user: 22.05 discards ``log_user`` in job_modify (with an ``error:`` line).
 A refusal is Slurm's "Access/permission denied"; the reason is in the job's AdminComment (a hold) or the
-locality the owner asked to change.
+locality the owner asked to change. From 23.02 the Lua filter also tells the updating client why (a refusal,
+a new hold: ``log_user``, printed by scontrol); 22.05 discards ``log_user`` in job_modify (with an ``error:``
+line), so there it says nothing.
 """
 
 from __future__ import annotations
