@@ -125,12 +125,20 @@ class CommandError(SlurmTopoError, RuntimeError):
 
     exit_code = ExitCode.COMMAND
 
-    def __init__(self, argv: Sequence[str], returncode: int | None, stderr: str = ""):
+    def __init__(
+        self, argv: Sequence[str], returncode: int | None, stderr: str = "", *, timeout: float | None = None
+    ):
         self.argv = tuple(argv)
         self.returncode = returncode
         self.stderr = stderr
+        self.timeout = timeout
+        """Set when the command was killed after this many seconds (it ran; it did not answer in time)."""
         tail = stderr.strip().splitlines()[-1] if stderr.strip() else ""
-        what = "could not be started" if returncode is None else f"exited {returncode}"
+        if timeout is not None:
+            what = f"did not answer within {timeout:g} s (slurmctld down or overloaded?)"
+            tail = ""
+        else:
+            what = "could not be started" if returncode is None else f"exited {returncode}"
         super().__init__(f"{' '.join(self.argv)} {what}" + (f": {tail}" if tail else ""))
 
 

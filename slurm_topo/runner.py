@@ -21,7 +21,9 @@ class SubprocessRunner:
     def run(self, argv: Sequence[str], timeout: float = 30.0) -> str:
         try:
             proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
+        except subprocess.TimeoutExpired:
+            raise CommandError(argv, None, timeout=timeout) from None
+        except OSError as exc:
             raise CommandError(argv, None, str(exc)) from None
         if proc.returncode != 0:
             raise CommandError(argv, proc.returncode, proc.stderr)

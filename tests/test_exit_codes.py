@@ -266,3 +266,17 @@ def test_shim_codes(tmp_path: Path) -> None:
         "--", "sh", "-c", 'echo "$CUDA_VISIBLE_DEVICES $LOCAL_RANK"', module="slurm_topo.srun_shim", env=here
     )
     assert proc.returncode == 0 and proc.stdout == "0,1 1\n"
+
+
+def test_a_command_that_does_not_answer_in_time_says_so() -> None:
+    """A Slurm client that hangs (slurmctld down: squeue retries its connection) is killed at the timeout:
+    one line that says it did not answer, never "could not be started"; exit 3 as any failed command."""
+    from slurm_topo.errors import CommandError
+    from slurm_topo.runner import SubprocessRunner
+
+    with pytest.raises(CommandError) as exc:
+        SubprocessRunner().run(["sleep", "30"], timeout=0.2)
+    assert exc.value.timeout == 0.2 and exc.value.exit_code == ExitCode.COMMAND
+    assert str(exc.value) == "sleep 30 did not answer within 0.2 s (slurmctld down or overloaded?)"
+    with pytest.raises(CommandError, match="could not be started"):
+        SubprocessRunner().run(["/nonexistent/squeue"], timeout=5)
