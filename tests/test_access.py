@@ -227,3 +227,19 @@ def test_a_job_name_cannot_pass_for_the_node_list_of_an_allocation() -> None:
 
     a = allocation_from_json(json.dumps(doc), "7")
     assert a.nodes == ("n1", "n2") and a.gpus == {"n1": (), "n2": ()}
+
+
+def test_a_json_client_that_ignores_its_filter_reads_one_job_as_text_afterwards() -> None:
+    """22.05's ``squeue --json --jobs=J`` answers with every job: read once, the next one-job reads take
+    ``scontrol show job -o J`` (one job's cost) with the strict reader."""
+    folder = REAL / "slurm-22.05"
+    listing = (folder / "squeue-json.txt").read_text()
+    line = (folder / "scontrol-show-job-o-held.txt").read_text()
+    r = _Runner({"squeue": listing, "scontrol": line})
+    access = SlurmAccess(r)
+    first = access.job("3")
+    assert first is not None and first["JobId"] == "3" and access.one_job_text
+    again = access.job("3")
+    assert again is not None and again["JobState"] == first["JobState"] == "PENDING"
+    assert [c[0] for c in r.calls] == ["squeue", "scontrol"]
+    assert [j["JobId"] for j in access.jobs().jobs] == ["1", "2", "3", "4"]  # a whole listing stays JSON

@@ -67,6 +67,10 @@ class SlurmAccess:
             raise ValueError(f"{BACKEND_ENV}={chosen[:20]!r}: one of {', '.join(BACKENDS)}")
         self._backend = chosen
         self.fixed = chosen is not None
+        self.one_job_text = False
+        """Set once ``squeue --json --jobs=J`` answered with every job (22.05 ignores squeue's filters with
+        ``--json``): one job is then read with ``scontrol show job -o J`` and the strict text reader, which
+        costs one job, not the whole queue (a line it cannot read safely is refused, never guessed)."""
 
     @property
     def backend(self) -> str:
@@ -74,7 +78,7 @@ class SlurmAccess:
 
     def jobs(self, job: str | None = None, timeout: float = 60.0) -> JobListing:
         """Every job slurmctld holds (or only ``job``; an unknown id gives an empty listing)."""
-        if self.backend == "json":
+        if self.backend == "json" and not (job is not None and self.one_job_text):
             try:
                 text = self.runner.run(json_jobs_argv(job), timeout=timeout)
             except CommandError as exc:
@@ -85,11 +89,15 @@ class SlurmAccess:
                 self._backend = "text"
             else:
                 try:
-                    return jobs_from_json(text, job)
+                    listing = jobs_from_json(text, job)
                 except ParseError:
                     if self.fixed:
                         raise
                     self._backend = "text"
+                else:
+                    if job is not None and listing.listed > 1:
+                        self.one_job_text = True
+                    return listing
         try:
             text = self.runner.run(text_jobs_argv(job), timeout=timeout)
         except CommandError as exc:

@@ -174,6 +174,9 @@ class JobListing:
     jobs: list[dict[str, str]] = field(default_factory=list)
     refused: list[tuple[str, str]] = field(default_factory=list)
     backend: str = ""
+    listed: int = 0
+    """How many jobs Slurm's answer held before a ``job`` filter: more than one for a one-job query means
+    the client ignored its filter (22.05's ``squeue --json``)."""
 
 
 # ---- JSON (squeue --json)
@@ -308,7 +311,7 @@ def jobs_from_json(text: str, job: str | None = None) -> JobListing:
         raise ParseError("squeue --json", None, f"not JSON ({exc})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list):
         raise ParseError("squeue --json", None, "no 'jobs' list")
-    out = JobListing(backend="json")
+    out = JobListing(backend="json", listed=len(doc["jobs"]))
     for j in doc["jobs"]:
         if not isinstance(j, dict):
             continue
