@@ -736,6 +736,7 @@ def apply(
         lock_wait=lock_wait,
         detailed_exitcodes=detailed_exitcodes,
         slurm_version=parse_slurm_version(slurm_version) if slurm_version else None,
+        progress=_warn,
     )
     runner = SubprocessRunner()
     if mode == "recover":

@@ -14,6 +14,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -1087,3 +1088,32 @@ def test_a_foreign_topology_conf_is_retired_only_with_adopt(tmp_path: Path) -> N
     refused(res, etc, before, "topology.conf was not written by slurm-topo (topology.yaml replaces it)")
     res = run_apply(opts(etc, state, adopt=True), new, fake)
     assert res.status == "applied" and not (etc / TOPOLOGY).exists(), res
+
+
+def test_a_long_proof_reports_that_it_is_still_running() -> None:
+    """The throwaway slurmctld's watcher calls back while it waits (apply prints a line each time), and still
+    takes the answer when it comes."""
+    from slurm_topo.apply.prove import ACCEPTED_MARK, _watch
+
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import time; time.sleep(0.6); print('slurmctld: {ACCEPTED_MARK}', flush=True)",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    calls: list[tuple[float, float]] = []
+    lines: list[str] = []
+    try:
+        verdict, _ = _watch(
+            child, lines, time.monotonic() + 60, lambda e, lim: calls.append((e, lim)), every=0.1
+        )
+    finally:
+        child.kill()
+        child.wait()
+        assert child.stdout is not None
+        child.stdout.close()
+    assert verdict == "accepted" and calls, (verdict, calls)
+    assert all(0 < e < lim <= 60 for e, lim in calls)

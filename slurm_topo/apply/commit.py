@@ -32,7 +32,7 @@ from .base import (
 )
 from .controller import _Slurm
 from .plan import _Plan
-from .prove import prover_for
+from .prove import ThrowawayController, prover_for
 from .store import _clean_stage, _put, _read, _stage_path, _State, _write_synced
 
 
@@ -44,6 +44,11 @@ def _prove(options: ApplyOptions, plan: _Plan) -> str:
     if not options.slurm_check:
         return "not proven by Slurm (--no-slurm-check)"
     prover = options.prover or prover_for(options.slurm_version)
+    if options.progress is not None and isinstance(prover, ThrowawayController):
+        prover.progress = lambda elapsed, limit: options.progress(  # type: ignore[misc]
+            f"slurm-topo apply: Slurm's parser is still loading the new set ({elapsed:.0f} s of at most "
+            f"{limit:.0f} s)"
+        )
     proof = prover.prove(options.slurm_dir, dict(plan.new), options.slurm_check_timeout)
     if proof.verdict == "timeout":
         raise Refusal(

@@ -49,7 +49,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
@@ -171,6 +171,8 @@ class ThrowawayController:
             )
         )
         self.unshare = unshare or shutil.which("unshare")
+        self.progress: Callable[[float, float], None] | None = None
+        """Called every PROGRESS_EVERY seconds while the set loads (``apply`` prints a line on stderr)."""
 
     def prove(self, slurm_dir: Path, staged: Mapping[str, bytes | None], timeout: float) -> Proof:
         conf = slurm_dir / "slurm.conf"
@@ -249,7 +251,7 @@ class ThrowawayController:
             return Proof("skipped", f"could not start {argv[0]}: {exc.strerror or exc}: not proven by Slurm")
         lines: list[str] = []
         try:
-            verdict, error = _watch(proc, lines, started + timeout)
+            verdict, error = _watch(proc, lines, started + timeout, self.progress)
         finally:
             _kill_group(proc)
         took = f"{time.monotonic() - started:.1f}s"
@@ -294,18 +296,36 @@ def proof_timeout(base: float, nodes: int) -> float:
     return base + PROOF_SECONDS_PER_NODE * nodes
 
 
-def _watch(proc: subprocess.Popen[bytes], lines: list[str], deadline: float) -> tuple[str, str]:
-    """Read slurmctld's output until it says it runs, says fatal, exits, or the deadline passes."""
+PROGRESS_EVERY = 10.0
+"""Seconds between two progress lines while the throwaway slurmctld loads a large set."""
+
+
+def _watch(
+    proc: subprocess.Popen[bytes],
+    lines: list[str],
+    deadline: float,
+    progress: Callable[[float, float], None] | None = None,
+    every: float = PROGRESS_EVERY,
+) -> tuple[str, str]:
+    """Read slurmctld's output until it says it runs, says fatal, exits, or the deadline passes; every
+    ``every`` seconds meanwhile ``progress(elapsed, limit)``."""
     assert proc.stdout is not None
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
     buf = b""
+    start = time.monotonic()
+    limit = deadline - start
+    reported = start
     try:
         while True:
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            left = deadline - now
             if left <= 0:
                 return "timeout", ""
-            if not sel.select(min(left, 0.5)):
+            if progress is not None and now - reported >= every:
+                reported = now
+                progress(now - start, limit)
+            if not sel.select(min(left, 0.5, every)):
                 continue
             chunk = os.read(proc.stdout.fileno(), 65536)
             if not chunk:  # slurmctld exited
