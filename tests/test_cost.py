@@ -418,7 +418,7 @@ def test_a_ring_inside_a_node_follows_nvlink_not_index_order() -> None:
     """DGX-1 hybrid cube mesh (a real capture): index order 0..7 crosses SYS twice, but an all-NVLink ring of
     the 8 GPUs exists, as NCCL finds it; the cost model rings over it. A node where no NVLink ring exists
     (all PCIe) keeps its bottleneck."""
-    from slurm_topo.cost.model import gpu_level, gpu_order
+    from slurm_topo.gpu.rings import gpu_level, gpu_order
     from slurm_topo.gpu.topo import parse_topo_matrix
 
     real = Path(__file__).parent / "fixtures" / "real" / "topo"

@@ -469,3 +469,18 @@ def test_dp_peers_of_a_stage_take_the_same_local_gpus_where_it_costs_nothing() -
     for d in range(2):
         changes = sum(by[(s, d)][0] != by[(s + 1, d)][0] for s in range(2))
         assert changes == 1, by
+
+
+def test_pipeline_stages_on_one_dgx1_node_follow_an_nvlink_chain() -> None:
+    """--pp 8 of one-GPU stages on a DGX-1 (hybrid cube mesh, a real capture): consecutive stages meet over
+    NVLink, where index order crosses SYS between GPU 3 and 4."""
+    from slurm_topo.gpu.rings import gpu_level
+
+    real = REPO / "tests" / "fixtures" / "real" / "topo" / "dgx1-v100-8gpu-hybridcube-1nic-oneflow.txt"
+    dgx1 = parse_topo_matrix(real.read_text())
+    assert gpu_level(dgx1, 3, 4) == "sys"
+    plan = srun.plan_srun(alloc({"d1": range(8)}), tp=1, pp=8, dp=1, topologies={"d1": dgx1})
+    by_stage = {row.pp: row.gpus[0] for row in plan.rows}
+    chain = [by_stage[s] for s in range(8)]
+    assert sorted(chain) == list(range(8))
+    assert {gpu_level(dgx1, a, b) for a, b in zip(chain, chain[1:], strict=False)} == {"nvlink"}, chain

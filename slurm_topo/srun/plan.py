@@ -49,6 +49,7 @@ from ..errors import InputError
 from ..gpu.links import islands
 from ..gpu.model import GpuTopology
 from ..gpu.pick import pick_devices
+from ..gpu.rings import gpu_order
 from ..srun_shim import GROUPS_VAR, RANKS_VAR
 from ..text import counted
 from .options import PROG, UNSET_ENV, check_srun_options
@@ -343,6 +344,31 @@ def _align_replicas(
     return at
 
 
+def _chain_stages(
+    stage_slot: dict[tuple[int, int], int],
+    slots: Sequence[Slot],
+    topologies: Mapping[str, GpuTopology],
+    pp: int,
+    dp: int,
+) -> dict[tuple[int, int], int]:
+    """A pipeline of one-GPU stages on one node passes its GPUs in the order whose slowest hop is fastest
+    (``gpu.rings.gpu_order``: an NVLink chain on a DGX-1 cube mesh, not index order across SYS); other
+    pipelines are left as placed."""
+    if pp < 3:
+        return stage_slot
+    at = dict(stage_slot)
+    for d in range(dp):
+        mine = [at[(s, d)] for s in range(pp)]
+        nodes = {slots[i][0] for i in mine}
+        if len(nodes) != 1 or any(len(slots[i][1]) != 1 for i in mine):
+            continue
+        topo = _linked(topologies, next(iter(nodes)))
+        by_gpu = {slots[i][1][0]: i for i in mine}
+        for s, gpu in enumerate(gpu_order(topo, list(by_gpu), closed=False)):
+            at[(s, d)] = by_gpu[gpu]
+    return at
+
+
 def _common_level(tree: SwitchTree, nodes: set[str], domains: Mapping[str, str] | None = None) -> str:
     """``node`` for one node, else their NVLink domain when they share one, else the lowest switch above all
     of them, else ``-``."""
@@ -573,6 +599,7 @@ def plan_srun(
             f"allocation holds {len(slots)} ({per_node})"
         )
     stage_slot = _align_replicas(_place_pipelines(slots, tree, pp, dp, domains), slots, tree, pp, dp, domains)
+    stage_slot = _chain_stages(stage_slot, slots, topologies, pp, dp)
     used = [stage_slot[(s, d)] for d in range(dp) for s in range(pp)]
     span = _island_warning([slots[i] for i in used], topologies, tp)
     if span:

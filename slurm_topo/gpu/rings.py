@@ -1,0 +1,97 @@
+"""Rings and chains through the GPUs of one node, as the collective library builds them: which level two GPUs
+meet at (NVLink, PCIe, SYS), and the order a ring (or a pipeline's chain) passes them so that its slowest hop
+is fastest. Used by the cost model (``cost.model.ring_hops``) and by gpulayer-srun's plan (pipeline stages on
+one node), so both follow the same order."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from .links import is_nvlink
+from .model import GpuTopology
+
+_LEVEL_RANK = {"nvlink": 0, "pcie": 1, "sys": 2, "node": 3}
+_ORDER_CACHE: dict[tuple[int, tuple[int, ...], bool], tuple[int, ...]] = {}
+MAX_ORDER_STEPS = 200_000
+"""The search's bound (DFS steps per order): exact for 8 GPUs and for every NVLink-only or regular layout
+beyond; past it, index order."""
+
+
+def _hamiltonian(
+    order: tuple[int, ...], rank: Mapping[tuple[int, int], int], limit: int, closed: bool
+) -> tuple[int, ...] | None:
+    """A path through all of ``order`` (a cycle when ``closed``) whose hops all rank at most ``limit``, the
+    lowest indices first among equals; None when there is none or the search passes its bound."""
+    n = len(order)
+    steps = 0
+
+    def extend(path: list[int], used: set[int]) -> bool:
+        nonlocal steps
+        steps += 1
+        if steps > MAX_ORDER_STEPS:
+            return False
+        if len(path) == n:
+            return not closed or rank[(path[-1], path[0])] <= limit
+        for g in order:
+            if g not in used and rank[(path[-1], g)] <= limit:
+                path.append(g)
+                used.add(g)
+                if extend(path, used):
+                    return True
+                path.pop()
+                used.discard(g)
+        return False
+
+    for start in order[:1] if closed else order:  # a cycle may start anywhere: its first GPU is fixed
+        path = [start]
+        if extend(path, {start}):
+            return tuple(path)
+        if steps > MAX_ORDER_STEPS:
+            return None
+    return None
+
+
+def gpu_order(topo: GpuTopology | None, gpus: Sequence[int], closed: bool) -> tuple[int, ...]:
+    """The order a ring passes ``gpus`` of one node, as the collective library searches it: the cycle
+    (``closed``: the ring is this node alone) or the path (the ring enters and leaves the node) whose slowest
+    hop is fastest (NVLink before PCIe before SYS), the lowest indices first among equals. On a DGX-1
+    hybrid cube mesh an all-NVLink ring of 8 exists (0-1-5-4-6-7-3-2…) although index order crosses SYS.
+    Cached per topology and GPU set; a bounded depth-first search (:data:`MAX_ORDER_STEPS`)."""
+    order = tuple(sorted(gpus))
+    if topo is None or not topo.has_links or len(order) < 3 or any(g not in topo.gpus for g in order):
+        return order
+    key = (id(topo), order, closed)
+    hit = _ORDER_CACHE.get(key)
+    if hit is not None:
+        return hit
+    rank = {(a, b): _LEVEL_RANK[gpu_level(topo, a, b)] for a in order for b in order if a != b}
+
+    def worst(seq: Sequence[int]) -> int:
+        hops = [rank[(seq[k], seq[k + 1])] for k in range(len(seq) - 1)]
+        if closed:
+            hops.append(rank[(seq[-1], seq[0])])
+        return max(hops)
+
+    best, best_rank = order, worst(order)
+    for limit in range(best_rank):  # try every faster bottleneck, fastest first
+        found = _hamiltonian(order, rank, limit, closed)
+        if found is not None:
+            best = found
+            break
+    if len(_ORDER_CACHE) > 65536:
+        _ORDER_CACHE.clear()
+    _ORDER_CACHE[key] = best
+    return best
+
+
+def gpu_level(topo: GpuTopology | None, i: int, j: int) -> str:
+    """The level at which two GPUs of one node meet: ``nvlink`` (``NV<n>``), ``pcie`` (PIX, PXB, PHB, NODE),
+    ``sys`` (SYS/SOC), or ``node`` without link data for them."""
+    if i == j:
+        return "nvlink"
+    if topo is None or not topo.has_links or i not in topo.gpus or j not in topo.gpus:
+        return "node"
+    cls = topo.link(i, j)
+    if is_nvlink(cls):
+        return "nvlink"
+    return "sys" if cls in ("SYS", "SOC") else "pcie"
