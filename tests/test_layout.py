@@ -42,4 +42,13 @@ def test_only_the_access_layer_runs_or_parses_slurms_clients() -> None:
                 found.append(f"{path.relative_to(root)}:{node.lineno}: {node.value!r}")
             if isinstance(node, ast.FunctionDef) and node.name.startswith(("parse_scontrol", "parse_show_")):
                 found.append(f"{path.relative_to(root)}:{node.lineno}: def {node.name}")
+            if (  # scontrol's output form of the Key=value split: only the layer reads Slurm's output
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", getattr(node.func, "attr", "")) == "split_pairs"
+                and any(
+                    k.arg == "output" and isinstance(k.value, ast.Constant) and k.value.value is True
+                    for k in node.keywords
+                )
+            ):
+                found.append(f"{path.relative_to(root)}:{node.lineno}: split_pairs(..., output=True)")
     assert found == [], "\n".join(found)

@@ -245,3 +245,45 @@ def busy_share(text: str) -> float:
         usable += 1
         used += any(w in state for w in ("ALLOC", "MIXED", "COMPLETING"))
     return used / usable if usable else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class LiveBlocks:
+    """Slurm's block topology ``nvl`` and tree topology ``fabric`` as ``scontrol show topology NAME`` prints
+    them (25.05+): the block of each node, and each node's switch path from the root to its leaf."""
+
+    block_of: dict[str, str]
+    path_of: dict[str, tuple[str, ...]]
+    blocks: frozenset[str] = frozenset()
+    """Every block's name (``nvl_<domain>``, as slurm-topo names them), empty ones included."""
+
+
+def parse_live_blocks(blocks_text: str, tree_text: str) -> LiveBlocks:
+    block_of: dict[str, str] = {}
+    names: set[str] = set()
+    for line in blocks_text.splitlines():
+        if line.startswith("BlockName="):  # AggregatedBlock= lines repeat the base blocks' nodes
+            kv = split_pairs(line, output=True)
+            names.add(kv["BlockName"])
+            for node in hostlist.expand(kv.get("Nodes", "")) if kv.get("Nodes") else ():
+                block_of[node] = kv["BlockName"]
+    parent: dict[str, str] = {}
+    leaves: dict[str, list[str]] = {}
+    for line in tree_text.splitlines():
+        if not line.startswith("SwitchName="):
+            continue
+        kv = split_pairs(line, output=True)
+        name = kv["SwitchName"]
+        if kv.get("Switches"):
+            for child in kv["Switches"].split(","):
+                parent[child] = name
+        elif kv.get("Nodes"):
+            leaves[name] = hostlist.expand(kv["Nodes"])
+    path_of: dict[str, tuple[str, ...]] = {}
+    for leaf, members in leaves.items():
+        path = [leaf]
+        while path[-1] in parent and len(path) < 64:
+            path.append(parent[path[-1]])
+        for node in members:
+            path_of[node] = tuple(reversed(path))
+    return LiveBlocks(block_of, path_of, frozenset(names))

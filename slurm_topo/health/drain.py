@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ..access import argv as slurm_argv
-from ..access.text import REASON_PREFIX, NodeState, parse_show_node
+from ..access.text import REASON_PREFIX, LiveBlocks, NodeState, parse_live_blocks, parse_show_node
 from ..errors import CommandError, InputError
 from ..model import NODE_NAME_RE
 from ..runner import Runner
@@ -119,51 +119,6 @@ def first_fault(record: dict[str, Any]) -> str:
 BLOCK_TOPOLOGY = "nvl"
 TREE_TOPOLOGY = "fabric"
 """The topology names ``slurm-topo generate`` writes into topology.yaml (render/topology_yaml.py)."""
-
-
-@dataclass(frozen=True, slots=True)
-class LiveBlocks:
-    """Slurm's block topology ``nvl`` and tree topology ``fabric`` as ``scontrol show topology NAME`` prints
-    them (25.05+): the block of each node, and each node's switch path from the root to its leaf."""
-
-    block_of: dict[str, str]
-    path_of: dict[str, tuple[str, ...]]
-    blocks: frozenset[str] = frozenset()
-    """Every block's name (``nvl_<domain>``, as slurm-topo names them), empty ones included."""
-
-
-def parse_live_blocks(blocks_text: str, tree_text: str) -> LiveBlocks:
-    from ..hostlist import expand
-    from ..slurmconf import split_pairs
-
-    block_of: dict[str, str] = {}
-    names: set[str] = set()
-    for line in blocks_text.splitlines():
-        if line.startswith("BlockName="):  # AggregatedBlock= lines repeat the base blocks' nodes
-            kv = split_pairs(line, output=True)
-            names.add(kv["BlockName"])
-            for node in expand(kv.get("Nodes", "")) if kv.get("Nodes") else ():
-                block_of[node] = kv["BlockName"]
-    parent: dict[str, str] = {}
-    leaves: dict[str, list[str]] = {}
-    for line in tree_text.splitlines():
-        if not line.startswith("SwitchName="):
-            continue
-        kv = split_pairs(line, output=True)
-        name = kv["SwitchName"]
-        if kv.get("Switches"):
-            for child in kv["Switches"].split(","):
-                parent[child] = name
-        elif kv.get("Nodes"):
-            leaves[name] = expand(kv["Nodes"])
-    path_of: dict[str, tuple[str, ...]] = {}
-    for leaf, members in leaves.items():
-        path = [leaf]
-        while path[-1] in parent and len(path) < 64:
-            path.append(parent[path[-1]])
-        for node in members:
-            path_of[node] = tuple(reversed(path))
-    return LiveBlocks(block_of, path_of, frozenset(names))
 
 
 def live_blocks(runner: Runner) -> LiveBlocks | None:
