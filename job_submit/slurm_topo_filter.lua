@@ -1173,31 +1173,6 @@ local function zone_unions(sc, zones, room)
   return as_kept(inside), as_kept(across), rows[1]
 end
 
-local function family_region_unions(sc, regions)
-  -- with families: unions of 2-3 region buckets of one family value across regions, never all of that family's
-  -- regions (the bare value is that), fewest regions first; and the bucket that leads a bracket starting with one
-  if not sc.check then return {}, nil end
-  local rows = union_rows(sc, regions)
-  local by_family, counts, names = {}, {}, {}
-  for _, r in ipairs(rows) do
-    local family = string.sub(r.g.f, #("region_" .. tostring(r.g.u.r)) + 2)
-    if by_family[family] == nil then
-      by_family[family], counts[family] = {}, 0
-      names[#names + 1] = family
-    end
-    counts[family] = counts[family] + 1
-    local list = by_family[family]
-    if #list < UNION_ZONES then list[#list + 1] = r end
-  end
-  local across = {}
-  for _, family in ipairs(names) do
-    for k = 2, 3 do
-      if k < counts[family] then add_unions(sc, by_family[family], true, across, k) end
-    end
-  end
-  return as_kept(across), rows[1]
-end
-
 -- A bracket must not start with a union (policy/decide.py _lead): 22.05's submit check narrows the usable nodes
 -- to the union's first zone and rejects a job that zone cannot hold; the largest zone leads instead (too small
 -- for the job: Slurm passes over it), the last alternatives giving way when that breaks the limits.
@@ -1273,17 +1248,10 @@ decide_prefer = function(job)
       end
       local kept, cut
       if values ~= nil then
-        -- unions of one family's region buckets across regions (policy/decide.py _family_region_unions)
-        local across, lead = family_region_unions(sc, level_groups(data, partitions, "region"))
-        lists[#lists + 1] = { across, false }
-        if #across > 0 then used[#used + 1] = "unions" end
         local fkept, fcut = scan_candidates(sc, values, budget, nil, nil, nil, true)
         lists[#lists + 1] = { fkept, fcut }
         if #fkept > 0 then used[#used + 1] = "family" end
         kept, cut = cascade(lists, budget)
-        local led_cut
-        kept, led_cut = lead_bracket(kept, lead, budget)
-        cut = cut or led_cut
       else -- without families: zone unions between the zones and the regions, and after the regions
         local room = MAX_ALTERNATIVES - #lists[1][1] - #lists[2][1] - #lists[3][1] - #lists[4][1]
         if room < 0 then room = 0 end

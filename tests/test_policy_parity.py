@@ -150,30 +150,3 @@ def test_parity_of_the_prefer_cascade_with_families_at_slurms_limits(tmp_path) -
             cuts += "kept (Slurm's limits)" in str(expected["record"]) and "region_" in prefer
             values += prefer.endswith("|torch-2.0]") or prefer.endswith("|torch-2.1]")
     assert cuts > 5 and values > 5, (cuts, values)
-
-
-def test_parity_of_family_region_unions_on_three_uneven_regions(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """Families on three uneven regions: when no region bucket of a version has room for the job, the cascade
-    offers unions of that version's buckets across 2 regions before the bare value (fewest regions first),
-    led by the largest bucket; Python and Lua agree on every request."""
-    racks = "".join(
-        f"  - {{name: 'u{i:02d}-[1-{1 + i % 2}]', region: 'q{i % 3}', zone: 'q{i % 3}-{i % 2}', "
-        f"network_group: h{i:02d}, features: [torch-2.{i % 2}]}}\n"
-        for i in range(18)
-    )
-    inv = merge([parse_inventory("nodes:\n" + racks + "policy: {families: {torch: 'torch-*'}}\n")])
-    lua = LuaFilter()
-    data = make_context(inv, (22, 5)).policy
-    path = tmp_path / "data.lua"
-    path.write_text(render_all(inv, (22, 5))["slurm_topo_data.lua"])
-    lua_data = lua.load_data(path)
-    unions = 0
-    for nodes, extra in itertools.product([1, 3, 5, 7, 9, 12], [{}, {"features": "torch-2.1"}]):
-        desc = job("prefer", min_nodes=nodes, **extra)
-        expected = decide(data, JobRequest.from_job_desc(desc)).as_dict()
-        assert lua.decide(lua_data, desc) == expected, desc
-        prefer = str(expected["prefer"])
-        if "|(region_" in prefer or "[(region_" in prefer:
-            unions += 1
-            assert not prefer.split("[", 1)[1].startswith("("), prefer  # a union never leads the bracket
-    assert unions >= 2, unions

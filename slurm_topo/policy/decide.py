@@ -299,36 +299,6 @@ def _zone_unions(
     return [x[1] for x in inside], [x[1] for x in across], lead
 
 
-def _family_region_unions(
-    scan: _Scan, regions: Sequence[Group]
-) -> tuple[list[tuple[Group, int]], tuple[Group, int] | None]:
-    """With families: unions of 2-3 region buckets of the same family value across regions
-    (``(region_a.torch-2.4|region_b.torch-2.4)``, never all of that family's regions: that is the bare
-    value) that can ever hold the job, fewest regions first (then size, features), from each family's
-    ``UNION_ZONES`` buckets with the most eligible nodes; and the bucket
-    with the most eligible nodes, which leads a bracket that would start with a union (:func:`_lead`)."""
-    if not scan.check:
-        return [], None
-    rows = []
-    for g in regions:
-        if scan.allowed(g):
-            n, gp, most = scan.eligible(g)
-            if n > 0:
-                rows.append((g, n, gp, most))
-    rows.sort(key=lambda r: (-r[1], r[0].nodes, r[0].rank))
-    by_family: dict[str, list[tuple[Group, int, int, int]]] = {}
-    for r in rows:
-        family = r[0].feature[len(f"region_{r[0].region}.") :]
-        by_family.setdefault(family, []).append(r)
-    found: list[tuple[tuple[int, int, int, str], tuple[Group, int]]] = []
-    for members in by_family.values():
-        for k in (2, 3):
-            if k < len(members):  # all of a family's regions is the bare value's own alternative
-                found += _unions(scan, members[:UNION_ZONES], True, k)
-    found.sort(key=lambda x: x[0])
-    return [x[1] for x in found], ((rows[0][0], rows[0][1]) if rows else None)
-
-
 def _lead(
     kept: list[tuple[Group, int]], lead: tuple[Group, int] | None, budget: int
 ) -> tuple[list[tuple[Group, int]], bool]:
@@ -616,16 +586,9 @@ def _decide_prefer(job: _Job) -> Decision:
         ]
         names = [*PREFER_LEVELS]
         if values:
-            # unions of one family's region buckets across regions: when no region bucket has room the job
-            # keeps one version on the fewest regions before the bare family values let the tree spread it
-            across, lead = _family_region_unions(job.scan, _groups(job.data, job.partitions, "region"))
-            lists.append((across, False))
-            names.append("unions")
             lists.append(job.scan.candidates(values, budget, ascending=False))
             names.append("family")
             kept, cut = _cascade(lists, budget)
-            kept, led_cut = _lead(kept, lead, budget)
-            cut = cut or led_cut
         else:  # without families: zone unions between the zones and the regions, and after the regions
             room = max(0, MAX_ALTERNATIVES - sum(len(k) for k, _ in lists))
             inside, across, lead = _zone_unions(job.scan, _groups(job.data, job.partitions, "zone"), room)
