@@ -237,7 +237,7 @@ def test_messages_say_what_the_user_typed_and_what_happens(fslurm: slurmctl.Slur
     p = sbatch(fslurm, "-N2", "--locality=nvl", "--wrap", "true")
     assert p.returncode != 0, p
     assert "no node of the partition is in an NVLink domain; no size can ever fit" in p.stderr, p.stderr
-    p = sbatch(fslurm, "-N2", "--locality=zone:auto", "--wrap", "true")
+    p = sbatch(fslurm, "-N2", "--hold", "--locality=zone:auto", "--wrap", "true")  # held: read as submitted
     assert p.returncode == 0, p.stderr
     job = p.stdout.strip().split(";")[0]
     assert (
