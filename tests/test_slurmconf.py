@@ -41,19 +41,32 @@ def test_parse_job_detail_reads_nodes_and_gpu_indices() -> None:
     assert a.job_id == "42" and a.nodes == ("gs1", "gs2", "gs3", "gs4")
     assert a.gpus["gs3"] == tuple(range(8))
     b = slurm_text.parse_job_detail(
-        "JobId=7 NodeList=n[01-02]\n Nodes=n01 CPU_IDs=0 Mem=0 GRES=gpu:a:1(IDX:0),gpu:b:2(IDX:4-5)\n"
+        "JobId=7 JobName=x\n   NodeList=n[01-02]\n"
+        " Nodes=n01 CPU_IDs=0 Mem=0 GRES=gpu:a:1(IDX:0),gpu:b:2(IDX:4-5)\n"
         " Nodes=n02 CPU_IDs=0 Mem=0 GRES=gpu:2(IDX:1,3)\n"
     )
     assert b.gpus == {"n01": (0, 4, 5), "n02": (1, 3)}
 
 
+def test_a_job_name_or_comment_cannot_pass_for_the_node_list() -> None:
+    """The node list is only a line's own NodeList= (a name on the first line, a comment or a path that says
+    NodeList= are never read as it)."""
+    hostile = JOB.replace("JobName=train", "JobName=x NodeList=evil[1-9]").replace(
+        "   TresPerNode", "   Comment=y NodeList=evil2\n   TresPerNode"
+    )
+    a = slurm_text.parse_job_detail(hostile)
+    assert a.nodes == ("gs1", "gs2", "gs3", "gs4"), a.nodes
+
+
 def test_parse_job_detail_without_gpus_or_not_running() -> None:
-    a = slurm_text.parse_job_detail("JobId=9 NodeList=c1\n   Nodes=c1 CPU_IDs=0-3 Mem=0 GRES=\n")
+    a = slurm_text.parse_job_detail(
+        "JobId=9 JobName=x\n   NodeList=c1\n   Nodes=c1 CPU_IDs=0-3 Mem=0 GRES=\n"
+    )
     assert a.gpus == {"c1": ()}
     with pytest.raises(ParseError, match="is the job running"):
-        slurm_text.parse_job_detail("JobId=9 JobState=PENDING NodeList=(null)\n")
+        slurm_text.parse_job_detail("JobId=9 JobName=x\n   JobState=PENDING\n   NodeList=(null)\n")
     with pytest.raises(ParseError, match="scontrol show job -d"):
-        slurm_text.parse_job_detail("JobId=9 NodeList=c[1-\n")
+        slurm_text.parse_job_detail("JobId=9 JobName=x\n   NodeList=c[1-\n")
 
 
 # ---- scontrol show config, cgroup.conf

@@ -127,22 +127,24 @@ class Allocation:
 
 
 _GRES_IDX_RE = re.compile(r"gpu[^,(\s]*\(IDX:([0-9,-]*)\)")
-_JOB_ID_RE = re.compile(r"\bJobId=(\S+)")
-_NODELIST_RE = re.compile(r"(?<![A-Za-z])NodeList=(\S+)")
+_JOB_ID_RE = re.compile(r"JobId=(\S+)")
+_NODELIST_RE = re.compile(r"NodeList=(\S+)")
 _DETAIL_NODES_RE = re.compile(r"Nodes=(\S+)")
 
 
 def parse_job_detail(text: str, source: str = "scontrol show job -d") -> Allocation:
     """``scontrol show job -d <id>`` → :class:`Allocation` (``Nodes=… GRES=gpu:h100:4(IDX:0-3)`` detail
-    lines)."""
-    job_id = _JOB_ID_RE.search(text)
-    nodelist = _NODELIST_RE.search(text)
+    lines). Only lines that *start* with ``NodeList=`` or ``Nodes=`` are read, after the first line (which
+    holds ``JobId=`` and the job's name): a ``NodeList=`` inside a name, comment or path is never taken."""
+    lines = text.splitlines()
+    job_id = _JOB_ID_RE.match(lines[0].strip()) if lines else None
+    nodelist = next((m for ln in lines[1:] if (m := _NODELIST_RE.match(ln.strip()))), None)
     if not job_id or not nodelist or nodelist.group(1) == "(null)":
         raise ParseError(source, None, "no JobId= and NodeList= (is the job running?)")
     try:
         nodes = tuple(hostlist.expand(nodelist.group(1)))
         gpus: dict[str, tuple[int, ...]] = {}
-        for line in text.splitlines():
+        for line in lines[1:]:
             m = _DETAIL_NODES_RE.match(line.strip())
             if not m:
                 continue
