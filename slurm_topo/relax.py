@@ -41,8 +41,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .access import SlurmAccess
-from .access import argv as slurm_argv
-from .access.text import busy_share, parse_nodes
+from .access.text import busy_share, busy_share_of, features_of
 from .cost import DEFAULT_TABLE, Fabric, LinkTable, PlanSpec, parse_plan, score_placement
 from .errors import CommandError, InputError, OutputError, ParseError
 from .explain import NULL
@@ -640,15 +639,15 @@ def run_pass(
     started = time.monotonic()
     now = time.time() if now is None else now
     slurm = access or SlurmAccess(runner)
-    node_text = runner.run(slurm_argv.show_nodes(), timeout=60)
-    busy = busy_share(node_text) if load_aware else None
+    node_recs = slurm.nodes(timeout=60)
+    busy = busy_share_of(node_recs) if load_aware else None
     listing = slurm.jobs(timeout=60)
     result = plan_pass(listing.jobs, now, busy)
     result.errors[:0] = [f"job {jid}: skipped, {why}" for jid, why in listing.refused]
     result.busy, result.backend = busy, listing.backend
     due_jobs = [d for d in result.decisions if d.action == "relax"]
     want_nodes = due_jobs or (estimates > 0 and result.decisions)
-    nodes = parse_nodes(node_text) if want_nodes else {}
+    nodes = features_of(node_recs) if want_nodes else {}
     if estimates > 0 and len(due_jobs) < max_changes:
         due_jobs += estimate_pass(
             runner,
@@ -707,10 +706,7 @@ def apply(
     old = job.get("AdminComment", "")
     comment = f"{old}; {relax_record(d, now)}" if old and old != NULL else relax_record(d, now)
     try:
-        runner.run(
-            slurm_argv.update_job(d.job, ("Features", features), ("AdminComment", comment)),
-            timeout=30,
-        )
+        slurm.update_job(d.job, ("Features", features), ("AdminComment", comment), timeout=30)
     except CommandError as exc:
         d.action, d.why = "skip", f"scontrol update failed: {str(exc)[:120]}"
         return
@@ -723,9 +719,10 @@ def restore_trail(runner: Runner, job: str, comment: str, access: SlurmAccess | 
     place of the AdminComment (everything after its ``slurm-topo: `` is replaced): read the job back and,
     when the trail is gone, write it again alone (an AdminComment-only update, which the filter passes)."""
     try:
-        back = (access or SlurmAccess(runner)).job(job, timeout=30)
+        slurm = access or SlurmAccess(runner)
+        back = slurm.job(job, timeout=30)
         if back is not None and back.get("AdminComment") != comment:
-            runner.run(slurm_argv.update_job(job, ("AdminComment", comment)), timeout=30)
+            slurm.update_job(job, ("AdminComment", comment), timeout=30)
     except (CommandError, ParseError):
         pass  # the change is made; the next pass sees the level from Features only if the trail is kept
 

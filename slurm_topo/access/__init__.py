@@ -2,13 +2,21 @@
 
 Backends, chosen at run time (:attr:`SlurmAccess.backend`, printed by ``relax --verbose``):
 
+- ``pyslurm``: Slurm's C API in this process (:mod:`slurm_topo.access.native`), where pyslurm is installed,
+  imports (probed in a child process first) and was built for the running release (its library's
+  ``slurm_api_version`` names the ``major.minor`` of ``scontrol --version``). Jobs, nodes, and the writes
+  slurm-topo makes (a job's Features/AdminComment, a node's State/Reason; other keys, and a running job's
+  GPU indices, go through scontrol / squeue --json). Preferred when usable.
 - ``json``: ``squeue --json`` — structured on every release the project runs (22.05's openapi/v0.0.38,
   24.11's data_parser v0.0.42, 26.05's v0.0.45). A job's name, comment, paths and other users' text are
-  JSON strings: they cannot become another field. The default.
+  JSON strings: they cannot become another field. The default where pyslurm is not usable.
 - ``text``: ``scontrol show job -o`` read by a parser that refuses ambiguous lines
   (:func:`slurm_topo.access.jobs.job_from_text`), for a Slurm built without its JSON serializer (squeue
   answers ``unrecognized option '--json'``). Chosen automatically only then, or with
   ``SLURM_TOPO_SLURM_BACKEND=text``.
+
+``SLURM_TOPO_SLURM_BACKEND`` (or ``backend=``) fixes the backend: ``pyslurm``, ``json`` or ``text``; a fixed
+``pyslurm`` that cannot be used is an error that says why.
 
 Records are dicts in scontrol's vocabulary (:data:`slurm_topo.access.jobs.JOB_KEYS`). A job that cannot be
 read safely is in :attr:`JobListing.refused` (job id, why): callers log one line each and go on.
@@ -17,10 +25,12 @@ read safely is in :attr:`JobListing.refused` (job id, why): callers log one line
 from __future__ import annotations
 
 import os
+from typing import Any
 
-from ..errors import CommandError, ParseError
+from ..errors import CommandError, InputError, ParseError
 from ..runner import Runner
-from . import argv
+from ..version import parse_slurm_version
+from . import argv, native
 from .jobs import (
     JOB_KEYS,
     NULL,
@@ -31,9 +41,9 @@ from .jobs import (
     jobs_from_text,
     pending_count,
 )
-from .text import Allocation, parse_job_detail
+from .text import Allocation, node_records, parse_job_detail
 
-BACKENDS = ("json", "text")
+BACKENDS = ("pyslurm", "json", "text")
 BACKEND_ENV = "SLURM_TOPO_SLURM_BACKEND"
 
 
@@ -72,12 +82,68 @@ class SlurmAccess:
         ``--json``): one job is then read with ``scontrol show job -o J`` and the strict text reader, which
         costs one job, not the whole queue (a line it cannot read safely is refused, never guessed)."""
 
+        self._pyslurm: Any = None
+        self.why_not_pyslurm = ""
+        """Why the pyslurm backend is not used (empty when it is, or was never considered)."""
+        self._chosen = False
+
+    def _choose(self) -> None:
+        """Decide once whether pyslurm serves this process (only where it is installed: a probe and
+        ``scontrol --version``, once)."""
+        if self._chosen:
+            return
+        self._chosen = True
+        if self._backend not in (None, "pyslurm") or not (native.installed() or self._backend == "pyslurm"):
+            return
+        p = native.probe()
+        why = p.why
+        if p.ok:
+            try:
+                major, minor = parse_slurm_version(self.runner.run(argv.version_argvs()[0], timeout=30))
+                running = f"{major}.{minor}"
+            except (CommandError, InputError) as exc:
+                running, why = "", f"cannot tell the running Slurm's version: {str(exc)[:100]}"
+            if running and native.same_release(p.version, running):
+                self._pyslurm = native.module()
+                self._backend = "pyslurm"
+                return
+            if running:
+                why = f"pyslurm's library is Slurm {p.version}, the running Slurm {running}"
+        self.why_not_pyslurm = why
+        if self._backend == "pyslurm":
+            raise CommandError([f"{BACKEND_ENV}=pyslurm"], None, why)
+
     @property
     def backend(self) -> str:
+        self._choose()
         return self._backend or "json"
+
+    def nodes(self, timeout: float = 60.0) -> dict[str, dict[str, str]]:
+        """Every node's record in scontrol's words (``NodeName``, ``State``, ``ActiveFeatures``,
+        ``AvailableFeatures``, ``Reason``; the text form: all of its line's fields)."""
+        if self.backend == "pyslurm":
+            return native.node_lines(self._pyslurm)
+        return node_records(self.runner.run(argv.show_nodes(), timeout=timeout))
+
+    def update_job(self, job: str, *fields: tuple[str, str], timeout: float = 30.0) -> None:
+        """Change a job's fields (Features, AdminComment, …): pyslurm's ``Job.modify`` where it serves and
+        knows every key, else ``scontrol update``. A refusal raises :class:`CommandError` (Slurm's words)."""
+        if self.backend == "pyslurm" and all(k in native.JOB_WRITE_KEYS for k, _ in fields) and job.isdigit():
+            native.update_job(self._pyslurm, job, fields)
+            return
+        self.runner.run(argv.update_job(job, *fields), timeout=timeout)
+
+    def update_node(self, node: str, *fields: tuple[str, str], timeout: float = 30.0) -> None:
+        """Change a node's fields (State, Reason; Topology and others through ``scontrol update``)."""
+        if self.backend == "pyslurm" and all(k in native.NODE_WRITE_KEYS for k, _ in fields):
+            native.update_node(self._pyslurm, node, fields)
+            return
+        self.runner.run(argv.update_node(node, *fields), timeout=timeout)
 
     def jobs(self, job: str | None = None, timeout: float = 60.0) -> JobListing:
         """Every job slurmctld holds (or only ``job``; an unknown id gives an empty listing)."""
+        if self.backend == "pyslurm":
+            return native.load_jobs(self._pyslurm, job)
         if self.backend == "json" and not (job is not None and self.one_job_text):
             try:
                 text = self.runner.run(json_jobs_argv(job), timeout=timeout)
@@ -109,7 +175,7 @@ class SlurmAccess:
     def allocation(self, job: str, timeout: float = 30.0) -> Allocation:
         """A running job's nodes and GPU indices per node (``squeue --json``'s ``nodes`` and
         ``gres_detail``; the text backend: ``scontrol show job -d``'s detail lines)."""
-        if self.backend == "json":
+        if self.backend in ("pyslurm", "json"):  # pyslurm's resource layout crashes on 26.05 (native.py)
             try:
                 return allocation_from_json(self.runner.run(json_jobs_argv(job), timeout=timeout), job)
             except CommandError as exc:

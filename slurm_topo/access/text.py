@@ -176,16 +176,30 @@ def parse_record_line(line: str) -> dict[str, str]:
         return {}
 
 
-def parse_nodes(text: str) -> dict[str, tuple[str, ...]]:
-    """``scontrol show node -o`` -> {node: its features} (ActiveFeatures, else AvailableFeatures)."""
-    nodes: dict[str, tuple[str, ...]] = {}
+def node_records(text: str) -> dict[str, dict[str, str]]:
+    """``scontrol show node -o`` -> {node: its line's fields}."""
+    out: dict[str, dict[str, str]] = {}
     for line in text.splitlines():
         if not line.strip().startswith("NodeName="):
             continue
         kv = parse_record_line(line)
+        if kv.get("NodeName"):
+            out[kv["NodeName"]] = kv
+    return out
+
+
+def features_of(records: Mapping[str, Mapping[str, str]]) -> dict[str, tuple[str, ...]]:
+    """Node records (any backend) -> {node: its features} (ActiveFeatures, else AvailableFeatures)."""
+    nodes: dict[str, tuple[str, ...]] = {}
+    for name, kv in records.items():
         feats = kv.get("ActiveFeatures") or kv.get("AvailableFeatures") or NULL
-        nodes[kv["NodeName"]] = () if feats in ("", NULL) else tuple(f for f in feats.split(",") if f)
+        nodes[name] = () if feats in ("", NULL) else tuple(f for f in feats.split(",") if f)
     return nodes
+
+
+def parse_nodes(text: str) -> dict[str, tuple[str, ...]]:
+    """``scontrol show node -o`` -> {node: its features} (ActiveFeatures, else AvailableFeatures)."""
+    return features_of(node_records(text))
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,19 +248,22 @@ def parse_show_topology(text: str) -> dict[str, tuple[frozenset[str], frozenset[
     }
 
 
-def busy_share(text: str) -> float:
-    """``scontrol show node -o`` -> the share of usable nodes in use (ALLOCATED, MIXED, COMPLETING); down,
+def busy_share_of(records: Mapping[str, Mapping[str, str]]) -> float:
+    """Node records (any backend) -> the share of usable nodes in use (ALLOCATED, MIXED, COMPLETING); down,
     drained and failed nodes count as neither."""
     used = usable = 0
-    for line in text.splitlines():
-        if not line.startswith("NodeName="):
-            continue
-        state = parse_record_line(line).get("State", "").upper()
+    for kv in records.values():
+        state = kv.get("State", "").upper()
         if any(w in state for w in ("DOWN", "DRAIN", "FAIL", "FUTURE", "NOT_RESPONDING")):
             continue
         usable += 1
         used += any(w in state for w in ("ALLOC", "MIXED", "COMPLETING"))
     return used / usable if usable else 0.0
+
+
+def busy_share(text: str) -> float:
+    """``scontrol show node -o`` -> :func:`busy_share_of` its nodes."""
+    return busy_share_of(node_records(text))
 
 
 @dataclass(frozen=True, slots=True)

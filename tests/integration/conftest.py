@@ -48,6 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests import the hel
 import slurmctl  # noqa: E402
 
 RELEASES = ("native", "24.11", "26.05")
+#: the roots that get pyslurm (docker-slurm/build-pyslurm): the releases PyPI's pyslurm builds for, patched
+PYSLURM_RELEASES = ("26.05",)
 VERSIONS_ENV = "SLURM_TOPO_SLURM_VERSIONS"
 
 
@@ -177,6 +179,18 @@ def _ensure_root(request: pytest.FixtureRequest, release: str) -> None:
     if p.returncode != 0:
         _unavailable(f"no Slurm {release} root: {p.stderr.strip().splitlines()[-1:]}")
     _say(request, f"\nSlurm {release} root: {p.stdout.strip()} ({time.monotonic() - t0:.1f}s to get it)")
+    if release in PYSLURM_RELEASES:  # the pyslurm backend's tests need it in the root (idempotent, cached)
+        t0 = time.monotonic()
+        b = subprocess.run(
+            [str(slurmctl.REPO / "docker-slurm" / "build-pyslurm"), p.stdout.strip().splitlines()[-1]],
+            env={**os.environ, "PYTHON": sys.executable},
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+        if b.returncode != 0:
+            _unavailable(f"no pyslurm in the Slurm {release} root: {b.stderr.strip().splitlines()[-3:]}")
+        _say(request, f"{b.stderr.strip().splitlines()[-1]} ({time.monotonic() - t0:.1f}s)")
 
 
 def _say(request: pytest.FixtureRequest, line: str) -> None:

@@ -168,3 +168,113 @@ def test_hostile_jobs_are_read_as_slurm_holds_them_and_only_the_true_auto_job_is
     assert shown.stdout.splitlines()[0] == f"job {running}: RUNNING on b2", shown.stdout
     assert "zone:auto" not in shown.stdout, shown.stdout
     slurm.quiesce()
+
+
+# ---- the pyslurm backend (Slurm 26.05's root: docker-slurm/build-pyslurm) against --json and text
+
+BACKENDS_SCRIPT = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from slurm_topo.access import JOB_KEYS, SlurmAccess, native
+from slurm_topo.runner import SubprocessRunner
+from slurm_topo import relax
+r = SubprocessRunner()
+out = {"auto": SlurmAccess(r).backend, "probe": native.probe().__dict__}
+for b in ("pyslurm", "json", "text"):
+    a = SlurmAccess(r, backend=b)
+    listing = a.jobs()
+    out[b] = {
+        "backend": a.backend,
+        "jobs": {j["JobId"]: {k: j[k] for k in JOB_KEYS if k in j} for j in listing.jobs},
+        "refused": [jid for jid, _ in listing.refused],
+        "nodes": {n: [kv.get("State"), kv.get("ActiveFeatures")] for n, kv in a.nodes().items()},
+    }
+p = SlurmAccess(r, backend="pyslurm")
+job, node = sys.argv[2], sys.argv[3]
+p.update_job(job, ("Features", "[zone_z1|zone_z3]"), ("AdminComment", "slurm-topo: written by pyslurm"))
+p.update_node(node, ("State", "DRAIN"), ("Reason", "slurm-topo: drained by pyslurm"))
+seen = {b: SlurmAccess(r, backend=b).job(job) for b in ("json", "text")}
+out["written"] = {b: [j["Features"], j["AdminComment"]] for b, j in seen.items()}
+out["drained"] = SlurmAccess(r, backend="text").nodes()[node]
+p.update_node(node, ("State", "RESUME"))
+try:
+    p.update_job(job, ("Features", "no_such_feature"))
+    out["refused_write"] = ""
+except Exception as exc:
+    out["refused_write"] = f"{type(exc).__name__}: {exc}"
+out["pass_backend"] = relax.run_pass(r, dry_run=True).backend
+print(json.dumps(out))
+"""
+
+
+def test_pyslurm_reads_every_job_and_node_as_json_and_text_do_and_its_writes_reach_slurm(
+    cluster: slurmctl.Cluster, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Slurm 26.05 only (the one release here pyslurm builds for): the same cluster state through pyslurm,
+    ``squeue --json`` and the strict text reader gives the same record of every job (the hostile ones
+    included, which text refuses), the same node states and features; pyslurm is chosen without being
+    asked; its writes are what the other backends then read; Slurm's refusal comes back in Slurm's words. On
+    the other releases (no pyslurm for them): the automatic choice is ``--json``, and a fixed pyslurm says
+    why not."""
+    if cluster.release != "26.05":
+        from slurm_topo.access import SlurmAccess
+        from slurm_topo.errors import CommandError
+
+        runner = slurmctl.EnvRunner(dict(cluster.env))
+        assert SlurmAccess(runner).backend == "json"
+        with pytest.raises(CommandError, match="SLURM_TOPO_SLURM_BACKEND=pyslurm.*pyslurm is not installed"):
+            _ = SlurmAccess(runner, backend="pyslurm").backend
+        return
+    slurm = cluster.slurm
+    slurm.quiesce()
+    hostile = user_submit(
+        slurm, "-H", "-N1", "-J", HOSTILE_NAME, f"--comment={HOSTILE_COMMENT}", "--wrap", "true"
+    )
+    plain = slurm.submit("-H", "-N2", "--constraint=[zone_z1|zone_z2]", "-J", "plain", "--wrap", "true")
+    exclusive = slurm.submit("-H", "--exclusive", "-N1", "--wrap", "true")
+    running = slurm.submit("-N1", "--nodelist=b1", "--time=10", "--wrap", "sleep 300")
+    slurm.wait_state(running, "RUNNING")
+    script = tmp_path_factory.mktemp("pyslurm") / "backends.py"
+    script.write_text(BACKENDS_SCRIPT)
+    script.chmod(0o644)
+    script.parent.chmod(0o755)
+    p = subprocess.run(
+        [*cluster.client_prefix, "python3", str(script), "/opt/slurm-topo/src", plain, "a2"],
+        env=dict(cluster.env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout)
+    assert out["auto"] == "pyslurm", out["probe"]
+    assert out["pyslurm"]["backend"] == "pyslurm"
+    py, js, tx = out["pyslurm"], out["json"], out["text"]
+    assert set(py["jobs"]) == set(js["jobs"]) >= {hostile, plain, running}
+    # every field of every job; but 26.05's squeue --json lists "shared": [] for every job, exclusive or not
+    # (scontrol prints OverSubscribe=NO for all and the truth in Exclusive=): pyslurm alone tells
+    for jid, rec in py["jobs"].items():
+        assert {**rec, "OverSubscribe": ""} == {**js["jobs"][jid], "OverSubscribe": ""}, jid
+    assert py["jobs"][exclusive]["OverSubscribe"] == "NO"
+    assert py["jobs"][plain]["OverSubscribe"] == py["jobs"][running]["OverSubscribe"] == "OK"
+    assert py["jobs"][hostile]["JobName"] == HOSTILE_NAME
+    assert py["jobs"][hostile]["Comment"] == HOSTILE_COMMENT
+    assert (py["jobs"][hostile]["JobState"], py["jobs"][hostile]["Priority"]) == ("PENDING", "0")
+    assert hostile in tx["refused"] and hostile not in tx["jobs"]
+    assert {plain, exclusive, running} <= set(tx["jobs"])
+    for jid in (plain, exclusive, running):  # the keys scontrol printed (a finished job's differ: N/A)
+        same = {k: v for k, v in tx["jobs"][jid].items() if k != "OverSubscribe"}
+        assert same == {k: py["jobs"][jid][k] for k in same}, jid
+    assert py["nodes"] == tx["nodes"] == js["nodes"]
+    assert out["written"] == {
+        "json": ["[zone_z1|zone_z3]", "slurm-topo: written by pyslurm"],
+        "text": ["[zone_z1|zone_z3]", "slurm-topo: written by pyslurm"],
+    }
+    assert "DRAIN" in out["drained"]["State"]
+    assert out["drained"]["Reason"].startswith("slurm-topo: drained by pyslurm")
+    assert out["refused_write"].startswith("CommandError: pyslurm"), out["refused_write"]
+    assert "Invalid feature specification" in out["refused_write"]
+    assert out["pass_backend"] == "pyslurm"
+    assert slurm_view(slurm, plain)[3] == "[zone_z1|zone_z3]"  # Slurm's own view, squeue's fixed field
+    slurm.cancel(hostile, plain, exclusive, running)
+    slurm.quiesce()
