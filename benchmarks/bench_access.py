@@ -9,7 +9,12 @@ for ``zone:auto``). Then ``--rounds`` rounds, the three readers in a seeded rand
   budget line into pairs (the first of a repeated key wins: a job name could pass for another field);
 - ``text-strict`` — the access layer's text backend: ``scontrol show job -o`` read by ``jobs_from_text``
   (every line split, ambiguous ones refused);
-- ``json`` — the access layer's default: ``squeue --json --states=all`` read by ``jobs_from_json``.
+- ``json`` — the access layer's default without pyslurm: ``squeue --json --states=all`` read by
+  ``jobs_from_json``;
+- ``pyslurm`` — where the release's root has pyslurm (26.05: docker-slurm/build-pyslurm): ``Jobs.load()``
+  read by ``slurm_topo.access.native``, in a helper process inside the root (the root's Python links the
+  root's libslurm) that runs one pass per request; wall is timed here around the request, cpu is the
+  helper's own.
 
 Each is timed as a whole relax planning pass (the command, the parse, ``plan_pass``): wall seconds and this
 process's CPU seconds (the parse and the plan; the command's own CPU is slurmctld's and the client's).
@@ -95,7 +100,45 @@ def submit_jobs(slurm: slurmctl.Slurm, n: int) -> None:
         print(f"  {start + len(ids)} jobs ({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
 
 
-def measure(slurm: slurmctl.Slurm, rounds: int, seed: int) -> dict[str, list[tuple[float, float, int]]]:
+PYSLURM_HELPER = r"""
+import sys, time
+sys.path.insert(0, "/opt/slurm-topo/src")
+from slurm_topo.access import native
+from slurm_topo.relax import BUDGET_PREFIX, plan_pass
+pyslurm = native.module()
+for line in sys.stdin:
+    c0 = time.process_time()
+    jobs = native.load_jobs(pyslurm, detail=lambda c: BUDGET_PREFIX in c).jobs  # as relax.run_pass asks
+    auto = plan_pass(jobs, time.time()).auto
+    print(auto, time.process_time() - c0, flush=True)
+"""
+
+
+def pyslurm_helper(cluster: slurmctl.Cluster) -> subprocess.Popen[str] | None:
+    """A pass-per-request helper inside the cluster's root, where that root's Python imports pyslurm."""
+    if not cluster.client_prefix:
+        return None
+    probe = subprocess.run(
+        [*cluster.client_prefix, "python3", "-c", "import pyslurm"],
+        env=dict(cluster.env),
+        capture_output=True,
+        timeout=60,
+    )
+    if probe.returncode != 0:
+        return None
+    script = cluster.base / "pyslurm_helper.py"
+    script.write_text(PYSLURM_HELPER)
+    return subprocess.Popen(
+        [*cluster.client_prefix, "python3", str(script)],
+        env=dict(cluster.env),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def measure(cluster: slurmctl.Cluster, rounds: int, seed: int) -> dict[str, list[tuple[float, float, int]]]:
+    slurm = cluster.slurm
     env = slurm.env
 
     def run(argv: list[str]) -> str:
@@ -115,17 +158,35 @@ def measure(slurm: slurmctl.Slurm, rounds: int, seed: int) -> dict[str, list[tup
         "text-strict": text_strict,
         "json": json_reader,
     }
+    helper = pyslurm_helper(cluster)
+    helper_cpu: list[float] = []
+    if helper is not None:
+
+        def pyslurm_reader() -> int:
+            assert helper is not None and helper.stdin is not None and helper.stdout is not None
+            helper.stdin.write("go\n")
+            helper.stdin.flush()
+            auto, cpu = helper.stdout.readline().split()
+            helper_cpu.append(float(cpu))
+            return int(auto)
+
+        readers["pyslurm"] = pyslurm_reader
     rng = random.Random(seed)
     out: dict[str, list[tuple[float, float, int]]] = {k: [] for k in readers}
     for fn in readers.values():  # one untimed warm-up each
         fn()
+    helper_cpu.clear()
     for _ in range(rounds):
         order = list(readers)
         rng.shuffle(order)
         for name in order:
             w0, c0 = time.perf_counter(), time.process_time()
             auto = readers[name]()
-            out[name].append((time.perf_counter() - w0, time.process_time() - c0, auto))
+            cpu = helper_cpu.pop() if name == "pyslurm" else time.process_time() - c0
+            out[name].append((time.perf_counter() - w0, cpu, auto))
+    if helper is not None and helper.stdin is not None:
+        helper.stdin.close()
+        helper.wait(timeout=30)
     return out
 
 
@@ -167,7 +228,7 @@ def main() -> int:
             slurmctl.restart_ctld(cluster.base)
             slurm = cluster.slurm
             submit_jobs(slurm, args.jobs)
-            res = measure(slurm, args.rounds, args.seed)
+            res = measure(cluster, args.rounds, args.seed)
             base_wall = statistics.median(w for w, _, _ in res["text-first-key"])
             version = f"{cluster.version[0]}.{cluster.version[1]:02d}"
             for name, rows in res.items():

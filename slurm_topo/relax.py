@@ -641,7 +641,7 @@ def run_pass(
     slurm = access or SlurmAccess(runner)
     node_recs = slurm.nodes(timeout=60)
     busy = busy_share_of(node_recs) if load_aware else None
-    listing = slurm.jobs(timeout=60)
+    listing = slurm.jobs(timeout=60, detail=lambda comment: BUDGET_PREFIX in comment)
     result = plan_pass(listing.jobs, now, busy)
     result.errors[:0] = [f"job {jid}: skipped, {why}" for jid, why in listing.refused]
     result.busy, result.backend = busy, listing.backend

@@ -115,3 +115,31 @@ def test_a_probe_whose_import_exits_is_a_reason_not_a_crash(
     finally:
         native.reset_probe()
     assert not p.ok and p.why == "importing pyslurm failed: fatal: Could not establish a configuration source"
+
+
+class FakeJobs:
+    """What ``pyslurm.Jobs.load()`` gives: a mapping of job objects with the captured attributes."""
+
+    def __init__(self, rows: list[dict[str, object]]) -> None:
+        from types import SimpleNamespace
+
+        self.rows = {r["id"]: SimpleNamespace(**r) for r in rows}
+
+    def values(self):  # type: ignore[no-untyped-def]
+        return self.rows.values()
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def test_a_detail_hint_reads_three_fields_of_the_other_jobs() -> None:
+    from types import SimpleNamespace
+
+    rows = attrs()
+    rows[1]["admin_comment"] = "slurm-topo-auto: zone limit=60s region=0s any=0s"
+    pyslurm = SimpleNamespace(Jobs=SimpleNamespace(load=lambda: FakeJobs(rows)))
+    listing = native.load_jobs(pyslurm, detail=lambda c: "slurm-topo-auto:" in c)
+    by_id = {j["JobId"]: j for j in listing.jobs}
+    assert by_id["1"] == {"JobId": "1", "JobState": "PENDING", "AdminComment": ""}
+    assert by_id["2"] == native.job_record(rows[1]) and by_id["2"]["NumNodes"] == "2-2"
+    assert listing.listed == 3

@@ -179,10 +179,17 @@ def test_release_picks_the_block_syntax() -> None:
 
 
 def test_placeholders_only_where_the_release_takes_them() -> None:
-    """24.11 stops on an empty block ("hasn't got nodes"): the gap is left out there; 25.05+ keeps it."""
+    """24.11 stops on an empty block ("hasn't got nodes"): the gap is a block of State=FUTURE placeholders
+    there (slurm-topo-nodes.conf defines them, no slurmd); 23.11 leaves it out; 25.05+ keeps it empty."""
     inv = load(fleet({k: v for k, v in FOUR.items() if v != "rack-02"}))
-    conf = render_all(inv, (24, 11))["topology.conf"]
-    assert "nvl_rack-02" not in conf and "BlockSizes=4,8\n" in conf
+    out = render_all(inv, (24, 11))
+    conf = out["topology.conf"]
+    assert "BlockName=nvl_rack-02 Nodes=nvl_rack-02-future[1-4]\n" in conf and "BlockSizes=4,8,16\n" in conf
+    assert out["slurm-topo-nodes.conf"].endswith("NodeName=nvl_rack-02-future[1-4] State=FUTURE\n")
+    assert lint_file(conf, slurm_version=(24, 11)) == []
+    old = render_all(inv, (23, 11))["topology.conf"]
+    assert "nvl_rack-02" not in old and "BlockLevels=0,1\n" in old
+    assert "future" not in render_all(inv, (23, 11))["slurm-topo-nodes.conf"]
     yaml_text = render_all(inv, (26, 5))["topology.yaml"]
     assert "      - block: nvl_rack-02\n      - block: nvl_rack-03\n" in yaml_text
     assert "block_sizes: [4, 8, 16]" in yaml_text
@@ -206,7 +213,7 @@ def test_mixed_fleet_before_25_05_needs_a_choice() -> None:
         ("[4, 12]", (26, 5), "12 is not a power of two times 4"),
         ("[2, 4]", (26, 5), "smaller than domain rack-01"),
         ("[4, 8, 32]", (26, 5), "more than all 4 blocks"),
-        ("[8]", (24, 11), "not 8: before Slurm 25.05"),
+        ("[8]", (23, 11), "not 8: on Slurm 23.11"),
     ],
 )
 def test_bad_block_sizes_are_refused_before_writing(
@@ -214,6 +221,32 @@ def test_bad_block_sizes_are_refused_before_writing(
 ) -> None:
     with pytest.raises(InputError, match=problem):
         render_all(load(fleet(FOUR, f"nvlink: {{block_sizes: {sizes}}}")), version)
+
+
+def test_a_partly_filled_rack_is_padded_on_24_x_and_left_short_from_25_05() -> None:
+    """A 4-node base with one rack of 3: 24.11 gets one placeholder in that rack's block; 26.05 none."""
+    doc = fleet({"g[01-04]": "rack-01", "g[05-07]": "rack-02", "g[09-12]": "rack-03"})
+    out = render_all(load(doc), (24, 11))
+    assert "BlockName=nvl_rack-02 Nodes=g[05-07],nvl_rack-02-future1\n" in out["topology.conf"]
+    assert "NodeName=nvl_rack-02-future1 State=FUTURE\n" in out["slurm-topo-nodes.conf"]
+    assert "1 State=FUTURE placeholders" in out["topology.conf"]
+    new = render_all(load(doc), (26, 5))
+    assert "future" not in new["topology.yaml"] + new["slurm-topo-nodes.conf"]
+
+
+def test_sizes_24_x_accepts_are_accepted() -> None:
+    """24.11 takes a base block smaller than a rack (only shorter blocks are fatal, padded here); 26.05
+    refuses it (the base block holds the largest domain)."""
+    doc = fleet(FOUR, "nvlink: {block_sizes: [2, 4]}")
+    assert "BlockSizes=2,4\n" in render_all(load(doc), (24, 11))["topology.conf"]
+    with pytest.raises(InputError, match="smaller than domain rack-01"):
+        render_all(load(doc), (26, 5))
+
+
+def test_a_node_named_like_a_placeholder_is_refused() -> None:
+    doc = fleet({"g[01-04]": "rack-01", "g[05-07]": "rack-02", "nvl_rack-02-future1": "rack-03"})
+    with pytest.raises(InputError, match="named like a placeholder"):
+        render_all(load(doc), (24, 11))
 
 
 def test_block_topology_before_23_11_is_refused_when_asked_for() -> None:

@@ -25,6 +25,7 @@ read safely is in :attr:`JobListing.refused` (job id, why): callers log one line
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import CommandError, InputError, ParseError
@@ -140,10 +141,14 @@ class SlurmAccess:
             return
         self.runner.run(argv.update_node(node, *fields), timeout=timeout)
 
-    def jobs(self, job: str | None = None, timeout: float = 60.0) -> JobListing:
-        """Every job slurmctld holds (or only ``job``; an unknown id gives an empty listing)."""
+    def jobs(
+        self, job: str | None = None, timeout: float = 60.0, detail: Callable[[str], bool] | None = None
+    ) -> JobListing:
+        """Every job slurmctld holds (or only ``job``; an unknown id gives an empty listing). ``detail``: a
+        hint, given a job's AdminComment, whether the caller needs the whole record; the pyslurm backend then
+        reads only ``JobId``, ``JobState`` and ``AdminComment`` of the others (the others read everything)."""
         if self.backend == "pyslurm":
-            return native.load_jobs(self._pyslurm, job)
+            return native.load_jobs(self._pyslurm, job, detail)
         if self.backend == "json" and not (job is not None and self.one_job_text):
             try:
                 text = self.runner.run(json_jobs_argv(job), timeout=timeout)

@@ -28,7 +28,7 @@ import importlib.util
 import os
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -275,9 +275,27 @@ def _rpc(what: str, call: Any) -> Any:
         raise CommandError(["pyslurm", what], 1, str(exc)[:200] or type(exc).__name__) from None
 
 
-def load_jobs(pyslurm: Any, job: str | None = None) -> JobListing:
+def load_jobs(
+    pyslurm: Any, job: str | None = None, detail: Callable[[str], bool] | None = None
+) -> JobListing:
+    """Every job (or only ``job``). ``detail``: given a job's AdminComment, whether the caller needs its whole
+    record; the others carry only ``JobId``, ``JobState`` and ``AdminComment`` (three attributes read, not
+    thirty: a relax pass needs the rest only of its auto jobs)."""
     jobs = _rpc("Jobs.load", lambda: pyslurm.Jobs.load())
-    return listing_from_attrs([_attrs(j) for j in jobs.values()], job)
+    if detail is None or job is not None:
+        return listing_from_attrs([_attrs(j) for j in jobs.values()], job)
+    out = JobListing(backend="pyslurm", listed=len(jobs))
+    rows = []
+    for j in jobs.values():
+        comment = _text(j.admin_comment)
+        if detail(comment):
+            rows.append(_attrs(j))
+        else:
+            out.jobs.append({"JobId": str(j.id), "JobState": _text(j.state), "AdminComment": comment})
+    full = listing_from_attrs(rows)
+    out.jobs.extend(full.jobs)
+    out.refused.extend(full.refused)
+    return out
 
 
 def node_lines(pyslurm: Any) -> dict[str, dict[str, str]]:

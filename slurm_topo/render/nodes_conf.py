@@ -15,6 +15,7 @@ from __future__ import annotations
 from .. import hostlist
 from ..model import Node, natural_key
 from . import RenderContext, header
+from .topology_block import placeholders
 
 
 def _gres(node: Node) -> str | None:
@@ -57,7 +58,16 @@ def render_nodes_conf(ctx: RenderContext) -> str:
         lines.setdefault(attrs, []).append(node.name)
     rows = sorted(((names, attrs) for attrs, names in lines.items()), key=lambda row: natural_key(row[0][0]))
     summary = f"{len(ctx.inventory.nodes)} nodes on {len(rows)} NodeName= lines; Include it from slurm.conf"
+    pads = [n for names in placeholders(ctx).values() for n in names]
+    if pads:
+        summary += f"; {len(pads)} NVLink block placeholders (State=FUTURE) at the end"
     out = [header("slurm-topo-nodes.conf", ctx, summary)]
     for names, attrs in rows:
         out.append(f"NodeName={hostlist.compress(names)}{' ' + attrs if attrs else ''}\n")
+    if pads:
+        out.append(
+            "# Not hardware: placeholders that fill short NVLink blocks to the base block size, which Slurm\n"
+            "# 24.x requires of every block (topology.conf). State=FUTURE: never allocated, no slurmd.\n"
+            f"NodeName={hostlist.compress(pads)} State=FUTURE\n"
+        )
     return "".join(out)

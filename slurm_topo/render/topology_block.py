@@ -4,7 +4,12 @@
 * no node has an ``nvlink_domain`` (or ``nvlink: {topology: tree}``): the network tree in topology.conf, as
   ever; domains are only node features (``nvl_<domain>``, written on every release);
 * 23.11 to 24.11 (one topology per cluster): topology.conf holds the blocks, with ``BlockLevels=0-L`` on 23.11
-  and ``BlockSizes=`` from 24.05; every node must then have a domain (a node in no block is never allocated);
+  and ``BlockSizes=`` from 24.05; every node must then have a domain (a node in no block is outside the
+  topology: only a constraint or partition that names it reaches it, and no block placement ever does). A
+  block shorter than the base block size is fatal to 24.x: from 24.05 a partly filled rack, and a domain
+  with no node, are padded to the base size with ``State=FUTURE`` placeholder nodes
+  (:func:`placeholders`, named ``<block>-future<k>``), which slurmctld never allocates: the rack keeps its
+  full-size semantics (``-N36 --segment=18`` over two 18-node blocks, checked on 24.11.5);
 * 25.05 and later: topology.yaml holds the tree (``cluster_default``) and the blocks
   (``render.topology_yaml``).
 
@@ -29,6 +34,10 @@ SHORT_BLOCKS_SINCE = (25, 5)
 """From 25.05 a block may hold fewer nodes than the base block size (an empty placeholder included). 24.11
 refuses both, fatally: "block X hasn't got nodes", "Block configuration (X) children count lower than
 bblock_node_cnt" (checked on 24.11.5)."""
+PAD_SINCE = BLOCK_SIZES_SINCE
+"""From 24.05 (``BlockSizes``) to 25.05 short blocks are padded with State=FUTURE placeholders."""
+PAD_MARK = "-future"
+"""A placeholder is named ``<block name>-future<k>``: never a host, and never mistaken for one."""
 MAX_BLOCK_LEVELS = 16
 """23.11's ``BlockLevels`` go from 0 to 15 (a level-L block is 2**L base blocks)."""
 
@@ -68,14 +77,39 @@ def topology_mode(ctx: RenderContext) -> str:
     return BLOCK_CONF
 
 
+def padded(version: tuple[int, int]) -> bool:
+    """Whether this release's short blocks are padded with FUTURE placeholders (24.05 to 25.05)."""
+    return PAD_SINCE <= version < SHORT_BLOCKS_SINCE
+
+
 def release_blocks(ctx: RenderContext) -> tuple[Block, ...]:
-    """The blocks this release can hold: all of them from 25.05; before, only those with nodes (an empty
-    placeholder is fatal there, so a missing domain shifts the aggregates after it; ``lint --previous``
-    reports such a shift)."""
+    """The blocks this release can hold: all of them from 24.05 (25.05+ natively, 24.x padded with
+    placeholders); on 23.11 only those with nodes (an empty placeholder is fatal there, so a missing domain
+    shifts the aggregates after it; ``lint --previous`` reports such a shift)."""
     blocks = ctx.topology.blocks
-    if ctx.slurm_version >= SHORT_BLOCKS_SINCE:
+    if ctx.slurm_version >= PAD_SINCE:
         return blocks
     return tuple(b for b in blocks if b.nodes)
+
+
+def placeholders(ctx: RenderContext) -> dict[str, tuple[str, ...]]:
+    """Block name -> the State=FUTURE nodes that fill it up to the base block size (24.05 to 25.05, block
+    topology only; else empty). Raises ``InputError`` when a placeholder's name is an inventory node's."""
+    if not padded(ctx.slurm_version) or topology_mode(ctx) != BLOCK_CONF:
+        return {}
+    base = block_sizes(ctx)[0]
+    out: dict[str, tuple[str, ...]] = {}
+    for b in release_blocks(ctx):
+        if len(b.nodes) < base:
+            out[b.name] = tuple(f"{b.name}{PAD_MARK}{k}" for k in range(1, base - len(b.nodes) + 1))
+    names = {n.name for n in ctx.inventory.nodes} | set(ctx.inventory.extra_nodes)
+    clash = sorted(n for pads in out.values() for n in pads if n in names)
+    if clash:
+        raise InputError(
+            f"node {clash[0]} is named like a placeholder slurm-topo pads short NVLink blocks with "
+            f"(<block>{PAD_MARK}<k>): rename it"
+        )
+    return out
 
 
 def _power_of_two(n: int) -> bool:
@@ -83,13 +117,19 @@ def _power_of_two(n: int) -> bool:
 
 
 def block_sizes_problem(
-    sizes: tuple[int, ...], blocks: tuple[Block, ...], slurm_version: tuple[int, int]
+    sizes: tuple[int, ...],
+    blocks: tuple[Block, ...],
+    slurm_version: tuple[int, int],
+    *,
+    given: bool = False,
 ) -> str | None:
     """Why ``sizes`` is not a valid ``BlockSizes`` for these blocks on this release, else None.
 
     topology.conf(5): each size after the first is a power of two times the one before (26.05 makes any other
-    value fatal); the base block holds the largest domain; an aggregate larger than all blocks together can
-    never be formed; before 25.05 every filled block holds exactly the base size."""
+    value fatal); an aggregate larger than all blocks together can never be formed. The base block holds the
+    largest domain, except for sizes an administrator ``given`` on 24.x, which accepts blocks longer than
+    the base (only shorter ones are fatal, checked on 24.11.5). Shorter blocks: padded on 24.x
+    (:func:`placeholders`), fatal on 23.11, allowed from 25.05."""
     if not sizes:
         return "is empty"
     if any(s < 1 for s in sizes):
@@ -99,15 +139,15 @@ def block_sizes_problem(
             return f"{size} is not a power of two times {prev} (each size doubles the one before, or more)"
     largest = max((len(b.nodes) for b in blocks), default=0)
     base = sizes[0]
-    if largest > base:
+    if largest > base and not (given and padded(slurm_version)):
         big = next(b for b in blocks if len(b.nodes) == largest)
         return f"the base size {base} is smaller than domain {big.domain} ({largest} nodes)"
-    if slurm_version < SHORT_BLOCKS_SINCE:
+    if slurm_version < PAD_SINCE:
         short = [b for b in blocks if len(b.nodes) != base]
         if short:
             return (
-                f"domain {short[0].domain} has {len(short[0].nodes)} nodes, not {base}: before Slurm 25.05 "
-                "every block holds exactly the base block size (Slurm stops on a shorter one)"
+                f"domain {short[0].domain} has {len(short[0].nodes)} nodes, not {base}: on Slurm 23.11 every "
+                "block holds exactly the base block size (Slurm stops on another; 24.05+ pads short ones)"
             )
     if sizes[-1] > base * len(blocks):
         return f"{sizes[-1]} nodes is more than all {len(blocks)} blocks of {base} hold"
@@ -124,7 +164,7 @@ def block_sizes(ctx: RenderContext) -> tuple[int, ...]:
     else:
         base = max(len(b.nodes) for b in blocks)
         sizes = tuple(base << k for k in range(MAX_BLOCK_LEVELS) if 1 << k <= len(blocks))
-    problem = block_sizes_problem(sizes, blocks, ctx.slurm_version)
+    problem = block_sizes_problem(sizes, blocks, ctx.slurm_version, given=bool(given))
     if problem is not None:
         what = "nvlink.block_sizes" if given else "the NVLink domains"
         raise InputError(
@@ -148,12 +188,19 @@ def render_block_conf(ctx: RenderContext) -> str:
         f"topology/block: {len(blocks)} NVLink domain blocks in a fixed order (aggregated blocks are "
         "consecutive lines); TopologyPlugin=topology/block"
     )
+    pads = placeholders(ctx)
+    if pads:
+        summary += (
+            f"; {sum(map(len, pads.values()))} State=FUTURE placeholders (<block>{PAD_MARK}<k>, in "
+            "slurm-topo-nodes.conf) fill short blocks to the base size"
+        )
     out = [header("topology.conf", ctx, summary)]
     from .. import hostlist
 
     for b in blocks:
+        names = b.nodes + pads.get(b.name, ())
         out.append(
-            f"BlockName={b.name} Nodes={hostlist.compress(b.nodes)}\n" if b.nodes else f"BlockName={b.name}\n"
+            f"BlockName={b.name} Nodes={hostlist.compress(names)}\n" if names else f"BlockName={b.name}\n"
         )
     if ctx.slurm_version < BLOCK_SIZES_SINCE:
         out.append(f"BlockLevels={block_levels(sizes)}\n")

@@ -8,7 +8,10 @@ one by NVLink domain differ.
 
 * every release: ``--constraint='[nvl_rack-01|nvl_rack-02|nvl_rack-04]'`` (the nvl_ features, the only tool
   before topology/block: 22.05) keeps a job in one domain where the tree would split it;
-* 24.05+ (24.11): topology.conf in block syntax (``TopologyPlugin=topology/block``);
+* 24.05+ (24.11): topology.conf in block syntax (``TopologyPlugin=topology/block``); 24.x stops on a block
+  shorter than the base size, so the empty rack-03 slot is a block of ``State=FUTURE`` placeholders
+  (``nvl_rack-03-future[1-4]``, in slurm-topo-nodes.conf) that keeps rack-04's block index, and after a move
+  a partly filled rack is padded the same way;
 * 25.05+ (26.05): topology.yaml with the tree as the cluster default and the blocks as topology ``nvl``,
   chosen by ``PartitionName=nvl ... Topology=nvl``; an empty placeholder keeps rack-04's block index, also
   after a node moves between racks.
@@ -102,7 +105,11 @@ def generate(cluster: slurmctl.Cluster, moves: dict[str, str] | None = None) -> 
         timeout=60,
     )
     assert p.returncode == 0, p.stderr
-    return {f.name: f.read_text() for f in out.iterdir() if f.name.startswith("topology.")}
+    return {
+        f.name: f.read_text()
+        for f in out.iterdir()
+        if f.name.startswith("topology.") or f.name == "slurm-topo-nodes.conf"
+    }
 
 
 def install(cluster: slurmctl.Cluster, files: dict[str, str]) -> None:
@@ -116,6 +123,7 @@ def install(cluster: slurmctl.Cluster, files: dict[str, str]) -> None:
     else:
         (cluster.etc / "topology.conf").write_text(files["topology.conf"])
         text = re.sub(r"(?m)^TopologyPlugin=.*$", "TopologyPlugin=topology/block", text)
+    (cluster.etc / "slurm-topo-nodes.conf").write_text(files["slurm-topo-nodes.conf"])  # placeholders
     conf.write_text(text)
     slurmctl.restart_ctld(cluster.base)
 
@@ -160,21 +168,22 @@ def test_blocks_are_loaded_in_the_generated_order_and_jobs_stay_in_one_domain(
     yaml_release = "topology.yaml" in files
     part = ("-p", "nvl") if yaml_release else ()
     blocks = block_lines(slurm, "nvl") if yaml_release else block_lines(slurm)
-    expected = (
-        ["nvl_rack-01", "nvl_rack-02", "nvl_rack-03", "nvl_rack-04"]
-        if yaml_release
-        else [
-            "nvl_rack-01",
-            "nvl_rack-02",
-            "nvl_rack-04",
-        ]
-    )
+    expected = ["nvl_rack-01", "nvl_rack-02", "nvl_rack-03", "nvl_rack-04"]
     assert [b["BlockName"] for b in blocks] == expected
     assert [int(b["BlockIndex"]) for b in blocks] == list(range(len(expected)))
     for b in blocks:
-        members = slurm.hostnames(b.get("Nodes", ""))
-        assert {DOMAIN[n] for n in members} <= {b["BlockName"].removeprefix("nvl_")}
+        members = slurm.hostnames(b.get("Nodes", "")) if b.get("Nodes") not in (None, "", "(null)") else ()
+        pads = [n for n in members if n not in DOMAIN]
+        assert {DOMAIN[n] for n in members if n in DOMAIN} <= {b["BlockName"].removeprefix("nvl_")}
         assert b["BlockSize"] == "4"
+        if yaml_release:
+            assert pads == [], b  # 25.05+ takes short and empty blocks as they are
+        elif b["BlockName"] == "nvl_rack-03":  # 24.x: the empty slot, four placeholders
+            assert pads == [f"nvl_rack-03-future{k}" for k in range(1, 5)], b
+            for n in pads:
+                assert "State=FUTURE" in slurm.out("scontrol", "--future", "show", "node", n), n
+        else:
+            assert pads == [], b
     # a 4-node job: the only whole free domain (the tree alone has two leaves of 5 free nodes)
     if yaml_release:  # partition main still places by the tree (cluster_default): across two domains
         control = run_job(slurm, "-p", "main", "-N4")
@@ -187,14 +196,30 @@ def test_blocks_are_loaded_in_the_generated_order_and_jobs_stay_in_one_domain(
     assert all(c % 2 == 0 for c in per_domain), (nodes, per_domain)
 
 
-@pytest.mark.slurm_min("25.05", reason="topology.yaml: placeholders and blocks shorter than BlockSizes")
+@pytest.mark.slurm_min("24.05", reason="placeholders (24.x: FUTURE nodes; 25.05+: short and empty blocks)")
 def test_a_node_moved_between_racks_leaves_the_other_blocks_in_place(cluster: slurmctl.Cluster) -> None:
-    """g12 moves from rack-04 into the empty rack-03 slot: rack-01, rack-02 and rack-04 keep their indices."""
+    """g12 moves from rack-04 into the empty rack-03 slot: rack-01, rack-02 and rack-04 keep their indices.
+    On 24.x both racks are then partly filled and padded; a 12-node job still runs on the 12 real nodes (the
+    16-node aggregate of all four blocks) and a 4-node job only where a rack has 4 real nodes free."""
     slurm = cluster.slurm
-    if not (cluster.etc / "topology.yaml").exists():
-        install(cluster, generate(cluster))
-    before = {b["BlockName"]: b["BlockIndex"] for b in block_lines(slurm, "nvl")}
+    yaml_release = cluster.version >= (25, 5)
+    name = ("nvl",) if yaml_release else ()
+    install(cluster, generate(cluster))
+    before = {b["BlockName"]: b["BlockIndex"] for b in block_lines(slurm, *name)}
     install(cluster, generate(cluster, {"g12": "rack-03"}))  # the launcher writes one entry per node
-    after = block_lines(slurm, "nvl")
+    after = block_lines(slurm, *name)
     assert {b["BlockName"]: b["BlockIndex"] for b in after} == before
-    assert slurm.hostnames(next(b["Nodes"] for b in after if b["BlockName"] == "nvl_rack-03")) == ("g12",)
+    real = {b["BlockName"]: tuple(n for n in slurm.hostnames(b["Nodes"]) if n in DOMAIN) for b in after}
+    assert real["nvl_rack-03"] == ("g12",) and real["nvl_rack-04"] == ("g09", "g10", "g11")
+    if not yaml_release:
+        pads = {b["BlockName"]: [n for n in slurm.hostnames(b["Nodes"]) if n not in DOMAIN] for b in after}
+        assert pads["nvl_rack-03"] == [f"nvl_rack-03-future{k}" for k in range(1, 4)]
+        assert pads["nvl_rack-04"] == ["nvl_rack-04-future1"]
+        slurm.quiesce()
+        job = slurm.submit("-N12", "--wrap", "sleep 300")
+        slurm.wait_state(job, "RUNNING", timeout=30)
+        assert set(slurm.allocation_of(job).nodes) == set(DOMAIN), "every real node, no placeholder"
+        slurm.cancel(job)
+        nodes = run_job(slurm, "-N4")  # g01, g09 busy: rack-02 is the one rack with 4 real nodes free
+        assert {DOMAIN[n] for n in nodes} == {"rack-02"}, nodes
+    install(cluster, generate(cluster))  # leave the module's cluster as the other tests found it
