@@ -323,7 +323,8 @@ def check_node_set(d: _Draft, known: set[str], version: tuple[int, int] | None) 
 
 def check_unplaced(topology: tuple[str, bytes] | None, expected: set[str]) -> None:
     """Every node slurmctld will know must be placed by the default topology (on some switch of a tree,
-    in some block of topology/block): it is never allocated otherwise."""
+    in some block of topology/block): topology/tree never allocates it otherwise, topology/block only to a
+    job that names it by constraint or partition (with no block placement)."""
     if topology is None:
         return
     placed = topo.placed_nodes(*topology)

@@ -70,7 +70,8 @@ def topology_mode(ctx: RenderContext) -> str:
         shown = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
         raise InputError(
             f"Slurm {version} has one topology per cluster and {len(missing)} node(s) have no "
-            f"nvlink_domain ({shown}): a node in no block is never allocated. Give them a domain, set "
+            f"nvlink_domain ({shown}): a node in no block gets no block placement (only a job naming it "
+            "by constraint or partition lands there). Give them a domain, set "
             "nvlink: {topology: tree} to keep the network tree (domains as nvl_ features only), or render "
             "for Slurm 25.05+ (topology.yaml holds both)"
         )
