@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Open ``slurm-topo show --svg`` pictures in a real browser (headless Chromium) and check the screenshots.
 
-Renders two SVGs with the command itself — the captured Slurm 22.05 fleet with its live node states
-(tests/fixtures/real/slurm-22.05) and a synthetic fleet of 10 000 nodes with seeded states — then has
+Renders SVGs with the command itself — the captured Slurm 22.05 fleet with its live node states
+(tests/fixtures/real/slurm-22.05) and synthetic fleets of 30, 422 and 10 000 nodes with seeded states
+(idle, allocated, drained, MIXED with GPUs left) — then has
 Chromium screenshot each one and checks every PNG: the size asked for, and not blank (the legend colours
 and more than a handful of distinct colours appear). Prints one line per picture; exits 1 on a failed check.
 
@@ -96,13 +97,30 @@ def colours(rows: list[bytes]) -> set[bytes]:
     return seen
 
 
-def synthetic(out: Path) -> tuple[Path, Path]:
-    from bench_cost import fleet_yaml, make_fleet, node_list, states_of
+def synthetic(out: Path, n: int) -> tuple[Path, Path]:
+    """A fleet of ``n`` nodes (bench_cost's shape) with seeded states: idle, allocated, drained, and MIXED
+    nodes with some GPUs left (``GresUsed``), as ``scontrol show node -o`` prints them."""
+    from bench_cost import fleet_yaml, make_fleet
 
-    inv = make_fleet(10_000)
-    (out / "fleet10k.yaml").write_text(fleet_yaml(10_000))
-    (out / "nodes10k.txt").write_text(node_list(inv, states_of(inv, random.Random(7))))
-    return out / "fleet10k.yaml", out / "nodes10k.txt"
+    inv = make_fleet(n)
+    rng = random.Random(7)
+    lines = []
+    for node in inv.nodes:
+        g = node.gpus or 0
+        x = rng.random()
+        if x < 0.45:
+            state, used = "ALLOCATED", g
+        elif x < 0.5:
+            state, used = "IDLE+DRAIN", 0
+        elif x < 0.65 and g > 1:
+            state, used = "MIXED", rng.randint(1, g - 1)
+        else:
+            state, used = "IDLE", 0
+        idx = f"0-{used - 1}" if used else "N/A"
+        lines.append(f"NodeName={node.name} State={state} Gres=gpu:{g} GresUsed=gpu:{used}(IDX:{idx})")
+    (out / f"fleet{n}.yaml").write_text(fleet_yaml(n))
+    (out / f"nodes{n}.txt").write_text("\n".join(lines) + "\n")
+    return out / f"fleet{n}.yaml", out / f"nodes{n}.txt"
 
 
 def svg_height(svg: Path) -> int:
@@ -124,11 +142,9 @@ def main() -> int:
     args = ap.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="slurm-topo-svg-"))
     out.mkdir(parents=True, exist_ok=True)
-    inv10k, nodes10k = synthetic(out)
-    cases = [
-        ("real-22.05", REAL / "inventory.yaml", REAL / "scontrol-show-node-o.txt"),
-        ("synthetic-10k", inv10k, nodes10k),
-    ]
+    cases = [("real-22.05", REAL / "inventory.yaml", REAL / "scontrol-show-node-o.txt")]
+    for n in (30, 422, 10_000):
+        cases.append((f"synthetic-{n}", *synthetic(out, n)))
     failed = 0
     report: list[str] = []
     for name, inventory, nodes in cases:
@@ -146,6 +162,8 @@ def main() -> int:
         width, got_height, rows = read_png(png)
         seen = colours(rows)
         legend = {bytes.fromhex(c) for c in ("2b8a3e", "1c5fb8", "e8590c")}
+        if name != "real-22.05":
+            legend.add(bytes.fromhex("94d82d"))  # partly free: MIXED nodes with GPUs left
         ok = width == 1240 and got_height == height and len(seen) > 8 and legend <= seen
         failed += not ok
         report.append(

@@ -3,8 +3,9 @@
 Each region is a band, each zone a row of group cards. A card shows the group's name, node and GPU counts,
 a bar of free / allocated / drained nodes when node states are given, and one square per node for groups of
 up to ``SQUARES_MAX`` nodes (larger groups show counts only, so 10 000 nodes stay a few thousand shapes).
-Past ``CARDS_MAX`` groups the cards are zones instead of groups. Every card has a ``<title>`` tooltip.
-Colours are chosen to stay apart for the common colour-vision deficiencies (blue/orange, plus grey).
+Past ``CARDS_MAX`` groups, or past ``ROWS_MAX`` rows of group cards in a fleet of several zones, the cards
+are zones instead of groups (422 nodes in 30 zones: 1 240 × 1 316 px, not 3 476). Every card has a
+``<title>`` tooltip. Colours stay apart for the common colour-vision deficiencies (blue/orange, plus grey).
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from .text import counted
 
 SQUARES_MAX = 128
 CARDS_MAX = 1500
+ROWS_MAX = 12
+"""More rows of group cards than this (about two screens) and a fleet of several zones is drawn one card per
+zone: which zone has room must show at a glance, not after scrolling."""
 PARTLY = "partly"
 """A node in use with GPUs still free (Slurm's MIXED with free GPUs): its own colour, never drawn as full."""
 KINDS = (FREE, PARTLY, ALLOCATED, DRAINED, UNKNOWN)
@@ -31,6 +35,11 @@ LABELS = {
     DRAINED: "drained/down",
     UNKNOWN: "state unknown",
 }
+
+SHORT = {FREE: "free", PARTLY: "partly free", ALLOCATED: "allocated", DRAINED: "drained", UNKNOWN: "unknown"}
+"""The kinds in a card's count lines (the legend explains them)."""
+LINE_CHARS = 34
+"""What fits on one 10 px line of a card (DejaVu Sans, 206 px): count lines wrap there."""
 
 WIDTH = 1240
 MARGIN = 20
@@ -115,7 +124,14 @@ def _card(
     )
     squares = len(nodes) <= SQUARES_MAX
     rows = -(-len(nodes) // SQ_PER_ROW) if squares else 0
-    height = 52 + (rows * (SQ + SQ_GAP) + 4 if squares else 14)
+    count_lines: list[str] = []
+    if not squares:
+        for part in (f"{counts[k]} {SHORT[k]}" for k in KINDS if counts[k]):
+            if count_lines and len(count_lines[-1]) + 2 + len(part) <= LINE_CHARS:
+                count_lines[-1] += ", " + part
+            else:
+                count_lines.append(part)
+    height = 52 + (rows * (SQ + SQ_GAP) + 4 if squares else 2 + 12 * max(1, len(count_lines)))
     shown = title if len(title) <= 30 else title[:29] + "…"
     tip = f"{title}: {counted(len(nodes), 'node')}, {counted(gpus, 'GPU')}"
     if states is not None:
@@ -140,10 +156,11 @@ def _card(
                 f"<title>{escape(n.name)}</title></rect>"
             )
     else:
-        parts = ", ".join(f"{counts[k]} {LABELS[k]}" for k in KINDS if counts[k])
-        out.append(
-            f"<text x='{x + 8}' y='{y + 60}' font-size='10' fill='#495057' {FONT}>{escape(parts)}</text>"
-        )
+        for i, text in enumerate(count_lines):
+            out.append(
+                f"<text x='{x + 8}' y='{y + 60 + 12 * i}' font-size='10' fill='#495057' {FONT}>"
+                f"{escape(text)}</text>"
+            )
     out.append("</g>")
     return out, height
 
@@ -154,7 +171,9 @@ def render_svg(
     """The whole picture as an SVG document."""
     tree = _tree(inventory)
     n_groups = sum(len(gs) for zs in tree.values() for gs in zs.values())
-    by_zone = n_groups > CARDS_MAX
+    n_zones = sum(len(zs) for zs in tree.values())
+    rows = sum(-(-len(gs) // PER_ROW) for zs in tree.values() for gs in zs.values())
+    by_zone = n_groups > CARDS_MAX or (rows > ROWS_MAX and n_zones > 1)
     body: list[str] = []
     y = MARGIN + 56
     for region in _sorted(list(tree)):
@@ -205,7 +224,7 @@ def render_svg(
     if by_zone:
         head.append(
             f"<text x='{lx + 10}' y='{MARGIN + 36}' font-size='12' fill='#495057' {FONT}>"
-            f"({n_groups} groups: one card per zone)</text>"
+            f"({n_groups} network groups in {n_zones} zones: one card per zone)</text>"
         )
     height = y + MARGIN
     return (

@@ -53,6 +53,29 @@ def test_large_groups_are_counts_and_many_groups_become_zones() -> None:
     assert len(cards) == 4 and "one card per zone" in many
 
 
+def test_many_rows_of_groups_become_zones_only_where_there_are_zones() -> None:
+    """More than ROWS_MAX rows of group cards: several zones get one card each (room at a glance, no
+    scrolling), and a zone card's counts wrap inside the card; one zone keeps its group cards."""
+    from slurm_topo.svg import CARD_W, LINE_CHARS, PER_ROW, ROWS_MAX
+
+    zoned = render_svg(fleet(2 * PER_ROW * (ROWS_MAX // 2 + 1), 1, zones=2), None)
+    assert "one card per zone" in zoned
+    assert len(list(ET.fromstring(zoned).iter(f"{NS}g"))) == 2
+    one = render_svg(fleet(PER_ROW * (ROWS_MAX + 1), 1, zones=1), None)
+    assert "one card per zone" not in one and len(list(ET.fromstring(one).iter(f"{NS}g"))) == PER_ROW * (
+        ROWS_MAX + 1
+    )
+    inv = fleet(ROWS_MAX * PER_ROW + 1, 12, zones=4)  # zones of 183 nodes: counts, no squares
+    states = {
+        n.name: NodeState(n.name, kind, 8, 0, kind.upper())
+        for n, kind in zip(inv.nodes, ["free", "allocated", "drained", "free"] * len(inv.nodes), strict=False)
+    }
+    svg = render_svg(inv, states)
+    texts = [t.text or "" for t in ET.fromstring(svg).iter(f"{NS}text") if t.get("font-size") == "10"]
+    assert texts and all(len(t) <= LINE_CHARS for t in texts), texts
+    assert CARD_W >= 200
+
+
 def test_ten_thousand_nodes_stay_bounded() -> None:
     inv = fleet(313, 32)
     svg = render_svg(inv, idle_states(inv))
