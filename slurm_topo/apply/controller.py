@@ -13,7 +13,7 @@ from ..runner import Runner
 from ..version import parse_slurm_version
 from . import topo
 from .base import NODES, ApplyOptions
-from .parse import features_difference, parse_node_lines
+from .parse import features_difference, future_nodes, parse_node_lines
 
 
 class _Slurm:
@@ -84,6 +84,9 @@ class _Slurm:
         nodes = files.get(NODES)
         try:
             want_nodes = parse_node_lines(nodes.decode()) if nodes is not None else None
+            if nodes is not None and want_nodes is not None:  # scontrol show node lists no FUTURE node
+                future = future_nodes(nodes.decode())
+                want_nodes = {n: f for n, f in want_nodes.items() if n not in future}
             if found is not None:
                 topo.difference(dict([found]), lambda name: "")  # it reads (a foreign file may not)
         except (ParseError, HostlistError):

@@ -43,6 +43,20 @@ def parse_node_lines(text: str, source: str = NODES) -> dict[str, frozenset[str]
     return nodes
 
 
+def future_nodes(text: str, source: str = NODES) -> frozenset[str]:
+    """The nodes of ``NodeName=`` lines with ``State=FUTURE`` (24.x's NVLink block placeholders): slurmctld
+    knows them but ``scontrol show node`` does not list them."""
+    out: set[str] = set()
+    for lineno, line in _logical_lines(text):
+        try:
+            keys = {k.lower(): v for k, v in split_pairs(line).items()}
+            if keys.get("state", "").upper() == "FUTURE":
+                out.update(hostlist.expand(keys["nodename"]))
+        except (ValueError, KeyError, HostlistError) as exc:
+            raise ParseError(source, lineno, str(exc)) from None
+    return frozenset(out)
+
+
 def parse_gres_cores(text: str, source: str = GRES) -> dict[str, tuple[str, ...]]:
     """gres.conf → node → the Cores= values of its GPU lines in file order ('' where absent)."""
     return {
