@@ -21,6 +21,12 @@ process's CPU seconds (the parse and the plan; the command's own CPU is slurmctl
 Reported: median and p95 per reader, and the ratio of medians against ``text-first-key`` measured in the same
 run. The relax pass's Slurm-side cost is the listing; its updates are per due job and not timed here.
 
+``--nodes N``: then N more node lines (``State=DOWN``, no slurmd: slurmctld lists them like any node) and a
+restart of slurmctld, and the node listings, timed the same way: ``text`` (``scontrol show node -o`` read by
+``access.text.node_records``, what ``relax`` reads without pyslurm), ``text-multiline`` (``scontrol show
+node`` read by ``parse_show_node``, what ``health-sync`` reads) and, where the root has it, ``pyslurm``
+(``Nodes.load()`` read by ``access.native.node_lines``).
+
 Usage: python benchmarks/bench_access.py --jobs 10000 --rounds 7 --slurm native,26.05 \\
            --out benchmarks/results/access.md
 """
@@ -31,6 +37,7 @@ import argparse
 import os
 import platform
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -44,8 +51,9 @@ sys.path.insert(0, str(REPO / "tests" / "integration"))
 
 import slurmctl  # noqa: E402
 
+from slurm_topo.access import argv as slurm_argv  # noqa: E402
 from slurm_topo.access import jobs_from_json, jobs_from_text, json_jobs_argv, text_jobs_argv  # noqa: E402
-from slurm_topo.access.text import parse_record_line  # noqa: E402
+from slurm_topo.access.text import node_records, parse_record_line, parse_show_node  # noqa: E402
 from slurm_topo.relax import BUDGET_PREFIX, judge, plan_pass  # noqa: E402
 
 BUDGET = "slurm-topo: zone:auto [a(2n)]; slurm-topo-auto: zone limit=3600s region=300s any=1800s"
@@ -108,9 +116,12 @@ from slurm_topo.relax import BUDGET_PREFIX, plan_pass
 pyslurm = native.module()
 for line in sys.stdin:
     c0 = time.process_time()
-    jobs = native.load_jobs(pyslurm, detail=lambda c: BUDGET_PREFIX in c).jobs  # as relax.run_pass asks
-    auto = plan_pass(jobs, time.time()).auto
-    print(auto, time.process_time() - c0, flush=True)
+    if line.strip() == "nodes":
+        n = len(native.node_lines(pyslurm))
+    else:
+        jobs = native.load_jobs(pyslurm, detail=lambda c: BUDGET_PREFIX in c).jobs  # as relax.run_pass asks
+        n = plan_pass(jobs, time.time()).auto
+    print(n, time.process_time() - c0, flush=True)
 """
 
 
@@ -135,6 +146,71 @@ def pyslurm_helper(cluster: slurmctl.Cluster) -> subprocess.Popen[str] | None:
         stdout=subprocess.PIPE,
         text=True,
     )
+
+
+def add_nodes(cluster: slurmctl.Cluster, n: int) -> None:
+    """``n`` node lines with no slurmd behind them (State=DOWN), then a slurmctld restart."""
+    conf = cluster.etc / "slurm.conf"
+    port = int(re.search(r"(?m)^SlurmctldPort=(\d+)", conf.read_text())[1]) + 99  # type: ignore[index]
+    nodes = cluster.etc / "slurm-topo-nodes.conf"
+    nodes.write_text(
+        nodes.read_text()
+        + f"NodeName=x[00001-{n:05d}] NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} "
+        "CPUs=2 RealMemory=1000 Gres=gpu:8 Features=region_x,zone_x-a State=DOWN\n"
+    )
+    slurmctl.restart_ctld(cluster.base)
+
+
+def measure_nodes(
+    cluster: slurmctl.Cluster, rounds: int, seed: int
+) -> dict[str, list[tuple[float, float, int]]]:
+    env = cluster.slurm.env
+
+    def run(argv: list[str]) -> str:
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=True).stdout
+
+    readers: dict[str, Callable[[], int]] = {
+        "text": lambda: len(node_records(run(slurm_argv.show_nodes()))),
+        "text-multiline": lambda: len(parse_show_node(run(slurm_argv.show_nodes(one_line=False)))),
+    }
+    helper = pyslurm_helper(cluster)
+    helper_cpu: list[float] = []
+    if helper is not None:
+
+        def pyslurm_reader() -> int:
+            assert helper is not None and helper.stdin is not None and helper.stdout is not None
+            helper.stdin.write("nodes\n")
+            helper.stdin.flush()
+            n, cpu = helper.stdout.readline().split()
+            helper_cpu.append(float(cpu))
+            return int(n)
+
+        readers["pyslurm"] = pyslurm_reader
+    out = timed_rounds(readers, rounds, seed, helper_cpu)
+    if helper is not None and helper.stdin is not None:
+        helper.stdin.close()
+        helper.wait(timeout=30)
+    return out
+
+
+def timed_rounds(
+    readers: dict[str, Callable[[], int]], rounds: int, seed: int, helper_cpu: list[float]
+) -> dict[str, list[tuple[float, float, int]]]:
+    """One untimed warm-up each, then ``rounds`` rounds in a seeded random order: (wall, cpu, result)."""
+    rng = random.Random(seed)
+    out: dict[str, list[tuple[float, float, int]]] = {k: [] for k in readers}
+    for fn in readers.values():
+        fn()
+    helper_cpu.clear()
+    for _ in range(rounds):
+        order = list(readers)
+        rng.shuffle(order)
+        for name in order:
+            w0, c0 = time.perf_counter(), time.process_time()
+            got = readers[name]()
+            cpu = helper_cpu.pop() if name == "pyslurm" else time.process_time() - c0
+            out[name].append((time.perf_counter() - w0, cpu, got))
+    return out
 
 
 def measure(cluster: slurmctl.Cluster, rounds: int, seed: int) -> dict[str, list[tuple[float, float, int]]]:
@@ -171,19 +247,7 @@ def measure(cluster: slurmctl.Cluster, rounds: int, seed: int) -> dict[str, list
             return int(auto)
 
         readers["pyslurm"] = pyslurm_reader
-    rng = random.Random(seed)
-    out: dict[str, list[tuple[float, float, int]]] = {k: [] for k in readers}
-    for fn in readers.values():  # one untimed warm-up each
-        fn()
-    helper_cpu.clear()
-    for _ in range(rounds):
-        order = list(readers)
-        rng.shuffle(order)
-        for name in order:
-            w0, c0 = time.perf_counter(), time.process_time()
-            auto = readers[name]()
-            cpu = helper_cpu.pop() if name == "pyslurm" else time.process_time() - c0
-            out[name].append((time.perf_counter() - w0, cpu, auto))
+    out = timed_rounds(readers, rounds, seed, helper_cpu)
     if helper is not None and helper.stdin is not None:
         helper.stdin.close()
         helper.wait(timeout=30)
@@ -201,13 +265,16 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--slurm", default="native,24.11,26.05")
+    ap.add_argument("--nodes", type=int, default=0, help="also time node listings with this many more nodes")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     lines = [
         "# Reading the pending queue: access-layer backends per release (real Slurm daemons)",
         "",
         f"Command: `python benchmarks/bench_access.py --jobs {args.jobs} --rounds {args.rounds} "
-        f"--seed {args.seed} --slurm {args.slurm}" + (f" --out {args.out}`  " if args.out else "`  "),
+        f"--seed {args.seed} --slurm {args.slurm}"
+        + (f" --nodes {args.nodes}" if args.nodes else "")
+        + (f" --out {args.out}`  " if args.out else "`  "),
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}; run "
         f"{time.strftime('%Y-%m-%d %H:%M')}  ",
         "Method: the module docstring (one relax planning pass per reader and round, readers in a seeded "
@@ -217,6 +284,7 @@ def main() -> int:
         "wall ratio vs text-first-key |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    node_lines: list[str] = []
     for release in args.slurm.split(","):
         base = Path(f"/tmp/slurm-topo-bench-access-{release}-{os.getpid()}")
         os.environ["SLURM_TOPO_SLURM"] = release
@@ -240,8 +308,31 @@ def main() -> int:
                     f"{p95(cpu):.3f} | {statistics.median(wall) / base_wall:.2f} |"
                 )
             print("\n".join(lines[-3:]), file=sys.stderr, flush=True)
+            if args.nodes:
+                add_nodes(cluster, args.nodes)
+                nres = measure_nodes(cluster, args.rounds, args.seed)
+                text_wall = statistics.median(w for w, _, _ in nres["text"])
+                for name, rows in nres.items():
+                    wall = [w for w, _, _ in rows]
+                    cpu = [c for _, c, _ in rows]
+                    node_lines.append(
+                        f"| {version} ({release}) | {name} | {rows[-1][2]} | {statistics.median(wall):.3f} | "
+                        f"{p95(wall):.3f} | {statistics.median(cpu):.3f} | {p95(cpu):.3f} | "
+                        f"{statistics.median(wall) / text_wall:.2f} |"
+                    )
+                print("\n".join(node_lines[-3:]), file=sys.stderr, flush=True)
         finally:
             slurmctl.stop_cluster(base)
+    if node_lines:
+        lines += [
+            "",
+            f"Node listings ({args.nodes} node lines added, State=DOWN, no slurmd; plus the 12 real nodes):",
+            "",
+            "| Slurm | reader | nodes | wall median s | wall p95 s | cpu median s | cpu p95 s | "
+            "wall ratio vs text |",
+            "|---|---|---:|---:|---:|---:|---:|---:|",
+            *node_lines,
+        ]
     text = "\n".join(lines) + "\n"
     if args.out:
         args.out.write_text(text)

@@ -36,142 +36,30 @@ import os
 import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from .access import SlurmAccess
 from .access.text import busy_share, busy_share_of, features_of
-from .cost import DEFAULT_TABLE, Fabric, LinkTable, PlanSpec, parse_plan, score_placement
-from .errors import CommandError, InputError, OutputError, ParseError
+from .cost.budget import (
+    BUDGET_PREFIX,
+    LEVELS,
+    Budget,
+    auto_budget,
+    budget_record,
+    level_slowdowns,
+    level_step_seconds,
+    unit_budgets,
+)
+from .errors import CommandError, OutputError, ParseError
 from .explain import NULL
-from .model import Location, Node
 from .runner import Runner
 
-LEVELS: tuple[str, ...] = ("network_group", "zone", "region", "any")
-"""Network levels, tightest first (an ``auto`` job starts at one of the first three)."""
 FEATURE_PREFIX: Mapping[str, str] = {"network_group": "ng_", "zone": "zone_", "region": "region_"}
-BUDGET_PREFIX = "slurm-topo-auto: "
 RELAX_PREFIX = "slurm-topo-relax: "
-DEFAULT_COMM_FRACTION = 0.25
 DEFAULT_LOCK = "/run/slurm-topo/relax.lock"
 HELD_REASONS = ("JobHeldUser", "JobHeldAdmin")
-
-
-# ---- the budget (pure)
-
-
-def _level_location(level: str, half: int) -> Location:
-    """Where node ``half`` (0 or 1) of a two-group placement meeting at ``level`` sits."""
-    i = str(half)
-    if level == "network_group":
-        return Location("r", "z", "g")
-    if level == "zone":
-        return Location("r", "z", "g" + i)
-    if level == "region":
-        return Location("r", "z" + i, "g" + i)
-    return Location("r" + i, "z" + i, "g" + i)
-
-
-def level_step_seconds(
-    template: Node, nodes: int, spec: PlanSpec, table: LinkTable = DEFAULT_TABLE
-) -> dict[str, float]:
-    """Communication seconds per step of ``spec`` on ``nodes`` copies of ``template`` whose first half sits in
-    one group and the rest in another group, meeting at each level (one node: every level costs the same)."""
-    out: dict[str, float] = {}
-    for level in LEVELS:
-        fleet = {
-            f"x{k}": replace(template, name=f"x{k}", location=_level_location(level, int(k >= nodes // 2)))
-            for k in range(nodes)
-        }
-        fabric = Fabric(fleet)
-        out[level] = score_placement(fabric, list(fleet), spec, table).seconds
-    return out
-
-
-def level_slowdowns(
-    steps: Mapping[str, float], tight: str, comm_fraction: float = DEFAULT_COMM_FRACTION
-) -> dict[str, float]:
-    """s_L = 1 + f · (C_L / C_tight − 1) for the levels from ``tight`` out (1 for every level when the tight
-    placement does not communicate)."""
-    base = steps[tight]
-    out: dict[str, float] = {}
-    for level in LEVELS[LEVELS.index(tight) :]:
-        out[level] = 1.0 if base <= 0 else max(1.0, 1.0 + comm_fraction * (steps[level] / base - 1.0))
-    return out
-
-
-@dataclass(frozen=True, slots=True)
-class Budget:
-    """A job's ``auto`` budget: its required level at submit, time limit and seconds per looser level."""
-
-    level: str
-    limit_s: int
-    budgets: tuple[tuple[str, int], ...]
-
-    def of(self, level: str) -> int | None:
-        return dict(self.budgets).get(level)
-
-    def record(self) -> str:
-        parts = [f"{BUDGET_PREFIX}{self.level}", f"limit={self.limit_s}s"]
-        parts += [f"{lvl}={sec}s" for lvl, sec in self.budgets]
-        return " ".join(parts)
-
-
-def auto_budget(
-    level: str,
-    nodes: int,
-    plan: str | PlanSpec,
-    limit_s: float,
-    template: Node,
-    *,
-    table: LinkTable = DEFAULT_TABLE,
-    comm_fraction: float = DEFAULT_COMM_FRACTION,
-) -> Budget:
-    """The budget record of an ``auto`` job of ``nodes`` nodes like ``template`` (GPUs, GPU topology), with
-    ``plan`` (the job's, or the site default) and time limit ``limit_s``: per looser level,
-    round(R · (s_L − s_tight)) seconds."""
-    if level not in LEVELS[:-1]:
-        raise InputError(f"auto level {level!r}: expected network_group, zone or region")
-    if not 0 < comm_fraction <= 1:
-        raise InputError(f"comm fraction {comm_fraction}: expected a number in (0, 1]")
-    if limit_s <= 0 or nodes < 1:
-        raise InputError("auto budget: the time limit and the node count must be positive")
-    spec = parse_plan(plan) if isinstance(plan, str) else plan
-    slow = level_slowdowns(level_step_seconds(template, nodes, spec, table), level, comm_fraction)
-    budgets = tuple(
-        (lvl, round(limit_s * (slow[lvl] - slow[level]))) for lvl in LEVELS[LEVELS.index(level) + 1 :]
-    )
-    return Budget(level, round(limit_s), budgets)
-
-
-def unit_budgets(
-    template: Node,
-    plan: str | PlanSpec,
-    max_nodes: int,
-    *,
-    table: LinkTable = DEFAULT_TABLE,
-    comm_fraction: float = DEFAULT_COMM_FRACTION,
-) -> dict[str, dict[int, dict[str, float]]]:
-    """For the submit filter's data file: per required level, per node count 1..``max_nodes``, per looser
-    level, s_L − s_tight (seconds of budget per second of time limit), rounded to 4 places. The filter
-    multiplies by the job's time limit and writes :func:`budget_record`; it cannot run the cost model."""
-    spec = parse_plan(plan) if isinstance(plan, str) else plan
-    out: dict[str, dict[int, dict[str, float]]] = {lvl: {} for lvl in LEVELS[:-1]}
-    for n in range(1, max_nodes + 1):
-        steps = level_step_seconds(template, n, spec, table)
-        for lvl in LEVELS[:-1]:
-            slow = level_slowdowns(steps, lvl, comm_fraction)
-            out[lvl][n] = {k: round(slow[k] - slow[lvl], 4) for k in LEVELS[LEVELS.index(lvl) + 1 :]}
-    return out
-
-
-def budget_record(level: str, limit_s: float, units: Mapping[str, float]) -> str:
-    """The record from a row of :func:`unit_budgets` and a time limit: the filter's own writer
-    (``policy.vocab.budget_record``, rounding as its Lua twin does), so the record has one author."""
-    from .policy.vocab import budget_record as filter_record  # local: policy.compile imports this module
-
-    return filter_record(level, round(limit_s), list(units.values()))
 
 
 _BUDGET_RE = re.compile(r"slurm-topo-auto: ([a-z_]+)((?: [a-z_]+=\d+s)+)")

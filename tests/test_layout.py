@@ -52,3 +52,21 @@ def test_only_the_access_layer_runs_or_parses_slurms_clients() -> None:
             ):
                 found.append(f"{path.relative_to(root)}:{node.lineno}: split_pairs(..., output=True)")
     assert found == [], "\n".join(found)
+
+
+def test_the_pure_core_does_not_load_the_commands() -> None:
+    """Compiling the submit filter's policy (its budgets included) and the cost model load neither the
+    relaxer, ``explain`` nor gpulayer-srun's command line (a fresh interpreter: nothing loaded before)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, slurm_topo.policy, slurm_topo.cost, slurm_topo.cost.budget; "
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('slurm_topo'))))"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    loaded = set(p.stdout.split())
+    assert "slurm_topo.cost.budget" in loaded
+    assert not loaded & {"slurm_topo.relax", "slurm_topo.explain", "slurm_topo.srun.cli", "slurm_topo.cli"}, (
+        loaded
+    )

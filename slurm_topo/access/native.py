@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CommandError, ParseError
-from .jobs import NULL, JobListing, _local_time
+from .jobs import NULL, JobListing, _local_time, _or_null, _text
 
 #: the attributes of a ``pyslurm.Job`` that :func:`job_record` reads
 JOB_ATTRS = (
@@ -147,14 +147,6 @@ def module() -> Any:
 
 
 # ---- records (pure)
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def _or_null(value: Any) -> str:
-    return value if isinstance(value, str) and value else NULL
 
 
 def _int(value: Any) -> int | None:

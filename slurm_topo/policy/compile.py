@@ -63,8 +63,8 @@ class PolicyData:
     auto_units: Mapping[str, tuple[tuple[float, ...] | None, ...]] = field(default_factory=dict)
     """``LEVEL:auto`` budgets: per required level, per node count 1..``auto_max``, s_L - s_tight for each
     looser level in order (seconds of budget per second of time limit), from the site's plan on the
-    cluster's most common node (``slurm_topo.relax.unit_budgets``); empty without a site plan; None for a node
-    count the plan does not fit."""
+    cluster's most common node (``slurm_topo.cost.budget.unit_budgets``); empty without a site plan; None for
+    a node count the plan does not fit."""
     auto_max: int = 0
 
     @property
@@ -279,9 +279,9 @@ def _auto_units(
     if not config.plan or not inventory.nodes:
         return {}, 0
     from ..cost import parse_plan
+    from ..cost.budget import LEVELS as AUTO  # the cost model, only here
+    from ..cost.budget import level_slowdowns, level_step_seconds
     from ..errors import InputError
-    from ..relax import LEVELS as AUTO  # the cost model, only here
-    from ..relax import level_slowdowns, level_step_seconds
 
     kinds: dict[tuple[int, str | None], int] = {}
     for node in inventory.nodes:

@@ -9,10 +9,24 @@ Slurm's text (``scontrol show job -d`` / ``topology`` / ``config``, gres.conf ``
 ``gpulayer-srun`` is :func:`main`.
 """
 
+from typing import Any
+
 from ..access.text import Allocation, SwitchTree
-from .cli import build_plan, main, write_hostfile
 from .options import check_srun_options
 from .plan import DEFAULT_ORDER, Plan, RankRow, format_plan, plan_srun
+
+_CLI = ("build_plan", "main", "write_hostfile")
+
+
+def __getattr__(name: str) -> Any:
+    """The command line's names, imported on first use: the pure plan (``slurm_topo.cost`` lays ranks out
+    with it) does not load the command line, its runner or the shim's ``exec``."""
+    if name in _CLI:
+        from . import cli
+
+        return getattr(cli, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_ORDER",
