@@ -148,6 +148,21 @@ def pyslurm_helper(cluster: slurmctl.Cluster) -> subprocess.Popen[str] | None:
     )
 
 
+def helper_reader(helper: subprocess.Popen[str], request: str, cpu: list[float]) -> Callable[[], int]:
+    """A reader that asks the in-root helper for one pass (``jobs`` or ``nodes``); the helper's own CPU
+    seconds go to ``cpu``."""
+
+    def read() -> int:
+        assert helper.stdin is not None and helper.stdout is not None
+        helper.stdin.write(request + "\n")
+        helper.stdin.flush()
+        n, seconds = helper.stdout.readline().split()
+        cpu.append(float(seconds))
+        return int(n)
+
+    return read
+
+
 def add_nodes(cluster: slurmctl.Cluster, n: int) -> None:
     """``n`` node lines with no slurmd behind them (State=DOWN), then a slurmctld restart."""
     conf = cluster.etc / "slurm.conf"
@@ -176,16 +191,7 @@ def measure_nodes(
     helper = pyslurm_helper(cluster)
     helper_cpu: list[float] = []
     if helper is not None:
-
-        def pyslurm_reader() -> int:
-            assert helper is not None and helper.stdin is not None and helper.stdout is not None
-            helper.stdin.write("nodes\n")
-            helper.stdin.flush()
-            n, cpu = helper.stdout.readline().split()
-            helper_cpu.append(float(cpu))
-            return int(n)
-
-        readers["pyslurm"] = pyslurm_reader
+        readers["pyslurm"] = helper_reader(helper, "nodes", helper_cpu)
     out = timed_rounds(readers, rounds, seed, helper_cpu)
     if helper is not None and helper.stdin is not None:
         helper.stdin.close()
@@ -237,16 +243,7 @@ def measure(cluster: slurmctl.Cluster, rounds: int, seed: int) -> dict[str, list
     helper = pyslurm_helper(cluster)
     helper_cpu: list[float] = []
     if helper is not None:
-
-        def pyslurm_reader() -> int:
-            assert helper is not None and helper.stdin is not None and helper.stdout is not None
-            helper.stdin.write("go\n")
-            helper.stdin.flush()
-            auto, cpu = helper.stdout.readline().split()
-            helper_cpu.append(float(cpu))
-            return int(auto)
-
-        readers["pyslurm"] = pyslurm_reader
+        readers["pyslurm"] = helper_reader(helper, "jobs", helper_cpu)
     out = timed_rounds(readers, rounds, seed, helper_cpu)
     if helper is not None and helper.stdin is not None:
         helper.stdin.close()

@@ -43,8 +43,6 @@ from typing import Any
 from .access import SlurmAccess
 from .access.text import busy_share, busy_share_of, features_of
 from .cost.budget import (
-    BUDGET_PREFIX,
-    LEVELS,
     Budget,
     auto_budget,
     budget_record,
@@ -54,10 +52,11 @@ from .cost.budget import (
 )
 from .errors import CommandError, OutputError, ParseError
 from .explain import NULL
+from .policy.vocab import AUTO_LEVELS as LEVELS
+from .policy.vocab import BUDGET_PREFIX, RELAX_PREFIX
 from .runner import Runner
 
 FEATURE_PREFIX: Mapping[str, str] = {"network_group": "ng_", "zone": "zone_", "region": "region_"}
-RELAX_PREFIX = "slurm-topo-relax: "
 DEFAULT_LOCK = "/run/slurm-topo/relax.lock"
 HELD_REASONS = ("JobHeldUser", "JobHeldAdmin")
 

@@ -9,12 +9,12 @@ from dataclasses import dataclass, replace
 
 from ..errors import InputError
 from ..model import Location, Node
+from ..policy.vocab import AUTO_LEVELS as LEVELS
+from ..policy.vocab import BUDGET_PREFIX
+from ..policy.vocab import budget_record as filter_record
 from .links import DEFAULT_TABLE, LinkTable
 from .model import Fabric, PlanSpec, parse_plan, score_placement
 
-LEVELS: tuple[str, ...] = ("network_group", "zone", "region", "any")
-"""Network levels, tightest first (an ``auto`` job starts at one of the first three)."""
-BUDGET_PREFIX = "slurm-topo-auto: "
 DEFAULT_COMM_FRACTION = 0.25
 
 
@@ -126,6 +126,4 @@ def unit_budgets(
 def budget_record(level: str, limit_s: float, units: Mapping[str, float]) -> str:
     """The record from a row of :func:`unit_budgets` and a time limit: the filter's own writer
     (``policy.vocab.budget_record``, rounding as its Lua twin does), so the record has one author."""
-    from ..policy.vocab import budget_record as filter_record  # local: policy.compile imports this module
-
     return filter_record(level, round(limit_s), list(units.values()))

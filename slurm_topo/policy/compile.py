@@ -11,6 +11,7 @@ from typing import Any
 from ..model import MAX_NAME, Inventory, Location, PolicyConfig, hashed_name, natural_key
 from ..topology import Topology
 from .nodes import NodeIndex, Place, build_index
+from .vocab import AUTO_LEVELS as AUTO
 from .vocab import IMPLICIT_PARTITION, LEVELS, NVL
 
 
@@ -279,7 +280,6 @@ def _auto_units(
     if not config.plan or not inventory.nodes:
         return {}, 0
     from ..cost import parse_plan
-    from ..cost.budget import LEVELS as AUTO  # the cost model, only here
     from ..cost.budget import level_slowdowns, level_step_seconds
     from ..errors import InputError
 
