@@ -957,6 +957,12 @@ def _cost_json(prediction, spec) -> dict[str, object]:  # type: ignore[no-untype
         "best_nodes": list(best.nodes) if best else None,
         "best_level": prediction.best_level,
         "slowdown": prediction.slowdown,
+        "comm_slowdown": prediction.comm_slowdown,
+        "compute_seconds": prediction.step.compute_s,
+        "overlap": prediction.step.overlap,
+        "step_seconds": prediction.current_step,
+        "best_step_seconds": prediction.best_step,
+        "assumed": prediction.step.source,
         "notes": list(cur.notes),
     }
 
@@ -980,6 +986,10 @@ def _cost_text(prediction, spec) -> str:  # type: ignore[no-untyped-def]
     top = cur.bottleneck
     if top is not None:
         lines.append(f"bottleneck: {top.kind} at {top.level}")
+    if prediction.step.compute_s is not None:
+        lines.append(f"step: {_seconds(prediction.current_step)} (assumed: {prediction.step.source})")
+    else:
+        lines.append(f"assumed: {prediction.step.source}")
     if best is None:
         lines.append("best placement: none (the fleet has no other room for this shape)")
     else:
@@ -988,7 +998,13 @@ def _cost_text(prediction, spec) -> str:  # type: ignore[no-untyped-def]
             f"(one {(prediction.best_level or '').replace('_', ' ')}): "
             f"{_seconds(best.seconds)}"
         )
-        if prediction.slowdown is not None:
+        comm = prediction.comm_slowdown
+        if prediction.slowdown is not None and comm is not None and prediction.step.compute_s is not None:
+            lines.append(
+                f"slowdown: {prediction.slowdown:.2f}× per step ({(prediction.slowdown - 1) * 100:.0f} % "
+                f"slower; communication {comm:.2f}×)"
+            )
+        elif prediction.slowdown is not None:
             lines.append(
                 f"slowdown: {prediction.slowdown:.2f}× ({(prediction.slowdown - 1) * 100:.0f} % slower)"
             )
@@ -1010,6 +1026,22 @@ def _cost_text(prediction, spec) -> str:  # type: ignore[no-untyped-def]
 @click.option("--tp-bytes", metavar="B", help="Bytes each TP group all-reduces per step.")
 @click.option("--pp-bytes", metavar="B", help="Bytes one stage sends the next per step.")
 @click.option(
+    "--compute",
+    metavar="SECONDS",
+    help="Seconds a step computes (0.45, 450ms): the slowdown is of the whole step.",
+)
+@click.option(
+    "--comm-share",
+    metavar="F",
+    help="Or: communication's share of the step on the best placement (0.3 or 30%).",
+)
+@click.option(
+    "--overlap", metavar="F", help="Share of the compute DP's all-reduce runs behind (0-1; default 0)."
+)
+@click.option(
+    "--comm-only", is_flag=True, help="Communication only: no compute assumed (the slowdown of the traffic)."
+)
+@click.option(
     "--links", "links_file", metavar="FILE", help="Link constants (a links: mapping) over the defaults."
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
@@ -1025,13 +1057,21 @@ def cost(
     allreduce_bytes: str,
     tp_bytes: str | None,
     pp_bytes: str | None,
+    compute: str | None,
+    comm_share: str | None,
+    overlap: str | None,
+    comm_only: bool,
     links_file: str | None,
     as_json: bool,
 ) -> None:
-    """Predicted communication seconds per step of a plan on a placement, against the best placement of
-    the same shape on the idle fleet (slowdown = this / best)."""
-    from .cost import Fabric, PlanSpec, parse_bytes, predict
+    """Predicted seconds per step of a plan on a placement (communication, and the step around it), against
+    the best placement of the same shape on the idle fleet (slowdown = this step / the best's).
+
+    Without --compute or --comm-share, communication is taken as the site default share of the best
+    placement's step (25 %), and the output says so; --comm-only compares communication alone."""
+    from .cost import DEFAULT_COMM_SHARE, Fabric, PlanSpec, parse_bytes, predict
     from .cost import gpus_per_node as resolve_gpus
+    from .cost.model import parse_duration, parse_share
     from .hostlist import expand
 
     nodes = expand(nodelist)
@@ -1046,8 +1086,15 @@ def cost(
         tp_bytes=parse_bytes(tp_bytes, "--tp-bytes") if tp_bytes is not None else None,
         pp_bytes=parse_bytes(pp_bytes, "--pp-bytes") if pp_bytes is not None else None,
         order=order,
+        compute_s=parse_duration(compute, "--compute") if compute is not None else None,
+        comm_share=parse_share(comm_share, "--comm-share", zero=False) if comm_share is not None else None,
+        overlap=parse_share(overlap, "--overlap", zero=True) if overlap is not None else 0.0,
     )
-    prediction = predict(fabric, nodes, spec, table)
+    if compute is not None and comm_share is not None:
+        raise InputError("give --compute or --comm-share, not both (one fixes the other)")
+    if comm_only and (compute is not None or comm_share is not None):
+        raise InputError("--comm-only leaves the compute out: not with --compute or --comm-share")
+    prediction = predict(fabric, nodes, spec, table, default_share=None if comm_only else DEFAULT_COMM_SHARE)
     if as_json:
         click.echo(json.dumps(_cost_json(prediction, spec), indent=2))
     else:

@@ -235,6 +235,8 @@ class Loaded:
     warnings: tuple[str, ...]
     policy: PolicyConfig | None = None
     nvlink: NvlinkConfig | None = None
+    links: Any = None
+    """The file's ``links:`` table (``slurm_topo.cost.links.LinkTable``), None without one."""
 
 
 class _Entry:
@@ -619,10 +621,11 @@ def parse_inventory(
         if key not in TOP_KEYS:
             raise InventoryError(source, _key(key), "unknown key", _Shown(key), has_value=True)
     policy = _parse_policy(source, doc["policy"]) if doc.get("policy") is not None else None
-    if doc.get("links") is not None:  # the cost model's link table: validated here, read by `cost`
+    links = None
+    if doc.get("links") is not None:  # the cost model's link table: validated here, read by the model
         from .cost.links import parse_links
 
-        parse_links(doc["links"], source=f"{source}: links")
+        links = parse_links(doc["links"], source=f"{source}: links")
     nvlink = _parse_nvlink(source, doc["nvlink"]) if doc.get("nvlink") is not None else None
     entries = doc.get("nodes")
     if not isinstance(entries, list):
@@ -644,7 +647,7 @@ def parse_inventory(
         entry = _Entry(source, i, raw, base, topologies)
         nodes.extend(entry.nodes())
         warnings.extend(entry.warnings)
-    return Loaded(source, tuple(nodes), tuple(warnings), policy, nvlink)
+    return Loaded(source, tuple(nodes), tuple(warnings), policy, nvlink, links)
 
 
 MAX_BLOCK_SIZE = 65_536
@@ -800,8 +803,16 @@ def merge(loaded: Iterable[Loaded], extra_nodes: Sequence[str] = ()) -> Inventor
     policy_source = ""
     nvlink: NvlinkConfig | None = None
     nvlink_source = ""
+    links: Any = None
+    links_source = ""
     for item in loaded:
         warnings.extend(item.warnings)
+        if item.links is not None:
+            if links is not None and item.links != links:
+                raise InventoryError(
+                    item.source, "links", f"differs from the links: in {links_source}; give links: once"
+                )
+            links, links_source = item.links, item.source
         if item.nvlink is not None:
             if nvlink is not None and item.nvlink != nvlink:
                 raise InventoryError(
@@ -875,6 +886,7 @@ def merge(loaded: Iterable[Loaded], extra_nodes: Sequence[str] = ()) -> Inventor
         extra_nodes=extra,
         policy=policy,
         nvlink=nvlink,
+        links=links,
     )
 
 

@@ -336,6 +336,9 @@ class Inventory:
     """Nodes Slurm knows that no inventory places (``--nodes-from``/``--scontrol``): root leaf only."""
     policy: PolicyConfig | None = None
     nvlink: NvlinkConfig | None = None
+    links: Any = field(default=None, repr=False, compare=False)
+    """The inventory's ``links:`` table (``slurm_topo.cost.links.LinkTable``; None: the defaults): what the
+    submit filter's ``:auto`` budgets are computed with."""
 
     def names(self) -> tuple[str, ...]:
         return tuple(n.name for n in self.nodes)

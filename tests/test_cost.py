@@ -295,7 +295,9 @@ def test_predict_slowdown_across_zones() -> None:
     spread = predict(fabric, ["a0", "a1", "b0", "b1"], spec)
     assert spread.best is not None and spread.best_level == "network_group"
     assert spread.current.terms[0].level == "region"
-    assert spread.slowdown is not None and spread.slowdown > 3
+    assert spread.comm_slowdown is not None and spread.comm_slowdown > 3
+    # the step: communication is the site default 25 % of the best step, so s = 1 + 0.25 (c - 1)
+    assert spread.slowdown == pytest.approx(1 + 0.25 * (spread.comm_slowdown - 1))
     tight = predict(fabric, ["a0", "a1", "a2", "a3"], spec)
     assert tight.slowdown == pytest.approx(1.0)
     busy = predict(
@@ -372,9 +374,9 @@ def test_predict_job_and_describe_for_explain() -> None:
     fabric = fleet(*specs)
     spec = PlanSpec(tp=8, allreduce_bytes=1e10)
     idle, now = predict_job(fabric, ["a0", "b0"], spec, free_now={"a1", "b1"})
-    assert idle.best_level == "network_group" and idle.slowdown is not None and idle.slowdown > 3
+    assert idle.best_level == "network_group" and idle.comm_slowdown is not None and idle.comm_slowdown > 3
     assert now is not None and now.best is not None
-    assert now.slowdown is not None and now.slowdown > 3  # a0+a1 (own node + a free one) is one leaf
+    assert now.comm_slowdown is not None and now.comm_slowdown > 3  # a0+a1 (own + a free one): one leaf
     assert set(now.best.nodes) <= {"a0", "a1", "b0", "b1"}
     lines = describe(idle, now)
     assert lines[0].startswith("predicted communication: ") and "bottleneck: dp at region" in lines[0]

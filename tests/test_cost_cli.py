@@ -101,8 +101,14 @@ def test_slowdown_against_the_best_placement(fleet: tuple[str, str]) -> None:
         ["m1", "m2"],
         ["w1", "w2"],
     )
-    assert data["slowdown"] == pytest.approx(data["seconds"] / data["best_seconds"])
-    assert data["slowdown"] > 5
+    assert data["comm_slowdown"] == pytest.approx(data["seconds"] / data["best_seconds"])
+    assert data["comm_slowdown"] > 5
+    # no --compute: communication is the site default 25 % of the best placement's step
+    compute = 3 * data["best_seconds"]
+    assert data["compute_seconds"] == pytest.approx(compute)
+    assert data["step_seconds"] == pytest.approx(compute + data["seconds"])
+    assert data["slowdown"] == pytest.approx((compute + data["seconds"]) / (compute + data["best_seconds"]))
+    assert "site default" in data["assumed"]
     text = run("cost", "-i", inv, "--nodes", "m1,w1", "--tp", "8", "--allreduce-bytes", "10G").stdout
     assert "slowdown:" in text and "bottleneck: dp at any" in text
 

@@ -295,7 +295,7 @@ def test_cost_of_a_job_across_two_zones_against_the_best_placements() -> None:
     best free pair is n07 + n09 (one zone). The numbers are the model's ring formula for each level."""
     job = slurm_text.parse_record_line(_placed("n[07,10]", comment="plan=bytes=10G"))
     view = explain.predict_cost(job, _fleet(), _states(("n08", "n11", "n06")))
-    head, actual, idle, now = view.lines[:4]
+    head, actual, step, idle, now = view.lines[:5]
     assert head == "plan tp 1 × pp 1 × dp 8 on 2 nodes × 4 GPUs (from the job's comment: bytes=10G)", head
     ring = {lvl: ring_allreduce_seconds(8, 1e10, DEFAULT_TABLE[lvl]) for lvl in ("region", "zone")}
     ring["network_group"] = ring_allreduce_seconds(8, 1e10, DEFAULT_TABLE["network_group"])
@@ -307,8 +307,15 @@ def test_cost_of_a_job_across_two_zones_against_the_best_placements() -> None:
     assert math.isclose(
         _seconds(now, "best placement free right now (with its own nodes)"), ring["zone"], rel_tol=1e-3
     ), now
-    slower = round((ring["region"] / ring["network_group"] - 1) * 100)
-    assert idle.endswith(f"(one network group); this placement is {slower} % slower"), idle
+    # the step: no compute= in the plan, so communication is the site default 25 % of the best step
+    compute = ring["network_group"] * 3
+    assert math.isclose(float(step.split()[2]), compute + ring["region"], rel_tol=1e-3), step
+    assert "site default" in step and f"compute {compute:.4g} s" in step, step
+    comm = round((ring["region"] / ring["network_group"] - 1) * 100)
+    slower = round(((compute + ring["region"]) / (compute + ring["network_group"]) - 1) * 100)
+    assert idle.endswith(
+        f"(one network group); this placement's communication is {comm} % slower, its step {slower} % slower"
+    ), idle
     assert view.nodes == ("n07", "n10") and view.best_now == ("n07", "n09")
     assert view.best_idle == ("n05", "n06")  # the first of the 2-node a100 network groups by name
 

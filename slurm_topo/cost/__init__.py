@@ -3,7 +3,8 @@
 * :mod:`.links`: link levels, their constants (defaults cite their source) and the ``links:`` validator;
 * :mod:`.model`: ring all-reduce, a TP × PP × DP plan over a placement (ranks as ``gpulayer-srun`` lays
   them out) -> seconds per step per term;
-* :mod:`.search`: the tightest placement of a shape on a fleet, by groups.
+* :mod:`.search`: the tightest placement of a shape on a fleet, by groups;
+* :mod:`.step`: the step around the communication (compute, DP overlap): slowdowns are of the step.
 
 :func:`predict` is the call for ``cost`` and ``explain``: the placement's step cost, the best placement of the
 same shape among eligible nodes (the idle fleet by default), and the slowdown.
@@ -12,7 +13,7 @@ same shape among eligible nodes (the idle fleet by default), and the slowdown.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..model import Node
 from .links import DEFAULT_LINKS, DEFAULT_TABLE, LINK_LEVELS, Link, LinkTable, parse_links
@@ -34,8 +35,10 @@ from .model import (
     score_ranks,
 )
 from .search import Found, best_nodes
+from .step import DEFAULT_COMM_SHARE, StepModel, step_model
 
 __all__ = [
+    "DEFAULT_COMM_SHARE",
     "DEFAULT_LINKS",
     "DEFAULT_TABLE",
     "LINK_LEVELS",
@@ -47,6 +50,7 @@ __all__ = [
     "Prediction",
     "Rank",
     "StepCost",
+    "StepModel",
     "Term",
     "best_nodes",
     "network_level",
@@ -64,20 +68,43 @@ __all__ = [
     "score_placement",
     "score_ranks",
     "span_level",
+    "step_model",
 ]
 
 
 @dataclass(frozen=True, slots=True)
 class Prediction:
-    """A placement's step cost against the best placement of the same shape (None: no room for one)."""
+    """A placement's step cost against the best placement of the same shape (None: no room for one), and
+    the step model both are read with (:mod:`.step`: the compute assumed, and where it comes from)."""
 
     current: StepCost
     best: StepCost | None
     best_level: str | None
+    step: StepModel = StepModel(None, 0.0, "communication only")
+
+    @property
+    def current_step(self) -> float:
+        """Seconds per step of the placement: compute + exposed communication."""
+        return self.step.step(self.current)
+
+    @property
+    def best_step(self) -> float | None:
+        return None if self.best is None else self.step.step(self.best)
 
     @property
     def slowdown(self) -> float | None:
-        """current / best (1.0 = as good as it gets); None without a best placement or when both are 0."""
+        """Step time of this placement / of the best (1.0 = as good as it gets); None without a best
+        placement or when both steps are 0."""
+        best = self.best_step
+        if best is None:
+            return None
+        if best == 0:
+            return 1.0 if self.current_step == 0 else None
+        return self.current_step / best
+
+    @property
+    def comm_slowdown(self) -> float | None:
+        """Communication seconds of this placement / of the best (what the step's slowdown is made of)."""
         if self.best is None:
             return None
         if self.best.seconds == 0:
@@ -102,11 +129,14 @@ def predict(
     table: LinkTable = DEFAULT_TABLE,
     *,
     eligible: Callable[[Node], bool] | None = None,
+    default_share: float | None = DEFAULT_COMM_SHARE,
 ) -> Prediction:
     """Score ``spec`` on ``nodes`` and on the best ``len(nodes)`` nodes of the fleet that pass ``eligible``
     (default: every node, the idle fleet; pass "free now" for the best placement available now). The best
     placement keeps the shape: as many nodes, at least as many GPUs each, the same GPU type when the
-    placement has one."""
+    placement has one. The step model (:func:`.step.step_model`) is solved on the best placement (on the
+    placement itself without one); ``default_share`` is used when the plan gives no compute (None:
+    communication only)."""
     cache: dict[int, tuple[int, ...]] = {}
     current = score_placement(fabric, nodes, spec, table, cache)
     g = gpus_per_node(fabric, nodes, spec.gpus_per_node)
@@ -114,14 +144,13 @@ def predict(
     gpu_type = types.pop() if len(types) == 1 else None
     found = best_nodes(fabric, len(nodes), g, eligible=eligible, gpu_type=gpu_type)
     if found is None:
-        return Prediction(current, None, None)
-    fixed = PlanSpec(
-        spec.tp, spec.pp, spec.dp, g, spec.allreduce_bytes, spec.tp_bytes, spec.pp_bytes, spec.order
-    )
-    best = score_placement(fabric, found.nodes, fixed, table, cache)
+        return Prediction(current, None, None, step_model(spec, current, default_share))
+    best = score_placement(fabric, found.nodes, replace(spec, gpus_per_node=g), table, cache)
     if best.seconds > current.seconds:  # the placement itself is the best there is
-        return Prediction(current, current, span_level(fabric, nodes))
-    return Prediction(current, best, found.level)
+        return Prediction(
+            current, current, span_level(fabric, nodes), step_model(spec, current, default_share)
+        )
+    return Prediction(current, best, found.level, step_model(spec, best, default_share))
 
 
 def predict_job(
@@ -154,15 +183,26 @@ def describe(idle: Prediction, now: Prediction | None = None) -> list[str]:
         f"predicted communication: {cur.seconds:.4g} s per step"
         + (f" (bottleneck: {top.kind} at {top.level.replace('_', ' ')})" if top else "")
     ]
+    if idle.step.compute_s is not None:
+        lines.append(f"predicted step: {idle.current_step:.4g} s (assumed: {idle.step.source})")
+    else:
+        lines.append(f"assumed: {idle.step.source}")
     for label, pred in (("on an idle fleet", idle), ("free right now (with its own nodes)", now)):
         if pred is None:
             continue
         if pred.best is None or pred.slowdown is None:
             lines.append(f"best placement {label}: none of this shape")
             continue
-        lines.append(
+        comm = pred.comm_slowdown
+        head = (
             f"best placement {label}: {pred.best.seconds:.4g} s per step ({_level_words(pred.best_level)}); "
-            f"this placement is {(pred.slowdown - 1) * 100:.0f} % slower"
         )
+        if pred.step.compute_s is None or comm is None:
+            lines.append(head + f"this placement is {(pred.slowdown - 1) * 100:.0f} % slower")
+        else:
+            lines.append(
+                head + f"this placement's communication is {(comm - 1) * 100:.0f} % slower, "
+                f"its step {(pred.slowdown - 1) * 100:.0f} % slower"
+            )
     lines += [f"note: {n}" for n in cur.notes]
     return lines

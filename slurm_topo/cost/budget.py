@@ -13,9 +13,10 @@ from ..policy.vocab import AUTO_LEVELS as LEVELS
 from ..policy.vocab import BUDGET_PREFIX
 from ..policy.vocab import budget_record as filter_record
 from .links import DEFAULT_TABLE, LinkTable
-from .model import Fabric, PlanSpec, parse_plan, score_placement
+from .model import Fabric, PlanSpec, StepCost, parse_plan, score_placement
+from .step import DEFAULT_COMM_SHARE, step_model
 
-DEFAULT_COMM_FRACTION = 0.25
+DEFAULT_COMM_FRACTION = DEFAULT_COMM_SHARE
 
 
 def _level_location(level: str, half: int) -> Location:
@@ -30,19 +31,45 @@ def _level_location(level: str, half: int) -> Location:
     return Location("r" + i, "z" + i, "g" + i)
 
 
-def level_step_seconds(
+def level_costs(
     template: Node, nodes: int, spec: PlanSpec, table: LinkTable = DEFAULT_TABLE
-) -> dict[str, float]:
-    """Communication seconds per step of ``spec`` on ``nodes`` copies of ``template`` whose first half sits in
-    one group and the rest in another group, meeting at each level (one node: every level costs the same)."""
-    out: dict[str, float] = {}
+) -> dict[str, StepCost]:
+    """The communication of ``spec`` on ``nodes`` copies of ``template`` whose first half sits in one group
+    and the rest in another group, meeting at each level (one node: every level costs the same)."""
+    out: dict[str, StepCost] = {}
     for level in LEVELS:
         fleet = {
             f"x{k}": replace(template, name=f"x{k}", location=_level_location(level, int(k >= nodes // 2)))
             for k in range(nodes)
         }
         fabric = Fabric(fleet)
-        out[level] = score_placement(fabric, list(fleet), spec, table).seconds
+        out[level] = score_placement(fabric, list(fleet), spec, table)
+    return out
+
+
+def level_step_seconds(
+    template: Node, nodes: int, spec: PlanSpec, table: LinkTable = DEFAULT_TABLE
+) -> dict[str, float]:
+    """Communication seconds per step at each level (:func:`level_costs`)."""
+    return {lvl: c.seconds for lvl, c in level_costs(template, nodes, spec, table).items()}
+
+
+def plan_slowdowns(
+    costs: Mapping[str, StepCost],
+    tight: str,
+    spec: PlanSpec,
+    comm_fraction: float = DEFAULT_COMM_FRACTION,
+) -> dict[str, float]:
+    """s_L = step(L) / step(tight) for the levels from ``tight`` out, with the plan's step model
+    (:func:`.step.step_model`: its ``compute=``, ``comm=`` and ``overlap=``, solved on the tight placement).
+    A plan that says none of them is :func:`level_slowdowns` with ``comm_fraction`` (the same numbers)."""
+    if spec.compute_s is None and spec.comm_share is None and not spec.overlap:
+        return level_slowdowns({k: c.seconds for k, c in costs.items()}, tight, comm_fraction)
+    model = step_model(spec, costs[tight], comm_fraction)
+    base = model.step(costs[tight])
+    out: dict[str, float] = {}
+    for level in LEVELS[LEVELS.index(tight) :]:
+        out[level] = 1.0 if base <= 0 else max(1.0, model.step(costs[level]) / base)
     return out
 
 
@@ -87,7 +114,8 @@ def auto_budget(
 ) -> Budget:
     """The budget record of an ``auto`` job of ``nodes`` nodes like ``template`` (GPUs, GPU topology), with
     ``plan`` (the job's, or the site default) and time limit ``limit_s``: per looser level,
-    round(R · (s_L − s_tight)) seconds."""
+    round(R · (s_L − s_tight)) seconds, s_L the step's slowdown (:func:`plan_slowdowns`: the plan's
+    ``compute=``/``comm=``/``overlap=``, else ``comm_fraction``)."""
     if level not in LEVELS[:-1]:
         raise InputError(f"auto level {level!r}: expected network_group, zone or region")
     if not 0 < comm_fraction <= 1:
@@ -95,7 +123,7 @@ def auto_budget(
     if limit_s <= 0 or nodes < 1:
         raise InputError("auto budget: the time limit and the node count must be positive")
     spec = parse_plan(plan) if isinstance(plan, str) else plan
-    slow = level_slowdowns(level_step_seconds(template, nodes, spec, table), level, comm_fraction)
+    slow = plan_slowdowns(level_costs(template, nodes, spec, table), level, spec, comm_fraction)
     budgets = tuple(
         (lvl, round(limit_s * (slow[lvl] - slow[level]))) for lvl in LEVELS[LEVELS.index(level) + 1 :]
     )
@@ -116,9 +144,9 @@ def unit_budgets(
     spec = parse_plan(plan) if isinstance(plan, str) else plan
     out: dict[str, dict[int, dict[str, float]]] = {lvl: {} for lvl in LEVELS[:-1]}
     for n in range(1, max_nodes + 1):
-        steps = level_step_seconds(template, n, spec, table)
+        costs = level_costs(template, n, spec, table)
         for lvl in LEVELS[:-1]:
-            slow = level_slowdowns(steps, lvl, comm_fraction)
+            slow = plan_slowdowns(costs, lvl, spec, comm_fraction)
             out[lvl][n] = {k: round(slow[k] - slow[lvl], 4) for k in LEVELS[LEVELS.index(lvl) + 1 :]}
     return out
 

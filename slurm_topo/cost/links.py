@@ -98,6 +98,32 @@ DEFAULT_LINKS: Mapping[str, Link] = MappingProxyType(
     }
 )
 
+# A cloud fabric: Google Cloud VMs talking over the VPC (TCP; gloo, or NCCL over sockets without GPUDirect).
+# Bandwidth is the VM's egress cap, the same to a VM of the same zone, another zone or another region
+# ("Network bandwidth", cloud.google.com/compute/docs/network-bandwidth: 2 Gbps per vCPU, 16 Gbps for an
+# 8-vCPU N2, up to 32 Gbps without Tier_1); one gloo flow per ring hop gets it -> 2 GB/s. Latency (one way,
+# half the round trip): one zone ~100 µs RTT -> 50 µs; zones of one region "<1ms in the 95th percentile"
+# ("Best practices for Compute Engine regions selection") -> 250 µs; across regions the round trip of the
+# pair (europe-west1 Belgium <-> europe-west4 Netherlands ~7 ms, GCP's inter-region latency dashboard)
+# -> 3.5 ms, and one TCP flow is window-bound: Linux's default 6 MiB tcp_rmem maximum over 7 ms ≈ 0.9 GB/s
+# -> 0.75 GB/s. Inside a VM (several ranks of one machine) the defaults stay. The ADR's measurement (two
+# zones as fast as one, two regions 1.2× the step) is the regression test of this profile
+# (tests/test_cost_step.py, examples/adr-gcp-locality.yaml).
+GCP_LINKS: Mapping[str, Link] = MappingProxyType(
+    {
+        **DEFAULT_LINKS,
+        "network_group": Link(2.0, 50.0),
+        "zone": Link(2.0, 50.0),
+        "region": Link(2.0, 250.0),
+        "any": Link(0.75, 3500.0),
+    }
+)
+
+PROFILES: Mapping[str, Mapping[str, Link]] = MappingProxyType({"default": DEFAULT_LINKS, "gcp": GCP_LINKS})
+"""``links: {profile: …}``: the table a site's own figures go over. ``default``: one InfiniBand/NVLink
+fabric (DGX-style nodes, the constants above); ``gcp``: Google Cloud VMs over the VPC (:data:`GCP_LINKS`)."""
+PROFILE_KEY = "profile"
+
 LINK_KEYS = frozenset({"bandwidth", "latency_us"})
 _ALIASES = {"network-group": "network_group", "ng": "network_group", "domain": "nvlink", "island": "nvlink"}
 
@@ -175,7 +201,8 @@ def parse_rails(raw: object, *, source: str = "links.rails") -> Mapping[str, str
 
 def parse_links(mapping: object, *, source: str = "links", base: LinkTable | None = None) -> LinkTable:
     """Validate an inventory's ``links:`` mapping (level -> ``{bandwidth: GB/s, latency_us: µs}``, and
-    ``rails``: :func:`parse_rails`) into a :class:`LinkTable` over ``base`` (default: the defaults). Raises
+    ``rails``: :func:`parse_rails`; ``profile``: a named table, :data:`PROFILES`, that replaces ``base``
+    before the levels given apply) into a :class:`LinkTable` over ``base`` (default: the defaults). Raises
     :class:`InputError` with one clear line.
 
     A level may give either key (the other keeps its default). ``network-group``/``ng`` are read as
@@ -190,8 +217,18 @@ def parse_links(mapping: object, *, source: str = "links", base: LinkTable | Non
         )
     table = dict((base or DEFAULT_TABLE).links)
     rails = (base or DEFAULT_TABLE).rails
+    if PROFILE_KEY in mapping:
+        name = mapping[PROFILE_KEY]
+        if not isinstance(name, str) or name not in PROFILES:
+            raise InputError(
+                f"{source}.{PROFILE_KEY}: {show_value(name)} is not a known profile "
+                f"(known: {', '.join(PROFILES)})"
+            )
+        table = dict(PROFILES[name])
     seen: dict[str, str] = {}
     for key, raw in mapping.items():
+        if key == PROFILE_KEY:
+            continue
         if key == RAILS_KEY:
             rails = parse_rails(raw, source=f"{source}.{RAILS_KEY}")
             continue
@@ -200,7 +237,8 @@ def parse_links(mapping: object, *, source: str = "links", base: LinkTable | Non
         level = _ALIASES.get(key, key)
         if level not in DEFAULT_LINKS:
             raise InputError(
-                f"{source}.{key[:40]}: unknown level (known: {', '.join(LINK_LEVELS)}; and {RAILS_KEY})"
+                f"{source}.{key[:40]}: unknown level (known: {', '.join(LINK_LEVELS)}; and {RAILS_KEY}, "
+                f"{PROFILE_KEY})"
             )
         if level in seen:
             raise InputError(f"{source}.{key[:40]}: the same level as {seen[level]!r}")

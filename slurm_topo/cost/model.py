@@ -273,7 +273,8 @@ class PlanSpec:
     """A parallelism plan and its traffic per step. ``dp`` None: as many replicas as the GPUs hold.
     ``gpus_per_node`` None: the placement's smallest GPU count. Bytes: ``allreduce_bytes`` is the model's
     gradient (each DP ring reduces ``1/(tp·pp)`` of it), ``tp_bytes`` what each TP group all-reduces per
-    step, ``pp_bytes`` what one stage sends the next per step (per TP rank)."""
+    step, ``pp_bytes`` what one stage sends the next per step (per TP rank). ``compute_s``/``comm_share``/
+    ``overlap``: the step around the communication (:mod:`.step`)."""
 
     tp: int = 1
     pp: int = 1
@@ -283,6 +284,12 @@ class PlanSpec:
     tp_bytes: float | None = None
     pp_bytes: float | None = None
     order: str = DEFAULT_ORDER
+    compute_s: float | None = None
+    """Seconds of computation per step (``compute=``; :mod:`.step`)."""
+    comm_share: float | None = None
+    """Exposed communication's share of the step on the best placement (``comm=``; :mod:`.step`)."""
+    overlap: float = 0.0
+    """The share of the compute during which DP's all-reduce runs (``overlap=``; :mod:`.step`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -560,9 +567,42 @@ def parse_bytes(text: str, what: str = "bytes") -> float:
     return out
 
 
+_DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(s|ms|us|µs|min)?\s*\Z")
+_DURATION_UNITS = {None: 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "min": 60.0}
+MAX_COMPUTE_S = 86_400.0
+
+
+def parse_duration(text: str, what: str = "compute") -> float:
+    """``0.45``, ``0.45s``, ``450ms``, ``2min`` -> seconds (at most a day: a step is not longer)."""
+    m = _DURATION_RE.match(str(text))
+    if not m:
+        raise InputError(f"{what} {str(text)[:40]!r}: expected seconds such as 0.45, 0.45s, 450ms")
+    out = float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+    if not math.isfinite(out) or out > MAX_COMPUTE_S:
+        raise InputError(f"{what} {str(text)[:40]!r}: out of range (at most {MAX_COMPUTE_S:g} s)")
+    return out
+
+
+def parse_share(text: str, what: str, *, zero: bool) -> float:
+    """``0.3`` or ``30%`` -> 0.3, in (0, 1] (``zero``: [0, 1])."""
+    raw = str(text).strip()
+    scale = 100.0 if raw.endswith("%") else 1.0
+    try:
+        value = float(raw[:-1] if scale == 100.0 else raw) / scale
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value > 1 or value < 0 or (value == 0 and not zero):
+        lo = "0" if zero else "above 0"
+        raise InputError(f"{what} {raw[:40]!r}: expected a share from {lo} to 1 (0.3 or 30%)")
+    return value
+
+
 def parse_plan(text: str) -> PlanSpec:
-    """``tp=8,pp=4,dp=2,bytes=10G,tp_bytes=1G,pp_bytes=100M,order=tp-pp-dp`` -> :class:`PlanSpec` (a SPANK
-    ``--plan`` value or a site default; ``bytes`` is the gradient all-reduced across DP)."""
+    """``tp=8,pp=4,dp=2,bytes=10G,tp_bytes=1G,pp_bytes=100M,order=tp-pp-dp,compute=0.4s,overlap=0.5`` ->
+    :class:`PlanSpec` (a SPANK ``--plan`` value or a site default; ``bytes`` is the gradient all-reduced
+    across DP; ``compute`` the seconds a step computes, or ``comm`` the share of the step that is
+    communication on the best placement, ``overlap`` the share of compute DP's all-reduce hides behind:
+    :mod:`.step`)."""
     fields: dict[str, str] = {}
     for part in str(text).split(","):
         if not part.strip():
@@ -572,7 +612,20 @@ def parse_plan(text: str) -> PlanSpec:
         if not sep or key in fields:
             raise InputError(f"plan {text[:60]!r}: expected key=value pairs, each once (tp=8,pp=4,bytes=10G)")
         fields[key] = value.strip()
-    known = {"tp", "pp", "dp", "bytes", "allreduce_bytes", "tp_bytes", "pp_bytes", "order", "gpus_per_node"}
+    known = {
+        "tp",
+        "pp",
+        "dp",
+        "bytes",
+        "allreduce_bytes",
+        "tp_bytes",
+        "pp_bytes",
+        "order",
+        "gpus_per_node",
+        "compute",
+        "comm",
+        "overlap",
+    }
     unknown = sorted(set(fields) - known)
     if unknown:
         raise InputError(
@@ -586,6 +639,8 @@ def parse_plan(text: str) -> PlanSpec:
             raise InputError(f"plan {key}={fields[key][:20]!r}: must be a whole number from 1")
         return int(fields[key])
 
+    if "compute" in fields and "comm" in fields:
+        raise InputError(f"plan {text[:60]!r}: give compute= or comm=, not both (one fixes the other)")
     grad = fields.get("bytes", fields.get("allreduce_bytes"))
     return PlanSpec(
         tp=count("tp") or 1,
@@ -596,4 +651,7 @@ def parse_plan(text: str) -> PlanSpec:
         tp_bytes=parse_bytes(fields["tp_bytes"], "plan tp_bytes") if "tp_bytes" in fields else None,
         pp_bytes=parse_bytes(fields["pp_bytes"], "plan pp_bytes") if "pp_bytes" in fields else None,
         order=fields.get("order", DEFAULT_ORDER),
+        compute_s=parse_duration(fields["compute"], "plan compute") if "compute" in fields else None,
+        comm_share=parse_share(fields["comm"], "plan comm", zero=False) if "comm" in fields else None,
+        overlap=parse_share(fields["overlap"], "plan overlap", zero=True) if "overlap" in fields else 0.0,
     )

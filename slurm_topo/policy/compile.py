@@ -280,7 +280,8 @@ def _auto_units(
     if not config.plan or not inventory.nodes:
         return {}, 0
     from ..cost import parse_plan
-    from ..cost.budget import level_slowdowns, level_step_seconds
+    from ..cost.budget import level_costs, plan_slowdowns
+    from ..cost.links import DEFAULT_TABLE
     from ..errors import InputError
 
     kinds: dict[tuple[int, str | None], int] = {}
@@ -294,13 +295,13 @@ def _auto_units(
     out: dict[str, list[tuple[float, ...] | None]] = {lvl: [] for lvl in LEVELS}
     for n in range(1, most + 1):
         try:
-            steps = level_step_seconds(template, n, spec)
+            costs = level_costs(template, n, spec, inventory.links or DEFAULT_TABLE)
         except InputError:
             for lvl in LEVELS:
                 out[lvl].append(None)
             continue
         for lvl in LEVELS:
-            slow = level_slowdowns(steps, lvl)
+            slow = plan_slowdowns(costs, lvl, spec)
             out[lvl].append(tuple(round(slow[k] - slow[lvl], 4) for k in AUTO[AUTO.index(lvl) + 1 :]))
     return {lvl: tuple(rows) for lvl, rows in out.items()}, most
 

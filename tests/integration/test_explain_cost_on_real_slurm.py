@@ -65,10 +65,16 @@ def test_explain_predicts_a_higher_cost_across_two_zones(slurm: slurmctl.Slurm, 
         expected = score_placement(fabric, nodes, spec).seconds
         assert abs(printed - expected) <= 5e-4 * expected, (nodes, printed, expected, text)
     for label, best in (("on an idle fleet", idle), ("free right now (with its own nodes)", now)):
-        m = re.search(rf"best placement {re.escape(label)}: .*this placement is (\d+) % slower", text)
-        # the % is the model's exact ratio; the seconds above are printed to 4 digits
+        m = re.search(
+            rf"best placement {re.escape(label)}: .*this placement's communication is (\d+) % slower, "
+            r"its step (\d+) % slower",
+            text,
+        )
+        # the % are the model's exact ratios; the seconds above are printed to 4 digits. No compute= in
+        # the plan: communication is the site default 25 % of the best step, so step = 1 + 0.25 (comm - 1)
         assert m and abs(int(m.group(1)) - (actual / best - 1) * 100) <= 1, (label, text)
-        assert int(m.group(1)) > 0
+        assert abs(int(m.group(2)) - 0.25 * (actual / best - 1) * 100) <= 1, (label, text)
+        assert int(m.group(1)) > 0 and "site default" in text
 
     # the picture marks the job's nodes and the best free placement
     root = ET.parse(tmp_path / "job.svg").getroot()
