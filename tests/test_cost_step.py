@@ -23,7 +23,6 @@ from slurm_topo.cost import (
     Term,
     parse_links,
     parse_plan,
-    predict,
     ring_allreduce_seconds,
     score_placement,
     step_model,
@@ -214,4 +213,3 @@ def test_gcp_profile_and_bad_profiles() -> None:
         parse_links({"profile": "azure"})
     with pytest.raises(InputError, match="not a known profile"):
         parse_links({"profile": ["gcp"]})
-    assert predict  # the public call `explain` makes (tests/test_explain.py covers its lines)

@@ -88,20 +88,16 @@ def step_model(spec: PlanSpec, best: StepCost, default_share: float | None = DEF
         return StepModel(
             spec.compute_s, overlap, f"compute {spec.compute_s:.4g} s per step (plan compute=){tail}"
         )
-    if spec.comm_share is not None:
-        c = compute_from_share(best, spec.comm_share, overlap)
-        return StepModel(
-            c,
-            overlap,
-            f"compute {c:.4g} s per step, from communication {spec.comm_share:.0%} of the step on the best "
-            f"placement (plan comm=){tail}",
-        )
-    if default_share is None:
+    share = spec.comm_share if spec.comm_share is not None else default_share
+    if share is None:
         return StepModel(None, overlap, "communication only (no compute= or comm= in the plan)")
-    c = compute_from_share(best, default_share, overlap)
+    c = compute_from_share(best, share, overlap)
+    given = (
+        "plan comm=" if spec.comm_share is not None else "site default: the plan gives no compute= or comm="
+    )
     return StepModel(
         c,
         overlap,
-        f"compute {c:.4g} s per step, from communication {default_share:.0%} of the step on the best "
-        f"placement (site default: the plan gives no compute= or comm=){tail}",
+        f"compute {c:.4g} s per step, from communication {share:.0%} of the step on the best placement "
+        f"({given}){tail}",
     )
