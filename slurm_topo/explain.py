@@ -388,6 +388,8 @@ def predict_cost(
         f"{_plural(g, 'GPU')} ({source}: {text})"
     )
     lines = [head, *describe(idle, now)]
+    if table.measured is not None:
+        lines.append(table.measured.text())
     if now is None:
         lines.append("free right now (with its own nodes): unknown (node states could not be read)")
     return CostView(

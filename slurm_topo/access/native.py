@@ -291,7 +291,8 @@ def load_jobs(
 
 
 def node_lines(pyslurm: Any) -> dict[str, dict[str, str]]:
-    """Every node: {name: {State, ActiveFeatures, AvailableFeatures, Reason}} in scontrol's words."""
+    """Every node: {name: {State, ActiveFeatures, AvailableFeatures, Reason, NodeAddr, NodeHostName}} in
+    scontrol's words (an address or host name pyslurm leaves empty is the node's name, as Slurm's default)."""
     nodes = _rpc("Nodes.load", lambda: pyslurm.Nodes.load())
     out: dict[str, dict[str, str]] = {}
     for name, n in nodes.items():
@@ -301,6 +302,8 @@ def node_lines(pyslurm: Any) -> dict[str, dict[str, str]]:
             "ActiveFeatures": _join(getattr(n, "active_features", None)),
             "AvailableFeatures": _join(getattr(n, "available_features", None)),
             "Reason": _or_null(getattr(n, "reason", None)),
+            "NodeAddr": _text(getattr(n, "address", "")) or str(name),
+            "NodeHostName": _text(getattr(n, "hostname", "")) or str(name),
         }
     return out
 

@@ -124,6 +124,42 @@ PROFILES: Mapping[str, Mapping[str, Link]] = MappingProxyType({"default": DEFAUL
 fabric (DGX-style nodes, the constants above); ``gcp``: Google Cloud VMs over the VPC (:data:`GCP_LINKS`)."""
 PROFILE_KEY = "profile"
 
+MEASURED_KEY = "measured"
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """A table's ``measured:`` record, as ``cost``/``explain`` name it."""
+
+    date: str
+    probe: str
+    levels: tuple[str, ...]
+
+    def text(self) -> str:
+        return (
+            f"links measured by slurm-topo calibrate ({self.probe}, {self.date}): "
+            f"{', '.join(self.levels) or 'no level'}; other levels: the base figures"
+        )
+
+
+def parse_measured(raw: object, source: str) -> Calibration:
+    """Validate a ``links.measured`` record (what :func:`render` writes)."""
+    where = f"{source}.{MEASURED_KEY}"
+    if not isinstance(raw, Mapping):
+        raise InputError(f"{where}: must be a mapping (date, probe, levels), not {show_value(raw)}")
+    date, probe, levels = raw.get("date"), raw.get("probe"), raw.get("levels", {})
+    if not isinstance(date, str) or not 1 <= len(date) <= 40:
+        raise InputError(f"{where}.date: must be a date string, not {show_value(date)}")
+    if not isinstance(probe, str) or not 1 <= len(probe) <= 40:
+        raise InputError(f"{where}.probe: must be the probe's name, not {show_value(probe)}")
+    if not isinstance(levels, Mapping):
+        raise InputError(f"{where}.levels: must be a mapping level -> record, not {show_value(levels)}")
+    bad = [k for k in levels if k not in LINK_LEVELS]
+    if bad:
+        raise InputError(f"{where}.levels: {show_value(bad[0])} is not a level ({', '.join(LINK_LEVELS)})")
+    return Calibration(date, probe, tuple(lvl for lvl in LINK_LEVELS if lvl in levels))
+
+
 LINK_KEYS = frozenset({"bandwidth", "latency_us"})
 _ALIASES = {"network-group": "network_group", "ng": "network_group", "domain": "nvlink", "island": "nvlink"}
 
@@ -136,12 +172,14 @@ class LinkTable:
     rails: Mapping[str, str] | None = None
     """NIC name -> rail (``links: {rails: …}``); empty: rail-optimised, GPU ``k`` on rail ``k``
     (``rails: gpu_index``); None: no rails (one leaf switch per network group)."""
+    measured: Calibration | None = None
+    """Where the figures came from when ``slurm-topo calibrate`` wrote them (``links.measured``)."""
 
     def __getitem__(self, level: str) -> Link:
         return self.links[level]
 
     def with_link(self, level: str, link: Link) -> LinkTable:
-        return LinkTable(MappingProxyType({**self.links, level: link}), self.rails)
+        return LinkTable(MappingProxyType({**self.links, level: link}), self.rails, self.measured)
 
     def as_dict(self) -> dict[str, dict[str, float]]:
         return {lvl: {"bandwidth": k.bandwidth, "latency_us": k.latency_us} for lvl, k in self.links.items()}
@@ -217,6 +255,7 @@ def parse_links(mapping: object, *, source: str = "links", base: LinkTable | Non
         )
     table = dict((base or DEFAULT_TABLE).links)
     rails = (base or DEFAULT_TABLE).rails
+    measured = (base or DEFAULT_TABLE).measured
     if PROFILE_KEY in mapping:
         name = mapping[PROFILE_KEY]
         if not isinstance(name, str) or name not in PROFILES:
@@ -232,13 +271,16 @@ def parse_links(mapping: object, *, source: str = "links", base: LinkTable | Non
         if key == RAILS_KEY:
             rails = parse_rails(raw, source=f"{source}.{RAILS_KEY}")
             continue
+        if key == MEASURED_KEY:
+            measured = parse_measured(raw, source)
+            continue
         if not isinstance(key, str):
             raise InputError(f"{source}: level {show_value(key)} must be a string")
         level = _ALIASES.get(key, key)
         if level not in DEFAULT_LINKS:
             raise InputError(
                 f"{source}.{key[:40]}: unknown level (known: {', '.join(LINK_LEVELS)}; and {RAILS_KEY}, "
-                f"{PROFILE_KEY})"
+                f"{PROFILE_KEY}, {MEASURED_KEY})"
             )
         if level in seen:
             raise InputError(f"{source}.{key[:40]}: the same level as {seen[level]!r}")
@@ -277,4 +319,4 @@ def parse_links(mapping: object, *, source: str = "links", base: LinkTable | Non
                 f"{source}: {outer} latency_us ({b.latency_us:g}) is below {inner} ({a.latency_us:g}); "
                 "a level further out must not be nearer"
             )
-    return LinkTable(MappingProxyType(table), rails)
+    return LinkTable(MappingProxyType(table), rails, measured)

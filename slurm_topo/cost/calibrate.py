@@ -1,0 +1,299 @@
+"""``slurm-topo calibrate``: measure each link level the inventory knows and write a ``links:`` table.
+
+1. :func:`choose_pairs` picks, among the nodes given (the allocation's, or ``--nodes``), one node pair per
+   network level the inventory can tell apart (``network_group``: two nodes under one leaf; ``zone``: two
+   leaves of one zone; ``region``: two zones; ``any``: two regions), and, inside one node, a GPU pair per
+   node level its ``gpu_topology`` shows (``nvlink``, ``pcie``, ``sys``).
+2. :func:`probe_argv` builds the ``srun`` step that measures a pair: two tasks, one per node (or two on one
+   node), running ``slurm-topo probe tcp`` (the built-in probe, :mod:`slurm_topo.probes.tcp`). Node levels
+   need a GPU probe (``all_reduce_perf``): the TCP probe cannot see GPU links, so they keep their figures
+   and the table says they were not measured.
+3. :func:`read_probe` takes the step's output: one JSON line per task, each naming the node slurmd ran it on
+   (``SLURMD_NODENAME``); a step whose tasks ran elsewhere than asked is refused.
+4. :func:`calibrated_table` puts the measurements over the base table (the inventory's ``links:`` or the
+   defaults), keeps the levels monotone (a level further out is never faster or nearer than the one inside
+   it: a noisy measurement is held at its inner neighbour's figure, and said), and :func:`render` writes it
+   as an inventory file holding only ``links:`` with a ``measured:`` record (date, probe, pairs, each
+   repeat's rate), which ``cost``/``explain`` (``--links FILE``, or as one of the inventory files) read and
+   name in their output.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+from ..errors import CommandError, InputError, PlacementError, show_value
+from ..model import Inventory, Node
+from ..runner import Runner
+from .links import MEASURED_KEY, NETWORK_LEVELS, NODE_LEVELS, Link, LinkTable
+from .model import Fabric, network_level
+
+PROBES = ("tcp",)
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """Where one level is measured: nodes ``a`` and ``b`` (the same node for a node level, with ``gpus``)."""
+
+    level: str
+    a: str
+    b: str
+    gpus: tuple[int, int] | None = None
+
+    def text(self) -> str:
+        if self.gpus is not None:
+            return f"{self.a} GPUs {self.gpus[0]},{self.gpus[1]}"
+        return f"{self.a} <-> {self.b}"
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    pair: Pair
+    probe: str
+    bandwidth: float
+    latency_us: float
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _location_key(node: Node) -> tuple[str | None, str | None, str | None]:
+    loc = node.location
+    return (loc.region, loc.zone, loc.network_group)
+
+
+def choose_pairs(inventory: Inventory, nodes: Sequence[str]) -> tuple[list[Pair], list[str]]:
+    """One pair per level among ``nodes`` (in the inventory's order of names); and a note per level that
+    has no pair there. Deterministic: the first nodes (by name) of the first location groups."""
+    fabric = Fabric.of(inventory)
+    known = {n.name: n for n in inventory.nodes}
+    unknown = [n for n in nodes if n not in known]
+    if unknown:
+        raise InputError(f"calibrate: node {show_value(unknown[0])} is not in the inventory")
+    chosen = sorted(dict.fromkeys(nodes))
+    # two representatives per location (a leaf pair needs two), then every pair of those: the groups are
+    # few even when the nodes are many
+    reps: dict[tuple[str | None, str | None, str | None], list[str]] = {}
+    for name in chosen:
+        group = reps.setdefault(_location_key(known[name]), [])
+        if len(group) < 2:
+            group.append(name)
+    candidates = [name for group in reps.values() for name in group]
+    found: dict[str, Pair] = {}
+    for i, a in enumerate(candidates):
+        for b in candidates[i + 1 :]:
+            level = network_level(known[a], known[b], fabric.domains)
+            if level in NETWORK_LEVELS and level not in found:
+                found[level] = Pair(level, a, b)
+    notes = [
+        f"{level}: no two of the nodes given meet there (not measured)"
+        for level in NETWORK_LEVELS
+        if level not in found
+    ]
+    return [found[level] for level in NETWORK_LEVELS if level in found], notes
+
+
+def node_level_notes(inventory: Inventory, nodes: Sequence[str]) -> list[str]:
+    """The node levels (inside one node) the TCP probe leaves as they were."""
+    topo = any(n.gpu_topology is not None for n in inventory.nodes if n.name in set(nodes))
+    what = "the nodes' GPU links" if topo else "links inside a node"
+    return [f"{', '.join(NODE_LEVELS)}: the tcp probe cannot measure {what} (kept from the base table)"]
+
+
+def probe_argv(
+    pair: Pair,
+    probe_command: Sequence[str],
+    addresses: Mapping[str, str],
+    *,
+    port: int,
+    nbytes: int,
+    repeats: int,
+    time_limit_min: int = 5,
+    srun_args: Sequence[str] = (),
+) -> list[str]:
+    """The ``srun`` step that measures ``pair`` with the TCP probe: one task per node, task 0 serving.
+    ``addresses``: node -> the address its serving task is reached at (Slurm's NodeAddr)."""
+    nodes = [pair.a] if pair.a == pair.b else [pair.a, pair.b]
+    argv = [
+        "srun",
+        f"--nodes={len(nodes)}",
+        "--ntasks=2",
+        f"--ntasks-per-node={2 if len(nodes) == 1 else 1}",
+        f"--nodelist={','.join(nodes)}",
+        "--job-name=slurm-topo-calibrate",
+        f"--time={time_limit_min}",
+        "--kill-on-bad-exit=1",
+        # inside an allocation the batch step holds the job's CPUs and memory on its node: a probe step
+        # (two light tasks) shares them rather than waiting for them forever (Slurm >= 20.11)
+        "--overlap",
+        *srun_args,
+        *probe_command,
+        "probe",
+        "tcp",
+        "--port",
+        str(port),
+        "--bytes",
+        str(nbytes),
+        "--repeats",
+        str(repeats),
+    ]
+    for node in nodes:
+        argv += ["--address", f"{node}={addresses.get(node) or node}"]
+    return argv
+
+
+def read_probe(pair: Pair, output: str) -> Measurement:
+    """The measurement in a probe step's output: the measuring task's JSON line, checked against Slurm's
+    own word on where each task ran (``node``, from ``SLURMD_NODENAME``). Raises :class:`PlacementError`
+    when the tasks ran on other nodes than the pair's, :class:`InputError` when there is no result."""
+    records = []
+    for line in output.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(doc, dict) and doc.get("slurm_topo_probe") in ("serve", "measure"):
+            records.append(doc)
+    ran_on = sorted({str(r.get("node")) for r in records})
+    want = sorted({pair.a, pair.b})
+    if ran_on and ran_on != want:
+        raise PlacementError(
+            f"calibrate {pair.level}: the probe ran on {','.join(ran_on)}, not {','.join(want)}"
+        )
+    result = next((r for r in records if r["slurm_topo_probe"] == "measure"), None)
+    if result is None:
+        raise InputError(f"calibrate {pair.level}: the probe step printed no measurement")
+    bandwidth, latency = result.get("bandwidth"), result.get("latency_us")
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in (bandwidth, latency)):
+        raise InputError(
+            f"calibrate {pair.level}: the probe's result is not usable: {json.dumps(result)[:200]}"
+        )
+    assert isinstance(bandwidth, (int, float)) and isinstance(latency, (int, float))
+    detail = {k: result[k] for k in ("bytes", "repeats", "pings", "bandwidths") if k in result}
+    return Measurement(pair, str(result.get("probe", "tcp")), float(bandwidth), float(latency), detail)
+
+
+def calibrated_table(base: LinkTable, measured: Iterable[Measurement]) -> tuple[LinkTable, list[str]]:
+    """``base`` with each measured level's figures; the network levels kept monotone (further out: not
+    faster, not nearer) with a note for every figure held."""
+    links = dict(base.links)
+    got = {m.pair.level: m for m in measured}
+    for level, m in got.items():
+        links[level] = Link(round(m.bandwidth, 4), round(m.latency_us, 2))
+    notes = []
+    for inner, outer in zip(NETWORK_LEVELS, NETWORK_LEVELS[1:], strict=False):
+        a, b = links[inner], links[outer]
+        bandwidth, latency = min(a.bandwidth, b.bandwidth), max(a.latency_us, b.latency_us)
+        if (bandwidth, latency) != (b.bandwidth, b.latency_us):
+            how = "measured" if outer in got else "not measured; its base figure"
+            notes.append(
+                f"{outer}: {how} {b.bandwidth:g} GB/s {b.latency_us:g} µs is faster or nearer than {inner} "
+                f"({a.bandwidth:g} GB/s {a.latency_us:g} µs): held at {bandwidth:g} GB/s {latency:g} µs"
+            )
+            links[outer] = Link(bandwidth, latency)
+    return LinkTable(MappingProxyType(links), base.rails), notes
+
+
+def render(
+    table: LinkTable,
+    measured: Sequence[Measurement],
+    *,
+    probe: str,
+    notes: Sequence[str],
+    now: datetime | None = None,
+) -> str:
+    """The calibrated table as an inventory file: ``links:`` (every level, the rails kept) with its
+    ``measured:`` record, and ``nodes: []`` (it holds no nodes; merge it with the fleet's files)."""
+    when = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    links: dict[str, Any] = {
+        lvl: {"bandwidth": k.bandwidth, "latency_us": k.latency_us} for lvl, k in table.links.items()
+    }
+    if table.rails is not None:
+        links["rails"] = dict(table.rails) if table.rails else "gpu_index"
+    links[MEASURED_KEY] = {
+        "date": when,
+        "probe": probe,
+        "levels": {
+            m.pair.level: {
+                "pair": [m.pair.a, m.pair.b],
+                **({"gpus": list(m.pair.gpus)} if m.pair.gpus else {}),
+                "probe": m.probe,
+                "bandwidth": round(m.bandwidth, 4),
+                "latency_us": round(m.latency_us, 2),
+                **dict(m.detail),
+            }
+            for m in measured
+        },
+        **({"notes": list(notes)} if notes else {}),
+    }
+    head = (
+        f"# slurm-topo calibrate, {when}: link constants measured with the {probe} probe.\n"
+        "# Give it to cost/explain with --links FILE, or list it with the inventory's files (in place of\n"
+        "# their own links:). Levels not in measured.levels keep the figures of the table it started from.\n"
+    )
+    return head + yaml.safe_dump({"links": links, "nodes": []}, sort_keys=False, allow_unicode=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One calibration: the table, what was measured, what could not be, and the file's text."""
+
+    table: LinkTable
+    measured: tuple[Measurement, ...]
+    notes: tuple[str, ...]
+    text: str
+
+
+def run_calibration(
+    inventory: Inventory,
+    nodes: Sequence[str],
+    runner: Runner,
+    *,
+    base: LinkTable,
+    probe_command: Sequence[str],
+    addresses: Mapping[str, str],
+    port: int,
+    nbytes: int,
+    repeats: int,
+    srun_args: Sequence[str] = (),
+    time_limit_min: int = 5,
+    now: datetime | None = None,
+) -> Outcome:
+    """Measure one pair per level among ``nodes`` through ``runner`` (``srun`` steps, one after another)
+    and build the calibrated table. A pair whose step fails is a note, not the end: the other levels are
+    still measured. Raises :class:`CommandError` when no level could be measured."""
+    pairs, notes = choose_pairs(inventory, nodes)
+    notes += node_level_notes(inventory, nodes)
+    measured: list[Measurement] = []
+    failures: list[str] = []
+    for pair in pairs:
+        argv = probe_argv(
+            pair,
+            probe_command,
+            addresses,
+            port=port,
+            nbytes=nbytes,
+            repeats=repeats,
+            time_limit_min=time_limit_min,
+            srun_args=srun_args,
+        )
+        try:
+            measured.append(read_probe(pair, runner.run(argv, timeout=time_limit_min * 60 + 30)))
+        except (CommandError, InputError, PlacementError) as exc:
+            failures.append(f"{pair.level} ({pair.text()}): {str(exc).splitlines()[0][:300]}")
+    if not measured:
+        why = "; ".join(failures) or "; ".join(notes[:1]) or "no pair"
+        raise CommandError(["slurm-topo", "calibrate"], None, f"no level could be measured: {why}")
+    table, held = calibrated_table(base, measured)
+    notes = [*(f"{f} (not measured)" for f in failures), *notes, *held]
+    text = render(table, measured, probe="tcp", notes=notes, now=now)
+    return Outcome(table, tuple(measured), tuple(notes), text)
