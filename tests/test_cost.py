@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,6 +37,8 @@ from slurm_topo.errors import InputError
 from slurm_topo.gpu.topo import parse_topo_matrix
 from slurm_topo.model import Inventory, Location, Node
 from slurm_topo.srun.plan import plan_srun
+
+FLEET = Path(__file__).resolve().parents[1] / "docker-slurm" / "fleet.yaml"
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CONCEPT = {  # the issue's links: example, with α = 0
@@ -435,3 +440,60 @@ def test_a_ring_inside_a_node_follows_nvlink_not_index_order() -> None:
     two_sockets = gpu_order(pcie, range(8), closed=True)
     hops = [gpu_level(pcie, two_sockets[k], two_sockets[(k + 1) % 8]) for k in range(8)]
     assert "nvlink" not in hops and hops.count("sys") == 2, hops  # a ring over 2 sockets crosses twice
+
+
+def test_best_placement_is_of_the_same_hardware_kind() -> None:
+    """Two leaves of h100 nodes: p* with NVLink (a real HGX capture), q* PCIe only (a real DGX-1 PCIe
+    capture). A job on both q nodes is the tightest placement of its kind: compared with q, not with the
+    NVLink machines, its slowdown is 1."""
+    from slurm_topo.cost import PlanSpec, predict
+    from slurm_topo.inventory import merge, parse_inventory
+
+    topo = Path(__file__).resolve().parent / "fixtures" / "real" / "topo"
+    text = yaml.safe_dump(
+        {
+            "nodes": [
+                {
+                    "name": "p[1-2]",
+                    "region": "r",
+                    "zone": "z",
+                    "network_group": "leaf-p",
+                    "gpus": 8,
+                    "gpu_type": "h100",
+                    "gpu_topology": str(topo / "hgx-h100-8gpu-12nic-evenodd-cpuaffinity.txt"),
+                },
+                {
+                    "name": "q[1-2]",
+                    "region": "r",
+                    "zone": "z",
+                    "network_group": "leaf-q",
+                    "gpus": 8,
+                    "gpu_type": "h100",
+                    "gpu_topology": str(topo / "dgx1-8gpu-topo-mp-pcie-only.txt"),
+                },
+            ]
+        }
+    )
+    fabric = Fabric.of(merge([parse_inventory(text, source="kinds.yaml")]))
+    spec = PlanSpec(tp=8, gpus_per_node=8, allreduce_bytes=1e9, tp_bytes=1e9)
+    on_q = predict(fabric, ["q1", "q2"], spec)
+    assert on_q.best is not None and set(on_q.best.nodes) == {"q1", "q2"}
+    assert on_q.slowdown == pytest.approx(1.0)
+    # the NVLink machines really are faster: without the kind rule they would have been "the best"
+    on_p = predict(fabric, ["p1", "p2"], spec)
+    assert on_p.current.seconds < on_q.current.seconds / 2
+    assert on_p.best is not None and set(on_p.best.nodes) == {"p1", "p2"}
+
+
+def test_cost_says_what_a_smaller_dp_assumed() -> None:
+    argv = [sys.executable, "-m", "slurm_topo", "cost", "-i", str(FLEET), "--nodes", "n01,n02", "--dp", "4"]
+    out = subprocess.run([*argv, "--allreduce-bytes", "10G"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert (
+        "note: assumed: the plan's 4 ranks (tp 1 × pp 1 × dp 4) use 4 of the placement's 16 GPUs (2 × 8); "
+        "costed on n01; n02 holds no rank" in out.stdout
+    )
+    full = subprocess.run(
+        [*argv[:-2], "--allreduce-bytes", "10G"], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "assumed: the plan's" not in full.stdout

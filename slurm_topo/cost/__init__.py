@@ -122,6 +122,14 @@ def span_level(fabric: Fabric, nodes: Sequence[str]) -> str:
     return max(levels, key=LINK_LEVELS.index)
 
 
+def hardware_kind(node: Node) -> tuple[str | None, tuple[tuple[str, ...], ...] | None]:
+    """What makes two nodes the same hardware for the model: the GPU type and the GPU link matrix (None:
+    no link data). A placement is compared with the best placement of its own kind, so a slowdown is the
+    placement's, not a different machine's."""
+    topo = node.gpu_topology
+    return node.gpu_type, (topo.matrix if topo is not None and topo.matrix else None)
+
+
 def predict(
     fabric: Fabric,
     nodes: Sequence[str],
@@ -134,7 +142,8 @@ def predict(
     """Score ``spec`` on ``nodes`` and on the best ``len(nodes)`` nodes of the fleet that pass ``eligible``
     (default: every node, the idle fleet; pass "free now" for the best placement available now). The best
     placement keeps the shape: as many nodes, at least as many GPUs each, the same GPU type when the
-    placement has one. The step model (:func:`.step.step_model`) is solved on the best placement (on the
+    placement has one, and, where the placement's nodes are all of one :func:`hardware_kind`, nodes of
+    that kind only. The step model (:func:`.step.step_model`) is solved on the best placement (on the
     placement itself without one); ``default_share`` is used when the plan gives no compute (None:
     communication only)."""
     cache: dict[int, tuple[int, ...]] = {}
@@ -142,6 +151,19 @@ def predict(
     g = gpus_per_node(fabric, nodes, spec.gpus_per_node)
     types = {fabric.node(n).gpu_type for n in nodes}
     gpu_type = types.pop() if len(types) == 1 else None
+    kinds = {hardware_kind(fabric.node(n)) for n in nodes}
+    if len(kinds) == 1:  # compare like with like: the same GPU model and the same links between its GPUs
+        kind, outer = kinds.pop(), eligible
+        same: dict[int, bool] = {}  # id(gpu_topology) -> same links: one matrix comparison per model
+
+        def eligible(n: Node) -> bool:
+            if n.gpu_type != kind[0]:
+                return False
+            key = id(n.gpu_topology)
+            if key not in same:
+                same[key] = hardware_kind(n)[1] == kind[1]
+            return same[key] and (outer is None or outer(n))
+
     found = best_nodes(fabric, len(nodes), g, eligible=eligible, gpu_type=gpu_type)
     if found is None:
         return Prediction(current, None, None, step_model(spec, current, default_share))

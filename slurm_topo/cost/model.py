@@ -19,6 +19,7 @@ the smallest subtree, the same rank order.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -544,8 +545,24 @@ def score_placement(
     cache: dict[int, tuple[int, ...]] | None = None,
 ) -> StepCost:
     """Predicted communication seconds per step of ``spec`` on ``nodes`` (in that order, as Slurm lists
-    them): the call ``explain`` and the pickers make."""
-    return score_ranks(fabric, place_ranks(fabric, nodes, spec, cache), spec, table)
+    them): the call ``explain`` and the pickers make. A plan of fewer ranks than the placement has GPUs
+    (``dp`` given smaller) is costed on the GPUs its ranks take, and a note says which and how many."""
+    ranks = place_ranks(fabric, nodes, spec, cache)
+    cost = score_ranks(fabric, ranks, spec, table)
+    g = gpus_per_node(fabric, nodes, spec.gpus_per_node)
+    if len(ranks) < len(nodes) * g:
+        used = sorted({r.node for r in ranks}, key=list(nodes).index)
+        idle = [n for n in nodes if n not in set(used)]
+        what = f"{len(ranks)} ranks (tp {spec.tp} × pp {spec.pp} × dp {spec.dp})"
+        note = (
+            f"assumed: the plan's {what} use {len(ranks)} of the placement's {len(nodes) * g} GPUs "
+            f"({len(nodes)} × {g}); costed on {', '.join(used)}"
+        )
+        if idle:
+            shown = ", ".join(idle[:8]) + (" …" if len(idle) > 8 else "")
+            note += f"; {shown} {'hold' if len(idle) > 1 else 'holds'} no rank"
+        cost = dataclasses.replace(cost, notes=(note, *cost.notes))
+    return cost
 
 
 # ---- sizes with units
