@@ -4,13 +4,17 @@
  *     --locality=LEVEL[:wait|:fail|:auto] LEVEL = prefer|nvl|network_group|zone|region|any
  *                                         (nvl: one NVLink domain, :wait or :fail only)
  *     --locality-regions=LABEL[,LABEL]  region or zone labels ([A-Za-z0-9._-], 1..63 characters)
+ *     --plan=KEY=VALUE[,KEY=VALUE]      the job's parallel plan for the cost model (tp=, pp=, dp=, bytes=,
+ *                                       tp_bytes=, pp_bytes=, order=, compute=, comm=, overlap=, ...)
  *
  * to sbatch, salloc and srun (also in `#SBATCH` lines) and checks the values on the submit host, so a typo
  * fails there with `sbatch: error: ...` naming the valid values. It forwards nothing itself: Slurm puts every
  * registered option of a SPANK plugin into the job's spank_job_env as
  *     _SLURM_SPANK_OPTION_locality_locality=VALUE
  *     _SLURM_SPANK_OPTION_locality_locality_regions=VALUE
- * which job_submit/slurm_topo_filter.lua reads in slurmctld (where the decision is made).
+ *     _SLURM_SPANK_OPTION_locality_plan=VALUE
+ * which job_submit/slurm_topo_filter.lua reads in slurmctld (where the decision is made; the plan it copies
+ * into the job's AdminComment as "slurm-topo-plan: VALUE", where explain reads it and no update can change it).
  *
  * Options are registered with spank_option_register() from slurm_spank_init(): sbatch/salloc (allocator
  * context) ignore an exported spank_options[] table. They are registered in every context, because slurmstepd
@@ -91,6 +95,44 @@ static int _valid_regions(const char *arg)
 	}
 }
 
+/* "tp=8,pp=2,bytes=10G,compute=450ms,comm=30%": known keys, values of [A-Za-z0-9.%-] (the cost model's own
+ * parser checks the numbers; this keeps the text one token a record can carry) */
+static const char *plan_keys[] = { "tp", "pp", "dp", "bytes", "allreduce_bytes", "tp_bytes", "pp_bytes",
+				   "order", "gpus_per_node", "compute", "comm", "overlap", NULL };
+#define MAX_PLAN 200
+
+static int _value_char(char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+		c == '%' || c == '-';
+}
+
+static int _valid_plan(const char *arg)
+{
+	const char *p = arg;
+
+	if (!*arg || strlen(arg) > MAX_PLAN)
+		return 0;
+	while (*p) {
+		const char *eq = strchr(p, '=');
+		const char *end = strchr(p, ',');
+
+		if (!end)
+			end = p + strlen(p);
+		if (!eq || eq > end || !_in(p, (size_t) (eq - p), plan_keys) || eq + 1 == end)
+			return 0;
+		for (const char *v = eq + 1; v < end; v++)
+			if (!_value_char(*v))
+				return 0;
+		if (!*end)
+			return 1;
+		p = end + 1;
+		if (!*p)
+			return 0;	/* a trailing comma */
+	}
+	return 0;
+}
+
 /* What the user typed, for a message: at most 40 printable ASCII characters */
 static const char *_shown(const char *arg, char *buf, size_t size)
 {
@@ -134,6 +176,21 @@ static int _opt_regions(int val, const char *optarg, int remote)
 	return ESPANK_BAD_ARG;
 }
 
+static int _opt_plan(int val, const char *optarg, int remote)
+{
+	char buf[48];
+
+	if (remote)
+		return ESPANK_SUCCESS;
+	if (optarg && _valid_plan(optarg))
+		return ESPANK_SUCCESS;
+	slurm_error("--plan: invalid value '%s': use KEY=VALUE[,KEY=VALUE], KEY one of tp, pp, dp, bytes, "
+		    "allreduce_bytes, tp_bytes, pp_bytes, order, gpus_per_node, compute, comm, overlap; values of "
+		    "letters, digits, '.', '%%', '-' "
+		    "(at most %d characters)", optarg ? _shown(optarg, buf, sizeof(buf)) : "", MAX_PLAN);
+	return ESPANK_BAD_ARG;
+}
+
 static struct spank_option options[] = {
 	{ "locality", "LEVEL[:wait|:fail|:auto]",
 	  "Keep the job's nodes together: LEVEL = " LEVELS " (default set by the site); :wait holds a job "
@@ -142,6 +199,10 @@ static struct spank_option options[] = {
 	{ "locality-regions", "REGION[,REGION]",
 	  "Keep every node of the job in these regions or zones (slurm-topo)",
 	  1, 0, (spank_opt_cb_f) _opt_regions },
+	{ "plan", "tp=N,pp=N,dp=N,bytes=B[,compute=S]",
+	  "The job's parallel plan, for slurm-topo's cost model (explain): tp, pp, dp sizes, the gradient bytes "
+	  "all-reduced a step, and optionally tp_bytes, pp_bytes, compute, comm, overlap (slurm-topo)",
+	  1, 0, (spank_opt_cb_f) _opt_plan },
 	SPANK_OPTIONS_TABLE_END
 };
 

@@ -37,6 +37,7 @@ local RECHECK_SECONDS = 10
 local DATA_FORMAT = 5 -- slurm_topo/render/filter_data.py FORMAT
 local SPANK_LOCALITY = "_SLURM_SPANK_OPTION_locality_locality"
 local SPANK_REGIONS = "_SLURM_SPANK_OPTION_locality_locality_regions"
+local SPANK_PLAN = "_SLURM_SPANK_OPTION_locality_plan"
 local LEVELS = { "network_group", "zone", "region" }
 local LOCALITIES = { prefer = true, nvl = true, network_group = true, zone = true, region = true, any = true }
 local MODES = { wait = true, fail = true, auto = true } -- auto: decided as wait, plus the budget record
@@ -162,7 +163,7 @@ function M.request(job, comment_override)
     local oversize = oversize_of(features, prefer, partition, per_job, per_node, per_task)
     if oversize then return { oversize = oversize } end
   end
-  local locality, regions
+  local locality, regions, plan
   local interactive = job.script == nil -- salloc/srun: no batch script, no batch environment
   local env = job.spank_job_env
   if type(env) == "table" then
@@ -173,7 +174,8 @@ function M.request(job, comment_override)
       if type(kv) == "string" and #kv <= MAX_FIELD then
         local k, v = string.match(kv, "^([^=]*)=(.*)$")
         if k == SPANK_LOCALITY and locality == nil then locality = v
-        elseif k == SPANK_REGIONS and regions == nil then regions = v end
+        elseif k == SPANK_REGIONS and regions == nil then regions = v
+        elseif k == SPANK_PLAN and plan == nil then plan = v end
       end
     end
   end
@@ -236,7 +238,7 @@ function M.request(job, comment_override)
     min_nodes = min_nodes ~= nil and to_int(min_nodes) or nil,
     num_tasks = num_tasks ~= nil and to_int(num_tasks) or nil,
     gpu = gpu, unchecked = unchecked, het_offset = het_offset, interactive = interactive,
-    nodelist = nodelist, time_limit = time_limit ~= nil and to_int(time_limit) or nil,
+    nodelist = nodelist, time_limit = time_limit ~= nil and to_int(time_limit) or nil, plan = plan,
   }
 end
 
@@ -1701,10 +1703,52 @@ function M.decide_memo(data, req)
   return d
 end
 
+-- sbatch --plan=KEY=VALUE,... (the SPANK option): copied into AdminComment as the first record,
+-- "slurm-topo-plan: PLAN", where explain reads it; a later decision replaces only the slurm-topo: record after
+-- it, and no update by the owner can change AdminComment. Only known keys and [A-Za-z0-9.%-] values: the text
+-- cannot carry a ';', a space or another record. The plan does not change the decision (nor the memo's key).
+local PLAN_PREFIX = "slurm-topo-plan: "
+local PLAN_KEYS = { tp = true, pp = true, dp = true, bytes = true, allreduce_bytes = true, tp_bytes = true,
+  pp_bytes = true, order = true, gpus_per_node = true, compute = true, comm = true, overlap = true }
+
+function M.valid_plan(text)
+  if type(text) ~= "string" or #text == 0 or #text > 200 or string.sub(text, -1) == "," then return false end
+  for item in string.gmatch(text, "[^,]*") do
+    if item ~= "" then
+      local k, v = string.match(item, "^([a-z_]+)=([A-Za-z0-9.%%%-]+)$")
+      if k == nil or not PLAN_KEYS[k] then return false end
+    end
+  end
+  return string.find(text, ",,", 1, true) == nil and string.sub(text, 1, 1) ~= ","
+end
+
+function M.with_plan(admin_comment, plan)
+  -- AdminComment with the plan record first (an invalid plan, which the SPANK plugin refuses on the submit
+  -- host, is logged once per data load and left out)
+  if not M.valid_plan(plan) then
+    -- one line per data load (a key per text would grow without bound), the text cut and made printable
+    log_error_once("plan", "slurm-topo: --plan '%s' is not a plan; not recorded (further ones not logged)",
+      (string.gsub(string.sub(tostring(plan), 1, 40), "[^%w%.,=%%_%-]", "?")))
+    return admin_comment
+  end
+  local old = to_str(admin_comment)
+  if old ~= nil and old ~= "" then return PLAN_PREFIX .. plan .. "; " .. old end
+  return PLAN_PREFIX .. plan
+end
+
 local function run(job_desc, uid)
   local data = load_data()
   if data == nil then return slurm.SUCCESS end
-  return apply(job_desc, M.decide_memo(data, M.request(job_desc)), job_desc.admin_comment, uid)
+  local req = M.request(job_desc)
+  local admin_comment = job_desc.admin_comment
+  if req.plan ~= nil then
+    local with = M.with_plan(admin_comment, req.plan)
+    if with ~= admin_comment then
+      job_desc.admin_comment = with
+      admin_comment = with
+    end
+  end
+  return apply(job_desc, M.decide_memo(data, req), admin_comment, uid)
 end
 
 function M.submit(job_desc, part_list, submit_uid)

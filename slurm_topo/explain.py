@@ -309,12 +309,26 @@ _TRES_PER_NODE_GPU_RE = re.compile(r"(?:^|,)gres[:/]gpu(?::[^:,=]+)?[:=](\d+)(?:
 _ALLOC_TRES_GPU_RE = re.compile(r"(?:^|,)gres/gpu=(\d+)(?:,|$)")
 
 
+PLAN_RECORD_RE = re.compile(r"(?:^|; )slurm-topo-plan: ([A-Za-z0-9_.,=%-]{1,200})(?:;|$)")
+"""The plan the submit filter copied from the job's ``sbatch --plan=…`` (the SPANK option) into its
+AdminComment: written by slurmctld, first in the field, never by the job's owner."""
+
+
+def plan_of_admin_comment(admin_comment: str | None) -> str | None:
+    m = PLAN_RECORD_RE.search(admin_comment or "")
+    return m.group(1) if m else None
+
+
 def job_plan(
-    given: str | None, comment: str | None, inventory: Inventory | None
+    given: str | None, comment: str | None, inventory: Inventory | None, admin_comment: str | None = None
 ) -> tuple[str, str] | tuple[None, None]:
-    """The plan text and where it came from: ``--plan``, else the job's ``plan=`` comment, else the site's."""
+    """The plan text and where it came from: ``explain --plan``, else the job's ``sbatch --plan`` (its
+    AdminComment record), else the job's ``plan=`` comment, else the site's."""
     if given:
         return given, "from --plan"
+    recorded = plan_of_admin_comment(admin_comment)
+    if recorded:
+        return recorded, "from the job's sbatch --plan"
     found = plan_of_comment(comment)
     if found:
         return found, "from the job's comment"
@@ -364,7 +378,7 @@ def predict_cost(
     from .cost import Fabric, describe, gpus_per_node, parse_plan, predict_job
     from .hostlist import expand
 
-    text, source = job_plan(plan, _val(job, "Comment"), inventory)
+    text, source = job_plan(plan, _val(job, "Comment"), inventory, _val(job, "AdminComment"))
     if text is None:  # no prediction; the picture still shows what is free (node states when read)
         known = node_states(inventory, node_records)[0] if inventory and node_records is not None else None
         return CostView((NO_PLAN,), states=known)
@@ -427,9 +441,8 @@ def explain_full(
     if not nodes:
         return explanation, None
     records: list[dict[str, str]] | None = None
-    if inventory is not None and (
-        want_states or job_plan(plan, _val(job, "Comment"), inventory)[0] is not None
-    ):
+    planned = job_plan(plan, _val(job, "Comment"), inventory, _val(job, "AdminComment"))[0] is not None
+    if inventory is not None and (want_states or planned):
         from .access.text import parse_scontrol_nodes
 
         try:  # -d: GresUsed=gpu:…(IDX:…), the GPUs a MIXED node has in use

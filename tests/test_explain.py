@@ -430,3 +430,20 @@ def test_explain_svg_without_a_plan_still_shows_the_node_states() -> None:
     assert view.lines == (explain.NO_PLAN,)
     assert view.states is not None and view.states["n08"].kind == "allocated", view.states
     assert view.states["n01"].kind == "free"
+
+
+def test_the_plan_of_sbatch_plan_comes_from_admin_comment_first() -> None:
+    from slurm_topo.explain import job_plan
+
+    admin = "slurm-topo-plan: tp=2,dp=4,bytes=1G; slurm-topo: zone:wait [us-east-1a(4n)]"
+    assert job_plan(None, "plan=bytes=9G", None, admin) == (
+        "tp=2,dp=4,bytes=1G",
+        "from the job's sbatch --plan",
+    )
+    assert job_plan("bytes=3G", "plan=bytes=9G", None, admin) == ("bytes=3G", "from --plan")
+    assert job_plan(None, "plan=bytes=9G", None, "slurm-topo: zone:wait") == (
+        "bytes=9G",
+        "from the job's comment",
+    )
+    # only the filter's record counts: the words inside another record (an administrator's note) do not
+    assert job_plan(None, None, None, "note slurm-topo-plan: bytes=5G") == (None, None)

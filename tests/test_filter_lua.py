@@ -423,3 +423,62 @@ def test_data_file_of_small_racks_stays_small(tmp_path: Path) -> None:
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+SPANK_PLAN = "_SLURM_SPANK_OPTION_locality_plan"
+
+
+def _with_plan(locality: str, plan: str, **fields: object) -> dict[str, object]:
+    desc = job(locality, **fields)
+    desc["spank_job_env"] = {0: f"{SPANK_LOCALITY}={locality}", 1: f"{SPANK_PLAN}={plan}"}
+    return desc
+
+
+def test_sbatch_plan_is_the_first_admin_comment_record_and_survives_a_new_decision(data_file: Path) -> None:
+    """``sbatch --plan=…`` (the SPANK option) lands in AdminComment before the filter's record; an update
+    that re-plans the job replaces only the slurm-topo: record; the decision is the one without a plan."""
+    f = _fresh(data_file)
+    _, plain = f.submit(job("zone:fail", min_nodes=2, features="ib"))
+    _, planned = f.submit(
+        _with_plan("zone:fail", "dp=8,bytes=10G,compute=450ms,comm=30%", min_nodes=2, features="ib")
+    )
+    assert (
+        planned["admin_comment"]
+        == "slurm-topo-plan: dp=8,bytes=10G,compute=450ms,comm=30%; " + plain["admin_comment"]
+    )
+    assert planned["features"] == plain["features"]
+    record = {
+        "spank_job_env": {0: f"{SPANK_LOCALITY}=zone:fail", 1: f"{SPANK_PLAN}=dp=8,bytes=10G"},
+        "features": planned["features"],
+        "admin_comment": planned["admin_comment"],
+        "min_nodes": 2,
+        "partition": "gpu",
+    }
+    update = f.table({"min_nodes": 3})
+    assert f.mod.modify(update, f.table(record), f.lua.table(), 0) == 0
+    assert update["admin_comment"].startswith(
+        "slurm-topo-plan: dp=8,bytes=10G,compute=450ms,comm=30%; slurm-topo: "
+    )
+    assert update["admin_comment"].count("slurm-topo-plan:") == 1
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        "dp=8; slurm-topo: any",  # another record smuggled in
+        "dp=8,bytes=10G x=1",
+        "dp=8,,bytes=1G",
+        "dp=8,",
+        "hack=1",
+        "dp=" + "9" * 300,
+        "dp=8\nslurm-topo: any",
+    ],
+)
+def test_a_plan_that_is_not_one_is_left_out_and_logged_once(data_file: Path, plan: str) -> None:
+    f = _fresh(data_file)
+    _, plain = f.submit(job("zone", min_nodes=2))
+    _, bad = f.submit(_with_plan("zone", plan, min_nodes=2))
+    _, again = f.submit(_with_plan("zone", plan + "x", min_nodes=2))
+    assert bad["admin_comment"] == plain["admin_comment"] == again["admin_comment"]
+    said = [m for m in f.messages("errors") if "--plan" in m]
+    assert len(said) == 1 and "\n" not in said[0] and "is not a plan; not recorded" in said[0]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 import slurmctl
@@ -427,4 +428,45 @@ def test_an_owners_update_that_holds_or_is_refused_says_why_where_slurm_lets_it(
     else:
         assert "slurm-topo" not in p.stderr + q.stderr  # nothing reaches the client on 22.05
         assert slurmctl.log_errors(log_since(filtered_cluster, start)) == []  # and nothing was tried
+    fslurm.cancel(job)
+
+
+def _admin_comment(slurm: slurmctl.Slurm, job: str) -> str:
+    """The AdminComment alone (squeue -O prints nothing else on the line)."""
+    return slurm.out("squeue", "-h", "-j", job, "-O", "admin_comment:4000").strip()
+
+
+def test_a_plan_given_to_sbatch_is_kept_in_admin_comment_and_read_by_explain(fslurm: slurmctl.Slurm) -> None:
+    """``sbatch --plan=…`` (the SPANK option): a bad plan fails on the submit host; a good one is the first
+    record of AdminComment (slurmctld's field, which the owner cannot update), stays there through the
+    owner's resize, and is the plan ``explain`` costs the running job with."""
+    bad = as_user(fslurm, "sbatch", "-o", "/dev/null", "--chdir=/tmp", "--plan=dp=8;x", "--wrap", "true")
+    assert bad.returncode != 0 and "--plan: invalid value 'dp=8;x'" in bad.stderr, bad.stderr
+    job, _ = user_submit(
+        fslurm, "-H", "-N3", "--locality=zone", "--plan=dp=8,bytes=1G", "--wrap", "sleep 300"
+    )
+    assert _admin_comment(fslurm, job).startswith("slurm-topo-plan: dp=8,bytes=1G; slurm-topo: zone:wait")
+    p = as_user(fslurm, "scontrol", "update", f"JobId={job}", "NumNodes=2")
+    assert p.returncode == 0, p.stderr
+    assert fslurm.job(job)["NumNodes"].startswith("2")
+    after = _admin_comment(fslurm, job)
+    assert (
+        after.startswith("slurm-topo-plan: dp=8,bytes=1G; slurm-topo: zone:wait")
+        and after.count("plan:") == 1
+    )
+    p = as_user(fslurm, "scontrol", "update", f"JobId={job}", "AdminComment=slurm-topo-plan: dp=1")
+    assert p.returncode != 0 and _admin_comment(fslurm, job) == after
+    fslurm.run(["scontrol", "release", job])
+    fslurm.wait_state(job, "RUNNING")
+    fleet = str(Path(__file__).resolve().parents[2] / "docker-slurm" / "fleet.yaml")
+    out = subprocess.run(
+        [*slurmctl.slurm_topo_cli(), "explain", job, "-i", fleet],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=dict(fslurm.env),
+    )
+    assert out.returncode == 0, out.stderr
+    assert "(from the job's sbatch --plan: dp=8,bytes=1G)" in out.stdout, out.stdout
     fslurm.cancel(job)
