@@ -233,7 +233,7 @@ def test_written_file_reads_back_as_links_and_as_an_inventory(tmp_path: Path) ->
 
 def test_bad_measured_record_is_one_clear_error() -> None:
     with pytest.raises(InputError, match=r"links\.measured\.levels: 'rack'"):
-        parse_links({"measured": {"date": "x", "probe": "tcp", "levels": {"rack": {}}}})
+        parse_links({"measured": {"date": "2026-12-02", "probe": "tcp", "levels": {"rack": {}}}})
     with pytest.raises(InputError, match=r"links\.measured\.date"):
         parse_links({"measured": {"probe": "tcp"}})
 
@@ -336,3 +336,47 @@ def test_a_name_that_does_not_resolve_fails_fast() -> None:
     with pytest.raises(CommandError, match="cannot connect"):
         tcp.connect("no-such-node.invalid", 1, deadline_s=600, sleep=waits.append)
     assert len(waits) == 9  # ten tries, not 3 000
+
+
+@pytest.mark.parametrize(
+    "date", ["2026-12-02\n-- slurm = nil", "yesterday", "2026-12-02T17:00:00Z; rm", "x" * 41, 20261202]
+)
+def test_a_measured_date_is_one_token(date: object) -> None:
+    """The record reaches the submit-filter data's header: a value that could start a new line of Lua there
+    (or is no date at all) is refused."""
+    with pytest.raises(InputError, match=r"links\.measured\.date"):
+        parse_links({"measured": {"date": date, "probe": "tcp", "levels": {}}})
+    with pytest.raises(InputError, match=r"links\.measured\.probe"):
+        parse_links({"measured": {"date": "2026-12-02", "probe": "tcp\nx", "levels": {}}})
+    unquoted = yaml.safe_load("measured: {date: 2026-12-02T17:00:00Z, probe: tcp, levels: {}}")
+    assert parse_links(unquoted).measured.date.startswith("2026-12-02T17:00:00")  # type: ignore[union-attr]
+
+
+def test_generate_says_the_auto_budgets_come_from_the_measured_table(tmp_path: Path) -> None:
+    measured = [_m("network_group", 2.5, 30.0), _m("zone", 1.0, 120.0)]
+    table, notes = calibrated_table(DEFAULT_TABLE, measured)
+    (tmp_path / "links.yaml").write_text(
+        render(table, measured, probe="tcp", notes=notes, now=datetime(2026, 12, 2, tzinfo=UTC))
+    )
+    fleet = {"policy": {"plan": "dp=16,bytes=10G"}, "nodes": [{**e, "gpus": 8} for e in FLEET["nodes"]]}
+    (tmp_path / "fleet.yaml").write_text(yaml.safe_dump(fleet))
+    outputs = {}
+    for name, files in (("plain", ["fleet.yaml"]), ("measured", ["fleet.yaml", "links.yaml"])):
+        argv = [
+            sys.executable,
+            "-m",
+            "slurm_topo",
+            "generate",
+            "--slurm-version",
+            "22.05",
+            "-o",
+            str(tmp_path / name),
+        ]
+        for f in files:
+            argv += ["-i", str(tmp_path / f)]
+        subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True)
+        outputs[name] = (tmp_path / name / "slurm_topo_data.lua").read_text()
+    said = "auto budgets from the links measured by slurm-topo calibrate (tcp, 2026-12-02T00:00:00Z)"
+    assert said in outputs["measured"].splitlines()[4] and said not in outputs["plain"]
+    # the budgets themselves changed: the measured zone is 25× slower than the default one
+    assert outputs["measured"].split("auto_units=")[1] != outputs["plain"].split("auto_units=")[1]

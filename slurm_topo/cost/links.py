@@ -32,6 +32,7 @@ network group whose GPUs sit on different rails as a ``zone`` hop.
 
 from __future__ import annotations
 
+import datetime
 import math
 import re
 from collections.abc import Mapping
@@ -125,6 +126,7 @@ fabric (DGX-style nodes, the constants above); ``gcp``: Google Cloud VMs over th
 PROFILE_KEY = "profile"
 
 MEASURED_KEY = "measured"
+_DATE_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9:.]{1,15}(?:Z|[+-][0-9:]{1,5})?)?\Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,10 +150,14 @@ def parse_measured(raw: object, source: str) -> Calibration:
     if not isinstance(raw, Mapping):
         raise InputError(f"{where}: must be a mapping (date, probe, levels), not {show_value(raw)}")
     date, probe, levels = raw.get("date"), raw.get("probe"), raw.get("levels", {})
-    if not isinstance(date, str) or not 1 <= len(date) <= 40:
-        raise InputError(f"{where}.date: must be a date string, not {show_value(date)}")
-    if not isinstance(probe, str) or not 1 <= len(probe) <= 40:
-        raise InputError(f"{where}.probe: must be the probe's name, not {show_value(probe)}")
+    if isinstance(date, (datetime.date, datetime.datetime)):  # YAML reads an unquoted timestamp as one
+        date = date.isoformat()
+    # both reach generated files (the submit-filter data's header): one token of a closed alphabet, so no
+    # value can start another line there
+    if not isinstance(date, str) or not _DATE_RE.match(date):
+        raise InputError(f"{where}.date: must be a date (2026-12-02T17:00:00Z), not {show_value(date)}")
+    if not isinstance(probe, str) or not _NAME_RE.match(probe):
+        raise InputError(f"{where}.probe: must be the probe's name ([A-Za-z0-9._-]), not {show_value(probe)}")
     if not isinstance(levels, Mapping):
         raise InputError(f"{where}.levels: must be a mapping level -> record, not {show_value(levels)}")
     bad = [k for k in levels if k not in LINK_LEVELS]

@@ -232,5 +232,8 @@ def render_filter_data(ctx: RenderContext) -> str:
         f"submit-filter data: {len(data.partitions)} partitions, {groups} groups, {len(data.classes)} node "
         f"classes; read by job_submit/slurm_topo_filter.lua"
     )
+    measured = getattr(ctx.inventory.links, "measured", None)
+    if data.auto_units and measured is not None:  # the budgets' constants came from `slurm-topo calibrate`
+        summary += f"; auto budgets from the {measured.text()}"
     body = header("slurm_topo_data.lua", ctx, summary, comment="--") + LEGEND + render_lua_table(data)
     return f"-- slurm-topo-data {ctx.fingerprint}\n-- slurm-topo-checksum {checksum(body)}\n{body}"
