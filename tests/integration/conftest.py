@@ -59,6 +59,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "slurm_min(version, reason): the test needs Slurm >= version (major.minor); on an older release "
         "it is skipped with the reason (deselected and listed under CI)",
     )
+    config.addinivalue_line(
+        "markers",
+        "native_only(reason): the test runs on the host's Slurm only (a Debian root is not given its "
+        "mode); on another release it is skipped with the reason (deselected and listed under CI)",
+    )
     selected_releases(config)  # a bad --slurm-versions is one usage error, before collection
 
 
@@ -114,6 +119,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     keep: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
     for item in items:
+        native = item.get_closest_marker("native_only")
+        callspec = getattr(item, "callspec", None)
+        release = callspec.params.get("slurm_release", "native") if callspec else "native"
+        if native is not None and release != "native":
+            why = (
+                f"the host's Slurm only, this is {release}: {native.kwargs.get('reason', 'no reason given')}"
+            )
+            if _in_ci():
+                dropped.append(item)
+                _NOT_FOR_VERSION.append(f"{item.nodeid}: {why}")
+            else:
+                item.add_marker(pytest.mark.skip(reason=why))
+                keep.append(item)
+            continue
         marker = item.get_closest_marker("slurm_min")
         if marker is None:
             keep.append(item)
