@@ -1503,6 +1503,31 @@ def probe_tcp(
     click.echo(line)
 
 
+@probe.command("ring")
+@click.option("--port", required=True, type=click.IntRange(1, 65535))
+@click.option("--address", "addresses", multiple=True, metavar="NODE=ADDR")
+@click.option("--bytes", "nbytes", required=True, type=click.IntRange(1, 1 << 36))
+@click.option("--repeats", default=3, type=click.IntRange(1, 100))
+@click.option("--timeout", default=120.0, type=click.FloatRange(1, 3600))
+def probe_ring(port: int, addresses: tuple[str, ...], nbytes: int, repeats: int, timeout: float) -> None:
+    """One rank of a plain-Python ring all-reduce over TCP (one task per node; rank 0 prints the seconds)."""
+    import os
+
+    from .probes import parse_addresses
+    from .probes.ring import ring_task
+
+    click.echo(
+        ring_task(
+            os.environ,
+            port=port,
+            addresses=parse_addresses(addresses),
+            nbytes=nbytes,
+            repeats=repeats,
+            timeout=timeout,
+        )
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     """``slurm-topo``: every outcome leaves through ``run_entry`` (one stderr line, one exit-code table)."""
     run_entry(PROG, lambda: _invoke(argv))

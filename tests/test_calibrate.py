@@ -380,3 +380,38 @@ def test_generate_says_the_auto_budgets_come_from_the_measured_table(tmp_path: P
     assert said in outputs["measured"].splitlines()[4] and said not in outputs["plain"]
     # the budgets themselves changed: the measured zone is 25× slower than the default one
     assert outputs["measured"].split("auto_units=")[1] != outputs["plain"].split("auto_units=")[1]
+
+
+def test_ring_allreduce_moves_two_p_minus_one_chunks_on_every_rank() -> None:
+    """Three ranks on 127.0.0.1-3 (one port, as on three hosts): every rank finishes, rank 0 reports."""
+    from slurm_topo.probes.ring import ring_task
+
+    port = tcp.listen(0, "127.0.0.1")
+    number = port.getsockname()[1]
+    port.close()
+    nodes = {f"r{i}": f"127.0.0.{i}" for i in (1, 2, 3)}
+    env = {"SLURM_STEP_NODELIST": "r[1-3]", "SLURM_NTASKS": "3"}
+    out: dict[int, str] = {}
+
+    def rank(r: int) -> None:
+        out[r] = ring_task(
+            {**env, "SLURM_PROCID": str(r), "SLURMD_NODENAME": f"r{r + 1}"},
+            port=number,
+            addresses=nodes,
+            nbytes=3 << 20,
+            repeats=2,
+            bind=f"127.0.0.{r + 1}",
+            timeout=30,
+        )
+
+    threads = [threading.Thread(target=rank, args=(r,), daemon=True) for r in (1, 2, 0)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    recs = {r: json.loads(line) for r, line in out.items()}
+    assert sorted(recs) == [0, 1, 2]
+    assert recs[0]["ranks"] == 3 and recs[0]["bytes"] == 3 << 20 and len(recs[0]["runs"]) == 2
+    assert recs[0]["seconds"] > 0 and "seconds" not in recs[1]
+    with pytest.raises(InputError, match="one task per node"):
+        ring_task({**env, "SLURM_PROCID": "0", "SLURM_NTASKS": "6"}, port=1, addresses={}, nbytes=1)

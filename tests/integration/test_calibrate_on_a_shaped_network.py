@@ -121,3 +121,57 @@ def test_calibrate_recovers_each_shaped_rate_and_the_model_ranks_by_it(shaped) -
     )
     assert cost.returncode == 0, cost.stderr
     assert "links measured by slurm-topo calibrate (tcp, " in cost.stdout
+
+
+RINGS = {  # placements of every class, as Slurm will list them (its node order)
+    "network_group": ("a1", "a2"),
+    "zone": ("a1", "b1"),
+    "region": ("a1", "c1"),
+    "any": ("a1", "d1"),
+    "three nodes, two leaves": ("a1", "a2", "b1"),
+    "all five": ("a1", "a2", "b1", "c1", "d1"),
+}
+RING_BYTES = 24_000_000
+
+
+def _ring(slurm: slurmctl.Slurm, nodes: tuple[str, ...], port: int) -> dict[str, object]:
+    """A plain-Python ring all-reduce (slurm-topo probe ring) as an srun step on ``nodes``; rank 0's record,
+    after checking every rank ran where Slurm was asked to put it."""
+    import json
+
+    addrs = {
+        line.split("NodeName=")[1].split()[0]: line.split("NodeAddr=")[1].split()[0]
+        for line in slurm.out("scontrol", "show", "node", "-o").splitlines()
+    }
+    argv = ["timeout", "120", "srun", f"-N{len(nodes)}", f"-n{len(nodes)}", "--ntasks-per-node=1"]
+    argv += [f"--nodelist={','.join(nodes)}", "-t", "3", sys.executable, "-m", "slurm_topo", "probe", "ring"]
+    argv += ["--port", str(port), "--bytes", str(RING_BYTES), "--repeats", "3"]
+    for n in nodes:
+        argv += ["--address", f"{n}={addrs[n]}"]
+    out = slurm.run(argv, timeout=130).stdout
+    recs = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert sorted(r["node"] for r in recs) == sorted(nodes), out  # slurmd's SLURMD_NODENAME per rank
+    return next(r for r in recs if r["rank"] == 0)
+
+
+def test_a_real_ring_allreduce_takes_what_the_calibrated_model_predicts(shaped) -> None:  # type: ignore[no-untyped-def]
+    """The step of a data-parallel job (its ring all-reduce, run as one task per node) on a placement of
+    every class: its measured seconds within ±25 % of the model's prediction on the calibrated table, and the
+    model orders the placements as the measurements do. Needs the calibrated table of the test above."""
+    slurm, work = shaped
+    if not (work / "links.yaml").exists():
+        pytest.fail(
+            "needs links.yaml from test_calibrate_recovers_each_shaped_rate_and_the_model_ranks_by_it"
+        )
+    inv = load_inventories([work / "fleet.yaml", work / "links.yaml"])
+    fabric = Fabric.of(inv)
+    spec = PlanSpec(gpus_per_node=1, allreduce_bytes=RING_BYTES)
+    port = slurmctl.free_port_block(1)
+    measured, predicted = {}, {}
+    for name, nodes in RINGS.items():
+        measured[name] = float(_ring(slurm, nodes, port)["seconds"])  # type: ignore[arg-type]
+        predicted[name] = score_placement(fabric, list(nodes), spec, inv.links).seconds
+    table = {n: f"measured {measured[n]:.3f} s, predicted {predicted[n]:.3f} s" for n in RINGS}
+    for name in RINGS:
+        assert abs(measured[name] - predicted[name]) <= 0.25 * predicted[name], table
+    assert sorted(RINGS, key=measured.__getitem__) == sorted(RINGS, key=predicted.__getitem__), table
