@@ -183,6 +183,23 @@ def _fewest(nodes: Sequence[str], fleet: Fleet, n: int) -> tuple[int, int] | Non
     return None
 
 
+def _family_targets(free: Sequence[str], fleet: Fleet, n: int) -> tuple[tuple[int, int] | None, bool]:
+    """(the fewest (regions, zones) with one family value, None when no value has room; whether one value's
+    nodes in one region have room)."""
+    by_fam: dict[str, list[str]] = defaultdict(list)
+    for x in free:
+        value = fleet.family[x]
+        if value is not None:
+            by_fam[value].append(x)
+    same = [b for b in (_fewest(v, fleet, n) for v in by_fam.values()) if b is not None]
+    region_bucket = any(
+        sum(1 for x in v if fleet.region[x] == r) >= n
+        for v in by_fam.values()
+        for r in set(fleet.region.values())
+    )
+    return (min(same) if same else None), region_bucket
+
+
 def spans(nodes: Sequence[str], fleet: Fleet) -> tuple[int, int]:
     return len({fleet.region[x] for x in nodes}), len({fleet.zone[x] for x in nodes})
 
@@ -503,17 +520,7 @@ def run_fleet(name: str, a: argparse.Namespace, rows: list[Row]) -> dict[str, ob
                 free = [x for x in fleet.nodes if x not in busy]
                 for n in a.sizes:
                     best = _fewest(free, fleet, n)
-                    by_fam: dict[str, list[str]] = defaultdict(list)
-                    for x in free:
-                        value = fleet.family[x]
-                        if value is not None:
-                            by_fam[value].append(x)
-                    same = [b for b in (_fewest(v, fleet, n) for v in by_fam.values()) if b is not None]
-                    region_bucket = any(
-                        sum(1 for x in v if fleet.region[x] == r) >= n
-                        for v in by_fam.values()
-                        for r in set(fleet.region.values())
-                    )
+                    best_same, region_bucket = _family_targets(free, fleet, n)
                     for vname, args in forms[n].items():
                         if names is not None and vname not in names:
                             continue
@@ -536,8 +543,8 @@ def run_fleet(name: str, a: argparse.Namespace, rows: list[Row]) -> dict[str, ob
                             row.regions, row.zones = spans(nodes, fleet)
                             fams = {fleet.family[x] for x in nodes}
                             row.mixed_family = len(fams) > 1
-                        row.best_same = min(same) if same else None
-                        row.same_family_possible = bool(same)
+                        row.best_same = best_same
+                        row.same_family_possible = best_same is not None
                         row.same_region_bucket_possible = region_bucket
                         rows.append(row)
                         if a.verbose:
@@ -782,8 +789,11 @@ def _run_model(
                     nodes = model_place(model, free, n, pref, req) or []
                     row = Row(name, order_name, p, n, vname, nodes, "running" if nodes else "pending")
                     row.best, row.slurm = _fewest(sorted(free), fleet, n), f"model {a.model}"
+                    row.best_same, row.same_region_bucket_possible = _family_targets(sorted(free), fleet, n)
+                    row.same_family_possible = row.best_same is not None
                     if nodes:
                         row.regions, row.zones = spans(nodes, fleet)
+                        row.mixed_family = len({fleet.family[x] for x in nodes}) > 1
                     rows.append(row)
     return {"fleet": name, "model": a.model}
 

@@ -48,7 +48,7 @@ class LuaFilter:
 
     def load_data(self, path: Path) -> Any:
         chunk = self.lua.eval(f'loadfile("{path}")')
-        return self.mod.prepare(chunk())  # the group lists from format 5's columns, as load_data does
+        return self.mod.prepare(chunk())  # the group lists from the data's columns, as load_data does
 
     def decide(self, data: Any, job: Mapping[str, Any]) -> dict[str, Any]:
         d = self.mod.decide(data, self.mod.request(self.table(job)))

@@ -411,7 +411,7 @@ def test_data_file_of_small_racks_stays_small(tmp_path: Path) -> None:
         )
     (tmp_path / "fleet.yaml").write_text("\n".join(lines) + "\n")
     text = render_all(load_inventories([tmp_path / "fleet.yaml"]), (22, 5))["slurm_topo_data.lua"]
-    assert "\nformat=5,\n" in text
+    assert f"\nformat={FORMAT},\n" in text
     assert len(text.encode()) < 4096 + 6 * 2000, len(text.encode())
     f = LuaFilter()
     data = f.load_data(_write(tmp_path / "data.lua", text))

@@ -129,25 +129,86 @@ def test_prefer_cascades_over_every_level_that_fits_and_never_sets_features(data
 
 
 def test_prefer_cascade_with_families_ends_with_the_bare_values_largest_first() -> None:
-    """With families: each level's buckets (finest first), then the bare family values, largest first, so
-    a job that no bucket can hold now still keeps one torch version."""
+    """With families: each level's buckets (finest first) with unions of one value's zone buckets between the
+    zones and the regions (inside one region) and after the regions (across regions), then the bare family
+    values, largest first: a job that no bucket can hold now keeps one torch version and still lands on the
+    fewest regions, then zones, of that version."""
     ctx = make_context(inventory(families=True), (22, 5), PARTITIONS)
     d = decide(ctx.policy, JobRequest(locality="prefer", min_nodes=3))
-    assert d.prefer == (
-        "[ng_us-east-1a.rack-a1.torch-2.4|zone_us-east-1a.torch-2.4|region_us-east.torch-2.4|"
-        "region_us-west.torch-2.4|torch-2.4]"
-    )
+    assert d.prefer is not None
+    alts = _alternatives(d.prefer)
+    assert alts[:2] == ["ng_us-east-1a.rack-a1.torch-2.4", "zone_us-east-1a.torch-2.4"]
+    r_east, r_west = alts.index("region_us-east.torch-2.4"), alts.index("region_us-west.torch-2.4")
+    assert r_west == r_east + 1 and alts[-1] == "torch-2.4"
+    # us-west's torch-2.4 zones: 2a (n07, n08), 2b (n10, n11), 2c (n12); unions of two that hold 3, fewest
+    # nodes first; us-east's 1a+1b is the whole region (its own alternative): no union
+    assert alts[2:r_east] == [
+        "(zone_us-west-2a.torch-2.4|zone_us-west-2c.torch-2.4)",
+        "(zone_us-west-2b.torch-2.4|zone_us-west-2c.torch-2.4)",
+        "(zone_us-west-2a.torch-2.4|zone_us-west-2b.torch-2.4)",
+    ]
+    across = alts[r_west + 1 : -1]
+    assert across and "kept" in d.record  # 1,024 characters: the across tail is cut, never the bare value
+    spans = []
+    for union in across:
+        zones = union.strip("()").split("|")
+        assert all(z.startswith("zone_") and z.endswith(".torch-2.4") for z in zones), union
+        assert {z[5:12] for z in zones} == {"us-east", "us-west"}, union
+        spans.append(len(zones))
+    assert spans == sorted(spans)  # fewest zones first
+    assert d.record.startswith("slurm-topo: prefer network_group+zone+region+family+unions ")
     d = decide(ctx.policy, JobRequest(locality="prefer", min_nodes=2, partition="east"))
-    assert d.prefer is not None and d.prefer.endswith("|torch-2.4]")
+    assert d.prefer == (
+        "[ng_us-east-1b.rack-b1.torch-2.4|ng_us-east-1a.rack-a1.torch-2.4|zone_us-east-1b.torch-2.4|"
+        "zone_us-east-1a.torch-2.4|region_us-east.torch-2.4|torch-2.4]"
+    )
     d = decide(ctx.policy, JobRequest(locality="prefer", min_nodes=1, features="torch-2.3"))
     assert d.prefer == (
         "torch-2.3&[ng_us-east-1a.rack-a2.torch-2.3|ng_us-west-2a.rack-c2.torch-2.3|zone_us-east-1a.torch-2.3|"
         "zone_us-west-2a.torch-2.3|region_us-east.torch-2.3|region_us-west.torch-2.3|torch-2.3]"
     )
+    # one torch-2.3 node per region: only the bare value holds 2 (a union of both zones would be the same
+    # nodes: not made)
     d = decide(ctx.policy, JobRequest(locality="prefer", min_nodes=2, features="torch-2.3"))
-    assert d.prefer == "torch-2.3&[torch-2.3]"  # one node per region: only the bare value holds 2
+    assert d.prefer == "torch-2.3&[torch-2.3]"
     d = decide(ctx.policy, JobRequest(locality="prefer", min_nodes=11))  # no version has 11 nodes
     assert d.action == "unchanged" and d.prefer is None
+
+
+def test_family_unions_never_join_two_values() -> None:
+    """A zone holding both versions: its torch-2.3 and torch-2.4 buckets are never in one union, inside a
+    region or across."""
+    doc = (
+        "nodes:\n"
+        + "".join(
+            f"  - {{name: n{i:02d}, region: r{i // 6}, zone: r{i // 6}-{'ab'[i // 3 % 2]}, "
+            f"features: [torch-2.{3 + i % 2}]}}\n"
+            for i in range(12)
+        )
+        + "policy: {families: {torch: 'torch-*'}}\n"
+    )
+    data = make_context(merge([parse_inventory(doc)]), (22, 5)).policy
+    for n in (2, 3, 4, 5):
+        d = decide(data, JobRequest(locality="prefer", min_nodes=n))
+        assert d.prefer is not None, n
+        unions = [a for a in _alternatives(d.prefer) if a.startswith("(")]
+        assert unions, n
+        for union in unions:
+            values = {z.rsplit(".", 1)[1] for z in union.strip("()").split("|")}
+            assert len(values) == 1, union
+
+
+def _alternatives(prefer: str) -> list[str]:
+    """The matching-OR bracket's alternatives, a parenthesised union as one."""
+    out, depth, cur = [], 0, ""
+    for ch in prefer[prefer.index("[") + 1 : prefer.rindex("]")]:
+        if ch == "|" and depth == 0:
+            out.append(cur)
+            cur = ""
+            continue
+        depth += (ch == "(") - (ch == ")")
+        cur += ch
+    return [*out, cur]
 
 
 def test_prefer_cascade_at_slurms_limits_drops_the_finest_tail_and_keeps_the_regions() -> None:

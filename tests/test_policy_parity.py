@@ -150,3 +150,46 @@ def test_parity_of_the_prefer_cascade_with_families_at_slurms_limits(tmp_path) -
             cuts += "kept (Slurm's limits)" in str(expected["record"]) and "region_" in prefer
             values += prefer.endswith("|torch-2.0]") or prefer.endswith("|torch-2.1]")
     assert cuts > 5 and values > 5, (cuts, values)
+
+
+def test_parity_of_family_unions_on_an_uneven_fleet(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Three uneven regions, zones holding both torch versions: prefer's unions of one value's zone buckets
+    (inside a region, across regions) are made, ordered and cut alike in Python and Lua, and never join two
+    values."""
+    sizes = [(0, "a", 5), (0, "b", 4), (0, "c", 3), (1, "a", 4), (1, "b", 3), (2, "a", 3)]
+    rows, i = [], 0
+    for region, zone, n in sizes:
+        for k in range(n):
+            value = "torch-2.4" if (i * 7 + k) % 3 else "torch-2.3"
+            rows.append(
+                f"  - {{name: n{i:02d}, region: r{region}, zone: r{region}-{zone}, network_group: g{i // 2}, "
+                f"gpus: {4 + 4 * (i % 2)}, features: [{value}{', ib' if i % 4 else ''}]}}\n"
+            )
+            i += 1
+    inv = merge([parse_inventory("nodes:\n" + "".join(rows) + "policy: {families: {torch: 'torch-*'}}\n")])
+    path = tmp_path / "data.lua"
+    path.write_text(render_all(inv, (22, 5))["slurm_topo_data.lua"])
+    data = make_context(inv, (22, 5)).policy
+    lua = LuaFilter()
+    lua_data = lua.load_data(path)
+    unions = across = 0
+    for nodes, extra in itertools.product(
+        [1, 2, 3, 4, 5, 6, 8, 10, 14],
+        [
+            {},
+            {"features": "ib"},
+            {"features": "torch-2.3"},
+            {"tres_per_node": "gres:gpu:8"},
+            {"regions": "r0,r1"},
+        ],
+    ):
+        desc = job("prefer", min_nodes=nodes, **extra)
+        expected = decide(data, JobRequest.from_job_desc(desc)).as_dict()
+        assert lua.decide(lua_data, desc) == expected, desc
+        prefer = str(expected["prefer"])
+        for union in prefer.partition("[")[2].split("(")[1:]:  # the bracket's unions
+            zones = union.split(")")[0].split("|")
+            assert len({z.rsplit(".", 1)[1] for z in zones}) == 1, prefer
+            unions += 1
+            across += len({z.split("-")[0] for z in zones}) > 1
+    assert unions > 20 and across > 5, (unions, across)

@@ -16,13 +16,14 @@ Semantics:
 
 * ``prefer`` (default) never delays a job. topology/tree already packs to the lowest common switch; in
   addition ``prefer = <user constraint>&[ng…|zone…|region…]``: the groups of every level that can ever hold
-  the job, finest level first, smallest first within a level (with families: each level's buckets, then the
-  bare family values, largest first). 22.05 tries a matching OR alternative by alternative and takes the
-  first that can start, so the job lands in the finest group with room now and, failing that, in one region
-  (benchmarks/results/placement.md). When Slurm's limits (64 alternatives, 1,024 characters) cut the list,
-  the finest level's tail goes first: regions and family values are kept. Untouched when the user gave
-  ``--prefer``, when the constraint has brackets, parentheses or counts, or when no group fits (Slurm
-  rejects at submit a ``--prefer`` that no node set can meet).
+  the job, finest level first, smallest first within a level, with unions of 2-3 zones (inside one region
+  before the regions, across regions after them; with families: each level's buckets, unions of one value's
+  zone buckets only, then the bare family values, largest first). 22.05 tries a matching OR alternative by
+  alternative and takes the first that can start, so the job lands in the finest group with room now and,
+  failing that, in one region (benchmarks/results/placement.md). When Slurm's limits (64 alternatives,
+  1,024 characters) cut the list, the finest level's tail goes first: regions and family values are kept.
+  Untouched when the user gave ``--prefer``, when the constraint has brackets, parentheses or counts, or
+  when no group fits (Slurm rejects at submit a ``--prefer`` that no node set can meet).
 * ``network_group`` / ``zone`` / ``region``: ``features = <user constraint>&[g1|…]`` over the groups of that
   level that can ever hold the job, smallest first. None can → ``fail`` rejects at submit, ``wait`` holds
   (priority 0); both say why. A zone or region also gets ``prefer = <same hard part>&[finer groups inside

@@ -41,6 +41,9 @@ class Group:
     parents: tuple[str | None, str | None] = (None, None)
     """The features of the zone and region groups holding this one (family buckets with families): what a
     required level's --prefer keeps its finer alternatives inside."""
+    family: str | None = None
+    """A family bucket's values (``torch-2.4``, several joined by ``.``); None for a location group: prefer's
+    zone unions never join buckets of two values."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +105,7 @@ class _Rows:
     parents: dict[str, tuple[str | None, str | None]]
     place: Place
     buckets: tuple[str, ...]
+    family: str | None
 
 
 def _level_key(level: str, loc: Location) -> Location | None:
@@ -154,7 +158,15 @@ def compile_policy(
                     feature, label = _bucket_name(feature, suffix), f"{label}/{suffix}"
                 rows.append((level, feature, label, key, frozenset(ancestors) | {feature}))
             slot = by_place[(loc, node.degraded, suffix)] = len(shared)
-            shared.append(_Rows(tuple(rows), _parents(rows), _place(rows), tuple(r[1] for r in rows)))
+            shared.append(
+                _Rows(
+                    tuple(rows),
+                    _parents(rows),
+                    _place(rows),
+                    tuple(r[1] for r in rows),
+                    suffix if families else None,
+                )
+            )
         slot_of[node.name] = slot
         if families:
             bucket_features[node.name] = shared[slot].buckets
@@ -208,7 +220,14 @@ def compile_policy(
             for level, feature, label, key, locs in place.rows:
                 e = acc[level].setdefault(
                     feature,
-                    {"label": label, "key": key, "locs": locs, "counts": {}, "up": place.parents[level]},
+                    {
+                        "label": label,
+                        "key": key,
+                        "locs": locs,
+                        "counts": {},
+                        "up": place.parents[level],
+                        "family": place.family,
+                    },
                 )
                 e["counts"][cls_idx] = e["counts"].get(cls_idx, 0) + count
         if families:
@@ -245,6 +264,7 @@ def compile_policy(
                         most,
                         ranks[level][feature],
                         e["up"],
+                        e["family"],
                     )
                 )
             groups.sort(key=lambda g: (g.nodes, g.rank))

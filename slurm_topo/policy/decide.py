@@ -253,6 +253,8 @@ PREFER_LEVELS = (NVL, *LEVELS)
 UNION_EMIT = (2, 3, 4, 0, 5, 1)
 """The bracket's order of the prefer lists (unions inside, unions across, nvl, ng, zone, region): nvl, ng,
 zone, the unions inside one region, region, the unions across regions."""
+UNION_EMIT_FAMILIES = (*UNION_EMIT, 6)
+"""With families: the same, then the bare family values (the coarsest alternatives)."""
 UNION_ZONES = 8
 """Zones a union is made from: per region, and across regions, the 8 with the most eligible nodes (ties: the
 data's order). 2- and 3-zone unions of 8 zones are 84 per set: the cost of a submit stays bounded."""
@@ -266,10 +268,11 @@ def _zone_unions(
     one region, those across regions), each by (regions, zones, size, features). After every zone and
     before the regions, a union in one region lands a job no zone has room for on the fewest zones of one
     region; after the regions, a union across regions does the same when no region has room
-    (benchmarks/results/placement.md, "Zone unions"). The third value is the zone with the most eligible
-    nodes: what leads a bracket that would start with a union (see ``_lead``). ``room``: the alternatives the
-    level lists leave; unions that could never be kept are not made (3-zone unions only while the 2-zone
-    ones leave room, those across regions only while those inside leave room)."""
+    (benchmarks/results/placement.md, "Zone unions"). With families the zones are the family buckets and a
+    union joins buckets of one value only (prefer never mixes versions). The third value is the zone with the
+    most eligible nodes: what leads a bracket that would start with a union (see ``_lead``). ``room``: the
+    alternatives the level lists leave; unions that could never be kept are not made (3-zone unions only
+    while the 2-zone ones leave room, those across regions only while those inside leave room)."""
     if not scan.check:
         return [], [], None
     rows = []
@@ -279,9 +282,11 @@ def _zone_unions(
             if n > 0:
                 rows.append((g, n, gp, most))
     rows.sort(key=lambda r: (-r[1], r[0].nodes, r[0].rank))
-    by_region: dict[str | None, list[tuple[Group, int, int, int]]] = {}
+    by_region: dict[tuple[str | None, str | None], list[tuple[Group, int, int, int]]] = {}
+    by_family: dict[str | None, list[tuple[Group, int, int, int]]] = {}
     for r in rows:
-        by_region.setdefault(r[0].region, []).append(r)
+        by_region.setdefault((r[0].region, r[0].family), []).append(r)
+        by_family.setdefault(r[0].family, []).append(r)
     inside: list[tuple[tuple[int, int, int, str], tuple[Group, int]]] = []
     across: list[tuple[tuple[int, int, int, str], tuple[Group, int]]] = []
     for k in (2, 3):
@@ -289,10 +294,17 @@ def _zone_unions(
             break
         for members in by_region.values():
             inside += _unions(scan, members[:UNION_ZONES], False, k)
+    # per family value (one, None, without families): its zones in two regions or more; a union of all of
+    # them is the bare value's (the plain tree's) own alternative and is not made
+    tops = [
+        (top[:UNION_ZONES], len(top)) for top in by_family.values() if len({r[0].region for r in top}) >= 2
+    ]
     for k in (2, 3):
-        if len(by_region) < 2 or len(inside) + len(across) >= room:
+        if not tops or len(inside) + len(across) >= room:
             break
-        across += _unions(scan, rows[:UNION_ZONES], True, k)
+        for top, count in tops:
+            if k < count:
+                across += _unions(scan, top, True, k)
     inside.sort(key=lambda x: x[0])
     across.sort(key=lambda x: x[0])
     lead = (rows[0][0], rows[0][1]) if rows else None
@@ -585,20 +597,19 @@ def _decide_prefer(job: _Job) -> Decision:
             for lvl in PREFER_LEVELS
         ]
         names = [*PREFER_LEVELS]
-        if values:
+        if values:  # with families: the bare values after the region buckets, largest first
             lists.append(job.scan.candidates(values, budget, ascending=False))
             names.append("family")
-            kept, cut = _cascade(lists, budget)
-        else:  # without families: zone unions between the zones and the regions, and after the regions
-            room = max(0, MAX_ALTERNATIVES - sum(len(k) for k, _ in lists))
-            inside, across, lead = _zone_unions(job.scan, _groups(job.data, job.partitions, "zone"), room)
-            nvl, ng, zone, region = lists
-            parts = [(inside, False), (across, False), nvl, ng, zone, region]
-            kept, cut = _cascade(parts, budget, extra=2, emit=UNION_EMIT)
-            kept, led_cut = _lead(kept, lead, budget)
-            cut = cut or led_cut
-            lists = [nvl, ng, zone, region, (inside, False), (across, False)]
-            names += ["unions", "unions"]
+        # zone unions (of one value's buckets with families) between the zones and the regions, and after
+        # the regions
+        room = max(0, MAX_ALTERNATIVES - sum(len(k) for k, _ in lists))
+        inside, across, lead = _zone_unions(job.scan, _groups(job.data, job.partitions, "zone"), room)
+        parts = [(inside, False), (across, False), *lists]
+        kept, cut = _cascade(parts, budget, extra=2, emit=UNION_EMIT_FAMILIES if values else UNION_EMIT)
+        kept, led_cut = _lead(kept, lead, budget)
+        cut = cut or led_cut
+        lists += [(inside, False), (across, False)]
+        names += ["unions", "unions"]
         if kept:
             used = list(dict.fromkeys(lvl for lvl, (k, _) in zip(names, lists, strict=True) if k))
             return Decision(

@@ -6,11 +6,11 @@ filter reads only that line to notice a new file, and reloads the whole table on
 string written here has passed label validation ([A-Za-z0-9._-]) or is one of our own names, and is still
 written through ``_q`` (the node index: each name through ``_q``, the whole through ``_INDEX``).
 
-Format 5 is sized for the load inside slurmctld (read, Adler-32 in Lua, Lua's parser: each costs about its
-bytes, the parser more per table field and string): the group lists are written by column, with what repeats
-(features, locations, node counts) written once and referred to by number, and what is derivable (labels,
-display text, running bracket lengths) left to the filter (M.prepare, once per load). The node index is one
-string the filter reads only for a --nodelist.
+Format 6 (format 5 plus a family bucket's values, ``fv``) is sized for the load inside slurmctld (read,
+Adler-32 in Lua, Lua's parser: each costs about its bytes, the parser more per table field and string): the
+group lists are written by column, with what repeats (features, locations, node counts) written once and
+referred to by number, and what is derivable (labels, display text, running bracket lengths) left to the
+filter (M.prepare, once per load). The node index is one string the filter reads only for a --nodelist.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from ..policy.nodes import NodeIndex
 from ..policy.vocab import HOLD_NOTE, INTERACTIVE_NOTE, NVL
 from . import RenderContext, header
 
-FORMAT = 5
+FORMAT = 6
 """The data file's layout version; job_submit/slurm_topo_filter.lua refuses (fails open on) any other."""
 _PLAIN = re.compile(r"^[A-Za-z0-9._:*?=+/ ()-]*\Z")
 _INDEX = re.compile(r"^[A-Za-z0-9._:*?=+/ ()#|;,-]*\Z")
@@ -78,7 +78,7 @@ def _runs(values: Sequence[int], step: int) -> str:
 
 class _Shared:
     """What the group lists and the node index refer to by number: the location features (each written once),
-    the distinct locations ({r, z, rf, zf, pz, pr}) and shapes ({n, g, m, c, u})."""
+    the distinct locations ({r, z, rf, zf, pz, pr, fv}) and shapes ({n, g, m, c, u})."""
 
     def __init__(self) -> None:
         self.features: dict[str, int] = {}
@@ -99,6 +99,7 @@ class _Shared:
             ("zf", zf),
             ("pz", pz if pz != zf else None),  # only where they differ (family buckets)
             ("pr", pr if pr != rf else None),
+            ("fv", g.family),  # family buckets: zone unions join one value's buckets only
         )
         loc = "{" + ",".join(f"{k}={_q(v)}" for k, v in fields if v) + "}"
         u = self.locations.setdefault(loc, len(self.locations) + 1)
@@ -210,7 +211,7 @@ def checksum(body: str) -> str:
 
 
 LEGEND = """\
--- Format 5. Keys: default, partition_defaults, families: the policy. everywhere: the partition a name the
+-- Format 6. Keys: default, partition_defaults, families: the policy. everywhere: the partition a name the
 -- data does not know counts as. known: every node feature. messages: text templates (policy/vocab.py).
 -- classes: node classes {f=features, g=GPUs, t=GPU type}. areas: --locality-regions names {f=features,
 -- r=regions}. partitions[p][level]: groups in the filter's order, by column: f=feature indices, k=ranks,
@@ -218,7 +219,8 @@ LEGEND = """\
 -- not the feature's own (ng_a.r1: a/r1), big=index of the largest group; values (with families): the bare
 -- family values as groups, largest first. shapes: {n=nodes, g=GPUs, m=most GPUs on a node, c={class,
 -- nodes,...}, u=location index}; locations: {r/z=region/zone, rf/zf=ancestor features, pz/pr=the
--- zone/region groups holding it where not zf/rf (family buckets)}; features: every group feature, once.
+-- zone/region groups holding it where not zf/rf, fv=the family values (family buckets)}; features: every
+-- group feature, once.
 -- nodes: where each node is (read only for a --nodelist): "w1,w2#places#areas#ranges#bare", see
 -- filter_data.py _node_index. auto_units[level][n] (n up to auto_max): an auto job's budget per second of
 -- time limit for each looser level in order (empty: no plan; false: the plan does not fit n nodes).
