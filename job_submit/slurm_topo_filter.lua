@@ -1510,7 +1510,8 @@ local function read_all(path)
   return text
 end
 
--- Format 5 (and 6: a family bucket's location also names its values, fv) writes the group lists by column, with what repeats written once and referred to by number (format 4's
+-- Format 5 (and 6: a family bucket's location also names its values, fv) writes the group lists by column,
+-- with what repeats written once and referred to by number (format 4's
 -- table per group, with its location strings, display text and running length, cost Lua's parser most of a
 -- 100 000-node load): M.prepare makes the tables the decisions read, once per load. Each group keeps 7 fields (8
 -- once its label is derived; its shape's counts and location shared), L the list's running bracket lengths:
