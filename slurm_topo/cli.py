@@ -87,7 +87,8 @@ def _load(
                 f"leaf: {' '.join(inventory.extra_nodes)}"
             )
     if records_dir:
-        from .health.effects import apply_effects, load_effects
+        from .health.drain import load_effects
+        from .health.effects import apply_effects
 
         # DIR/health/: degraded nodes are kept as a last resort, down NVLinks leave Links= (docs/health.md)
         inventory, changes = apply_effects(inventory, load_effects(Path(records_dir)))

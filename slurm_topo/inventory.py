@@ -73,6 +73,7 @@ from .model import (
     place,
     region_of_zone,
 )
+from .policy.vocab import parse_locality
 
 __all__ = [
     "Loaded",
@@ -105,9 +106,6 @@ ENTRY_KEYS = frozenset(
     }
 )
 TOP_KEYS = frozenset({"nodes", "policy", "nvlink", "links"})
-LOCALITY_RE = re.compile(
-    r"^(?:(prefer|network_group|zone|region|any)(:(wait|fail|auto))?|nvl(:(wait|fail))?)\Z"
-)
 _FAMILY_RE = re.compile(r"^[A-Za-z0-9._*?-]{1,63}\Z")
 LABEL_KEYS = {
     "gpulayer.dev/network-group": "network_group",
@@ -687,12 +685,21 @@ def _parse_nvlink(source: str, raw: object) -> NvlinkConfig:
     return NvlinkConfig(topology, tuple(sizes), tuple(seen))
 
 
+def _is_locality(text: str) -> bool:
+    """``LEVEL[:MODE]`` as the filter reads it (the one grammar: ``policy.vocab.parse_locality``)."""
+    try:
+        parse_locality(text)
+    except InputError:
+        return False
+    return True
+
+
 def _parse_policy(source: str, raw: object) -> PolicyConfig:
     def fail(where: str, reason: str, value: object) -> InventoryError:
         return InventoryError(source, f"policy{where[:80]}", reason, _Shown(value), has_value=True)
 
     def locality(where: str, value: object) -> str:
-        if not isinstance(value, str) or not LOCALITY_RE.match(value):
+        if not isinstance(value, str) or not _is_locality(value):
             raise fail(
                 where,
                 "must be LEVEL[:MODE], LEVEL prefer|nvl|network_group|zone|region|any, MODE wait|fail|auto "

@@ -23,11 +23,9 @@ import sys
 
 from .entry import run_entry
 from .errors import CommandError, InputError, PlacementError, UsageError
+from .srun.options import GROUPS_VAR, RANKS_VAR
 
 PROG = "gpulayer-srun shim"
-
-GROUPS_VAR = "GPULAYER_SRUN_GROUPS"
-RANKS_VAR = "GPULAYER_SRUN_RANKS"
 
 
 def bind(env: dict[str, str]) -> dict[str, str]:

@@ -12,7 +12,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_topo.access.text import Allocation
+from slurm_topo.allocation import Allocation
 from slurm_topo.cost import (
     DEFAULT_LINKS,
     DEFAULT_TABLE,

@@ -12,12 +12,12 @@ from typing import Any
 
 from slurm_topo import load_inventories, render_all
 from slurm_topo.gpu.links import islands
+from slurm_topo.health.drain import load_effects
 from slurm_topo.health.effects import (
     DEGRADED_FEATURE,
     DEGRADED_WEIGHT,
     apply_effects,
     effects_of,
-    load_effects,
 )
 from slurm_topo.health.nvml import parse_nvml_doc
 from slurm_topo.health.verdict import Thresholds, evaluate

@@ -70,3 +70,54 @@ def test_the_pure_core_does_not_load_the_commands() -> None:
     assert not loaded & {"slurm_topo.relax", "slurm_topo.explain", "slurm_topo.srun.cli", "slurm_topo.cli"}, (
         loaded
     )
+
+
+PURE_CORE = (
+    "slurm_topo.model",
+    "slurm_topo.policy",
+    "slurm_topo.cost",
+    "slurm_topo.cost.budget",
+    "slurm_topo.render",
+    "slurm_topo.topology",
+    "slurm_topo.gpu.pick",
+    "slurm_topo.srun.plan",
+)
+"""The modules whose import must stay pure: values in, values out."""
+
+_EFFECTS = ("subprocess", "open(", "read_text", "read_bytes", "write_text", "os.exec", "pyslurm", "pynvml")
+
+
+def _modules_with_effects() -> set[str]:
+    """Every slurm_topo module whose source runs processes, reads or writes files, or loads Slurm's or
+    NVIDIA's libraries (by the calls it makes: what a pure module never needs)."""
+    root = Path(__file__).resolve().parents[1]
+    out = set()
+    for path in (root / "slurm_topo").rglob("*.py"):
+        parts = path.relative_to(root).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        if any(effect in path.read_text() for effect in _EFFECTS):
+            out.add(name)
+    return out
+
+
+def test_the_pure_core_loads_no_module_with_effects() -> None:
+    """Importing the pure core (a fresh interpreter) loads no slurm_topo module that runs a process, reads a
+    file or calls Slurm: the reader, the runner, the access layer and the shim stay out (ARCHITECTURE.md)."""
+    import subprocess
+    import sys
+
+    effects = _modules_with_effects()
+    assert {
+        "slurm_topo.runner",
+        "slurm_topo.access",
+        "slurm_topo.inventory",
+        "slurm_topo.srun_shim",
+    } <= effects
+    code = (
+        f"import sys, {', '.join(PURE_CORE)}; "
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('slurm_topo'))))"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    loaded = set(p.stdout.split())
+    assert set(PURE_CORE) <= loaded
+    assert not loaded & effects, sorted(loaded & effects)

@@ -28,6 +28,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from ..allocation import Allocation
 from ..errors import CommandError, InputError, ParseError
 from ..runner import Runner
 from ..version import parse_slurm_version
@@ -42,7 +43,7 @@ from .jobs import (
     jobs_from_text,
     pending_count,
 )
-from .text import Allocation, node_records, parse_job_detail
+from .text import node_records, parse_job_detail
 
 BACKENDS = ("pyslurm", "json", "text")
 BACKEND_ENV = "SLURM_TOPO_SLURM_BACKEND"

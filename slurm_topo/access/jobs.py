@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import hostlist
+from ..allocation import Allocation
 from ..errors import HostlistError, ParseError
-from .text import Allocation
 
 NULL = "(null)"
 

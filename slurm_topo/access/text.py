@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .. import hostlist
+from ..allocation import Allocation, SwitchTree
 from ..errors import HostlistError, ParseError
 from ..slurmconf import parse_topology_conf, split_pairs
 
@@ -66,24 +67,6 @@ def parse_scontrol_partitions(
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class SwitchTree:
-    """The switch tree Slurm uses: per node its leaf switch; per switch its parent and level (leaf = 0)."""
-
-    leaf: Mapping[str, str] = field(default_factory=dict)
-    parent: Mapping[str, str] = field(default_factory=dict)
-    level: Mapping[str, int] = field(default_factory=dict)
-
-    def path(self, node: str) -> tuple[str, ...]:
-        """Switches above ``node``, lowest first (empty when the node is on no switch)."""
-        out: list[str] = []
-        sw = self.leaf.get(node)
-        while sw is not None and sw not in out:
-            out.append(sw)
-            sw = self.parent.get(sw)
-        return tuple(out)
-
-
 def parse_scontrol_topology(text: str) -> SwitchTree:
     """``scontrol show topology`` → :class:`SwitchTree`; no ``SwitchName=`` lines → an empty tree.
 
@@ -115,15 +98,6 @@ def parse_scontrol_topology(text: str) -> SwitchTree:
     for name in set(children) | set(parent):
         level[name] = lvl(name)
     return SwitchTree(leaf, parent, level)
-
-
-@dataclass(frozen=True, slots=True)
-class Allocation:
-    """A job's nodes (in Slurm's order) and each node's allocated GPU indices (sorted)."""
-
-    job_id: str
-    nodes: tuple[str, ...]
-    gpus: Mapping[str, tuple[int, ...]]
 
 
 _GRES_IDX_RE = re.compile(r"gpu[^,(\s]*\(IDX:([0-9,-]*)\)")
@@ -248,17 +222,25 @@ def parse_show_topology(text: str) -> dict[str, tuple[frozenset[str], frozenset[
     }
 
 
+_UNUSABLE = ("DOWN", "DRAIN", "FAIL", "FUTURE", "NOT_RESPONDING")
+
+
+def _usable(kv: Mapping[str, str]) -> bool:
+    state = kv.get("State", "").upper()
+    return not any(w in state for w in _UNUSABLE)
+
+
 def busy_share_of(records: Mapping[str, Mapping[str, str]]) -> float:
     """Node records (any backend) -> the share of usable nodes in use (ALLOCATED, MIXED, COMPLETING); down,
     drained and failed nodes count as neither."""
-    used = usable = 0
-    for kv in records.values():
-        state = kv.get("State", "").upper()
-        if any(w in state for w in ("DOWN", "DRAIN", "FAIL", "FUTURE", "NOT_RESPONDING")):
-            continue
-        usable += 1
-        used += any(w in state for w in ("ALLOC", "MIXED", "COMPLETING"))
-    return used / usable if usable else 0.0
+    usable = [kv.get("State", "").upper() for kv in records.values() if _usable(kv)]
+    used = sum(1 for state in usable if any(w in state for w in ("ALLOC", "MIXED", "COMPLETING")))
+    return used / len(usable) if usable else 0.0
+
+
+def usable_nodes(records: Mapping[str, Mapping[str, str]]) -> int:
+    """Node records (any backend) -> how many can take a job (all but down, drained, failed, future)."""
+    return sum(1 for kv in records.values() if _usable(kv))
 
 
 def busy_share(text: str) -> float:

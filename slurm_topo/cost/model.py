@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..access.text import Allocation, SwitchTree
+from ..allocation import Allocation, SwitchTree
 from ..errors import InputError
 from ..gpu.model import GpuTopology
 from ..gpu.pick import pick_devices

@@ -29,6 +29,7 @@ survives ``scontrol reconfigure``; should one be lost anyway (a cold start), the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
@@ -42,7 +43,7 @@ from ..access.text import REASON_PREFIX, LiveBlocks, NodeState, parse_live_block
 from ..errors import CommandError, InputError
 from ..model import NODE_NAME_RE
 from ..runner import Runner
-from .effects import first_reason
+from .effects import DEFAULT_MAX_AGE, HealthEffects, effects_of, first_reason
 
 MAX_RECORD_BYTES = 256 * 1024
 MAX_REASON = 160
@@ -249,3 +250,14 @@ def sync(
 
 def changes(actions: Iterable[Action]) -> list[Action]:
     return [a for a in actions if a.argv]
+
+
+def load_effects(
+    records_dir: Path, *, now: float | None = None, max_age: float = DEFAULT_MAX_AGE
+) -> HealthEffects:
+    """Read ``records_dir/health/`` (missing: no effects) and judge it."""
+    if not (records_dir / HEALTH_SUBDIR).is_dir():
+        return HealthEffects()
+    found, log = read_health_records(records_dir)
+    effects = effects_of(found, now=now, max_age=max_age)
+    return dataclasses.replace(effects, notes=(*log, *effects.notes))

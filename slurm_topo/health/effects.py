@@ -33,7 +33,6 @@ import dataclasses
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..gpu.links import nvlink_count
@@ -216,16 +215,3 @@ def apply_effects(inventory: Inventory, effects: HealthEffects) -> tuple[Invento
             lines.extend(f"{node.name}: {n}" for n in notes)
         nodes.append(dataclasses.replace(node, **changes) if changes else node)
     return dataclasses.replace(inventory, nodes=tuple(nodes)), lines
-
-
-def load_effects(
-    records_dir: Path, *, now: float | None = None, max_age: float = DEFAULT_MAX_AGE
-) -> HealthEffects:
-    """Read ``records_dir/health/`` (missing: no effects) and judge it."""
-    from .drain import HEALTH_SUBDIR, read_health_records
-
-    if not (records_dir / HEALTH_SUBDIR).is_dir():
-        return HealthEffects()
-    found, log = read_health_records(records_dir)
-    effects = effects_of(found, now=now, max_age=max_age)
-    return dataclasses.replace(effects, notes=(*log, *effects.notes))

@@ -11,7 +11,7 @@ Slurm's text (``scontrol show job -d`` / ``topology`` / ``config``, gres.conf ``
 
 from typing import Any
 
-from ..access.text import Allocation, SwitchTree
+from ..allocation import Allocation, SwitchTree
 from .options import check_srun_options
 from .plan import DEFAULT_ORDER, Plan, RankRow, format_plan, plan_srun
 

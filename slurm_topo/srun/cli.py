@@ -26,11 +26,11 @@ from .. import hostlist, version
 from ..access import SlurmAccess
 from ..access import argv as slurm_argv
 from ..access.text import (
-    SwitchTree,
     parse_scontrol_nodes,
     parse_scontrol_topology,
     parse_show_config,
 )
+from ..allocation import SwitchTree
 from ..entry import read_input, run_entry
 from ..errors import CommandError, InputError, OutputError, UsageError
 from ..gpu.model import GpuTopology

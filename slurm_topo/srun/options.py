@@ -8,6 +8,10 @@ from ..errors import InputError
 
 PROG = "gpulayer-srun"
 
+#: the plan's variables for each task (srun's environment), read by the shim (:mod:`slurm_topo.srun_shim`)
+GROUPS_VAR = "GPULAYER_SRUN_GROUPS"
+RANKS_VAR = "GPULAYER_SRUN_RANKS"
+
 #: srun options the plan decides; refused by name (long forms, and the short letters below)
 REFUSED_LONG = ("--ntasks", "--nodes", "--ntasks-per-node", "--distribution", "--nodelist", "--gpu-bind")
 REFUSED_SHORT = {"n": "-n/--ntasks", "N": "-N/--nodes", "m": "-m/--distribution", "w": "-w/--nodelist"}

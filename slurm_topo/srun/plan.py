@@ -44,15 +44,14 @@ from dataclasses import dataclass
 from ClusterShell.RangeSet import RangeSet
 
 from .. import hostlist
-from ..access.text import Allocation, SwitchTree
+from ..allocation import Allocation, SwitchTree
 from ..errors import InputError
 from ..gpu.links import islands
 from ..gpu.model import GpuTopology
 from ..gpu.pick import pick_devices
 from ..gpu.rings import gpu_order
-from ..srun_shim import GROUPS_VAR, RANKS_VAR
 from ..text import counted
-from .options import PROG, UNSET_ENV, check_srun_options
+from .options import GROUPS_VAR, PROG, RANKS_VAR, UNSET_ENV, check_srun_options
 
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"
 _DIMS = ("tp", "cp", "ep", "dp", "pp")
