@@ -864,19 +864,21 @@ def summarize(rows: Sequence[Row]) -> list[str]:
         keys[(r.slurm, r.fleet, r.order, r.size, r.variant)].append(r)
     out = [
         "| Slurm | fleet | order | N | variant | fewest regions | fewest regions, then zones "
-        "| one family value, then fewest regions and zones | mean regions / zones (best) | not started "
-        "| mixed family values | … although one value had room |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| one family value, then fewest regions and zones | … of the jobs one value had room for "
+        "| mean regions / zones (best) | not started | mixed family values | … although one value had room |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (release, fleet, order, size, variant), rs in sorted(keys.items(), key=lambda kv: kv[0]):
         ran = [r for r in rs if r.state == "running"]
         ok_r = sum(1 for r in ran if r.best and r.regions == r.best[0])
         ok_rz = sum(1 for r in ran if r.best and (r.regions, r.zones) == r.best)
         fam = any(r.same_family_possible or r.mixed_family for r in rs)
-        ok_fam = 0
+        ok_fam = ok_same = 0
+        roomy = [r for r in ran if r.best_same]
         if (
             fam
         ):  # with family values the target is the fewest (regions, zones) of one value, where one had room
+            ok_same = sum(1 for r in roomy if not r.mixed_family and (r.regions, r.zones) == r.best_same)
             ok_fam = sum(
                 1
                 for r in ran
@@ -896,7 +898,8 @@ def summarize(rows: Sequence[Row]) -> list[str]:
         out.append(
             f"| {release} | {fleet} | {order} | {size} | {variant} "
             f"| {pct(ok_r, len(ran))} | {pct(ok_rz, len(ran))} "
-            f"| {pct(ok_fam, len(ran)) if fam else '-'} | {mean} "
+            f"| {pct(ok_fam, len(ran)) if fam else '-'} "
+            f"| {pct(ok_same, len(roomy)) if fam else '-'} | {mean} "
             f"| {pct(pend, len(rs))} | {pct(mixed_n, len(ran)) if fam else '-'} "
             f"| {pct(avoid, len(ran)) if fam else '-'} |"
         )

@@ -1150,7 +1150,7 @@ end
 local function zone_unions(sc, zones, room)
   -- room: the alternatives the level lists leave; unions that could never be kept are not made. With families
   -- the zones are family buckets and a union joins one value's buckets only (u.fv): prefer never mixes versions
-  if not sc.check then return {}, {} end
+  if not sc.check then return {}, {}, nil, {} end
   local rows = union_rows(sc, zones)
   local by_region, names, by_family, values = {}, {}, {}, {}
   for _, r in ipairs(rows) do
@@ -1195,7 +1195,43 @@ local function zone_unions(sc, zones, room)
       if k < fam.zones then add_unions(sc, fam.top, true, across, k) end
     end
   end
-  return as_kept(inside), as_kept(across), rows[1]
+  -- what the alternatives across regions span (by_spread): each union's, each family value's eligible zones'
+  local spans = {}
+  for _, fv in ipairs(values) do
+    if fv then spans[fv] = { by_family[fv].spread, by_family[fv].zones } end
+  end
+  for _, u in ipairs(across) do spans[u.f] = { u.sp, u.k } end
+  return as_kept(inside), as_kept(across), rows[1], spans
+end
+
+local function by_spread(kept, spans)
+  -- policy/decide.py _by_spread: the bracket's tail (unions across regions, then the bare family values) by
+  -- the (regions, zones) each spans, unions before a value of the same span; a new list (kept may be remembered)
+  local start = #kept + 1
+  for i = 1, #kept do
+    if spans[kept[i].f] ~= nil then
+      start = i
+      break
+    end
+  end
+  local far = { MAX_ALTERNATIVES, MAX_ALTERNATIVES }
+  local tail = {}
+  for i = start, #kept do
+    local sp = spans[kept[i].f] or far
+    tail[#tail + 1] = { g = kept[i], n = kept[-i], r = sp[1], z = sp[2], i = i }
+  end
+  table.sort(tail, function(a, b)
+    if a.r ~= b.r then return a.r < b.r end
+    if a.z ~= b.z then return a.z < b.z end
+    return a.i < b.i
+  end)
+  local out = {}
+  for i = 1, start - 1 do out[i], out[-i] = kept[i], kept[-i] end
+  for j, t in ipairs(tail) do
+    local i = start - 1 + j
+    out[i], out[-i] = t.g, t.n
+  end
+  return out
 end
 
 -- A bracket must not start with a union (policy/decide.py _lead): 22.05's submit check narrows the usable nodes
@@ -1283,11 +1319,12 @@ decide_prefer = function(job)
       local room = MAX_ALTERNATIVES
       for _, l in ipairs(lists) do room = room - #l[1] end
       if room < 0 then room = 0 end
-      local inside, across, lead = zone_unions(sc, level_groups(data, partitions, "zone"), room)
+      local inside, across, lead, spans = zone_unions(sc, level_groups(data, partitions, "zone"), room)
       if #inside > 0 or #across > 0 then used[#used + 1] = "unions" end
       local parts = { { inside, false }, { across, false } }
       for _, l in ipairs(lists) do parts[#parts + 1] = l end
       local kept, cut = cascade(parts, budget, 2, emit)
+      if values ~= nil then kept = by_spread(kept, spans) end
       local led_cut
       kept, led_cut = lead_bracket(kept, lead, budget)
       cut = cut or led_cut

@@ -198,6 +198,49 @@ def test_family_unions_never_join_two_values() -> None:
             assert len(values) == 1, union
 
 
+TWO_VALUES = [
+    ("us", "us-1a", "torch-2.4", 8),
+    ("eu", "eu-1a", "torch-2.4", 4),
+    ("eu", "eu-1b", "torch-2.4", 2),
+    ("ap", "ap-1a", "torch-2.4", 3),
+    ("eu", "eu-1a", "torch-2.3", 3),
+    ("eu", "eu-1b", "torch-2.3", 2),
+    ("eu", "eu-1c", "torch-2.3", 3),
+    ("us", "us-1b", "torch-2.3", 3),
+]
+"""The uneven benchmark fleet's values: torch-2.4 on three regions, torch-2.3 (smaller) on two."""
+
+
+def two_values_doc() -> str:
+    rows, i = [], 0
+    for region, zone, value, n in TWO_VALUES:
+        for _ in range(n):
+            rows.append(f"  - {{name: n{i:02d}, region: {region}, zone: {zone}, features: [{value}]}}\n")
+            i += 1
+    return "nodes:\n" + "".join(rows) + "policy: {families: {torch: 'torch-*'}}\n"
+
+
+def test_a_value_on_two_regions_comes_before_another_values_unions_of_three() -> None:
+    """The bracket's tail (unions across regions, the bare values) goes by the regions, then zones, each
+    spans: torch-2.3, all of it on two regions, before torch-2.4's unions of three regions; torch-2.4 itself
+    (three regions, four zones) after its 3-zone unions (placement.md, "Families", the 8-node misses)."""
+    data = make_context(merge([parse_inventory(two_values_doc())]), (22, 5)).policy
+    region_of = {zone: region for region, zone, _, _ in TWO_VALUES}
+    d = decide(data, JobRequest(locality="prefer", min_nodes=8))
+    assert d.prefer is not None
+    alts = _alternatives(d.prefer)
+    spans = {"torch-2.3": (2, 4), "torch-2.4": (3, 4)}
+    for a in alts:
+        if a.startswith("("):
+            zones = [z.split(".")[0].removeprefix("zone_") for z in a.strip("()").split("|")]
+            spans[a] = (len({region_of[z] for z in zones}), len(zones))
+    tail = alts[alts.index(next(a for a in alts if a in spans and spans[a][0] >= 2)) :]
+    assert tail[-1] == "torch-2.4" and "torch-2.3" in tail, d.prefer
+    assert [spans[a] for a in tail] == sorted(spans[a] for a in tail), d.prefer
+    three = [a for a in tail if a.startswith("(") and spans[a][0] == 3]
+    assert three and tail.index("torch-2.3") < tail.index(three[0]), d.prefer
+
+
 def _alternatives(prefer: str) -> list[str]:
     """The matching-OR bracket's alternatives, a parenthesised union as one."""
     out, depth, cur = [], 0, ""

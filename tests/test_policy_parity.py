@@ -193,3 +193,26 @@ def test_parity_of_family_unions_on_an_uneven_fleet(tmp_path) -> None:  # type: 
             unions += 1
             across += len({z.split("-")[0] for z in zones}) > 1
     assert unions > 20 and across > 5, (unions, across)
+
+
+def test_parity_of_the_bracket_tail_ordered_by_spread(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The unions across regions and the bare values, ordered by the regions and zones each spans, come
+    out alike in Python and Lua (two values, one on three regions, one on two)."""
+    from tests.test_policy import two_values_doc
+
+    inv = merge([parse_inventory(two_values_doc())])
+    path = tmp_path / "data.lua"
+    path.write_text(render_all(inv, (22, 5))["slurm_topo_data.lua"])
+    data = make_context(inv, (22, 5)).policy
+    lua = LuaFilter()
+    lua_data = lua.load_data(path)
+    moved = 0
+    for nodes, extra in itertools.product(
+        [2, 4, 6, 8, 9, 10, 12, 15], [{}, {"features": "torch-2.3"}, {"regions": "eu,us"}]
+    ):
+        desc = job("prefer", min_nodes=nodes, **extra)
+        expected = decide(data, JobRequest.from_job_desc(desc)).as_dict()
+        assert lua.decide(lua_data, desc) == expected, desc
+        prefer = str(expected["prefer"] or "")
+        moved += "torch-2.3|(" in prefer  # a bare value before a union
+    assert moved >= 2, moved

@@ -254,15 +254,21 @@ UNION_EMIT = (2, 3, 4, 0, 5, 1)
 """The bracket's order of the prefer lists (unions inside, unions across, nvl, ng, zone, region): nvl, ng,
 zone, the unions inside one region, region, the unions across regions."""
 UNION_EMIT_FAMILIES = (*UNION_EMIT, 6)
-"""With families: the same, then the bare family values (the coarsest alternatives)."""
+"""With families: the same, then the bare family values (the coarsest alternatives), that tail ordered by
+what each spans (:func:`_by_spread`)."""
 UNION_ZONES = 8
 """Zones a union is made from: per region, and across regions, the 8 with the most eligible nodes (ties: the
 data's order). 2- and 3-zone unions of 8 zones are 84 per set: the cost of a submit stays bounded."""
 
 
+Spans = dict[str, tuple[int, int]]
+"""Per alternative across regions (a union's feature, or a bare family value): the (regions, zones) it spans,
+its eligible zones' for a bare value."""
+
+
 def _zone_unions(
     scan: _Scan, zones: Sequence[Group], room: int = MAX_ALTERNATIVES
-) -> tuple[list[tuple[Group, int]], list[tuple[Group, int]], tuple[Group, int] | None]:
+) -> tuple[list[tuple[Group, int]], list[tuple[Group, int]], tuple[Group, int] | None, Spans]:
     """Unions of 2-3 zones that can ever hold the job, as alternatives ``(zone_a|zone_b)`` (Slurm reads a
     parenthesised OR inside a matching-OR bracket as one alternative: all nodes in the union): (those inside
     one region, those across regions), each by (regions, zones, size, features). After every zone and
@@ -270,11 +276,12 @@ def _zone_unions(
     region; after the regions, a union across regions does the same when no region has room
     (benchmarks/results/placement.md, "Zone unions"). With families the zones are the family buckets and a
     union joins buckets of one value only (prefer never mixes versions). The third value is the zone with the
-    most eligible nodes: what leads a bracket that would start with a union (see ``_lead``). ``room``: the
+    most eligible nodes: what leads a bracket that would start with a union (see ``_lead``); the fourth, the
+    :data:`Spans` of the unions across regions and of each family value (:func:`_by_spread`). ``room``: the
     alternatives the level lists leave; unions that could never be kept are not made (3-zone unions only
     while the 2-zone ones leave room, those across regions only while those inside leave room)."""
     if not scan.check:
-        return [], [], None
+        return [], [], None, {}
     rows = []
     for g in zones:
         if scan.allowed(g):
@@ -308,7 +315,19 @@ def _zone_unions(
     inside.sort(key=lambda x: x[0])
     across.sort(key=lambda x: x[0])
     lead = (rows[0][0], rows[0][1]) if rows else None
-    return [x[1] for x in inside], [x[1] for x in across], lead
+    spans = {fv: (len({r[0].region for r in top}), len(top)) for fv, top in by_family.items() if fv}
+    spans.update({u.feature: (key[0], key[1]) for key, (u, _) in across})
+    return [x[1] for x in inside], [x[1] for x in across], lead, spans
+
+
+def _by_spread(kept: list[tuple[Group, int]], spans: Spans) -> list[tuple[Group, int]]:
+    """With families the bracket ends with the unions across regions, then the bare values: that tail is
+    ordered by the (regions, zones) each spans, unions before a value of the same span, so a value that
+    holds the job on two regions comes before another value's unions of three (Slurm takes the first
+    alternative with room)."""
+    start = next((i for i, (g, _) in enumerate(kept) if g.feature in spans), len(kept))
+    tail = sorted(kept[start:], key=lambda x: spans.get(x[0].feature, (MAX_ALTERNATIVES, MAX_ALTERNATIVES)))
+    return [*kept[:start], *tail]
 
 
 def _lead(
@@ -603,9 +622,11 @@ def _decide_prefer(job: _Job) -> Decision:
         # zone unions (of one value's buckets with families) between the zones and the regions, and after
         # the regions
         room = max(0, MAX_ALTERNATIVES - sum(len(k) for k, _ in lists))
-        inside, across, lead = _zone_unions(job.scan, _groups(job.data, job.partitions, "zone"), room)
+        inside, across, lead, spans = _zone_unions(job.scan, _groups(job.data, job.partitions, "zone"), room)
         parts = [(inside, False), (across, False), *lists]
         kept, cut = _cascade(parts, budget, extra=2, emit=UNION_EMIT_FAMILIES if values else UNION_EMIT)
+        if values:
+            kept = _by_spread(kept, spans)
         kept, led_cut = _lead(kept, lead, budget)
         cut = cut or led_cut
         lists += [(inside, False), (across, False)]
