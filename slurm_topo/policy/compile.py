@@ -6,7 +6,6 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..model import MAX_NAME, Inventory, Location, PolicyConfig, hashed_name, natural_key
 from ..topology import Topology
@@ -114,24 +113,85 @@ def _level_key(level: str, loc: Location) -> Location | None:
     return {"region": Location(loc.region), "zone": Location(loc.region, loc.zone)}.get(level, loc)
 
 
+Row = tuple[str, str, str, Location, frozenset[str]]
+"""One group a node is in: (level, feature, label, location key, the features of it and its ancestors)."""
+
+
+@dataclass(slots=True)
+class _Places:
+    """Phase 1: each node's place, shared by the nodes of one place (one rack, one family value)."""
+
+    shared: list[_Rows] = field(default_factory=list)
+    slot_of: dict[str, int] = field(default_factory=dict)  # node -> its rows in `shared`
+    buckets: dict[str, tuple[str, ...]] = field(default_factory=dict)  # node -> its family-bucket features
+    areas: dict[str, tuple[set[str], set[str]]] = field(
+        default_factory=dict
+    )  # zone/region -> features, regions
+    values_of: dict[str, tuple[str, ...]] = field(default_factory=dict)  # node -> its family values
+
+
+@dataclass(slots=True)
+class _Entry:
+    """A group being counted: its first row's fields and its nodes per class."""
+
+    label: str
+    key: Location
+    locs: frozenset[str]
+    up: tuple[str | None, str | None]
+    family: str | None
+    counts: dict[int, int] = field(default_factory=dict)
+
+
 def compile_policy(
     inventory: Inventory, topology: Topology, partitions: Sequence[Partition] | None, fingerprint: str
 ) -> PolicyData:
-    """Groups per partition and level, with node classes; family buckets when the policy declares families."""
+    """Groups per partition and level, with node classes; family buckets when the policy declares families.
+
+    Phases: each node's place and group rows (:func:`_places`), node classes (:func:`_classes`), the
+    partitions' members (:func:`_members`), the groups' ranks by label (:func:`_ranks`); then per partition
+    the groups of each level (:func:`_level_groups`), the bare family values (:func:`_value_groups`) and
+    the NVLink domains."""
     config = inventory.policy or PolicyConfig()
-    families = config.families
-    names = topology.group_names
-    bucket_features: dict[str, tuple[str, ...]] = {}
-    slot_of: dict[str, int] = {}  # node -> its rows in `shared`: the nodes of one rack share them
-    shared: list[_Rows] = []
+    places = _places(inventory, topology.group_names, config.families)
+    class_list, class_of = _classes(inventory)
+    parts, default, everywhere = _members(inventory, partitions)
+    ranks, value_rank = _ranks(places)
+    compiled: dict[str, dict[str, tuple[Group, ...]]] = {}
+    family_values: dict[str, tuple[Group, ...]] = {}
+    where = {n.name: n.location for n in inventory.nodes} if topology.blocks else {}
+    for pname, members in parts:
+        compiled[pname] = _level_groups(places, members, class_of, class_list, ranks)
+        if config.families:
+            family_values[pname] = _value_groups(places, members, class_of, class_list, value_rank)
+        if topology.blocks:
+            compiled[pname][NVL] = _nvl_groups(topology, members, where, class_of, class_list)
+    return PolicyData(
+        fingerprint,
+        config,
+        default,
+        class_list,
+        compiled,
+        {k: (tuple(sorted(f)), tuple(sorted(r))) for k, (f, r) in sorted(places.areas.items())},
+        places.buckets,
+        everywhere,
+        build_index([(name, places.shared[slot].place) for name, slot in places.slot_of.items()]),
+        family_values,
+        *_auto_units(inventory, config),
+    )
+
+
+def _places(
+    inventory: Inventory, names: Mapping[str, Mapping[Location, str]], families: Sequence[tuple[str, str]]
+) -> _Places:
+    """Each node's group rows (region, zone, network group; family buckets with families), computed once per
+    place and shared by its nodes; a degraded node holds no group's features."""
+    out = _Places()
     by_place: dict[tuple[Location, bool, str], int] = {}
-    areas: dict[str, tuple[set[str], set[str]]] = {}
-    values_of: dict[str, tuple[str, ...]] = {}
     for node in inventory.nodes:
         loc = node.location
         suffix = _family_values(node.features, families) if families else ""
         if families:
-            values_of[node.name] = tuple(
+            out.values_of[node.name] = tuple(
                 v
                 for v in (
                     next((f for f in node.features if fnmatch.fnmatchcase(f, p)), None) for _, p in families
@@ -140,25 +200,9 @@ def compile_policy(
             )
         slot = by_place.get((loc, node.degraded, suffix))
         if slot is None:
-            rows, ancestors = [], []
-            for level in ("region", "zone", "network_group"):
-                key = _level_key(level, loc)
-                if key is None or node.degraded:  # a degraded node holds no group's features
-                    continue
-                feature = names[level][key]
-                ancestors.append(feature)
-                if level in ("region", "zone"):
-                    feats, regions = areas.setdefault(loc.value(level) or "", (set(), set()))
-                    feats.add(feature)
-                    regions.add(loc.region or "")
-                label = loc.value(level) or ""
-                if level == "network_group":
-                    label = f"{loc.zone or loc.region}/{label}"  # a group is scoped to its zone
-                if families:
-                    feature, label = _bucket_name(feature, suffix), f"{label}/{suffix}"
-                rows.append((level, feature, label, key, frozenset(ancestors) | {feature}))
-            slot = by_place[(loc, node.degraded, suffix)] = len(shared)
-            shared.append(
+            rows = [] if node.degraded else _rows(loc, names, suffix if families else None, out.areas)
+            slot = by_place[(loc, node.degraded, suffix)] = len(out.shared)
+            out.shared.append(
                 _Rows(
                     tuple(rows),
                     _parents(rows),
@@ -167,10 +211,43 @@ def compile_policy(
                     suffix if families else None,
                 )
             )
-        slot_of[node.name] = slot
+        out.slot_of[node.name] = slot
         if families:
-            bucket_features[node.name] = shared[slot].buckets
+            out.buckets[node.name] = out.shared[slot].buckets
+    return out
 
+
+def _rows(
+    loc: Location,
+    names: Mapping[str, Mapping[Location, str]],
+    suffix: str | None,
+    areas: dict[str, tuple[set[str], set[str]]],
+) -> list[Row]:
+    """One place's rows, coarsest level first (``suffix``: its family bucket); records each zone's and
+    region's feature and regions in ``areas``."""
+    rows: list[Row] = []
+    ancestors: list[str] = []
+    for level in ("region", "zone", "network_group"):
+        key = _level_key(level, loc)
+        if key is None:
+            continue
+        feature = names[level][key]
+        ancestors.append(feature)
+        if level in ("region", "zone"):
+            feats, regions = areas.setdefault(loc.value(level) or "", (set(), set()))
+            feats.add(feature)
+            regions.add(loc.region or "")
+        label = loc.value(level) or ""
+        if level == "network_group":
+            label = f"{loc.zone or loc.region}/{label}"  # a group is scoped to its zone
+        if suffix is not None:
+            feature, label = _bucket_name(feature, suffix), f"{label}/{suffix}"
+        rows.append((level, feature, label, key, frozenset(ancestors) | {feature}))
+    return rows
+
+
+def _classes(inventory: Inventory) -> tuple[tuple[NodeClass, ...], dict[str, int]]:
+    """The node classes (features, GPUs, GPU type), in the order first met, and each node's."""
     classes: dict[NodeClass, int] = {}
     class_of: dict[str, int] = {}
     class_by_fields: dict[tuple[tuple[str, ...], int, str | None], int] = {}
@@ -181,108 +258,105 @@ def compile_policy(
             cls = NodeClass(frozenset(node.features), node.gpus or 0, node.gpu_type)
             idx = class_by_fields[fields] = classes.setdefault(cls, len(classes))
         class_of[node.name] = idx
-    class_list = tuple(classes)
+    return tuple(classes), class_of
 
+
+def _members(
+    inventory: Inventory, partitions: Sequence[Partition] | None
+) -> tuple[list[tuple[str, list[str]]], str, str]:
+    """(partition, its nodes the inventory knows) for each partition, the default one, and the one holding
+    every node. A partition the data does not know (created after the generator ran, or partitions never
+    given) is counted as holding every node: an unknown name never switches the locality off."""
     all_names = [n.name for n in inventory.nodes]
-    if partitions:
-        known = set(all_names)
-        parts = [(p.name, [n for n in p.nodes if n in known]) for p in partitions]
-        default = next((p.name for p in partitions if p.default), partitions[0].name)
-        # A partition the data does not know (created after the generator ran, or partitions never given) is
-        # counted as holding every node: an unknown name never switches the locality off.
-        everywhere = next((name for name, members in parts if len(set(members)) == len(known)), None)
-        if everywhere is None:
-            parts.append((IMPLICIT_PARTITION, all_names))
-            everywhere = IMPLICIT_PARTITION
-    else:
-        parts, default = [(IMPLICIT_PARTITION, all_names)], IMPLICIT_PARTITION
+    if not partitions:
+        return [(IMPLICIT_PARTITION, all_names)], IMPLICIT_PARTITION, IMPLICIT_PARTITION
+    known = set(all_names)
+    parts = [(p.name, [n for n in p.nodes if n in known]) for p in partitions]
+    default = next((p.name for p in partitions if p.default), partitions[0].name)
+    everywhere = next((name for name, members in parts if len(set(members)) == len(known)), None)
+    if everywhere is None:
+        parts.append((IMPLICIT_PARTITION, all_names))
         everywhere = IMPLICIT_PARTITION
+    return parts, default, everywhere
+
+
+def _ranks(places: _Places) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+    """Each level's groups ranked by label (natural order, then feature), and the family values by name."""
     ranks: dict[str, dict[str, int]] = {}
     for level in LEVELS:
-        labels = {(row[2], row[1]) for place in shared for row in place.rows if row[0] == level}
+        labels = {(row[2], row[1]) for place in places.shared for row in place.rows if row[0] == level}
         ranks[level] = {
             f: i for i, (_, f) in enumerate(sorted(labels, key=lambda x: (natural_key(x[0]), x[1])))
         }
-    value_rank = {
-        v: i for i, v in enumerate(sorted({v for vs in values_of.values() for v in vs}, key=natural_key))
-    }
-    compiled: dict[str, dict[str, tuple[Group, ...]]] = {}
-    family_values: dict[str, tuple[Group, ...]] = {}
-    where = {n.name: n.location for n in inventory.nodes} if topology.blocks else {}
-    for pname, members in parts:
-        acc: dict[str, dict[str, Any]] = {lvl: {} for lvl in LEVELS}
-        tally: dict[tuple[int, int], int] = {}  # (rows, class) -> nodes, in the order first met
-        for name in members:
-            k = (slot_of[name], class_of[name])
-            tally[k] = tally.get(k, 0) + 1
-        for (slot, cls_idx), count in tally.items():
-            place = shared[slot]
-            for level, feature, label, key, locs in place.rows:
-                e = acc[level].setdefault(
-                    feature,
-                    {
-                        "label": label,
-                        "key": key,
-                        "locs": locs,
-                        "counts": {},
-                        "up": place.parents[level],
-                        "family": place.family,
-                    },
-                )
-                e["counts"][cls_idx] = e["counts"].get(cls_idx, 0) + count
-        if families:
-            vals: dict[str, dict[int, int]] = {}
-            for name in members:
-                for v in values_of[name]:
-                    counts_v = vals.setdefault(v, {})
-                    counts_v[class_of[name]] = counts_v.get(class_of[name], 0) + 1
-            family_values[pname] = tuple(
-                sorted(
-                    (_value_group(v, c, class_list, value_rank[v]) for v, c in vals.items()),
-                    key=lambda g: (-g.nodes, g.rank),
-                )
-            )
-        compiled[pname] = {}
-        for level in LEVELS:
-            groups = []
-            for feature, e in acc[level].items():
-                counts = tuple(sorted(e["counts"].items()))
-                nodes = sum(n for _, n in counts)
-                gpus = sum(n * class_list[c].gpus for c, n in counts)
-                most = max(class_list[c].gpus for c, _ in counts)
-                key = e["key"]
-                groups.append(
-                    Group(
-                        feature,
-                        e["label"],
-                        key.region,
-                        key.zone,
-                        e["locs"],
-                        counts,
-                        nodes,
-                        gpus,
-                        most,
-                        ranks[level][feature],
-                        e["up"],
-                        e["family"],
-                    )
-                )
-            groups.sort(key=lambda g: (g.nodes, g.rank))
-            compiled[pname][level] = tuple(groups)
-        if topology.blocks:
-            compiled[pname][NVL] = _nvl_groups(topology, members, where, class_of, class_list)
-    return PolicyData(
-        fingerprint,
-        config,
-        default,
-        class_list,
-        compiled,
-        {k: (tuple(sorted(f)), tuple(sorted(r))) for k, (f, r) in sorted(areas.items())},
-        bucket_features,
-        everywhere,
-        build_index([(name, shared[slot].place) for name, slot in slot_of.items()]),
-        family_values,
-        *_auto_units(inventory, config),
+    values = {v for vs in places.values_of.values() for v in vs}
+    return ranks, {v: i for i, v in enumerate(sorted(values, key=natural_key))}
+
+
+def _level_groups(
+    places: _Places,
+    members: Sequence[str],
+    class_of: Mapping[str, int],
+    class_list: Sequence[NodeClass],
+    ranks: Mapping[str, Mapping[str, int]],
+) -> dict[str, tuple[Group, ...]]:
+    """One partition's groups per level, smallest first: its nodes counted per (place, class) first, then
+    per group."""
+    acc: dict[str, dict[str, _Entry]] = {lvl: {} for lvl in LEVELS}
+    tally: dict[tuple[int, int], int] = {}  # (rows, class) -> nodes, in the order first met
+    for name in members:
+        k = (places.slot_of[name], class_of[name])
+        tally[k] = tally.get(k, 0) + 1
+    for (slot, cls_idx), count in tally.items():
+        place = places.shared[slot]
+        for level, feature, label, key, locs in place.rows:
+            e = acc[level].get(feature)
+            if e is None:
+                e = acc[level][feature] = _Entry(label, key, locs, place.parents[level], place.family)
+            e.counts[cls_idx] = e.counts.get(cls_idx, 0) + count
+    out: dict[str, tuple[Group, ...]] = {}
+    for level in LEVELS:
+        groups = [_group(feature, e, class_list, ranks[level][feature]) for feature, e in acc[level].items()]
+        groups.sort(key=lambda g: (g.nodes, g.rank))
+        out[level] = tuple(groups)
+    return out
+
+
+def _group(feature: str, e: _Entry, class_list: Sequence[NodeClass], rank: int) -> Group:
+    counts = tuple(sorted(e.counts.items()))
+    return Group(
+        feature,
+        e.label,
+        e.key.region,
+        e.key.zone,
+        e.locs,
+        counts,
+        sum(n for _, n in counts),
+        sum(n * class_list[c].gpus for c, n in counts),
+        max(class_list[c].gpus for c, _ in counts),
+        rank,
+        e.up,
+        e.family,
+    )
+
+
+def _value_groups(
+    places: _Places,
+    members: Sequence[str],
+    class_of: Mapping[str, int],
+    class_list: Sequence[NodeClass],
+    value_rank: Mapping[str, int],
+) -> tuple[Group, ...]:
+    """One partition's bare family values as groups, largest first."""
+    vals: dict[str, dict[int, int]] = {}
+    for name in members:
+        for v in places.values_of[name]:
+            counts_v = vals.setdefault(v, {})
+            counts_v[class_of[name]] = counts_v.get(class_of[name], 0) + 1
+    return tuple(
+        sorted(
+            (_value_group(v, c, class_list, value_rank[v]) for v, c in vals.items()),
+            key=lambda g: (-g.nodes, g.rank),
+        )
     )
 
 
