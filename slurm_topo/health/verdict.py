@@ -215,9 +215,39 @@ def _worst(verdicts: list[str]) -> str:
 
 
 def _gpu(p: _Pass, g: GpuHealth, by_bus: Mapping[str, GpuHealth]) -> dict[str, Any]:
+    """One GPU's verdict: the worst of its NVLinks (each, then how many are active), its recovery action,
+    its fabric state and its P2P over NVLink, judged in that order (each through the pass's hysteresis)."""
     prefix = f"gpu{g.index}"
     active = [lk for lk in g.links if lk.active]
     nvswitch = sum(1 for lk in active if lk.remote == "nvswitch")
+    links_out, verdicts = _nvlinks(p, g, by_bus, prefix, bool(active))
+    verdicts += _nvlink_count(p, g, prefix, len(active))
+    action, recovery = _recovery(p, g, prefix)
+    fabric_out, fabric = _fabric(p, g, prefix)
+    p2p_out, p2p = _p2p(p, g, by_bus, prefix, nvswitch)
+    verdicts += recovery + fabric + p2p
+    known_links = [lk for lk in g.links if lk.active is not None]
+    return {
+        "index": g.index,
+        "bus_id": g.bus_id,
+        "name": g.name,
+        "uuid": g.uuid,
+        "nvlink": "known" if known_links else "unknown",
+        "active_links": len(active),
+        "nvswitch_links": nvswitch,
+        "links": links_out,
+        "recovery_action": action,
+        "fabric": fabric_out,
+        "p2p_nvlink": p2p_out,
+        "verdict": _worst(verdicts),
+    }
+
+
+def _nvlinks(
+    p: _Pass, g: GpuHealth, by_bus: Mapping[str, GpuHealth], prefix: str, any_active: bool
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each NVLink's verdict: inactive (beyond the tolerated count, once the link is known to exist), error
+    counters per pass, CRC rate; a link NVML cannot tell about is left out, never judged."""
     links_out: list[dict[str, Any]] = []
     verdicts: list[str] = []
     inactive_counted = 0
@@ -230,21 +260,14 @@ def _gpu(p: _Pass, g: GpuHealth, by_bus: Mapping[str, GpuHealth]) -> dict[str, A
         if lk.active:
             p.seen_active.add(key)
         if lk.active is False:
-            known = key in p.seen_active or bool(active) or p.t.expected_nvlinks > 0
+            known = key in p.seen_active or any_active or p.t.expected_nvlinks > 0
             if known:
                 inactive_counted += 1
                 if inactive_counted > p.t.max_inactive_nvlinks:
                     verdict, reasons = DOWN, [f"{key} inactive"]
         deltas = p.deltas(key, lk.errors) if lk.active else {}
         if lk.active:
-            for name in ("replay", "recovery"):
-                if deltas.get(name, 0) >= p.t.nvlink_errors_per_pass > 0:
-                    verdict = _worst([verdict, DEGRADED])
-                    reasons.append(f"{key} {name} errors +{deltas[name]} in a pass")
-            crc = deltas.get("crc_flit", 0) + deltas.get("crc_data", 0)
-            if crc and p.elapsed and crc / p.elapsed > p.t.nvlink_crc_per_s:
-                verdict = _worst([verdict, DEGRADED])
-                reasons.append(f"{key} CRC errors {crc / p.elapsed:.0f}/s (limit {p.t.nvlink_crc_per_s:g}/s)")
+            verdict, reasons = _link_errors(p, key, deltas, verdict, reasons)
         if lk.active is None:
             continue  # unknown (NotSupported on a VM, an old driver): left out, never judged
         verdict, reasons = p.judge(key, verdict, reasons)
@@ -262,55 +285,79 @@ def _gpu(p: _Pass, g: GpuHealth, by_bus: Mapping[str, GpuHealth]) -> dict[str, A
                 "reasons": reasons,
             }
         )
-    if (
-        p.t.expected_nvlinks
-        and any(lk.active is not None for lk in g.links)
-        and len(active) < p.t.expected_nvlinks
-    ):
-        v, r = p.judge(
-            f"{prefix}/nvlinks", DOWN, [f"{prefix}: {len(active)} of {p.t.expected_nvlinks} NVLinks active"]
-        )
-        verdicts.append(v)
-    elif p.t.expected_nvlinks:
-        verdicts.append(p.judge(f"{prefix}/nvlinks", OK, [])[0])
+    return links_out, verdicts
 
-    # GPU recovery action (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION): anything but none is a hard fault.
-    action = None
-    if g.recovery_action is not None:
-        action = RECOVERY_ACTION.get(g.recovery_action, str(g.recovery_action))
-        bad = g.recovery_action != 0
-        v, _ = p.judge(
-            f"{prefix}/recovery", DOWN if bad else OK, [f"{prefix} recovery action {action}"] if bad else []
-        )
-        verdicts.append(v)
 
-    fabric_out: dict[str, Any] | None = None
-    if g.fabric is not None and g.fabric.state not in (None, "not_supported"):
-        f = g.fabric
-        reasons = []
-        if f.state != "completed":
-            reasons.append(f"{prefix} fabric state {f.state}")
-        if f.status not in (None, 0):
-            reasons.append(f"{prefix} fabric status {f.status}")
-        if f.summary in ("unhealthy", "limited_capacity"):
-            reasons.append(f"{prefix} fabric health {f.summary}")
-        flags = sorted(fabric_flags(f.mask)) if f.mask is not None else []
-        reasons.extend(f"{prefix} fabric {flag}" for flag in flags)
-        v, r = p.judge(f"{prefix}/fabric", DEGRADED if reasons else OK, reasons)
-        verdicts.append(v)
-        fabric_out = {
-            "version": f.version,
-            "state": f.state,
-            "status": f.status,
-            "health_summary": f.summary,
-            "health_mask": f.mask,
-            "health_flags": flags,
-            "clique": f.clique,
-            "verdict": v,
-            "reasons": r,
-        }
+def _link_errors(
+    p: _Pass, key: str, deltas: Mapping[str, int], verdict: str, reasons: list[str]
+) -> tuple[str, list[str]]:
+    """An active link's error counters this pass: replay/recovery over the per-pass limit, CRC by rate."""
+    for name in ("replay", "recovery"):
+        if deltas.get(name, 0) >= p.t.nvlink_errors_per_pass > 0:
+            verdict = _worst([verdict, DEGRADED])
+            reasons.append(f"{key} {name} errors +{deltas[name]} in a pass")
+    crc = deltas.get("crc_flit", 0) + deltas.get("crc_data", 0)
+    if crc and p.elapsed and crc / p.elapsed > p.t.nvlink_crc_per_s:
+        verdict = _worst([verdict, DEGRADED])
+        reasons.append(f"{key} CRC errors {crc / p.elapsed:.0f}/s (limit {p.t.nvlink_crc_per_s:g}/s)")
+    return verdict, reasons
 
-    # P2P over NVLink, between GPUs that NVLink joins (directly, or both through NVSwitches).
+
+def _nvlink_count(p: _Pass, g: GpuHealth, prefix: str, active: int) -> list[str]:
+    """Fewer active NVLinks than the thresholds expect (where NVML tells about links at all): down."""
+    if not p.t.expected_nvlinks:
+        return []
+    if any(lk.active is not None for lk in g.links) and active < p.t.expected_nvlinks:
+        why = [f"{prefix}: {active} of {p.t.expected_nvlinks} NVLinks active"]
+        return [p.judge(f"{prefix}/nvlinks", DOWN, why)[0]]
+    return [p.judge(f"{prefix}/nvlinks", OK, [])[0]]
+
+
+def _recovery(p: _Pass, g: GpuHealth, prefix: str) -> tuple[str | None, list[str]]:
+    """GPU recovery action (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION): anything but none is a hard fault."""
+    if g.recovery_action is None:
+        return None, []
+    action = RECOVERY_ACTION.get(g.recovery_action, str(g.recovery_action))
+    bad = g.recovery_action != 0
+    v, _ = p.judge(
+        f"{prefix}/recovery", DOWN if bad else OK, [f"{prefix} recovery action {action}"] if bad else []
+    )
+    return action, [v]
+
+
+def _fabric(p: _Pass, g: GpuHealth, prefix: str) -> tuple[dict[str, Any] | None, list[str]]:
+    """The NVLink fabric's state, status and health (where the GPU reports one): degraded unless healthy."""
+    f = g.fabric
+    if f is None or f.state in (None, "not_supported"):
+        return None, []
+    reasons = []
+    if f.state != "completed":
+        reasons.append(f"{prefix} fabric state {f.state}")
+    if f.status not in (None, 0):
+        reasons.append(f"{prefix} fabric status {f.status}")
+    if f.summary in ("unhealthy", "limited_capacity"):
+        reasons.append(f"{prefix} fabric health {f.summary}")
+    flags = sorted(fabric_flags(f.mask)) if f.mask is not None else []
+    reasons.extend(f"{prefix} fabric {flag}" for flag in flags)
+    v, r = p.judge(f"{prefix}/fabric", DEGRADED if reasons else OK, reasons)
+    out = {
+        "version": f.version,
+        "state": f.state,
+        "status": f.status,
+        "health_summary": f.summary,
+        "health_mask": f.mask,
+        "health_flags": flags,
+        "clique": f.clique,
+        "verdict": v,
+        "reasons": r,
+    }
+    return out, [v]
+
+
+def _p2p(
+    p: _Pass, g: GpuHealth, by_bus: Mapping[str, GpuHealth], prefix: str, nvswitch: int
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """P2P over NVLink, between GPUs that NVLink joins (directly, or both through NVSwitches)."""
     p2p_out: list[dict[str, Any]] = []
     p2p_reasons: list[str] = []
     for bus, status in g.p2p_nvlink:
@@ -325,24 +372,10 @@ def _gpu(p: _Pass, g: GpuHealth, by_bus: Mapping[str, GpuHealth]) -> dict[str, A
         if status != 0:
             why = " (disabled by regkey)" if status == 4 else ""
             p2p_reasons.append(f"{prefix} P2P over NVLink to gpu{other.index} status {status}{why}")
-    if p2p_out:
-        v, _ = p.judge(f"{prefix}/p2p", DEGRADED if p2p_reasons else OK, p2p_reasons)
-        verdicts.append(v)
-    known_links = [lk for lk in g.links if lk.active is not None]
-    return {
-        "index": g.index,
-        "bus_id": g.bus_id,
-        "name": g.name,
-        "uuid": g.uuid,
-        "nvlink": "known" if known_links else "unknown",
-        "active_links": len(active),
-        "nvswitch_links": nvswitch,
-        "links": links_out,
-        "recovery_action": action,
-        "fabric": fabric_out,
-        "p2p_nvlink": p2p_out,
-        "verdict": _worst(verdicts),
-    }
+    if not p2p_out:
+        return p2p_out, []
+    v, _ = p.judge(f"{prefix}/p2p", DEGRADED if p2p_reasons else OK, p2p_reasons)
+    return p2p_out, [v]
 
 
 def _port(p: _Pass, port: PortHealth, expected: float | None) -> dict[str, Any]:
