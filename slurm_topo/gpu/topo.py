@@ -174,38 +174,21 @@ def _value(s: str | None) -> str | None:
 
 
 def _affinity(rows: list[_Row], columns: list[str], warnings: list[str]) -> list[dict[str, str | None]]:
-    """Best-effort split of each GPU row's remainder into the header's affinity columns."""
+    """Best-effort split of each GPU row's remainder into the header's affinity columns: tab-separated cells
+    (:func:`_tab_cells`), else space-separated tokens (:func:`_space_cells`); a CPU list glued to its NUMA
+    node (``0-47,96-1430``) is split afterwards, by the CPU counts the other rows show (:func:`_unglue`)."""
     parsed: list[dict[str, str | None] | None] = []
     glued: list[tuple[int, str, str | None]] = []  # (row index, CPU+NUMA token, GPU NUMA ID)
     for i, row in enumerate(rows):
         rest = row.rest
-        values: list[str] | None = None
         if "\t" in rest:
-            fields = rest.strip(" ").split("\t")
-            if fields and fields[0].strip() == "":
-                fields = fields[1:]
-            while len(fields) > len(columns) and fields[-1].strip() == "":
-                fields.pop()
-            if len(fields) == len(columns) + 1 and columns[-1] == "GPU NUMA ID" and fields[-2].strip() == "":
-                del fields[-2]  # nvidia-smi prints two tabs before GPU NUMA ID
-            if len(fields) == len(columns):
-                values = [f.strip() for f in fields]
+            values = _tab_cells(rest, columns)
         else:
-            tokens = rest.split()
-            if len(tokens) == len(columns):
-                values = tokens
-            elif (
-                len(tokens) == len(columns) - 1
-                and columns[:2] == ["CPU Affinity", "NUMA Affinity"]
-                and tokens
-                and _CPU_LIST_RE.fullmatch(tokens[0])
-            ):
-                gnid = tokens[-1] if len(columns) == 3 else None
-                glued.append((i, tokens[0], gnid))
+            values, glue = _space_cells(rest, columns)
+            if glue is not None:
+                glued.append((i, *glue))
                 parsed.append(None)
                 continue
-            elif not tokens:
-                values = [""] * len(columns)
         if values is None:
             warnings.append(
                 f"line {row.lineno}: {row.label}: could not split the affinity cells "
@@ -214,36 +197,74 @@ def _affinity(rows: list[_Row], columns: list[str], warnings: list[str]) -> list
             values = [""] * len(columns)
         parsed.append(dict(zip(columns, values, strict=True)))
     if glued:
-        counts = Counter(
-            _cpu_count(d["CPU Affinity"] or "")
-            for d in parsed
-            if d is not None and d.get("CPU Affinity") and _valid_cpu_list(d["CPU Affinity"] or "")
-        )
-        for i, token, gnid in glued:
-            row = rows[i]
-            splits = [
-                (token[:p], token[p:])
-                for p in range(1, len(token))
-                if _valid_cpu_list(token[:p]) and _NUMA_ID_RE.fullmatch(token[p:])
-            ]
-            if len(splits) > 1 and counts:
-                splits = [sp for sp in splits if counts.get(_cpu_count(sp[0]))]
-            out: dict[str, str | None] = {c: None for c in columns}
-            if gnid is not None:
-                out["GPU NUMA ID"] = gnid
-            if len(splits) == 1:
-                out["CPU Affinity"], out["NUMA Affinity"] = splits[0]
-                warnings.append(
-                    f"line {row.lineno}: {row.label}: CPU affinity and NUMA affinity run together in "
-                    f"{token!r}; read as {splits[0][0]!r} and {splits[0][1]!r}"
-                )
-            else:
-                warnings.append(
-                    f"line {row.lineno}: {row.label}: CPU and NUMA affinity run together in "
-                    f"{token!r} and cannot be split unambiguously; left unknown"
-                )
-            parsed[i] = out
+        _unglue(rows, columns, parsed, glued, warnings)
     return [d if d is not None else {} for d in parsed]
+
+
+def _tab_cells(rest: str, columns: list[str]) -> list[str] | None:
+    fields = rest.strip(" ").split("\t")
+    if fields and fields[0].strip() == "":
+        fields = fields[1:]
+    while len(fields) > len(columns) and fields[-1].strip() == "":
+        fields.pop()
+    if len(fields) == len(columns) + 1 and columns[-1] == "GPU NUMA ID" and fields[-2].strip() == "":
+        del fields[-2]  # nvidia-smi prints two tabs before GPU NUMA ID
+    return [f.strip() for f in fields] if len(fields) == len(columns) else None
+
+
+def _space_cells(rest: str, columns: list[str]) -> tuple[list[str] | None, tuple[str, str | None] | None]:
+    """(cells, None), or (None, (CPU+NUMA token, GPU NUMA ID)) when the CPU and NUMA cells run together."""
+    tokens = rest.split()
+    if len(tokens) == len(columns):
+        return tokens, None
+    if (
+        len(tokens) == len(columns) - 1
+        and columns[:2] == ["CPU Affinity", "NUMA Affinity"]
+        and tokens
+        and _CPU_LIST_RE.fullmatch(tokens[0])
+    ):
+        return None, (tokens[0], tokens[-1] if len(columns) == 3 else None)
+    return ([""] * len(columns) if not tokens else None), None
+
+
+def _unglue(
+    rows: list[_Row],
+    columns: list[str],
+    parsed: list[dict[str, str | None] | None],
+    glued: list[tuple[int, str, str | None]],
+    warnings: list[str],
+) -> None:
+    """Split each glued CPU+NUMA token where exactly one split is a valid CPU list and NUMA id (among several,
+    the one whose CPU count another row shows); else left unknown, with a warning either way."""
+    counts = Counter(
+        _cpu_count(d["CPU Affinity"] or "")
+        for d in parsed
+        if d is not None and d.get("CPU Affinity") and _valid_cpu_list(d["CPU Affinity"] or "")
+    )
+    for i, token, gnid in glued:
+        row = rows[i]
+        splits = [
+            (token[:p], token[p:])
+            for p in range(1, len(token))
+            if _valid_cpu_list(token[:p]) and _NUMA_ID_RE.fullmatch(token[p:])
+        ]
+        if len(splits) > 1 and counts:
+            splits = [sp for sp in splits if counts.get(_cpu_count(sp[0]))]
+        out: dict[str, str | None] = {c: None for c in columns}
+        if gnid is not None:
+            out["GPU NUMA ID"] = gnid
+        if len(splits) == 1:
+            out["CPU Affinity"], out["NUMA Affinity"] = splits[0]
+            warnings.append(
+                f"line {row.lineno}: {row.label}: CPU affinity and NUMA affinity run together in "
+                f"{token!r}; read as {splits[0][0]!r} and {splits[0][1]!r}"
+            )
+        else:
+            warnings.append(
+                f"line {row.lineno}: {row.label}: CPU and NUMA affinity run together in "
+                f"{token!r} and cannot be split unambiguously; left unknown"
+            )
+        parsed[i] = out
 
 
 def _find_header(lines: list[str], source: str) -> int:
