@@ -120,34 +120,69 @@ def _score(
 
 
 def gpu_sockets(topo: GpuTopology, layout: Layout) -> SocketMap:
-    """The sockets each GPU of ``topo`` is attached to on a node of ``layout``; see the module docstring."""
+    """The sockets each GPU of ``topo`` is attached to on a node of ``layout``; see the module docstring.
+
+    Steps: the affinity cells as id sets; one socket: socket 0; a CPU beyond the layout: unknown
+    (:func:`_beyond`); no CPU affinity: the NUMA ranks or unknown (:func:`_by_numa`); else the CPU
+    numbering that agrees best with the NUMA affinity (:func:`_best_numbering`) and what it cannot tell
+    (:func:`_doubts`)."""
     n = len(topo.gpus)
-    n_sockets, cores, threads = layout
+    n_sockets = layout[0]
     warnings: list[str] = []
     cpus = _id_sets(topo.cpu_affinity, n, "CPU affinity", warnings)
     numa = _id_sets(topo.numa_affinity, n, "NUMA affinity", warnings)
     if n_sockets <= 1:
         return SocketMap(tuple(frozenset((0,)) if c else None for c in cpus), "socket-major", tuple(warnings))
-    total = n_sockets * cores * threads
-    beyond = [i for i, c in enumerate(cpus) if c is not None and max(c) >= total]
-    if beyond:
-        i = beyond[0]
-        warnings.append(
-            f"GPU{i}: CPU affinity {topo.cpu_affinity[i]!r} names CPU {max(cpus[i] or (0,))} but the node "
-            f"has {total} CPUs ({n_sockets} sockets × {cores} cores × {threads} threads): the layout or the "
-            "capture is wrong; Cores= left out"
-        )
+    if _beyond(topo, cpus, layout, warnings):
         return SocketMap((None,) * n, None, tuple(warnings))
     ranks = _numa_ranks(numa, n_sockets)
     if all(c is None for c in cpus):
-        if ranks is not None and all(r is not None for r in ranks):
-            return SocketMap(tuple(frozenset((r,)) for r in ranks if r is not None), "numa", tuple(warnings))
-        warnings.append(
-            "no CPU affinity printed (and no NUMA affinity with one node per socket): "
-            "the GPUs' sockets are unknown; Cores= left out"
-        )
+        return _by_numa(n, ranks, warnings)
+    best = _best_numbering(cpus, ranks, layout, warnings)
+    if best is None:
         return SocketMap((None,) * n, None, tuple(warnings))
+    numbering, mapped = best
+    _doubts(topo, cpus, mapped, n_sockets, warnings)
+    return SocketMap(tuple(mapped), numbering, tuple(warnings))
 
+
+def _beyond(
+    topo: GpuTopology, cpus: Sequence[frozenset[int] | None], layout: Layout, warnings: list[str]
+) -> bool:
+    """A GPU whose CPU affinity names a CPU the layout does not have (the layout or the capture is wrong)."""
+    n_sockets, cores, threads = layout
+    total = n_sockets * cores * threads
+    beyond = [i for i, c in enumerate(cpus) if c is not None and max(c) >= total]
+    if not beyond:
+        return False
+    i = beyond[0]
+    warnings.append(
+        f"GPU{i}: CPU affinity {topo.cpu_affinity[i]!r} names CPU {max(cpus[i] or (0,))} but the node "
+        f"has {total} CPUs ({n_sockets} sockets × {cores} cores × {threads} threads): the layout or the "
+        "capture is wrong; Cores= left out"
+    )
+    return True
+
+
+def _by_numa(n: int, ranks: list[int | None] | None, warnings: list[str]) -> SocketMap:
+    """No CPU affinity at all: the sockets from the NUMA affinity (one node per socket), else unknown."""
+    if ranks is not None and all(r is not None for r in ranks):
+        return SocketMap(tuple(frozenset((r,)) for r in ranks if r is not None), "numa", tuple(warnings))
+    warnings.append(
+        "no CPU affinity printed (and no NUMA affinity with one node per socket): "
+        "the GPUs' sockets are unknown; Cores= left out"
+    )
+    return SocketMap((None,) * n, None, tuple(warnings))
+
+
+def _best_numbering(
+    cpus: list[frozenset[int] | None],
+    ranks: list[int | None] | None,
+    layout: Layout,
+    warnings: list[str],
+) -> tuple[str, list[frozenset[int] | None]] | None:
+    """The CPU numbering (of :data:`NUMBERINGS`, in preference order) whose sockets agree best with the
+    NUMA affinity, and each GPU's sockets under it; None when every numbering disagrees."""
     candidates = []
     for pref, numbering in enumerate(NUMBERINGS):
         of = _socket_of(numbering, layout)
@@ -160,13 +195,25 @@ def gpu_sockets(topo: GpuTopology, layout: Layout) -> SocketMap:
             "the CPU affinity and the NUMA affinity disagree under every CPU numbering "
             f"({', '.join(NUMBERINGS)}): the GPUs' sockets are unknown; Cores= left out"
         )
-        return SocketMap((None,) * n, None, tuple(warnings))
+        return None
     rivals = [c[2] for c in candidates[1:] if c[0] == score and c[3] != mapped]
     if rivals:
         warnings.append(
             f"the CPU affinity does not show how CPUs are numbered ({numbering} and {', '.join(rivals)} "
             f"read it differently): assumed {numbering}; check Cores= against `lscpu -e` on the node"
         )
+    return numbering, mapped
+
+
+def _doubts(
+    topo: GpuTopology,
+    cpus: Sequence[frozenset[int] | None],
+    mapped: Sequence[frozenset[int] | None],
+    n_sockets: int,
+    warnings: list[str],
+) -> None:
+    """What the mapping cannot tell: GPUs without CPU affinity, and one affinity printed for every GPU."""
+    n = len(topo.gpus)
     missing = [i for i, c in enumerate(cpus) if c is None]
     if missing:
         warnings.append(
@@ -182,4 +229,3 @@ def gpu_sockets(topo: GpuTopology, layout: Layout) -> SocketMap:
             f"on every GPU and cannot tell {what} apart by CPU (a capture taken inside a cpuset or container "
             "shows only that cpuset)"
         )
-    return SocketMap(tuple(mapped), numbering, tuple(warnings))
