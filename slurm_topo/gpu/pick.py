@@ -164,28 +164,52 @@ def _twins(weight: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
 
 
 def _prepare(topo: GpuTopology, bandwidth: Mapping[str, float] | None) -> _Prepared:
+    """The tables every pick on ``topo`` reads, remembered per (topology, bandwidth) object."""
     key = (id(topo), id(bandwidth))
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is topo and hit[1] is bandwidth:
         return hit[2]
-    table = DEFAULT_BANDWIDTH if bandwidth is None else bandwidth_table(bandwidth)
+    prepared = _tables(topo, DEFAULT_BANDWIDTH if bandwidth is None else bandwidth_table(bandwidth))
+    if len(_CACHE) > 256:
+        _CACHE.clear()
+    _CACHE[key] = (topo, bandwidth, prepared)
+    return prepared
+
+
+def _tables(topo: GpuTopology, table: Mapping[str, float]) -> _Prepared:
+    """Link weights (bandwidth in MB/s, 0 on the diagonal), their distinct levels (best first), the
+    adjacency at each level, the per-level steps the score adds, twins and NVLink islands."""
     n = len(topo.gpus)
     position = {g: i for i, g in enumerate(topo.gpus)}
     if topo.matrix and (len(topo.matrix) != n or any(len(row) != n for row in topo.matrix)):
         raise InputError(f"{topo.source or 'topology'}: matrix is not {n}×{n}")
-    per_class = {
-        c: round(link_bandwidth(c, table) * 1000) for row in topo.matrix for c in set(row) if c != "X"
-    }
-    weight = tuple(
-        tuple(0 if i == j else per_class[c] for j, c in enumerate(row)) for i, row in enumerate(topo.matrix)
-    )
+    weight = _weights(topo, table)
     levels = tuple(
         sorted({w for i, row in enumerate(weight) for j, w in enumerate(row) if i != j}, reverse=True)
     )
     adjacency = tuple(
         tuple(sum(1 << j for j in range(n) if j != i and weight[i][j] >= t) for i in range(n)) for t in levels
     )
-    steps = tuple(
+    island_masks = tuple(sum(1 << position[g] for g in isl) for isl in islands(topo)) if topo.matrix else ()
+    largest = tuple(1 + max((a.bit_count() for a in rows), default=0) for rows in adjacency)
+    steps = _steps(adjacency, levels, n)
+    return _Prepared(n, position, weight, levels, adjacency, largest, steps, _twins(weight), island_masks)
+
+
+def _weights(topo: GpuTopology, table: Mapping[str, float]) -> tuple[tuple[int, ...], ...]:
+    per_class = {
+        c: round(link_bandwidth(c, table) * 1000) for row in topo.matrix for c in set(row) if c != "X"
+    }
+    return tuple(
+        tuple(0 if i == j else per_class[c] for j, c in enumerate(row)) for i, row in enumerate(topo.matrix)
+    )
+
+
+def _steps(
+    adjacency: tuple[tuple[int, ...], ...], levels: tuple[int, ...], n: int
+) -> tuple[tuple[tuple[tuple[int, int], ...], ...], ...]:
+    """Per level and row: (its adjacency at each level up to this one, that level's bandwidth step)."""
+    return tuple(
         tuple(
             tuple(
                 (adjacency[lv][i], levels[lv] - (levels[lv + 1] if lv < level else 0))
@@ -195,13 +219,6 @@ def _prepare(topo: GpuTopology, bandwidth: Mapping[str, float] | None) -> _Prepa
         )
         for level in range(len(levels))
     )
-    island_masks = tuple(sum(1 << position[g] for g in isl) for isl in islands(topo)) if topo.matrix else ()
-    largest = tuple(1 + max((a.bit_count() for a in rows), default=0) for rows in adjacency)
-    prepared = _Prepared(n, position, weight, levels, adjacency, largest, steps, _twins(weight), island_masks)
-    if len(_CACHE) > 256:
-        _CACHE.clear()
-    _CACHE[key] = (topo, bandwidth, prepared)
-    return prepared
 
 
 def _check(topo: GpuTopology, free: Iterable[int], k: int) -> list[int]:
