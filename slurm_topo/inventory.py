@@ -932,6 +932,23 @@ def with_slurm_nodes(
     Every name is validated like an inventory name (they reach ``Nodes=`` and ``NodeName=``): a bad one raises
     ``InputError`` naming ``source``.
     """
+    _check_slurm_names(records, source)
+    by_name = {r["NodeName"]: r for r in records}
+    nodes = []
+    for node in inventory.nodes:
+        rec = by_name.get(node.name)
+        if rec is None:
+            nodes.append(node)
+            continue
+        have = _hardware_merged(node, _taken_from(node, rec))
+        nodes.append(replace(node, slurm=tuple((k, have[k]) for k in SLURM_NODE_KEYS if k in have)))
+    known = {n.name for n in inventory.nodes}
+    extra = tuple(sorted({*inventory.extra_nodes, *(n for n in by_name if n not in known)}, key=natural_key))
+    return replace(inventory, nodes=tuple(nodes), extra_nodes=extra)
+
+
+def _check_slurm_names(records: Sequence[Mapping[str, str]], source: str) -> None:
+    """Slurm's node names, validated like an inventory's (they reach ``Nodes=`` and ``NodeName=``)."""
     if len(records) > MAX_NODES:
         raise InputError(f"{source}: {len(records)} nodes, over the limit of {MAX_NODES} nodes in all")
     for record in records:
@@ -944,38 +961,42 @@ def with_slurm_nodes(
             raise InputError(
                 f"{source}: node name {show_value(name)}: number {run[:24]} is too large for Slurm's hostlist"
             )
-    by_name = {r["NodeName"]: r for r in records}
-    nodes = []
-    for node in inventory.nodes:
-        rec = by_name.get(node.name)
-        if rec is None:
-            nodes.append(node)
+
+
+def _taken_from(node: Node, rec: Mapping[str, str]) -> dict[str, str]:
+    """The node's Slurm attributes with what Slurm's record adds: only attributes the node lacks, never its
+    own name as an address, no Gres where the inventory counts GPUs, and only values Slurm would load again
+    (a plain token, an integer where Slurm wants one)."""
+    have = dict(node.slurm)
+    for skey, key in _SCONTROL_KEYS.items():
+        value = rec.get(skey)
+        if key in have or value in (None, "", "(null)", "N/A"):
             continue
-        have = dict(node.slurm)
-        for skey, key in _SCONTROL_KEYS.items():
-            value = rec.get(skey)
-            if key in have or value in (None, "", "(null)", "N/A"):
-                continue
-            if key in ("NodeAddr", "NodeHostname") and value == node.name:
-                continue
-            if key == "Gres" and node.gpus is not None:
-                continue
-            if (
-                _SLURM_VALUE_RE.match(value)
-                and (key not in SLURM_INT_KEYS or value.isdigit())
-                and slurm_value_problem(key, value) is None
-            ):  # what Slurm would not load again is left out, like any value that is not a plain token
-                have[key] = value
-        if hardware_problem(have) is not None:  # the merge made a pair Slurm rejects: keep the inventory's
-            given = dict(node.slurm)
-            for key in HARDWARE_KEYS:
-                if key in given:
-                    have[key] = given[key]
-                else:
-                    have.pop(key, None)
-            if hardware_problem(have) is not None:
-                have = {k: v for k, v in have.items() if k not in HARDWARE_KEYS}
-        nodes.append(replace(node, slurm=tuple((k, have[k]) for k in SLURM_NODE_KEYS if k in have)))
-    known = {n.name for n in inventory.nodes}
-    extra = tuple(sorted({*inventory.extra_nodes, *(n for n in by_name if n not in known)}, key=natural_key))
-    return replace(inventory, nodes=tuple(nodes), extra_nodes=extra)
+        if key in ("NodeAddr", "NodeHostname") and value == node.name:
+            continue
+        if key == "Gres" and node.gpus is not None:
+            continue
+        if (
+            _SLURM_VALUE_RE.match(value)
+            and (key not in SLURM_INT_KEYS or value.isdigit())
+            and slurm_value_problem(key, value) is None
+        ):
+            have[key] = value
+    return have
+
+
+def _hardware_merged(node: Node, have: dict[str, str]) -> dict[str, str]:
+    """Where the merge made a hardware combination slurmctld rejects (``Sockets=`` with
+    ``SocketsPerBoard=``, counts whose product does not match ``CPUs=``): the inventory's own hardware
+    keys, else none at all."""
+    if hardware_problem(have) is None:
+        return have
+    given = dict(node.slurm)
+    for key in HARDWARE_KEYS:
+        if key in given:
+            have[key] = given[key]
+        else:
+            have.pop(key, None)
+    if hardware_problem(have) is not None:
+        have = {k: v for k, v in have.items() if k not in HARDWARE_KEYS}
+    return have
