@@ -437,6 +437,9 @@ class _Entry:
         return Source.parse(raw)
 
     def slurm_attrs(self, raw: object, count: int) -> list[tuple[tuple[str, str], ...]]:
+        """The entry's ``slurm:`` attributes, one row per node: each key known, each value a token Slurm
+        loads (per-node keys as a hostlist of one value per node), each hardware combination one slurmctld
+        accepts."""
         if raw is None:
             return [()] * count
         if not isinstance(raw, Mapping):
@@ -447,35 +450,8 @@ class _Entry:
                 raise self.fail(
                     f"slurm.{_key(key)}", f"unknown node attribute (known: {', '.join(SLURM_NODE_KEYS)})", key
                 )
-            if key in SLURM_INT_KEYS and not isinstance(value, str):
-                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                    raise self.fail(f"slurm.{key}", "must be a non-negative integer", value)
-                value = str(value)
-            if not isinstance(value, str):
-                raise self.fail(f"slurm.{key}", f"must be a string, not {type(value).__name__}", value)
-            if key in SLURM_PER_NODE_KEYS:
-                if not _HOSTLIST_RE.match(value.replace(":", "")):
-                    raise self.fail(f"slurm.{key}", "not a valid value for a NodeName= line", value)
-                try:
-                    hostlist.check_size(value)
-                    listed = "[" in value or "," in value
-                    values = hostlist.expand_keep_duplicates(value) if listed else [value]
-                except HostlistError as exc:
-                    raise self.fail(f"slurm.{key}", exc.reason, value) from None
-                if count == 1 and len(values) > 1:
-                    raise self.fail(
-                        f"slurm.{key}", f"the entry names one node: give one value, not {len(values)}", value
-                    )
-                if len(values) == 1 and count > 1:
-                    raise self.fail(
-                        f"slurm.{key}",
-                        f"names one node but the entry has {count}; give a hostlist with one value per node",
-                        value,
-                    )
-                if len(values) != count:
-                    raise self.fail(f"slurm.{key}", f"has {len(values)} values for {count} nodes", value)
-            else:
-                values = [value] * count
+            text = self.slurm_text(key, value)
+            values = self.per_node(key, text, count) if key in SLURM_PER_NODE_KEYS else [text] * count
             for v in dict.fromkeys(values):  # each distinct value once
                 if not _SLURM_VALUE_RE.match(v) or (key in SLURM_INT_KEYS and not v.isdigit()):
                     raise self.fail(f"slurm.{key}", "not a valid value for a NodeName= line", v)
@@ -488,6 +464,40 @@ class _Entry:
             if problem is not None:
                 raise self.fail("slurm", problem, dict(row))
         return rows
+
+    def slurm_text(self, key: str, value: object) -> str:
+        """An attribute's value as text: a non-negative integer for the integer keys, else a string."""
+        if key in SLURM_INT_KEYS and not isinstance(value, str):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise self.fail(f"slurm.{key}", "must be a non-negative integer", value)
+            value = str(value)
+        if not isinstance(value, str):
+            raise self.fail(f"slurm.{key}", f"must be a string, not {type(value).__name__}", value)
+        return value
+
+    def per_node(self, key: str, value: str, count: int) -> list[str]:
+        """A per-node attribute (``NodeAddr``…): a hostlist with exactly one value per node of the entry."""
+        if not _HOSTLIST_RE.match(value.replace(":", "")):
+            raise self.fail(f"slurm.{key}", "not a valid value for a NodeName= line", value)
+        try:
+            hostlist.check_size(value)
+            listed = "[" in value or "," in value
+            values = hostlist.expand_keep_duplicates(value) if listed else [value]
+        except HostlistError as exc:
+            raise self.fail(f"slurm.{key}", exc.reason, value) from None
+        if count == 1 and len(values) > 1:
+            raise self.fail(
+                f"slurm.{key}", f"the entry names one node: give one value, not {len(values)}", value
+            )
+        if len(values) == 1 and count > 1:
+            raise self.fail(
+                f"slurm.{key}",
+                f"names one node but the entry has {count}; give a hostlist with one value per node",
+                value,
+            )
+        if len(values) != count:
+            raise self.fail(f"slurm.{key}", f"has {len(values)} values for {count} nodes", value)
+        return values
 
     def slurm_value(self, key: str, value: str) -> None:
         problem = slurm_value_problem(key, value)
