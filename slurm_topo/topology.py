@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -91,70 +91,109 @@ def _finalize_names(candidates: Mapping[str, str]) -> dict[str, str]:
     return names
 
 
+@dataclass(slots=True)
+class _Tree:
+    """The switch tree being built: per path (``region=r/zone=z/network_group=g``) its candidate name, parent
+    and kind; each location's leaf path and each group's path."""
+
+    candidates: dict[str, str] = field(default_factory=dict)
+    parent_of: dict[str, str] = field(default_factory=dict)  # path -> parent path ("" = root)
+    kind_of: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    leaf_of: dict[Location, str] = field(default_factory=dict)  # full location -> leaf path
+    level_path: dict[tuple[str, Location], str] = field(default_factory=dict)
+
+    def add(self, path: str, cand: str, parent: str, kind: str, label: str | None) -> str:
+        if path not in self.candidates:
+            self.candidates[path] = cand
+            self.parent_of[path] = parent
+            self.kind_of[path] = (kind, label)
+        return path
+
+
 def build_topology(inventory: Inventory) -> Topology:
-    """Derive the tree and the location features from the merged inventory (pure, deterministic)."""
+    """Derive the tree and the location features from the merged inventory (pure, deterministic).
+
+    Steps: the paths of every location (:func:`_tree`), their final names, the switches
+    (:func:`_switches`), each level's group names and each node's features (:func:`_node_features`), the
+    NVLink blocks."""
     by_location: dict[Location, list[str]] = {}
     for node in inventory.nodes:
         by_location.setdefault(node.location, []).append(node.name)
+    tree = _tree(by_location, bool(inventory.extra_nodes))
+    names = _finalize_names(tree.candidates)
+    switches = _switches(tree, names, by_location, inventory.extra_nodes)
+    group_names: dict[str, dict[Location, str]] = {"region": {}, "zone": {}, "network_group": {}}
+    for (level, loc), path in tree.level_path.items():
+        group_names[level][loc] = names[path]
+    node_features = _node_features(inventory, group_names)
+    blocks = build_blocks(inventory)
+    degraded = {node.name for node in inventory.nodes if node.degraded}
+    nvl_features = {node: b.name for b in blocks for node in b.nodes if node not in degraded}
+    return Topology(
+        switches=tuple(switches),
+        node_features=MappingProxyType(node_features),
+        group_names=MappingProxyType({k: MappingProxyType(v) for k, v in group_names.items()}),
+        blocks=blocks,
+        nvl_features=MappingProxyType(nvl_features),
+    )
 
-    candidates: dict[str, str] = {}
-    level_path: dict[tuple[str, Location], str] = {}
-    leaf_of: dict[Location, str] = {}  # full location -> leaf path
-    parent_of: dict[str, str] = {}  # path -> parent path ("" = root)
-    kind_of: dict[str, tuple[str, str | None]] = {}
 
-    def add(path: str, cand: str, parent: str, kind: str, label: str | None) -> str:
-        if path not in candidates:
-            candidates[path] = cand
-            parent_of[path] = parent
-            kind_of[path] = (kind, label)
-        return path
-
+def _tree(by_location: Mapping[Location, list[str]], extra: bool) -> _Tree:
+    """Every location's path: region, zone, then its network group or the zone's (region's) own leaf; nodes
+    without a region (and ``extra`` nodes no inventory places) hang off the root's leaf."""
+    tree = _Tree()
     for loc in by_location:
         r, z, g = loc.region, loc.zone, loc.network_group
         if r is None:
-            leaf_of[loc] = add("leaf", "leaf_root", "", "leaf", None)
+            tree.leaf_of[loc] = tree.add("leaf", "leaf_root", "", "leaf", None)
             continue
-        parent = add(f"region={r}", f"region_{r}", "", "region", r)
-        level_path[("region", Location(r))] = parent
+        parent = tree.add(f"region={r}", f"region_{r}", "", "region", r)
+        tree.level_path[("region", Location(r))] = parent
         if z is not None:
-            parent = add(f"{parent}/zone={z}", f"zone_{z}", parent, "zone", z)
-            level_path[("zone", Location(r, z))] = parent
+            parent = tree.add(f"{parent}/zone={z}", f"zone_{z}", parent, "zone", z)
+            tree.level_path[("zone", Location(r, z))] = parent
         if g is not None:
-            leaf = add(f"{parent}/network_group={g}", f"ng_{z or r}.{g}", parent, "network_group", g)
-            level_path[("network_group", loc)] = leaf
+            leaf = tree.add(f"{parent}/network_group={g}", f"ng_{z or r}.{g}", parent, "network_group", g)
+            tree.level_path[("network_group", loc)] = leaf
         else:
-            leaf = add(f"{parent}/leaf", f"leaf_{z or r}", parent, "leaf", None)
-        leaf_of[loc] = leaf
-    if inventory.extra_nodes:
-        add("leaf", "leaf_root", "", "leaf", None)
+            leaf = tree.add(f"{parent}/leaf", f"leaf_{z or r}", parent, "leaf", None)
+        tree.leaf_of[loc] = leaf
+    if extra:
+        tree.add("leaf", "leaf_root", "", "leaf", None)
+    return tree
 
-    names = _finalize_names(candidates)
+
+def _switches(
+    tree: _Tree, names: Mapping[str, str], by_location: Mapping[Location, list[str]], extra: Sequence[str]
+) -> list[Switch]:
+    """The switch lines: leaves first, then zones, then regions (each by name), then the root."""
     children: dict[str, list[str]] = {}
-    for path, parent in parent_of.items():
+    for path, parent in tree.parent_of.items():
         children.setdefault(parent, []).append(names[path])
     leaf_nodes: dict[str, list[str]] = {}
     for loc, nodes in by_location.items():
-        leaf_nodes.setdefault(leaf_of[loc], []).extend(nodes)
-    if inventory.extra_nodes:
-        leaf_nodes.setdefault("leaf", []).extend(inventory.extra_nodes)
-
+        leaf_nodes.setdefault(tree.leaf_of[loc], []).extend(nodes)
+    if extra:
+        leaf_nodes.setdefault("leaf", []).extend(extra)
     order = {"leaf": 0, "network_group": 0, "zone": 1, "region": 2}
     switches = []
-    for path in sorted(candidates, key=lambda p: (order[kind_of[p][0]], natural_key(names[p]))):
-        kind, label = kind_of[path]
+    for path in sorted(tree.candidates, key=lambda p: (order[tree.kind_of[p][0]], natural_key(names[p]))):
+        kind, label = tree.kind_of[path]
         if path in leaf_nodes:
             members = tuple(sorted(leaf_nodes[path], key=natural_key))
             switches.append(Switch(names[path], kind, label, nodes=members))
         else:
             kids = tuple(sorted(children[path], key=natural_key))
             switches.append(Switch(names[path], kind, label, switches=kids))
-    if candidates:
+    if tree.candidates:
         switches.append(Switch(ROOT, "root", None, switches=tuple(sorted(children[""], key=natural_key))))
+    return switches
 
-    group_names: dict[str, dict[Location, str]] = {"region": {}, "zone": {}, "network_group": {}}
-    for (level, loc), path in level_path.items():
-        group_names[level][loc] = names[path]
+
+def _node_features(
+    inventory: Inventory, group_names: Mapping[str, Mapping[Location, str]]
+) -> dict[str, tuple[str, ...]]:
+    """Each node's location features (region, zone, network group); none for a degraded node."""
     feature_cache: dict[Location, tuple[str, ...]] = {}
     node_features: dict[str, tuple[str, ...]] = {}
     for node in inventory.nodes:
@@ -172,16 +211,7 @@ def build_topology(inventory: Inventory) -> Topology:
             )
             feature_cache[loc] = feats
         node_features[node.name] = () if node.degraded else feats
-    blocks = build_blocks(inventory)
-    degraded = {node.name for node in inventory.nodes if node.degraded}
-    nvl_features = {node: b.name for b in blocks for node in b.nodes if node not in degraded}
-    return Topology(
-        switches=tuple(switches),
-        node_features=MappingProxyType(node_features),
-        group_names=MappingProxyType({k: MappingProxyType(v) for k, v in group_names.items()}),
-        blocks=blocks,
-        nvl_features=MappingProxyType(nvl_features),
-    )
+    return node_features
 
 
 _NUMBERED = re.compile(r"^(.*?)(\d+)\Z")
