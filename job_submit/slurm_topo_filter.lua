@@ -1249,9 +1249,17 @@ local function lead_bracket(kept, lead, budget)
   for i = 1, #out do length = length + #out[i].f + 1 end
   local cut = false
   while #out > MAX_ALTERNATIVES or length > budget do
-    local k = #out
+    -- the last union goes first: a region bucket or a bare family value keeps the job off the plain tree
+    local n, k = #out, #out
+    for i = n, 2, -1 do
+      if string.sub(out[i].f, 1, 1) == "(" then
+        k = i
+        break
+      end
+    end
     length = length - #out[k].f - 1
-    out[k], out[-k] = nil, nil
+    for i = k, n - 1 do out[i], out[-i] = out[i + 1], out[-(i + 1)] end
+    out[n], out[-n] = nil, nil
     cut = true
   end
   return out, cut

@@ -337,13 +337,17 @@ def _lead(
     usable nodes to the union's first zone and rejects a job that zone cannot hold ("Requested node
     configuration is not available"; a plain first alternative leaves the check alone). So such a bracket
     starts with the largest zone — too small for the job, Slurm passes over it at once — and loses its last
-    alternatives when that breaks the limits. (kept, cut)."""
+    unions (then its last alternatives) when that breaks the limits. (kept, cut)."""
     if not kept or not kept[0][0].feature.startswith("(") or lead is None:
         return kept, False
     out = [lead, *kept]
     cut = False
     while len(out) > MAX_ALTERNATIVES or sum(len(g.feature) + 1 for g, _ in out) + 1 > budget:
-        out.pop()
+        # the last union goes first: a region bucket or a bare family value keeps the job off the plain tree
+        last = next(
+            (i for i in range(len(out) - 1, 0, -1) if out[i][0].feature.startswith("(")), len(out) - 1
+        )
+        out.pop(last)
         cut = True
     return out, cut
 
