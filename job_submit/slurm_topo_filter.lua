@@ -778,8 +778,13 @@ local function level_groups(data, partitions, level)
 end
 
 local function family_values(data, partitions)
-  -- the bare family values, largest first (with families only); several partitions: merged
-  if #partitions == 1 then return data.partitions[partitions[1]].values end
+  -- the bare family values, largest first (with families only; nil when there are none, as Python's empty
+  -- tuple); several partitions: merged
+  if #partitions == 1 then
+    local values = data.partitions[partitions[1]].values
+    if values ~= nil and #values == 0 then return nil end
+    return values
+  end
   local merged, list, any = {}, {}, false
   for _, p in ipairs(partitions) do
     for _, g in ipairs(data.partitions[p].values or {}) do

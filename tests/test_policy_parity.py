@@ -249,3 +249,24 @@ def test_a_bracket_led_by_its_largest_zone_drops_unions_not_values(tmp_path) -> 
             led += 1
             assert values <= set(alternatives), prefer
     assert led >= 1, led
+
+
+def test_parity_with_families_declared_and_no_value_on_any_node(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Families declared but no node has a value: no bare values, so prefer tries an NVLink domain first as
+    without families, alike in Python and Lua."""
+    rows = [
+        f"  - {{name: n{i:02d}, region: r{i // 6}, zone: r{i // 6}-{'ab'[i // 3 % 2]}, "
+        f"nvlink_domain: nvl{i // 3}, features: [x]}}\n"
+        for i in range(12)
+    ]
+    inv = merge([parse_inventory("nodes:\n" + "".join(rows) + "policy: {families: {torch: 'torch-*'}}\n")])
+    path = tmp_path / "data.lua"
+    path.write_text(render_all(inv, (24, 11))["slurm_topo_data.lua"])
+    data = make_context(inv, (24, 11)).policy
+    lua = LuaFilter()
+    lua_data = lua.load_data(path)
+    for nodes in (2, 3, 4, 6):
+        desc = job("prefer", min_nodes=nodes)
+        expected = decide(data, JobRequest.from_job_desc(desc)).as_dict()
+        assert lua.decide(lua_data, desc) == expected, desc
+    assert "nvl_" in str(decide(data, JobRequest(locality="prefer", min_nodes=2)).prefer)
