@@ -1268,7 +1268,8 @@ def health_sync(records_dir: str, max_age: float, dry_run: bool, as_json: bool) 
     "--load-aware/--plain-budget",
     default=True,
     show_default=True,
-    help="Multiply budgets by 1/(1-busy share of the nodes) (docs/relax.md).",
+    help="Multiply budgets by 1/(1-busy share)^2, and hold them while the queue asks for every node "
+    "(docs/relax.md).",
 )
 @click.option(
     "--estimates",

@@ -29,18 +29,18 @@ from dataclasses import dataclass
 
 from .access import SlurmAccess
 from .access import argv as slurm_argv
-from .access.text import parse_nodes
+from .access.text import NULL, parse_nodes
 from .capacity import NodeState
 from .cost import DEFAULT_TABLE, LinkTable
 from .errors import CommandError, InputError
 from .model import Inventory
+from .policy.vocab import RECORD_PREFIX
+from .relax import auto_lines
 from .runner import Runner
 
-RECORD_PREFIX = "slurm-topo: "
 LEVEL_PREFIXES = (("network group", "ng_"), ("zone", "zone_"), ("region", "region_"))
 # scontrol's keys start upper-case (JobId=, AdminComment=, AllocNode:Sid=, CPUs/Task=, ReqB:S:C:T=); a value
 # may hold spaces (AdminComment, Comment), so a line is split only before " Key=".
-NULL = "(null)"
 
 
 def filter_record(admin_comment: str | None) -> str | None:
@@ -254,8 +254,6 @@ def _val(kv: Mapping[str, str], key: str) -> str | None:
 
 def explain_record(job: Mapping[str, str], node_features: Mapping[str, Sequence[str]] | None) -> Explanation:
     """Pure: the parsed job line (and its nodes' features, when it has nodes) -> an Explanation."""
-    from .relax import auto_lines  # relax reads scontrol lines with this module's parser
-
     record = filter_record(job.get("AdminComment"))
     comment = _val(job, "Comment")
     locality, source = None, ""

@@ -41,7 +41,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .access import SlurmAccess
-from .access.text import busy_share, busy_share_of, features_of
+from .access.text import NULL, busy_share, busy_share_of, features_of, usable_nodes
 from .cost.budget import (
     Budget,
     auto_budget,
@@ -51,7 +51,6 @@ from .cost.budget import (
     unit_budgets,
 )
 from .errors import CommandError, OutputError, ParseError
-from .explain import NULL
 from .policy.vocab import AUTO_LEVELS as LEVELS
 from .policy.vocab import BUDGET_PREFIX, RELAX_PREFIX
 from .runner import Runner
@@ -112,15 +111,44 @@ def next_level(level: str) -> str | None:
 
 
 MAX_BUSY = 0.99
-"""The busy share at which :func:`load_factor` stops growing (×100)."""
+"""The busy share at which :func:`load_factor` stops growing (×10 000)."""
 
 
 def load_factor(busy: float) -> float:
-    """1 / (1 − ρ), ρ the share of the partition's nodes in use (capped at :data:`MAX_BUSY`): a job that runs
-    slower keeps its nodes R · Δs longer, and on a busy cluster everyone behind it waits for them; queueing's
-    mean-response factor prices that in. 1 on an idle cluster."""
+    """1 / (1 − ρ)², ρ the share of the partition's nodes in use (capped at :data:`MAX_BUSY`): a job that runs
+    slower keeps its nodes R · Δs longer, and on a busy cluster everyone behind it waits for them. In a queue
+    whose mean number of jobs is ρ / (1 − ρ), a unit more work delays the others by its derivative,
+    1 / (1 − ρ)²: the marginal cost, not queueing's mean-response factor 1 / (1 − ρ), which the wait-policy
+    benchmark showed too eager at 90 % load (benchmarks/results/wait_policy.md). 1 on an idle cluster."""
     rho = min(max(busy, 0.0), MAX_BUSY)
-    return 1.0 / (1.0 - rho)
+    return 1.0 / (1.0 - rho) ** 2
+
+
+WAITING_FOR_NODES = ("None", "Priority", "Resources", "")
+"""The pending reasons of a job that would start on free nodes (not one held, waiting for a dependency, a
+begin time, a limit or a down partition): what :func:`queued_nodes` counts."""
+
+
+def queued_nodes(jobs: Sequence[Mapping[str, str]]) -> int:
+    """The nodes the pending jobs waiting for nodes ask for (:data:`WAITING_FOR_NODES`; each job's minimum,
+    ``NumNodes=2-4`` -> 2; a job whose count cannot be read counts as one node). A pending job array's
+    record counts once, whatever its number of tasks."""
+    total = 0
+    for job in jobs:
+        if job.get("JobState") != "PENDING" or job.get("Reason", "") not in WAITING_FOR_NODES:
+            continue
+        if job.get("Priority") == "0":
+            continue
+        head = job.get("NumNodes", "").split("-", 1)[0]
+        total += int(head) if head.isdigit() and 0 < len(head) < 8 else 1
+    return total
+
+
+def pass_load(busy: float, queued: int, usable: int) -> float:
+    """The load a pass prices budgets at: ``busy``, or :data:`MAX_BUSY` when the pending jobs ask for at
+    least every usable node (overloaded: each node freed is taken at once, so a slower placement only adds
+    work to the queue; the benchmark's guard at load 1.2)."""
+    return MAX_BUSY if usable > 0 and queued >= usable else busy
 
 
 def due(budget: Budget, level: str, waited_s: float, busy: float | None = None) -> str | None:
@@ -256,6 +284,11 @@ class Pass:
     auto: int = 0
     seconds: float = 0.0
     busy: float | None = None
+    """The share of usable nodes in use; None with ``--plain-budget``."""
+    priced: float | None = None
+    """The load the budgets were priced at (:func:`pass_load`: the busy share, or the cap when overloaded)."""
+    queued: int | None = None
+    """The nodes the pending jobs asked for (:func:`queued_nodes`; the load-aware timer only)."""
     errors: list[str] = field(default_factory=list)
     """One line per job skipped because it could not be read safely or its record does not parse."""
     backend: str = ""
@@ -270,6 +303,8 @@ class Pass:
             "relaxed": sum(1 for d in self.decisions if d.action == "relax"),
             "seconds": round(self.seconds, 4),
             "busy": None if self.busy is None else round(self.busy, 4),
+            "priced_load": None if self.priced is None else round(self.priced, 4),
+            "queued_nodes": self.queued,
             "decisions": [d.as_dict() for d in self.decisions],
         }
 
@@ -527,11 +562,16 @@ def run_pass(
     now = time.time() if now is None else now
     slurm = access or SlurmAccess(runner)
     node_recs = slurm.nodes(timeout=60)
-    busy = busy_share_of(node_recs) if load_aware else None
     listing = slurm.jobs(timeout=60, detail=lambda comment: BUDGET_PREFIX in comment)
+    measured = busy = queued = None
+    if load_aware:
+        queued = queued_nodes(listing.jobs)
+        measured = busy_share_of(node_recs)
+        busy = pass_load(measured, queued, usable_nodes(node_recs))
     result = plan_pass(listing.jobs, now, busy)
     result.errors[:0] = [f"job {jid}: skipped, {why}" for jid, why in listing.refused]
-    result.busy, result.backend = busy, listing.backend
+    result.busy, result.priced, result.queued = measured, busy, queued
+    result.backend = listing.backend
     due_jobs = [d for d in result.decisions if d.action == "relax"]
     want_nodes = due_jobs or (estimates > 0 and result.decisions)
     nodes = features_of(node_recs) if want_nodes else {}
@@ -654,8 +694,11 @@ def log_lines(p: Pass, dry_run: bool) -> list[str]:
         f"{sum(1 for d in p.decisions if d.action == 'relax')} relaxed, {p.seconds:.3f}s"
         + (
             ""
-            if p.busy is None
-            else f", {p.busy * 100:.0f} % of nodes busy (budgets × {load_factor(p.busy):.2f})"
+            if p.busy is None or p.priced is None
+            else f", {p.busy * 100:.0f} % of nodes busy"
+            + (f", {p.queued} nodes queued" if p.queued is not None else "")
+            + (", overloaded" if p.priced != p.busy else "")
+            + f" (budgets × {load_factor(p.priced):.2f})"
         )
     )
     return lines
@@ -676,6 +719,9 @@ __all__ = [
     "auto_lines",
     "budget_record",
     "busy_share",
+    "pass_load",
+    "queued_nodes",
+    "WAITING_FOR_NODES",
     "load_factor",
     "current_level",
     "due",

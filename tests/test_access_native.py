@@ -132,7 +132,7 @@ class FakeJobs:
         return len(self.rows)
 
 
-def test_a_detail_hint_reads_three_fields_of_the_other_jobs() -> None:
+def test_a_detail_hint_reads_only_what_the_other_jobs_queue() -> None:
     from types import SimpleNamespace
 
     rows = attrs()
@@ -140,6 +140,13 @@ def test_a_detail_hint_reads_three_fields_of_the_other_jobs() -> None:
     pyslurm = SimpleNamespace(Jobs=SimpleNamespace(load=lambda: FakeJobs(rows)))
     listing = native.load_jobs(pyslurm, detail=lambda c: "slurm-topo-auto:" in c)
     by_id = {j["JobId"]: j for j in listing.jobs}
-    assert by_id["1"] == {"JobId": "1", "JobState": "PENDING", "AdminComment": ""}
+    full = native.job_record(rows[0])
+    assert by_id["1"] == {
+        "JobId": "1",
+        "JobState": "PENDING",
+        "AdminComment": "",
+        "NumNodes": full["NumNodes"].split("-")[0],
+        "Reason": full["Reason"],
+    }
     assert by_id["2"] == native.job_record(rows[1]) and by_id["2"]["NumNodes"] == "2-2"
     assert listing.listed == 3

@@ -15,6 +15,7 @@ from slurm_topo.errors import CommandError, InputError
 from slurm_topo.explain import explain_record
 from slurm_topo.model import Location, Node
 from slurm_topo.relax import (
+    MAX_BUSY,
     alternatives,
     auto_budget,
     auto_lines,
@@ -28,7 +29,9 @@ from slurm_topo.relax import (
     log_lines,
     parse_budget,
     parse_test_only,
+    pass_load,
     plan_pass,
+    queued_nodes,
     relax_record,
     relaxations,
     run_pass,
@@ -245,18 +248,38 @@ def test_unit_budgets_give_the_filter_the_same_record() -> None:
 def test_load_aware_timer_stretches_budgets_on_a_busy_cluster() -> None:
     b = parse_budget("slurm-topo-auto: zone limit=3600s region=300s any=1800s")
     assert b is not None
-    assert load_factor(0.0) == 1.0 and load_factor(0.5) == 2.0 and load_factor(1.0) == pytest.approx(100.0)
+    assert load_factor(0.0) == 1.0 and load_factor(0.5) == 4.0 and load_factor(0.9) == pytest.approx(100.0)
+    assert load_factor(1.0) == pytest.approx(10_000.0)  # capped at MAX_BUSY
     assert due(b, "zone", 301) == "region"
     assert due(b, "zone", 301, busy=0.0) == "region"
-    assert due(b, "zone", 599, busy=0.5) is None and due(b, "zone", 601, busy=0.5) == "region"
-    d = judge(_job(), T0 + 700, busy=0.5)
-    assert d is not None and (d.action, d.factor) == ("relax", 2.0)
-    assert " budget=300s load=x2.00 at=" in relax_record(d, T0 + 700)
-    job = _job(AdminComment=_job()["AdminComment"] + "; " + relax_record(d, T0 + 700))
-    assert auto_lines(job, T0 + 800)[1].startswith(
-        "relaxed zone -> region after 700 s (budget 300 s × load 2.00)"
+    assert due(b, "zone", 1199, busy=0.5) is None and due(b, "zone", 1201, busy=0.5) == "region"
+    d = judge(_job(), T0 + 1300, busy=0.5)
+    assert d is not None and (d.action, d.factor) == ("relax", 4.0)
+    assert " budget=300s load=x4.00 at=" in relax_record(d, T0 + 1300)
+    job = _job(AdminComment=_job()["AdminComment"] + "; " + relax_record(d, T0 + 1300))
+    assert auto_lines(job, T0 + 1400)[1].startswith(
+        "relaxed zone -> region after 1300 s (budget 300 s × load 4.00)"
     )
-    assert judge(_job(), T0 + 500, busy=0.5).action == "skip"  # type: ignore[union-attr]
+    assert judge(_job(), T0 + 1100, busy=0.5).action == "skip"  # type: ignore[union-attr]
+
+
+def test_an_overloaded_queue_holds_every_budget() -> None:
+    jobs = [
+        {"JobId": "1", "JobState": "PENDING", "NumNodes": "2-4", "Reason": "Resources"},
+        {"JobId": "2", "JobState": "PENDING", "NumNodes": "3", "Reason": "Priority"},
+        {"JobId": "3", "JobState": "PENDING", "NumNodes": "8", "Reason": "JobHeldUser"},  # held: no demand
+        {"JobId": "4", "JobState": "RUNNING", "NumNodes": "8"},
+        {"JobId": "5", "JobState": "PENDING", "NumNodes": ""},  # unreadable count: one node
+        {"JobId": "6", "JobState": "PENDING", "NumNodes": "9", "Reason": "Dependency"},  # not for nodes
+        {"JobId": "7", "JobState": "PENDING", "NumNodes": "9", "Reason": "BeginTime"},
+        {"JobId": "8", "JobState": "PENDING", "NumNodes": "9", "Reason": "Priority", "Priority": "0"},
+    ]
+    assert queued_nodes(jobs) == 2 + 3 + 1
+    assert pass_load(0.5, 6, 7) == 0.5  # less queued than the usable nodes: the busy share
+    assert pass_load(0.5, 7, 7) == MAX_BUSY  # the queue asks for every node: hold
+    assert pass_load(0.0, 3, 0) == 0.0  # no usable node: nothing to price
+    b = parse_budget("slurm-topo-auto: zone limit=3600s region=300s any=1800s")
+    assert b is not None and due(b, "zone", 3000, pass_load(0.5, 7, 7)) is None
 
 
 def test_busy_share_counts_usable_nodes() -> None:

@@ -271,8 +271,9 @@ def load_jobs(
     pyslurm: Any, job: str | None = None, detail: Callable[[str], bool] | None = None
 ) -> JobListing:
     """Every job (or only ``job``). ``detail``: given a job's AdminComment, whether the caller needs its whole
-    record; the others carry only ``JobId``, ``JobState`` and ``AdminComment`` (three attributes read, not
-    thirty: a relax pass needs the rest only of its auto jobs)."""
+    record; the others carry only ``JobId``, ``JobState`` and ``AdminComment``, and when pending ``NumNodes``
+    and ``Reason`` (three to five attributes read, not thirty: a relax pass needs the rest only of its auto
+    jobs, and of the others what they queue)."""
     jobs = _rpc("Jobs.load", lambda: pyslurm.Jobs.load())
     if detail is None or job is not None:
         return listing_from_attrs([_attrs(j) for j in jobs.values()], job)
@@ -283,7 +284,12 @@ def load_jobs(
         if detail(comment):
             rows.append(_attrs(j))
         else:
-            out.jobs.append({"JobId": str(j.id), "JobState": _text(j.state), "AdminComment": comment})
+            light = {"JobId": str(j.id), "JobState": _text(j.state), "AdminComment": comment}
+            if light["JobState"] == "PENDING":
+                n = _int(j.num_nodes)
+                light["NumNodes"] = "" if n is None else str(n)
+                light["Reason"] = _text(j.state_reason) or "None"
+            out.jobs.append(light)
     full = listing_from_attrs(rows)
     out.jobs.extend(full.jobs)
     out.refused.extend(full.refused)

@@ -108,9 +108,9 @@ def block(s: slurmctl.Slurm, *nodes: str) -> list[str]:
 def test_pending_auto_job_is_widened_after_its_budget_and_starts(
     cluster: slurmctl.Cluster, slurm: slurmctl.Slurm
 ) -> None:
-    """Half the nodes busy: the load-aware timer doubles the 6 s budget; the job is widened after 12 s. The
-    relaxer judges the wait at a given time (``--now``: the job's own SubmitTime plus 7 s, then 13 s), so how
-    fast this host runs changes nothing."""
+    """Half the nodes busy: the load-aware timer multiplies the 6 s budget by 1/(1 − 0.5)² = 4; the job is
+    widened after 24 s. The relaxer judges the wait at a given time (``--now``: the job's own SubmitTime plus
+    7 s, 23 s, then 25 s), so how fast this host runs changes nothing."""
     block(slurm, "a2", "a4", "b1")  # each zone of r1 has one free node; the job needs two in one zone
     job = slurm.submit("--exclusive", "-N2", "--constraint=[zone_z1|zone_z2]", "--wrap", "sleep 300")
     record = "slurm-topo-auto: zone limit=600s region=6s any=3600s"
@@ -123,11 +123,13 @@ def test_pending_auto_job_is_widened_after_its_budget_and_starts(
     assert "would relax" not in early.stdout, early.stdout  # not yet past 6 s
     first = relax(cluster, "--json", now=submitted + 7)
     assert first.returncode == 0, first.stderr
-    assert '"busy": 0.5' in first.stdout, first.stdout
-    assert job_of(slurm, job)["Features"] == "[zone_z1|zone_z2]"  # not past 6 s × 2
+    assert '"busy": 0.5' in first.stdout and '"queued_nodes": 2' in first.stdout, first.stdout
+    assert '"priced_load": 0.5' in first.stdout, first.stdout
+    assert job_of(slurm, job)["Features"] == "[zone_z1|zone_z2]"  # not past 6 s × 4
     assert relaxations(job_of(slurm, job)["AdminComment"]) == []
+    assert "would relax" not in relax(cluster, "--dry-run", now=submitted + 23).stdout
 
-    p = relax(cluster, now=submitted + 13)
+    p = relax(cluster, now=submitted + 25)
     assert p.returncode == 0, p.stderr
     assert f"job {job}: relaxed zone -> region" in p.stdout, p.stdout
     slurm.wait_state(job, "RUNNING")
@@ -136,12 +138,12 @@ def test_pending_auto_job_is_widened_after_its_budget_and_starts(
     assert set(slurm.allocation_of(job).nodes) == {"a1", "a3"}  # the free nodes of r1, across its zones
     comment = info["AdminComment"]
     assert comment.startswith(record + "; slurm-topo-relax: zone->region waited=")
-    assert " budget=6s load=x2.00 at=" in comment
+    assert " budget=6s load=x4.00 at=" in comment
     assert relaxations(comment) == [("zone", "region")]
     assert parse_budget(comment) == parse_budget(record)
     shown = explain_job(job, ClusterRunner(cluster.env))
     assert "  auto:     zone:auto, now region; budget region 6 s, any 3600 s (limit 600 s)" in shown, shown
-    assert "            relaxed zone -> region after " in shown and "(budget 6 s × load 2.00)" in shown, shown
+    assert "            relaxed zone -> region after " in shown and "(budget 6 s × load 4.00)" in shown, shown
 
     # running now: later passes leave it alone
     again = relax(cluster)
@@ -225,7 +227,7 @@ def test_dry_run_changes_nothing_and_a_restarted_controller_keeps_the_trail(
     assert relax(cluster).returncode == 0
     slurmctl.restart_ctld(cluster.base)
     # state read back from the job: region -> any, one more level (the plain budget: with 5 of 6 nodes busy
-    # the load factor of 6 would make this step wait for the restart's own speed)
+    # the load factor of 36 would make this step wait for the restart's own speed)
     assert relax(cluster, "--plain-budget").returncode == 0
     info = job_of(slurm, job)
     assert relaxations(info["AdminComment"]) == [("zone", "region"), ("region", "any")], info
