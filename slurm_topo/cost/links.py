@@ -280,39 +280,54 @@ def parse_links(mapping: object, *, source: str = "links", base: LinkTable | Non
         if key == MEASURED_KEY:
             measured = parse_measured(raw, source)
             continue
-        if not isinstance(key, str):
-            raise InputError(f"{source}: level {show_value(key)} must be a string")
-        level = _ALIASES.get(key, key)
-        if level not in DEFAULT_LINKS:
-            raise InputError(
-                f"{source}.{key[:40]}: unknown level (known: {', '.join(LINK_LEVELS)}; and {RAILS_KEY}, "
-                f"{PROFILE_KEY}, {MEASURED_KEY})"
-            )
-        if level in seen:
-            raise InputError(f"{source}.{key[:40]}: the same level as {seen[level]!r}")
-        seen[level] = key
-        where = f"{source}.{key}"
-        if not isinstance(raw, Mapping):
-            raise InputError(
-                f"{where}: must be a mapping {{bandwidth: GB/s, latency_us: µs}}, not {show_value(raw)}"
-            )
-        unknown = sorted(str(k) for k in raw if k not in LINK_KEYS)
-        if unknown:
-            raise InputError(f"{where}: unknown key {unknown[0][:40]!r} (known: bandwidth, latency_us)")
-        if not raw:
-            raise InputError(f"{where}: give bandwidth (GB/s per GPU, one direction) and/or latency_us")
-        old = table[level]
-        bandwidth = (
-            _number(f"{where}.bandwidth", raw["bandwidth"], positive=True)
-            if "bandwidth" in raw
-            else old.bandwidth
+        level = _level_of(key, source, seen)
+        table[level] = _link(f"{source}.{key}", raw, table[level])
+    _check_monotone(table, source)
+    return LinkTable(MappingProxyType(table), rails, measured)
+
+
+def _level_of(key: object, source: str, seen: dict[str, str]) -> str:
+    """A ``links:`` key -> its level (aliases read), refusing an unknown level or one given twice."""
+    if not isinstance(key, str):
+        raise InputError(f"{source}: level {show_value(key)} must be a string")
+    level = _ALIASES.get(key, key)
+    if level not in DEFAULT_LINKS:
+        raise InputError(
+            f"{source}.{key[:40]}: unknown level (known: {', '.join(LINK_LEVELS)}; and {RAILS_KEY}, "
+            f"{PROFILE_KEY}, {MEASURED_KEY})"
         )
-        latency = (
-            _number(f"{where}.latency_us", raw["latency_us"], positive=False)
-            if "latency_us" in raw
-            else old.latency_us
+    if level in seen:
+        raise InputError(f"{source}.{key[:40]}: the same level as {seen[level]!r}")
+    seen[level] = key
+    return level
+
+
+def _link(where: str, raw: object, old: Link) -> Link:
+    """One level's ``{bandwidth, latency_us}`` over its ``old`` figures (a key left out keeps them)."""
+    if not isinstance(raw, Mapping):
+        raise InputError(
+            f"{where}: must be a mapping {{bandwidth: GB/s, latency_us: µs}}, not {show_value(raw)}"
         )
-        table[level] = Link(bandwidth, latency)
+    unknown = sorted(str(k) for k in raw if k not in LINK_KEYS)
+    if unknown:
+        raise InputError(f"{where}: unknown key {unknown[0][:40]!r} (known: bandwidth, latency_us)")
+    if not raw:
+        raise InputError(f"{where}: give bandwidth (GB/s per GPU, one direction) and/or latency_us")
+    bandwidth = (
+        _number(f"{where}.bandwidth", raw["bandwidth"], positive=True)
+        if "bandwidth" in raw
+        else old.bandwidth
+    )
+    latency = (
+        _number(f"{where}.latency_us", raw["latency_us"], positive=False)
+        if "latency_us" in raw
+        else old.latency_us
+    )
+    return Link(bandwidth, latency)
+
+
+def _check_monotone(table: Mapping[str, Link], source: str) -> None:
+    """The network levels must not get faster (bandwidth) or nearer (latency) going out."""
     for inner, outer in zip(NETWORK_LEVELS, NETWORK_LEVELS[1:], strict=False):
         a, b = table[inner], table[outer]
         if a.bandwidth < b.bandwidth:
@@ -325,4 +340,3 @@ def parse_links(mapping: object, *, source: str = "links", base: LinkTable | Non
                 f"{source}: {outer} latency_us ({b.latency_us:g}) is below {inner} ({a.latency_us:g}); "
                 "a level further out must not be nearer"
             )
-    return LinkTable(MappingProxyType(table), rails, measured)
