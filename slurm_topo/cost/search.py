@@ -127,21 +127,7 @@ def best_nodes(
     fleet has fewer."""
     if count < 1:
         return None
-    cache: dict[int, tuple[int, ...]] = {}
-    seen: dict[int, float] = {}
-    by_topo: dict[int, float] = {}  # id(link table) -> quality: computed once per hardware model
-    buckets: dict[float, list[Node]] = {}
-    for n in pool if pool is not None else fabric.nodes.values():
-        if (n.gpus or 0) < gpus or (gpu_type is not None and n.gpu_type != gpu_type):
-            continue
-        if eligible is not None and not eligible(n):
-            continue
-        q = by_topo.get(id(n.gpu_topology))
-        if q is None:
-            q = by_topo[id(n.gpu_topology)] = intra_quality(n, gpus, cache, seen)
-        buckets.setdefault(q, []).append(n)
-    # best intra-node links first; the fleet's own order (by name) within a quality
-    nodes = [n for q in sorted(buckets, reverse=True) for n in buckets[q]]
+    nodes, by_topo = _candidates(fabric, gpus, eligible, gpu_type, pool)
     if len(nodes) < count:
         return None
 
@@ -174,3 +160,28 @@ def best_nodes(
         chosen = _fill(members, count, below, domains)
         return Found(level if count > 1 else "node", key, tuple(n.name for n in chosen))
     return None
+
+
+def _candidates(
+    fabric: Fabric,
+    gpus: int,
+    eligible: Callable[[Node], bool] | None,
+    gpu_type: str | None,
+    pool: Iterable[Node] | None,
+) -> tuple[list[Node], dict[int, float]]:
+    """The nodes that qualify, best intra-node links first (the fleet's own order within a quality), and
+    each hardware model's quality (computed once per link table)."""
+    cache: dict[int, tuple[int, ...]] = {}
+    seen: dict[int, float] = {}
+    by_topo: dict[int, float] = {}  # id(link table) -> quality: computed once per hardware model
+    buckets: dict[float, list[Node]] = {}
+    for n in pool if pool is not None else fabric.nodes.values():
+        if (n.gpus or 0) < gpus or (gpu_type is not None and n.gpu_type != gpu_type):
+            continue
+        if eligible is not None and not eligible(n):
+            continue
+        q = by_topo.get(id(n.gpu_topology))
+        if q is None:
+            q = by_topo[id(n.gpu_topology)] = intra_quality(n, gpus, cache, seen)
+        buckets.setdefault(q, []).append(n)
+    return [n for q in sorted(buckets, reverse=True) for n in buckets[q]], by_topo
