@@ -319,72 +319,83 @@ def lint_blocks(
     """Problems of block topologies: none at all, an empty one, bad ``BlockSizes``, blocks Slurm refuses
     (empty or short before 25.05), a node in two blocks, and — given the previous file — blocks whose position
     changed (aggregated blocks are consecutive base blocks, so a moved block changes which jobs fit where)."""
-    from .render.topology_block import SHORT_BLOCKS_SINCE, block_sizes_problem
-    from .topology import Block
-
     if not topologies:
         return [Problem("empty", "no block topology: no BlockName= lines and no block: topology")]
     problems: list[Problem] = []
     version = slurm_version or (99, 0)
     for topo in topologies:
-        where = f"topology {topo.name}: " if topo.name != "default" else ""
-        filled = [b for b in topo.blocks if b.nodes]
-        if not filled:
-            problems.append(
-                Problem(
-                    "empty-block-topology",
-                    f"{where}no block has nodes (slurmctld stops on an empty block topology; 25.11 "
-                    "crash-looped on an empty one named by a partition)",
-                    topo.lineno,
-                )
-            )
-            continue
-        for name, n in Counter(b.name for b in topo.blocks).items():
-            if n > 1:
-                problems.append(Problem("duplicate-block", f"{where}block {name} is defined {n} times"))
-        seen: dict[str, str] = {}
-        for b in topo.blocks:
-            if not _NAME_RE.match(b.name):
-                problems.append(
-                    Problem("bad-name", f"{where}block name {b.name!r} is not a Slurm name", b.lineno)
-                )
-            for node in b.nodes:
-                if node in seen and seen[node] != b.name:
-                    problems.append(
-                        Problem(
-                            "node-in-two-blocks",
-                            f"{where}node {node} is in {seen[node]} and {b.name}",
-                            b.lineno,
-                        )
-                    )
-                seen.setdefault(node, b.name)
-            if version < SHORT_BLOCKS_SINCE and not b.nodes:
-                problems.append(
-                    Problem(
-                        "empty-block",
-                        f"{where}block {b.name} has no nodes (fatal before Slurm 25.05)",
-                        b.lineno,
-                    )
-                )
-        sizes = topo.sizes
-        if sizes is not None:
-            as_blocks = tuple(Block(b.name, b.name, b.nodes) for b in topo.blocks)
-            if version < SHORT_BLOCKS_SINCE:
-                as_blocks = tuple(b for b in as_blocks if b.nodes)
-            problem = block_sizes_problem(sizes, as_blocks, version)
-            if problem is not None:
-                problems.append(
-                    Problem("bad-block-sizes", f"{where}BlockSizes={','.join(map(str, sizes))}: {problem}")
-                )
-        if known_nodes is not None:
-            known = set(known_nodes)
-            problems += [
-                Problem("unknown-node", f"{where}node {node} is not a node Slurm knows")
-                for node in sorted(set(seen) - known)
-            ]
+        problems += _topology_problems(topo, version, known_nodes)
     if previous is not None:
         problems += _moved_blocks(topologies, previous)
     return problems
+
+
+def _topology_problems(
+    topo: BlockTopology, version: tuple[int, int], known_nodes: Iterable[str] | None
+) -> list[Problem]:
+    """One block topology's problems: no block with nodes, names, nodes in two blocks, empty blocks before
+    25.05, ``BlockSizes``, nodes Slurm does not know."""
+    from .render.topology_block import SHORT_BLOCKS_SINCE
+
+    where = f"topology {topo.name}: " if topo.name != "default" else ""
+    if not any(b.nodes for b in topo.blocks):
+        return [
+            Problem(
+                "empty-block-topology",
+                f"{where}no block has nodes (slurmctld stops on an empty block topology; 25.11 "
+                "crash-looped on an empty one named by a partition)",
+                topo.lineno,
+            )
+        ]
+    problems: list[Problem] = []
+    for name, n in Counter(b.name for b in topo.blocks).items():
+        if n > 1:
+            problems.append(Problem("duplicate-block", f"{where}block {name} is defined {n} times"))
+    seen: dict[str, str] = {}
+    for b in topo.blocks:
+        if not _NAME_RE.match(b.name):
+            problems.append(
+                Problem("bad-name", f"{where}block name {b.name!r} is not a Slurm name", b.lineno)
+            )
+        for node in b.nodes:
+            if node in seen and seen[node] != b.name:
+                problems.append(
+                    Problem(
+                        "node-in-two-blocks", f"{where}node {node} is in {seen[node]} and {b.name}", b.lineno
+                    )
+                )
+            seen.setdefault(node, b.name)
+        if version < SHORT_BLOCKS_SINCE and not b.nodes:
+            problems.append(
+                Problem(
+                    "empty-block", f"{where}block {b.name} has no nodes (fatal before Slurm 25.05)", b.lineno
+                )
+            )
+    problems += _sizes_problems(topo, version, where)
+    if known_nodes is not None:
+        known = set(known_nodes)
+        problems += [
+            Problem("unknown-node", f"{where}node {node} is not a node Slurm knows")
+            for node in sorted(set(seen) - known)
+        ]
+    return problems
+
+
+def _sizes_problems(topo: BlockTopology, version: tuple[int, int], where: str) -> list[Problem]:
+    """``BlockSizes`` that this release refuses for these blocks (empty ones left out before 25.05)."""
+    from .render.topology_block import SHORT_BLOCKS_SINCE, block_sizes_problem
+    from .topology import Block
+
+    sizes = topo.sizes
+    if sizes is None:
+        return []
+    as_blocks = tuple(Block(b.name, b.name, b.nodes) for b in topo.blocks)
+    if version < SHORT_BLOCKS_SINCE:
+        as_blocks = tuple(b for b in as_blocks if b.nodes)
+    problem = block_sizes_problem(sizes, as_blocks, version)
+    if problem is None:
+        return []
+    return [Problem("bad-block-sizes", f"{where}BlockSizes={','.join(map(str, sizes))}: {problem}")]
 
 
 def _moved_blocks(topologies: list[BlockTopology], previous: list[BlockTopology]) -> list[Problem]:
