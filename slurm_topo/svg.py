@@ -177,37 +177,64 @@ def render_svg(
     body: list[str] = []
     y = MARGIN + 56
     for region in _sorted(list(tree)):
-        zones = tree[region]
-        r_nodes = [n for gs in zones.values() for g in gs.values() for n in g.nodes]
-        header = f"region {region}: {counted(len(r_nodes), 'node')}, {counted(len(zones), 'zone')}" + _room(
-            r_nodes, states
+        y = _region(body, y, region, tree[region], states, by_zone)
+    head = _legend(inventory, title, tree, states, n_groups, n_zones, by_zone)
+    height = y + MARGIN
+    return (
+        "<?xml version='1.0' encoding='UTF-8'?>\n"
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{height}' "
+        f"viewBox='0 0 {WIDTH} {height}' role='img' aria-label={quoteattr(title)}>\n"
+        f"<rect width='{WIDTH}' height='{height}' fill='#f8f9fa'/>\n" + "\n".join(head + body) + "\n</svg>\n"
+    )
+
+
+def _region(
+    body: list[str],
+    y: int,
+    region: str,
+    zones: Mapping[str, Mapping[str, _Group]],
+    states: Mapping[str, NodeState] | None,
+    by_zone: bool,
+) -> int:
+    """One region: its header, then a card per zone (``by_zone``) or per network group under each zone."""
+    r_nodes = [n for gs in zones.values() for g in gs.values() for n in g.nodes]
+    header = f"region {region}: {counted(len(r_nodes), 'node')}, {counted(len(zones), 'zone')}" + _room(
+        r_nodes, states
+    )
+    body.append(
+        f"<text x='{MARGIN}' y='{y + 14}' font-size='15' font-weight='bold' {FONT}>{escape(header)}</text>"
+    )
+    y += 24
+    if by_zone:
+        cards = [(z, [n for g in zones[z].values() for n in g.nodes]) for z in _sorted(list(zones))]
+        return _row_of_cards(body, y, cards, states, MARGIN + 10) + 8
+    for zone in _sorted(list(zones)):
+        groups = zones[zone]
+        z_list = [n for g in groups.values() for n in g.nodes]
+        label = (
+            f"zone {zone}: {counted(len(z_list), 'node')}, {counted(len(groups), 'network group')}"
+            + _room(z_list, states)
         )
         body.append(
-            f"<text x='{MARGIN}' y='{y + 14}' font-size='15' font-weight='bold' {FONT}>"
-            f"{escape(header)}</text>"
+            f"<text x='{MARGIN + 10}' y='{y + 12}' font-size='12' fill='#343a40' {FONT}>"
+            f"{escape(label)}</text>"
         )
-        y += 24
-        if by_zone:
-            cards = [(z, [n for g in zones[z].values() for n in g.nodes]) for z in _sorted(list(zones))]
-            y = _row_of_cards(body, y, cards, states, MARGIN + 10)
-            y += 8
-            continue
-        for zone in _sorted(list(zones)):
-            groups = zones[zone]
-            z_list = [n for g in groups.values() for n in g.nodes]
-            label = (
-                f"zone {zone}: {counted(len(z_list), 'node')}, {counted(len(groups), 'network group')}"
-                + _room(z_list, states)
-            )
-            body.append(
-                f"<text x='{MARGIN + 10}' y='{y + 12}' font-size='12' fill='#343a40' {FONT}>"
-                f"{escape(label)}</text>"
-            )
-            y += 18
-            cards = [(g, groups[g].nodes) for g in _sorted(list(groups))]
-            y = _row_of_cards(body, y, cards, states, MARGIN + 20)
-            y += 6
-        y += 8
+        y += 18
+        cards = [(g, groups[g].nodes) for g in _sorted(list(groups))]
+        y = _row_of_cards(body, y, cards, states, MARGIN + 20) + 6
+    return y + 8
+
+
+def _legend(
+    inventory: Inventory,
+    title: str,
+    tree: Mapping[str, Mapping[str, Mapping[str, _Group]]],
+    states: Mapping[str, NodeState] | None,
+    n_groups: int,
+    n_zones: int,
+    by_zone: bool,
+) -> list[str]:
+    """The title line (nodes, GPUs, regions, groups) and the colour legend."""
     total_gpus = sum(n.gpus or 0 for n in inventory.nodes)
     head = [
         f"<text x='{MARGIN}' y='{MARGIN + 14}' font-size='18' font-weight='bold' {FONT}>"
@@ -226,13 +253,7 @@ def render_svg(
             f"<text x='{lx + 10}' y='{MARGIN + 36}' font-size='12' fill='#495057' {FONT}>"
             f"({n_groups} network groups in {n_zones} zones: one card per zone)</text>"
         )
-    height = y + MARGIN
-    return (
-        "<?xml version='1.0' encoding='UTF-8'?>\n"
-        f"<svg xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{height}' "
-        f"viewBox='0 0 {WIDTH} {height}' role='img' aria-label={quoteattr(title)}>\n"
-        f"<rect width='{WIDTH}' height='{height}' fill='#f8f9fa'/>\n" + "\n".join(head + body) + "\n</svg>\n"
-    )
+    return head
 
 
 def _row_of_cards(
