@@ -270,38 +270,14 @@ class _Entry:
         return value
 
     def nodes(self) -> list[Node]:
+        """The entry's nodes: its keys known, its names (:meth:`names`), then each attribute read."""
         raw = self.raw
         if not isinstance(raw, Mapping):
             raise self.fail(None, f"must be a mapping, not {type(raw).__name__}", raw)
         for key in raw:
             if key not in ENTRY_KEYS:
                 raise self.fail(_key(key), "unknown key", key)
-        if "name" not in raw:
-            raise self.fail("name", "missing", has_value=False)
-        expr = raw["name"]
-        if not isinstance(expr, str):
-            raise self.fail("name", f"must be a hostlist string, not {type(expr).__name__}", expr)
-        if not _HOSTLIST_RE.match(expr):
-            raise self.fail(
-                "name",
-                "node names must be 1-64 characters from [A-Za-z0-9._-], in a hostlist (no spaces or breaks)",
-                expr,
-            )
-        try:
-            names = hostlist.expand(expr)  # counted first (parse_inventory counted every entry already)
-        except HostlistError as exc:
-            raise self.fail("name", exc.reason, expr) from None
-        # A name's digit runs are the expression's own unless digits touch a bracket (n9[99]): only then, or
-        # when the expression itself has a 20-digit run, is every name checked.
-        long_numbers = _DIGITS_AT_BRACKET.search(expr) is not None or oversized_number(expr) is not None
-        for name in names:
-            if not NODE_NAME_RE.match(name):
-                raise self.fail("name", "node names must be 1-64 characters from [A-Za-z0-9._-]", name)
-            if long_numbers and (run := oversized_number(name)) is not None:
-                raise self.fail(
-                    "name", f"number {run[:24]} is too large for Slurm's hostlist (max 2**64-2)", name
-                )
-
+        expr, names = self.names(raw)
         location = self.location(raw)
         domain = self.nvlink_domain(raw)
         if location.region is None:
@@ -435,6 +411,35 @@ class _Entry:
         if not isinstance(raw, str) or raw.lower() not in ("provider", "operator", "self"):
             raise self.fail("source", "must be provider, operator or self", raw)
         return Source.parse(raw)
+
+    def names(self, raw: Mapping[str, Any]) -> tuple[str, list[str]]:
+        """The entry's ``name:`` hostlist and the node names it expands to, each a valid Slurm node name."""
+        if "name" not in raw:
+            raise self.fail("name", "missing", has_value=False)
+        expr = raw["name"]
+        if not isinstance(expr, str):
+            raise self.fail("name", f"must be a hostlist string, not {type(expr).__name__}", expr)
+        if not _HOSTLIST_RE.match(expr):
+            raise self.fail(
+                "name",
+                "node names must be 1-64 characters from [A-Za-z0-9._-], in a hostlist (no spaces or breaks)",
+                expr,
+            )
+        try:
+            names = hostlist.expand(expr)  # counted first (parse_inventory counted every entry already)
+        except HostlistError as exc:
+            raise self.fail("name", exc.reason, expr) from None
+        # A name's digit runs are the expression's own unless digits touch a bracket (n9[99]): only then, or
+        # when the expression itself has a 20-digit run, is every name checked.
+        long_numbers = _DIGITS_AT_BRACKET.search(expr) is not None or oversized_number(expr) is not None
+        for name in names:
+            if not NODE_NAME_RE.match(name):
+                raise self.fail("name", "node names must be 1-64 characters from [A-Za-z0-9._-]", name)
+            if long_numbers and (run := oversized_number(name)) is not None:
+                raise self.fail(
+                    "name", f"number {run[:24]} is too large for Slurm's hostlist (max 2**64-2)", name
+                )
+        return expr, names
 
     def slurm_attrs(self, raw: object, count: int) -> list[tuple[tuple[str, str], ...]]:
         """The entry's ``slurm:`` attributes, one row per node: each key known, each value a token Slurm
