@@ -234,7 +234,8 @@ def read_nvml(nvml: Any = None) -> NvmlReport:
     )
 
 
-def _topology(gpus: list[NvmlGpu], ancestor: list[list[str | None]], warnings: list[str]) -> GpuTopology:
+def _lanes(gpus: list[NvmlGpu]) -> tuple[list[list[int]], list[int]]:
+    """Active NVLinks per GPU pair (as each GPU reports them) and per GPU to NVSwitches."""
     n = len(gpus)
     direct = [[0] * n for _ in range(n)]
     to_switch = [0] * n
@@ -244,6 +245,14 @@ def _topology(gpus: list[NvmlGpu], ancestor: list[list[str | None]], warnings: l
                 direct[g.index][link.peer] += 1
             elif link.remote == "nvswitch":
                 to_switch[g.index] += 1
+    return direct, to_switch
+
+
+def _topology(gpus: list[NvmlGpu], ancestor: list[list[str | None]], warnings: list[str]) -> GpuTopology:
+    """The node's link matrix from NVML: NVLink lanes between each pair (direct, plus the lanes both have to
+    NVSwitches), else the PCIe path NVML names, else SYS (unknown, counted)."""
+    n = len(gpus)
+    direct, to_switch = _lanes(gpus)
     switched = frozenset(i for i in range(n) if to_switch[i])
     matrix: list[list[str]] = [["X"] * n for _ in range(n)]
     known = unknown = 0
@@ -256,12 +265,11 @@ def _topology(gpus: list[NvmlGpu], ancestor: list[list[str | None]], warnings: l
                 lanes += min(to_switch[i], to_switch[j])
             if lanes:
                 matrix[i][j] = f"NV{lanes}"
-                known += 1
-            elif ancestor[i][j] is not None:
+            else:
                 matrix[i][j] = ancestor[i][j] or "SYS"
+            if lanes or ancestor[i][j] is not None:
                 known += 1
             else:
-                matrix[i][j] = "SYS"
                 unknown += 1
     if n > 1 and not known:
         warnings.append(
