@@ -20,7 +20,7 @@ empty ("no link data"). Complexity: O(n² + n · links) NVML calls.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,128 +103,66 @@ def _mask_to_list(words: Any, bits: int = 64) -> str | None:
     return ",".join(parts)
 
 
-def read_nvml(nvml: Any = None) -> NvmlReport:
-    """Query NVML for every GPU of this node. ``nvml``: the ``pynvml`` module (imported lazily) or a fake."""
-    if nvml is None:
-        try:
-            # optional extra: slurm-topo[nvml]
-            import pynvml as nvml  # type: ignore[import-not-found,no-redef,unused-ignore]
-        except ImportError as e:
-            raise CommandError(
-                ["NVML (Python module pynvml)"],
-                None,
-                f"nvidia-ml-py is not installed ({e}); install it with `pip install 'slurm-topo[nvml]'` "
-                "or `pip install nvidia-ml-py`",
-            ) from e
-    error_type: type[BaseException] = getattr(nvml, "NVMLError", Exception)
-    warnings: list[str] = []
-    seen: set[tuple[str, str]] = set()
+class _Calls:
+    """NVML calls that turn a missing or failing function into None and one warning per (function, why)."""
 
-    def call(fn: str, *args: Any) -> Any:
+    def __init__(self, nvml: Any) -> None:
+        self.nvml = nvml
+        self.error_type: type[BaseException] = getattr(nvml, "NVMLError", Exception)
+        self.warnings: list[str] = []
+        self.seen: set[tuple[str, str]] = set()
+
+    def __call__(self, fn: str, *args: Any) -> Any:
         try:
-            f: Callable[..., Any] = getattr(nvml, fn)
+            f: Callable[..., Any] = getattr(self.nvml, fn)
             return f(*args)
         except AttributeError:
             reason = "not in this nvidia-ml-py"
-        except error_type as e:
+        except self.error_type as e:
             reason = str(e) or type(e).__name__
-        if (fn, reason) not in seen:
-            seen.add((fn, reason))
-            warnings.append(f"NVML {fn}: {reason}; treated as unknown")
+        if (fn, reason) not in self.seen:
+            self.seen.add((fn, reason))
+            self.warnings.append(f"NVML {fn}: {reason}; treated as unknown")
         return None
 
+    def const(self, name: str, default: int) -> Any:
+        return getattr(self.nvml, name, default)
+
+
+def _import_pynvml() -> Any:
     try:
-        nvml.nvmlInit()
-    except error_type as e:
+        # optional extra: slurm-topo[nvml]
+        import pynvml  # type: ignore[import-not-found,unused-ignore]
+    except ImportError as e:
+        raise CommandError(
+            ["NVML (Python module pynvml)"],
+            None,
+            f"nvidia-ml-py is not installed ({e}); install it with `pip install 'slurm-topo[nvml]'` "
+            "or `pip install nvidia-ml-py`",
+        ) from e
+    return pynvml
+
+
+def read_nvml(nvml: Any = None) -> NvmlReport:
+    """Query NVML for every GPU of this node. ``nvml``: the ``pynvml`` module (imported lazily) or a fake.
+
+    Steps: the GPUs in PCI-bus order (:func:`_handles`), each GPU's record and NVLinks (:func:`_gpu`,
+    :func:`_nvlinks`), each pair's common ancestor and P2P status (:func:`_pairs`), then the link matrix
+    (:func:`_topology`)."""
+    call = _Calls(_import_pynvml() if nvml is None else nvml)
+    try:
+        call.nvml.nvmlInit()
+    except call.error_type as e:
         raise CommandError(["nvmlInit"], None, f"NVML is not available: {e}") from e
     try:
         driver = _text(call("nvmlSystemGetDriverVersion"))
-        count = int(nvml.nvmlDeviceGetCount())
-        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
-        bus = []
-        for h in handles:
-            pci = call("nvmlDeviceGetPciInfo", h)
-            bus.append(_text(getattr(pci, "busId", None)) if pci is not None else None)
-        order = sorted(range(count), key=lambda i: (_bus_key(bus[i]), i))
-        if order != list(range(count)):
-            warnings.append("NVML device order differs from PCI-bus order; GPUs are listed in PCI-bus order")
-        handles = [handles[i] for i in order]
-        bus = [bus[i] for i in order]
+        handles, bus, order = _handles(call)
         by_bus = {_bus_key(b): pos for pos, b in enumerate(bus) if b}
-        # CPU/NUMA masks in 64-bit words: room for 1024 CPUs or os.cpu_count(), whichever is more
-        words = max(16, -(-(os.cpu_count() or 64) // 64))
-        gpu_type = getattr(nvml, "NVML_NVLINK_DEVICE_TYPE_GPU", 0)
-        switch_type = getattr(nvml, "NVML_NVLINK_DEVICE_TYPE_SWITCH", 2)
-        enabled = getattr(nvml, "NVML_FEATURE_ENABLED", 1)
-        max_links = int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", _MAX_LINKS))
-
-        gpus: list[NvmlGpu] = []
-        for pos, h in enumerate(handles):
-            links: list[NvLink] | None = []
-            for link in range(max_links):
-                state = call("nvmlDeviceGetNvLinkState", h, link)
-                if state is None:
-                    if link == 0:
-                        links = None  # NVLink unknown on this GPU (NotSupported on VMs, PCIe boards)
-                    break
-                if state != enabled:
-                    continue
-                rpci = call("nvmlDeviceGetNvLinkRemotePciInfo", h, link)
-                rbus = _text(getattr(rpci, "busId", None)) if rpci is not None else None
-                rtype = call("nvmlDeviceGetNvLinkRemoteDeviceType", h, link)
-                peer = by_bus.get(_bus_key(rbus)) if rbus else None
-                if rtype == switch_type:
-                    kind = "nvswitch"
-                elif peer is not None and rtype in (None, gpu_type):
-                    kind = "gpu"
-                elif rtype is None and rbus:
-                    kind = "nvswitch"  # active link to a non-GPU device: the only such ends are NVSwitches
-                    warnings.append(
-                        f"GPU{pos} NVLink {link}: remote {rbus} is not a GPU of this node; "
-                        "assumed an NVSwitch"
-                    )
-                else:
-                    kind = "unknown"
-                assert links is not None
-                links.append(NvLink(link, rbus, kind, peer if kind == "gpu" else None))
-            numa = call("nvmlDeviceGetNumaNodeId", h)
-            gpus.append(
-                NvmlGpu(
-                    index=pos,
-                    nvml_index=order[pos],
-                    bus_id=bus[pos],
-                    name=_text(call("nvmlDeviceGetName", h)),
-                    uuid=_text(call("nvmlDeviceGetUUID", h)),
-                    minor=call("nvmlDeviceGetMinorNumber", h),
-                    numa_node=None if numa is None or int(numa) < 0 else int(numa),
-                    cpu_affinity=_mask_to_list(call("nvmlDeviceGetCpuAffinity", h, words)),
-                    numa_affinity=_mask_to_list(
-                        call(
-                            "nvmlDeviceGetMemoryAffinity",
-                            h,
-                            words,
-                            getattr(nvml, "NVML_AFFINITY_SCOPE_NODE", 0),
-                        )
-                    ),
-                    nvlinks=tuple(links) if links is not None else None,
-                )
-            )
-
-        n = len(gpus)
-        ancestor: list[list[str | None]] = [["X" if i == j else None for j in range(n)] for i in range(n)]
-        p2p: list[list[bool | None]] = [[None] * n for _ in range(n)]
-        read_cap = getattr(nvml, "NVML_P2P_CAPS_INDEX_READ", 0)
-        ok = getattr(nvml, "NVML_P2P_STATUS_OK", 0)
-        for i in range(n):
-            for j in range(i + 1, n):
-                level = call("nvmlDeviceGetTopologyCommonAncestor", handles[i], handles[j])
-                ancestor[i][j] = ancestor[j][i] = _ANCESTOR.get(int(level)) if level is not None else None
-                status = call("nvmlDeviceGetP2PStatus", handles[i], handles[j], read_cap)
-                p2p[i][j] = p2p[j][i] = None if status is None else status == ok
+        gpus = [_gpu(call, h, pos, order[pos], bus[pos], by_bus) for pos, h in enumerate(handles)]
+        ancestor, p2p = _pairs(call, handles)
     finally:
         call("nvmlShutdown")
-
-    topo = _topology(gpus, ancestor, warnings)
+    topo = _topology(gpus, ancestor, call.warnings)
     return NvmlReport(
         gpus=tuple(gpus),
         ancestor=tuple(map(tuple, ancestor)),
@@ -232,6 +170,94 @@ def read_nvml(nvml: Any = None) -> NvmlReport:
         topology=topo,
         driver=driver,
     )
+
+
+def _handles(call: _Calls) -> tuple[list[Any], list[str | None], list[int]]:
+    """The GPUs' handles and bus ids in PCI-bus order (NVML's own order can differ), and NVML's index of
+    each."""
+    nvml = call.nvml
+    count = int(nvml.nvmlDeviceGetCount())
+    handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+    bus = []
+    for h in handles:
+        pci = call("nvmlDeviceGetPciInfo", h)
+        bus.append(_text(getattr(pci, "busId", None)) if pci is not None else None)
+    order = sorted(range(count), key=lambda i: (_bus_key(bus[i]), i))
+    if order != list(range(count)):
+        call.warnings.append("NVML device order differs from PCI-bus order; GPUs are listed in PCI-bus order")
+    return [handles[i] for i in order], [bus[i] for i in order], order
+
+
+def _gpu(
+    call: _Calls, h: Any, pos: int, nvml_index: int, bus_id: str | None, by_bus: Mapping[tuple[int, ...], int]
+) -> NvmlGpu:
+    """One GPU's record: names, NUMA node, CPU and memory affinity, NVLinks."""
+    # CPU/NUMA masks in 64-bit words: room for 1024 CPUs or os.cpu_count(), whichever is more
+    words = max(16, -(-(os.cpu_count() or 64) // 64))
+    links = _nvlinks(call, h, pos, by_bus)
+    numa = call("nvmlDeviceGetNumaNodeId", h)
+    return NvmlGpu(
+        index=pos,
+        nvml_index=nvml_index,
+        bus_id=bus_id,
+        name=_text(call("nvmlDeviceGetName", h)),
+        uuid=_text(call("nvmlDeviceGetUUID", h)),
+        minor=call("nvmlDeviceGetMinorNumber", h),
+        numa_node=None if numa is None or int(numa) < 0 else int(numa),
+        cpu_affinity=_mask_to_list(call("nvmlDeviceGetCpuAffinity", h, words)),
+        numa_affinity=_mask_to_list(
+            call("nvmlDeviceGetMemoryAffinity", h, words, call.const("NVML_AFFINITY_SCOPE_NODE", 0))
+        ),
+        nvlinks=tuple(links) if links is not None else None,
+    )
+
+
+def _nvlinks(call: _Calls, h: Any, pos: int, by_bus: Mapping[tuple[int, ...], int]) -> list[NvLink] | None:
+    """A GPU's active NVLinks and what each reaches (a GPU of this node, an NVSwitch, unknown); None when
+    NVML cannot tell about NVLink on it (NotSupported on VMs, PCIe boards)."""
+    gpu_type = call.const("NVML_NVLINK_DEVICE_TYPE_GPU", 0)
+    switch_type = call.const("NVML_NVLINK_DEVICE_TYPE_SWITCH", 2)
+    enabled = call.const("NVML_FEATURE_ENABLED", 1)
+    links: list[NvLink] = []
+    for link in range(int(call.const("NVML_NVLINK_MAX_LINKS", _MAX_LINKS))):
+        state = call("nvmlDeviceGetNvLinkState", h, link)
+        if state is None:
+            return None if link == 0 else links
+        if state != enabled:
+            continue
+        rpci = call("nvmlDeviceGetNvLinkRemotePciInfo", h, link)
+        rbus = _text(getattr(rpci, "busId", None)) if rpci is not None else None
+        rtype = call("nvmlDeviceGetNvLinkRemoteDeviceType", h, link)
+        peer = by_bus.get(_bus_key(rbus)) if rbus else None
+        if rtype == switch_type:
+            kind = "nvswitch"
+        elif peer is not None and rtype in (None, gpu_type):
+            kind = "gpu"
+        elif rtype is None and rbus:
+            kind = "nvswitch"  # active link to a non-GPU device: the only such ends are NVSwitches
+            call.warnings.append(
+                f"GPU{pos} NVLink {link}: remote {rbus} is not a GPU of this node; assumed an NVSwitch"
+            )
+        else:
+            kind = "unknown"
+        links.append(NvLink(link, rbus, kind, peer if kind == "gpu" else None))
+    return links
+
+
+def _pairs(call: _Calls, handles: list[Any]) -> tuple[list[list[str | None]], list[list[bool | None]]]:
+    """Each GPU pair's common ancestor (the PCIe path) and whether P2P reads work between them."""
+    n = len(handles)
+    ancestor: list[list[str | None]] = [["X" if i == j else None for j in range(n)] for i in range(n)]
+    p2p: list[list[bool | None]] = [[None] * n for _ in range(n)]
+    read_cap = call.const("NVML_P2P_CAPS_INDEX_READ", 0)
+    ok = call.const("NVML_P2P_STATUS_OK", 0)
+    for i in range(n):
+        for j in range(i + 1, n):
+            level = call("nvmlDeviceGetTopologyCommonAncestor", handles[i], handles[j])
+            ancestor[i][j] = ancestor[j][i] = _ANCESTOR.get(int(level)) if level is not None else None
+            status = call("nvmlDeviceGetP2PStatus", handles[i], handles[j], read_cap)
+            p2p[i][j] = p2p[j][i] = None if status is None else status == ok
+    return ancestor, p2p
 
 
 def _lanes(gpus: list[NvmlGpu]) -> tuple[list[list[int]], list[int]]:
