@@ -359,32 +359,10 @@ def _short_hostname(hostname: Callable[[], str]) -> str:
     return hostname().split(".", 1)[0]
 
 
-def discover_node(
-    *,
-    node_name: str | None = None,
-    region: str | None = None,
-    zone: str | None = None,
-    network_group: str | None = None,
-    environ: Mapping[str, str] | None = None,
-    dmi_root: Path = DMI_ROOT,
-    hypervisor_uuid: Path = HYPERVISOR_UUID,
-    gce_url: str = GCE_URL,
-    aws_url: str = AWS_URL,
-    azure_url: str = AZURE_URL,
-    budget_s: float = 1.0,
-    hostname: Callable[[], str] = socket.gethostname,
-    nvlink_domain: str | None = None,
-    nvml: Any = None,
-) -> NodeRecord:
-    """This node's record (see the module docstring for the order of sources and the trust rules).
-
-    Raises ``InputError`` for a bad name or explicit value, ``MetadataError`` (an ``InputError``) for a
-    garbage metadata answer. Never raises for a missing DMI folder or an unreachable/hanging metadata service.
-    """
-    env = os.environ if environ is None else environ
-    found_by: dict[str, str] = {}
-    notes: list[str] = []
-
+def _node_name(
+    node_name: str | None, env: Mapping[str, str], hostname: Callable[[], str], found_by: dict[str, str]
+) -> str:
+    """The flag, else ``SLURMD_NODENAME``, else the short host name; a name Slurm cannot take is refused."""
     if node_name:
         name, found_by["name"] = node_name, "flag"
     elif env.get("SLURMD_NODENAME"):
@@ -396,9 +374,15 @@ def discover_node(
             f"node name from {found_by['name']}: must be 1-64 characters from [A-Za-z0-9._-] "
             f"({show_value(name)})"
         )
+    return name
 
+
+def _explicit_levels(
+    flags: Mapping[str, str | None], env: Mapping[str, str], found_by: dict[str, str]
+) -> dict[str, str]:
+    """The levels given by flag, else by environment; a bad label, or a region spelled like a zone, is
+    refused."""
     values: dict[str, str] = {}
-    flags = {"region": region, "zone": zone, "network_group": network_group}
     for lvl in LEVELS:
         flag_value, env_name = flags[lvl], ENV_LEVELS[lvl]
         if flag_value is not None:
@@ -413,32 +397,45 @@ def discover_node(
             raise InputError(f"{origin}: {value!r} is spelled like a zone; give it as the zone")
         values[lvl] = value
         found_by[lvl] = "flag" if origin.startswith("--") else origin
+    return values
 
-    if all(lvl in values for lvl in LEVELS):
-        notes.append("all levels given explicitly; no metadata asked")
-    else:
-        cloud, why = detect_cloud(dmi_root, hypervisor_uuid)
-        if cloud is None:
-            notes.append(f"{why}; nothing asked from the network")
-        else:
-            found_by["cloud"] = f"{cloud} ({why})"
-            origin, fetch = _PROVIDERS[cloud]
-            base = {"gce": gce_url, "aws": aws_url, "azure": azure_url}[cloud]
-            client = _Client(cloud, time.monotonic() + budget_s)
-            try:
-                meta = fetch(base, client)
-            except _NoAnswer as exc:
-                notes.append(f"{cloud} metadata: {exc} (budget {budget_s:g} s); no location from metadata")
-                meta = {}
-            if "_note" in meta:
-                notes.append(meta.pop("_note"))
-            for lvl, value in meta.items():
-                if lvl not in values:
-                    values[lvl] = value
-                    found_by[lvl] = origin
-                elif values[lvl] != value:
-                    notes.append(f"{lvl}: {found_by[lvl]} overrides {origin}")
 
+def _from_metadata(
+    values: dict[str, str],
+    found_by: dict[str, str],
+    notes: list[str],
+    dmi_root: Path,
+    hypervisor_uuid: Path,
+    urls: Mapping[str, str],
+    budget_s: float,
+) -> None:
+    """The levels not given, from the cloud's metadata service (detected from DMI, within ``budget_s``);
+    what was given explicitly wins, with a note where the two disagree."""
+    cloud, why = detect_cloud(dmi_root, hypervisor_uuid)
+    if cloud is None:
+        notes.append(f"{why}; nothing asked from the network")
+        return
+    found_by["cloud"] = f"{cloud} ({why})"
+    origin, fetch = _PROVIDERS[cloud]
+    client = _Client(cloud, time.monotonic() + budget_s)
+    try:
+        meta = fetch(urls[cloud], client)
+    except _NoAnswer as exc:
+        notes.append(f"{cloud} metadata: {exc} (budget {budget_s:g} s); no location from metadata")
+        meta = {}
+    if "_note" in meta:
+        notes.append(meta.pop("_note"))
+    for lvl, value in meta.items():
+        if lvl not in values:
+            values[lvl] = value
+            found_by[lvl] = origin
+        elif values[lvl] != value:
+            notes.append(f"{lvl}: {found_by[lvl]} overrides {origin}")
+
+
+def _reconcile(values: dict[str, str], found_by: dict[str, str], notes: list[str]) -> None:
+    """Make the levels agree: a zone names its region (an explicit region that contradicts it is refused,
+    a metadata one dropped); a zone or network group with no region to hang under is dropped."""
     parent = region_of_zone(values["zone"]) if "zone" in values else None
     if parent is not None and not zone_in_region(values["zone"], values.get("region", parent)):
         if found_by["region"] in ("flag", "env:GPULAYER_REGION"):
@@ -464,6 +461,41 @@ def discover_node(
         found_by.pop("network_group", None)
     if "region" not in values:
         notes.append("no location found")
+
+
+def discover_node(
+    *,
+    node_name: str | None = None,
+    region: str | None = None,
+    zone: str | None = None,
+    network_group: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    dmi_root: Path = DMI_ROOT,
+    hypervisor_uuid: Path = HYPERVISOR_UUID,
+    gce_url: str = GCE_URL,
+    aws_url: str = AWS_URL,
+    azure_url: str = AZURE_URL,
+    budget_s: float = 1.0,
+    hostname: Callable[[], str] = socket.gethostname,
+    nvlink_domain: str | None = None,
+    nvml: Any = None,
+) -> NodeRecord:
+    """This node's record (see the module docstring for the order of sources and the trust rules).
+
+    Raises ``InputError`` for a bad name or explicit value, ``MetadataError`` (an ``InputError``) for a
+    garbage metadata answer. Never raises for a missing DMI folder or an unreachable/hanging metadata service.
+    """
+    env = os.environ if environ is None else environ
+    found_by: dict[str, str] = {}
+    notes: list[str] = []
+    name = _node_name(node_name, env, hostname, found_by)
+    values = _explicit_levels({"region": region, "zone": zone, "network_group": network_group}, env, found_by)
+    if all(lvl in values for lvl in LEVELS):
+        notes.append("all levels given explicitly; no metadata asked")
+    else:
+        urls = {"gce": gce_url, "aws": aws_url, "azure": azure_url}
+        _from_metadata(values, found_by, notes, dmi_root, hypervisor_uuid, urls, budget_s)
+    _reconcile(values, found_by, notes)
     domain = _nvlink_domain(nvlink_domain, env, nvml, found_by, notes)
     return NodeRecord(
         name=name,
