@@ -121,3 +121,25 @@ def test_the_pure_core_loads_no_module_with_effects() -> None:
     loaded = set(p.stdout.split())
     assert set(PURE_CORE) <= loaded
     assert not loaded & effects, sorted(loaded & effects)
+
+
+MAX_COMPLEXITY = 25
+"""radon's cyclomatic complexity (it counts boolean operators, which ruff's mccabe does not) of any one
+function or method of the package."""
+
+
+def test_no_function_of_the_package_is_above_the_complexity_limit() -> None:
+    """A long function with many jobs is split into named phases (ARCHITECTURE.md): none of slurm_topo/ is
+    above :data:`MAX_COMPLEXITY` by radon."""
+    from radon.complexity import cc_visit
+
+    root = Path(__file__).resolve().parents[1] / "slurm_topo"
+    measured, over = 0, []
+    for path in sorted(root.rglob("*.py")):
+        for block in cc_visit(path.read_text()):
+            for item in [block, *getattr(block, "methods", [])]:
+                measured += 1
+                if item.complexity > MAX_COMPLEXITY:
+                    over.append(f"{path.relative_to(root)}:{item.lineno} {item.name} ({item.complexity})")
+    assert measured > 500, measured
+    assert not over, over
