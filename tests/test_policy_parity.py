@@ -152,6 +152,16 @@ def test_parity_of_the_prefer_cascade_with_families_at_slurms_limits(tmp_path) -
     assert cuts > 5 and values > 5, (cuts, values)
 
 
+def _twins(tmp_path, doc: str, version: tuple[int, int] = (22, 5)):  # type: ignore[no-untyped-def]
+    """The policy data of an inventory document and the real Lua filter with the data file rendered from
+    it: (Python's data, the filter, the filter's data)."""
+    inv = merge([parse_inventory(doc)])
+    path = tmp_path / "data.lua"
+    path.write_text(render_all(inv, version)["slurm_topo_data.lua"])
+    lua = LuaFilter()
+    return make_context(inv, version).policy, lua, lua.load_data(path)
+
+
 def test_parity_of_family_unions_on_an_uneven_fleet(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Three uneven regions, zones holding both torch versions: prefer's unions of one value's zone buckets
     (inside a region, across regions) are made, ordered and cut alike in Python and Lua, and never join two
@@ -166,12 +176,9 @@ def test_parity_of_family_unions_on_an_uneven_fleet(tmp_path) -> None:  # type: 
                 f"gpus: {4 + 4 * (i % 2)}, features: [{value}{', ib' if i % 4 else ''}]}}\n"
             )
             i += 1
-    inv = merge([parse_inventory("nodes:\n" + "".join(rows) + "policy: {families: {torch: 'torch-*'}}\n")])
-    path = tmp_path / "data.lua"
-    path.write_text(render_all(inv, (22, 5))["slurm_topo_data.lua"])
-    data = make_context(inv, (22, 5)).policy
-    lua = LuaFilter()
-    lua_data = lua.load_data(path)
+    data, lua, lua_data = _twins(
+        tmp_path, "nodes:\n" + "".join(rows) + "policy: {families: {torch: 'torch-*'}}\n"
+    )
     unions = across = 0
     for nodes, extra in itertools.product(
         [1, 2, 3, 4, 5, 6, 8, 10, 14],
@@ -200,12 +207,7 @@ def test_parity_of_the_bracket_tail_ordered_by_spread(tmp_path) -> None:  # type
     out alike in Python and Lua (two values, one on three regions, one on two)."""
     from tests.test_policy import two_values_doc
 
-    inv = merge([parse_inventory(two_values_doc())])
-    path = tmp_path / "data.lua"
-    path.write_text(render_all(inv, (22, 5))["slurm_topo_data.lua"])
-    data = make_context(inv, (22, 5)).policy
-    lua = LuaFilter()
-    lua_data = lua.load_data(path)
+    data, lua, lua_data = _twins(tmp_path, two_values_doc())
     moved = 0
     for nodes, extra in itertools.product(
         [2, 4, 6, 8, 9, 10, 12, 15], [{}, {"features": "torch-2.3"}, {"regions": "eu,us"}]
@@ -231,12 +233,9 @@ def test_a_bracket_led_by_its_largest_zone_drops_unions_not_values(tmp_path) -> 
                         f"  - {{name: n{i:03d}, region: {region}, zone: {region}-{z}, features: [{value}]}}\n"
                     )
                     i += 1
-    inv = merge([parse_inventory("nodes:\n" + "".join(rows) + "policy: {families: {torch: 'torch-*'}}\n")])
-    path = tmp_path / "data.lua"
-    path.write_text(render_all(inv, (22, 5))["slurm_topo_data.lua"])
-    data = make_context(inv, (22, 5)).policy
-    lua = LuaFilter()
-    lua_data = lua.load_data(path)
+    data, lua, lua_data = _twins(
+        tmp_path, "nodes:\n" + "".join(rows) + "policy: {families: {torch: 'torch-*'}}\n"
+    )
     led = 0
     for nodes in (3, 4, 5, 6, 7, 9):
         desc = job("prefer", min_nodes=nodes)
@@ -259,12 +258,8 @@ def test_parity_with_families_declared_and_no_value_on_any_node(tmp_path) -> Non
         f"nvlink_domain: nvl{i // 3}, features: [x]}}\n"
         for i in range(12)
     ]
-    inv = merge([parse_inventory("nodes:\n" + "".join(rows) + "policy: {families: {torch: 'torch-*'}}\n")])
-    path = tmp_path / "data.lua"
-    path.write_text(render_all(inv, (24, 11))["slurm_topo_data.lua"])
-    data = make_context(inv, (24, 11)).policy
-    lua = LuaFilter()
-    lua_data = lua.load_data(path)
+    doc = "nodes:\n" + "".join(rows) + "policy: {families: {torch: 'torch-*'}}\n"
+    data, lua, lua_data = _twins(tmp_path, doc, (24, 11))
     for nodes in (2, 3, 4, 6):
         desc = job("prefer", min_nodes=nodes)
         expected = decide(data, JobRequest.from_job_desc(desc)).as_dict()
