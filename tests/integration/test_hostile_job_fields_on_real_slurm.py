@@ -278,3 +278,24 @@ def test_pyslurm_reads_every_job_and_node_as_json_and_text_do_and_its_writes_rea
     assert slurm_view(slurm, plain)[3] == "[zone_z1|zone_z3]"  # Slurm's own view, squeue's fixed field
     slurm.cancel(hostile, plain, exclusive, running)
     slurm.quiesce()
+
+
+def test_the_strict_text_reader_reads_a_job_with_a_prefer_as_slurm_prints_it(
+    cluster: slurmctl.Cluster,
+) -> None:
+    """scontrol prints ``Features= DelayBoot=`` then ``ClusterFeatures=``, ``Prefer=``, ``Reservation=``
+    (every release here): a job with ``--prefer`` (what the filter's prefer cascade gives) is read by the
+    strict text reader, not refused as out of order."""
+    from slurm_topo.access import SlurmAccess
+    from slurm_topo.access.jobs import job_from_text
+
+    slurm = cluster.slurm
+    job = slurm.submit("-H", "-N2", "--constraint=[zone_z1|zone_z2]", "--prefer=zone_z1", "--wrap", "true")
+    line = slurm.out("scontrol", "show", "job", "-o", job).splitlines()[0]
+    record = job_from_text(line)
+    assert (record["JobId"], record["Features"], record["Prefer"]) == (job, "[zone_z1|zone_z2]", "zone_z1")
+    runner = slurmctl.EnvRunner(dict(cluster.env))
+    text = SlurmAccess(runner, backend="text").job(job)
+    assert text is not None and (text["Prefer"], text["Features"]) == ("zone_z1", "[zone_z1|zone_z2]")
+    assert job not in {jid for jid, _ in SlurmAccess(runner, backend="text").jobs().refused}
+    slurm.out("scancel", job)
