@@ -332,18 +332,18 @@ def simulate(policy: str, jobs: list[Job], interval: float = 60.0) -> dict[str, 
             done += 1
         elif kind == "relax":
             release = [now if n in free else expected_end[n] for n in range(len(FLEET))]
+            load_now, idle = pass_busy(free, queue), max(len(free) / len(FLEET), 1 - MAX_BUSY)  # once a pass
             for j in queue:
                 if j.nodes == 1:  # one node: every level is the same placement
                     continue
                 if policy == "zone:auto":  # the live relaxer's default: the load-aware timer
-                    target = due(j.budget, j.level, now - j.arrival, pass_busy(free, queue))
+                    target = due(j.budget, j.level, now - j.arrival, load_now)
                 elif policy == "zone:auto-linear":  # the timer before: budget × 1/(1 − ρ), no overload hold
-                    idle = max(len(free) / len(FLEET), 1 - MAX_BUSY)
                     target = due(j.budget, j.level, (now - j.arrival) * idle)
                 elif policy == "zone:auto-plain":
                     target = due(j.budget, j.level, now - j.arrival)
                 else:  # relax --estimates: the load-aware timer, or else the start estimate
-                    target = due(j.budget, j.level, now - j.arrival, pass_busy(free, queue))
+                    target = due(j.budget, j.level, now - j.arrival, load_now)
                     nxt = LEVELS[LEVELS.index(j.level) + 1] if j.level != "any" else None
                     target = (
                         target
