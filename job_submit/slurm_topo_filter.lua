@@ -1200,13 +1200,23 @@ local function zone_unions(sc, zones, room)
       if k < fam.zones then add_unions(sc, fam.top, true, across, k) end
     end
   end
-  -- what the alternatives across regions span (by_spread): each union's, each family value's eligible zones'
+  -- what each family value's eligible zones span (by_spread; a union carries its own, sp and k)
   local spans = {}
   for _, fv in ipairs(values) do
     if fv then spans[fv] = { by_family[fv].spread, by_family[fv].zones } end
   end
-  for _, u in ipairs(across) do spans[u.f] = { u.sp, u.k } end
   return as_kept(inside), as_kept(across), rows[1], spans
+end
+
+local function span_of(alt, spans)
+  -- (regions, zones) of an alternative of the bracket's tail: a union across regions, or a bare family value
+  if alt.sp ~= nil then
+    if alt.sp >= 2 then return alt.sp, alt.k end
+    return nil
+  end
+  local fam = spans[alt.f]
+  if fam ~= nil then return fam[1], fam[2] end
+  return nil
 end
 
 local function by_spread(kept, spans)
@@ -1214,16 +1224,15 @@ local function by_spread(kept, spans)
   -- the (regions, zones) each spans, unions before a value of the same span; a new list (kept may be remembered)
   local start = #kept + 1
   for i = 1, #kept do
-    if spans[kept[i].f] ~= nil then
+    if span_of(kept[i], spans) ~= nil then
       start = i
       break
     end
   end
-  local far = { MAX_ALTERNATIVES, MAX_ALTERNATIVES }
   local tail = {}
   for i = start, #kept do
-    local sp = spans[kept[i].f] or far
-    tail[#tail + 1] = { g = kept[i], n = kept[-i], r = sp[1], z = sp[2], i = i }
+    local r, z = span_of(kept[i], spans)
+    tail[#tail + 1] = { g = kept[i], n = kept[-i], r = r or MAX_ALTERNATIVES, z = z or MAX_ALTERNATIVES, i = i }
   end
   table.sort(tail, function(a, b)
     if a.r ~= b.r then return a.r < b.r end
