@@ -6,7 +6,7 @@ one loads the locality SPANK plugin (so every client pays the same plugin load):
 
 * ``trivial``: ``JobSubmitPlugins=lua`` with a job_submit.lua whose hooks only return ``slurm.SUCCESS`` (the
   cost of the Lua plugin itself: the job_desc bridge, the interpreter call);
-* ``filter``: ``JobSubmitPlugins=lua`` with job_submit.lua + slurm_topo_filter.lua + the generated
+* ``filter``: ``JobSubmitPlugins=lua`` with job_submit.lua + slurm_topo_filter/ + the generated
   slurm_topo_data.lua (``--with-filter``);
 * ``plain`` (``--configs plain,trivial,filter``): no JobSubmitPlugins;
 * ``same`` (``--configs trivial,same,filter``): the trivial Lua filter, every job submitted with the
@@ -83,7 +83,7 @@ return slurm.SUCCESS
 TRIVIAL_LUA = _lua_filter("-- the cheapest job_submit/lua filter: both hooks accept the job unchanged", "")
 READS_LUA = _lua_filter(
     "-- the floor of any filter that decides from the job: it reads the job_desc fields slurm-topo's\n"
-    "-- filter reads for this batch job (slurm_topo_filter.lua M.request and run), accepts it unchanged",
+    "-- filter reads for this batch job (slurm_topo_filter/ request.lua, init.lua), accepts it unchanged",
     "  local _ = { job_desc.features, job_desc.prefer, job_desc.partition, job_desc.tres_per_job,\n"
     "    job_desc.tres_per_node, job_desc.tres_per_task, job_desc.script, job_desc.spank_job_env,\n"
     "    job_desc.comment, job_desc.req_nodes, job_desc.exc_nodes, job_desc.reservation,\n"
@@ -362,7 +362,7 @@ def render(
         "locality SPANK plugin: "
         + ", ".join(f"`{c}` = {LABELS[c]}" for c in configs)
         + " (the trivial filter's hooks only return slurm.SUCCESS; the slurm-topo filter is "
-        f"job_submit.lua + slurm_topo_filter.lua + generated data). {args.warmup} untimed rounds, then "
+        f"job_submit.lua + slurm_topo_filter/ + generated data). {args.warmup} untimed rounds, then "
         f"{args.rounds} rounds of one block of {args.block} submissions per cluster in seeded random "
         "order; every submission "
         "`timeout 30 sbatch --parsable --hold -N1 --locality=zone -J bs -o /dev/null --wrap=true`"

@@ -9,7 +9,7 @@ local mode, case_arg = string.match(arg[3] or "", "^(%a+):(%d+)$")
 local only_case = tonumber(case_arg or arg[3] or "")
 mode = mode or "decide"
 local filter_dir = os.getenv("FILTER_DIR") or (arg[0]:match("^(.*/)") .. "../job_submit")
-package.path = filter_dir .. "/?.lua;" .. package.path
+package.path = filter_dir .. "/?.lua;" .. filter_dir .. "/?/init.lua;" .. package.path
 slurm = { SUCCESS = 0, ERROR = -1, ESLURM_INVALID_NODE_COUNT = 2006 }
 function slurm.log_user() end
 function slurm.log_info() end

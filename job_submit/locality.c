@@ -13,7 +13,7 @@
  *     _SLURM_SPANK_OPTION_locality_locality=VALUE
  *     _SLURM_SPANK_OPTION_locality_locality_regions=VALUE
  *     _SLURM_SPANK_OPTION_locality_plan=VALUE
- * which job_submit/slurm_topo_filter.lua reads in slurmctld (where the decision is made; the plan it copies
+ * which job_submit/slurm_topo_filter/ reads in slurmctld (where the decision is made; the plan it copies
  * into the job's AdminComment as "slurm-topo-plan: VALUE", where explain reads it and no update can change it).
  *
  * Options are registered with spank_option_register() from slurm_spank_init(): sbatch/salloc (allocator

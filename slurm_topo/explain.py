@@ -34,7 +34,7 @@ from .capacity import NodeState
 from .cost import DEFAULT_TABLE, LinkTable
 from .errors import CommandError, InputError
 from .model import Inventory
-from .policy.vocab import RECORD_PREFIX
+from .policy.vocab import PLAN_PREFIX, RECORD_PREFIX
 from .relax import auto_lines
 from .runner import Runner
 
@@ -307,7 +307,7 @@ _TRES_PER_NODE_GPU_RE = re.compile(r"(?:^|,)gres[:/]gpu(?::[^:,=]+)?[:=](\d+)(?:
 _ALLOC_TRES_GPU_RE = re.compile(r"(?:^|,)gres/gpu=(\d+)(?:,|$)")
 
 
-PLAN_RECORD_RE = re.compile(r"(?:^|; )slurm-topo-plan: ([A-Za-z0-9_.,=%-]{1,200})(?:;|$)")
+PLAN_RECORD_RE = re.compile(r"(?:^|; )" + re.escape(PLAN_PREFIX) + r"([A-Za-z0-9_.,=%-]{1,200})(?:;|$)")
 """The plan the submit filter copied from the job's ``sbatch --plan=…`` (the SPANK option) into its
 AdminComment: written by slurmctld, first in the field, never by the job's owner."""
 

@@ -1,5 +1,5 @@
-"""Runs the real job_submit/slurm_topo_filter.lua in Lua 5.1 in-process (lupa's lua51), with a recording
-`slurm`."""
+"""Runs the real job_submit/slurm_topo_filter/ (its modules) in Lua 5.1 in-process (lupa's lua51), with a
+recording `slurm`."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ class LuaFilter:
         self.lua = lua51.LuaRuntime(unpack_returned_tuples=True)
         assert self.lua.eval("_VERSION") == "Lua 5.1"
         self.lua.execute(SLURM_STUB)
-        self.lua.execute(f'package.path = "{REPO / "job_submit"}/?.lua;" .. package.path')
+        here = REPO / "job_submit"
+        self.lua.execute(f'package.path = "{here}/?.lua;{here}/?/init.lua;" .. package.path')
         self.mod = self.lua.eval('require("slurm_topo_filter")')
         if data_path is not None:
             self.configure(data_path)

@@ -132,7 +132,9 @@ def test_files_copy_ships_the_filter(tmp_path: Path) -> None:
     assert (tmp_path / "job_submit" / "job_submit.lua").read_text() == (
         REPO / "job_submit/job_submit.lua"
     ).read_text()
-    assert (tmp_path / "job_submit" / "slurm_topo_filter.lua").exists()
+    shipped = sorted(p.name for p in (tmp_path / "job_submit" / "slurm_topo_filter").iterdir())
+    assert shipped == sorted(p.name for p in (REPO / "job_submit" / "slurm_topo_filter").glob("*.lua"))
+    assert "init.lua" in shipped and "decide.lua" in shipped
     assert (tmp_path / "examples" / "gcp-two-regions.yaml").exists()
 
 

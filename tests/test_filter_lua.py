@@ -229,8 +229,8 @@ def test_data_file_is_reloaded_only_when_its_fingerprint_changes(tmp_path: Path,
 
 def test_job_submit_lua_wrapper_runs_the_filter(tmp_path: Path, data_file: Path) -> None:
     """The shipped job_submit.lua finds the filter and the data file beside itself and defines both hooks."""
-    for name in ("job_submit.lua", "slurm_topo_filter.lua"):
-        shutil.copy(REPO / "job_submit" / name, tmp_path / name)
+    shutil.copy(REPO / "job_submit" / "job_submit.lua", tmp_path / "job_submit.lua")
+    shutil.copytree(REPO / "job_submit" / "slurm_topo_filter", tmp_path / "slurm_topo_filter")
     shutil.copy(data_file, tmp_path / "slurm_topo_data.lua")
     f = LuaFilter()
     assert f.lua.eval(f'dofile("{tmp_path / "job_submit.lua"}")') == 0
@@ -239,6 +239,32 @@ def test_job_submit_lua_wrapper_runs_the_filter(tmp_path: Path, data_file: Path)
     assert g.slurm_job_submit(desc, f.lua.table(), 0) == 0
     assert desc["features"] == "[region_us-east|region_us-west]"
     assert g.slurm_job_modify(f.table({"min_nodes": NO_VAL}), f.lua.table(), f.lua.table(), 0) == 0
+
+
+def test_a_changed_module_is_loaded_again_when_slurmctld_reruns_the_wrapper(
+    tmp_path: Path, data_file: Path
+) -> None:
+    """slurmctld runs job_submit.lua again when its mtime changes: every module of the filter is then loaded
+    afresh from its file (not the copy package.loaded kept), vocab.lua as much as the entry module."""
+    shutil.copy(REPO / "job_submit" / "job_submit.lua", tmp_path / "job_submit.lua")
+    shutil.copytree(REPO / "job_submit" / "slurm_topo_filter", tmp_path / "slurm_topo_filter")
+    shutil.copy(data_file, tmp_path / "slurm_topo_data.lua")
+    f = LuaFilter()
+    g = f.lua.globals()
+    assert f.lua.eval(f'dofile("{tmp_path / "job_submit.lua"}")') == 0
+    desc = f.table(job("region:fail", min_nodes=2))
+    assert g.slurm_job_submit(desc, f.lua.table(), 0) == 0
+    assert desc["admin_comment"].startswith("slurm-topo: region:fail ")
+    vocab = tmp_path / "slurm_topo_filter" / "vocab.lua"
+    text = vocab.read_text()
+    assert text.count('local RECORD_PREFIX = "slurm-topo: "') == 1
+    vocab.write_text(
+        text.replace('local RECORD_PREFIX = "slurm-topo: "', 'local RECORD_PREFIX = "reloaded: "')
+    )
+    assert f.lua.eval(f'dofile("{tmp_path / "job_submit.lua"}")') == 0
+    desc = f.table(job("region:fail", min_nodes=2))
+    assert g.slurm_job_submit(desc, f.lua.table(), 0) == 0
+    assert desc["admin_comment"].startswith("reloaded: region:fail "), desc["admin_comment"]
 
 
 def test_modify_replans_from_the_job_record(data_file: Path) -> None:

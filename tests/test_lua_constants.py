@@ -1,36 +1,42 @@
-"""The constants the Lua filter keeps beside the Python policy (limits, prefixes, levels, messages) are the
-same values: every top-level ``local NAME = …`` of job_submit/slurm_topo_filter.lua whose NAME the Python
-vocabulary (slurm_topo/policy/vocab.py) also defines is evaluated in the real Lua 5.1 and compared."""
+"""One source for the constants the Lua filter shares with the Python policy (limits, prefixes, levels,
+messages): they live in job_submit/slurm_topo_filter/vocab.lua only, every one of them equals its Python twin
+(evaluated in the real Lua 5.1, through the module the filter itself loads), and no other module of the filter
+defines a constant of its own with a literal value."""
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 from typing import Any
 
-from lupa import lua51
+from luafilter import LuaFilter
 
+from slurm_topo.cost import model as cost_model
 from slurm_topo.policy import vocab
+from slurm_topo.render import filter_data
 
-FILTER = Path(__file__).resolve().parents[1] / "job_submit" / "slurm_topo_filter.lua"
-_TOP = re.compile(r"^local ([A-Z][A-Z0-9_]*) = ", re.M)
+# policy/__init__ exports functions named like its modules (decide, ...): the modules themselves
+decide = importlib.import_module("slurm_topo.policy.decide")
+modify = importlib.import_module("slurm_topo.policy.modify")
+nodes = importlib.import_module("slurm_topo.policy.nodes")
 
+FILTER = Path(__file__).resolve().parents[1] / "job_submit" / "slurm_topo_filter"
 
-def _statements(text: str) -> dict[str, str]:
-    """Each top-level constant's whole statement, up to the next top-level line (continuations included)."""
-    out: dict[str, str] = {}
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        m = _TOP.match(line)
-        if not m:
-            continue
-        body = [line]
-        for nxt in lines[i + 1 :]:
-            if not nxt.startswith((" ", "\t", "}")):
-                break
-            body.append(nxt)
-        out[m[1]] = "\n".join(body)
-    return out
+# The vocab.lua names whose Python twin is not the same name in policy/vocab.py.
+ELSEWHERE: dict[str, Any] = {
+    "DATA_FORMAT": filter_data.FORMAT,
+    "PREFER_LEVELS": decide.PREFER_LEVELS,
+    "UNION_ZONES": decide.UNION_ZONES,
+    "UNION_EMIT": tuple(i + 1 for i in decide.UNION_EMIT),  # 1-based list indices in Lua
+    "UNION_EMIT_FAMILIES": tuple(i + 1 for i in decide.UNION_EMIT_FAMILIES),
+    "SIZE_FIELDS": modify._SIZE_FIELDS,
+    "PLAN_KEYS": cost_model.PLAN_KEYS,
+    "MAX_NAMED": nodes.MAX_NAMED,
+    "MAX_VISITS": nodes.MAX_VISITS,
+}
+# Lua-only: how often the filter looks at the data file's first line (nothing in Python reads it).
+LUA_ONLY = {"RECHECK_SECONDS"}
 
 
 def _python(value: Any) -> Any:
@@ -45,26 +51,48 @@ def _python(value: Any) -> Any:
     return {k: _python(v) for k, v in items.items()}
 
 
-def test_every_shared_constant_has_the_same_value_in_lua_and_python() -> None:
-    statements = _statements(FILTER.read_text())
-    shared = [n for n in statements if hasattr(vocab, n)]
-    lua = lua51.LuaRuntime(unpack_returned_tuples=True)
-    # the statements in file order, each constant exported by name (later ones may use earlier ones)
-    chunk = (
-        "\n".join(statements[n] for n in statements)
-        + "\nreturn {"
-        + ", ".join(f"{n} = {n}" for n in shared)
-        + "}"
-    )
-    env = lua.execute(chunk.replace("local M = {}", "").replace("record(", "tostring("))
+def _want(name: str, got: Any) -> Any:
+    want = ELSEWHERE[name] if name in ELSEWHERE else getattr(vocab, name)
+    if isinstance(want, (tuple, list, frozenset, set)) and isinstance(got, frozenset):
+        return frozenset(want)  # a Python tuple kept as a Lua set (LOCALITIES, MODES, PLAN_KEYS)
+    if isinstance(want, (tuple, list)):
+        return tuple(want)
+    return want
+
+
+def test_every_constant_of_the_lua_vocabulary_equals_its_python_twin() -> None:
+    lua_vocab = LuaFilter().lua.eval('require("slurm_topo_filter.vocab")')
+    names = sorted(k for k in lua_vocab.keys() if re.fullmatch(r"[A-Z][A-Z0-9_]*", k))
     compared = 0
-    for name in shared:
-        want = getattr(vocab, name)
-        got = _python(env[name])
-        if isinstance(want, (tuple, list)) and isinstance(got, frozenset):
-            want = frozenset(want)  # a Python tuple kept as a Lua set (LOCALITIES, MODES)
-        elif isinstance(want, (tuple, list)):
-            want = tuple(want)
-        assert got == want, (name, got, want)
+    for name in names:
+        if name in LUA_ONLY:
+            continue
+        assert name in ELSEWHERE or hasattr(vocab, name), f"vocab.lua {name} has no Python twin named here"
+        got = _python(lua_vocab[name])
+        assert got == _want(name, got), name
         compared += 1
-    assert compared >= 20, shared  # the limits, prefixes, levels and messages named in the vocabulary
+    assert compared >= 30, names  # the limits, prefixes, levels and messages
+
+
+def test_a_changed_python_value_fails_the_comparison() -> None:
+    """The comparison reads the values themselves: a Lua table that differs by one entry is told apart."""
+    lua = LuaFilter().lua
+    changed = _python(lua.eval('{ "network_group", "zone", "regions" }'))
+    assert changed != _want("LEVELS", changed)
+    assert _python(lua.eval("{ prefer = true }")) != _want("LOCALITIES", frozenset())
+
+
+def test_no_other_module_defines_a_constant_of_its_own() -> None:
+    """Outside vocab.lua a top-level UPPER_CASE local is taken from the vocabulary (``= V.NAME``) or built
+    from it, never a literal string or number that could drift from Python."""
+    literal = re.compile(r"^local ([A-Z][A-Z0-9_, ]*) = (?:\"|'|-?\d)", re.M)
+    found = {
+        path.name: literal.findall(path.read_text())
+        for path in sorted(FILTER.glob("*.lua"))
+        if path.name != "vocab.lua"
+    }
+    allowed = {
+        "memo.lua": ["SCAN_ENTRIES", "DECISION_ENTRIES, DECISION_KEY"],  # the memos' own bounds
+    }
+    for name, constants in found.items():
+        assert constants == allowed.get(name, []), (name, constants)

@@ -614,6 +614,25 @@ def parse_share(text: str, what: str, *, zero: bool) -> float:
     return value
 
 
+PLAN_KEYS = frozenset(
+    (
+        "tp",
+        "pp",
+        "dp",
+        "bytes",
+        "allreduce_bytes",
+        "tp_bytes",
+        "pp_bytes",
+        "order",
+        "gpus_per_node",
+        "compute",
+        "comm",
+        "overlap",
+    )
+)
+"""The keys a plan may give (the filter's vocab.lua PLAN_KEYS checks a --plan's text against the same set)."""
+
+
 def parse_plan(text: str) -> PlanSpec:
     """``tp=8,pp=4,dp=2,bytes=10G,tp_bytes=1G,pp_bytes=100M,order=tp-pp-dp,compute=0.4s,overlap=0.5`` ->
     :class:`PlanSpec` (a SPANK ``--plan`` value or a site default; ``bytes`` is the gradient all-reduced
@@ -629,20 +648,7 @@ def parse_plan(text: str) -> PlanSpec:
         if not sep or key in fields:
             raise InputError(f"plan {text[:60]!r}: expected key=value pairs, each once (tp=8,pp=4,bytes=10G)")
         fields[key] = value.strip()
-    known = {
-        "tp",
-        "pp",
-        "dp",
-        "bytes",
-        "allreduce_bytes",
-        "tp_bytes",
-        "pp_bytes",
-        "order",
-        "gpus_per_node",
-        "compute",
-        "comm",
-        "overlap",
-    }
+    known = PLAN_KEYS
     unknown = sorted(set(fields) - known)
     if unknown:
         raise InputError(

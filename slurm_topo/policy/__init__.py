@@ -4,7 +4,7 @@
 features, GPUs, GPU type) and, per partition and level, the groups with their node count per class, ordered by
 size (nodes in the partition) then label — Slurm takes the first alternative of a matching OR that fits now,
 so the smallest group that can hold a job comes first. ``render/filter_data.py`` writes the same data as
-``slurm_topo_data.lua``; ``job_submit/slurm_topo_filter.lua`` implements ``decide`` over it in Lua 5.1, and
+``slurm_topo_data.lua``; ``job_submit/slurm_topo_filter/`` implements ``decide`` over it in Lua 5.1, and
 the parity tests run one table of cases through both. ``decide`` and ``decide_modify`` are pure.
 
 Modules, one per section of the Lua filter: ``vocab`` (levels, limits, message templates), ``compile``

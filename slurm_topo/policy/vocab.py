@@ -49,6 +49,9 @@ RELAX_PREFIX = "slurm-topo-relax: "  # slurm_topo/relax.py: one per relaxation
 AUTO_LEVELS = ("network_group", "zone", "region", "any")  # an auto job's budget levels, tightest first
 SPANK_LOCALITY = "_SLURM_SPANK_OPTION_locality_locality"
 SPANK_REGIONS = "_SLURM_SPANK_OPTION_locality_locality_regions"
+SPANK_PLAN = "_SLURM_SPANK_OPTION_locality_plan"  # sbatch --plan (the filter copies it into AdminComment)
+PLAN_PREFIX = "slurm-topo-plan: "  # the plan record, first in AdminComment: explain reads it
+AUTO_INDEX = {level: i for i, level in enumerate(LEVELS, 1)}  # a level: its place in AUTO_LEVELS
 LOCATION_PREFIXES = ("region_", "zone_", "ng_", "leaf_")
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:=,+-")
 

@@ -26,7 +26,7 @@ from ..policy.vocab import HOLD_NOTE, INTERACTIVE_NOTE, NVL
 from . import RenderContext, header
 
 FORMAT = 6
-"""The data file's layout version; job_submit/slurm_topo_filter.lua refuses (fails open on) any other."""
+"""The data file's layout version; job_submit/slurm_topo_filter/data.lua refuses (fails open on) any other."""
 _PLAIN = re.compile(r"^[A-Za-z0-9._:*?=+/ ()-]*\Z")
 _INDEX = re.compile(r"^[A-Za-z0-9._:*?=+/ ()#|;,-]*\Z")
 """The node index string: _PLAIN's characters and its separators."""
@@ -232,7 +232,7 @@ def render_filter_data(ctx: RenderContext) -> str:
     groups = sum(len(v) for levels in data.partitions.values() for v in levels.values())
     summary = (
         f"submit-filter data: {len(data.partitions)} partitions, {groups} groups, {len(data.classes)} node "
-        f"classes; read by job_submit/slurm_topo_filter.lua"
+        f"classes; read by job_submit/slurm_topo_filter/"
     )
     measured = getattr(ctx.inventory.links, "measured", None)
     if data.auto_units and measured is not None:  # the budgets' constants came from `slurm-topo calibrate`

@@ -6,7 +6,7 @@
   it uses that already running cluster instead and leaves it running.
 * ``slurm`` (function): a :class:`slurmctl.Slurm` client on a quiet cluster (no jobs, all nodes idle).
 * ``filtered_cluster`` (session): a second cluster with the locality filter installed as an admin would
-  (``cluster up --with-filter``: job_submit.lua + slurm_topo_filter.lua + the generated slurm_topo_data.lua
+  (``cluster up --with-filter``: job_submit.lua + slurm_topo_filter/ + the generated slurm_topo_data.lua
   beside slurm.conf, ``JobSubmitPlugins=lua``, the SPANK plugin built by job_submit/build-spank in
   plugstack.conf), on ``docker-slurm/fleet-filter.yaml``. Started only when a test asks for it (about 1 s);
   stopped at the end. ``$SLURM_TOPO_FILTERED_CLUSTER=<base>`` uses a running one instead.

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slurm
 HW = slurmctl.SMALL_NODE
 SYSFS = Path(__file__).resolve().parents[1] / "fixtures" / "health" / "sysfs-healthy"
 PREFIX = "slurm-topo-health:"
-RECHECK = 10  # job_submit/slurm_topo_filter.lua RECHECK_SECONDS
+RECHECK = 10  # job_submit/slurm_topo_filter/vocab.lua RECHECK_SECONDS
 
 
 @pytest.fixture(scope="module")

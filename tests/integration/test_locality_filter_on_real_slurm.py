@@ -1,5 +1,5 @@
 """`sbatch --locality=...` end to end on the filtered cluster (docker-slurm/cluster up --with-filter): the
-SPANK plugin takes the option, job_submit/lua runs slurm_topo_filter.lua on the generated data file, and every
+SPANK plugin takes the option, job_submit/lua runs slurm_topo_filter/ on the generated data file, and every
 assertion is about Slurm's own record of the job (scontrol show job) and its allocation.
 
 Fleet (docker-slurm/fleet-filter.yaml): us-east-1a n01-n04 (racks a1: n01-n03, a2: n04), us-east-1b n05-n06,

@@ -1,0 +1,113 @@
+--[[
+slurm_topo_filter/constraint.lua - the user's constraint (slurm_topo/policy/constraint.py): its kind (none,
+and, or, bracket, complex, invalid), whether its names can be counted against the data's node classes, and how
+a locality's terms are composed with it.
+]]
+
+local V = require("slurm_topo_filter.vocab")
+local U = require("slurm_topo_filter.util")
+
+local LOCATION_PREFIXES = V.LOCATION_PREFIXES
+local split, is_token = U.split, U.is_token
+
+local M = {}
+
+local function all_tokens(list)
+  for _, x in ipairs(list) do
+    if not is_token(x) then return false end
+  end
+  return true
+end
+
+local NO_CONSTRAINT = { kind = "none", names = {} } -- shared, read-only
+
+function M.parse_constraint(text)
+  if text == nil then return NO_CONSTRAINT end
+  local t = string.gsub(text, ",", "&")
+  if string.find(t, "[ \t\n]") then return { kind = "invalid", text = text, names = {} } end
+  local complex = { kind = "complex", text = text, names = {} }
+  local open, close = string.find(t, "[", 1, true), string.find(t, "]", 1, true)
+  if open or close then
+    if not (open and close) or close < open or string.find(t, "[", open + 1, true)
+      or string.find(t, "]", close + 1, true) or string.find(t, "(", 1, true) or string.find(t, "*", 1, true) then
+      return complex
+    end
+    local pre, inner, post = string.sub(t, 1, open - 1), string.sub(t, open + 1, close - 1), string.sub(t, close + 1)
+    if (pre ~= "" and string.sub(pre, -1) ~= "&") or (post ~= "" and string.sub(post, 1, 1) ~= "&") then
+      return complex
+    end
+    local outside = {}
+    if pre ~= "" then
+      for _, x in ipairs(split(string.sub(pre, 1, -2), "&")) do outside[#outside + 1] = x end
+    end
+    if post ~= "" then
+      for _, x in ipairs(split(string.sub(post, 2), "&")) do outside[#outside + 1] = x end
+    end
+    local inside = split(inner, "|")
+    if not all_tokens(outside) or not all_tokens(inside) then return complex end
+    return { kind = "bracket", names = outside, inside = inside, text = text }
+  end
+  if string.find(t, "[()*]") or (string.find(t, "|", 1, true) and string.find(t, "&", 1, true)) then
+    return complex
+  end
+  local sep, kind = "&", "and"
+  if string.find(t, "|", 1, true) then sep, kind = "|", "or" end
+  local names = split(t, sep)
+  if not all_tokens(names) then return { kind = "invalid", text = text, names = {} } end
+  return { kind = kind, names = names, text = text }
+end
+
+function M.counted(c)
+  if c.kind == "complex" or c.kind == "invalid" then return false end
+  for _, n in ipairs(c.names) do
+    for _, p in ipairs(LOCATION_PREFIXES) do
+      if string.sub(n, 1, #p) == p then return false end
+    end
+  end
+  return true
+end
+
+function M.class_ok(cls, c, is_counted)
+  if not is_counted or c.kind == "none" then return true end
+  if c.kind == "or" then
+    for _, n in ipairs(c.names) do
+      if cls.f[n] then return true end
+    end
+    return false
+  end
+  for _, n in ipairs(c.names) do
+    if not cls.f[n] then return false end
+  end
+  return true
+end
+
+local function has_top_level_or(text)
+  local depth = 0
+  for i = 1, #text do
+    local ch = string.sub(text, i, i)
+    if ch == "(" then depth = depth + 1 elseif ch == ")" then depth = depth - 1 end
+    if ch == "|" and depth == 0 then return true end
+  end
+  return false
+end
+
+function M.compose(c, terms)
+  local parts = {}
+  if c.kind == "none" then
+    -- nothing of the user's
+  elseif c.kind == "and" then
+    parts[1] = c.text
+  elseif c.kind == "or" then
+    parts[1] = "(" .. c.text .. ")"
+  elseif c.kind == "bracket" then
+    for _, n in ipairs(c.names) do parts[#parts + 1] = n end
+  elseif c.kind == "complex" and not string.find(c.text, "[", 1, true) and not has_top_level_or(c.text) then
+    parts[1] = c.text
+  else
+    return nil
+  end
+  for _, t in ipairs(terms) do parts[#parts + 1] = t end
+  return table.concat(parts, "&")
+end
+
+return M

@@ -1,0 +1,45 @@
+--[[
+slurm_topo_filter/util.lua - small helpers the rules share (Lua 5.1: no goto, no integer division, no utf8):
+Python's str.split, and the readers of job_desc values (a number Slurm did not set, an empty string, a token).
+]]
+
+local NO_VAL = require("slurm_topo_filter.vocab").NO_VAL
+
+local function split(text, sep)
+  -- plain split keeping empty fields, like Python's str.split(sep)
+  local out, start = {}, 1
+  while true do
+    local i = string.find(text, sep, start, true)
+    if not i then
+      out[#out + 1] = string.sub(text, start)
+      return out
+    end
+    out[#out + 1] = string.sub(text, start, i - 1)
+    start = i + #sep
+  end
+end
+
+local function to_int(v)
+  if type(v) ~= "number" or v ~= v or v <= 0 or v >= NO_VAL then return nil end
+  return math.floor(v)
+end
+
+local function to_str(v)
+  if type(v) ~= "string" or v == "" then return nil end
+  return v
+end
+
+local function is_token(s)
+  return string.find(s, "^[%w%._=+%-]+$") ~= nil
+end
+
+local function is_label(s)
+  return #s <= 63 and string.find(s, "^[%w%._%-]+$") ~= nil
+end
+
+local function is_digits(s)
+  return #s <= 9 and string.find(s, "^[0-9]+$") ~= nil
+end
+
+return { split = split, to_int = to_int, to_str = to_str, is_token = is_token, is_label = is_label,
+         is_digits = is_digits }
