@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from slurm_topo.capacity import NodeState, capacity  # noqa: E402
 from slurm_topo.cost import Fabric, PlanSpec, best_nodes, predict  # noqa: E402
-from slurm_topo.gpu.topo import parse_topo_matrix  # noqa: E402
+from slurm_topo.gpu.nvidia_smi import parse_topo_matrix  # noqa: E402
 from slurm_topo.model import Inventory, Location, Node  # noqa: E402
 
 SIZES = (1_000, 10_000, 100_000)

@@ -50,9 +50,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from slurm_topo.gpu import pick as pick_module  # noqa: E402
-from slurm_topo.gpu.model import GpuTopology  # noqa: E402
+from slurm_topo.gpu.gpu_topology import GpuTopology  # noqa: E402
+from slurm_topo.gpu.nvidia_smi import parse_topo_matrix  # noqa: E402
 from slurm_topo.gpu.pick import pick_devices, pick_exhaustive  # noqa: E402
-from slurm_topo.gpu.topo import parse_topo_matrix  # noqa: E402
 
 FIXTURES = HERE.parent / "tests" / "fixtures" / "real" / "topo"
 V100 = "dgx1-v100-8gpu-hybridcube-1nic-oneflow.txt"

@@ -1,7 +1,7 @@
 """What a job was given, as plain values: its nodes with their GPU indices (:class:`Allocation`) and the
 switch tree Slurm places by (:class:`SwitchTree`). Pure data, shared by the readers that fill them
 (:mod:`slurm_topo.access`) and the planners that read them (:mod:`slurm_topo.srun.plan`,
-:mod:`slurm_topo.cost.model`), so neither side imports the other."""
+:mod:`slurm_topo.cost.comm`), so neither side imports the other."""
 
 from __future__ import annotations
 

@@ -267,7 +267,7 @@ class Node:
     found_by: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()
     gpu_topology: Any = None
-    """The node's GPU links (``slurm_topo.gpu.model.GpuTopology``), from the entry's ``gpu_topology:``
+    """The node's GPU links (``slurm_topo.gpu.gpu_topology.GpuTopology``), from the entry's ``gpu_topology:``
     file."""
     location_source: Source | None = None
     """Who supplied the node's region when another record filled it in; None means ``source`` did."""

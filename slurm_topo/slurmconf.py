@@ -14,7 +14,7 @@ from pathlib import Path
 
 from . import hostlist
 from .errors import HostlistError, ParseError
-from .gpu.model import GpuTopology
+from .gpu.gpu_topology import GpuTopology
 
 _PAIR_RE = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_/]*)=")
 _OUTPUT_PAIR_RE = re.compile(r"(?:^|\s)([A-Z][A-Za-z0-9_:/]*)=")

@@ -34,7 +34,7 @@ from slurm_topo.cost import (
 )
 from slurm_topo.cost.links import NETWORK_LEVELS
 from slurm_topo.errors import InputError
-from slurm_topo.gpu.topo import parse_topo_matrix
+from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
 from slurm_topo.model import Inventory, Location, Node
 from slurm_topo.srun.plan import plan_srun
 
@@ -425,8 +425,8 @@ def test_a_ring_inside_a_node_follows_nvlink_not_index_order() -> None:
     """DGX-1 hybrid cube mesh (a real capture): index order 0..7 crosses SYS twice, but an all-NVLink ring of
     the 8 GPUs exists, as NCCL finds it; the cost model rings over it. A node where no NVLink ring exists
     (all PCIe) keeps its bottleneck."""
+    from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
     from slurm_topo.gpu.rings import gpu_level, gpu_order
-    from slurm_topo.gpu.topo import parse_topo_matrix
 
     real = Path(__file__).parent / "fixtures" / "real" / "topo"
     dgx1 = parse_topo_matrix((real / "dgx1-v100-8gpu-hybridcube-1nic-oneflow.txt").read_text())

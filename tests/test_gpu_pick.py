@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurm_topo.errors import InputError, ParseError
+from slurm_topo.gpu.gpu_topology import GpuTopology
 from slurm_topo.gpu.links import DEFAULT_BANDWIDTH, bandwidth_table, islands, link_bandwidth
-from slurm_topo.gpu.model import GpuTopology
+from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
 from slurm_topo.gpu.pick import pick_devices, pick_exhaustive
-from slurm_topo.gpu.topo import parse_topo_matrix
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"
 

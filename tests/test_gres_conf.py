@@ -10,7 +10,7 @@ import pytest
 
 from slurm_topo import InputError, load_inventories, render_all
 from slurm_topo.gpu.affinity import gpu_sockets
-from slurm_topo.gpu.model import GpuTopology
+from slurm_topo.gpu.gpu_topology import GpuTopology
 from slurm_topo.render import RenderOptions
 from slurm_topo.render.gres_conf import gres_warnings, slurm_cores
 

@@ -21,7 +21,7 @@ def test_the_pure_core_does_not_import_the_yaml_loader() -> None:
 def test_the_loader_is_still_reachable_from_the_package() -> None:
     import slurm_topo
 
-    assert slurm_topo.load_inventories.__module__ == "slurm_topo.inventory"
+    assert slurm_topo.load_inventories.__module__ == "slurm_topo.inventory.merge"
     assert slurm_topo.merge.__name__ == "merge"
 
 
@@ -110,7 +110,7 @@ def test_the_pure_core_loads_no_module_with_effects() -> None:
     assert {
         "slurm_topo.runner",
         "slurm_topo.access",
-        "slurm_topo.inventory",
+        "slurm_topo.inventory.document",  # reads the inventory files
         "slurm_topo.srun_shim",
     } <= effects
     code = (

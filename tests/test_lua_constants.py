@@ -12,7 +12,7 @@ from typing import Any
 
 from luafilter import LuaFilter
 
-from slurm_topo.cost import model as cost_model
+from slurm_topo.cost import comm as cost_model
 from slurm_topo.policy import vocab
 from slurm_topo.render import filter_data
 

@@ -11,7 +11,7 @@ import pytest
 from slurm_topo import srun
 from slurm_topo.access.text import parse_scontrol_topology
 from slurm_topo.errors import CommandError, InputError, PlacementError
-from slurm_topo.gpu.topo import parse_topo_matrix
+from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
 from slurm_topo.srun_shim import bind
 
 REPO = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ from ..access.text import parse_show_config
 from ..errors import CommandError, HostlistError, InputError, ParseError
 from ..runner import Runner
 from ..version import parse_slurm_version
-from . import topo
+from . import topology_file as topo
 from .base import NODES, ApplyOptions
 from .parse import features_difference, future_nodes, parse_node_lines
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ParseError
 from ..version import format_slurm_version
-from . import topo
+from . import topology_file as topo
 from .base import (
     _FEATURE_TOKEN_RE,
     CONFIG_ORDER,

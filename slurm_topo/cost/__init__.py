@@ -16,8 +16,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 
 from ..model import Node
-from .links import DEFAULT_LINKS, DEFAULT_TABLE, LINK_LEVELS, Link, LinkTable, parse_links
-from .model import (
+from .comm import (
     Fabric,
     PlanSpec,
     Rank,
@@ -34,6 +33,7 @@ from .model import (
     score_placement,
     score_ranks,
 )
+from .links import DEFAULT_LINKS, DEFAULT_TABLE, LINK_LEVELS, Link, LinkTable, parse_links
 from .search import Found, best_nodes
 from .step import DEFAULT_COMM_SHARE, StepModel, step_model
 

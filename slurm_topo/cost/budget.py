@@ -12,8 +12,8 @@ from ..model import Location, Node
 from ..policy.vocab import AUTO_LEVELS as LEVELS
 from ..policy.vocab import BUDGET_PREFIX
 from ..policy.vocab import budget_record as filter_record
+from .comm import Fabric, PlanSpec, StepCost, parse_plan, score_placement
 from .links import DEFAULT_TABLE, LinkTable
-from .model import Fabric, PlanSpec, StepCost, parse_plan, score_placement
 from .step import DEFAULT_COMM_SHARE, step_model
 
 DEFAULT_COMM_FRACTION = DEFAULT_COMM_SHARE

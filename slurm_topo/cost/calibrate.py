@@ -33,8 +33,8 @@ import yaml
 from ..errors import CommandError, InputError, PlacementError, show_value
 from ..model import Inventory, Node
 from ..runner import Runner
+from .comm import Fabric, network_level
 from .links import MEASURED_KEY, NETWORK_LEVELS, NODE_LEVELS, Link, LinkTable
-from .model import Fabric, network_level
 
 PROBES = ("tcp",)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ..gpu.links import DEFAULT_BANDWIDTH, link_bandwidth
 from ..model import Node
-from .model import Fabric, node_gpus
+from .comm import Fabric, node_gpus
 
 SEARCH_LEVELS = ("nvlink", "network_group", "zone", "region", "any")
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .model import PlanSpec, StepCost
+from .comm import PlanSpec, StepCost
 
 DEFAULT_COMM_SHARE = 0.25
 """Communication's share of a step on the best placement when the plan says nothing: NCCL-tests-scale

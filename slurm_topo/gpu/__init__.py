@@ -1,9 +1,9 @@
 """GPUs inside a node: nvidia-smi topo -m / NVML readers, the link model, NVLink islands and pick_devices."""
 
+from .gpu_topology import GpuTopology
 from .links import DEFAULT_BANDWIDTH, bandwidth_table, islands, link_bandwidth
-from .model import GpuTopology
+from .nvidia_smi import parse_topo_matrix
 from .pick import pick_devices, pick_exhaustive
-from .topo import parse_topo_matrix
 
 __all__ = [
     "DEFAULT_BANDWIDTH",

@@ -42,8 +42,8 @@ from itertools import combinations
 
 from .. import hostlist
 from ..errors import HostlistError
+from .gpu_topology import GpuTopology
 from .links import islands
-from .model import GpuTopology
 
 #: (sockets, cores per socket, threads per core), as Slurm's node line gives them.
 Layout = tuple[int, int, int]

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from ..errors import InputError
-from .model import PCIE_CLASSES, GpuTopology
+from .gpu_topology import PCIE_CLASSES, GpuTopology
 
 DEFAULT_BANDWIDTH: Mapping[str, float] = MappingProxyType(
     {"NV": 25.0, "PIX": 20.0, "PXB": 16.0, "PHB": 12.0, "NODE": 10.0, "SYS": 6.0}

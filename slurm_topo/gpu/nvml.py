@@ -25,10 +25,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CommandError
-from .model import GpuTopology
+from .gpu_topology import GpuTopology
 
 _ANCESTOR = {0: "PIX", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
-_MAX_LINKS = 18
+NVML_NVLINK_MAX_LINKS = 36
+"""Links asked about per GPU when the binding does not say (nvidia-ml-py 13.x says 36; older bindings say
+18 and answer InvalidArgument above it, which ends the walk). The one value for every NVML reader
+(health/nvml.py too)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +222,7 @@ def _nvlinks(call: _Calls, h: Any, pos: int, by_bus: Mapping[tuple[int, ...], in
     switch_type = call.const("NVML_NVLINK_DEVICE_TYPE_SWITCH", 2)
     enabled = call.const("NVML_FEATURE_ENABLED", 1)
     links: list[NvLink] = []
-    for link in range(int(call.const("NVML_NVLINK_MAX_LINKS", _MAX_LINKS))):
+    for link in range(int(call.const("NVML_NVLINK_MAX_LINKS", NVML_NVLINK_MAX_LINKS))):
         state = call("nvmlDeviceGetNvLinkState", h, link)
         if state is None:
             return None if link == 0 else links

@@ -59,8 +59,8 @@ from dataclasses import dataclass, field
 from itertools import combinations
 
 from ..errors import InputError
+from .gpu_topology import GpuTopology
 from .links import DEFAULT_BANDWIDTH, bandwidth_table, islands, link_bandwidth
-from .model import GpuTopology
 
 
 @dataclass(frozen=True, slots=True)

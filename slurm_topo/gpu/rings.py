@@ -1,14 +1,14 @@
 """Rings and chains through the GPUs of one node, as the collective library builds them: which level two GPUs
 meet at (NVLink, PCIe, SYS), and the order a ring (or a pipeline's chain) passes them so that its slowest hop
-is fastest. Used by the cost model (``cost.model.ring_hops``) and by gpulayer-srun's plan (pipeline stages on
+is fastest. Used by the cost model (``cost.comm.ring_hops``) and by gpulayer-srun's plan (pipeline stages on
 one node), so both follow the same order."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from .gpu_topology import GpuTopology
 from .links import is_nvlink
-from .model import GpuTopology
 
 _LEVEL_RANK = {"nvlink": 0, "pcie": 1, "sys": 2, "node": 3}
 _ORDER_CACHE: dict[tuple[int, tuple[int, ...], bool], tuple[int, ...]] = {}

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..gpu.nvml import NVML_NVLINK_MAX_LINKS
 
 NVLINK_DEVICE_TYPE = {0: "gpu", 1: "ibmnpu", 2: "nvswitch"}
 NVLINK_ERROR_COUNTERS = ("replay", "recovery", "crc_flit", "crc_data", "ecc_data")  # NVML_NVLINK_ERROR_DL_*
@@ -56,7 +57,6 @@ RECOVERY_ACTION = {0: "none", 1: "gpu_reset", 2: "node_reboot", 3: "drain_p2p", 
 P2P_STATUS_OK = 0
 NVML_P2P_CAPS_INDEX_NVLINK = 2
 NVML_FI_DEV_NVLINK_LINK_COUNT = 91
-NVML_NVLINK_MAX_LINKS = 36  # nvidia-ml-py 13.x; older bindings say 18 and answer InvalidArgument above it
 MAX_NVML_FILE_BYTES = 16 * 1024 * 1024
 
 

@@ -33,8 +33,8 @@ from ..access.text import (
 from ..allocation import SwitchTree
 from ..entry import read_input, run_entry
 from ..errors import CommandError, InputError, OutputError, UsageError
-from ..gpu.model import GpuTopology
-from ..gpu.topo import parse_topo_matrix
+from ..gpu.gpu_topology import GpuTopology
+from ..gpu.nvidia_smi import parse_topo_matrix
 from ..runner import Runner, SubprocessRunner
 from ..slurmconf import devices_constrained, parse_gres_links
 from .options import PROG, check_srun_options, job_id

@@ -46,8 +46,8 @@ from ClusterShell.RangeSet import RangeSet
 from .. import hostlist
 from ..allocation import Allocation, SwitchTree
 from ..errors import InputError
+from ..gpu.gpu_topology import GpuTopology
 from ..gpu.links import islands
-from ..gpu.model import GpuTopology
 from ..gpu.pick import pick_devices
 from ..gpu.rings import gpu_order
 from ..text import counted

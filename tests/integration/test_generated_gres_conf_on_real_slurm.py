@@ -35,7 +35,7 @@ HW = {
 def sixteen_gpu_capture(path: Path) -> Path:
     """A `topo -m`-shaped capture of 16 GPUs: two DGX-1 V100 hybrid cube-meshes (the real capture's GPU block)
     joined by SYS, one per 8-core socket."""
-    from slurm_topo.gpu.topo import parse_topo_matrix
+    from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
 
     real = REPO / "tests" / "fixtures" / "real" / "topo" / "dgx1-v100-8gpu-hybridcube-1nic-oneflow.txt"
     cube = parse_topo_matrix(real.read_text()).matrix

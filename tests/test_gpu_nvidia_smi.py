@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from slurm_topo.errors import ParseError
-from slurm_topo.gpu.model import GpuTopology
-from slurm_topo.gpu.topo import parse_topo_matrix
+from slurm_topo.gpu.gpu_topology import GpuTopology
+from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..allocation import Allocation, SwitchTree
 from ..errors import InputError
-from ..gpu.model import GpuTopology
+from ..gpu.gpu_topology import GpuTopology
 from ..gpu.pick import pick_devices
 from ..gpu.rings import gpu_level, gpu_order
 from ..model import Inventory, Node

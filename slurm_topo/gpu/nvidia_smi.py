@@ -1,4 +1,4 @@
-"""Parse ``nvidia-smi topo -m`` into a :class:`~slurm_topo.gpu.model.GpuTopology`.
+"""Parse ``nvidia-smi topo -m`` into a :class:`~slurm_topo.gpu.gpu_topology.GpuTopology`.
 
 The GPU×GPU block comes out exact or the text is refused with a :class:`ParseError` naming the line; NIC, CPU
 affinity and NUMA cells are best effort and every guess or drop is recorded in ``GpuTopology.warnings``.
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 from .. import hostlist
 from ..errors import ParseError
-from .model import GpuTopology
+from .gpu_topology import GpuTopology
 
 _ANSI_RE = re.compile(r"\x1b?\[[0-9;]*m")
 _CELL_RE = re.compile(r"NV\d+|NODE|PIX|PXB|PHB|SYS|SOC|X")

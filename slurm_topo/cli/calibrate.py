@@ -1,0 +1,193 @@
+"""``slurm-topo calibrate``: measure the links table; and the hidden ``probe`` commands it runs through
+srun."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import CommandError, InputError
+from ..output import write_files
+from ..runner import SubprocessRunner
+from .common import _load, cli, inventory_option
+from .cost import _links_table
+
+
+@cli.command()
+@inventory_option
+@click.option(
+    "--nodes",
+    "nodelist",
+    metavar="HOSTLIST",
+    help="Nodes to measure among (default: this allocation's, $SLURM_JOB_NODELIST).",
+)
+@click.option("--output", "-o", "output", metavar="FILE", help="Write the table here (default: stdout).")
+@click.option("--probe", type=click.Choice(["tcp"]), default="tcp", show_default=True, help="The probe.")
+@click.option("--bytes", "nbytes", default="64M", show_default=True, metavar="B", help="Bytes per transfer.")
+@click.option(
+    "--repeats", default=5, show_default=True, type=click.IntRange(1, 100), help="Transfers a pair."
+)
+@click.option("--port", default=47123, show_default=True, type=click.IntRange(1, 65535), help="Probe port.")
+@click.option(
+    "--probe-command",
+    metavar="CMD",
+    help="How compute nodes start slurm-topo (default: this Python with -m slurm_topo).",
+)
+@click.option("--srun-arg", "srun_args", multiple=True, metavar="ARG", help="Extra srun argument; repeat.")
+@click.option(
+    "--time", "time_limit", default=5, show_default=True, type=click.IntRange(1, 120), metavar="MIN"
+)
+@click.option(
+    "--links", "links_file", metavar="FILE", help="The table to start from (default: inventories')."
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object (table, measurements, notes).")
+def calibrate(
+    inventories: tuple[str, ...],
+    nodelist: str | None,
+    output: str | None,
+    probe: str,
+    nbytes: str,
+    repeats: int,
+    port: int,
+    probe_command: str | None,
+    srun_args: tuple[str, ...],
+    time_limit: int,
+    links_file: str | None,
+    as_json: bool,
+) -> None:
+    """Measure each link level among the nodes (one pair per level, a probe step through srun) and write a
+    links: table with the measured figures, the date, the probe and the pairs. Run it inside an
+    allocation (salloc) or give --nodes. Guide: README "Calibrating the cost model"."""
+    import os
+    import shlex
+
+    from ..access import SlurmAccess
+    from ..cost import parse_bytes
+    from ..cost.calibrate import run_calibration
+    from ..hostlist import expand
+
+    given = nodelist or os.environ.get("SLURM_JOB_NODELIST")
+    if not given:
+        raise click.UsageError("give --nodes HOSTLIST, or run inside an allocation (salloc)")
+    nodes = expand(given)
+    inventory = _load(inventories)
+    base = _links_table(inventories, links_file)
+    size = parse_bytes(nbytes, "--bytes")
+    if not 1 <= size <= 1 << 36:
+        raise InputError("--bytes: 1 byte to 64 GiB")
+    command = shlex.split(probe_command) if probe_command else [sys.executable, "-m", "slurm_topo"]
+    runner = SubprocessRunner()
+    try:
+        records = SlurmAccess(runner).nodes()
+    except CommandError as exc:
+        raise CommandError(exc.argv, exc.returncode, f"reading the nodes' addresses: {exc}") from None
+    addresses = {name: rec.get("NodeAddr") or name for name, rec in records.items() if name in set(nodes)}
+    done = run_calibration(
+        inventory,
+        nodes,
+        runner,
+        base=base,
+        probe_command=command,
+        addresses=addresses,
+        port=port,
+        nbytes=int(size),
+        repeats=repeats,
+        srun_args=srun_args,
+        time_limit_min=time_limit,
+    )
+    if output:
+        target = Path(output)
+        write_files(target.parent if str(target.parent) else ".", {target.name: done.text})
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "links": done.table.as_dict(),
+                    "measured": [
+                        {
+                            "level": m.pair.level,
+                            "pair": [m.pair.a, m.pair.b],
+                            "probe": m.probe,
+                            "bandwidth": m.bandwidth,
+                            "latency_us": m.latency_us,
+                            **dict(m.detail),
+                        }
+                        for m in done.measured
+                    ],
+                    "notes": list(done.notes),
+                    **({"output": output} if output else {}),
+                },
+                sort_keys=True,
+            )
+        )
+        return
+    if not output:
+        click.echo(done.text, nl=False)
+        return
+    for m in done.measured:
+        click.echo(f"{m.pair.level:<14} {m.pair.text():<28} {m.bandwidth:9.3f} GB/s {m.latency_us:10.1f} µs")
+    for note in done.notes:
+        click.echo(f"note: {note}")
+    click.echo(f"wrote {output}")
+
+
+@cli.group(hidden=True)
+def probe() -> None:
+    """The probes calibrate runs inside its srun steps."""
+
+
+@probe.command("tcp")
+@click.option("--port", required=True, type=click.IntRange(1, 65535))
+@click.option("--address", "addresses", multiple=True, metavar="NODE=ADDR")
+@click.option("--bytes", "nbytes", default=64 << 20, type=click.IntRange(1, 1 << 36))
+@click.option("--repeats", default=5, type=click.IntRange(1, 100))
+@click.option("--pings", default=200, type=click.IntRange(1, 100000))
+@click.option("--bind", default="0.0.0.0", show_default=True)
+@click.option("--timeout", default=120.0, type=click.FloatRange(1, 3600))
+def probe_tcp(
+    port: int, addresses: tuple[str, ...], nbytes: int, repeats: int, pings: int, bind: str, timeout: float
+) -> None:
+    """One task's side of the TCP probe (task 0 serves, task 1 measures and prints the result)."""
+    import os
+
+    from ..probes import parse_addresses, tcp_task
+
+    line = tcp_task(
+        os.environ,
+        port=port,
+        addresses=parse_addresses(addresses),
+        nbytes=nbytes,
+        repeats=repeats,
+        pings=pings,
+        bind=bind,
+        timeout=timeout,
+    )
+    click.echo(line)
+
+
+@probe.command("ring")
+@click.option("--port", required=True, type=click.IntRange(1, 65535))
+@click.option("--address", "addresses", multiple=True, metavar="NODE=ADDR")
+@click.option("--bytes", "nbytes", required=True, type=click.IntRange(1, 1 << 36))
+@click.option("--repeats", default=3, type=click.IntRange(1, 100))
+@click.option("--timeout", default=120.0, type=click.FloatRange(1, 3600))
+def probe_ring(port: int, addresses: tuple[str, ...], nbytes: int, repeats: int, timeout: float) -> None:
+    """One rank of a plain-Python ring all-reduce over TCP (one task per node; rank 0 prints the seconds)."""
+    import os
+
+    from ..probes import parse_addresses
+    from ..probes.ring import ring_task
+
+    click.echo(
+        ring_task(
+            os.environ,
+            port=port,
+            addresses=parse_addresses(addresses),
+            nbytes=nbytes,
+            repeats=repeats,
+            timeout=timeout,
+        )
+    )

@@ -1,0 +1,155 @@
+"""The ``slurm-topo`` group and what its commands share: loading inventories (with Slurm's node records
+and partitions), the Slurm release, the common options.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..access import argv as slurm_argv
+from ..access.text import parse_scontrol_nodes, parse_scontrol_partitions
+from ..entry import read_input
+from ..errors import CommandError, ExitCode, InputError
+from ..inventory import Loaded, load_inventory_file, merge, with_slurm_nodes
+from ..model import LABEL_RE, Inventory
+from ..policy import Partition
+from ..runner import SubprocessRunner
+from ..version import DEFAULT_SLURM, __version__, format_slurm_version, parse_slurm_version
+
+PROG = "slurm-topo"
+
+EXIT_PROBLEMS = ExitCode.PROBLEMS  # kept for the commands that exit 1 themselves
+
+
+def _warn(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def _slurm_nodes(nodes_from: str | None, scontrol: bool) -> list[dict[str, str]] | None:
+    if nodes_from and scontrol:
+        raise InputError("give --nodes-from or --scontrol, not both")
+    if nodes_from:
+        try:
+            text = Path(nodes_from).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"{nodes_from}: cannot read: {exc.strerror}") from None
+        return parse_scontrol_nodes(text, source=nodes_from)
+    if scontrol:
+        return parse_scontrol_nodes(SubprocessRunner().run(slurm_argv.show_nodes()))
+    return None
+
+
+def _load(
+    inventories: tuple[str, ...],
+    nodes_from: str | None = None,
+    scontrol: bool = False,
+    records_dir: str | None = None,
+) -> Inventory:
+    if not inventories and not records_dir:
+        raise click.UsageError("give at least one --inventory FILE or --records DIR")
+    from ..model import MAX_NODES
+
+    loaded: list[Loaded] = []
+    for path in inventories:  # one budget for all files: each is counted before it is expanded
+        loaded.append(load_inventory_file(path, MAX_NODES - sum(len(x.nodes) for x in loaded)))
+    if records_dir:
+        from ..records import load_records
+
+        found, skipped = load_records(Path(records_dir))
+        for line in skipped:
+            _warn(f"warning: {line}")
+        loaded.extend(found)
+    inventory = merge(loaded)
+    records = _slurm_nodes(nodes_from, scontrol)
+    if records is not None:
+        inventory = with_slurm_nodes(inventory, records, nodes_from or "scontrol show node")
+        if inventory.extra_nodes:
+            _warn(
+                f"{len(inventory.extra_nodes)} nodes Slurm knows are in no inventory; placed in the root's "
+                f"leaf: {' '.join(inventory.extra_nodes)}"
+            )
+    if records_dir:
+        from ..health.drain import load_effects
+        from ..health.effects import apply_effects
+
+        # DIR/health/: degraded nodes are kept as a last resort, down NVLinks leave Links= (docs/health.md)
+        inventory, changes = apply_effects(inventory, load_effects(Path(records_dir)))
+        for line in changes:
+            _warn(f"health: {line}")
+    for warning in inventory.warnings:
+        _warn(f"warning: {warning}")
+    for conflict in inventory.conflicts:
+        _warn(conflict.message())
+    return inventory
+
+
+def _slurm_version(given: str | None) -> tuple[int, int]:
+    if given:
+        return parse_slurm_version(given)
+    runner = SubprocessRunner()
+    # `scontrol --version` needs a readable slurm.conf on 22.05; the daemons' -V does not.
+    for argv in slurm_argv.version_argvs():
+        if runner.available(argv[0]):
+            try:
+                return parse_slurm_version(runner.run(argv, timeout=10))
+            except (CommandError, InputError):
+                continue
+    _warn(
+        "no Slurm found to ask and no --slurm-version: rendering for Slurm "
+        f"{format_slurm_version(DEFAULT_SLURM)}"
+    )
+    return DEFAULT_SLURM
+
+
+def _partitions(partitions_from: str | None, scontrol: bool) -> list[Partition] | None:
+    if partitions_from:
+        rows = parse_scontrol_partitions(read_input(partitions_from), source=partitions_from)
+    elif scontrol:
+        rows = parse_scontrol_partitions(SubprocessRunner().run(slurm_argv.show_partitions()))
+    else:
+        return None
+    for name, _, _ in rows:
+        if not LABEL_RE.match(name):
+            raise InputError(f"partition name {name[:40]!r} is not 1-63 characters from [A-Za-z0-9._-]")
+    return [Partition(name, tuple(nodes), default) for name, nodes, default in rows]
+
+
+partitions_option = click.option(
+    "--partitions-from",
+    metavar="FILE",
+    help="Partitions: saved `scontrol show partition -o` (default: one partition holding every node).",
+)
+
+inventory_option = click.option(
+    "--inventory",
+    "-i",
+    "inventories",
+    multiple=True,
+    metavar="FILE",
+    help="Inventory YAML; repeat to merge several (trust: provider > operator > self).",
+)
+
+records_option = click.option(
+    "--records",
+    "records_dir",
+    metavar="DIR",
+    help="A folder of node records written by `slurm-topo discover` (always trusted as self-reports).",
+)
+
+nodes_from_option = click.option(
+    "--nodes-from",
+    metavar="FILE",
+    help="Nodes Slurm knows: `scontrol show node -o` output or a hostlist per line.",
+)
+
+scontrol_option = click.option(
+    "--scontrol", is_flag=True, help="Ask the running Slurm (`scontrol show node -o`)."
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="slurm-topo")
+def cli() -> None:
+    """Write a GPU fleet's shape as Slurm configuration (topology.conf, node features, ...)."""

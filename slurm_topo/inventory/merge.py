@@ -1,0 +1,182 @@
+"""Merging loaded inventories into one :class:`~slurm_topo.model.Inventory` (ARCHITECTURE.md, "Trust"):
+records for the same node at the same trust level must agree on the location; across trust levels the most
+trusted record wins, lower ones only fill gaps that agree with it, and every disagreement becomes a
+``Conflict``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..errors import InventoryError
+from ..model import (
+    LEVELS,
+    MAX_NODES,
+    NO_LOCATION,
+    SLURM_NODE_KEYS,
+    Conflict,
+    Inventory,
+    Location,
+    Node,
+    NvlinkConfig,
+    PolicyConfig,
+    natural_key,
+)
+from .document import Loaded, load_inventory_file
+
+
+def _merge_same_trust(a: Node, b: Node) -> Node:
+    if a.nvlink_domain and b.nvlink_domain and a.nvlink_domain != b.nvlink_domain:
+        raise InventoryError(
+            b.origin,
+            "",
+            f"node {b.name} is in NVLink domain {b.nvlink_domain} here but in {a.nvlink_domain} "
+            f"in {a.origin} (both {a.source.label} records)",
+        )
+    if a.location != b.location:
+        raise InventoryError(
+            b.origin,
+            "",
+            f"node {b.name} is at {b.location.describe()} here but at {a.location.describe()} in {a.origin} "
+            f"(both {a.source.label} records)",
+        )
+    return _fill(a, b)
+
+
+def _fill(kept: Node, other: Node) -> Node:
+    """Fill gaps of ``kept`` from ``other`` (never overriding a value ``kept`` has)."""
+    slurm = dict(kept.slurm)
+    for k, v in other.slurm:
+        slurm.setdefault(k, v)
+    features = kept.features + tuple(f for f in other.features if f not in kept.features)
+    return replace(
+        kept,
+        features=features,
+        gpus=kept.gpus if kept.gpus is not None else other.gpus,
+        gpu_type=kept.gpu_type or other.gpu_type,
+        gpu_topology=kept.gpu_topology if kept.gpu_topology is not None else other.gpu_topology,
+        slurm=tuple((k, slurm[k]) for k in SLURM_NODE_KEYS if k in slurm),
+        found_by=kept.found_by or other.found_by,
+        notes=kept.notes + tuple(n for n in other.notes if n not in kept.notes),
+        nvlink_domain=kept.nvlink_domain or other.nvlink_domain,
+        nvlink_source=(
+            kept.nvlink_source
+            if kept.nvlink_domain or not other.nvlink_domain
+            else (other.nvlink_source if other.nvlink_source is not None else other.source)
+        ),
+    )
+
+
+def _fill_location(kept: Location, other: Location) -> Location:
+    """Finer levels from a less trusted record, only below levels on which both agree."""
+    values = {}
+    for lvl in LEVELS:
+        mine, theirs = kept.value(lvl), other.value(lvl)
+        values[lvl] = mine if mine is not None else theirs
+    return Location(**values)
+
+
+def merge(loaded: Iterable[Loaded], extra_nodes: Sequence[str] = ()) -> Inventory:
+    """Merge per-file records into one ``Inventory`` (ARCHITECTURE.md, "Trust")."""
+    by_name: dict[str, list[Node]] = {}
+    warnings: list[str] = []
+    policy: PolicyConfig | None = None
+    policy_source = ""
+    nvlink: NvlinkConfig | None = None
+    nvlink_source = ""
+    links: Any = None
+    links_source = ""
+    for item in loaded:
+        warnings.extend(item.warnings)
+        if item.links is not None:
+            if links is not None and item.links != links:
+                raise InventoryError(
+                    item.source, "links", f"differs from the links: in {links_source}; give links: once"
+                )
+            links, links_source = item.links, item.source
+        if item.nvlink is not None:
+            if nvlink is not None and item.nvlink != nvlink:
+                raise InventoryError(
+                    item.source,
+                    "nvlink",
+                    f"differs from the nvlink section in {nvlink_source}; give it in one inventory",
+                )
+            nvlink, nvlink_source = item.nvlink, item.source
+        if item.policy is not None:
+            if policy is not None and item.policy != policy:
+                raise InventoryError(
+                    item.source,
+                    "policy",
+                    f"differs from the policy in {policy_source}; give the policy in one inventory",
+                )
+            policy, policy_source = item.policy, item.source
+        for node in item.nodes:
+            by_name.setdefault(node.name, []).append(node)
+    merged: list[Node] = []
+    conflicts: list[Conflict] = []
+    for name, records in by_name.items():
+        records.sort(key=lambda n: -n.source)  # stable: file order within a trust level
+        best = records[0]
+        for other in records[1:]:
+            if other.source == best.source:
+                best = _merge_same_trust(best, other)
+            elif best.location.covers(other.location) and other.location != NO_LOCATION:
+                located_by = other.located_by if best.location.region is None else best.location_source
+                best = replace(
+                    _fill(best, other),
+                    location=_fill_location(best.location, other.location),
+                    location_source=located_by,
+                )
+            else:
+                if other.location != NO_LOCATION:
+                    other = replace(other, nvlink_domain=None)  # a record that is elsewhere says nothing here
+                    conflicts.append(
+                        Conflict(
+                            name,
+                            best.location,
+                            best.source,
+                            best.origin,
+                            other.location,
+                            other.source,
+                            other.origin,
+                        )
+                    )
+                best = _fill(best, other)
+            if other.nvlink_domain and best.nvlink_domain != other.nvlink_domain:
+                conflicts.append(
+                    Conflict(
+                        name,
+                        best.location,
+                        best.source,
+                        best.origin,
+                        best.location,
+                        other.source,
+                        other.origin,
+                        best.nvlink_domain,
+                        other.nvlink_domain,
+                    )
+                )
+        merged.append(best)
+    merged.sort(key=lambda n: natural_key(n.name))
+    known = set(by_name)
+    extra = tuple(sorted({n for n in extra_nodes if n not in known}, key=natural_key))
+    return Inventory(
+        nodes=tuple(merged),
+        conflicts=tuple(conflicts),
+        warnings=tuple(warnings),
+        extra_nodes=extra,
+        policy=policy,
+        nvlink=nvlink,
+        links=links,
+    )
+
+
+def load_inventories(paths: Sequence[str | Path], extra_nodes: Sequence[str] = ()) -> Inventory:
+    """Load and merge inventory files; the first bad value raises ``InventoryError``."""
+    loaded: list[Loaded] = []
+    for p in paths:
+        loaded.append(load_inventory_file(p, MAX_NODES - sum(len(x.nodes) for x in loaded)))
+    return merge(loaded, extra_nodes)

@@ -1,0 +1,113 @@
+"""Reading an inventory's YAML safely: aliases bounded (``MAX_YAML_NODES``), duplicate keys an error naming
+both lines, tags that do not construct refused, values quoted short in messages.
+"""
+
+from __future__ import annotations
+
+import reprlib
+from typing import Any
+
+import yaml
+
+MAX_YAML_NODES = 1_000_000
+
+"""At most this many YAML nodes after alias expansion (a "billion laughs" document is refused unexpanded)."""
+
+_SHORT = reprlib.Repr()
+
+_SHORT.maxstring = _SHORT.maxother = 60
+
+_SHORT.maxlist = _SHORT.maxdict = _SHORT.maxtuple = _SHORT.maxset = 4
+
+_SHORT.maxlevel = 2
+
+
+class _Shown:
+    """A value whose repr is bounded (depth, items, characters) whatever the value is: messages never walk a
+    huge or self-referencing structure."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, value: object):
+        self.text = _SHORT.repr(value)
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _key(key: object) -> str:
+    """A mapping key as it may appear in ``nodes[3].<key>``: a short string as is, anything else bounded."""
+    return key if isinstance(key, str) and len(key) <= 60 and key.isprintable() else _SHORT.repr(key)
+
+
+class _DuplicateKeyError(yaml.constructor.ConstructorError):
+    pass
+
+
+def _base_loader() -> Any:
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_base_loader()):  # type: ignore[misc]
+    """The safe loader (libyaml's when present) that refuses a key given twice in one mapping."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node)
+            except TypeError:
+                continue  # an unhashable key: the constructor reports it
+            if first is not key_node:
+                raise _DuplicateKeyError(
+                    None,
+                    None,
+                    f"duplicate key {_SHORT.repr(key)} at line {key_node.start_mark.line + 1} "
+                    f"(first at line {first.start_mark.line + 1})",
+                    key_node.start_mark,
+                )
+        return super().construct_mapping(node, deep=deep)
+
+
+def _expanded_size(text: str, limit: int) -> None:
+    """Raise ``yaml.YAMLError`` when aliases would expand the document past ``limit`` nodes (events only;
+    nothing is constructed; constant work per event, whatever the nesting)."""
+    anchors: dict[str, int] = {}
+    starts: list[tuple[str | None, int]] = []  # open collections: (anchor, expanded count at their start)
+    expanded = 0
+    for event in yaml.parse(text, Loader=_base_loader()):
+        if isinstance(event, yaml.AliasEvent):
+            expanded += anchors.get(event.anchor or "", 1)
+        elif isinstance(event, yaml.ScalarEvent):
+            expanded += 1
+            if event.anchor:
+                anchors[event.anchor] = 1
+        elif isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            starts.append((event.anchor, expanded))
+            expanded += 1
+        elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            anchor, start = starts.pop()
+            if anchor:
+                anchors[anchor] = expanded - start
+        if expanded > limit:
+            raise yaml.YAMLError(f"aliases expand to more than {limit} YAML nodes")
+
+
+def load_yaml(text: str, *, max_nodes: int = MAX_YAML_NODES) -> Any:
+    """Parse one YAML document safely and boundedly. Raises ``yaml.YAMLError`` for anything that is not a
+    plain document: bad syntax, a duplicate key, aliases that expand past ``max_nodes``, a tag that does not
+    construct (``!!int x``, ``!!timestamp x``, ``!!python/...``), nesting too deep to build."""
+    if "&" in text or "*" in text:
+        _expanded_size(text, max_nodes)
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
+    except yaml.YAMLError:
+        raise
+    except RecursionError:
+        raise yaml.YAMLError("nested too deeply") from None
+    except (ValueError, TypeError, AttributeError, OverflowError, KeyError, IndexError):
+        # SafeConstructor's own failures on a tagged scalar it cannot build (int('x'), a timestamp regex miss)
+        raise yaml.YAMLError("a tagged value cannot be read (such as !!int x or !!timestamp x)") from None
