@@ -29,11 +29,12 @@ from typing import Any
 from ..allocation import Allocation, SwitchTree
 from ..errors import InputError
 from ..gpu.gpu_topology import GpuTopology
+from ..gpu.links import nvlink_count
 from ..gpu.pick import pick_devices
 from ..gpu.rings import gpu_level, gpu_order
 from ..model import Inventory, Node
 from ..srun.plan import DEFAULT_ORDER, plan_srun
-from .links import DEFAULT_TABLE, LINK_LEVELS, Link, LinkTable
+from .links import DEFAULT_TABLE, GENERATION_LEVELS, LINK_LEVELS, Generation, Link, LinkTable, generation_of
 
 Position = tuple[str, int]
 """Where one rank runs: (node, GPU index)."""
@@ -172,22 +173,48 @@ def pair_level(fabric: Fabric, a: Position, b: Position, table: LinkTable | None
 
 @dataclass(frozen=True, slots=True)
 class Hop:
-    """The slowest hop of a ring or a chain: its level and constants."""
+    """The slowest hop of a ring or a chain: its level and constants (``generation``: the GPU generation
+    whose figures they are, None for the table's)."""
 
     level: str
     link: Link
+    generation: Generation | None = None
 
 
-def slowest(levels: Iterable[str], table: LinkTable, cost: Callable[[Link], float]) -> Hop:
-    """The hop that sets the pace: the level whose own link makes ``cost`` highest (then the level further
-    out). Its ``link`` is the pace of the whole ring: the lowest bandwidth and the highest latency of all its
-    hops (every step of a ring waits for the slowest hop)."""
-    seen = sorted(set(levels), key=LINK_LEVELS.index)
+def hop_link(
+    fabric: Fabric, table: LinkTable, level: str, a: Position, b: Position
+) -> tuple[Link, Generation | None]:
+    """One hop's constants: the table's, except at the levels a GPU generation decides (inside a node, and
+    across one NVLink domain) and the site did not set: there the nodes' generation (the slower of the two)
+    gives NVLink as per-link × the pair's bonded links (``NV<n>`` in the node's ``gpu_topology``, else every
+    link: an NVSwitch), and PCIe as its host link (``links.GENERATIONS``)."""
+    base = table[level]
+    if level not in GENERATION_LEVELS or level in table.given:
+        return base, None
+    ga, gb = generation_of(fabric.node(a[0]).gpu_type), generation_of(fabric.node(b[0]).gpu_type)
+    if ga is None or gb is None:
+        return base, None
+    gen = ga if ga.nvlink <= gb.nvlink else gb
+    if level == "pcie":
+        return (Link(gen.pcie, base.latency_us) if gen.pcie is not None else base), gen
+    links = gen.links
+    topology = fabric.node(a[0]).gpu_topology if a[0] == b[0] else None
+    if level == "nvlink" and topology is not None and topology.matrix:
+        links = min(nvlink_count(topology.link(a[1], b[1])) or links, links)
+    return Link(links * gen.per_link, base.latency_us), gen
+
+
+def slowest_hop(hops: Iterable[tuple[str, Link, Generation | None]], cost: Callable[[Link], float]) -> Hop:
+    """The hop that sets the pace: the one whose own constants (:func:`hop_link`) make ``cost`` highest
+    (then the level further out). Its ``link`` is the pace of the whole ring: the lowest bandwidth and the
+    highest latency of all its hops (every step of a ring waits for the slowest hop)."""
+    seen = list(hops)
     if not seen:
         raise ValueError("no hops")
-    level = max(seen, key=lambda lvl: (cost(table[lvl]), LINK_LEVELS.index(lvl)))
-    pace = Link(min(table[lvl].bandwidth for lvl in seen), max(table[lvl].latency_us for lvl in seen))
-    return Hop(level, pace)
+    level, _, gen = max(seen, key=lambda h: (cost(h[1]), LINK_LEVELS.index(h[0])))
+    pace = Link(min(h[1].bandwidth for h in seen), max(h[1].latency_us for h in seen))
+    gens = [h[2] for h in seen if h[2] is not None and h[1].bandwidth == pace.bandwidth]
+    return Hop(level, pace, gen or (gens[0] if gens else None))
 
 
 def ring_allreduce_seconds(p: int, nbytes: float, link: Link) -> float:
@@ -205,6 +232,13 @@ def ring_levels(fabric: Fabric, ring: Sequence[Position], table: LinkTable | Non
 def ring_hops(
     fabric: Fabric, ring: Sequence[Position], table: LinkTable | None = None
 ) -> list[tuple[str, str, str]]:
+    """Every hop of a ring as (level, node, next node): :func:`ring_positions` by node."""
+    return [(level, a[0], b[0]) for level, a, b in ring_positions(fabric, ring, table)]
+
+
+def ring_positions(
+    fabric: Fabric, ring: Sequence[Position], table: LinkTable | None = None
+) -> list[tuple[str, Position, Position]]:
     """Every hop of a ring (last back to first) as (level, node, next node), built as NCCL builds one:
     through all the ring's GPUs of a node one after the other, nodes in the order they first appear. On a
     rail-optimised fabric the ring stays on one rail only when every node takes part with GPUs on the same
@@ -231,12 +265,12 @@ def ring_hops(
     for k, a in enumerate(ordered):
         b = ordered[(k + 1) % len(ordered)]
         if a[0] == b[0]:
-            hops.append((gpu_level(fabric.node(a[0]).gpu_topology, a[1], b[1]), a[0], b[0]))
+            hops.append((gpu_level(fabric.node(a[0]).gpu_topology, a[1], b[1]), a, b))
             continue
         level = network_level(fabric.node(a[0]), fabric.node(b[0]), fabric.domains)
         if level == "network_group" and not same_rails:
             level = "zone"  # across rails: through the spine
-        hops.append((level, a[0], b[0]))
+        hops.append((level, a, b))
     return hops
 
 
@@ -257,12 +291,13 @@ def ring_allreduce(
     fabric: Fabric, ring: Sequence[Position], nbytes: float, table: LinkTable
 ) -> tuple[float, Hop]:
     """Seconds of a ring all-reduce of ``nbytes`` over ``ring`` and its slowest hop."""
-    hops = ring_hops(fabric, ring, table)
-    if not hops:
+    placed = ring_positions(fabric, ring, table)
+    if not placed:
         return 0.0, Hop("nvlink", table["nvlink"])
     p = len(ring)
-    hop = slowest((h[0] for h in hops), table, lambda link: ring_allreduce_seconds(p, nbytes, link))
-    hop = _measured(fabric, hops, table, hop)
+    links = [(level, *hop_link(fabric, table, level, a, b)) for level, a, b in placed]
+    hop = slowest_hop(links, lambda link: ring_allreduce_seconds(p, nbytes, link))
+    hop = _measured(fabric, [(level, a[0], b[0]) for level, a, b in placed], table, hop)
     return ring_allreduce_seconds(p, nbytes, hop.link), hop
 
 
@@ -466,9 +501,34 @@ def place_ranks(
     return tuple(Rank(r.rank, r.node, r.gpus[0], r.tp, r.pp, r.dp) for r in plan.rows)
 
 
-def _term(kind: str, groups: int, ranks: int, nbytes: float, worst: tuple[float, Hop]) -> Term:
+def _term(
+    kind: str, groups: int, ranks: int, nbytes: float, worst: tuple[float, Hop], notes: list[str]
+) -> Term:
+    """The term of the slowest group; ``notes`` gets where its figures come from when a GPU generation's
+    (not the table's) set its pace."""
     seconds, hop = worst
+    if hop.generation is not None:
+        note = f"{hop.level} at {hop.link.bandwidth:g} GB/s: {hop.generation.describe()}"
+        if note not in notes:
+            notes.append(note)
     return Term(kind, groups, ranks, nbytes, hop.level, hop.link.bandwidth, hop.link.latency_us, seconds)
+
+
+def pipeline_chain(
+    fabric: Fabric, table: LinkTable, stages: Sequence[tuple[Position, Position]], nbytes: float
+) -> tuple[float, Hop]:
+    """Seconds of one pipeline's sends of ``nbytes`` from each stage to the next, one after the other
+    (``α + n/B`` per boundary, at each hop's own constants and measured rate), and its slowest hop."""
+    hops = [pair_level(fabric, a, b, table) for a, b in stages]
+    links = [(h, *hop_link(fabric, table, h, a, b)) for h, (a, b) in zip(hops, stages, strict=True)]
+    scales = [fabric.scale(a[0], b[0], h) for (a, b), h in zip(stages, hops, strict=True)]
+    seconds = sum(
+        link.latency_s + nbytes / (link.bytes_per_s * k)
+        for (_, link, _), k in zip(links, scales, strict=True)
+    )
+    own = max(links, key=lambda h: (h[1].latency_s + nbytes / h[1].bytes_per_s, LINK_LEVELS.index(h[0])))
+    ends = [(h, a[0], b[0]) for (a, b), h in zip(stages, hops, strict=True)]
+    return seconds, _measured(fabric, ends, table, Hop(*own))
 
 
 def score_ranks(
@@ -500,28 +560,20 @@ def score_ranks(
                 ),
                 key=lambda x: (x[0], -x[1].link.bandwidth),
             )
-            terms.append(_term("tp", pp * dp, tp, spec.tp_bytes, worst))
+            terms.append(_term("tp", pp * dp, tp, spec.tp_bytes, worst, notes))
     if pp > 1:
         if spec.pp_bytes is None:
             notes.append("no --pp-bytes: pipeline traffic not counted")
         else:
-            chains = []
-            n = spec.pp_bytes
-            for t in range(tp):
-                for d in range(dp):
-                    ends = [(pos(t, s, d)[0], pos(t, s + 1, d)[0]) for s in range(pp - 1)]
-                    hops = [pair_level(fabric, pos(t, s, d), pos(t, s + 1, d), table) for s in range(pp - 1)]
-                    scales = [fabric.scale(a, b, h) for (a, b), h in zip(ends, hops, strict=True)]
-                    seconds = sum(
-                        table[h].latency_s + spec.pp_bytes / (table[h].bytes_per_s * k)
-                        for h, k in zip(hops, scales, strict=True)
-                    )
-                    hop = slowest(hops, table, lambda link: link.latency_s + n / link.bytes_per_s)
-                    pace = Hop(hop.level, table[hop.level])
-                    hop3 = [(h, a, b) for (a, b), h in zip(ends, hops, strict=True)]
-                    chains.append((seconds, _measured(fabric, hop3, table, pace)))
+            chains = [
+                pipeline_chain(
+                    fabric, table, [(pos(t, s, d), pos(t, s + 1, d)) for s in range(pp - 1)], spec.pp_bytes
+                )
+                for t in range(tp)
+                for d in range(dp)
+            ]
             worst = max(chains, key=lambda x: (x[0], -x[1].link.bandwidth))
-            terms.append(_term("pp", tp * dp, pp, spec.pp_bytes, worst))
+            terms.append(_term("pp", tp * dp, pp, spec.pp_bytes, worst, notes))
     if dp > 1:
         share = spec.allreduce_bytes / (tp * pp)
         worst = max(
@@ -532,7 +584,7 @@ def score_ranks(
             ),
             key=lambda x: (x[0], -x[1].link.bandwidth),
         )
-        terms.append(_term("dp", tp * pp, dp, share, worst))
+        terms.append(_term("dp", tp * pp, dp, share, worst, notes))
     nodes = tuple(dict.fromkeys(r.node for r in sorted(ranks, key=lambda r: r.rank)))
     return StepCost(nodes, tuple(ranks), tuple(terms), tuple(notes))
 

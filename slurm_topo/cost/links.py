@@ -33,6 +33,7 @@ network group whose GPUs sit on different rails as a ``zone`` hop.
 from __future__ import annotations
 
 import datetime
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -120,6 +121,62 @@ GCP_LINKS: Mapping[str, Link] = MappingProxyType(
     }
 )
 
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """A GPU generation's links inside a node: ``per_link`` GB/s one direction per bonded NVLink, ``links``
+    per GPU (what an NVSwitch gives every pair), ``pcie`` GB/s of its host link (None: the table's), and
+    ``source``: where the figures come from (NCCL's own constants, which its ring search plans with)."""
+
+    name: str
+    per_link: float
+    links: int
+    pcie: float | None
+    source: str
+
+    @property
+    def nvlink(self) -> float:
+        """GB/s of a GPU's whole NVLink (through an NVSwitch, or a pair bonded over every link)."""
+        return self.per_link * self.links
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.links} × {self.per_link:g} GB/s; {self.source})"
+
+
+# Per GPU generation: NCCL's per-link NVLink bandwidth (src/graph/topo.h SMxx_NVLINK_BW, GB/s one way: what
+# NCCL's tuner plans with, below the datasheet's link rate), the links of one GPU (NVIDIA's datasheets:
+# V100 SXM2 6, A100 SXM4 12, H100/H200 SXM5 18, B200 18) and the host link's PCIe generation (NCCL topo.cc
+# kvDictPciGen: x16 Gen3 12, Gen4 24, Gen5 48 GB/s). NCCL's figures sit below the datasheets' link rates
+# and nearer what is measured (an A100 NV12 pair ~208 GB/s in nccl-tests, against 240 here and 300 nominal).
+GENERATIONS: Mapping[str, Generation] = MappingProxyType(
+    {
+        "v100": Generation("V100 NVLink 2", 20.0, 6, 12.0, "NCCL topo.h SM70_NVLINK_BW 20.0; PCIe Gen3 x16"),
+        "a100": Generation("A100 NVLink 3", 20.0, 12, 24.0, "NCCL topo.h SM80_NVLINK_BW 20.0; PCIe Gen4 x16"),
+        "h100": Generation("H100 NVLink 4", 20.6, 18, 48.0, "NCCL topo.h SM90_NVLINK_BW 20.6; PCIe Gen5 x16"),
+        "h200": Generation("H200 NVLink 4", 20.6, 18, 48.0, "NCCL topo.h SM90_NVLINK_BW 20.6; PCIe Gen5 x16"),
+        "b200": Generation("B200 NVLink 5", 40.1, 18, None, "NCCL topo.h SM100_NVLINK_BW 40.1"),
+        "gb200": Generation("GB200 NVLink 5", 40.1, 18, None, "NCCL topo.h SM100_NVLINK_BW 40.1"),
+    }
+)
+"""GPU families whose NVLink and PCIe figures the model knows, by the inventory's ``gpu_type`` (its first
+word that names a family: ``h100``, ``nvidia_h100_80gb_hbm3``, ``A100-SXM4-80GB``). A level the site's
+``links:`` sets (or ``slurm-topo calibrate`` measured) wins over them."""
+GENERATION_LEVELS = frozenset(("nvlink", "node", "pcie"))
+"""The levels a GPU generation decides (inside a node, and across one multi-node NVLink domain)."""
+_FAMILY_RE = re.compile(r"[a-z]+[0-9]+")
+
+
+@functools.lru_cache(maxsize=1024)
+def generation_of(gpu_type: str | None) -> Generation | None:
+    """The generation of a ``gpu_type`` (None when it names no family the model knows)."""
+    if not gpu_type:
+        return None
+    for word in _FAMILY_RE.findall(gpu_type.lower()):
+        if word in GENERATIONS:
+            return GENERATIONS[word]
+    return None
+
+
 PROFILES: Mapping[str, Mapping[str, Link]] = MappingProxyType({"default": DEFAULT_LINKS, "gcp": GCP_LINKS})
 """``links: {profile: …}``: the table a site's own figures go over. ``default``: one InfiniBand/NVLink
 fabric (DGX-style nodes, the constants above); ``gcp``: Google Cloud VMs over the VPC (:data:`GCP_LINKS`)."""
@@ -180,12 +237,17 @@ class LinkTable:
     (``rails: gpu_index``); None: no rails (one leaf switch per network group)."""
     measured: Calibration | None = None
     """Where the figures came from when ``slurm-topo calibrate`` wrote them (``links.measured``)."""
+    given: frozenset[str] = frozenset()
+    """The levels the site set itself (its ``links:`` keys, calibrate's measured ones): a GPU generation's
+    figures (:data:`GENERATIONS`) never replace them."""
 
     def __getitem__(self, level: str) -> Link:
         return self.links[level]
 
     def with_link(self, level: str, link: Link) -> LinkTable:
-        return LinkTable(MappingProxyType({**self.links, level: link}), self.rails, self.measured)
+        return LinkTable(
+            MappingProxyType({**self.links, level: link}), self.rails, self.measured, self.given | {level}
+        )
 
     def as_dict(self) -> dict[str, dict[str, float]]:
         return {lvl: {"bandwidth": k.bandwidth, "latency_us": k.latency_us} for lvl, k in self.links.items()}
@@ -262,6 +324,7 @@ def parse_links(mapping: object, *, source: str = "links", base: LinkTable | Non
     table = dict((base or DEFAULT_TABLE).links)
     rails = (base or DEFAULT_TABLE).rails
     measured = (base or DEFAULT_TABLE).measured
+    given = set((base or DEFAULT_TABLE).given)
     if PROFILE_KEY in mapping:
         name = mapping[PROFILE_KEY]
         if not isinstance(name, str) or name not in PROFILES:
@@ -282,8 +345,9 @@ def parse_links(mapping: object, *, source: str = "links", base: LinkTable | Non
             continue
         level = _level_of(key, source, seen)
         table[level] = _link(f"{source}.{key}", raw, table[level])
+        given.add(level)
     _check_monotone(table, source)
-    return LinkTable(MappingProxyType(table), rails, measured)
+    return LinkTable(MappingProxyType(table), rails, measured, frozenset(given))
 
 
 def _level_of(key: object, source: str, seen: dict[str, str]) -> str:
