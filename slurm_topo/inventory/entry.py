@@ -306,7 +306,10 @@ class _Entry:
                 self.slurm_value(key, v)
             columns[key] = values
         order = [k for k in SLURM_NODE_KEYS if k in columns]
-        rows = [tuple((k, columns[k][i]) for k in order) for i in range(count)]
+        if count and not any(k in SLURM_PER_NODE_KEYS for k in order):  # every node the same: one row, shared
+            rows = [tuple((k, columns[k][0]) for k in order)] * count
+        else:
+            rows = [tuple((k, columns[k][i]) for k in order) for i in range(count)]
         for row in dict.fromkeys(tuple((k, v) for k, v in r if k in HARDWARE_KEYS) for r in rows):
             problem = hardware_problem(dict(row))
             if problem is not None:

@@ -118,6 +118,9 @@ def merge(loaded: Iterable[Loaded], extra_nodes: Sequence[str] = ()) -> Inventor
     merged: list[Node] = []
     conflicts: list[Conflict] = []
     for name, records in by_name.items():
+        if len(records) == 1:  # the common case: one record, nothing to merge
+            merged.append(records[0])
+            continue
         records.sort(key=lambda n: -n.source)  # stable: file order within a trust level
         best = records[0]
         for other in records[1:]:
