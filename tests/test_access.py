@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fakes import ScriptedRunner
 
 from slurm_topo.access import SlurmAccess, jobs_from_json, jobs_from_text
 from slurm_topo.access.jobs import SCONTROL_JOB_ORDER, job_from_text
@@ -150,17 +151,7 @@ def test_a_damaged_trail_skips_its_job_with_one_line_and_the_pass_goes_on() -> N
     assert explain_record(jobs[1], None).auto[0].startswith("zone:auto, now unknown (")
 
 
-class _Runner:
-    def __init__(self, answers: dict[str, object]) -> None:
-        self.answers = answers
-        self.calls: list[list[str]] = []
-
-    def run(self, argv: Sequence[str], timeout: float = 30.0) -> str:
-        self.calls.append(list(argv))
-        answer = self.answers[argv[0]]
-        if isinstance(answer, Exception):
-            raise answer
-        return str(answer)
+_Runner = ScriptedRunner  # answers by program name here
 
 
 def test_backend_falls_back_to_text_only_where_squeue_has_no_json() -> None:

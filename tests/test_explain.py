@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from fakes import ScriptedRunner
 
 from slurm_topo import explain
 from slurm_topo.access import text as slurm_text
@@ -109,14 +110,7 @@ def _text_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLURM_TOPO_SLURM_BACKEND", "text")
 
 
-class FakeRunner:
-    def __init__(self, answers: dict[tuple[str, ...], str]):
-        self.answers = answers
-        self.calls: list[tuple[str, ...]] = []
-
-    def run(self, argv: Sequence[str], timeout: float = 30.0) -> str:
-        self.calls.append(tuple(argv))
-        return self.answers[tuple(argv)]
+FakeRunner = ScriptedRunner  # answers by whole command here
 
 
 def test_explain_running_job() -> None:

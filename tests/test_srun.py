@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from fakes import ScriptedRunner
 
 from slurm_topo import srun
 from slurm_topo.access.text import parse_scontrol_topology
-from slurm_topo.errors import CommandError, InputError, PlacementError
+from slurm_topo.errors import InputError, PlacementError
 from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
 from slurm_topo.srun_shim import bind
 
@@ -275,15 +276,7 @@ def _text_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLURM_TOPO_SLURM_BACKEND", "text")
 
 
-class FakeRunner:
-    def __init__(self, answers: dict[str, str]) -> None:
-        self.answers = answers
-
-    def run(self, argv: Sequence[str], timeout: float = 30.0) -> str:
-        key = " ".join(argv[:3])
-        if key not in self.answers:
-            raise CommandError(argv, 1, "no answer")
-        return self.answers[key]
+FakeRunner = ScriptedRunner  # answers by the command's first three words here
 
 
 def _runner(conf: Path) -> FakeRunner:
