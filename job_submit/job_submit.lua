@@ -13,10 +13,11 @@ local here = string.match(debug.getinfo(1, "S").source, "^@(.*/)") or "./"
 SLURM_TOPO_DATA = SLURM_TOPO_DATA or (here .. "slurm_topo_data.lua")
 
 local loaded, filter = pcall(function()
-  package.path = here .. "?.lua;" .. here .. "?/init.lua;" .. package.path
+  -- the directory first: a slurm_topo_filter.lua an older release left beside it is never loaded instead
+  package.path = here .. "?/init.lua;" .. here .. "?.lua;" .. package.path
   -- slurmctld runs this script again when its mtime changes: every module of the filter is loaded afresh
   for name in pairs(package.loaded) do
-    if name == "slurm_topo_filter" or string.sub(name, 1, 18) == "slurm_topo_filter." then
+    if type(name) == "string" and (name == "slurm_topo_filter" or string.sub(name, 1, 18) == "slurm_topo_filter.") then
       package.loaded[name] = nil
     end
   end

@@ -267,6 +267,47 @@ def test_a_changed_module_is_loaded_again_when_slurmctld_reruns_the_wrapper(
     assert desc["admin_comment"].startswith("reloaded: region:fail "), desc["admin_comment"]
 
 
+def test_the_filter_directory_wins_over_a_leftover_single_file(tmp_path: Path, data_file: Path) -> None:
+    """An upgrade that leaves an older release's slurm_topo_filter.lua beside the directory still runs the
+    directory's modules (job_submit.lua looks for DIR/?/init.lua first)."""
+    shutil.copy(REPO / "job_submit" / "job_submit.lua", tmp_path / "job_submit.lua")
+    shutil.copytree(REPO / "job_submit" / "slurm_topo_filter", tmp_path / "slurm_topo_filter")
+    shutil.copy(data_file, tmp_path / "slurm_topo_data.lua")
+    (tmp_path / "slurm_topo_filter.lua").write_text(
+        "return { configure = function() end, submit = function() error('the old file ran') end }\n"
+    )
+    f = LuaFilter()
+    assert f.lua.eval(f'dofile("{tmp_path / "job_submit.lua"}")') == 0
+    desc = f.table(job("region:fail", min_nodes=2))
+    assert f.lua.globals().slurm_job_submit(desc, f.lua.table(), 0) == 0
+    assert desc["features"] == "[region_us-east|region_us-west]"
+    assert not f.messages("errors")
+
+
+def test_one_list_scanned_both_ways_is_remembered_apart(data_file: Path) -> None:
+    """The step memo keys a list scanned from its first group (descending) apart from one scanned from the
+    first group as large as the job: the same list, the same request, two different answers."""
+    f = LuaFilter()
+    data = f.load_data(data_file)
+    steps = f.lua.eval('require("slurm_topo_filter.decide").steps')
+    scan = f.lua.eval('require("slurm_topo_filter.scan")')
+    req = f.mod.request(f.table(job("zone", min_nodes=3)))
+    c = f.mod.parse_constraint(None)
+    groups = data["partitions"]["gpu"]["zone"]
+    runs = []
+    for descending in (False, True, False):
+        sc = scan.new_scan(data, req, c, True, None, None)
+        kept, _ = steps.candidates(sc, groups, 1024, None, None, None, descending)
+        runs.append([kept[i]["f"] for i in range(1, len(kept) + 1)])
+    raw = [
+        scan.candidates(scan.new_scan(data, req, c, True, None, None), groups, 1024, None, None, None, d)
+        for d in (False, True)
+    ]
+    assert runs[0] == runs[2] == [raw[0][0][i]["f"] for i in range(1, len(raw[0][0]) + 1)]
+    assert runs[1] == [raw[1][0][i]["f"] for i in range(1, len(raw[1][0]) + 1)]
+    assert runs[0] != runs[1]
+
+
 def test_modify_replans_from_the_job_record(data_file: Path) -> None:
     """An update of a pending zone job's size re-plans its bracket from the job's own record; a size no zone
     can ever hold is refused for :fail; an update that changes nothing the decision uses passes untouched."""

@@ -38,6 +38,7 @@ local function candidates(raw)
       return raw(sc, groups, budget, only, inside, up, descending)
     end
     local memo, key = memo_of(groups), sc.signature .. budget
+    if descending then key = key .. "d" end -- a list scanned from its first group: another start
     local hit = memo[key]
     if hit then return hit[1], hit[2] end
     local kept, cut = raw(sc, groups, budget, only, inside, up, descending)
