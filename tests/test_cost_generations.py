@@ -119,3 +119,44 @@ def test_two_nodes_of_one_nvl72_domain_meet_at_the_gb200_figure() -> None:
     # the ring's hops inside a node (no link data: "node") and between the two: all at the GB200 figure
     assert cost.terms[0].level in ("node", "nvlink")
     assert cost.terms[0].bandwidth == pytest.approx(18 * 40.1)
+
+
+def test_a_path_across_the_sockets_is_never_faster_than_the_generations_pcie() -> None:
+    """V100 (PCIe Gen3, 12 GB/s): a SYS pair crosses PCIe too, so it is no faster than 12 (not the
+    table's 22)."""
+    fabric = _one_node("v100", "dgx1-8gpu-topo-mp-pcie-only.txt")
+    topology = fabric.node("a").gpu_topology
+    i, j = next((i, j) for i in range(8) for j in range(i + 1, 8) if topology.link(i, j) == "SYS")
+    link, gen = hop_link(fabric, parse_links(None), "sys", ("a", i), ("a", j))
+    assert link.bandwidth == 12.0 and gen is GENERATIONS["v100"]
+    pcie, _ = hop_link(fabric, parse_links(None), "pcie", ("a", 0), ("a", 1))
+    assert link.bandwidth <= pcie.bandwidth
+    assert hop_link(fabric, parse_links({"sys": {"bandwidth": 10}}), "sys", ("a", i), ("a", j)) == (
+        parse_links({"sys": {"bandwidth": 10}})["sys"],
+        None,
+    )
+
+
+def test_a_calibrated_table_keeps_the_generations_where_it_did_not_measure() -> None:
+    """calibrate writes every level under links: but measured only some: only those are the site's."""
+    table = parse_links(
+        {
+            "nvlink": {"bandwidth": 450, "latency_us": 1},
+            "network_group": {"bandwidth": 40, "latency_us": 4},
+            "measured": {"date": "2026-12-03", "probe": "tcp", "levels": {"network_group": {}}},
+        }
+    )
+    assert table.given == {"network_group"}
+    cost = score_placement(
+        _one_node("a100", "dgx-a100-8gpu-12mlx5-numa-noGpuNumaId.txt"),
+        ["a"],
+        PlanSpec(tp=8, tp_bytes=1e9),
+        table,
+    )
+    assert cost.terms[0].bandwidth == pytest.approx(240.0)
+
+
+def test_two_ranks_on_one_gpu_do_not_read_the_matrix() -> None:
+    fabric = _one_node("h100", "h800-8gpu-nv18-10nic-merged-affinity-numa.txt")
+    link, _ = hop_link(fabric, parse_links(None), "nvlink", ("a", 6), ("a", 6))
+    assert link.bandwidth == pytest.approx(18 * 20.6)

@@ -195,10 +195,14 @@ def hop_link(
     if ga is None or gb is None:
         return base, None
     gen = ga if ga.nvlink <= gb.nvlink else gb
+    if level == "sys":  # across the sockets, and through PCIe on both sides: never faster than PCIe
+        if gen.pcie is not None and "pcie" not in table.given and gen.pcie < base.bandwidth:
+            return Link(gen.pcie, base.latency_us), gen
+        return base, None
     if level == "pcie":
         return (Link(gen.pcie, base.latency_us) if gen.pcie is not None else base), gen
     links = gen.links
-    topology = fabric.node(a[0]).gpu_topology if a[0] == b[0] else None
+    topology = fabric.node(a[0]).gpu_topology if a[0] == b[0] and a[1] != b[1] else None
     if level == "nvlink" and topology is not None and topology.matrix:
         links = min(nvlink_count(topology.link(a[1], b[1])) or links, links)
     return Link(links * gen.per_link, base.latency_us), gen

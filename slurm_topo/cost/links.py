@@ -161,8 +161,9 @@ GENERATIONS: Mapping[str, Generation] = MappingProxyType(
 """GPU families whose NVLink and PCIe figures the model knows, by the inventory's ``gpu_type`` (its first
 word that names a family: ``h100``, ``nvidia_h100_80gb_hbm3``, ``A100-SXM4-80GB``). A level the site's
 ``links:`` sets (or ``slurm-topo calibrate`` measured) wins over them."""
-GENERATION_LEVELS = frozenset(("nvlink", "node", "pcie"))
-"""The levels a GPU generation decides (inside a node, and across one multi-node NVLink domain)."""
+GENERATION_LEVELS = frozenset(("nvlink", "node", "pcie", "sys"))
+"""The levels a GPU generation decides (inside a node, and across one multi-node NVLink domain); ``sys``
+only as far as no faster than the generation's PCIe (a path across the sockets crosses PCIe too)."""
 _FAMILY_RE = re.compile(r"[a-z]+[0-9]+")
 
 
@@ -346,6 +347,9 @@ def parse_links(mapping: object, *, source: str = "links", base: LinkTable | Non
         level = _level_of(key, source, seen)
         table[level] = _link(f"{source}.{key}", raw, table[level])
         given.add(level)
+    if MEASURED_KEY in mapping and measured is not None:
+        # calibrate writes every level, measured or not: the site's own are the measured ones (and the base's)
+        given = set((base or DEFAULT_TABLE).given) | set(measured.levels)
     _check_monotone(table, source)
     return LinkTable(MappingProxyType(table), rails, measured, frozenset(given))
 
