@@ -211,6 +211,7 @@ def test_table_stays_monotone_and_says_what_it_held() -> None:
     assert [n.split(":")[0] for n in notes] == ["zone", "region", "any"]
     assert "not measured" in notes[1]
     assert table["nvlink"] == DEFAULT_TABLE["nvlink"]  # the TCP probe never touches node levels
+    assert table.given == {"network_group", "zone"}  # the measured levels are the site's; nvlink is not
 
 
 def test_written_file_reads_back_as_links_and_as_an_inventory(tmp_path: Path) -> None:

@@ -160,3 +160,11 @@ def test_two_ranks_on_one_gpu_do_not_read_the_matrix() -> None:
     fabric = _one_node("h100", "h800-8gpu-nv18-10nic-merged-affinity-numa.txt")
     link, _ = hop_link(fabric, parse_links(None), "nvlink", ("a", 6), ("a", 6))
     assert link.bandwidth == pytest.approx(18 * 20.6)
+
+
+def test_a_profile_replaces_the_levels_the_base_set() -> None:
+    """links: {profile: gcp} over a base whose nvlink the site set: the profile's table holds, and its nvlink
+    is no longer the site's, so a GPU generation applies again."""
+    base = parse_links({"nvlink": {"bandwidth": 300}})
+    assert parse_links({"profile": "gcp"}, base=base).given == frozenset()
+    assert parse_links({"profile": "gcp", "zone": {"bandwidth": 2}}, base=base).given == {"zone"}

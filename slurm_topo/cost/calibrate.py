@@ -200,7 +200,8 @@ def calibrated_table(base: LinkTable, measured: Iterable[Measurement]) -> tuple[
                 f"({a.bandwidth:g} GB/s {a.latency_us:g} µs): held at {bandwidth:g} GB/s {latency:g} µs"
             )
             links[outer] = Link(bandwidth, latency)
-    return LinkTable(MappingProxyType(links), base.rails), notes
+    # the measured levels are the site's now (no GPU generation replaces them), as the rendered file says
+    return LinkTable(MappingProxyType(links), base.rails, base.measured, base.given | set(got)), notes
 
 
 def render(

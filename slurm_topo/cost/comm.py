@@ -228,22 +228,10 @@ def ring_allreduce_seconds(p: int, nbytes: float, link: Link) -> float:
     return 2 * (p - 1) * link.latency_s + 2 * (p - 1) / p * nbytes / link.bytes_per_s
 
 
-def ring_levels(fabric: Fabric, ring: Sequence[Position], table: LinkTable | None = None) -> list[str]:
-    """The level of every hop of a ring (:func:`ring_hops`)."""
-    return [level for level, _, _ in ring_hops(fabric, ring, table)]
-
-
-def ring_hops(
-    fabric: Fabric, ring: Sequence[Position], table: LinkTable | None = None
-) -> list[tuple[str, str, str]]:
-    """Every hop of a ring as (level, node, next node): :func:`ring_positions` by node."""
-    return [(level, a[0], b[0]) for level, a, b in ring_positions(fabric, ring, table)]
-
-
 def ring_positions(
     fabric: Fabric, ring: Sequence[Position], table: LinkTable | None = None
 ) -> list[tuple[str, Position, Position]]:
-    """Every hop of a ring (last back to first) as (level, node, next node), built as NCCL builds one:
+    """Every hop of a ring (last back to first) as (level, position, next position), built as NCCL builds one:
     through all the ring's GPUs of a node one after the other, nodes in the order they first appear. On a
     rail-optimised fabric the ring stays on one rail only when every node takes part with GPUs on the same
     rails (the same local GPUs where rails follow indices); otherwise its hops between nodes of one network

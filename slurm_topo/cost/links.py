@@ -334,6 +334,7 @@ def parse_links(mapping: object, *, source: str = "links", base: LinkTable | Non
                 f"(known: {', '.join(PROFILES)})"
             )
         table = dict(PROFILES[name])
+        given = set()  # the profile replaces the base table: none of its levels is the site's any more
     seen: dict[str, str] = {}
     for key, raw in mapping.items():
         if key == PROFILE_KEY:

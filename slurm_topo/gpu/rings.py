@@ -1,7 +1,7 @@
 """Rings and chains through the GPUs of one node, as the collective library builds them: which level two GPUs
 meet at (NVLink, PCIe, SYS), and the order a ring (or a pipeline's chain) passes them so that its slowest hop
-is fastest. Used by the cost model (``cost.comm.ring_hops``) and by gpulayer-srun's plan (pipeline stages on
-one node), so both follow the same order."""
+is fastest. Used by the cost model (``cost.comm.ring_positions``) and by gpulayer-srun's plan (pipeline
+stages on one node), so both follow the same order."""
 
 from __future__ import annotations
 

@@ -22,8 +22,8 @@ from ..model import (
     PolicyConfig,
 )
 from ..policy.vocab import parse_locality
-from .entry import _FAMILY_RE, _HOSTLIST_RE, _Entry
-from .yaml_safe import _key, _Shown, load_yaml
+from .entry import FAMILY_RE, HOSTLIST_RE, Entry
+from .yaml_safe import Shown, key_text, load_yaml
 
 TOP_KEYS = frozenset({"nodes", "policy", "nvlink", "links"})
 
@@ -59,7 +59,7 @@ def parse_inventory(
         raise InventoryError(source, "", f"must be a mapping with a 'nodes' list, not {type(doc).__name__}")
     for key in doc:
         if key not in TOP_KEYS:
-            raise InventoryError(source, _key(key), "unknown key", _Shown(key), has_value=True)
+            raise InventoryError(source, key_text(key), "unknown key", Shown(key), has_value=True)
     policy = _parse_policy(source, doc["policy"]) if doc.get("policy") is not None else None
     links = None
     if doc.get("links") is not None:  # the cost model's link table: validated here, read by the model
@@ -70,7 +70,7 @@ def parse_inventory(
     entries = doc.get("nodes")
     if not isinstance(entries, list):
         raise InventoryError(
-            source, "nodes", "must be a list of node entries", _Shown(entries), has_value=True
+            source, "nodes", "must be a list of node entries", Shown(entries), has_value=True
         )
     nodes: list[Node] = []
     warnings: list[str] = []
@@ -78,13 +78,13 @@ def parse_inventory(
     counted = 0  # every entry's names are counted before any is expanded
     for i, raw in enumerate(entries):
         expr = raw.get("name") if isinstance(raw, Mapping) else None
-        if isinstance(expr, str) and _HOSTLIST_RE.match(expr):
+        if isinstance(expr, str) and HOSTLIST_RE.match(expr):
             try:
                 counted += hostlist.check_size(expr, max_nodes - counted)
             except HostlistError as exc:
                 raise InventoryError(source, f"nodes[{i}].name", exc.reason, expr, has_value=True) from None
     for i, raw in enumerate(entries):
-        entry = _Entry(source, i, raw, base, topologies)
+        entry = Entry(source, i, raw, base, topologies)
         nodes.extend(entry.nodes())
         warnings.extend(entry.warnings)
     return Loaded(source, tuple(nodes), tuple(warnings), policy, nvlink, links)
@@ -97,13 +97,13 @@ MAX_NVLINK_DOMAINS = 65_536
 
 def _parse_nvlink(source: str, raw: object) -> NvlinkConfig:
     def fail(where: str, reason: str, value: object) -> InventoryError:
-        return InventoryError(source, f"nvlink{where[:80]}", reason, _Shown(value), has_value=True)
+        return InventoryError(source, f"nvlink{where[:80]}", reason, Shown(value), has_value=True)
 
     if not isinstance(raw, Mapping):
         raise fail("", f"must be a mapping, not {type(raw).__name__}", raw)
     for key in raw:
         if key not in ("topology", "block_sizes", "domains"):
-            raise fail(f".{_key(key)}", "unknown key (known: topology, block_sizes, domains)", key)
+            raise fail(f".{key_text(key)}", "unknown key (known: topology, block_sizes, domains)", key)
     topology = raw.get("topology", "auto")
     if topology not in NVLINK_TOPOLOGIES:
         raise fail(".topology", f"must be one of {', '.join(NVLINK_TOPOLOGIES)}", topology)
@@ -139,7 +139,7 @@ def _is_locality(text: str) -> bool:
 
 def _parse_policy(source: str, raw: object) -> PolicyConfig:
     def fail(where: str, reason: str, value: object) -> InventoryError:
-        return InventoryError(source, f"policy{where[:80]}", reason, _Shown(value), has_value=True)
+        return InventoryError(source, f"policy{where[:80]}", reason, Shown(value), has_value=True)
 
     def locality(where: str, value: object) -> str:
         if not isinstance(value, str) or not _is_locality(value):
@@ -155,7 +155,7 @@ def _parse_policy(source: str, raw: object) -> PolicyConfig:
         raise fail("", f"must be a mapping, not {type(raw).__name__}", raw)
     for key in raw:
         if key not in ("default", "partitions", "families", "plan"):
-            raise fail(f".{_key(key)}", "unknown key", key)
+            raise fail(f".{key_text(key)}", "unknown key", key)
     default = locality(".default", raw.get("default", "prefer"))
     parts: list[tuple[str, str]] = []
     fams: list[tuple[str, str]] = []
@@ -169,7 +169,7 @@ def _parse_policy(source: str, raw: object) -> PolicyConfig:
             if key == "partitions":
                 out.append((name, locality(f".partitions.{name}", value)))
             else:
-                if not isinstance(value, str) or not _FAMILY_RE.match(value):
+                if not isinstance(value, str) or not FAMILY_RE.match(value):
                     raise fail(f".families.{name}", "must be a feature glob such as 'torch-*'", value)
                 out.append((name, value))
     plan = raw.get("plan")

@@ -29,7 +29,7 @@ from ..model import (
     oversized_number,
     place,
 )
-from .yaml_safe import _key, _Shown
+from .yaml_safe import Shown, key_text
 
 ENTRY_KEYS = frozenset(
     {
@@ -50,7 +50,7 @@ ENTRY_KEYS = frozenset(
     }
 )
 
-_FAMILY_RE = re.compile(r"^[A-Za-z0-9._*?-]{1,63}\Z")
+FAMILY_RE = re.compile(r"^[A-Za-z0-9._*?-]{1,63}\Z")
 
 LABEL_KEYS = {
     "gpulayer.dev/network-group": "network_group",
@@ -62,11 +62,11 @@ LABEL_KEYS = {
     "nvidia.com/gpu.clique": "nvlink_domain",  # GPU feature discovery: <cluster UUID>.<clique id>
 }
 
-_SLURM_VALUE_RE = re.compile(r"^[A-Za-z0-9._:/+,-]{1,256}\Z")
+SLURM_VALUE_RE = re.compile(r"^[A-Za-z0-9._:/+,-]{1,256}\Z")
 
 _ADDRESS_RE = re.compile(r"^[A-Za-z0-9._:-]{1,255}\Z")  # a host name, an IPv4 or IPv6 address: one node
 
-_HOSTLIST_RE = re.compile(r"^[A-Za-z0-9._,\[\]-]{1,65536}\Z")  # Slurm's hostlist alphabet, no spaces
+HOSTLIST_RE = re.compile(r"^[A-Za-z0-9._,\[\]-]{1,65536}\Z")  # Slurm's hostlist alphabet, no spaces
 
 # Gres=<name>[:<type>][:no_consume][:<count>[KMGTP]], comma-separated (slurm.conf(5) "Gres").
 _GRES_ITEM_RE = re.compile(
@@ -78,7 +78,7 @@ _STATES = frozenset(SLURM_NODE_STATES)
 _DIGITS_AT_BRACKET = re.compile(r"\d\[|\]\d|\d{20}")
 
 
-class _Entry:
+class Entry:
     """Validation of one ``nodes[i]`` entry; every error names the file and the key."""
 
     def __init__(
@@ -100,7 +100,7 @@ class _Entry:
         self, key: str | None, reason: str, value: object = None, *, has_value: bool = True
     ) -> InventoryError:
         where = f"{self.where}.{key}" if key else self.where
-        shown = value if isinstance(value, (str, int, float, type(None))) else _Shown(value)
+        shown = value if isinstance(value, (str, int, float, type(None))) else Shown(value)
         return InventoryError(self.source, where, reason, shown, has_value=has_value)
 
     def label(self, key: str, value: object) -> str:
@@ -117,7 +117,7 @@ class _Entry:
             raise self.fail(None, f"must be a mapping, not {type(raw).__name__}", raw)
         for key in raw:
             if key not in ENTRY_KEYS:
-                raise self.fail(_key(key), "unknown key", key)
+                raise self.fail(key_text(key), "unknown key", key)
         expr, names = self.names(raw)
         location = self.location(raw)
         domain = self.nvlink_domain(raw)
@@ -213,7 +213,9 @@ class _Entry:
                 level = LABEL_KEYS.get(key) if isinstance(key, str) else None
                 if level is None:
                     raise self.fail(
-                        f"labels.{_key(key)}", f"unknown label (known: {', '.join(sorted(LABEL_KEYS))})", key
+                        f"labels.{key_text(key)}",
+                        f"unknown label (known: {', '.join(sorted(LABEL_KEYS))})",
+                        key,
                     )
                 if level == "nvlink_domain":
                     continue  # read by nvlink_domain()
@@ -262,7 +264,7 @@ class _Entry:
         expr = raw["name"]
         if not isinstance(expr, str):
             raise self.fail("name", f"must be a hostlist string, not {type(expr).__name__}", expr)
-        if not _HOSTLIST_RE.match(expr):
+        if not HOSTLIST_RE.match(expr):
             raise self.fail(
                 "name",
                 "node names must be 1-64 characters from [A-Za-z0-9._-], in a hostlist (no spaces or breaks)",
@@ -296,12 +298,14 @@ class _Entry:
         for key, value in raw.items():
             if key not in SLURM_NODE_KEYS:
                 raise self.fail(
-                    f"slurm.{_key(key)}", f"unknown node attribute (known: {', '.join(SLURM_NODE_KEYS)})", key
+                    f"slurm.{key_text(key)}",
+                    f"unknown node attribute (known: {', '.join(SLURM_NODE_KEYS)})",
+                    key,
                 )
             text = self.slurm_text(key, value)
             values = self.per_node(key, text, count) if key in SLURM_PER_NODE_KEYS else [text] * count
             for v in dict.fromkeys(values):  # each distinct value once
-                if not _SLURM_VALUE_RE.match(v) or (key in SLURM_INT_KEYS and not v.isdigit()):
+                if not SLURM_VALUE_RE.match(v) or (key in SLURM_INT_KEYS and not v.isdigit()):
                     raise self.fail(f"slurm.{key}", "not a valid value for a NodeName= line", v)
                 self.slurm_value(key, v)
             columns[key] = values
@@ -328,7 +332,7 @@ class _Entry:
 
     def per_node(self, key: str, value: str, count: int) -> list[str]:
         """A per-node attribute (``NodeAddr``…): a hostlist with exactly one value per node of the entry."""
-        if not _HOSTLIST_RE.match(value.replace(":", "")):
+        if not HOSTLIST_RE.match(value.replace(":", "")):
             raise self.fail(f"slurm.{key}", "not a valid value for a NodeName= line", value)
         try:
             hostlist.check_size(value)

@@ -18,7 +18,7 @@ from ..model import (
     natural_key,
     oversized_number,
 )
-from .entry import _SLURM_VALUE_RE, HARDWARE_KEYS, hardware_problem, slurm_value_problem
+from .entry import HARDWARE_KEYS, SLURM_VALUE_RE, hardware_problem, slurm_value_problem
 
 # scontrol show node -o key -> NodeName= key (hardware only; location never comes from Slurm's own record).
 _SCONTROL_KEYS = {
@@ -92,7 +92,7 @@ def _taken_from(node: Node, rec: Mapping[str, str]) -> dict[str, str]:
         if key == "Gres" and node.gpus is not None:
             continue
         if (
-            _SLURM_VALUE_RE.match(value)
+            SLURM_VALUE_RE.match(value)
             and (key not in SLURM_INT_KEYS or value.isdigit())
             and slurm_value_problem(key, value) is None
         ):

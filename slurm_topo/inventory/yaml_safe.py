@@ -22,7 +22,7 @@ _SHORT.maxlist = _SHORT.maxdict = _SHORT.maxtuple = _SHORT.maxset = 4
 _SHORT.maxlevel = 2
 
 
-class _Shown:
+class Shown:
     """A value whose repr is bounded (depth, items, characters) whatever the value is: messages never walk a
     huge or self-referencing structure."""
 
@@ -35,7 +35,7 @@ class _Shown:
         return self.text
 
 
-def _key(key: object) -> str:
+def key_text(key: object) -> str:
     """A mapping key as it may appear in ``nodes[3].<key>``: a short string as is, anything else bounded."""
     return key if isinstance(key, str) and len(key) <= 60 and key.isprintable() else _SHORT.repr(key)
 
