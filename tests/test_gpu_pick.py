@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from slurm_topo.gpu.gpu_topology import GpuTopology
 from slurm_topo.gpu.links import DEFAULT_BANDWIDTH, bandwidth_table, islands, link_bandwidth
 from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
 from slurm_topo.gpu.pick import pick_devices, pick_exhaustive
+from tests.pick_cases import FAMILIES, SubsetTable
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"
 
@@ -380,3 +382,26 @@ def test_prefer_equals_exhaustive_on_real_fixtures(data: st.DataObject) -> None:
     k = data.draw(st.integers(1, min(len(free), len(other))))
     prefer = [pick_devices(topo, other, k)]
     assert pick_devices(topo, free, k, prefer=prefer) == pick_exhaustive(topo, free, k, prefer=prefer)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_subset_table_agrees_with_pick_exhaustive(family: str) -> None:
+    """The fast reference the irregular tests use gives what the plain exhaustive search gives."""
+    topo = FAMILIES[family](random.Random(11))
+    table = SubsetTable(topo)
+    for busy, k in (((), 2), ((3,), 7), ((0, 9), 10), ((1, 2, 12), 4)):
+        free = [g for g in topo.gpus if g not in busy]
+        assert table.pick(free, k) == pick_exhaustive(topo, free, k)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(sorted(FAMILIES)), st.randoms(use_true_random=False), st.data())
+def test_sixteen_gpu_irregular_matrices(family: str, rng: random.Random, data: st.DataObject) -> None:
+    """Bridged, demoted and random-class 16-GPU matrices (tests/pick_cases.py), any free set and k: the
+    search equals the exhaustive reference."""
+    topo = FAMILIES[family](rng)
+    table = SubsetTable(topo)
+    for _ in range(5):
+        free = data.draw(st.sets(st.sampled_from(topo.gpus), min_size=3))
+        k = data.draw(st.integers(3, len(free)))
+        assert pick_devices(topo, free, k) == table.pick(free, k), (topo.matrix, sorted(free), k)

@@ -38,8 +38,13 @@ Algorithm overview (``pick_devices``):
    the lexicographically lowest (4). A branch is cut when too few candidates remain, or when its bound on (2)
    — partial sum plus, per remaining candidate, its weight to the members and half its r-1 best links to other
    candidates (counted per level with bitmask popcounts) — cannot beat the incumbent, or ties it while the
-   islands it has already broken for sure are no fewer than the incumbent's. *Twins* (GPUs with the same link
-   to every third GPU) are interchangeable: once a GPU is left out, its higher twins are too.
+   islands it has already broken for sure are no fewer than the incumbent's. While fewer candidates would be
+   left out than taken, a second bound counts from the left-out side (exact when none is left out). The
+   search starts from a greedy k-clique (:func:`_greedy`) as incumbent, which a tie met earlier in index
+   order displaces, so (4) still holds. *Twins* (GPUs with the same link to every third GPU) are
+   interchangeable: once a GPU is left out, its higher twins are too. Irregular 16-GPU matrices (random link
+   classes, NV18 boxes with demoted links, bridges across PCIe switches) still take milliseconds at k near
+   n/2 (``benchmarks/results/pick_worst.md``): the degree bounds are loose there.
 
 With ``prefer``, the optimum without it is found as above, then each preferred set that is free and of size k
 is scored once (:func:`order_key`, O(k² + islands)) and returned if it ties on (1)-(3): the optimum of (1)-(3)
@@ -415,7 +420,17 @@ def _complete_levels(
 
 
 class _Search:
-    """Branch and bound for the best k-clique of one threshold graph (step 3 of the module docstring)."""
+    """Branch and bound for the best k-clique of one threshold graph (step 3 of the module docstring).
+
+    The bound from the left-out side: for the r to come R out of candidates C, with U = C \\ R (u rows),
+    value(R) = Σ_C gain + in(C) − Σ_U (gain + weight to C) + in(U), and in(U) is at most half of each
+    left-out row's u-1 best links in C; so the u rows with the smallest gain + weight to C − half those
+    links bound it from above. It is exact at u = 0 and tighter than the degree bound while u < r.
+
+    ``seed`` starts the search with a k-clique found greedily (:func:`_greedy`): branches that cannot beat it
+    are cut from the start. Until the search meets a set at least as good in index order (``met``), a tie
+    with it displaces it, so the answer is still the lowest indices among the best (4).
+    """
 
     __slots__ = (
         "adj",
@@ -427,6 +442,7 @@ class _Search:
         "best_mask",
         "best_sum",
         "best_broken",
+        "met",
     )
 
     def __init__(self, p: _Prepared, level: int, adj: list[int], fmask: int, whole: list[int]) -> None:
@@ -434,13 +450,19 @@ class _Search:
         self.top = p.steps[level]
         self.whole, self.fmask = whole, fmask
         self.best_mask, self.best_sum, self.best_broken = 0, -1, 1 << 30
+        self.met = True
+
+    def seed(self, mask: int, total: int) -> None:
+        self.best_mask, self.best_sum, self.best_broken = mask, total, _broken(mask, self.whole)
+        self.met = False
 
     def leaf(self, nmask: int, nsum: int) -> None:
         if nsum < self.best_sum:
             return
         broken = _broken(nmask, self.whole)
-        if nsum > self.best_sum or broken < self.best_broken:
+        if nsum > self.best_sum or broken < self.best_broken or (not self.met and broken == self.best_broken):
             self.best_mask, self.best_sum, self.best_broken = nmask, nsum, broken
+            self.met = True
 
     def run(self, smask: int, cand: int, ssum: int, gain: list[int], need: int) -> None:
         # gain[w] = total weight from w to the members of smask; members are added in ascending row order
@@ -472,8 +494,13 @@ class _Search:
         r: int,
     ) -> None:
         # bound: each of the r still to come adds its weight to the members plus half its r-1 best links
+        # (``vals``); when fewer than r candidates are left out (u < r), also the same bound taken from the
+        # side of the u left out (``outs``, see _Search docstring), which is the tighter one there
         ngain = gain[:]
         vals = []
+        u = ncand.bit_count() - r
+        outs: list[int] | None = [] if u < r else None
+        whole_c = 0  # 2 × (weight of the candidates to the members and among themselves)
         m = ncand
         while m:
             lw = m & -m
@@ -483,19 +510,78 @@ class _Search:
             ngain[w] = g
             # the r-1 best links from w to other candidates: weights as increments per level, highest first
             best = 0
-            for mask, step in top[w]:
-                best += step * min(r - 1, (mask & ncand).bit_count())
+            if outs is None:
+                for mask, step in top[w]:
+                    best += step * min(r - 1, (mask & ncand).bit_count())
+            else:
+                to_c = left = 0
+                for mask, step in top[w]:
+                    d = (mask & ncand).bit_count()
+                    best += step * (d if d < r else r - 1)
+                    to_c += step * d
+                    left += step * (d if d < u else u - 1)
+                whole_c += 2 * g + to_c
+                outs.append(2 * g + 2 * to_c - left)
             vals.append(2 * g + best)
         vals.sort(reverse=True)
         ub2 = 2 * nsum + sum(vals[:r])
+        if outs is not None:
+            outs.sort()
+            ub2 = min(ub2, 2 * nsum + whole_c - sum(outs[:u]))
         best2 = 2 * self.best_sum
         if ub2 < best2:
             return
         if ub2 < best2 + 2:  # ties the incumbent at best: worth it only for fewer broken islands
             gone = self.fmask & ~(nmask | ncand)
-            if sum(1 for isl in self.whole if isl & nmask and isl & gone) >= self.best_broken:
+            sure = sum(1 for isl in self.whole if isl & nmask and isl & gone)
+            # a seeded incumbent (not yet met in index order) is displaced by a tie met before it
+            if sure > self.best_broken or (sure == self.best_broken and self.met):
                 return
         self.run(nmask, ncand, nsum, ngain, r)
+
+
+def _greedy(
+    weight: tuple[tuple[int, ...], ...], adj: list[int], alive: int, k: int
+) -> tuple[int, int] | None:
+    """A good k-clique of ``adj`` inside ``alive`` and its bandwidth sum, or None: from the row with the most
+    bandwidth to the others, add the candidate with the most bandwidth to the set until k, then swap one
+    member for one other row while that gains (at most twice). O(k·n) plus O(k·n) per swap."""
+    rows = _rows(alive)
+    first = max(rows, key=lambda v: (sum(weight[v][u] for u in rows), -v))
+    return _grow(weight, adj, alive, rows, first, k)
+
+
+def _grow(
+    weight: tuple[tuple[int, ...], ...], adj: list[int], alive: int, rows: list[int], first: int, k: int
+) -> tuple[int, int] | None:
+    smask, cand, total = 1 << first, adj[first] & alive, 0
+    to_set = list(weight[first])  # per row: bandwidth to the set
+    for _ in range(k - 1):
+        if not cand:
+            return None
+        v = max(_rows(cand), key=lambda x: (to_set[x], -x))
+        smask |= 1 << v
+        total += to_set[v]
+        cand &= adj[v]
+        for x, w in enumerate(weight[v]):
+            to_set[x] += w
+    for _ in range(2):
+        gain, swap = 0, (0, 0)
+        for out in _rows(smask):
+            rest = smask & ~(1 << out)
+            for x in rows:
+                if not smask >> x & 1 and adj[x] & rest == rest:
+                    d = to_set[x] - weight[x][out] - to_set[out]
+                    if d > gain:
+                        gain, swap = d, (out, x)
+        if not gain:
+            break
+        out, x = swap
+        smask = smask & ~(1 << out) | 1 << x
+        total += gain
+        for y, (wo, wx) in enumerate(zip(weight[out], weight[x], strict=True)):
+            to_set[y] += wx - wo
+    return smask, total
 
 
 def _best_pair(p: _Prepared, gpus: tuple[int, ...], rows: list[int], whole: list[int]) -> tuple[int, ...]:
@@ -603,6 +689,9 @@ def _pick(
         for comp in comps:
             alive |= comp
         search = _Search(p, level, adj, fmask, whole)
+        start = _greedy(p.weight, adj, alive, k)
+        if start is not None:
+            search.seed(*start)
         search.run(0, alive, 0, [0] * p.n, k)
         if search.best_mask:
             return tuple(gpus[i] for i in range(p.n) if search.best_mask >> i & 1)
