@@ -26,6 +26,13 @@ server-side time (slurmctld's own timer around the RPC handler, job_submit plugi
 it), so tails come out as well as the mean. After each block the jobs are checked (Features=[zone_...] with
 the filter, (null) without) and cancelled.
 
+``--queued 0,300,1000`` measures at several queue depths, one after the other on the same clusters: before
+each depth every cluster gets held jobs (``sbatch --hold -J q --wrap=true``, 4 at a time) until that many of
+them are pending. job_submit/lua rebuilds its ``slurm.jobs`` table (one entry per record in slurmctld's job
+list: pending, running, and finished ones not yet purged, MinJobAge) before a submission that follows a job
+change in a later second, in every config with a Lua filter alike; each depth's table gives the job records
+slurmctld held while it was measured (``squeue -t all``, median over the blocks).
+
 ``--slurm native,24.11,26.05`` runs the whole measurement once per release (docker-slurm/cluster
 ``--slurm``; the 24.11/26.05 Debian roots must be built or buildable) and writes one table per release.
 
@@ -37,7 +44,7 @@ plugin (``job_submit_plugin_submit``), Slurm's feature parsing (``build_feature_
 (``log_var``): repeatable where times on a shared machine swing by more than the goal.
 
     .venv/bin/python benchmarks/bench_submit.py [--rounds 30 --block 20] [--sdiag] [--slurm native,24.11]
-        [--configs trivial,filter] [--out benchmarks/results/submit.md]
+        [--configs trivial,filter] [--queued 0,300,1000] [--out benchmarks/results/submit.md]
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,6 +123,34 @@ _SUBMIT_RPC = re.compile(
 class Samples:
     wall_ms: list[float] = field(default_factory=list)
     rpc_us: list[float] = field(default_factory=list)
+    records: list[int] = field(default_factory=list)  # job records in slurmctld, one count per block
+
+
+QUEUE_ARGS = ["--parsable", "--hold", "-N1", "-J", "q", "-o", "/dev/null", "--wrap=true"]
+
+
+def fill_queue(slurm: slurmctl.Slurm, depth: int) -> None:
+    """Submit held jobs named ``q`` until ``depth`` of them are pending (4 sbatch at a time)."""
+    have = len(slurm.out("squeue", "-h", "-t", "PD", "-n", "q", "-o", "%i", timeout=60).split())
+
+    def one(_: int) -> None:
+        p = subprocess.run(
+            ["timeout", "30", "sbatch", *QUEUE_ARGS],
+            env=slurm.env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if p.returncode != 0:
+            raise SystemExit(f"sbatch (queue) failed: {p.stderr}")
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(one, range(max(0, depth - have))))
+
+
+def job_records(slurm: slurmctl.Slurm) -> int:
+    """Job records slurmctld holds now (every state, finished ones until MinJobAge purges them)."""
+    return len(slurm.out("squeue", "-h", "-t", "all", "-o", "%i", timeout=60).split())
 
 
 def sdiag_submit(slurm: slurmctl.Slurm) -> tuple[int, int]:
@@ -188,43 +224,64 @@ def pct(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
+Phase = tuple[dict[str, Samples], list[float]]
+
+
 def measure(
     args: argparse.Namespace, release: str, configs: list[str], trivial: Path
-) -> tuple[dict[str, Samples], list[float], tuple[int, int]]:
-    """One release: start its clusters, run the interleaved rounds, stop them."""
+) -> tuple[dict[int, Phase], tuple[int, int]]:
+    """One release: start its clusters, run the interleaved rounds at each queue depth, stop them."""
     tag = f"{release.replace('.', '')}-{os.getpid()}"
     bases = {c: Path(f"/tmp/slurm-topo-bench-{c}-{tag}") for c in configs}
     clusters: dict[str, slurmctl.Cluster] = {}
+    phases: dict[int, Phase] = {}
     try:
         for c in configs:
             clusters[c] = slurmctl.start_cluster(bases[c], "--slurm", release, *cluster_args(c, trivial))
         job_args = {c: () for c in configs}
         if "same" in configs:
             job_args["same"] = filter_constraint(clusters["filter"].slurm)
-        rng = random.Random(args.seed)
-        samples = {c: Samples() for c in configs}
-        ratios: list[float] = []
-        base = "trivial" if "trivial" in configs else configs[0]
-        for r in range(args.warmup + args.rounds):
-            order = list(configs)
-            rng.shuffle(order)
-            medians = {}
-            for name in order:
-                slurm = clusters[name].slurm
-                t, rpc, jobs = submit_block(slurm, args.block, args.sdiag, job_args[name])
-                check_and_cancel(slurm, jobs, name in ("filter", "same"))
-                medians[name] = statistics.median(rpc if args.sdiag else t)
-                if r >= args.warmup:
-                    samples[name].wall_ms.extend(t)
-                    samples[name].rpc_us.extend(rpc)
-            if r >= args.warmup and "filter" in medians:
-                ratios.append(medians["filter"] / medians[base])
+        for depth in args.queued:
+            for c in configs:
+                fill_queue(clusters[c].slurm, depth)
+            phases[depth] = rounds(args, configs, clusters, job_args)
+            print(f"{release}, {depth} queued: done", flush=True)
         version = clusters[configs[0]].version
     finally:
         for b in bases.values():
             if b.exists():
                 slurmctl.stop_cluster(b)
-    return samples, ratios, version
+    return phases, version
+
+
+def rounds(
+    args: argparse.Namespace,
+    configs: list[str],
+    clusters: dict[str, slurmctl.Cluster],
+    job_args: dict[str, tuple[str, ...]],
+) -> Phase:
+    """Warm-up and measured rounds: one block per cluster per round, in seeded random order."""
+    rng = random.Random(args.seed)
+    samples = {c: Samples() for c in configs}
+    ratios: list[float] = []
+    base = "trivial" if "trivial" in configs else configs[0]
+    for r in range(args.warmup + args.rounds):
+        order = list(configs)
+        rng.shuffle(order)
+        medians = {}
+        for name in order:
+            slurm = clusters[name].slurm
+            t, rpc, jobs = submit_block(slurm, args.block, args.sdiag, job_args[name])
+            records = job_records(slurm)
+            check_and_cancel(slurm, jobs, name in ("filter", "same"))
+            medians[name] = statistics.median(rpc if args.sdiag else t)
+            if r >= args.warmup:
+                samples[name].wall_ms.extend(t)
+                samples[name].rpc_us.extend(rpc)
+                samples[name].records.append(records)
+        if r >= args.warmup and "filter" in medians:
+            ratios.append(medians["filter"] / medians[base])
+    return samples, ratios
 
 
 def main() -> int:
@@ -237,6 +294,12 @@ def main() -> int:
     ap.add_argument("--slurm", default="native", help="releases, comma-separated: native, 24.11, 26.05")
     ap.add_argument("--configs", default="trivial,filter", help=f"from {','.join(CONFIGS)}")
     ap.add_argument("--out", type=Path, default=None, help="write the Markdown result here")
+    ap.add_argument(
+        "--queued",
+        type=lambda v: sorted({int(x) for x in v.split(",") if x}),
+        default=[0],
+        help="queue depths to measure at, comma-separated (held jobs pending in every cluster)",
+    )
     ap.add_argument(
         "--callgrind",
         type=int,
@@ -266,12 +329,13 @@ def main() -> int:
             return 0
         for release in releases:
             t0 = time.monotonic()
-            samples, ratios, version = measure(args, release, configs, trivial)
+            phases, version = measure(args, release, configs, trivial)
             print(
                 f"{release}: Slurm {version[0]}.{version[1]:02d}, {time.monotonic() - t0:.0f} s", flush=True
             )
-            results.append((release, version, samples, ratios))
-            print(render_release(args, release, version, samples, ratios, configs), flush=True)
+            for depth, (samples, ratios) in phases.items():
+                results.append((release, version, depth, samples, ratios))
+                print(render_release(args, release, version, depth, samples, ratios, configs), flush=True)
     report = render(args, results, configs)
     if args.out:
         args.out.write_text(report)
@@ -291,12 +355,20 @@ def render_release(
     args: argparse.Namespace,
     release: str,
     version: tuple[int, int],
+    depth: int,
     samples: dict[str, Samples],
     ratios: list[float],
     configs: list[str],
 ) -> str:
     base = "trivial" if "trivial" in configs else configs[0]
-    lines = [f"### Slurm {version[0]}.{version[1]:02d} (`--slurm {release}`)", ""]
+    records = ", ".join(f"{LABELS[c]} {statistics.median(samples[c].records):.0f}" for c in configs)
+    lines = [
+        f"### Slurm {version[0]}.{version[1]:02d} (`--slurm {release}`), {depth} jobs queued",
+        "",
+        f"Job records in slurmctld while measured (median over blocks; pending, and finished ones until "
+        f"MinJobAge): {records}.",
+        "",
+    ]
     if args.sdiag:
         lines += [
             "slurmctld's own time per REQUEST_SUBMIT_BATCH_JOB (µs, `sdiag` total_time after a reset):",
@@ -343,12 +415,13 @@ def render_release(
 
 def render(
     args: argparse.Namespace,
-    results: list[tuple[str, tuple[int, int], dict[str, Samples], list[float]]],
+    results: list[tuple[str, tuple[int, int], int, dict[str, Samples], list[float]]],
     configs: list[str],
 ) -> str:
     cmd = (
         f"python benchmarks/bench_submit.py --rounds {args.rounds} --block {args.block} --seed {args.seed}"
         f"{' --sdiag' if args.sdiag else ''} --slurm {args.slurm} --configs {args.configs}"
+        f" --queued {','.join(map(str, args.queued))}"
         f"{' --out ' + str(args.out) if args.out else ''}"
     )
     base = "trivial" if "trivial" in configs else configs[0]
@@ -381,15 +454,16 @@ def render(
         lines += [
             f"## Summary: filter against {LABELS[base]} ({what}; goal ≤ ×1.02)",
             "",
-            "| Slurm | n | filter mean | base mean | ratio of means | ratio of mins | ratio of medians "
-            "| ratio of p95 | per-round median ratio |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "| Slurm | jobs queued | job records | n | filter mean | base mean | ratio of means "
+            "| ratio of mins | ratio of medians | ratio of p95 | per-round median ratio |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
-        for release, version, samples, ratios in results:
+        for release, version, depth, samples, ratios in results:
             f, b = samples["filter"], samples[base]
             fx, bx = (f.rpc_us, b.rpc_us) if args.sdiag else (f.wall_ms, b.wall_ms)
             lines.append(
-                f"| {version[0]}.{version[1]:02d} ({release}) | {len(fx)} | {statistics.mean(fx):.1f} | "
+                f"| {version[0]}.{version[1]:02d} ({release}) | {depth} | "
+                f"{statistics.median(f.records):.0f} | {len(fx)} | {statistics.mean(fx):.1f} | "
                 f"{statistics.mean(bx):.1f} | {statistics.mean(fx) / statistics.mean(bx):.3f} | "
                 f"{min(fx) / min(bx):.3f} | "
                 f"{statistics.median(fx) / statistics.median(bx):.3f} | "
@@ -399,8 +473,8 @@ def render(
         lines.append("")
     lines.append("## Per release")
     lines.append("")
-    for release, version, samples, ratios in results:
-        lines.append(render_release(args, release, version, samples, ratios, configs))
+    for release, version, depth, samples, ratios in results:
+        lines.append(render_release(args, release, version, depth, samples, ratios, configs))
     return "\n".join(lines)
 
 
@@ -474,7 +548,7 @@ def callgrind(args: argparse.Namespace, configs: list[str], trivial: Path) -> st
         raise SystemExit("--callgrind runs the host's slurmctld only (--slurm native)")
     order = sorted(configs, key=lambda c: c != "filter")  # the filter's decision first (same copies it)
     tag = f"cg-{os.getpid()}"
-    results: dict[str, dict[str, float]] = {}
+    results: dict[tuple[str, int], dict[str, float]] = {}
     version = (0, 0)
     with tempfile.TemporaryDirectory() as tmp:
         same_args: tuple[str, ...] = ()
@@ -486,11 +560,24 @@ def callgrind(args: argparse.Namespace, configs: list[str], trivial: Path) -> st
                 if c == "filter" and "same" in configs:
                     same_args = filter_constraint(cluster.slurm)
                 extra = same_args if c == "same" else ()
-                results[c] = callgrind_config(cluster, args.callgrind, extra, Path(tmp) / f"{c}.cg")
-                print(f"{c}: {results[c]}", flush=True)
+                for depth in args.queued:
+                    fill_queue(cluster.slurm, depth)
+                    records = job_records(cluster.slurm)
+                    got = callgrind_config(cluster, args.callgrind, extra, Path(tmp) / f"{c}-{depth}.cg")
+                    results[c, depth] = {**got, "records": float(records)}
+                    print(f"{c}, {depth} queued: {results[c, depth]}", flush=True)
             finally:
                 if base.exists():
                     slurmctl.stop_cluster(base)
+    return callgrind_report(args, configs, results, version)
+
+
+def callgrind_report(
+    args: argparse.Namespace,
+    configs: list[str],
+    results: dict[tuple[str, int], dict[str, float]],
+    version: tuple[int, int],
+) -> str:
     cmd = "python benchmarks/bench_submit.py " + " ".join(sys.argv[1:])
     lines = [
         f"## Instructions per submit RPC (callgrind, Slurm {version[0]}.{version[1]:02d})",
@@ -500,27 +587,43 @@ def callgrind(args: argparse.Namespace, configs: list[str], trivial: Path) -> st
         f"--toggle-collect=slurmctld_req` (every RPC handler, nothing else), 3 untimed submissions, "
         f"`callgrind_control --zero`, {args.callgrind} submissions of "
         "`sbatch --hold -N1 --locality=zone -J bs -o /dev/null --wrap=true`, `callgrind_control --dump`; "
-        "inclusive instructions (Ir) divided by the submissions.",
+        "inclusive instructions (Ir) divided by the submissions. Under valgrind every submission comes in a "
+        "later second than the job change before it, so every one pays job_submit/lua's `slurm.jobs` "
+        "rebuild (at full speed, the first submission after a change in a new second does). Job records: "
+        "what slurmctld held before the measured submissions (`squeue -t all`).",
         "",
-        "| config | per submit RPC | job_submit plugin | Slurm's feature parsing (build_feature_list) | "
-        "log writes (log_var) |",
-        "|---|---:|---:|---:|---:|",
+        "| config | jobs queued | job records | per submit RPC | job_submit plugin | Slurm's feature parsing "
+        "(build_feature_list) | log writes (log_var) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for c in configs:
-        r = results[c]
-        lines.append(
-            f"| {LABELS[c]} | {r['total']:,.0f} | {r['job_submit_plugin_submit']:,.0f} | "
-            f"{r['build_feature_list']:,.0f} | {r['log_var']:,.0f} |"
-        )
+        for depth in args.queued:
+            r = results[c, depth]
+            lines.append(
+                f"| {LABELS[c]} | {depth} | {r['records']:.0f} | {r['total']:,.0f} | "
+                f"{r['job_submit_plugin_submit']:,.0f} | {r['build_feature_list']:,.0f} | "
+                f"{r['log_var']:,.0f} |"
+            )
     lines.append("")
     pairs = [
         (a, b)
         for a, b in (("filter", "trivial"), ("filter", "same"), ("same", "trivial"), ("reads", "trivial"))
-        if a in results and b in results
+        if a in configs and b in configs
     ]
-    for a, b in pairs:
-        ra, rb = results[a]["total"], results[b]["total"]
-        lines.append(f"* {a} / {b}: ×{ra / rb:.3f} (+{ra - rb:,.0f} instructions per submit RPC)")
+    for depth in args.queued:
+        for a, b in pairs:
+            ra, rb = results[a, depth]["total"], results[b, depth]["total"]
+            lines.append(
+                f"* {depth} queued, {a} / {b}: ×{ra / rb:.3f} (+{ra - rb:,.0f} instructions per submit RPC)"
+            )
+    low, high = args.queued[0], args.queued[-1]
+    if high > low:
+        for c in configs:
+            a, b = results[c, low], results[c, high]
+            per = (b["job_submit_plugin_submit"] - a["job_submit_plugin_submit"]) / max(
+                1.0, b["records"] - a["records"]
+            )
+            lines.append(f"* {LABELS[c]}: {per:,.0f} job_submit plugin instructions per job record more")
     lines.append("")
     return "\n".join(lines)
 
