@@ -95,12 +95,20 @@ end
 -- once its label is derived; its shape's counts and location shared), L the list's running bracket lengths:
 -- slurmctld's Lua collector walks all of it.
 
-local function group_list(col, features, shapes)
+-- Groups per block of a list (M.BLOCK, settable before a load: the tests make blocks small): each block keeps the
+-- distinct sizes of its groups (one shape per distinct n, g, m and class counts: `sizes`, made by prepare), so a
+-- scan skips a block none of whose sizes can hold the job (scan.lua).
+M.BLOCK = 64
+
+local function group_list(col, features, shapes, sizes)
   -- a list's columns (f feature indices, k ranks: runs rising by 1; s shapes: runs of one; l labels where not
-  -- derived) -> its groups in order {f, k, n, g, m, c, u (l)}: n nodes, g GPUs, m most GPUs on a node, c counts
-  -- and u location are the shape's (c and u shared); L = the running bracket length through each group
+  -- derived) -> its groups in order {f, k, n, g, m, c, u, z (l)}: n nodes, g GPUs, m most GPUs on a node, c counts
+  -- and u location are the shape's (c and u shared), z its size (the first shape of the same n, g, m and counts:
+  -- groups of one size fit alike); L = the running bracket length through each group;
+  -- blocks[b] = the distinct sizes of groups (b-1)*BLOCK+1 .. b*BLOCK
   local fr, kr, sr = col.f, col.k, col.s
   local list, L, length, n = { big = col.big }, {}, 0, 0
+  local block_size, blocks, seen, b = M.BLOCK, {}, nil, 0
   local ki, k, kleft, si, s, sleft = -1, 0, 0, -1, nil, 0
   for j = 1, #fr, 2 do
     local fi = fr[j]
@@ -109,15 +117,25 @@ local function group_list(col, features, shapes)
       if sleft == 0 then si = si + 2; s, sleft = shapes[sr[si]], sr[si + 1] end
       local feature = features[fi]
       n = n + 1
-      list[n] = { f = feature, k = k, n = s.n, g = s.g, m = s.m, c = s.c, u = s.u }
+      local size = sizes[s]
+      list[n] = { f = feature, k = k, n = s.n, g = s.g, m = s.m, c = s.c, u = s.u, z = size }
       length = length + #feature + 1
       L[n] = length
+      if n % block_size == 1 or block_size == 1 then
+        b, seen = b + 1, {}
+        blocks[b] = {}
+      end
+      if not seen[size] then
+        seen[size] = true
+        local sizes_b = blocks[b]
+        sizes_b[#sizes_b + 1] = size
+      end
       fi, k, kleft, sleft = fi + 1, k + 1, kleft - 1, sleft - 1
     end
   end
   if ki + 1 ~= #kr or si + 1 ~= #sr or kleft ~= 0 or sleft ~= 0 then error("data: group columns do not match") end
   for i, l in pairs(col.l) do list[i].l = l end
-  list.L = L
+  list.L, list.blocks, list.block = L, blocks, block_size
   return list
 end
 
@@ -126,12 +144,16 @@ function M.prepare(data)
   -- node index waits for a --nodelist: nodes.lua node_index); an error here is a broken data file (load_data fails open)
   if data.ready then return data end
   local features, locations, shapes = data.features, data.locations, data.shapes
+  local sizes, by_key = {}, {} -- per shape: the first shape of the same n, g, m and class counts
   for i, s in ipairs(shapes) do
     s.u = locations[s.u]
     if type(s.u) ~= "table" then error("data: shape " .. i .. " has no location") end
+    local key = s.n .. ":" .. s.g .. ":" .. s.m .. ":" .. table.concat(s.c, ",")
+    sizes[s] = by_key[key] or s
+    by_key[key] = sizes[s]
   end
   for _, levels in pairs(data.partitions) do
-    for key, col in pairs(levels) do levels[key] = group_list(col, features, shapes) end
+    for key, col in pairs(levels) do levels[key] = group_list(col, features, shapes, sizes) end
   end
   local every_ok, flags = {}, {}
   for i = 1, #data.classes do every_ok[i], flags[i] = true, "1" end

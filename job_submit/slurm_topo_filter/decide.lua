@@ -304,20 +304,31 @@ end
 -- ever hold the job; Slurm reads a parenthesised OR inside a matching-OR bracket as one alternative. Made from the
 -- UNION_ZONES zones with the most eligible nodes per region (unions inside one region, never all of its zones:
 -- that is the region's own alternative) and across regions; each list by (regions, zones, size, features).
-local function union_rows(sc, zones)
-  local rows = {}
-  for _, g in ipairs(zones) do
-    if scan_allowed(sc, g) then
-      local n, gp, most = scan_eligible(sc, g)
-      if n > 0 then rows[#rows + 1] = { g = g, n = n, gp = gp, most = most } end
-    end
+local function before(n, g, b)
+  -- the order of the zone rows: most eligible nodes first, then the smaller zone, then the data's rank (a zone g
+  -- with n eligible nodes against row b)
+  if n ~= b.n then return n > b.n end
+  if g.n ~= b.g.n then return g.n < b.g.n end
+  return g.k < b.g.k
+end
+
+local function keep_top(list, r)
+  -- list: the first UNION_ZONES rows seen so far in row order; r goes in where it belongs (no whole sort)
+  local m = #list
+  if m == UNION_ZONES then
+    list[m] = nil
+    m = m - 1
   end
-  table.sort(rows, function(a, b)
-    if a.n ~= b.n then return a.n > b.n end
-    if a.g.n ~= b.g.n then return a.g.n < b.g.n end
-    return a.g.k < b.g.k
-  end)
-  return rows
+  local j = m
+  while j >= 1 and before(r.n, r.g, list[j]) do
+    list[j + 1] = list[j]
+    j = j - 1
+  end
+  list[j + 1] = r
+end
+
+local function makes_top(list, n, g)
+  return #list < UNION_ZONES or before(n, g, list[UNION_ZONES])
 end
 
 local function add_unions(sc, rows, cross, out, k)
@@ -377,36 +388,59 @@ local function as_kept(list)
   return kept
 end
 
+function steps.zone_rows(sc, zones)
+  -- {by_region, names, by_family, values, lead}: the zones with eligible nodes, each kept in its region's and its
+  -- family value's first UNION_ZONES in row order (policy/decide.py sorts them all; only these and the first row
+  -- are read), per family value its zones and regions; what nodes count decides it, not the job's size (the
+  -- memo's key: the zone list and the scan's classes)
+  local by_region, names, by_family, values, lead = {}, {}, {}, {}, nil
+  for _, g in ipairs(zones) do
+    local n, gp, most = 0, 0, 0
+    if scan_allowed(sc, g) then n, gp, most = scan_eligible(sc, g) end
+    if n > 0 then
+      local u = g.u
+      local fv, region = u.fv or false, u.rk
+      if region == nil then -- (region, family values), once per location: no label holds a NUL
+        region = (u.r or "") .. "\0" .. tostring(fv)
+        u.rk = region
+      end
+      local list = by_region[region]
+      if list == nil then
+        list = {}
+        by_region[region] = list
+        names[#names + 1] = region
+      end
+      local fam = by_family[fv]
+      if fam == nil then
+        fam = { top = {}, regions = {}, spread = 0, zones = 0 }
+        by_family[fv] = fam
+        values[#values + 1] = fv
+      end
+      local first, in_region, in_family = lead == nil or before(n, g, lead), makes_top(list, n, g),
+        makes_top(fam.top, n, g)
+      if first or in_region or in_family then
+        local r = { g = g, n = n, gp = gp, most = most }
+        if first then lead = r end
+        if in_region then keep_top(list, r) end
+        if in_family then keep_top(fam.top, r) end
+      end
+      fam.zones = fam.zones + 1
+      local key = u.r or false
+      if not fam.regions[key] then
+        fam.regions[key] = true
+        fam.spread = fam.spread + 1
+      end
+    end
+  end
+  return { by_region, names, by_family, values, lead }
+end
+
 local function zone_unions(sc, zones, room)
   -- room: the alternatives the level lists leave; unions that could never be kept are not made. With families
   -- the zones are family buckets and a union joins one value's buckets only (u.fv): prefer never mixes versions
   if not sc.check then return {}, {}, nil, {} end
-  local rows = union_rows(sc, zones)
-  local by_region, names, by_family, values = {}, {}, {}, {}
-  for _, r in ipairs(rows) do
-    local u = r.g.u
-    local fv = u.fv or false
-    local region = (u.r or "") .. "\0" .. tostring(fv) -- (region, family values): no label holds a NUL
-    if by_region[region] == nil then
-      by_region[region] = {}
-      names[#names + 1] = region
-    end
-    local list = by_region[region]
-    if #list < UNION_ZONES then list[#list + 1] = r end
-    local fam = by_family[fv]
-    if fam == nil then
-      fam = { top = {}, regions = {}, spread = 0, zones = 0 }
-      by_family[fv] = fam
-      values[#values + 1] = fv
-    end
-    fam.zones = fam.zones + 1
-    if #fam.top < UNION_ZONES then fam.top[#fam.top + 1] = r end
-    local key = u.r or false
-    if not fam.regions[key] then
-      fam.regions[key] = true
-      fam.spread = fam.spread + 1
-    end
-  end
+  local rows = steps.zone_rows(sc, zones)
+  local by_region, names, by_family, values, lead = rows[1], rows[2], rows[3], rows[4], rows[5]
   local inside, across = {}, {}
   for k = 2, 3 do
     if #inside >= room then break end
@@ -430,7 +464,7 @@ local function zone_unions(sc, zones, room)
   for _, fv in ipairs(values) do
     if fv then spans[fv] = { by_family[fv].spread, by_family[fv].zones } end
   end
-  return as_kept(inside), as_kept(across), rows[1], spans
+  return as_kept(inside), as_kept(across), lead, spans
 end
 
 local function span_of(alt, spans)

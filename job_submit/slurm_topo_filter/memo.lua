@@ -76,6 +76,20 @@ local function prefer_cascade(raw)
   end
 end
 
+local function zone_rows(raw)
+  -- the zone rows of the prefer unions, by the zone list and the classes that count (not with an area)
+  return function(sc, zones)
+    if sc.area ~= nil then return raw(sc, zones) end
+    local memo, key = memo_of(zones), "rows:" .. sc.classes_key
+    local hit = memo[key]
+    if hit == nil then
+      hit = raw(sc, zones)
+      remember(memo, key, hit)
+    end
+    return hit
+  end
+end
+
 local function finer(raw)
   -- a required zone's or region's finer bracket depends on what its kept list does: the same key as that list
   return function(job, kept, budget, groups, only)
@@ -124,6 +138,7 @@ function M.wrap(steps)
   steps.largest = largest(steps.largest)
   steps.prefer_cascade = prefer_cascade(steps.prefer_cascade)
   steps.finer = finer(steps.finer)
+  steps.zone_rows = zone_rows(steps.zone_rows)
   steps.bracket = formatted(steps.bracket)
   steps.shown = shown(steps.shown)
   steps.memoised = true

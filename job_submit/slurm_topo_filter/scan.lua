@@ -34,7 +34,8 @@ function M.new_scan(data, req, c, is_counted, area, wanted)
   if c.kind == "none" and sc.per_node == 0 then -- the common case: every class counts (data.every, shared)
     local every = data.every
     sc.ok, sc.all_ok = every.ok, true
-    sc.signature = every.flags .. tostring(sc.check) .. ":" .. sc.nodes .. ":" .. sc.total_gpus .. ":"
+    sc.classes_key = every.flags .. tostring(sc.check)
+    sc.signature = sc.classes_key .. ":" .. sc.nodes .. ":" .. sc.total_gpus .. ":"
     return sc
   end
   local ok, all_ok, flags = {}, true, {}
@@ -46,7 +47,8 @@ function M.new_scan(data, req, c, is_counted, area, wanted)
     flags[i] = good and "1" or "0"
   end
   sc.ok, sc.all_ok = ok, all_ok
-  sc.signature = table.concat(flags) .. ":" .. tostring(sc.check) .. ":" .. sc.nodes .. ":" .. sc.total_gpus .. ":"
+  sc.classes_key = table.concat(flags) .. ":" .. tostring(sc.check) -- which nodes count, not how many are asked
+  sc.signature = sc.classes_key .. ":" .. sc.nodes .. ":" .. sc.total_gpus .. ":"
   return sc
 end
 
@@ -129,11 +131,33 @@ local function compiled_cut(groups, start, budget)
   return kept, lo < n
 end
 
+-- Whether a group of this size (data.lua: the first shape of its n, g, m and class counts) can hold the job: its
+-- eligible nodes, or false; once per size and scan (`fit`: the scan's table of them)
+local function size_fits(sc, fit, size)
+  local f = fit[size]
+  if f == nil then
+    local good, n = scan_fits(sc, size)
+    f = good and n
+    fit[size] = f
+  end
+  return f
+end
+
+-- Whether some size of a block can hold the job (a block none of whose sizes fits is skipped whole: exact, as a
+-- group fits as its size does).
+local function block_fits(sc, fit, sizes)
+  for i = 1, #sizes do
+    if size_fits(sc, fit, sizes[i]) then return true end
+  end
+  return false
+end
+
 -- Up to 64 fitting groups within `budget` characters of bracket, in the data's order: {kept, cut short}; the
 -- eligible nodes of kept[i] at kept[-i] (one table per list, not one per group).
 -- Groups are sorted by size, so the scan starts at the first group as large as the job (binary search);
 -- `descending` (the family values, largest first): from the first. `inside` (a set of zone or region group
--- features, `up` = "z" or "r"): only groups inside one of them.
+-- features, `up` = "z" or "r"): only groups inside one of them. Blocks of groups no shape of which can hold the
+-- job are passed over whole (data.lua group_list), so a job no group fits costs a look per block and shape.
 function M.candidates(sc, groups, budget, only, inside, up, descending)
   local start = 1
   if sc.check and not descending then
@@ -147,26 +171,41 @@ function M.candidates(sc, groups, budget, only, inside, up, descending)
   if only == nil and inside == nil and sc.area == nil and sc.all_ok and sc.total_gpus == 0 and groups.big ~= nil then
     return compiled_cut(groups, start, budget)
   end
-  local kept, count, length, cut = {}, 0, 2, false
-  for i = start, #groups do
-    local g = groups[i]
-    if (only == nil or only[g.f]) and scan_allowed(sc, g) and (inside == nil or inside[parent_of(g, up)]) then
-      local good, n = scan_fits(sc, g)
-      if good then
-        local extra = #g.f
-        if count > 0 then extra = extra + 1 end
-        if count == MAX_ALTERNATIVES or length + extra > budget then
-          cut = true
-          break
+  local kept, count, length, fit = {}, 0, 2, {}
+  local n, blocks, size = #groups, groups.blocks, groups.block
+  if not sc.check then blocks = nil end -- nothing is checked: every group counts
+  local i = start
+  while i <= n do
+    local last = n
+    if blocks ~= nil then
+      local b = math.floor((i - 1) / size) + 1
+      last = math.min(n, b * size)
+      if not block_fits(sc, fit, blocks[b]) then i = last + 1 end
+    end
+    for j = i, last do
+      local g = groups[j]
+      if (only == nil or only[g.f]) and scan_allowed(sc, g) and (inside == nil or inside[parent_of(g, up)]) then
+        local good, count_n
+        if g.z ~= nil and sc.check then
+          count_n = size_fits(sc, fit, g.z)
+          good = count_n ~= false
+        else
+          good, count_n = scan_fits(sc, g)
         end
-        count = count + 1
-        kept[count] = g
-        kept[-count] = n -- eligible nodes, beside the group (one table per scan, not one per group)
-        length = length + extra
+        if good then
+          local extra = #g.f
+          if count > 0 then extra = extra + 1 end
+          if count == MAX_ALTERNATIVES or length + extra > budget then return kept, true end
+          count = count + 1
+          kept[count] = g
+          kept[-count] = count_n -- eligible nodes, beside the group (one table per scan, not one per group)
+          length = length + extra
+        end
       end
     end
+    i = last + 1
   end
-  return kept, cut
+  return kept, false
 end
 
 -- One bracket from per-level lists given finest first ({kept, cut} each): within Slurm's limits (64
@@ -209,15 +248,37 @@ function M.cascade(lists, budget, extra, emit)
 end
 
 -- The largest group for this request (to name it when none can hold the job): compiled for the whole level
--- when every node counts, else a whole-level scan.
+-- when every node counts; else the first group, in the data's order, with the most eligible nodes (then GPUs):
+-- by blocks, the largest a block's shapes allow, then a scan of the first block that reaches it; a whole-level
+-- scan with a user bracket or an area.
+local function best_of(sc, shapes)
+  local bn, bg = -1, -1
+  for i = 1, #shapes do
+    local n, gp = scan_eligible(sc, shapes[i])
+    if n > bn or (n == bn and gp > bg) then bn, bg = n, gp end
+  end
+  return bn, bg
+end
+
 function M.largest(sc, groups, only)
   if only == nil and sc.area == nil and sc.all_ok and groups.big ~= nil then
     local g = groups[groups.big]
     if g == nil then return nil end
     return g, g.n, g.g
   end
+  local from, to = 1, #groups
+  local blocks = groups.blocks
+  if only == nil and sc.area == nil and blocks ~= nil and #blocks > 1 then
+    local top, bn, bg = 0, -1, -1
+    for b = 1, #blocks do
+      local n, gp = best_of(sc, blocks[b])
+      if n > bn or (n == bn and gp > bg) then top, bn, bg = b, n, gp end
+    end
+    from, to = (top - 1) * groups.block + 1, math.min(#groups, top * groups.block)
+  end
   local best, bn, bg
-  for _, g in ipairs(groups) do
+  for i = from, to do
+    local g = groups[i]
     if (only == nil or only[g.f]) and scan_allowed(sc, g) then
       local n, gp = scan_eligible(sc, g)
       if best == nil or n > bn or (n == bn and gp > bg) then best, bn, bg = g, n, gp end
