@@ -7,6 +7,12 @@ load time, and per job shape the full `submit()` path (read the job, decide, wri
 of five runs of N submissions each (min and max shown). Also the same for the Python reference, for scale.
 
     python benchmarks/bench_filter.py [--sizes 1000,10000,100000] [--iterations 20000]
+    python benchmarks/bench_filter.py --first [--sizes 100000] [--filter-dir DIR --label-before X]
+
+``--first``: the *first* decision of request shapes (benchmarks/first_bench.lua: sweeps of sizes no earlier
+decision asked for, so no memo holds them) on a heterogeneous fleet (``hetero_fleet_yaml``: CPU, H100, A100
+and NVL-domain racks of 10 nodes, 10 regions × 10 zones): CPU time per decision (median, p95, worst) and, by
+callgrind, the mean instructions per first decision and those of each family's slowest one.
 """
 
 from __future__ import annotations
@@ -26,6 +32,108 @@ sys.path.insert(0, str(HERE))
 from bench_generate import fleet_yaml  # noqa: E402
 
 from slurm_topo import load_inventories, render_all  # noqa: E402
+
+
+def hetero_fleet_yaml(n: int, rack_size: int = 10, regions: int = 10, zones: int = 10) -> str:
+    """A heterogeneous fleet: racks of ``rack_size`` nodes cycling CPU-only, 8×H100, 8×A100 and 4×GB200 (each
+    GB200 rack one NVLink domain), spread over ``regions`` × ``zones``."""
+    kinds = (("cpu", 0, None), ("h100", 8, "h100"), ("a100", 8, "a100"), ("gb200", 4, "gb200"))
+    lines = ["nodes:"]
+    made, rack = 0, 0
+    while made < n:
+        r, z = rack % regions, (rack // regions) % zones
+        kind, gpus, gtype = kinds[rack % len(kinds)]
+        size = min(rack_size, n - made)
+        extra = f", gpus: {gpus}, gpu_type: {gtype}" if gpus else ""
+        if kind == "gb200":
+            extra += f", nvlink_domain: nvl-{rack:05d}"
+        lines.append(
+            f"  - {{name: '{kind}-{rack:05d}-[{0:03d}-{size - 1:03d}]', region: reg{r}, zone: reg{r}-z{z}, "
+            f"network_group: rack-{rack:05d}{extra}, slurm: {{CPUs: 128, RealMemory: 1000000}}}}"
+        )
+        made += size
+        rack += 1
+    return "\n".join(lines) + "\n"
+
+
+def _first_ir(lua: str, data_path: Path, family: str, count: int, env: dict[str, str]) -> int:
+    p = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", lua, str(HERE / "first_bench.lua")]
+        + [str(data_path), family, str(count)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
+    return int(next(line for line in p.stderr.splitlines() if "Collected :" in line).split()[-1])
+
+
+def first_decisions(args: argparse.Namespace, lua: str) -> None:
+    """``--first``: see the module docstring; appends a section to ``--out``."""
+    versions = [(args.label, None)]
+    if args.filter_dir:
+        versions.insert(0, (args.label_before, args.filter_dir))
+    n = int(args.sizes.split(",")[-1])
+    sections = []
+    with tempfile.TemporaryDirectory() as tmp:
+        inv_path = Path(tmp) / "fleet.yaml"
+        inv_path.write_text(hetero_fleet_yaml(n))
+        data_path = Path(tmp) / "data.lua"
+        data_path.write_text(render_all(load_inventories([inv_path]), (22, 5))["slurm_topo_data.lua"])
+        for label, filter_dir in versions:
+            env = dict(os.environ)
+            if filter_dir:
+                env["FILTER_DIR"] = filter_dir
+            out = subprocess.run(
+                [lua, str(HERE / "first_bench.lua"), str(data_path)],
+                capture_output=True,
+                text=True,
+                check=True,
+                env=env,
+            ).stdout
+            rows = []
+            for line in out.splitlines():
+                _, family, count, median, p95, worst, worst_i = line.split("\t")
+                c, w = int(count), int(worst_i)
+                floor = _first_ir(lua, data_path, family, 0, env)
+                mean = (_first_ir(lua, data_path, family, c, env) - floor) / c
+                slow = _first_ir(lua, data_path, family, w, env) - _first_ir(
+                    lua, data_path, family, w - 1, env
+                )
+                rows.append(
+                    f"| {family} | {c} | {float(median):.0f} | {float(p95):.0f} | "
+                    f"{float(worst):.0f} (#{w}) | {mean:,.0f} | {slow:,.0f} |"
+                )
+                print(label, rows[-1], flush=True)
+            sections.append((label, rows))
+    cmd = "python benchmarks/bench_filter.py " + " ".join(sys.argv[1:])
+    lines = [
+        "",
+        f"## First decisions of new request shapes ({n} nodes, heterogeneous fleet)",
+        "",
+        f"Command: `{cmd.strip()}`  ",
+        "Method: `lua5.1 benchmarks/first_bench.lua DATA` on bench_filter.py's `hetero_fleet_yaml` fleet"
+        " (racks of 10: CPU, 8×H100, 8×A100, 4×GB200 NVLink domains; 10 regions × 10 zones). Each family"
+        " is a sweep of sizes no earlier decision asked for, so every decision is the first of its shape"
+        " (the memos miss). Times: CPU µs per decision (os.clock, one run; the worst includes whatever "
+        "garbage collection that decision triggered). Instructions (callgrind Ir): the mean per first "
+        "decision (the family's run less the same process without it) and the slowest decision's own "
+        "(the run through it less the run before it). "
+        "Goal: ≤ 150 µs and ≤ 500 000 instructions for every decision.",
+        "",
+    ]
+    for label, rows in sections:
+        lines += [
+            f"### {label}",
+            "",
+            "| family | decisions | median µs | p95 µs | worst µs (which) | mean instructions | slowest's "
+            "instructions |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+            *rows,
+            "",
+        ]
+    with open(args.out, "a") as f:
+        f.write("\n".join(lines) + "\n")
 
 
 def instructions(lua: str, data_path: Path, case: int | str, n: int, env: dict[str, str]) -> int:
@@ -70,6 +178,8 @@ def main() -> None:
     ap.add_argument("--data", help="with --callgrind: this data file instead of a generated fleet")
     ap.add_argument("--filter-dir", help="with --callgrind: the job_submit/ folder of another filter version")
     ap.add_argument("--label", default="this tree", help="with --callgrind: what the column is called")
+    ap.add_argument("--label-before", default="before", help="with --first and --filter-dir: its name")
+    ap.add_argument("--first", action="store_true", help="first decisions of new shapes (appends to --out)")
     ap.add_argument(
         "--callgrind-submit",
         action="store_true",
@@ -88,6 +198,9 @@ def main() -> None:
     lua = shutil.which("lua5.1")
     if lua is None:
         sys.exit("lua5.1 not found (apt-get install lua5.1): the benchmark runs the real interpreter")
+    if args.first:
+        first_decisions(args, lua)
+        return
     if args.callgrind:
         count_instructions(args, lua)
         return

@@ -553,22 +553,22 @@ def callgrind(args: argparse.Namespace, configs: list[str], trivial: Path) -> st
     with tempfile.TemporaryDirectory() as tmp:
         same_args: tuple[str, ...] = ()
         for c in order:
-            base = Path(f"/tmp/slurm-topo-bench-{c}-{tag}")
-            try:
-                cluster = slurmctl.start_cluster(base, *cluster_args(c, trivial))
-                version = cluster.version
-                if c == "filter" and "same" in configs:
-                    same_args = filter_constraint(cluster.slurm)
-                extra = same_args if c == "same" else ()
-                for depth in args.queued:
+            for depth in args.queued:  # a fresh cluster per depth: valgrind's slurmctld is stopped after
+                base = Path(f"/tmp/slurm-topo-bench-{c}-{depth}-{tag}")
+                try:
+                    cluster = slurmctl.start_cluster(base, *cluster_args(c, trivial))
+                    version = cluster.version
+                    if c == "filter" and "same" in configs and not same_args:
+                        same_args = filter_constraint(cluster.slurm)
+                    extra = same_args if c == "same" else ()
                     fill_queue(cluster.slurm, depth)
                     records = job_records(cluster.slurm)
                     got = callgrind_config(cluster, args.callgrind, extra, Path(tmp) / f"{c}-{depth}.cg")
                     results[c, depth] = {**got, "records": float(records)}
                     print(f"{c}, {depth} queued: {results[c, depth]}", flush=True)
-            finally:
-                if base.exists():
-                    slurmctl.stop_cluster(base)
+                finally:
+                    if base.exists():
+                        slurmctl.stop_cluster(base)
     return callgrind_report(args, configs, results, version)
 
 

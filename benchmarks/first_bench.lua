@@ -14,6 +14,7 @@ function slurm.log_error(fmt, ...) io.stderr:write(string.format(fmt, ...) .. "\
 local M = require("slurm_topo_filter")
 local data = assert(loadfile(data_path))()
 if M.prepare then data = M.prepare(data) end
+collectgarbage("collect") -- the load's garbage is the load's cost: decisions start from a collected heap
 
 local SPANK = "_SLURM_SPANK_OPTION_locality_locality="
 local function job(loc, fields)

@@ -18,7 +18,13 @@ CASES = cases()
 @pytest.fixture(
     scope="module",
     params=[(False, None), (True, None), (False, 1), (True, 2), (False, 3)],
-    ids=["locations", "families", "locations, blocks of 1", "families, blocks of 2", "locations, blocks of 3"],
+    ids=[
+        "locations",
+        "families",
+        "locations, blocks of 1",
+        "families, blocks of 2",
+        "locations, blocks of 3",
+    ],
 )
 def setup(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     families, block = request.param
