@@ -22,17 +22,13 @@ function slurm.log_verbose(fmt, ...) table.insert(slurm.infos, string.format(fmt
 
 
 class LuaFilter:
-    def __init__(self, data_path: Path | None = None, block: int | None = None):
-        """``block``: groups per block of a list (data.lua's BLOCK, 64 unless given): small blocks make the
-        small test fleets' lists span many, so the scans' block skipping is exercised."""
+    def __init__(self, data_path: Path | None = None):
         self.lua = lua51.LuaRuntime(unpack_returned_tuples=True)
         assert self.lua.eval("_VERSION") == "Lua 5.1"
         self.lua.execute(SLURM_STUB)
         here = REPO / "job_submit"
         self.lua.execute(f'package.path = "{here}/?.lua;{here}/?/init.lua;" .. package.path')
         self.mod = self.lua.eval('require("slurm_topo_filter")')
-        if block is not None:
-            self.lua.eval('require("slurm_topo_filter.data")').BLOCK = block
         if data_path is not None:
             self.configure(data_path)
 

@@ -15,24 +15,13 @@ from slurm_topo.render import make_context
 CASES = cases()
 
 
-@pytest.fixture(
-    scope="module",
-    params=[(False, None), (True, None), (False, 1), (True, 2), (False, 3)],
-    ids=[
-        "locations",
-        "families",
-        "locations, blocks of 1",
-        "families, blocks of 2",
-        "locations, blocks of 3",
-    ],
-)
+@pytest.fixture(scope="module", params=[False, True], ids=["locations", "families"])
 def setup(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    families, block = request.param
-    inv = inventory(families=families)
+    inv = inventory(families=request.param)
     ctx = make_context(inv, (22, 5), PARTITIONS)
     path = tmp_path_factory.mktemp("data") / "slurm_topo_data.lua"
     path.write_text(render_all(inv, (22, 5), PARTITIONS)["slurm_topo_data.lua"])
-    lua = LuaFilter(block=block)
+    lua = LuaFilter()
     return ctx.policy, lua, lua.load_data(path)
 
 

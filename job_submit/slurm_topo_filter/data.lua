@@ -95,47 +95,43 @@ end
 -- once its label is derived; its shape's counts and location shared), L the list's running bracket lengths:
 -- slurmctld's Lua collector walks all of it.
 
--- Groups per block of a list (M.BLOCK, settable before a load: the tests make blocks small): each block keeps the
--- distinct sizes of its groups (one shape per distinct n, g, m and class counts: `sizes`, made by prepare), so a
--- scan skips a block none of whose sizes can hold the job (scan.lua).
-M.BLOCK = 64
+-- Each list also indexes its groups by size (the first shape of the same n, g, m and class counts: `sizes`, made
+-- by prepare; groups of one size fit a job alike): `sizes` the distinct ones in order of first appearance,
+-- `at[size]` the positions of that size's groups, ascending. A scan visits only the groups of sizes that can hold
+-- the job (scan.lua).
 
 local function group_list(col, features, shapes, sizes)
   -- a list's columns (f feature indices, k ranks: runs rising by 1; s shapes: runs of one; l labels where not
   -- derived) -> its groups in order {f, k, n, g, m, c, u, z (l)}: n nodes, g GPUs, m most GPUs on a node, c counts
-  -- and u location are the shape's (c and u shared), z its size (the first shape of the same n, g, m and counts:
-  -- groups of one size fit alike); L = the running bracket length through each group;
-  -- blocks[b] = the distinct sizes of groups (b-1)*BLOCK+1 .. b*BLOCK
+  -- and u location are the shape's (c and u shared), z its size; L = the running bracket length through each
+  -- group; sizes and at as above
   local fr, kr, sr = col.f, col.k, col.s
   local list, L, length, n = { big = col.big }, {}, 0, 0
-  local block_size, blocks, seen, b = M.BLOCK, {}, nil, 0
+  local distinct, at = {}, {}
   local ki, k, kleft, si, s, sleft = -1, 0, 0, -1, nil, 0
   for j = 1, #fr, 2 do
     local fi = fr[j]
     for _ = 1, fr[j + 1] do
       if kleft == 0 then ki = ki + 2; k, kleft = kr[ki], kr[ki + 1] end
       if sleft == 0 then si = si + 2; s, sleft = shapes[sr[si]], sr[si + 1] end
-      local feature = features[fi]
+      local feature, size = features[fi], sizes[s]
       n = n + 1
-      local size = sizes[s]
       list[n] = { f = feature, k = k, n = s.n, g = s.g, m = s.m, c = s.c, u = s.u, z = size }
       length = length + #feature + 1
       L[n] = length
-      if n % block_size == 1 or block_size == 1 then
-        b, seen = b + 1, {}
-        blocks[b] = {}
+      local positions = at[size]
+      if positions == nil then
+        positions = {}
+        at[size] = positions
+        distinct[#distinct + 1] = size
       end
-      if not seen[size] then
-        seen[size] = true
-        local sizes_b = blocks[b]
-        sizes_b[#sizes_b + 1] = size
-      end
+      positions[#positions + 1] = n
       fi, k, kleft, sleft = fi + 1, k + 1, kleft - 1, sleft - 1
     end
   end
   if ki + 1 ~= #kr or si + 1 ~= #sr or kleft ~= 0 or sleft ~= 0 then error("data: group columns do not match") end
   for i, l in pairs(col.l) do list[i].l = l end
-  list.L, list.blocks, list.block = L, blocks, block_size
+  list.L, list.sizes, list.at = L, distinct, at
   return list
 end
 

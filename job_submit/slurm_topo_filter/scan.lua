@@ -111,12 +111,12 @@ end
 -- The compiled cut (every node counts, no GPUs asked, no area, no user bracket, one partition): every group from
 -- `start` on fits, so the bracket is groups[start..e], e the last within 64 alternatives and `budget` characters
 -- (the list's running bracket length L, summed by M.prepare; binary search).
-local function compiled_cut(groups, start, budget)
+local function compiled_cut(groups, start, budget, most)
   local n, L = #groups, groups.L
   if start > n then return {}, false end
   local before = 0
   if start > 1 then before = L[start - 1] end
-  local lo, hi = start, math.min(n, start + MAX_ALTERNATIVES - 1)
+  local lo, hi = start, math.min(n, start + most - 1)
   if 1 + L[lo] - before > budget then return {}, true end
   while lo < hi do -- the last e with 2 + (L[e] - L[start-1] - 1) <= budget
     local mid = math.floor((lo + hi + 1) / 2)
@@ -143,22 +143,66 @@ local function size_fits(sc, fit, size)
   return f
 end
 
--- Whether some size of a block can hold the job (a block none of whose sizes fits is skipped whole: exact, as a
--- group fits as its size does).
-local function block_fits(sc, fit, sizes)
-  for i = 1, #sizes do
-    if size_fits(sc, fit, sizes[i]) then return true end
+local function first_at_or_after(positions, start)
+  local lo, hi = 1, #positions + 1
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if positions[mid] < start then lo = mid + 1 else hi = mid end
   end
-  return false
+  return lo
+end
+
+-- The positions from `start` on of the groups whose size can hold the job, ascending, as an iterator over
+-- (position, eligible nodes): where those groups are sparse (under a quarter of the list), a merge of the
+-- fitting sizes' position lists (data.lua at), so groups of other sizes are never visited; else the list in
+-- order, each group looked up by its size.
+local function fitting(sc, groups, start)
+  local fit, lists, next_i, nodes, many = {}, {}, {}, {}, 0
+  for _, size in ipairs(groups.sizes) do
+    local f = size_fits(sc, fit, size)
+    if f then
+      local positions = groups.at[size]
+      local i = first_at_or_after(positions, start)
+      if i <= #positions then
+        lists[#lists + 1], next_i[#lists + 1], nodes[#lists + 1] = positions, i, f
+        many = many + #positions - i + 1
+      end
+    end
+  end
+  if 4 * many >= #groups - start + 1 then
+    local i = start - 1
+    return function()
+      while true do
+        i = i + 1
+        local g = groups[i]
+        if g == nil then return nil end
+        local f = fit[g.z]
+        if f then return i, f end
+      end
+    end
+  end
+  return function()
+    local best, pos = 0, math.huge
+    for j = 1, #lists do
+      local p = lists[j][next_i[j]]
+      if p ~= nil and p < pos then best, pos = j, p end
+    end
+    if best == 0 then return nil end
+    next_i[best] = next_i[best] + 1
+    return pos, nodes[best]
+  end
 end
 
 -- Up to 64 fitting groups within `budget` characters of bracket, in the data's order: {kept, cut short}; the
 -- eligible nodes of kept[i] at kept[-i] (one table per list, not one per group).
 -- Groups are sorted by size, so the scan starts at the first group as large as the job (binary search);
 -- `descending` (the family values, largest first): from the first. `inside` (a set of zone or region group
--- features, `up` = "z" or "r"): only groups inside one of them. Blocks of groups no shape of which can hold the
--- job are passed over whole (data.lua group_list), so a job no group fits costs a look per block and shape.
-function M.candidates(sc, groups, budget, only, inside, up, descending)
+-- features, `up` = "z" or "r"): only groups inside one of them. `most` (default 64): at most that many, the
+-- list cut short past them (the prefer cascade asks no more of a level than the coarser ones leave room for).
+-- Only the groups of sizes that can hold the job are visited (`fitting`), so a job no group fits costs a look
+-- per size.
+function M.candidates(sc, groups, budget, only, inside, up, descending, most)
+  most = most or MAX_ALTERNATIVES
   local start = 1
   if sc.check and not descending then
     local lo, hi, nodes = 1, #groups + 1, sc.nodes
@@ -169,41 +213,32 @@ function M.candidates(sc, groups, budget, only, inside, up, descending)
     start = lo
   end
   if only == nil and inside == nil and sc.area == nil and sc.all_ok and sc.total_gpus == 0 and groups.big ~= nil then
-    return compiled_cut(groups, start, budget)
+    return compiled_cut(groups, start, budget, most)
   end
-  local kept, count, length, fit = {}, 0, 2, {}
-  local n, blocks, size = #groups, groups.blocks, groups.block
-  if not sc.check then blocks = nil end -- nothing is checked: every group counts
-  local i = start
-  while i <= n do
-    local last = n
-    if blocks ~= nil then
-      local b = math.floor((i - 1) / size) + 1
-      last = math.min(n, b * size)
-      if not block_fits(sc, fit, blocks[b]) then i = last + 1 end
+  local kept, count, length = {}, 0, 2
+  local function take(g, n)
+    -- false once the list is full (cut short)
+    if (only == nil or only[g.f]) and scan_allowed(sc, g) and (inside == nil or inside[parent_of(g, up)]) then
+      local extra = #g.f
+      if count > 0 then extra = extra + 1 end
+      if count == most or length + extra > budget then return false end
+      count = count + 1
+      kept[count] = g
+      kept[-count] = n -- eligible nodes, beside the group (one table per scan, not one per group)
+      length = length + extra
     end
-    for j = i, last do
-      local g = groups[j]
-      if (only == nil or only[g.f]) and scan_allowed(sc, g) and (inside == nil or inside[parent_of(g, up)]) then
-        local good, count_n
-        if g.z ~= nil and sc.check then
-          count_n = size_fits(sc, fit, g.z)
-          good = count_n ~= false
-        else
-          good, count_n = scan_fits(sc, g)
-        end
-        if good then
-          local extra = #g.f
-          if count > 0 then extra = extra + 1 end
-          if count == MAX_ALTERNATIVES or length + extra > budget then return kept, true end
-          count = count + 1
-          kept[count] = g
-          kept[-count] = count_n -- eligible nodes, beside the group (one table per scan, not one per group)
-          length = length + extra
-        end
-      end
+    return true
+  end
+  if sc.check and groups.at ~= nil then
+    for i, n in fitting(sc, groups, start) do
+      if not take(groups[i], n) then return kept, true end
     end
-    i = last + 1
+    return kept, false
+  end
+  for i = start, #groups do -- a merged list (several partitions), or nothing checked
+    local g = groups[i]
+    local good, n = scan_fits(sc, g)
+    if good and not take(g, n) then return kept, true end
   end
   return kept, false
 end
@@ -249,36 +284,26 @@ end
 
 -- The largest group for this request (to name it when none can hold the job): compiled for the whole level
 -- when every node counts; else the first group, in the data's order, with the most eligible nodes (then GPUs):
--- by blocks, the largest a block's shapes allow, then a scan of the first block that reaches it; a whole-level
--- scan with a user bracket or an area.
-local function best_of(sc, shapes)
-  local bn, bg = -1, -1
-  for i = 1, #shapes do
-    local n, gp = scan_eligible(sc, shapes[i])
-    if n > bn or (n == bn and gp > bg) then bn, bg = n, gp end
-  end
-  return bn, bg
-end
-
+-- the largest of the list's sizes, then the first position of those that reach it; a whole-level scan with a
+-- user bracket, an area, or a merged list.
 function M.largest(sc, groups, only)
   if only == nil and sc.area == nil and sc.all_ok and groups.big ~= nil then
     local g = groups[groups.big]
     if g == nil then return nil end
     return g, g.n, g.g
   end
-  local from, to = 1, #groups
-  local blocks = groups.blocks
-  if only == nil and sc.area == nil and blocks ~= nil and #blocks > 1 then
-    local top, bn, bg = 0, -1, -1
-    for b = 1, #blocks do
-      local n, gp = best_of(sc, blocks[b])
-      if n > bn or (n == bn and gp > bg) then top, bn, bg = b, n, gp end
+  if only == nil and sc.area == nil and groups.at ~= nil then
+    local bn, bg, pos = -1, -1, nil
+    for _, size in ipairs(groups.sizes) do
+      local n, gp = scan_eligible(sc, size)
+      local first = groups.at[size][1]
+      if n > bn or (n == bn and gp > bg) or (n == bn and gp == bg and first < pos) then bn, bg, pos = n, gp, first end
     end
-    from, to = (top - 1) * groups.block + 1, math.min(#groups, top * groups.block)
+    if pos == nil then return nil end
+    return groups[pos], bn, bg
   end
   local best, bn, bg
-  for i = from, to do
-    local g = groups[i]
+  for _, g in ipairs(groups) do
     if (only == nil or only[g.f]) and scan_allowed(sc, g) then
       local n, gp = scan_eligible(sc, g)
       if best == nil or n > bn or (n == bn and gp > bg) then best, bn, bg = g, n, gp end
