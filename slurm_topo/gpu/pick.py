@@ -96,6 +96,7 @@ class _Part:
 
 
 _PART_MAX = 10
+_SEED_FROM = 12  # live GPUs from which the search starts from a greedy incumbent
 
 
 def _parts(p: _Prepared, level: int) -> tuple[_Part, ...] | None:
@@ -689,9 +690,10 @@ def _pick(
         for comp in comps:
             alive |= comp
         search = _Search(p, level, adj, fmask, whole)
-        start = _greedy(p.weight, adj, alive, k)
-        if start is not None:
-            search.seed(*start)
+        if alive.bit_count() >= _SEED_FROM:  # below, the search is quick and a seed costs more than it saves
+            start = _greedy(p.weight, adj, alive, k)
+            if start is not None:
+                search.seed(*start)
         search.run(0, alive, 0, [0] * p.n, k)
         if search.best_mask:
             return tuple(gpus[i] for i in range(p.n) if search.best_mask >> i & 1)
