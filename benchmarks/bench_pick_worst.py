@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from bench_pick import blocks, pcie_tree, two_cubes  # noqa: E402
+from bench_pick import blocks, pcie_tree, per_call_us, two_cubes  # noqa: E402
 
 from slurm_topo.gpu.gpu_topology import GpuTopology  # noqa: E402
 from slurm_topo.gpu.nvidia_smi import parse_topo_matrix  # noqa: E402
@@ -69,16 +69,6 @@ class Tally:
         )
 
 
-def cpu_us(fn: Callable[[], object], number: int, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.process_time()
-        for _ in range(number):
-            fn()
-        best = min(best, time.process_time() - t0)
-    return best / number * 1e6
-
-
 def free_sets(n: int, masks: int, rng: random.Random) -> Iterator[tuple[int, ...]]:
     yield tuple(range(n))
     for _ in range(masks):
@@ -107,7 +97,7 @@ def sixteen(args: argparse.Namespace) -> list[Tally]:
                 for k in range(1, len(free) + 1):
                     got = pick_devices(topo, free, k)
                     assert got == table.pick(free, k), (name, label, free, k, got, table.pick(free, k))
-                    us = cpu_us(lambda: pick_devices(topo, free, k), 1, args.repeat)  # noqa: B023
+                    us = per_call_us(lambda: pick_devices(topo, free, k), 1, args.repeat)  # noqa: B023
                     busy = sorted(set(range(16)) - set(free))
                     tally.add(us, f"{label}, busy {busy}, k={k}")
         print(tally.row(), flush=True)
@@ -131,7 +121,7 @@ def eight(args: argparse.Namespace) -> list[Tally]:
             for k in range(1, len(free) + 1):
                 got = pick_devices(topo, free, k)
                 assert got == pick_exhaustive(topo, free, k), (path.name, free, k)
-                us = cpu_us(lambda: pick_devices(topo, free, k), args.number, args.repeat)  # noqa: B023
+                us = per_call_us(lambda: pick_devices(topo, free, k), args.number, args.repeat)  # noqa: B023
                 tally.add(us, f"busy {sorted(set(gpus) - set(free))}, k={k}")
         print(tally.row(), flush=True)
         out.append(tally)

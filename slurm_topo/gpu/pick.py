@@ -609,6 +609,22 @@ def _best_pair(p: _Prepared, gpus: tuple[int, ...], rows: list[int], whole: list
     return (gpus[best[2]], gpus[best[3]])
 
 
+def _search(
+    p: _Prepared, level: int, adj: list[int], comps: list[int], fmask: int, whole: list[int], k: int
+) -> int:
+    """Step 3: the best k-clique of the live components at this level (a row mask; 0 when there is none)."""
+    alive = 0
+    for comp in comps:
+        alive |= comp
+    search = _Search(p, level, adj, fmask, whole)
+    if alive.bit_count() >= _SEED_FROM:  # below, the search is quick and a seed costs more than it saves
+        start = _greedy(p.weight, adj, alive, k)
+        if start is not None:
+            search.seed(*start)
+    search.run(0, alive, 0, [0] * p.n, k)
+    return search.best_mask
+
+
 def pick_devices(
     topo: GpuTopology,
     free: Iterable[int],
@@ -686,17 +702,9 @@ def _pick(
         found = _complete_levels(p, level, adj, comps, whole, k)
         if found is not None:
             return tuple(gpus[i] for i in range(p.n) if found >> i & 1)
-        alive = 0
-        for comp in comps:
-            alive |= comp
-        search = _Search(p, level, adj, fmask, whole)
-        if alive.bit_count() >= _SEED_FROM:  # below, the search is quick and a seed costs more than it saves
-            start = _greedy(p.weight, adj, alive, k)
-            if start is not None:
-                search.seed(*start)
-        search.run(0, alive, 0, [0] * p.n, k)
-        if search.best_mask:
-            return tuple(gpus[i] for i in range(p.n) if search.best_mask >> i & 1)
+        best = _search(p, level, adj, comps, fmask, whole, k)
+        if best:
+            return tuple(gpus[i] for i in range(p.n) if best >> i & 1)
     raise AssertionError("unreachable: the lowest threshold joins every pair")
 
 
