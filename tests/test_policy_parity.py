@@ -269,3 +269,26 @@ def test_parity_with_families_declared_and_no_value_on_any_node(tmp_path) -> Non
         expected = decide(data, JobRequest.from_job_desc(desc)).as_dict()
         assert lua.decide(lua_data, desc) == expected, desc
     assert "nvl_" in str(decide(data, JobRequest(locality="prefer", min_nodes=2)).prefer)
+
+
+def test_parity_of_the_prefer_cascade_when_characters_run_out_before_alternatives(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Long region and zone names use up the 1 024 characters before the 64 alternatives: the cascade then
+    still fills free alternatives from the finer lists with short names. Lua and Python keep the same ones (a
+    cascade that asked each level only for the alternatives the coarser ones left kept fewer)."""
+    names = [a + b for a in "abcdefghijklmnopqrstuvwxyz" for b in "abcdefghijklmnopqrstuvwxyz"]
+    regions = ["r0" + "q" * 30, "r1" + "q" * 30]
+    rows = [
+        f"  - {{name: 'a{z:02d}-[1-2]', region: '{regions[z % 2]}', zone: '{names[z]}', network_group: g}}\n"
+        for z in range(53)
+    ]
+    rows += [
+        f"  - {{name: 'b{z:02d}-[1-3]', region: '{regions[z % 2]}', zone: 'L{z:02d}{'q' * 60}', "
+        "network_group: g}\n"
+        for z in range(9)
+    ]
+    data, lua, lua_data = _twins(tmp_path, "nodes:\n" + "".join(rows))
+    for nodes in (1, 2, 3):
+        desc = job("prefer", min_nodes=nodes)
+        expected = decide(data, JobRequest.from_job_desc(desc)).as_dict()
+        assert "first 64 kept" in str(expected["record"]) or nodes != 2, expected["record"]
+        assert lua.decide(lua_data, desc) == expected, desc

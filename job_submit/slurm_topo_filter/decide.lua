@@ -543,34 +543,24 @@ function steps.prefer_cascade(job, first, budget)
   local data, partitions, sc = job.data, job.partitions, job.scan
   local lists, used = {}, {}
   local values = family_values(data, partitions)
-  -- coarsest first (the cascade keeps those whole first): each level is asked for no more than the coarser ones
-  -- leave room for, plus one (to know it was cut), and at least one (to know it is used)
-  local left = MAX_ALTERNATIVES
-  local emit = UNION_EMIT
-  local fkept
-  if values ~= nil then -- with families: the bare values after the region buckets, largest first
-    local fcut
-    fkept, fcut = steps.candidates(sc, values, budget, nil, nil, nil, true, math.max(1, left + 1))
-    lists[#PREFER_LEVELS + 1] = { fkept, fcut }
-    left = left - #fkept
-    emit = UNION_EMIT_FAMILIES
-  end
-  for i = #PREFER_LEVELS, 1, -1 do
-    local lvl, groups = PREFER_LEVELS[i], first
+  for i, lvl in ipairs(PREFER_LEVELS) do
+    local groups = first
     if i == 1 and values ~= nil then
       groups = NO_GROUPS -- not with families: a domain is no family bucket, and prefer never mixes versions
     elseif i ~= 2 then
       groups = level_groups(data, partitions, lvl)
     end
-    local most = math.min(MAX_ALTERNATIVES, math.max(1, left + 1))
-    local kept, cut = steps.candidates(sc, groups, budget, nil, nil, nil, nil, most)
+    local kept, cut = steps.candidates(sc, groups, budget, nil)
     lists[i] = { kept, cut }
-    left = left - #kept
+    if #kept > 0 then used[#used + 1] = lvl end
   end
-  for i, lvl in ipairs(PREFER_LEVELS) do
-    if #lists[i][1] > 0 then used[#used + 1] = lvl end
+  local emit = UNION_EMIT
+  if values ~= nil then -- with families: the bare values after the region buckets, largest first
+    local fkept, fcut = steps.candidates(sc, values, budget, nil, nil, nil, true)
+    lists[#lists + 1] = { fkept, fcut }
+    if #fkept > 0 then used[#used + 1] = "family" end
+    emit = UNION_EMIT_FAMILIES
   end
-  if fkept ~= nil and #fkept > 0 then used[#used + 1] = "family" end
   -- zone unions (of one value's buckets with families) between the zones and the regions, and after the regions
   local room = MAX_ALTERNATIVES
   for _, l in ipairs(lists) do room = room - #l[1] end

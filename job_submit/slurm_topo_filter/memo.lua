@@ -31,18 +31,17 @@ local function remember(memo, key, value)
 end
 
 local function candidates(raw)
-  -- a level's whole list for what the request lets count (scan.signature), the room left and how many at most:
-  -- not with a user bracket (only), an area, or inside other groups, which are per request
-  return function(sc, groups, budget, only, inside, up, descending, most)
+  -- a level's whole list for what the request lets count (scan.signature) and the room left: not with a user
+  -- bracket (only), an area, or inside other groups, which are per request
+  return function(sc, groups, budget, only, inside, up, descending)
     if only ~= nil or inside ~= nil or sc.area ~= nil then
-      return raw(sc, groups, budget, only, inside, up, descending, most)
+      return raw(sc, groups, budget, only, inside, up, descending)
     end
     local memo, key = memo_of(groups), sc.signature .. budget
     if descending then key = key .. "d" end -- a list scanned from its first group: another start
-    if most ~= nil then key = key .. "m" .. most end
     local hit = memo[key]
     if hit then return hit[1], hit[2] end
-    local kept, cut = raw(sc, groups, budget, only, inside, up, descending, most)
+    local kept, cut = raw(sc, groups, budget, only, inside, up, descending)
     remember(memo, key, { kept, cut })
     return kept, cut
   end

@@ -111,12 +111,12 @@ end
 -- The compiled cut (every node counts, no GPUs asked, no area, no user bracket, one partition): every group from
 -- `start` on fits, so the bracket is groups[start..e], e the last within 64 alternatives and `budget` characters
 -- (the list's running bracket length L, summed by M.prepare; binary search).
-local function compiled_cut(groups, start, budget, most)
+local function compiled_cut(groups, start, budget)
   local n, L = #groups, groups.L
   if start > n then return {}, false end
   local before = 0
   if start > 1 then before = L[start - 1] end
-  local lo, hi = start, math.min(n, start + most - 1)
+  local lo, hi = start, math.min(n, start + MAX_ALTERNATIVES - 1)
   if 1 + L[lo] - before > budget then return {}, true end
   while lo < hi do -- the last e with 2 + (L[e] - L[start-1] - 1) <= budget
     local mid = math.floor((lo + hi + 1) / 2)
@@ -197,12 +197,9 @@ end
 -- eligible nodes of kept[i] at kept[-i] (one table per list, not one per group).
 -- Groups are sorted by size, so the scan starts at the first group as large as the job (binary search);
 -- `descending` (the family values, largest first): from the first. `inside` (a set of zone or region group
--- features, `up` = "z" or "r"): only groups inside one of them. `most` (default 64): at most that many, the
--- list cut short past them (the prefer cascade asks no more of a level than the coarser ones leave room for).
--- Only the groups of sizes that can hold the job are visited (`fitting`), so a job no group fits costs a look
+-- features, `up` = "z" or "r"): only groups inside one of them. Only the groups of sizes that can hold the job are visited (`fitting`), so a job no group fits costs a look
 -- per size.
-function M.candidates(sc, groups, budget, only, inside, up, descending, most)
-  most = most or MAX_ALTERNATIVES
+function M.candidates(sc, groups, budget, only, inside, up, descending)
   local start = 1
   if sc.check and not descending then
     local lo, hi, nodes = 1, #groups + 1, sc.nodes
@@ -213,7 +210,7 @@ function M.candidates(sc, groups, budget, only, inside, up, descending, most)
     start = lo
   end
   if only == nil and inside == nil and sc.area == nil and sc.all_ok and sc.total_gpus == 0 and groups.big ~= nil then
-    return compiled_cut(groups, start, budget, most)
+    return compiled_cut(groups, start, budget)
   end
   local kept, count, length = {}, 0, 2
   local function take(g, n)
@@ -221,7 +218,7 @@ function M.candidates(sc, groups, budget, only, inside, up, descending, most)
     if (only == nil or only[g.f]) and scan_allowed(sc, g) and (inside == nil or inside[parent_of(g, up)]) then
       local extra = #g.f
       if count > 0 then extra = extra + 1 end
-      if count == most or length + extra > budget then return false end
+      if count == MAX_ALTERNATIVES or length + extra > budget then return false end
       count = count + 1
       kept[count] = g
       kept[-count] = n -- eligible nodes, beside the group (one table per scan, not one per group)
