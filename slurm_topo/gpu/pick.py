@@ -426,7 +426,8 @@ class _Search:
     The bound from the left-out side: for the r to come R out of candidates C, with U = C \\ R (u rows),
     value(R) = Σ_C gain + in(C) − Σ_U (gain + weight to C) + in(U), and in(U) is at most half of each
     left-out row's u-1 best links in C; so the u rows with the smallest gain + weight to C − half those
-    links bound it from above. It is exact at u = 0 and tighter than the degree bound while u < r.
+    links bound it from above. It is exact at u = 0 and often tighter than the degree bound while u < r
+    (the search takes the smaller of the two).
 
     ``seed`` starts the search with a k-clique found greedily (:func:`_greedy`): branches that cannot beat it
     are cut from the start. Until the search meets a set at least as good in index order (``met``), a tie
