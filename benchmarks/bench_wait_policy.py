@@ -85,7 +85,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -309,73 +309,78 @@ def pass_busy(free: set[int], queue: Sequence[Job]) -> float:
     return pass_load(1 - len(free) / len(FLEET), sum(j.nodes for j in queue), len(FLEET))
 
 
-def simulate(policy: str, jobs: list[Job], interval: float = 60.0) -> dict[str, float]:
-    free = set(range(len(FLEET)))
-    queue: list[Job] = []
-    events: list[tuple[float, int, int, str]] = []  # (time, order, job id, kind)
-    seq = 0
-    for j in jobs:
-        events.append((j.arrival, seq, j.jid, "arrive"))
-        seq += 1
-    heapq.heapify(events)
-    if policy.startswith("zone:auto"):
-        heapq.heappush(events, (interval, -1, -1, "relax"))
-    expected_end = [0.0] * len(FLEET)
-    busy = 0.0
-    done = 0
-    while events:
-        now, _, jid, kind = heapq.heappop(events)
-        if kind == "arrive":
-            queue.append(jobs[jid])
-        elif kind == "end":
-            free.update(jobs[jid].placed)
-            done += 1
-        elif kind == "relax":
-            release = [now if n in free else expected_end[n] for n in range(len(FLEET))]
-            load_now, idle = pass_busy(free, queue), max(len(free) / len(FLEET), 1 - MAX_BUSY)  # once a pass
-            for j in queue:
-                if j.nodes == 1:  # one node: every level is the same placement
-                    continue
-                if policy == "zone:auto":  # the live relaxer's default: the load-aware timer
-                    target = due(j.budget, j.level, now - j.arrival, load_now)
-                elif policy == "zone:auto-linear":  # the timer before: budget × 1/(1 − ρ), no overload hold
-                    target = due(j.budget, j.level, (now - j.arrival) * idle)
-                elif policy == "zone:auto-plain":
-                    target = due(j.budget, j.level, now - j.arrival)
-                else:  # relax --estimates: the load-aware timer, or else the start estimate
-                    target = due(j.budget, j.level, now - j.arrival, load_now)
-                    nxt = LEVELS[LEVELS.index(j.level) + 1] if j.level != "any" else None
-                    target = (
-                        target
-                        if target is not None or nxt is None
-                        else estimate_says(
-                            j.budget,
-                            j.level,
-                            earliest(release, j.level, j.nodes) - now,
-                            earliest(release, nxt, j.nodes) - now,
-                        )
-                    )
-                if target is not None:
-                    j.level = target
-            if done < len(jobs):
-                heapq.heappush(events, (now + interval, -1, -1, "relax"))
-        started = []
-        for j in queue:
-            nodes = place(policy, j, free)
+def _target(
+    policy: str, j: Job, now: float, load_now: float, idle: float, release: list[float]
+) -> str | None:
+    """The level one relaxer pass moves job ``j`` to under ``policy`` (None: it stays)."""
+    if policy == "zone:auto":  # the live relaxer's default: the load-aware timer
+        return due(j.budget, j.level, now - j.arrival, load_now)
+    if policy == "zone:auto-linear":  # the timer before: budget × 1/(1 − ρ), no overload hold
+        return due(j.budget, j.level, (now - j.arrival) * idle)
+    if policy == "zone:auto-plain":
+        return due(j.budget, j.level, now - j.arrival)
+    # relax --estimates: the load-aware timer, or else the start estimate
+    target = due(j.budget, j.level, now - j.arrival, load_now)
+    nxt = LEVELS[LEVELS.index(j.level) + 1] if j.level != "any" else None
+    if target is not None or nxt is None:
+        return target
+    return estimate_says(
+        j.budget,
+        j.level,
+        earliest(release, j.level, j.nodes) - now,
+        earliest(release, nxt, j.nodes) - now,
+    )
+
+
+def _relax_pass(policy: str, queue: list[Job], free: set[int], expected_end: list[float], now: float) -> None:
+    """One relaxer pass over the queue: each multi-node job moves to the level :func:`_target` names."""
+    release = [now if n in free else expected_end[n] for n in range(len(FLEET))]
+    load_now, idle = pass_busy(free, queue), max(len(free) / len(FLEET), 1 - MAX_BUSY)  # once a pass
+    for j in queue:
+        if j.nodes == 1:  # one node: every level is the same placement
+            continue
+        target = _target(policy, j, now, load_now, idle, release)
+        if target is not None:
+            j.level = target
+
+
+@dataclass
+class _Sim:
+    """The simulator's state: free nodes, the queue, the event heap and the running totals."""
+
+    jobs: list[Job]
+    free: set[int] = field(default_factory=lambda: set(range(len(FLEET))))
+    queue: list[Job] = field(default_factory=list)
+    events: list[tuple[float, int, int, str]] = field(default_factory=list)  # (time, order, job id, kind)
+    expected_end: list[float] = field(default_factory=lambda: [0.0] * len(FLEET))
+    seq: int = 0
+    busy: float = 0.0
+    done: int = 0
+
+    def push(self, when: float, jid: int, kind: str) -> None:
+        heapq.heappush(self.events, (when, self.seq, jid, kind))
+        self.seq += 1
+
+    def start_what_fits(self, policy: str, now: float) -> None:
+        """Greedy first-come first-served with backfill without reservations."""
+        started = set()
+        for j in self.queue:
+            nodes = place(policy, j, self.free)
             if nodes is None:
                 continue
-            free.difference_update(nodes)
+            self.free.difference_update(nodes)
             for n in nodes:
-                expected_end[n] = now + j.limit  # what Slurm knows: the time limit
+                self.expected_end[n] = now + j.limit  # what Slurm knows: the time limit
             j.start, j.placed = now, nodes
             j.end = now + j.runtime * j.slow[span(nodes)]
-            busy += j.nodes * (j.end - now)
-            heapq.heappush(events, (j.end, seq, j.jid, "end"))
-            seq += 1
-            started.append(j)
+            self.busy += j.nodes * (j.end - now)
+            self.push(j.end, j.jid, "end")
+            started.add(j.jid)
         if started:
-            ids = {j.jid for j in started}
-            queue = [j for j in queue if j.jid not in ids]
+            self.queue = [j for j in self.queue if j.jid not in started]
+
+
+def _summary(jobs: list[Job], busy: float) -> dict[str, float]:
     jct = [j.end - j.arrival for j in jobs if j.end is not None]
     wait = [j.start - j.arrival for j in jobs if j.start is not None]
     makespan = max(j.end for j in jobs if j.end is not None) - jobs[0].arrival
@@ -386,6 +391,29 @@ def simulate(policy: str, jobs: list[Job], interval: float = 60.0) -> dict[str, 
         "utilization": busy / (len(FLEET) * makespan),
         "relaxed": sum(1 for j in jobs if j.level != "zone" and j.nodes > 1),
     }
+
+
+def simulate(policy: str, jobs: list[Job], interval: float = 60.0) -> dict[str, float]:
+    """Run the event loop: arrivals join the queue, ends free nodes, relaxer passes every ``interval``
+    (the auto policies), and after each event every queued job that fits starts."""
+    sim = _Sim(jobs)
+    for j in jobs:
+        sim.push(j.arrival, j.jid, "arrive")
+    if policy.startswith("zone:auto"):
+        heapq.heappush(sim.events, (interval, -1, -1, "relax"))
+    while sim.events:
+        now, _, jid, kind = heapq.heappop(sim.events)
+        if kind == "arrive":
+            sim.queue.append(jobs[jid])
+        elif kind == "end":
+            sim.free.update(jobs[jid].placed)
+            sim.done += 1
+        elif kind == "relax":
+            _relax_pass(policy, sim.queue, sim.free, sim.expected_end, now)
+            if sim.done < len(jobs):
+                heapq.heappush(sim.events, (now + interval, -1, -1, "relax"))
+        sim.start_what_fits(policy, now)
+    return _summary(jobs, sim.busy)
 
 
 def run(seed: int, count: int, loads: Sequence[float], workload: str = "adaptdl") -> list[dict[str, object]]:
@@ -945,7 +973,7 @@ def real_pass_cost(count: int, work: Path, out: str | None) -> None:
             print(f"cluster down: {down.stdout}{down.stderr}", file=sys.stderr)
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", default="1", help="a seed, or several: 1,11,21 (--real: one)")
     ap.add_argument("--workloads", default="adaptdl", help=f"some of {','.join(WORKLOADS)}")
@@ -969,13 +997,11 @@ def main() -> None:
         default=0,
         help="time relaxer passes over N pending jobs on a real slurmctld",
     )
-    args = ap.parse_args()
-    if args.real_pass_jobs:
-        if args.real_pass_jobs < 10:
-            ap.error("--real-pass-jobs of at least 10")
-        work = Path(args.work or f"/tmp/slurm-topo-bench-wait-pass-{os.getpid()}")
-        real_pass_cost(args.real_pass_jobs, work, args.out)
-        return
+    return ap
+
+
+def _lists(ap: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[list[float], list[int], list[str]]:
+    """--loads, --seed and --workloads as lists, checked (ap.error on a bad one)."""
     try:
         loads = [float(x) for x in args.loads.split(",") if x.strip()]
     except ValueError:
@@ -987,6 +1013,63 @@ def main() -> None:
     workloads = [w for w in args.workloads.split(",") if w.strip()]
     if not seeds or not workloads or any(w not in WORKLOADS for w in workloads):
         ap.error(f"--seed: at least one; --workloads: some of {','.join(WORKLOADS)}")
+    return loads, seeds, workloads
+
+
+def _write_report(args: argparse.Namespace, results: list[dict[str, object]], took: float) -> None:
+    """The Markdown report (--out): the command, the results table, the verdicts, the pass cost."""
+    cmd = " ".join(["python", "benchmarks/bench_wait_policy.py", *sys.argv[1:]])
+    lines = [
+        "# Wait or go: any, prefer, zone:wait, zone:auto (simulated)",
+        "",
+        f"Command: `{cmd}` ({took:.0f} s; Python {platform.python_version()}, {platform.machine()}).",
+        "Model, workload and policies: the docstring of `benchmarks/bench_wait_policy.py`.",
+        "",
+        "| workload | seed | policy | load | mean JCT s | p95 JCT s | mean wait s | utilisation | relaxed |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['workload']} | {r['seed']} | {r['policy']} | {r['load']} | {r['mean_jct']} | "
+        f"{r['p95_jct']} | "
+        f"{r['mean_wait']} | {r['utilization']} | "
+        f"{r['relaxed'] if str(r['policy']).startswith('zone:auto') else ''} |"
+        for r in results
+    ]
+    lines += [
+        "",
+        "Goal: auto's mean JCT within 2 % of the better (by mean) of prefer and zone:wait, and its p95 "
+        "no more than 10 % above that policy's p95 (mean / p95 in seconds).",
+        "",
+        "| workload | seed | load | variant | prefer | zone:wait | auto | mean vs better "
+        "| p95 vs better's | goal |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        *verdict(results),
+    ]
+    if args.pass_jobs:
+        med, best, relaxed = pass_cost(args.pass_jobs)
+        lines += [
+            "",
+            f"## One relaxer pass at {args.pass_jobs} pending auto jobs",
+            "",
+            "Parsing `scontrol show job -o` text and deciding (`relax.plan_pass`): "
+            f"median {med * 1000:.0f} ms, best {best * 1000:.0f} ms over 5 runs; {relaxed} jobs due. "
+            "Each due job then costs one `scontrol show job -o ID` (compare and set) and one "
+            "`scontrol update`; the listing itself is one `scontrol show job -o` (slurmctld's time, "
+            "not measured here).",
+        ]
+    Path(args.out).write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    ap = _parser()
+    args = ap.parse_args()
+    if args.real_pass_jobs:
+        if args.real_pass_jobs < 10:
+            ap.error("--real-pass-jobs of at least 10")
+        work = Path(args.work or f"/tmp/slurm-topo-bench-wait-pass-{os.getpid()}")
+        real_pass_cost(args.real_pass_jobs, work, args.out)
+        return
+    loads, seeds, workloads = _lists(ap, args)
     args.seed = seeds[0]
     if not loads or any(not 0 < x < 1.5 for x in loads) or args.jobs < 20:
         ap.error("--loads in (0, 1.5) and --jobs of at least 20")
@@ -1005,47 +1088,7 @@ def main() -> None:
             print(r)
         print("\n".join(verdict(results)))
     if args.out:
-        cmd = " ".join(["python", "benchmarks/bench_wait_policy.py", *sys.argv[1:]])
-        lines = [
-            "# Wait or go: any, prefer, zone:wait, zone:auto (simulated)",
-            "",
-            f"Command: `{cmd}` ({took:.0f} s; Python {platform.python_version()}, {platform.machine()}).",
-            "Model, workload and policies: the docstring of `benchmarks/bench_wait_policy.py`.",
-            "",
-            "| workload | seed | policy | load | mean JCT s | p95 JCT s | mean wait s | utilisation "
-            "| relaxed |",
-            "|---|---|---|---|---|---|---|---|---|",
-        ]
-        lines += [
-            f"| {r['workload']} | {r['seed']} | {r['policy']} | {r['load']} | {r['mean_jct']} | "
-            f"{r['p95_jct']} | "
-            f"{r['mean_wait']} | {r['utilization']} | "
-            f"{r['relaxed'] if str(r['policy']).startswith('zone:auto') else ''} |"
-            for r in results
-        ]
-        lines += [
-            "",
-            "Goal: auto's mean JCT within 2 % of the better (by mean) of prefer and zone:wait, and its p95 "
-            "no more than 10 % above that policy's p95 (mean / p95 in seconds).",
-            "",
-            "| workload | seed | load | variant | prefer | zone:wait | auto | mean vs better "
-            "| p95 vs better's | goal |",
-            "|---|---|---|---|---|---|---|---|---|---|",
-            *verdict(results),
-        ]
-        if args.pass_jobs:
-            med, best, relaxed = pass_cost(args.pass_jobs)
-            lines += [
-                "",
-                f"## One relaxer pass at {args.pass_jobs} pending auto jobs",
-                "",
-                "Parsing `scontrol show job -o` text and deciding (`relax.plan_pass`): "
-                f"median {med * 1000:.0f} ms, best {best * 1000:.0f} ms over 5 runs; {relaxed} jobs due. "
-                "Each due job then costs one `scontrol show job -o ID` (compare and set) and one "
-                "`scontrol update`; the listing itself is one `scontrol show job -o` (slurmctld's time, "
-                "not measured here).",
-            ]
-        Path(args.out).write_text("\n".join(lines) + "\n")
+        _write_report(args, results, took)
 
 
 if __name__ == "__main__":
