@@ -248,6 +248,89 @@ def gpu_request(v: Variant, k: int) -> str:
     return f"--gpus={k}" if v.per_job else f"--gres=gpu:{k}"
 
 
+Running = dict[str, list[tuple[float, str, tuple[int, ...]]]]
+
+
+def _end_due(running: Running, arrival: float, k: int) -> tuple[list[str], dict[str, float]]:
+    """Per node, end every job that is over at ``arrival``, then (virtual wait) the earliest ones until k GPUs
+    are free: the job ids to cancel and each node's start time for the next job."""
+    ending: list[str] = []
+    nows: dict[str, float] = {}
+    for node, active in running.items():
+        now = arrival
+        active.sort()
+        while active and (active[0][0] <= now or 8 - sum(len(g) for _, _, g in active) < k):
+            end, jid, _ = active.pop(0)
+            now = max(now, end)
+            ending.append(jid)
+        nows[node] = now
+    return ending, nows
+
+
+def _wait_freed(env: dict[str, str], busy: dict[str, set[int]]) -> None:
+    """Every node must show the freed GPUs (GresUsed) before the next submission."""
+    deadline = time.time() + 30
+    while True:
+        used = gres_used(sh(["scontrol", "show", "node", "-d"], env))
+        if all(used.get(n) == len(busy[n]) for n in busy):
+            return
+        if time.time() > deadline:
+            raise RuntimeError(f"GresUsed {used} does not match {busy}")
+        time.sleep(0.05)
+
+
+def _submit(
+    env: dict[str, str], nodes: dict[str, str], k: int, minors: dict[str, list[int]]
+) -> tuple[dict[str, str], dict[str, tuple[int, ...]]]:
+    """One k-GPU job per node (its variant's options); wait until each has started and read the device
+    minors Slurm gave it (IDX -> minor, line order): job ids and GPUs per node."""
+    argvs = [
+        ["sbatch", "--parsable", "-w", node, gpu_request(VARIANTS[name], k), "-n1", *VARIANTS[name].sbatch]
+        + ["-o", "/dev/null", "--wrap", "sleep 1000"]
+        for node, name in nodes.items()
+    ]
+    jids = dict(zip(nodes, (o.strip().split(";")[0] for o in sh_all(argvs, env)), strict=True))
+    got: dict[str, tuple[int, ...]] = {}
+    deadline = time.time() + 30
+    while len(got) < len(nodes):
+        todo = [n for n in nodes if n not in got]
+        for node, text in zip(
+            todo, sh_all([["scontrol", "show", "job", "-d", jids[n]] for n in todo], env), strict=True
+        ):
+            idx = parse_idx(text)
+            if idx is not None:
+                got[node] = tuple(minors[node][i] for i in idx)
+        if len(got) < len(nodes):
+            if time.time() > deadline:
+                raise RuntimeError(f"jobs {jids} did not all start: {sorted(got)}")
+            time.sleep(0.05)
+    return jids, got
+
+
+def _row(
+    k: int, gpus: tuple[int, ...], b: set[int], ours: list[int], isl: list[set[int]]
+) -> dict[str, object]:
+    """One job's row: where Slurm put it (``gpus``) and where pick_devices would have (``ours``), against
+    the islands and the GPUs busy before it (``b``)."""
+    whole_free = [i for i in isl if not (i & b)]
+    partly = [i for i in isl if (i & b) and (i - b)]
+    choice = k == 1 and bool(whole_free) and bool(partly)
+    return {
+        "k": k,
+        "busy": sorted(b),
+        "got": gpus,
+        "ours": ours,
+        "in_island": any(set(gpus) <= i for i in isl),
+        "island_had_room": any(len(i - b) >= k for i in isl),
+        "ours_in_island": any(set(ours) <= i for i in isl),
+        "broke_free": k == 1 and any(set(gpus) <= i for i in whole_free),
+        "had_choice": choice,
+        "avoidable": choice and any(set(gpus) <= i for i in whole_free),
+        "ours_broke_free": k == 1 and any(set(ours) <= i for i in whole_free),
+        "ours_avoidable": choice and any(set(ours) <= i for i in whole_free),
+    }
+
+
 def run(
     env: dict[str, str],
     jobs: list[tuple[float, int, float]],
@@ -259,84 +342,20 @@ def run(
     the rows of its first jobs: a prefix of the same seeded mix)."""
     topo = parse_topo_matrix(CAPTURE.read_text(), source=str(CAPTURE))
     isl = [set(i) for i in islands(topo)]
-    running: dict[str, list[tuple[float, str, tuple[int, ...]]]] = {n: [] for n in nodes}
+    running: Running = {n: [] for n in nodes}
     rows: dict[str, list[dict[str, object]]] = {n: [] for n in nodes}
     for arrival, k, duration in jobs:
-        ending: list[str] = []
-        nows: dict[str, float] = {}
-        for node in nodes:
-            active = running[node]
-            now = arrival
-            # end every job that is over, then (virtual wait) the earliest ones until k GPUs are free
-            active.sort()
-            while active and (active[0][0] <= now or 8 - sum(len(g) for _, _, g in active) < k):
-                end, jid, _ = active.pop(0)
-                now = max(now, end)
-                ending.append(jid)
-            nows[node] = now
+        ending, nows = _end_due(running, arrival, k)
         if ending:
             sh(["timeout", "30", "scancel", *ending], env)
         busy = {n: {g for _, _, gpus in running[n] for g in gpus} for n in nodes}
-        deadline = time.time() + 30
-        while True:  # every node must show the freed GPUs before the next submission
-            used = gres_used(sh(["scontrol", "show", "node", "-d"], env))
-            if all(used.get(n) == len(busy[n]) for n in nodes):
-                break
-            if time.time() > deadline:
-                raise RuntimeError(f"GresUsed {used} does not match {busy}")
-            time.sleep(0.05)
-        argvs = [
-            [
-                "sbatch",
-                "--parsable",
-                "-w",
-                node,
-                gpu_request(VARIANTS[name], k),
-                "-n1",
-                *VARIANTS[name].sbatch,
-            ]
-            + ["-o", "/dev/null", "--wrap", "sleep 1000"]
-            for node, name in nodes.items()
-        ]
-        jids = dict(zip(nodes, (o.strip().split(";")[0] for o in sh_all(argvs, env)), strict=True))
-        got: dict[str, tuple[int, ...]] = {}
-        deadline = time.time() + 30
-        while len(got) < len(nodes):
-            todo = [n for n in nodes if n not in got]
-            for node, text in zip(
-                todo, sh_all([["scontrol", "show", "job", "-d", jids[n]] for n in todo], env), strict=True
-            ):
-                idx = parse_idx(text)
-                if idx is not None:
-                    got[node] = tuple(minors[node][i] for i in idx)  # IDX -> device minor (line order)
-            if len(got) < len(nodes):
-                if time.time() > deadline:
-                    raise RuntimeError(f"jobs {jids} did not all start: {sorted(got)}")
-                time.sleep(0.05)
+        _wait_freed(env, busy)
+        jids, got = _submit(env, nodes, k, minors)
         for node in nodes:
             gpus, b = got[node], busy[node]
             running[node].append((nows[node] + duration, jids[node], gpus))
-            free = [g for g in range(8) if g not in b]
-            ours = pick_devices(topo, free, k)
-            whole_free = [i for i in isl if not (i & b)]
-            partly = [i for i in isl if (i & b) and (i - b)]
-            choice = k == 1 and bool(whole_free) and bool(partly)
-            rows[node].append(
-                {
-                    "k": k,
-                    "busy": sorted(b),
-                    "got": gpus,
-                    "ours": ours,
-                    "in_island": any(set(gpus) <= i for i in isl),
-                    "island_had_room": any(len(i - b) >= k for i in isl),
-                    "ours_in_island": any(set(ours) <= i for i in isl),
-                    "broke_free": k == 1 and any(set(gpus) <= i for i in whole_free),
-                    "had_choice": choice,
-                    "avoidable": choice and any(set(gpus) <= i for i in whole_free),
-                    "ours_broke_free": k == 1 and any(set(ours) <= i for i in whole_free),
-                    "ours_avoidable": choice and any(set(ours) <= i for i in whole_free),
-                }
-            )
+            ours = pick_devices(topo, [g for g in range(8) if g not in b], k)
+            rows[node].append(_row(k, gpus, b, ours, isl))
             save(node, rows[node][-1])
     return rows
 
@@ -445,72 +464,56 @@ def write_combined(files: list[Path], out: Path, t0: float) -> None:
     print("\n".join(text))
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--jobs", type=int, default=200)
-    ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--slurm", default="native", help="native, 24.11 or 26.05 (docker-slurm/cluster --slurm)")
-    ap.add_argument("--variants", default=",".join(DEFAULT_VARIANTS), help="comma-separated, first is g1")
-    ap.add_argument("--list-variants", action="store_true")
-    ap.add_argument("--base", default=f"/tmp/slurm-topo-bench-gres-{os.getpid()}/cluster")
-    ap.add_argument("--out", default=str(HERE / "results" / "gres_picks.md"))
-    ap.add_argument("--rows", default=str(HERE / "results" / "gres_picks_rows.jsonl"), help="per-job rows")
-    ap.add_argument("--from-rows", metavar="FILE", help="recompute the table from saved rows (no cluster)")
-    ap.add_argument(
-        "--combine", nargs="+", metavar="ROWS", help="one table over several runs' rows (no cluster)"
-    )
-    args = ap.parse_args()
-    if args.list_variants:
-        for name, v in VARIANTS.items():
-            print(f"{name:18} {v.label}")
-        return
-    names = [n for n in args.variants.split(",") if n]
-    bad = [n for n in names if n not in VARIANTS]
-    if bad or not names or len(set(names)) != len(names):
-        sys.exit(
-            f"bench_gres_picks: --variants {args.variants}: unknown or repeated {bad or names} "
-            f"(known: {', '.join(VARIANTS)})"
-        )
-    t0 = time.time()
-    if args.combine:
-        write_combined([Path(f) for f in args.combine], Path(args.out), t0)
-        return
-    if args.from_rows:
-        version, nodes, rows = load_rows(Path(args.from_rows))
-    else:
-        nodes = {f"g{i + 1}": name for i, name in enumerate(names)}
-        base = Path(args.base)
-        base.parent.mkdir(parents=True, exist_ok=True)
-        os.chmod(base.parent, 0o755)
-        # SIGTERM tears the cluster down too (a background job started by a shell ignores SIGINT)
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-        with open(args.rows, "w") as fh:
-            version = "?"
+def _measure(
+    args: argparse.Namespace, names: list[str]
+) -> tuple[str, dict[str, str], dict[str, list[dict[str, object]]]]:
+    """Start the cluster (one node per variant), run the job mix saving every row to --rows, tear the
+    cluster down: the Slurm version, node -> variant, node -> rows."""
+    nodes = {f"g{i + 1}": name for i, name in enumerate(names)}
+    base = Path(args.base)
+    base.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(base.parent, 0o755)
+    # SIGTERM tears the cluster down too (a background job started by a shell ignores SIGINT)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    with open(args.rows, "w") as fh:
+        version = "?"
 
-            def save(node: str, row: dict[str, object]) -> None:
-                record = {"node": node, "variant": nodes[node], "version": version, **row}
-                fh.write(json.dumps(record, default=list) + "\n")
-                fh.flush()
+        def save(node: str, row: dict[str, object]) -> None:
+            record = {"node": node, "variant": nodes[node], "version": version, **row}
+            fh.write(json.dumps(record, default=list) + "\n")
+            fh.flush()
 
+        try:
+            env, minors = start_cluster(base, names, args.slurm)
+            version = sh(["scontrol", "--version"], env).strip()
+            rows = run(env, job_mix(args.jobs, args.seed), nodes, minors, save)
+        finally:
             try:
-                env, minors = start_cluster(base, names, args.slurm)
-                version = sh(["scontrol", "--version"], env).strip()
-                rows = run(env, job_mix(args.jobs, args.seed), nodes, minors, save)
-            finally:
-                try:
-                    subprocess.run(
-                        [sys.executable, str(LAUNCHER), "down", "--base", str(base)],
-                        check=False,
-                        timeout=300,
-                        capture_output=True,
-                    )
-                except subprocess.TimeoutExpired:
-                    print(f"warning: cluster down --base {base} timed out: run it again", file=sys.stderr)
-                else:  # the inventory and edited files this script wrote beside the cluster
-                    (base.parent / "fleet.yaml").unlink(missing_ok=True)
-                    shutil.rmtree(base.parent / "files", ignore_errors=True)
-                    with contextlib.suppress(OSError):
-                        base.parent.rmdir()
+                subprocess.run(
+                    [sys.executable, str(LAUNCHER), "down", "--base", str(base)],
+                    check=False,
+                    timeout=300,
+                    capture_output=True,
+                )
+            except subprocess.TimeoutExpired:
+                print(f"warning: cluster down --base {base} timed out: run it again", file=sys.stderr)
+            else:  # the inventory and edited files this script wrote beside the cluster
+                (base.parent / "fleet.yaml").unlink(missing_ok=True)
+                shutil.rmtree(base.parent / "files", ignore_errors=True)
+                with contextlib.suppress(OSError):
+                    base.parent.rmdir()
+    return version, nodes, rows
+
+
+def _write_table(
+    args: argparse.Namespace,
+    version: str,
+    nodes: dict[str, str],
+    rows: dict[str, list[dict[str, object]]],
+    t0: float,
+) -> None:
+    """The Markdown table (--out, and stdout): per node Slurm's picks, then pick_devices' on the same
+    busy sets."""
     cmd = "python benchmarks/bench_gres_picks.py " + " ".join(sys.argv[1:])
     n_jobs = len(next(iter(rows.values())))
     lines = [
@@ -556,6 +559,43 @@ def main() -> None:
     )
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--slurm", default="native", help="native, 24.11 or 26.05 (docker-slurm/cluster --slurm)")
+    ap.add_argument("--variants", default=",".join(DEFAULT_VARIANTS), help="comma-separated, first is g1")
+    ap.add_argument("--list-variants", action="store_true")
+    ap.add_argument("--base", default=f"/tmp/slurm-topo-bench-gres-{os.getpid()}/cluster")
+    ap.add_argument("--out", default=str(HERE / "results" / "gres_picks.md"))
+    ap.add_argument("--rows", default=str(HERE / "results" / "gres_picks_rows.jsonl"), help="per-job rows")
+    ap.add_argument("--from-rows", metavar="FILE", help="recompute the table from saved rows (no cluster)")
+    ap.add_argument(
+        "--combine", nargs="+", metavar="ROWS", help="one table over several runs' rows (no cluster)"
+    )
+    args = ap.parse_args()
+    if args.list_variants:
+        for name, v in VARIANTS.items():
+            print(f"{name:18} {v.label}")
+        return
+    names = [n for n in args.variants.split(",") if n]
+    bad = [n for n in names if n not in VARIANTS]
+    if bad or not names or len(set(names)) != len(names):
+        sys.exit(
+            f"bench_gres_picks: --variants {args.variants}: unknown or repeated {bad or names} "
+            f"(known: {', '.join(VARIANTS)})"
+        )
+    t0 = time.time()
+    if args.combine:
+        write_combined([Path(f) for f in args.combine], Path(args.out), t0)
+        return
+    if args.from_rows:
+        version, nodes, rows = load_rows(Path(args.from_rows))
+    else:
+        version, nodes, rows = _measure(args, names)
+    _write_table(args, version, nodes, rows, t0)
 
 
 if __name__ == "__main__":
