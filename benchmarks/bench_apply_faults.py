@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -112,22 +113,26 @@ def run_child(
     return proc.wait(timeout=60)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--child", action="store_true")
-    ap.add_argument("--etc"), ap.add_argument("--state"), ap.add_argument("--new"), ap.add_argument("--log")
-    ap.add_argument("--kill-at", type=int)
-    ap.add_argument("--trials", type=int, default=240)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "apply_faults.md"))
-    args = ap.parse_args()
-    if args.child:
-        return child(args)
+@dataclass
+class _Bench:
+    """The rendered config sets (old and one per scenario) and the steps and time of an uninterrupted run."""
 
+    work: Path
+    sets: dict[str, Path]
+    steps: dict[str, int] = field(default_factory=dict)
+    typical: float = 0.0
+
+    def fresh(self, i: int) -> tuple[Path, Path, Path]:
+        """Trial ``i``'s live directory (a copy of the old set), state directory and reconfigure log."""
+        t = self.work / f"t{i}"
+        etc = t / "etc"
+        shutil.copytree(self.sets["old"], etc)
+        return etc, t / "state", t / "reconfigure.log"
+
+
+def _prepare(work: Path) -> _Bench:
     from test_apply import fleet, render
 
-    rng = random.Random(args.seed)
-    work = Path(tempfile.mkdtemp(prefix="slurm-topo-apply-faults-"))
     sets = {}
     for name, moves in [("old", {}), *SCENARIOS.items()]:
         d = work / "sets" / name
@@ -135,68 +140,85 @@ def main() -> int:
         for fname, text in render(work, fleet(moves), f"{name}.yaml").items():
             (d / fname).write_text(text)
         sets[name] = d
-
-    def fresh(i: int) -> tuple[Path, Path, Path]:
-        t = work / f"t{i}"
-        etc = t / "etc"
-        shutil.copytree(sets["old"], etc)
-        return etc, t / "state", t / "reconfigure.log"
-
-    # measure: steps and time of an uninterrupted run per scenario
-    steps, secs = {}, []
-    for s in SCENARIOS:
-        etc, state, log = fresh(-1 - len(steps))
+    bench = _Bench(work, sets)
+    secs = []
+    for s in SCENARIOS:  # measure: steps and time of an uninterrupted run per scenario
+        etc, state, log = bench.fresh(-1 - len(bench.steps))
         t0 = time.monotonic()
         p = run_child(etc, state, sets[s], log)
         secs.append(time.monotonic() - t0)
-        steps[s] = json.loads(p.stdout)["steps"]
-    typical = sorted(secs)[len(secs) // 2]
+        bench.steps[s] = json.loads(p.stdout)["steps"]
+    bench.typical = sorted(secs)[len(secs) // 2]
+    return bench
 
-    rows, failures = [], []
+
+@dataclass
+class _Trial:
+    scenario: str
+    kind: str
+    how: str
+    crash_state: str
+    status: str
+    summary: str
+    reconfigures: int
+    ok_set: bool
+    mixed: int
+    leftovers: list[str]
+
+    @property
+    def good(self) -> bool:
+        return self.ok_set and not self.mixed and not self.leftovers
+
+
+def _trial(bench: _Bench, i: int, rng: random.Random) -> _Trial:
+    """Kill an apply of the round robin's scenario (even i: after step k; odd i: after a random delay), then
+    run the next apply to the end and check the live set, the reconfigures and the leftovers."""
+    sets = bench.sets
+    scenario = list(SCENARIOS)[i % len(SCENARIOS)]
+    etc, state, log = bench.fresh(i)
+    if i % 2 == 0:
+        k = rng.randrange(0, bench.steps[scenario] + 1)
+        kind, how = "step", f"k={k}"
+        run_child(etc, state, sets[scenario], log, kill_at=k)
+    else:
+        delay = rng.uniform(bench.typical * 0.4, bench.typical * 1.2)
+        kind, how = "timer", f"{delay * 1000:.0f}ms"
+        run_child(etc, state, sets[scenario], log, kill_after=delay)
+    after_crash = shas(etc)
+    crash_state = (
+        "old"
+        if after_crash == shas(sets["old"])
+        else "new"
+        if after_crash == shas(sets[scenario])
+        else "mixed"
+    )
+    res = json.loads(run_child(etc, state, sets[scenario], log).stdout)
+    final = shas(etc)
+    ok_set = final == shas(sets[scenario]) or (res["status"] != "applied" and final == shas(sets["old"]))
+    allowed = {shas(sets["old"], CONFIG), shas(sets[scenario], CONFIG)}
+    reconf = [tuple(json.loads(line)) for line in log.read_text().splitlines()] if log.exists() else []
+    leftovers = [p.name for p in etc.iterdir() if p.name.startswith(".")] + (
+        ["journal.json"] if (state / "journal.json").exists() else []
+    )
+    shutil.rmtree(etc.parent)
+    mixed = sum(1 for r in reconf if r not in allowed)
+    return _Trial(
+        scenario, kind, how, crash_state, res["status"], res["summary"], len(reconf), ok_set, mixed, leftovers
+    )
+
+
+def _report(args: argparse.Namespace, bench: _Bench, trials: list[_Trial], elapsed: float) -> list[str]:
+    failures = [
+        f"trial {i} {t.scenario} {t.kind} {t.how}: final={'new' if t.ok_set else 'WRONG'} "
+        f"mixed-reconfigures={t.mixed} leftovers={t.leftovers} {t.summary}"
+        for i, t in enumerate(trials)
+        if not t.good
+    ]
     outcome_counts: dict[str, int] = {}
-    t_start = time.monotonic()
-    for i in range(args.trials):
-        scenario = list(SCENARIOS)[i % len(SCENARIOS)]
-        etc, state, log = fresh(i)
-        if i % 2 == 0:
-            k = rng.randrange(0, steps[scenario] + 1)
-            kind, how = "step", f"k={k}"
-            run_child(etc, state, sets[scenario], log, kill_at=k)
-        else:
-            delay = rng.uniform(typical * 0.4, typical * 1.2)
-            kind, how = "timer", f"{delay * 1000:.0f}ms"
-            run_child(etc, state, sets[scenario], log, kill_after=delay)
-        after_crash = shas(etc)
-        crash_state = (
-            "old"
-            if after_crash == shas(sets["old"])
-            else "new"
-            if after_crash == shas(sets[scenario])
-            else "mixed"
-        )
-        p = run_child(etc, state, sets[scenario], log)
-        res = json.loads(p.stdout)
-        final = shas(etc)
-        ok_set = final == shas(sets[scenario]) or (res["status"] != "applied" and final == shas(sets["old"]))
-        allowed = {shas(sets["old"], CONFIG), shas(sets[scenario], CONFIG)}
-        reconf = [tuple(json.loads(line)) for line in log.read_text().splitlines()] if log.exists() else []
-        mixed = [r for r in reconf if r not in allowed]
-        leftovers = [p.name for p in etc.iterdir() if p.name.startswith(".")] + (
-            ["journal.json"] if (state / "journal.json").exists() else []
-        )
-        good = ok_set and not mixed and not leftovers
-        key = f"{kind}: left {crash_state} -> {res['status']}"
+    for t in trials:
+        key = f"{t.kind}: left {t.crash_state} -> {t.status}"
         outcome_counts[key] = outcome_counts.get(key, 0) + 1
-        if not good:
-            failures.append(
-                f"trial {i} {scenario} {kind} {how}: final={'new' if ok_set else 'WRONG'} "
-                f"mixed-reconfigures={len(mixed)} leftovers={leftovers} {res['summary']}"
-            )
-        rows.append((i, scenario, kind, how, crash_state, res["status"], len(reconf), good))
-        shutil.rmtree(etc.parent)
-    elapsed = time.monotonic() - t_start
-    shutil.rmtree(work)
-
+    steps, typical = bench.steps, bench.typical
     cmd = "python benchmarks/bench_apply_faults.py " + " ".join(a for a in sys.argv[1:])
     lines = [
         "# apply: SIGKILL at random points",
@@ -214,7 +236,7 @@ def main() -> int:
         "(tests/test_apply.py FakeSlurm, logged across processes).",
         "",
         f"**Result: {args.trials - len(failures)} of {args.trials} trials good, {len(failures)} failures; "
-        f"{sum(r[6] for r in rows)} reconfigures observed, 0 on a mixed set**"
+        f"{sum(t.reconfigures for t in trials)} reconfigures observed, 0 on a mixed set**"
         if not failures
         else f"**Result: {len(failures)} FAILURES**",
         "",
@@ -227,9 +249,31 @@ def main() -> int:
     ]
     if failures:
         lines += ["", "## Failures", "", *[f"- {f}" for f in failures]]
+    return lines
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--child", action="store_true")
+    ap.add_argument("--etc"), ap.add_argument("--state"), ap.add_argument("--new"), ap.add_argument("--log")
+    ap.add_argument("--kill-at", type=int)
+    ap.add_argument("--trials", type=int, default=240)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "apply_faults.md"))
+    args = ap.parse_args()
+    if args.child:
+        return child(args)
+    rng = random.Random(args.seed)
+    work = Path(tempfile.mkdtemp(prefix="slurm-topo-apply-faults-"))
+    bench = _prepare(work)
+    t_start = time.monotonic()
+    trials = [_trial(bench, i, rng) for i in range(args.trials)]
+    elapsed = time.monotonic() - t_start
+    shutil.rmtree(work)
+    lines = _report(args, bench, trials, elapsed)
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-    return 1 if failures else 0
+    return 0 if all(t.good for t in trials) else 1
 
 
 if __name__ == "__main__":
