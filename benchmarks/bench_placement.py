@@ -462,7 +462,110 @@ def measure(
     return state, nodes, asked
 
 
+def _shape(fleet: Fleet) -> dict[str, dict[str, int]]:
+    """Nodes per zone, per region."""
+    return {
+        r: {
+            z: sum(1 for x in fleet.nodes if fleet.zone[x] == z)
+            for z in sorted(set(fleet.zone.values()))
+            if any(fleet.region[x] == r and fleet.zone[x] == z for x in fleet.nodes)
+        }
+        for r in sorted(set(fleet.region.values()))
+    }
+
+
+def _busy_patterns(a: argparse.Namespace, name: str, fleet: Fleet) -> list[list[str]]:
+    """``a.patterns`` seeded busy sets, each 30–60 % of the fleet."""
+    rng = random.Random(f"{a.seed}-{name}")
+    total = len(fleet.nodes)
+    patterns = []
+    for _ in range(a.patterns):
+        busy_n = rng.randint(int(total * 0.3), int(total * 0.6))
+        patterns.append(sorted(rng.sample(fleet.nodes, busy_n)))
+    return patterns
+
+
+@dataclass
+class _Pattern:
+    """One busy pattern under one switch order: what each measured job's row records."""
+
+    fleet_name: str
+    order: str
+    index: int
+    busy: list[str]
+    release: str
+
+
+def _measure_pattern(
+    slurm: slurmctl.Slurm,
+    fleet: Fleet,
+    a: argparse.Namespace,
+    pat: _Pattern,
+    forms: dict[int, dict[str, list[str]]],
+    names: set[str] | None,
+    rows: list[Row],
+) -> None:
+    """Fill the pattern's busy nodes with one job, then measure every size and variant on the rest."""
+    filler = None
+    if pat.busy:
+        filler = slurm.submit(
+            *(["--locality=any"] if a.with_filter else []),
+            "--exclusive",
+            f"-N{len(pat.busy)}",
+            f"--nodelist={','.join(pat.busy)}",
+            "--wrap",
+            "sleep 100000",
+        )
+        slurm.wait_state(filler, "RUNNING", timeout=30)
+    free = [x for x in fleet.nodes if x not in pat.busy]
+    for n in a.sizes:
+        best = _fewest(free, fleet, n)
+        best_same, region_bucket = _family_targets(free, fleet, n)
+        for vname, args in forms[n].items():
+            if names is not None and vname not in names:
+                continue
+            t = time.monotonic()
+            state, nodes, asked = measure(slurm, args, n, a.run_timeout)
+            row = Row(
+                pat.fleet_name,
+                pat.order,
+                pat.index,
+                n,
+                vname,
+                nodes,
+                state,
+                best=best,
+                seconds=time.monotonic() - t,
+                slurm=pat.release,
+                asked=asked,
+            )
+            if nodes:
+                row.regions, row.zones = spans(nodes, fleet)
+                row.mixed_family = len({fleet.family[x] for x in nodes}) > 1
+            row.best_same = best_same
+            row.same_family_possible = best_same is not None
+            row.same_region_bucket_possible = region_bucket
+            rows.append(row)
+            if a.verbose:
+                print(json.dumps(row.__dict__), flush=True)
+    if filler:
+        slurm.cancel(filler)
+        wait_idle(slurm, pat.busy)
+
+
+def _set_order(cluster: slurmctl.Cluster, generated: str, order: str) -> None:
+    """Write topology.conf with its switches in ``order``, reconfigure, and check Slurm reads that order."""
+    slurm = cluster.slurm
+    (cluster.etc / "topology.conf").write_text(reorder(generated, order))
+    slurm.reconfigure(cluster.version)
+    live = [ln.split()[0] for ln in slurm.out("scontrol", "show", "topology").splitlines() if ln]
+    want = [f"SwitchName={s[0]}" for s in parse_topology(reorder(generated, order))]
+    assert live == want, f"order {order}: scontrol show topology {live} != {want}"
+
+
 def run_fleet(name: str, a: argparse.Namespace, rows: list[Row]) -> dict[str, object]:
+    """Start a cluster of fleet ``name``; per switch order and busy pattern measure every size and variant
+    (:func:`_measure_pattern`); stop it. Returns the fleet's description for the report."""
     work = Path(f"/tmp/slurm-topo-bench-placement-{name}-{a.slurm}-{os.getpid()}")
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -482,76 +585,15 @@ def run_fleet(name: str, a: argparse.Namespace, rows: list[Row]) -> dict[str, ob
         inventory = cluster.etc / "inventory.yaml"
         generated = (cluster.etc / "topology.conf").read_text()
         info["nodes"] = len(fleet.nodes)
-        info["shape"] = {
-            r: {
-                z: sum(1 for x in fleet.nodes if fleet.zone[x] == z)
-                for z in sorted(set(fleet.zone.values()))
-                if any(fleet.region[x] == r and fleet.zone[x] == z for x in fleet.nodes)
-            }
-            for r in sorted(set(fleet.region.values()))
-        }
+        info["shape"] = _shape(fleet)
         forms = {n: variants(fleet, inventory, n, a.with_filter) for n in a.sizes}
         info["forms"] = forms
-        rng = random.Random(f"{a.seed}-{name}")
-        total = len(fleet.nodes)
-        patterns = []
-        for _ in range(a.patterns):
-            busy_n = rng.randint(int(total * 0.3), int(total * 0.6))
-            patterns.append(sorted(rng.sample(fleet.nodes, busy_n)))
+        patterns = _busy_patterns(a, name, fleet)
         for order in a.orders:
-            (cluster.etc / "topology.conf").write_text(reorder(generated, order))
-            slurm.reconfigure(cluster.version)
-            live = [ln.split()[0] for ln in slurm.out("scontrol", "show", "topology").splitlines() if ln]
-            want = [f"SwitchName={s[0]}" for s in parse_topology(reorder(generated, order))]
-            assert live == want, f"order {order}: scontrol show topology {live} != {want}"
+            _set_order(cluster, generated, order)
             names = a.order_variants if order != "alpha" else a.variants
             for p, busy in enumerate(patterns):
-                filler = None
-                if busy:
-                    filler = slurm.submit(
-                        *(["--locality=any"] if a.with_filter else []),
-                        "--exclusive",
-                        f"-N{len(busy)}",
-                        f"--nodelist={','.join(busy)}",
-                        "--wrap",
-                        "sleep 100000",
-                    )
-                    slurm.wait_state(filler, "RUNNING", timeout=30)
-                free = [x for x in fleet.nodes if x not in busy]
-                for n in a.sizes:
-                    best = _fewest(free, fleet, n)
-                    best_same, region_bucket = _family_targets(free, fleet, n)
-                    for vname, args in forms[n].items():
-                        if names is not None and vname not in names:
-                            continue
-                        t = time.monotonic()
-                        state, nodes, asked = measure(slurm, args, n, a.run_timeout)
-                        row = Row(
-                            name,
-                            order,
-                            p,
-                            n,
-                            vname,
-                            nodes,
-                            state,
-                            best=best,
-                            seconds=time.monotonic() - t,
-                            slurm=release,
-                            asked=asked,
-                        )
-                        if nodes:
-                            row.regions, row.zones = spans(nodes, fleet)
-                            fams = {fleet.family[x] for x in nodes}
-                            row.mixed_family = len(fams) > 1
-                        row.best_same = best_same
-                        row.same_family_possible = best_same is not None
-                        row.same_region_bucket_possible = region_bucket
-                        rows.append(row)
-                        if a.verbose:
-                            print(json.dumps(row.__dict__), flush=True)
-                if filler:
-                    slurm.cancel(filler)
-                    wait_idle(slurm, busy)
+                _measure_pattern(slurm, fleet, a, _Pattern(name, order, p, busy, release), forms, names, rows)
                 print(
                     f"{name} {order} pattern {p + 1}/{len(patterns)} done at {time.monotonic() - t0:.0f}s",
                     file=sys.stderr,
@@ -858,7 +900,54 @@ def pct(k: int, n: int) -> str:
     return f"{100 * k / n:.0f} % ({k}/{n})" if n else "-"
 
 
+def _family_counts(ran: Sequence[Row]) -> tuple[int, int, int]:
+    """With family values the target is the fewest (regions, zones) of one value where one had room, else
+    the fewest overall: the jobs that met it, those of them one value had room for, and how many had room."""
+    roomy = [r for r in ran if r.best_same]
+    ok_same = sum(1 for r in roomy if not r.mixed_family and (r.regions, r.zones) == r.best_same)
+    ok_fam = sum(
+        1
+        for r in ran
+        if (r.best_same and not r.mixed_family and (r.regions, r.zones) == r.best_same)
+        or (not r.best_same and r.best and (r.regions, r.zones) == r.best)
+    )
+    return ok_fam, ok_same, len(roomy)
+
+
+def _mean_spread(ran: Sequence[Row]) -> str:
+    """Mean regions / zones the jobs spanned, and (in brackets) the fewest possible."""
+    if not ran:
+        return "-"
+    n = len(ran)
+    return (
+        f"{sum(r.regions for r in ran) / n:.2f} / {sum(r.zones for r in ran) / n:.2f} "
+        f"({sum(r.best[0] for r in ran if r.best) / n:.2f} / "
+        f"{sum(r.best[1] for r in ran if r.best) / n:.2f})"
+    )
+
+
+def _summary_row(key: tuple[str, str, str, int, str], rs: Sequence[Row]) -> str:
+    release, fleet, order, size, variant = key
+    ran = [r for r in rs if r.state == "running"]
+    ok_r = sum(1 for r in ran if r.best and r.regions == r.best[0])
+    ok_rz = sum(1 for r in ran if r.best and (r.regions, r.zones) == r.best)
+    fam = any(r.same_family_possible or r.mixed_family for r in rs)
+    ok_fam, ok_same, roomy = _family_counts(ran) if fam else (0, 0, 0)
+    pend = sum(1 for r in rs if r.state != "running")
+    mixed_n = sum(1 for r in ran if r.mixed_family)
+    avoid = sum(1 for r in ran if r.mixed_family and r.same_family_possible)
+    return (
+        f"| {release} | {fleet} | {order} | {size} | {variant} "
+        f"| {pct(ok_r, len(ran))} | {pct(ok_rz, len(ran))} "
+        f"| {pct(ok_fam, len(ran)) if fam else '-'} "
+        f"| {pct(ok_same, roomy) if fam else '-'} | {_mean_spread(ran)} "
+        f"| {pct(pend, len(rs))} | {pct(mixed_n, len(ran)) if fam else '-'} "
+        f"| {pct(avoid, len(ran)) if fam else '-'} |"
+    )
+
+
 def summarize(rows: Sequence[Row]) -> list[str]:
+    """One table row per (Slurm, fleet, order, size, variant): see :func:`_summary_row`."""
     keys: dict[tuple[str, str, str, int, str], list[Row]] = defaultdict(list)
     for r in rows:
         keys[(r.slurm, r.fleet, r.order, r.size, r.variant)].append(r)
@@ -868,41 +957,7 @@ def summarize(rows: Sequence[Row]) -> list[str]:
         "| mean regions / zones (best) | not started | mixed family values | … although one value had room |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for (release, fleet, order, size, variant), rs in sorted(keys.items(), key=lambda kv: kv[0]):
-        ran = [r for r in rs if r.state == "running"]
-        ok_r = sum(1 for r in ran if r.best and r.regions == r.best[0])
-        ok_rz = sum(1 for r in ran if r.best and (r.regions, r.zones) == r.best)
-        fam = any(r.same_family_possible or r.mixed_family for r in rs)
-        ok_fam = ok_same = 0
-        roomy = [r for r in ran if r.best_same]
-        if (
-            fam
-        ):  # with family values the target is the fewest (regions, zones) of one value, where one had room
-            ok_same = sum(1 for r in roomy if not r.mixed_family and (r.regions, r.zones) == r.best_same)
-            ok_fam = sum(
-                1
-                for r in ran
-                if (r.best_same and not r.mixed_family and (r.regions, r.zones) == r.best_same)
-                or (not r.best_same and r.best and (r.regions, r.zones) == r.best)
-            )
-        mean = (
-            f"{sum(r.regions for r in ran) / len(ran):.2f} / {sum(r.zones for r in ran) / len(ran):.2f} "
-            f"({sum(r.best[0] for r in ran if r.best) / len(ran):.2f} / "
-            f"{sum(r.best[1] for r in ran if r.best) / len(ran):.2f})"
-            if ran
-            else "-"
-        )
-        pend = sum(1 for r in rs if r.state != "running")
-        mixed_n = sum(1 for r in ran if r.mixed_family)
-        avoid = sum(1 for r in ran if r.mixed_family and r.same_family_possible)
-        out.append(
-            f"| {release} | {fleet} | {order} | {size} | {variant} "
-            f"| {pct(ok_r, len(ran))} | {pct(ok_rz, len(ran))} "
-            f"| {pct(ok_fam, len(ran)) if fam else '-'} "
-            f"| {pct(ok_same, len(roomy)) if fam else '-'} | {mean} "
-            f"| {pct(pend, len(rs))} | {pct(mixed_n, len(ran)) if fam else '-'} "
-            f"| {pct(avoid, len(ran)) if fam else '-'} |"
-        )
+    out += [_summary_row(key, rs) for key, rs in sorted(keys.items(), key=lambda kv: kv[0])]
     return out
 
 
