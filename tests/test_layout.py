@@ -158,3 +158,21 @@ def test_no_function_of_the_test_cluster_launcher_is_above_the_complexity_limit(
         f"{item.lineno} {item.name} ({item.complexity})" for item in items if item.complexity > MAX_COMPLEXITY
     ]
     assert not over, over
+
+
+def test_no_function_of_the_benchmarks_is_above_the_complexity_limit() -> None:
+    """The benchmarks (their results are the project's measurements) keep to the same limit: a long run or
+    report is an overview calling named steps."""
+    from radon.complexity import cc_visit
+
+    root = Path(__file__).resolve().parents[1] / "benchmarks"
+    scripts = sorted(root.glob("*.py"))
+    assert len(scripts) > 10, scripts
+    over = [
+        f"{path.name}:{item.lineno} {item.name} ({item.complexity})"
+        for path in scripts
+        for block in cc_visit(path.read_text())
+        for item in [block, *getattr(block, "methods", [])]
+        if item.complexity > MAX_COMPLEXITY
+    ]
+    assert not over, over
