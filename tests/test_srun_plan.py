@@ -4,7 +4,7 @@ rank order of docs/gpulayer-srun.md, and the edges the plan tests in tests/test_
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -31,7 +31,7 @@ TREE = parse_scontrol_topology(
 )
 
 
-def alloc(nodes: dict[str, Sequence[int]], job: str = "42") -> srun.Allocation:
+def alloc(nodes: Mapping[str, Sequence[int]], job: str = "42") -> srun.Allocation:
     return srun.Allocation(job, tuple(nodes), {n: tuple(sorted(g)) for n, g in nodes.items()})
 
 

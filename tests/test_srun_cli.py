@@ -1,0 +1,349 @@
+"""gpulayer-srun's command line (``slurm_topo.srun.cli``, ``.options``): what it asks Slurm and how it
+reads the answers (scripted, tests/fakes.py), its usage errors, the hostfile, and the ``exec`` of srun (a
+subprocess with a fake ``srun`` first on PATH that starts every task through the real shim, as
+``-m arbitrary`` would)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fakes import ScriptedRunner
+
+from slurm_topo import srun
+from slurm_topo.errors import InputError, OutputError, UsageError
+from slurm_topo.srun.cli import build_plan, main, write_hostfile
+from slurm_topo.srun.options import check_srun_options, job_id
+
+CAPTURE = Path(__file__).resolve().parent / "fixtures" / "synthetic" / "islands-2x4-nv18.txt"
+
+JOB = """JobId=42 JobName=train
+   UserId=u(1000) GroupId=u(1000) MCS_label=N/A
+   NodeList=gs[1-2] BatchHost=gs1
+     Nodes=gs[1-2] CPU_IDs=0-7 Mem=0 GRES=gpu:h100:8(IDX:0-7)
+"""
+TOPOLOGY = "SwitchName=leaf1 Level=0 LinkSpeed=1 Nodes=gs1\nSwitchName=leaf2 Level=0 LinkSpeed=1 Nodes=gs2\n"
+
+
+@pytest.fixture(autouse=True)
+def _text_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLURM_TOPO_SLURM_BACKEND", "text")
+
+
+def slurm(conf_dir: Path, *, version: str = "23.11.4", task_plugin: str = "task/none") -> ScriptedRunner:
+    return ScriptedRunner(
+        {
+            "scontrol show job": JOB,
+            "scontrol show topology": TOPOLOGY,
+            "scontrol show config": f"SLURM_CONF = {conf_dir / 'slurm.conf'}\nSLURM_VERSION = {version}\n"
+            f"TaskPlugin = {task_plugin}\n",
+        }
+    )
+
+
+def plan(argv: list[str], runner: ScriptedRunner, **env: str) -> srun.Plan:
+    return build_plan([*argv, "--", "python", "train.py"], {"SLURM_JOB_ID": "42", **env}, runner)[0]
+
+
+# ---- srun's options
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["-J", "-n"],  # -J takes a value: "-n" is the job name
+        ["-Jn"],  # the value in the same token
+        ["-lJ", "-N"],  # flags, then -J whose value is the next token
+        ["--ntasks-per-gpu=1", "--nodes-file"],  # other options that start like a refused one
+        ["-"],
+    ],
+)
+def test_values_of_srun_options_are_not_read_as_options(options: list[str]) -> None:
+    check_srun_options(options)
+
+
+@pytest.mark.parametrize(
+    "options", [["-l", "-n", "4"], ["-lm", "block"], ["--gpu-bind"], ["-t", "5", "-w", "n1"]]
+)
+def test_a_refused_option_after_others_is_found(options: list[str]) -> None:
+    with pytest.raises(InputError, match="conflicts with the plan"):
+        check_srun_options(options)
+
+
+def test_job_id_from_jobid_then_the_environment() -> None:
+    assert job_id(["--jobid=7"], {"SLURM_JOB_ID": "42"}) == "7"
+    assert job_id(["-l", "--jobid", "8"], {"SLURM_JOB_ID": "42"}) == "8"
+    assert job_id(["--jobid"], {"SLURM_JOB_ID": "42"}) == "42"  # no value: not a job id
+    assert job_id([], {"SLURM_JOB_ID": "", "SLURM_JOBID": "9"}) == "9"
+    assert job_id([], {}) is None
+
+
+def test_jobid_names_the_job_asked_about_and_goes_to_srun(tmp_path: Path) -> None:
+    runner = slurm(tmp_path)
+    p = plan(["--tp", "8", "--jobid=77"], runner)
+    assert ("scontrol", "show", "job", "-d", "77") in runner.calls
+    assert "--jobid=77" in p.argv[: p.argv.index("slurm_topo.srun_shim")]
+
+
+# ---- usage errors
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--tp", "4"], "no command: put it after --"),
+        (["--tp", "4", "--"], "no command after --"),
+        (["--pp", "2", "--", "true"], "the following arguments are required: --tp"),
+        (["--tp", "four", "--", "true"], "expected a whole number, got 'four'"),
+        (["--tp", "1", "--dp", "-1", "--", "true"], "-1: must be at least 1"),
+        (["--tp", "1", "--local-indices", "--global-indices", "--", "true"], "not allowed with"),
+        (["--tp", "1", "--dry-run", "--explain", "--", "true"], "not allowed with"),
+    ],
+)
+def test_usage_errors(argv: list[str], message: str, tmp_path: Path) -> None:
+    runner = slurm(tmp_path)
+    with pytest.raises(UsageError, match=message):
+        build_plan(argv, {"SLURM_JOB_ID": "42"}, runner)
+    assert runner.calls == []  # refused before Slurm is asked
+
+
+def test_help_and_version_ask_slurm_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    runner = ScriptedRunner({})
+    main(["-h"], environ={}, runner=runner)
+    out = capsys.readouterr().out
+    assert out.startswith("usage: gpulayer-srun --tp N") and "--gpus-per-task" in out
+    main(["--tp", "2", "--version", "--", "x"], environ={}, runner=runner)
+    assert capsys.readouterr().out.startswith("gpulayer-srun (slurm-topo) ")
+    assert runner.calls == []
+
+
+def test_options_after_the_separator_belong_to_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "gres.conf").write_text("")
+    main(
+        ["--tp", "8", "--dry-run", "--", "x", "-h", "--version", "-N"],
+        {"SLURM_JOB_ID": "42"},
+        slurm(tmp_path),
+    )
+    out = capsys.readouterr().out
+    assert out.startswith("gpulayer-srun: job 42: 16 ranks") and "-- x -h --version -N\n" in out
+
+
+# ---- what Slurm's answers decide
+
+
+def test_link_data_from_gres_conf_beside_slurm_conf(tmp_path: Path) -> None:
+    gres = "".join(
+        f"NodeName=gs[1-2] Name=gpu File=/dev/nvidia{i} Links="
+        + ",".join("-1" if i == j else ("18" if i // 4 == j // 4 else "0") for j in range(8))
+        + "\n"
+        for i in range(8)
+    )
+    (tmp_path / "gres.conf").write_text(gres)
+    p = plan(["--tp", "4"], slurm(tmp_path))
+    assert p.warnings == () and {r.island for r in p.rows} == {"0-3", "4-7"}
+
+
+def test_without_link_data_the_warning_says_where_it_looked(tmp_path: Path) -> None:
+    p = plan(["--tp", "4"], slurm(tmp_path))
+    assert p.warnings == (
+        f"warning: no GPU link data for gs[1-2] (no {tmp_path}/gres.conf; no --topology): TP groups take the "
+        "lowest allocated indices",
+    )
+    (tmp_path / "gres.conf").write_text("NodeName=gs[1-2] Name=gpu File=/dev/nvidia[0-7]\n")
+    assert (
+        f"(no Links= in {tmp_path}/gres.conf; no --topology)"
+        in plan(["--tp", "4"], slurm(tmp_path)).warnings[0]
+    )
+
+
+def test_slurm_conf_from_the_environment_when_the_config_names_none(tmp_path: Path) -> None:
+    runner = slurm(tmp_path)
+    runner.answers["scontrol show config"] = "SLURM_VERSION = 23.11.4\n"
+    p = plan(["--tp", "4"], runner, SLURM_CONF=str(tmp_path / "etc" / "slurm.conf"))
+    assert f"no {tmp_path}/etc/gres.conf;" in p.warnings[0]
+
+
+def test_topology_capture_is_every_nodes_link_data(tmp_path: Path) -> None:
+    p = plan(["--tp", "4", "--topology", str(CAPTURE)], slurm(tmp_path))
+    assert p.warnings == () and [r.island for r in p.rows[::4]] == ["0-3", "4-7", "0-3", "4-7"]
+    with pytest.raises(InputError, match=f"^--topology {tmp_path}/absent: cannot read: "):
+        plan(["--tp", "4", "--topology", str(tmp_path / "absent")], slurm(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "task_plugin, cgroup, flag, local",
+    [
+        ("task/affinity,task/cgroup", "ConstrainDevices=yes\n", None, True),
+        ("task/affinity,task/cgroup", "ConstrainDevices=no\n", None, False),
+        ("task/affinity,task/cgroup", None, None, False),  # no cgroup.conf
+        ("task/affinity", "ConstrainDevices=yes\n", None, False),
+        ("task/cgroup", "ConstrainDevices=yes\n", "--global-indices", False),
+        ("task/none", None, "--local-indices", True),
+    ],
+)
+def test_index_space_detected_or_given(
+    tmp_path: Path, task_plugin: str, cgroup: str | None, flag: str | None, local: bool
+) -> None:
+    if cgroup is not None:
+        (tmp_path / "cgroup.conf").write_text(cgroup)
+    p = plan(["--tp", "4", *([flag] if flag else [])], slurm(tmp_path, task_plugin=task_plugin))
+    assert p.summary.endswith(f"CUDA_VISIBLE_DEVICES {'local' if local else 'global'} indices")
+    assert any(o.startswith("--gpu-bind=mask_gpu:") for o in p.argv) == local  # 23.11: bound when local
+
+
+def test_an_unreadable_slurm_version_is_no_version(tmp_path: Path) -> None:
+    p = plan(["--tp", "4", "--local-indices"], slurm(tmp_path, version="(null)"))
+    assert not any(o.startswith("--gpu-bind") for o in p.argv)
+
+
+def test_without_a_switch_tree_pipelines_have_no_common_switch(tmp_path: Path) -> None:
+    runner = slurm(tmp_path)
+    assert {r.pp_level for r in plan(["--tp", "8", "--pp", "2"], runner).rows} == {"-"}  # leaf1 ≠ leaf2
+    del runner.answers[("scontrol", "show", "topology")]  # topology/flat: scontrol fails
+    assert {r.pp_level for r in plan(["--tp", "8", "--pp", "2"], runner).rows} == {"-"}
+    runner.answers["scontrol show topology"] = TOPOLOGY + "SwitchName=top Level=1 Switches=leaf[1-2]\n"
+    assert {r.pp_level for r in plan(["--tp", "8", "--pp", "2"], runner).rows} == {"top"}
+
+
+def test_nvlink_domains_come_from_the_nodes_features(tmp_path: Path) -> None:
+    runner = slurm(tmp_path)
+    runner.answers["scontrol show node -o gs[1-2]"] = (
+        "NodeName=gs1 Arch=x86_64 AvailableFeatures=h100,nvl_rack-7 ActiveFeatures=h100,nvl_rack-7\n"
+        "NodeName=gs2 Arch=x86_64 AvailableFeatures=nvl_rack-7,ib\n"  # no ActiveFeatures: the available ones
+        "NodeName=gs9 Arch=x86_64 AvailableFeatures=nvl_other ActiveFeatures=nvl_other\n"
+    )
+    p = plan(["--tp", "8", "--pp", "2"], runner)
+    assert {r.pp_level for r in p.rows} == {"nvl_rack-7"}
+    assert any(w.startswith("hint: each pipeline takes 2 nodes; submit with --segment=2") for w in p.warnings)
+    runner.answers["scontrol show node"] = "garbage without a NodeName\n"
+    del runner.answers[("scontrol", "show", "node", "-o", "gs[1-2]")]
+    assert {r.pp_level for r in plan(["--tp", "8", "--pp", "2"], runner).rows} == {"-"}
+
+
+@pytest.mark.parametrize(
+    "env, ranks",
+    [({"SLURM_NTASKS": "8"}, 8), ({"SLURM_NPROCS": "8"}, 8), ({"SLURM_NTASKS": "8(x2)"}, 16), ({}, 16)],
+)
+def test_task_count_from_slurm_ntasks(tmp_path: Path, env: dict[str, str], ranks: int) -> None:
+    assert len(plan(["--tp", "4"], slurm(tmp_path), **env).rows) == ranks
+
+
+def test_hostfile_goes_to_tmpdir(tmp_path: Path) -> None:
+    p = plan(["--tp", "4"], slurm(tmp_path), TMPDIR=str(tmp_path / "t"))
+    assert Path(p.hostfile).parent == tmp_path / "t"
+
+
+# ---- the hostfile
+
+
+def test_hostfile_is_written_whole_one_line_per_rank(tmp_path: Path) -> None:
+    p = plan(["--tp", "4", "--pp", "2"], slurm(tmp_path), TMPDIR=str(tmp_path))
+    write_hostfile(p)
+    # Megatron's order: ranks 0-3 stage 0 of pipeline 0 (gs1), 4-7 stage 0 of pipeline 1 (gs2), 8-11 stage 1 …
+    assert Path(p.hostfile).read_text().splitlines() == (["gs1"] * 4 + ["gs2"] * 4) * 2
+    write_hostfile(p)  # a re-run replaces it, leaving no temporary file
+    assert sorted(x.name for x in tmp_path.iterdir()) == [Path(p.hostfile).name]
+
+
+def test_an_unwritable_hostfile_is_an_output_error(tmp_path: Path) -> None:
+    p = plan(["--tp", "4"], slurm(tmp_path), TMPDIR=str(tmp_path / "missing"))
+    with pytest.raises(OutputError, match=f"^cannot write {p.hostfile}: No such file or directory$"):
+        write_hostfile(p)
+
+
+# ---- exec srun
+
+
+def _script(path: Path, body: str) -> None:
+    path.write_text(f"#!{sys.executable}\n{body}")
+    path.chmod(0o755)
+
+
+FAKE_SCONTROL = f"""import sys
+answers = {{"job": {JOB!r}, "config": "SLURM_VERSION = 22.05.8\\n", "topology": {TOPOLOGY!r}}}
+if sys.argv[2] not in answers:
+    sys.exit(1)
+sys.stdout.write(answers[sys.argv[2]])
+"""
+FAKE_SRUN = """import json, os, subprocess, sys
+# -m arbitrary: task i runs on line i of SLURM_HOSTFILE; the task is everything after srun's options
+argv = sys.argv[1:]
+start = argv.index("slurm_topo.srun_shim") - 2
+hosts = open(os.environ["SLURM_HOSTFILE"]).read().splitlines()
+out = [subprocess.run(argv[start:], env={**os.environ, "SLURM_PROCID": str(i), "SLURMD_NODENAME": h},
+                      capture_output=True, text=True, check=True).stdout for i, h in enumerate(hosts)]
+keep = ("SLURM_NTASKS_PER_NODE", "SLURM_DISTRIBUTION", "KEEP_ME")
+json.dump({"argv": argv[:start], "tasks": out, "env": {k: os.environ.get(k) for k in keep}},
+          open(os.environ["REPORT"], "w"))
+sys.exit(7)
+"""
+
+
+def test_exec_runs_srun_with_the_plan(tmp_path: Path) -> None:
+    """srun replaces gpulayer-srun: its exit status (7) is the command's, the variables that contradict the
+    plan are gone, and each task's shim binds the GPUs of its row (--tp 4 on two 8-GPU nodes, no link data:
+    the lowest indices first)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _script(bin_dir / "scontrol", FAKE_SCONTROL)
+    _script(bin_dir / "srun", FAKE_SRUN)
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "SLURM_TOPO_SLURM_BACKEND": "text",
+        "SLURM_JOB_ID": "42",
+        "SLURM_CONF": str(tmp_path / "slurm.conf"),
+        "TMPDIR": str(tmp_path),
+        "REPORT": str(tmp_path / "report.json"),
+        "SLURM_NTASKS_PER_NODE": "8",
+        "SLURM_DISTRIBUTION": "block",
+        "KEEP_ME": "1",
+        "PYTHONPATH": os.pathsep.join(sys.path),  # the slurm_topo this test imported
+    }
+    cmd = ["sh", "-c", 'echo "$RANK $CUDA_VISIBLE_DEVICES $LOCAL_RANK"']
+    proc = subprocess.run(
+        [sys.executable, "-m", "slurm_topo.srun", "--tp", "4", "--explain", "-l", "--", *cmd],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert proc.returncode == 7, proc.stderr
+    assert proc.stdout.startswith("gpulayer-srun: job 42: 16 ranks = tp 4 × pp 1 × dp 4")
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["argv"] == ["-m", "arbitrary", "-n", "16", "-l"]
+    assert report["env"] == {"SLURM_NTASKS_PER_NODE": None, "SLURM_DISTRIBUTION": None, "KEEP_ME": "1"}
+    groups = ["0,1,2,3", "4,5,6,7"] * 2
+    assert report["tasks"] == [f"{r} {groups[r // 4]} {r % 4}\n" for r in range(16)]
+
+
+def test_srun_that_cannot_be_started_is_exit_3(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _script(bin_dir / "scontrol", FAKE_SCONTROL)
+    env = {
+        "PATH": str(bin_dir),  # scontrol, no srun
+        "SLURM_TOPO_SLURM_BACKEND": "text",
+        "SLURM_JOB_ID": "42",
+        "SLURM_CONF": str(tmp_path / "slurm.conf"),
+        "TMPDIR": str(tmp_path),
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "slurm_topo.srun", "--tp", "8", "--", "true"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert proc.returncode == 3
+    assert (
+        proc.stderr.splitlines()[-1]
+        == "gpulayer-srun: error: srun could not be started: No such file or directory"
+    )
+    assert len(list(tmp_path.glob("gpulayer-srun-42-*.hosts"))) == 1  # written before the exec
