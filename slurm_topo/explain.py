@@ -35,7 +35,7 @@ from .cost import DEFAULT_TABLE, LinkTable
 from .errors import CommandError, InputError
 from .model import Inventory
 from .policy.vocab import PLAN_PREFIX, RECORD_PREFIX
-from .relax import auto_lines
+from .relax_plan import auto_lines
 from .runner import Runner
 
 LEVEL_PREFIXES = (("network group", "ng_"), ("zone", "zone_"), ("region", "region_"))

@@ -8,3 +8,7 @@ def counted(n: int, singular: str, plural: str | None = None) -> str:
     if n == 1:
         return f"{n} {singular}"
     return f"{n} {plural or singular + 's'}"
+
+
+NULL = "(null)"
+"""What Slurm's commands print for a string field that is not set (``Comment=(null)``)."""

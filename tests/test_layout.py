@@ -81,6 +81,7 @@ PURE_CORE = (
     "slurm_topo.topology",
     "slurm_topo.gpu.pick",
     "slurm_topo.srun.plan",
+    "slurm_topo.relax_plan",
 )
 """The modules whose import must stay pure: values in, values out."""
 
