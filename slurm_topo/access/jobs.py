@@ -28,8 +28,7 @@ from typing import Any
 from .. import hostlist
 from ..allocation import Allocation
 from ..errors import HostlistError, ParseError
-
-NULL = "(null)"
+from ..text import NULL
 
 #: The keys of a job record (scontrol's names). A JSON listing fills these; a text line keeps all of its own.
 JOB_KEYS = (

@@ -17,8 +17,8 @@ from .. import hostlist
 from ..allocation import Allocation, SwitchTree
 from ..errors import HostlistError, ParseError
 from ..slurmconf import parse_topology_conf, split_pairs
+from ..text import NULL
 
-NULL = "(null)"
 REASON_PREFIX = "slurm-topo-health:"
 """The drain reason health-sync writes (and the only drains it resumes): :attr:`NodeState.ours`."""
 
