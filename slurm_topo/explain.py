@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from .access import SlurmAccess
 from .access import argv as slurm_argv
-from .access.text import NULL, parse_nodes
+from .access.text import parse_nodes
 from .capacity import NodeState
 from .cost import DEFAULT_TABLE, LinkTable
 from .errors import CommandError, InputError
@@ -37,6 +37,7 @@ from .model import Inventory
 from .policy.vocab import PLAN_PREFIX, RECORD_PREFIX
 from .relax_plan import auto_lines
 from .runner import Runner
+from .text import NULL
 
 LEVEL_PREFIXES = (("network group", "ng_"), ("zone", "zone_"), ("region", "region_"))
 # scontrol's keys start upper-case (JobId=, AdminComment=, AllocNode:Sid=, CPUs/Task=, ReqB:S:C:T=); a value

@@ -31,11 +31,11 @@ from typing import Any
 from ..allocation import Allocation
 from ..errors import CommandError, InputError, ParseError
 from ..runner import Runner
+from ..text import NULL
 from ..version import parse_slurm_version
 from . import argv, native
 from .jobs import (
     JOB_KEYS,
-    NULL,
     JobListing,
     allocation_from_json,
     job_from_text,

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CommandError, ParseError
-from .jobs import NULL, JobListing, _local_time, _or_null, _text
+from ..text import NULL
+from .jobs import JobListing, _local_time, _or_null, _text
 
 #: the attributes of a ``pyslurm.Job`` that :func:`job_record` reads
 JOB_ATTRS = (
