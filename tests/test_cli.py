@@ -5,11 +5,47 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
+import click
+import pytest
+from click.testing import CliRunner, Result
+from fakes import ScriptedRunner
 from policy_cases import FLEET, POLICY
 
+from slurm_topo.cli import main
+from slurm_topo.version import __version__
+
 REPO = Path(__file__).resolve().parents[1]
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "help_option_names": []})
+@click.argument("argv", nargs=-1, type=click.UNPROCESSED)
+def _slurm_topo(argv: tuple[str, ...]) -> None:
+    main(list(argv))
+
+
+def invoke(*args: str, env: Mapping[str, str | None] | None = None) -> Result:
+    """``slurm-topo ARGS`` in-process under CliRunner, through :func:`slurm_topo.cli.main`: the exit code
+    and the ``slurm-topo: error: …`` line are the ones a user gets (tests/test_cli_*.py share it)."""
+    return CliRunner().invoke(_slurm_topo, list(args), env=env, catch_exceptions=False)
+
+
+def error_line(result: Result) -> str:
+    """The one stderr line of a failed command, checked to be the only one and in the house style."""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("slurm-topo: error: "), result.stderr
+    return lines[0].removeprefix("slurm-topo: error: ")
+
+
+class FakeSlurm(ScriptedRunner):
+    """A :class:`ScriptedRunner` that also says which programs are installed (those it has answers for), as
+    :class:`slurm_topo.runner.SubprocessRunner` does; commands the CLI modules create a runner for are
+    pointed at it with ``monkeypatch.setattr(<cli module>, "SubprocessRunner", lambda: fake)``."""
+
+    def available(self, program: str) -> bool:
+        return any(key[0] == program for key in self.answers)
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -295,3 +331,67 @@ def test_gpu_parse_takes_a_file_or_nvml_not_both() -> None:
     for args in (("gpu", "parse"), ("gpu", "parse", "--nvml", str(synthetic))):
         proc = cli(*args)
         assert proc.returncode == 2 and "--nvml" in proc.stderr
+
+
+# ---- the group itself, in-process (tests/test_cli_*.py drive every command the same way)
+
+README_COMMANDS = {
+    "generate", "lint", "show", "discover", "import", "check", "apply", "explain", "cost", "calibrate",
+    "capacity", "gpu", "health", "health-sync", "relax", "files",
+}  # fmt: skip
+
+
+def test_help_lists_the_readme_commands_and_hides_the_probes() -> None:
+    """-h and --help print the same usage on stdout (exit 0): every command of README "Commands", and not
+    the ``probe`` group calibrate runs on compute nodes."""
+    long, short = invoke("--help"), invoke("-h")
+    assert long.exit_code == short.exit_code == 0 and long.stdout == short.stdout and long.stderr == ""
+    listed = set()
+    section = long.stdout.split("Commands:", 1)[1]
+    for line in section.splitlines():
+        if line.startswith("  ") and not line.startswith("   "):
+            listed.add(line.split()[0])
+    assert listed == README_COMMANDS
+
+
+def test_version_is_the_installed_distributions() -> None:
+    import importlib.metadata
+
+    result = invoke("--version")
+    assert result.exit_code == 0
+    assert result.stdout == f"slurm-topo, version {importlib.metadata.version('slurm-topo')}\n"
+    assert __version__ == importlib.metadata.version("slurm-topo")
+
+
+@pytest.mark.parametrize("argv", [(), ("gpu",)], ids=["slurm-topo", "slurm-topo gpu"])
+def test_a_group_without_a_command_prints_its_help_then_one_error_line(argv: tuple[str, ...]) -> None:
+    result = invoke(*argv)
+    assert result.exit_code == 2 and result.stdout == ""
+    path = " ".join(("slurm-topo", *argv))
+    assert result.stderr.startswith(f"Usage: {path} [OPTIONS] COMMAND [ARGS]...")
+    assert result.stderr.splitlines()[-1] == f"slurm-topo: error: give a command (see '{path} --help')"
+
+
+def test_clicks_usage_errors_are_one_lower_case_line_naming_the_commands_help(tmp_path: Path) -> None:
+    inv = str(REPO / "examples" / "gcp-two-regions.yaml")
+    result = invoke("check", "-i", inv, "--locality", "zone", "--bogus")
+    assert result.exit_code == 2 and result.stdout == ""
+    line = error_line(result)
+    assert line.startswith("no such option '--bogus'") and line.endswith("(see 'slurm-topo check --help')")
+    result = invoke("generate", "-i", inv)
+    assert result.exit_code == 2
+    assert error_line(result) == "missing option '--out' / '-o' (see 'slurm-topo generate --help')"
+    result = invoke("import", "ibm", inv)
+    assert result.exit_code == 2 and error_line(result).startswith("invalid value for ")
+    assert "'ibm' is not one of 'gcp', 'aws', 'azure'" in result.stderr
+
+
+def test_a_usage_error_raised_by_a_command_names_its_help_and_writes_nothing(tmp_path: Path) -> None:
+    """generate without any inventory: the command's own click.UsageError, mapped like click's."""
+    out = tmp_path / "out"
+    result = invoke("generate", "-o", str(out), "--slurm-version", "22.05")
+    assert result.exit_code == 2
+    assert error_line(result) == (
+        "give at least one --inventory FILE or --records DIR (see 'slurm-topo generate --help')"
+    )
+    assert not out.exists()
