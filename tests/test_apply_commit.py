@@ -1,0 +1,414 @@
+"""Commit, recovery and rollback (slurm_topo/apply/commit.py and the entry points) on real files: the real
+22.05 file set applied against the answers its own slurmctld gave (tests/fixtures/real/slurm-22.05), failures
+injected at the documented step hook (a full disk, a crash), damaged set copies, a journal for another
+directory, the dry run's report, and --rollback twice."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+from fakes import ScriptedRunner
+from test_apply import FakeSlurm, fleet, opts, render, sha_set, snapshot
+
+from slurm_topo.apply import (
+    CONFIG_ORDER,
+    DATA,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_ROLLBACK_FAILED,
+    EXIT_ROLLED_BACK,
+    NODES,
+    STAGE_SUFFIX,
+    TOPOLOGY,
+    recover,
+    rollback,
+    run_apply,
+)
+from slurm_topo.apply.base import _line
+from slurm_topo.errors import CommandError
+
+REAL = Path(__file__).resolve().parent / "fixtures" / "real" / "slurm-22.05"
+REAL_SET = (TOPOLOGY, NODES, DATA)
+UP = "Slurmctld(primary) at ctl1 is UP\n"
+
+
+def real_controller() -> ScriptedRunner:
+    """What the 22.05 test cluster's slurmctld answered while it ran on REAL's files (a reconfigure changes
+    nothing it shows)."""
+    return ScriptedRunner(
+        {
+            "scontrol ping": UP,
+            "scontrol --version": (REAL / "scontrol--version.txt").read_text(),
+            "scontrol show config": (REAL / "scontrol-show-config.txt").read_text(),
+            "scontrol show node -o": (REAL / "scontrol-show-node-o.txt").read_text(),
+            "scontrol show topology": (REAL / "scontrol-show-topology.txt").read_text(),
+            "squeue -h -t PD": (REAL / "squeue-pending-features.txt").read_text(),
+            "scontrol reconfigure": "",
+        }
+    )
+
+
+def real_set() -> dict[str, str]:
+    return {name: (REAL / name).read_text() for name in REAL_SET}
+
+
+def dirs(tmp: Path, live: dict[str, str] | None = None) -> tuple[Path, Path]:
+    etc = tmp / "etc"
+    etc.mkdir()
+    for name, text in (live or {}).items():
+        (etc / name).write_text(text)
+    return etc, tmp / "state"
+
+
+def reconfigures(runner: ScriptedRunner) -> int:
+    return runner.calls.count(("scontrol", "reconfigure"))
+
+
+def fail_at(step: str, exc: BaseException) -> Callable[[str], None]:
+    def hook(name: str) -> None:
+        if name == step:
+            raise exc
+
+    return hook
+
+
+class Crash(BaseException):
+    """A simulated SIGKILL (not an Exception: nothing in apply may handle it)."""
+
+
+# --------------------------------------------------------------------------------------------------
+# the real file set against its own controller's answers
+
+
+def test_the_real_set_applied_first_verifies_against_what_its_controller_showed(tmp_path: Path) -> None:
+    etc, state = dirs(tmp_path)
+    runner = real_controller()
+    res = run_apply(opts(etc, state, slurm_check=False, clock=lambda: 5000.0), real_set(), runner)
+    assert (res.exit_code, res.status) == (EXIT_OK, "applied") and res.reconfigured, res
+    assert {n: (etc / n).read_text() for n in REAL_SET} == real_set()
+    assert reconfigures(runner) == 1
+    first_reconfigure = runner.calls.index(("scontrol", "reconfigure"))
+    asked_before = set(runner.calls[:first_reconfigure])
+    assert {("scontrol", "ping"), ("scontrol", "show", "node", "-o")} <= asked_before
+    assert ("scontrol", "show", "topology") in runner.calls[first_reconfigure:]
+    (done,) = list((state / "sets").iterdir())
+    assert (done / "complete").exists() and list((done / "old").iterdir()) == []
+    assert {p.name: p.read_text() for p in (done / "new").iterdir()} == real_set()
+    saved = json.loads((state / "state.json").read_text())
+    assert saved == {"last_applied": done.name, "last_reconfigure": 5000.0, "reconfigure_owed": False}
+
+
+def test_a_leaf_the_controller_does_not_show_is_rolled_back_and_reconfigured_on_the_old_set(
+    tmp_path: Path,
+) -> None:
+    etc, state = dirs(tmp_path, real_set())
+    before = snapshot(etc)
+    new = real_set()
+    new[TOPOLOGY] = new[TOPOLOGY].replace("rack-a1 Nodes=n[01-03]", "rack-a1 Nodes=n[01-02]")
+    new[TOPOLOGY] = new[TOPOLOGY].replace("rack-a2 Nodes=n04", "rack-a2 Nodes=n[03-04]")
+    runner = real_controller()
+    res = run_apply(opts(etc, state, slurm_check=False), new, runner)
+    assert (res.exit_code, res.status) == (EXIT_ROLLED_BACK, "rolled-back"), res
+    assert "switch ng_us-east-1a.rack-a1: nodes n[01-03] in slurmctld, written n[01-02]" in res.summary
+    assert "the old files are back; slurmctld reconfigured on them" in res.summary
+    assert "restored: topology.conf" in res.details
+    assert snapshot(etc) == before and reconfigures(runner) == 2
+    assert not (state / "journal.json").exists() and list((state / "sets").iterdir()) == []
+
+
+class FirstReconfigureFails(FakeSlurm):
+    """The fake slurmctld, except that its first ``scontrol reconfigure`` fails (after reading the files, as
+    a timed-out call may have)."""
+
+    def run(self, argv: Sequence[str], timeout: float = 30.0) -> str:
+        out = super().run(argv, timeout)
+        if list(argv) == ["scontrol", "reconfigure"] and self.reconfigures() == 1:
+            raise CommandError(list(argv), 1, "Socket timed out on send/recv operation")
+        return out
+
+
+def test_a_failing_reconfigure_is_rolled_back_and_reconfigured_again(tmp_path: Path) -> None:
+    etc, state = dirs(tmp_path, render(tmp_path, fleet()))
+    fake = FirstReconfigureFails(etc)
+    before = snapshot(etc)
+    res = run_apply(opts(etc, state), render(tmp_path, fleet({"n1": "rack-b"})), fake)
+    assert (res.exit_code, res.status) == (EXIT_ROLLED_BACK, "rolled-back"), res
+    assert res.summary.startswith("slurm-topo apply: rolled-back: scontrol reconfigure failed:")
+    assert res.reconfigured  # the failed call may have been read: the old set was reconfigured on again
+    assert fake.reconfigures() == 2 and snapshot(etc) == before
+    assert fake.reconfigured_sets[-1] == sha_set(etc, CONFIG_ORDER)  # the last one read the old files
+    assert "ng_z1.rack-a" in fake.topology and "n1" in fake.topology["ng_z1.rack-a"][0]
+
+
+# --------------------------------------------------------------------------------------------------
+# failures at the step hook: a full disk while staging, an error while renaming
+
+
+def env_of(tmp: Path) -> tuple[Path, Path, FakeSlurm]:
+    etc, state = dirs(tmp, render(tmp, fleet()))
+    return etc, state, FakeSlurm(etc)
+
+
+def test_a_full_disk_while_staging_changes_nothing_and_leaves_no_trace(tmp_path: Path) -> None:
+    etc, state, fake = env_of(tmp_path)
+    before = snapshot(etc)
+    full = OSError(errno.ENOSPC, "No space left on device")
+    res = run_apply(
+        opts(etc, state, step_hook=fail_at("staged", full)), render(tmp_path, fleet({"n1": "rack-b"})), fake
+    )
+    assert (res.exit_code, res.status) == (EXIT_ROLLED_BACK, "failed"), res
+    assert (
+        "could not stage the new files ([Errno 28] No space left on device); live files unchanged"
+        in res.summary
+    )
+    assert snapshot(etc) == before and fake.reconfigures() == 0
+    assert not (state / "journal.json").exists() and list((state / "sets").iterdir()) == []
+
+
+def test_a_failure_after_the_journal_is_written_is_recovered_by_the_next_run(tmp_path: Path) -> None:
+    etc, state, fake = env_of(tmp_path)
+    before = snapshot(etc)
+    new = render(tmp_path, fleet({"n1": "rack-b"}))
+    full = OSError(errno.ENOSPC, "No space left on device")
+    res = run_apply(opts(etc, state, step_hook=fail_at("journal", full)), new, fake)
+    assert (res.exit_code, res.status) == (EXIT_ROLLED_BACK, "failed"), res
+    assert {n: b for n, b in snapshot(etc).items() if not n.startswith(".")} == before  # only staged
+    assert json.loads((state / "journal.json").read_text())["phase"] == "prepared"
+    again = run_apply(opts(etc, state), new, fake)
+    assert again.status == "applied" and "(first reverted journal" in again.summary, again
+    assert {n: (etc / n).read_text() for n in new} == new and not (state / "journal.json").exists()
+    assert not [p for p in etc.iterdir() if p.name.endswith(STAGE_SUFFIX)]
+
+
+def test_an_error_while_renaming_restores_the_old_files_without_contacting_slurmctld_again(
+    tmp_path: Path,
+) -> None:
+    etc, state, fake = env_of(tmp_path)
+    before = snapshot(etc)
+    broken = OSError(errno.EIO, "Input/output error")
+    o = opts(etc, state, step_hook=fail_at(f"rename:{NODES}", broken))
+    res = run_apply(o, render(tmp_path, fleet({"n1": "rack-b"})), fake)
+    assert (res.exit_code, res.status) == (EXIT_ROLLED_BACK, "rolled-back"), res
+    assert not res.reconfigured and fake.reconfigures() == 0
+    assert snapshot(etc) == before and not (state / "journal.json").exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# recovery
+
+
+def crash_at(tmp: Path, step: str) -> tuple[Path, Path, FakeSlurm, dict[str, str], dict[str, bytes]]:
+    etc, state, fake = env_of(tmp)
+    before = snapshot(etc)
+    new = render(tmp, fleet({"n1": "rack-c"}))  # a new group: the data file goes after the verification
+    with pytest.raises(Crash):
+        run_apply(opts(etc, state, step_hook=fail_at(step, Crash(step))), new, fake)
+    return etc, state, fake, new, before
+
+
+def test_recover_finishes_a_run_that_crashed_after_the_verification(tmp_path: Path) -> None:
+    etc, state, fake, new, _ = crash_at(tmp_path, "verified")
+    assert (etc / DATA).read_text() != new[DATA]  # not yet published
+    res = recover(opts(etc, state), fake)
+    assert (res.exit_code, res.status) == (EXIT_OK, "recovered") and res.summary.endswith(
+        "(verified before the interruption)"
+    ), res
+    assert {n: (etc / n).read_text() for n in new} == new and fake.reconfigures() == 1
+    assert not [p for p in etc.iterdir() if p.name.endswith(STAGE_SUFFIX)]
+    assert json.loads((state / "state.json").read_text())["reconfigure_owed"] is False
+
+
+def test_recover_reverts_a_run_that_crashed_while_reconfiguring_and_reconfigures_on_the_old_set(
+    tmp_path: Path,
+) -> None:
+    etc, state, fake, _, before = crash_at(tmp_path, "reconfigured")
+    res = recover(opts(etc, state), fake)
+    assert (
+        res.status == "recovered" and "(phase reconfiguring); reconfigured on the old files" in res.summary
+    ), res
+    assert snapshot(etc) == before and fake.reconfigures() == 2
+
+
+def test_recover_reverts_a_crash_before_any_reconfigure_without_contacting_slurmctld(tmp_path: Path) -> None:
+    etc, state, fake, _, before = crash_at(tmp_path, f"rename:{TOPOLOGY}")
+    fake.calls.clear()
+    res = recover(opts(etc, state), fake)
+    assert (
+        res.status == "recovered" and "(phase prepared)" in res.summary and "reconfigured" not in res.summary
+    )
+    assert snapshot(etc) == before and fake.calls == []
+
+
+def test_recover_with_no_journal_only_removes_stale_staging_files(tmp_path: Path) -> None:
+    etc, state, fake = env_of(tmp_path)
+    (etc / f".{TOPOLOGY}{STAGE_SUFFIX}").write_text("half written")
+    (etc / ".keep-me.tmp").write_text("not ours")
+    res = recover(opts(etc, state), fake)
+    assert (res.exit_code, res.status) == (EXIT_OK, "recovered")
+    assert res.summary == "slurm-topo apply: recovered: no half-done journal; nothing to do"
+    assert not (etc / f".{TOPOLOGY}{STAGE_SUFFIX}").exists() and (etc / ".keep-me.tmp").exists()
+    assert fake.calls == []
+
+
+def test_a_damaged_set_copy_fails_the_recovery_and_keeps_the_journal(tmp_path: Path) -> None:
+    etc, state, fake, _, _ = crash_at(tmp_path, f"rename:{NODES}")
+    journal = json.loads((state / "journal.json").read_text())
+    (state / "sets" / journal["id"] / "old" / TOPOLOGY).write_text("tampered\n")
+    res = recover(opts(etc, state), fake)
+    assert (res.exit_code, res.status) == (EXIT_ROLLBACK_FAILED, "rollback-failed"), res
+    assert f"old/{TOPOLOGY} is missing or damaged" in res.summary
+    assert (state / "journal.json").exists()
+    blocked = run_apply(opts(etc, state), render(tmp_path, fleet()), fake)
+    assert blocked.status == "rollback-failed" and blocked.summary.startswith(
+        "slurm-topo apply: rollback-failed: could not recover the previous run:"
+    )
+
+
+def test_a_journal_for_another_config_directory_is_not_touched(tmp_path: Path) -> None:
+    etc, state, fake, _, _ = crash_at(tmp_path, f"rename:{TOPOLOGY}")
+    other = tmp_path / "other-etc"
+    other.mkdir()
+    journal_before = (state / "journal.json").read_bytes()
+    res = recover(opts(other, state), fake)
+    assert (res.exit_code, res.status) == (EXIT_ROLLBACK_FAILED, "rollback-failed")
+    assert f"is for {etc}, not {other}" in res.summary
+    assert (state / "journal.json").read_bytes() == journal_before
+    assert recover(opts(etc, state), fake).status == "recovered"
+
+
+# --------------------------------------------------------------------------------------------------
+# the entry points' own refusals and errors
+
+
+def test_a_slurm_dir_that_is_not_a_directory_or_a_state_dir_that_cannot_be_made_is_refused(
+    tmp_path: Path,
+) -> None:
+    etc, state, fake = env_of(tmp_path)
+    new = render(tmp_path, fleet({"n1": "rack-b"}))
+    res = run_apply(opts(tmp_path / "nowhere", state), new, fake)
+    assert res.status == "refused" and f"--slurm-dir {tmp_path / 'nowhere'} is not a directory" in res.summary
+    (tmp_path / "a-file").write_text("")
+    res = run_apply(opts(etc, tmp_path / "a-file" / "state"), new, fake)
+    assert res.exit_code == EXIT_REFUSED and "cannot create --state-dir" in res.summary, res
+    assert fake.calls == []
+
+
+def test_an_unreadable_live_file_fails_with_one_summary_line(tmp_path: Path) -> None:
+    etc, state, fake = env_of(tmp_path)
+    (etc / "gres.conf").mkdir()  # something that is not a file where apply reads one
+    res = run_apply(
+        opts(etc, state), dict(render(tmp_path, fleet()), **{"gres.conf": "AutoDetect=off\n"}), fake
+    )
+    assert (res.exit_code, res.status) == (EXIT_ROLLBACK_FAILED, "failed"), res
+    assert "gres.conf" in res.summary and "a journal, if one was written, stays for --recover" in res.summary
+    assert "\n" not in res.summary and fake.calls == []
+
+
+def test_the_summary_line_is_ascii_and_at_most_400_characters() -> None:
+    assert _line("a\nb\t c") == "a b c"
+    assert _line("caf\u00e9 \u2192 ok") == "caf? ? ok"
+    long = _line("x" * 1000)
+    assert len(long) == 400 and long.endswith("...")
+
+
+def test_no_reconfigure_records_the_reconfigure_it_owes(tmp_path: Path) -> None:
+    etc, state, fake = env_of(tmp_path)
+    new = render(tmp_path, fleet({"n1": "rack-b"}))
+    res = run_apply(opts(etc, state, no_reconfigure=True), new, fake)
+    assert (
+        res.status == "applied"
+        and "not reconfigured (--no-reconfigure): reconfigure or restart" in res.summary
+    )
+    assert json.loads((state / "state.json").read_text())["reconfigure_owed"] is True and fake.calls == []
+    res = run_apply(opts(etc, state), new, fake)  # nothing differs, but slurmctld has not read the files
+    assert res.status == "applied" and res.reconfigured and res.changed == (), res
+    assert json.loads((state / "state.json").read_text())["reconfigure_owed"] is False
+
+
+def test_keep_bounds_the_sets_kept(tmp_path: Path) -> None:
+    etc, state, fake = env_of(tmp_path)
+    for i in range(4):
+        new = render(tmp_path, fleet({"n1": "rack-b"} if i % 2 == 0 else {}))
+        assert run_apply(opts(etc, state, keep=2), new, fake).status == "applied"
+    kept = sorted(p.name for p in (state / "sets").iterdir())
+    assert len(kept) == 2 and json.loads((state / "state.json").read_text())["last_applied"] == kept[-1]
+
+
+# --------------------------------------------------------------------------------------------------
+# dry run and --rollback
+
+
+def test_a_dry_run_reports_a_pending_journal_and_the_order_it_would_write_in(tmp_path: Path) -> None:
+    etc, state, fake, new, before = crash_at(tmp_path, f"rename:{TOPOLOGY}")
+    journal = json.loads((state / "journal.json").read_text())
+    during = snapshot(etc)
+    res = run_apply(opts(etc, state, dry_run=True, slurm_check=False), new, fake)
+    assert res.status == "dry-run", res
+    assert res.details[0] == f"a half-done journal ({journal['id']}, phase prepared) would be recovered first"
+    assert res.summary.endswith(f"would replace {NODES}, {DATA} then reconfigure")
+    assert res.changed == (NODES, DATA)  # the crashed run renamed topology.conf already
+    assert f"would replace {etc / NODES}" in res.details
+    assert snapshot(etc) == during and (state / "journal.json").exists()
+
+
+def test_a_dry_run_of_a_first_apply_says_create(tmp_path: Path) -> None:
+    etc, state = dirs(tmp_path)
+    res = run_apply(opts(etc, state, dry_run=True, slurm_check=False), real_set(), real_controller())
+    assert [d for d in res.details if d.startswith("would ")] == [
+        f"would create {etc / n}" for n in (TOPOLOGY, NODES, DATA)
+    ]
+    assert list(etc.iterdir()) == [] and not state.exists()
+
+
+def test_rollback_twice_returns_to_where_you_were(tmp_path: Path) -> None:
+    etc, state, fake = env_of(tmp_path)
+    a = snapshot(etc)
+    assert run_apply(opts(etc, state), render(tmp_path, fleet({"n1": "rack-b"})), fake).status == "applied"
+    b = snapshot(etc)
+    first = rollback(opts(etc, state), fake)
+    assert first.status == "applied" and "rolled back to the set before" in first.summary, first
+    assert snapshot(etc) == a
+    second = rollback(opts(etc, state), fake)
+    assert second.status == "applied" and snapshot(etc) == b, second
+    assert fake.reconfigures() == 3
+
+
+def test_rollback_with_nothing_to_roll_back_is_refused(tmp_path: Path) -> None:
+    etc, state, fake = env_of(tmp_path)
+    res = rollback(opts(etc, state), fake)
+    assert res.status == "refused" and f"no {state}: nothing to roll back" in res.summary
+    state.mkdir()
+    res = rollback(opts(etc, state), fake)
+    assert res.status == "refused" and "no completed set in" in res.summary
+    assert fake.calls == []
+
+
+def test_rollback_when_the_live_files_already_equal_the_old_set_is_unchanged(tmp_path: Path) -> None:
+    etc, state, fake = env_of(tmp_path)
+    old = render(tmp_path, fleet())
+    run_apply(opts(etc, state), render(tmp_path, fleet({"n1": "rack-b"})), fake)
+    for name, text in old.items():  # someone put the old files back by hand
+        (etc / name).write_text(text)
+    res = rollback(opts(etc, state), fake)
+    assert (res.exit_code, res.status) == (
+        EXIT_OK,
+        "unchanged",
+    ) and "already equal the set before" in res.summary
+
+
+def test_set_copies_match_the_journaled_hashes(tmp_path: Path) -> None:
+    etc, state, fake, new, before = crash_at(tmp_path, "journal")
+    journal = json.loads((state / "journal.json").read_text())
+    for f in journal["files"]:
+        for which, live in (("old", before), ("new", {k: v.encode() for k, v in new.items()})):
+            copy = state / "sets" / journal["id"] / which / f["name"]
+            assert copy.read_bytes() == live[f["name"]]
+            assert f[f"{which}_sha"] == hashlib.sha256(live[f["name"]]).hexdigest()
+    assert journal["order"] == [TOPOLOGY, NODES] and journal["data_last"] is True
+    staged = sorted(p.name for p in etc.iterdir() if p.name.endswith(STAGE_SUFFIX))
+    assert staged == sorted(f".{n}{STAGE_SUFFIX}" for n in (TOPOLOGY, NODES, DATA))
