@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from slurm_topo.access.text import parse_show_node
-from slurm_topo.health import node_health
 from slurm_topo.health.drain import REASON_PREFIX, NodeState, plan, read_health_records
 from slurm_topo.health.ib import read_ports
+from slurm_topo.health.node import node_health
 from slurm_topo.health.nvml import capture_pynvml, fabric_flags, parse_nvml_doc
 from slurm_topo.health.verdict import VERDICTS, Thresholds, evaluate, load_state, parse_thresholds
 from slurm_topo.records import load_records

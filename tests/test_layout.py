@@ -82,6 +82,7 @@ PURE_CORE = (
     "slurm_topo.gpu.pick",
     "slurm_topo.srun.plan",
     "slurm_topo.relax_plan",
+    "slurm_topo.health.effects",
 )
 """The modules whose import must stay pure: values in, values out."""
 

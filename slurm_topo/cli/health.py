@@ -49,7 +49,7 @@ def health(
     import os
     import socket
 
-    from ..health import health_text, node_health, write_record
+    from ..health.node import health_text, node_health, write_record
     from ..health.verdict import parse_thresholds
     from ..model import NODE_NAME_RE
 
