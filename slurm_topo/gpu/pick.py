@@ -66,6 +66,8 @@ from itertools import combinations
 from ..errors import InputError
 from .gpu_topology import GpuTopology
 from .links import DEFAULT_BANDWIDTH, bandwidth_table, islands, link_bandwidth
+from .pick_table import Ranked, build
+from .pick_table import best as _table_best
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +153,21 @@ def _parts(p: _Prepared, level: int) -> tuple[_Part, ...] | None:
 
 
 _CACHE: dict[tuple[int, int], tuple[GpuTopology, Mapping[str, float] | None, _Prepared]] = {}
+_TABLE_GPUS = range(9, 17)  # nodes whose picks read a table of every subset (pick_table)
+_TABLES: dict[int, tuple[_Prepared, Ranked]] = {}  # the last few topologies' tables (a few MB each)
+_TABLES_KEPT = 8
+
+
+def _ranked(p: _Prepared) -> Ranked:
+    """The subset table of a prepared topology (:mod:`slurm_topo.gpu.pick_table`), built on first use."""
+    hit = _TABLES.get(id(p))
+    if hit is not None and hit[0] is p:
+        return hit[1]
+    table = build(p.weight, p.levels)
+    if len(_TABLES) >= _TABLES_KEPT:
+        del _TABLES[next(iter(_TABLES))]
+    _TABLES[id(p)] = (p, table)
+    return table
 
 
 def _twins(weight: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
@@ -693,6 +710,9 @@ def _pick(
         return (free_sorted[0],)
     if k == 2:
         return _best_pair(p, gpus, [pos[g] for g in free_sorted], whole)
+    if p.n in _TABLE_GPUS:
+        chosen = _table_best(_ranked(p), k, fmask, whole)
+        return tuple(gpus[i] for i in range(p.n) if chosen >> i & 1)
     for level, adjacency in enumerate(p.adjacency):
         if p.largest[level] < k:
             continue

@@ -1,0 +1,149 @@
+"""Every subset of a 9-16 GPU node ranked once: the bounded path of :mod:`slurm_topo.gpu.pick` (its order).
+
+For one topology, :func:`build` codes every subset of the GPUs (a row bitmask) as one integer, the sum over
+its pairs of ``bandwidth + 2^(shift + 7·level)`` (``level``: the pair's rank among the distinct bandwidths,
+fastest 0). The low ``shift`` bits are the bandwidth sum (2); the 7-bit fields above count the pairs per
+level, so the highest non-zero field is the slowest link (1). A sum over pairs is built by doubling — the
+subsets holding row i are those without it plus i's links to them — in 2^n list additions.
+
+:func:`ranked` lists the k-subsets once per k, best first under (1), (2), (4), by the key
+``((L - slowest level) · 2^shift + sum) · 2^n + reversed rows`` (L levels; of two sets of one size, the one
+with the lexicographically lower indices has the larger reversed rows), with their reversed rows as two
+byte strings (rows 0-7 and 8-15).
+
+:func:`best` answers a pick: the first entry without a busy row is optimal on (1), (2). It is found by two
+``bytes.translate`` passes (per byte of rows: 1 when it holds a busy row), one OR of the two as integers and
+``bytes.find`` — each a pass in C over the C(n, k) entries, at most C(16, 8) = 12 870, whatever the busy
+set. The entries that tie it on (1), (2) follow it; among the free ones (the next zero bytes) the fewest
+broken whole islands (3), then the first (4), wins. That walk runs only when whole islands exist and stops
+at the first tie that breaks no more of them than any k free rows must (:func:`_least_broken`); it is the
+one part whose length depends on the matrix (a tie group is at most C(16, 8) entries).
+
+Preparation: 2^n codes once per topology, then per k C(n, k) keys, a sort and the two byte strings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import combinations
+
+_FIELD = 7  # bits per level's pair count: at most C(16, 2) = 120 pairs
+
+
+@dataclass(slots=True)
+class Ranked:
+    """One topology's subset codes (``code[mask]``, see the module docstring) and per k (filled on demand by
+    :func:`ranked`) its k-subsets best first: their keys and, byte per entry, their reversed rows 0-7 and 8-15
+    (``low``, ``high``)."""
+
+    n: int
+    levels: int
+    shift: int
+    code: list[int]
+    by_k: dict[int, tuple[list[int], bytes, bytes]] = field(default_factory=dict)
+
+
+def build(weight: tuple[tuple[int, ...], ...], levels: tuple[int, ...]) -> Ranked:
+    """The codes of every subset of the rows of ``weight`` (bandwidths, 0 on the diagonal; ``levels`` its
+    distinct off-diagonal values, descending)."""
+    n = len(weight)
+    rank = {t: i for i, t in enumerate(levels)}
+    shift = (max(levels, default=0) * n * n).bit_length() + 1
+    code = [0]
+    for i in range(n):
+        to_lower = [0]  # i's contribution to each subset of the rows below i
+        for j in range(i):
+            add = weight[i][j] + (1 << (shift + _FIELD * rank[weight[i][j]]))
+            to_lower += [a + add for a in to_lower]
+        code += [a + b for a, b in zip(code, to_lower, strict=True)]
+    return Ranked(n, len(levels), shift, code)
+
+
+def ranked(r: Ranked, k: int) -> tuple[list[int], bytes, bytes]:
+    """The keys of the k-subsets (see the module docstring), descending, and their reversed rows as bytes;
+    built once per k."""
+    got = r.by_k.get(k)
+    if got is not None:
+        return got
+    n, shift, top, code = r.n, r.shift, r.levels, r.code
+    low = (1 << shift) - 1
+    masks = map(sum, combinations([1 << i for i in range(n)], k))
+    revs = map(sum, combinations([1 << (n - 1 - i) for i in range(n)], k))
+    keys = [
+        ((top - ((c >> shift).bit_length() - 1) // _FIELD) << shift | (c & low)) << n | rv
+        for c, rv in zip(map(code.__getitem__, masks), revs, strict=True)
+    ]
+    keys.sort(reverse=True)
+    got = (keys, bytes(key & 255 for key in keys), bytes(key >> 8 & 255 for key in keys))
+    r.by_k[k] = got
+    return got
+
+
+_HITS: dict[int, bytes] = {}  # per byte b: 1 where a byte shares a bit with b, else 0 (a translate table)
+
+
+def _hits(b: int) -> bytes:
+    got = _HITS.get(b)
+    if got is None:
+        got = _HITS[b] = bytes(1 if x & b else 0 for x in range(256))
+    return got
+
+
+def reverse(mask: int, n: int) -> int:
+    """The low n bits of ``mask`` in reverse order (row i becomes bit n-1-i)."""
+    out = 0
+    for i in range(n):
+        if mask >> i & 1:
+            out |= 1 << (n - 1 - i)
+    return out
+
+
+def _least_broken(sizes: list[int], free: int, k: int) -> int:
+    """A lower bound on the whole islands (of ``sizes``, inside the ``free`` rows) any k free rows break: 0
+    when k is some islands taken whole plus rows outside every whole island, else 1."""
+    outside = free - sum(sizes)
+    sums = 1
+    for s in sizes:
+        sums |= sums << s
+    lo = max(0, k - outside)
+    return 0 if sums >> lo & ((1 << (k - lo + 1)) - 1) else 1
+
+
+def best(r: Ranked, k: int, fmask: int, whole: list[int]) -> int:
+    """The best k rows of ``fmask`` (a row mask) under (1), (2), (3), (4); ``whole``: the free islands of two
+    or more rows that lie inside ``fmask`` (rule 3)."""
+    n = r.n
+    keys, low, high = ranked(r, k)
+    busy = reverse(((1 << n) - 1) & ~fmask, n)
+    # per entry 0 when it holds no busy row: two translations and an OR, each a pass in C over the bytes
+    hit = low.translate(_hits(busy & 255))
+    if busy >> 8:
+        both = int.from_bytes(hit, "big") | int.from_bytes(high.translate(_hits(busy >> 8)), "big")
+        hit = both.to_bytes(len(keys), "big")
+    at = hit.find(0)  # an entry is free: k < free rows
+    # an island holding every free row is broken by every k of them alike (k < free rows)
+    islands = [reverse(isl, n) for isl in whole if isl != fmask]
+    if not islands:
+        return reverse(keys[at], n)
+    floor = _least_broken([isl.bit_count() for isl in islands], fmask.bit_count(), k)
+    return reverse(_settle(keys, hit, at, n, islands, floor), n)
+
+
+def _settle(keys: list[int], hit: bytes, at: int, n: int, islands: list[int], floor: int) -> int:
+    """Among the free entries that tie entry ``at`` (the first free one) on (1), (2): the fewest broken
+    ``islands`` (3), then the first (4). Stops at a tie that breaks only ``floor`` islands, the least any k
+    free rows break."""
+    tie = keys[at] >> n
+    won, fewest = keys[at], _broken(keys[at], islands)
+    while fewest > floor:
+        at = hit.find(0, at + 1)
+        if at < 0 or keys[at] >> n != tie:
+            break
+        got = _broken(keys[at], islands)
+        if got < fewest:
+            won, fewest = keys[at], got
+    return won
+
+
+def _broken(key: int, islands: list[int]) -> int:
+    return sum(1 for isl in islands if key & isl and key & isl != isl)
