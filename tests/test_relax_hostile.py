@@ -1,0 +1,143 @@
+"""Nothing a user controls steers what ``slurm-topo relax`` does as root: job names, comments and paths
+that carry forged fields, budget records or relax trails, through the real readers of Slurm's answers (the
+captures of tests/fixtures/real/, scripted through tests/fakes.py), and values that reach
+``sbatch --test-only`` run through a real shell."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes import ScriptedRunner
+from test_relax_pass import BRACKET, BUDGET, NODES, SUBMITTED, auto_job, line, slurm, updates
+
+from slurm_topo.access import SlurmAccess
+from slurm_topo.relax import Pass, run_pass, start_estimate
+from slurm_topo.runner import SubprocessRunner
+
+REAL = Path(__file__).resolve().parent / "fixtures" / "real"
+RELEASES = ("slurm-22.05", "slurm-24.11", "slurm-26.05")
+
+
+def text_pass(runner: ScriptedRunner, waited: float) -> Pass:
+    return run_pass(runner, access=SlurmAccess(runner, "text"), now=SUBMITTED + waited, load_aware=False)
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_the_captured_hostile_line_is_refused_and_the_honest_job_still_relaxed(release: str) -> None:
+    """Job 4's name forges ``JobState=PENDING … AdminComment=…slurm-topo-auto: zone limit=60s region=0s …
+    Features=[zone_a|zone_b]`` and its comment another AdminComment: as scontrol printed it, the line is
+    refused whole (one error line), never read, never re-read, never updated."""
+    folder = REAL / release
+    hostile = (folder / "scontrol-show-job-o-hostile.txt").read_text().strip()
+    runner = slurm(auto_job("12"))
+    runner.answers["scontrol show node -o"] = (folder / "scontrol-show-node-o.txt").read_text()
+    runner.answers["scontrol show job -o"] = f"{hostile}\n{line(auto_job('12'))}\n"
+    p = text_pass(runner, 400)
+    assert [(d.job, d.action) for d in p.decisions] == [("12", "relax")]
+    assert len(p.errors) == 1 and p.errors[0].startswith("job 4: skipped, ambiguous scontrol line (")
+    assert [c[2] for c in updates(runner)] == ["JobId=12", "JobId=12"]
+    assert ("scontrol", "show", "job", "-o", "4") not in runner.calls
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_squeue_json_reads_the_hostile_job_as_the_non_auto_job_it_is(release: str) -> None:
+    doc = (REAL / release / "squeue-json.txt").read_text()
+    runner = ScriptedRunner({"squeue --json": doc, "scontrol show node -o": NODES, "scontrol update": ""})
+    p = run_pass(runner, access=SlurmAccess(runner, "json"), now=SUBMITTED + 10**6, load_aware=False)
+    assert (p.auto, p.decisions, p.errors, updates(runner)) == (0, [], [], [])
+    assert p.pending == 3  # jobs 2, 3 and the hostile 4 (held)
+
+
+def test_a_json_job_name_cannot_choose_the_constraint_root_writes() -> None:
+    """A genuine auto job whose name carries ``Features=``, ``AdminComment=`` and a relax trail: the update
+    is the region of its own zones, from the nodes' features, and its trail starts at its own level."""
+    doc = json.loads((REAL / "slurm-24.11" / "squeue-json.txt").read_text())
+    (job,) = [j for j in doc["jobs"] if j["job_id"] == 2]
+    job.update(
+        name="x Features=[region_evil] AdminComment=slurm-topo-relax: region->any waited=1s budget=0s at=x",
+        comment="slurm-topo-auto: zone limit=1s region=0s any=0s",
+        admin_comment=BUDGET,
+        features=BRACKET,
+    )
+    doc["jobs"] = [job]
+    runner = ScriptedRunner(
+        {"squeue --json": json.dumps(doc), "scontrol show node -o": NODES, "scontrol update": ""}
+    )
+    now = job["submit_time"]["number"] + 400
+    p = run_pass(runner, access=SlurmAccess(runner, "json"), now=now, load_aware=False)
+    assert [(d.level, d.target) for d in p.decisions] == [("zone", "region")]
+    first = updates(runner)[0]
+    assert first[:4] == ("scontrol", "update", "JobId=2", "Features=ib&[region_us-east]")
+    assert first[4].startswith(
+        f"AdminComment={BUDGET}; slurm-topo-relax: zone->region waited=400s budget=300s "
+    )
+
+
+def test_a_trail_in_a_users_comment_does_not_move_the_level() -> None:
+    """``Comment`` follows AdminComment in scontrol's line, so a trail there is no forged key: it is read as
+    the comment it is, and the job moves from its own level (zone) to region, not on to any."""
+    trail = (
+        "c slurm-topo-relax: zone->region waited=1s budget=0s at=x; slurm-topo-relax: region->any waited=1s"
+    )
+    runner = slurm(auto_job("12", Comment=trail, JobName="slurm-topo-relax: zone->any"))
+    p = text_pass(runner, 400)
+    assert [(d.level, d.target, d.applied) for d in p.decisions] == [("zone", "region", True)]
+    assert updates(runner)[0][3] == "Features=ib&[region_us-east]"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the text reader takes an AdminComment= carried in WorkDir (before AdminComment in scontrol's "
+    "order) as the job's own when the job has none: root then widens the job and writes the user's text into "
+    "AdminComment",
+)
+def test_a_budget_forged_in_a_path_is_not_an_auto_job() -> None:
+    """A job without an AdminComment of its own (no filter record: a partition without a locality policy, or
+    a job from before the filter), a matching-OR constraint of the user's and ``--chdir`` a folder named
+    ``w AdminComment=slurm-topo-auto: zone limit=3600s region=0s any=0s``: scontrol prints the path as is."""
+    job = auto_job("12", WorkDir="/home/u/w AdminComment=slurm-topo-auto: zone limit=3600s region=0s any=0s")
+    del job["AdminComment"]
+    runner = slurm(job)
+    p = text_pass(runner, 60)
+    assert updates(runner) == [] and p.auto == 0
+
+
+def test_test_only_values_reach_sbatch_unparsed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``sbatch --test-only`` call runs through ``sh -c 'exec "$@" 2>&1'`` (answers on stderr): shell
+    text in the job's partition, GRES or constraint reaches sbatch as one argument each and runs nothing."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    report = tmp_path / "argv.json"
+    (bin_dir / "sbatch").write_text(
+        f"#!{sys.executable}\nimport json, sys\njson.dump(sys.argv[1:], open({str(report)!r}, 'w'))\n"
+        "print('sbatch: Job 99 to start at 2026-12-02T00:00:00 using 1 processors on nodes n01',\n"
+        "      file=sys.stderr)\n"
+    )
+    (bin_dir / "sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    pwned = tmp_path / "pwned"
+    job: dict[str, Any] = {
+        "NumNodes": "2-2",
+        "Partition": f"main;touch {pwned}",
+        "TresPerNode": f"gres:gpu:4`touch {pwned}`",
+        "TimeLimit": f"$(touch {pwned})",
+    }
+    features = f"ib&[zone_a|$(touch {pwned})]"
+    start = start_estimate(SubprocessRunner(), job, features, timeout=30)
+    assert start == datetime.fromisoformat("2026-12-02T00:00:00").timestamp()
+    assert json.loads(report.read_text()) == [
+        "--test-only",
+        "--comment=locality=any",
+        "--nodes=2-2",
+        f"--partition=main;touch {pwned}",
+        f"--gres=gpu:4`touch {pwned}`",
+        f"--constraint={features}",
+        "--wrap",
+        "true",
+    ]  # no --time: the limit is not a time
+    assert not pwned.exists()
