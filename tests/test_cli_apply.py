@@ -19,6 +19,15 @@ INVENTORY = str(REAL / "inventory.yaml")
 OUTPUTS = ("topology.conf", "slurm-topo-nodes.conf", "slurm_topo_data.lua")
 
 
+@pytest.fixture(autouse=True)
+def no_slurm(monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
+    """No Slurm unless a test scripts one (the host's own never answers): every command fails."""
+    fake = FakeSlurm({})
+    monkeypatch.setattr(apply_cli, "SubprocessRunner", lambda: fake)
+    monkeypatch.setattr(common, "SubprocessRunner", lambda: fake)
+    return fake
+
+
 @pytest.fixture
 def dirs(tmp_path: Path) -> tuple[Path, Path]:
     etc = tmp_path / "etc"
@@ -113,7 +122,9 @@ def test_no_reconfigure_applies_without_asking_slurmctld(
     assert fake.calls == []
 
 
-def test_rollback_puts_the_previous_set_back(dirs: tuple[Path, Path], tmp_path: Path) -> None:
+def test_rollback_puts_the_previous_set_back(
+    dirs: tuple[Path, Path], tmp_path: Path, no_slurm: FakeSlurm
+) -> None:
     """Two applies (n04 moved from rack-a2 into rack-a1 by the second), then --rollback: the first set's
     topology.conf is live again, byte for byte."""
     etc, state = dirs
@@ -129,6 +140,7 @@ def test_rollback_puts_the_previous_set_back(dirs: tuple[Path, Path], tmp_path: 
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("slurm-topo apply: rolled back to the set before ")
     assert (etc / "topology.conf").read_bytes() == first
+    assert no_slurm.calls == []
 
 
 def test_rollback_or_recover_with_no_history(dirs: tuple[Path, Path]) -> None:

@@ -170,6 +170,48 @@ def test_check_names_a_group_of_one_node_in_the_singular() -> None:
     assert "us-east-1b (1 node, 4 GPUs)" in excluded
 
 
+def alternatives(bracket: str) -> list[str]:
+    """The top-level alternatives of ``[a|(b|c)|d]``."""
+    out, depth, word = [], 0, ""
+    for ch in bracket.removeprefix("[").removesuffix("]"):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "|" and depth == 0:
+            out.append(word)
+            word = ""
+        else:
+            word += ch
+    return [*out, word]
+
+
+def test_check_prefer_never_constrains_and_lists_finest_smallest_first() -> None:
+    """README: prefer never delays a job (no --constraint), and its --prefer lists the groups of every level
+    that can ever hold it, finest level first, smallest first. Racks holding 2 nodes: rack-b1, rack-c1,
+    rack-d1 (2 each), then rack-a1 (3); zones: us-east-1b and us-west-2b (2), us-west-2a (3), us-east-1a (4);
+    regions come after the zones (their unions inside a region first)."""
+    code, lines = check("--locality", "prefer", "-N", "2")
+    assert code == 0 and lines[0] == "accept"
+    assert not [line for line in lines if line.startswith("features:")]
+    (prefer,) = [line.removeprefix("prefer: ") for line in lines if line.startswith("prefer: ")]
+    found = alternatives(prefer)
+    racks = [a for a in found if a.startswith("ng_")]
+    assert racks[-1] == "ng_us-east-1a.rack-a1"
+    assert sorted(racks[:3]) == ["ng_us-east-1b.rack-b1", "ng_us-west-2a.rack-c1", "ng_us-west-2b.rack-d1"]
+    zones = [a for a in found if a.startswith("zone_")]
+    assert sorted(zones[:2]) == ["zone_us-east-1b", "zone_us-west-2b"]
+    assert zones[2:] == ["zone_us-west-2a", "zone_us-east-1a"]
+    assert found[: len(racks) + len(zones)] == racks + zones
+    regions = [found.index(a) for a in ("region_us-east", "region_us-west")]
+    unions_in_a_region = [i for i, a in enumerate(found) if a in ("(zone_us-west-2b|zone_us-west-2c)",)]
+    assert unions_in_a_region and max(unions_in_a_region) < min(regions)
+
+
+def test_check_regions_keeps_only_the_named_regions_nodes() -> None:
+    code, lines = check("--locality", "zone", "-N", "2", "--regions", "us-west", "--json")
+    doc = json.loads("\n".join(lines))
+    assert code == 0 and sorted(c["group"] for c in doc["candidates"]) == ["us-west-2a", "us-west-2b"]
+    assert all(c["group"].startswith("us-west") for c in doc["excluded"])
+
+
 def test_check_wait_that_can_never_fit_holds_the_job_but_accepts_it() -> None:
     """:wait on a request no zone can ever hold: the job is held, not rejected (exit 0), and the lines say
     how an operator gets it going; the largest zone is us-east-1a with its 4 nodes."""
