@@ -242,6 +242,7 @@ def test_recover_reverts_a_crash_before_any_reconfigure_without_contacting_slurm
         res.status == "recovered" and "(phase prepared)" in res.summary and "reconfigured" not in res.summary
     )
     assert snapshot(etc) == before and fake.calls == []
+    assert res.details == [f"restored: {TOPOLOGY}"]  # the only file the crashed run had renamed
 
 
 def test_recover_with_no_journal_only_removes_stale_staging_files(tmp_path: Path) -> None:

@@ -58,6 +58,7 @@ echo "hosts: $(tr '\\n' ';' < "$dir/hosts")"
 grep -h '^SlurmctldHost=\\|^StateSaveLocation=' "$conf" | sed 's/^/conf: /'
 head -n 1 "$dir/{TOPOLOGY}" | sed 's/^/topology: /'
 [ -e "$dir/{TOPOLOGY_YAML}" ] && echo "yaml still there"
+[ -e "$dir/.{TOPOLOGY}.slurm-topo.tmp" ] && echo "staging file copied"
 {then}
 """,
     )
@@ -105,6 +106,7 @@ def test_the_throwaway_loads_a_private_copy_with_the_staged_files_in_place(
     assert log_value(proof.log, "args: ") == [f"-D -c -i -f {copy}/slurm.conf"]
     assert log_value(proof.log, "env ") == [f"SLURM_CONF={copy}/slurm.conf SLURM_JOB_ID=unset"]
     assert log_value(proof.log, "topology: ") == ["# staged"] and "yaml still there" not in proof.log
+    assert "staging file copied" not in proof.log
     conf = log_value(proof.log, "conf: ")
     assert conf[-1] == f"StateSaveLocation={copy}/state" and len(conf) == 2
     (hosts_file,) = log_value(proof.log, "hosts: ")
