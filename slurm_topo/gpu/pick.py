@@ -710,9 +710,6 @@ def _pick(
         return (free_sorted[0],)
     if k == 2:
         return _best_pair(p, gpus, [pos[g] for g in free_sorted], whole)
-    if p.n in _TABLE_GPUS:
-        chosen = _table_best(_ranked(p), k, fmask, whole)
-        return tuple(gpus[i] for i in range(p.n) if chosen >> i & 1)
     for level, adjacency in enumerate(p.adjacency):
         if p.largest[level] < k:
             continue
@@ -721,11 +718,12 @@ def _pick(
         if not comps:
             continue
         found = _complete_levels(p, level, adj, comps, whole, k)
-        if found is not None:
+        if found is None and p.n in _TABLE_GPUS:
+            found = _table_best(_ranked(p), k, fmask, whole)
+        if found is None:
+            found = _search(p, level, adj, comps, fmask, whole, k)
+        if found:
             return tuple(gpus[i] for i in range(p.n) if found >> i & 1)
-        best = _search(p, level, adj, comps, fmask, whole, k)
-        if best:
-            return tuple(gpus[i] for i in range(p.n) if best >> i & 1)
     raise AssertionError("unreachable: the lowest threshold joins every pair")
 
 

@@ -24,8 +24,10 @@ Preparation: 2^n codes once per topology, then per k C(n, k) keys, a sort and th
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import combinations
+from operator import neg
 
 _FIELD = 7  # bits per level's pair count: at most C(16, 2) = 120 pairs
 
@@ -82,10 +84,20 @@ def ranked(r: Ranked, k: int) -> tuple[list[int], bytes, bytes]:
 _HITS: dict[int, bytes] = {}  # per byte b: 1 where a byte shares a bit with b, else 0 (a translate table)
 
 
+_HOLDS: dict[int, bytes] = {}  # per byte b: 1 where a byte holds every bit of b, else 0
+
+
 def _hits(b: int) -> bytes:
     got = _HITS.get(b)
     if got is None:
         got = _HITS[b] = bytes(1 if x & b else 0 for x in range(256))
+    return got
+
+
+def _holds(b: int) -> bytes:
+    got = _HOLDS.get(b)
+    if got is None:
+        got = _HOLDS[b] = bytes(1 if x & b == b else 0 for x in range(256))
     return got
 
 
@@ -96,17 +108,6 @@ def reverse(mask: int, n: int) -> int:
         if mask >> i & 1:
             out |= 1 << (n - 1 - i)
     return out
-
-
-def _least_broken(sizes: list[int], free: int, k: int) -> int:
-    """A lower bound on the whole islands (of ``sizes``, inside the ``free`` rows) any k free rows break: 0
-    when k is some islands taken whole plus rows outside every whole island, else 1."""
-    outside = free - sum(sizes)
-    sums = 1
-    for s in sizes:
-        sums |= sums << s
-    lo = max(0, k - outside)
-    return 0 if sums >> lo & ((1 << (k - lo + 1)) - 1) else 1
 
 
 def best(r: Ranked, k: int, fmask: int, whole: list[int]) -> int:
@@ -125,25 +126,21 @@ def best(r: Ranked, k: int, fmask: int, whole: list[int]) -> int:
     islands = [reverse(isl, n) for isl in whole if isl != fmask]
     if not islands:
         return reverse(keys[at], n)
-    floor = _least_broken([isl.bit_count() for isl in islands], fmask.bit_count(), k)
-    return reverse(_settle(keys, hit, at, n, islands, floor), n)
+    return reverse(_settle(keys, low, high, hit, at, n, islands), n)
 
 
-def _settle(keys: list[int], hit: bytes, at: int, n: int, islands: list[int], floor: int) -> int:
-    """Among the free entries that tie entry ``at`` (the first free one) on (1), (2): the fewest broken
-    ``islands`` (3), then the first (4). Stops at a tie that breaks only ``floor`` islands, the least any k
-    free rows break."""
-    tie = keys[at] >> n
-    won, fewest = keys[at], _broken(keys[at], islands)
-    while fewest > floor:
-        at = hit.find(0, at + 1)
-        if at < 0 or keys[at] >> n != tie:
-            break
-        got = _broken(keys[at], islands)
-        if got < fewest:
-            won, fewest = keys[at], got
-    return won
-
-
-def _broken(key: int, islands: list[int]) -> int:
-    return sum(1 for isl in islands if key & isl and key & isl != isl)
+def _settle(keys: list[int], low: bytes, high: bytes, hit: bytes, at: int, n: int, islands: list[int]) -> int:
+    """Among the free entries that tie entry ``at`` (the first free one) on (1), (2), the first with the
+    fewest broken ``islands`` (reversed row masks): per tie a byte counting the islands it takes part of but
+    not all, 255 when it holds a busy row, then the first least byte. A few passes in C over the ties."""
+    end = bisect_right(keys, -(keys[at] >> n << n), at, key=neg)
+    lo, hi = low[at:end], high[at:end]
+    broken = 0
+    for isl in islands:
+        touch = int.from_bytes(lo.translate(_hits(isl & 255)), "big")
+        touch |= int.from_bytes(hi.translate(_hits(isl >> 8)), "big")
+        whole = int.from_bytes(lo.translate(_holds(isl & 255)), "big")
+        whole &= int.from_bytes(hi.translate(_holds(isl >> 8)), "big")
+        broken += touch & ~whole  # 0 or 1 per byte: at most 8 islands, so no byte carries
+    score = (broken | int.from_bytes(hit[at:end], "big") * 255).to_bytes(end - at, "big")
+    return keys[at + score.find(min(score))]
