@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from fakes import ScriptedRunner
-from test_apply import FakeSlurm, fleet, opts, render, sha_set, snapshot
+from test_apply import FakeSlurm, fleet, nvl_fleet, opts, render, render_for, sha_set, snapshot
 
 from slurm_topo.apply import (
     CONFIG_ORDER,
@@ -413,3 +413,78 @@ def test_set_copies_match_the_journaled_hashes(tmp_path: Path) -> None:
     assert journal["order"] == [TOPOLOGY, NODES] and journal["data_last"] is True
     staged = sorted(p.name for p in etc.iterdir() if p.name.endswith(STAGE_SUFFIX))
     assert staged == sorted(f".{n}{STAGE_SUFFIX}" for n in (TOPOLOGY, NODES, DATA))
+
+
+# --------------------------------------------------------------------------------------------------
+# what the controller is asked, and when it is not
+
+
+def test_a_change_of_the_data_file_alone_never_contacts_slurmctld(tmp_path: Path) -> None:
+    etc, state, fake = env_of(tmp_path)
+    new = render(tmp_path, fleet())
+    new[DATA] += "-- a comment the filter ignores\n"
+    res = run_apply(opts(etc, state), new, fake)
+    assert (res.status, res.changed, res.reconfigured) == ("applied", (DATA,), False), res
+    assert "no reconfigure needed" in res.summary and fake.calls == []
+    assert "Slurm's parser not asked: no config file changes" in res.details
+    assert (etc / DATA).read_text() == new[DATA]
+
+
+def test_a_controller_whose_nodes_cannot_be_read_is_a_refusal(tmp_path: Path) -> None:
+    etc, state = dirs(tmp_path, real_set())
+    before = snapshot(etc)
+    runner = real_controller()
+    runner.answers["scontrol show node -o"] = CommandError(["scontrol", "show", "node", "-o"], 1, "timeout")
+    new = real_set()
+    new[TOPOLOGY] = new[TOPOLOGY].replace("rack-a2 Nodes=n04", "rack-a2 Nodes=n04 ")
+    res = run_apply(opts(etc, state, slurm_check=False), new, runner)
+    assert res.status == "refused" and "cannot read the controller's nodes: " in res.summary, res
+    assert snapshot(etc) == before and reconfigures(runner) == 0
+
+
+def test_pending_jobs_that_cannot_be_listed_refuse_a_change_that_removes_a_group(tmp_path: Path) -> None:
+    etc, state, fake = env_of(tmp_path)
+    before = snapshot(etc)
+
+    class NoSqueue(FakeSlurm):
+        def run(self, argv: Sequence[str], timeout: float = 30.0) -> str:
+            if argv[0] == "squeue":
+                raise CommandError(list(argv), 1, "slurm_load_jobs error: Socket timed out")
+            return super().run(argv, timeout)
+
+    removal = render(tmp_path, fleet({f"n{i}": "rack-b" for i in range(1, 5)}))  # rack-a disappears
+    res = run_apply(opts(etc, state), removal, NoSqueue(etc))
+    assert res.status == "refused" and "cannot list pending jobs: " in res.summary, res
+    assert snapshot(etc) == before
+    assert run_apply(opts(etc, state), render(tmp_path, fleet({"n1": "rack-b"})), NoSqueue(etc)).status == (
+        "applied"
+    ), "a change that removes no group does not need the pending jobs"
+    assert fake.calls == []
+
+
+def test_a_topology_yaml_for_an_older_release_is_refused_even_without_a_controller(tmp_path: Path) -> None:
+    etc, state = dirs(tmp_path, render_for(tmp_path, nvl_fleet(("d-01", "d-02"), tree=True), (24, 11)))
+    before = snapshot(etc)
+    o = opts(etc, state, no_reconfigure=True, slurm_version=(24, 11))
+    res = run_apply(o, render_for(tmp_path, nvl_fleet(("d-01", "d-02")), (26, 5)), ScriptedRunner({}))
+    assert res.status == "refused" and "Slurm 24.11 does not read topology.yaml (25.05+)" in res.summary, res
+    assert snapshot(etc) == before
+
+
+def test_a_long_proof_reports_through_the_progress_callback(tmp_path: Path) -> None:
+    from slurm_topo.apply.commit import _prove
+    from slurm_topo.apply.plan import _Plan
+    from slurm_topo.apply.prove import Proof, ThrowawayController
+
+    said: list[str] = []
+
+    class Stand(ThrowawayController):
+        def prove(self, slurm_dir: Path, staged: object, timeout: float) -> Proof:  # type: ignore[override]
+            assert self.progress is not None
+            self.progress(12.4, 75.0)
+            return Proof("accepted", "stand-in loaded the set (0.1s)")
+
+    plan = _Plan({TOPOLOGY: b"x"}, {TOPOLOGY: None}, {TOPOLOGY: None}, True, False, [])
+    o = opts(tmp_path, tmp_path / "state", prover=Stand(), progress=said.append)
+    assert _prove(o, plan) == "proof: stand-in loaded the set (0.1s)"
+    assert said == ["slurm-topo apply: Slurm's parser is still loading the new set (12 s of at most 75 s)"]
