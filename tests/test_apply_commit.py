@@ -479,7 +479,7 @@ def test_a_long_proof_reports_through_the_progress_callback(tmp_path: Path) -> N
     said: list[str] = []
 
     class Stand(ThrowawayController):
-        def prove(self, slurm_dir: Path, staged: object, timeout: float) -> Proof:  # type: ignore[override]
+        def prove(self, slurm_dir: Path, staged: object, timeout: float) -> Proof:
             assert self.progress is not None
             self.progress(12.4, 75.0)
             return Proof("accepted", "stand-in loaded the set (0.1s)")
