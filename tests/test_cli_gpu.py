@@ -113,7 +113,7 @@ def test_islands_text_and_json(capture: Path, islands: list[list[int]]) -> None:
         (2, "", "0,3"),  # NV2 is the fastest link; 0-3 the lowest such pair
         (4, "", "0,1,2,3"),  # both NVLinked quads hold 9 links; lowest ids
         (4, "0", "4,5,6,7"),  # the only quad left whose every pair is NVLinked
-        (3, " 1, 5 ", "0,2,3"),  # spaces around the indices are fine
+        (3, " 1, 5, ", "0,2,3"),  # spaces around the indices and a trailing comma are fine
     ],
 )
 def test_pick_on_the_hybrid_cube(count: int, busy: str, chosen: str) -> None:
