@@ -65,6 +65,13 @@ from .text import NULL
 DEFAULT_LOCK = "/run/slurm-topo/relax.lock"
 
 
+def _why(exc: CommandError) -> str:
+    """A failed call's reason in a line: Slurm's own last line where it said one (the argv, a long
+    ``sh -c … sbatch`` command, would fill the line before the reason)."""
+    said = exc.stderr.strip().splitlines()[-1] if exc.stderr.strip() else str(exc)
+    return " ".join(said.split())[:160]
+
+
 def start_estimate(runner: Runner, job: Mapping[str, str], features: str, timeout: float) -> float:
     """Slurm's estimated start of a job like ``job`` under ``features`` (``sbatch --test-only``); raises
     CommandError when Slurm gives none."""
@@ -158,7 +165,7 @@ def estimate_pass(
             d.why += "; no start estimate (the pass's --test-only calls are spent)"
             continue
         except CommandError as exc:
-            d.why += f"; start estimate failed: {' '.join(str(exc).split())[:100]}"
+            d.why += f"; start estimate failed: {_why(exc)}"
             continue
         wait_here, wait_there = round(here - now), round(there - now)
         d.estimate = (wait_here, wait_there, cost)

@@ -74,11 +74,6 @@ def test_a_refused_option_after_others_is_found(options: list[str]) -> None:
         check_srun_options(options)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="-K (--kill-on-bad-exit[=0|1], an optional value that must be attached, as for -I and -k) is "
-    "missing from the flag letters: the check takes the next token for its value, so -K -N 2 passes",
-)
 def test_a_refused_option_after_kill_on_bad_exit_is_found() -> None:
     """srun's help: ``-K, --kill-on-bad-exit`` takes no separate value, so srun reads ``-N 2`` as -N."""
     with pytest.raises(InputError, match=r"-N \(-N/--nodes\) conflicts with the plan"):
@@ -358,3 +353,13 @@ def test_srun_that_cannot_be_started_is_exit_3(tmp_path: Path) -> None:
         == "gpulayer-srun: error: srun could not be started: No such file or directory"
     )
     assert len(list(tmp_path.glob("gpulayer-srun-42-*.hosts"))) == 1  # written before the exec
+
+
+@pytest.mark.parametrize(
+    "opts", [["-I60", "-N", "2"], ["-koff", "-N", "2"], ["-K1", "-N", "2"], ["-vK", "-N2"]]
+)
+def test_an_attached_optional_value_does_not_hide_the_next_option(opts: list[str]) -> None:
+    """-I, -k and -K take an optional value attached to the letter (srun --help): the next token is an
+    option of its own, so a refused one after them is still found."""
+    with pytest.raises(InputError, match=r"-N \(-N/--nodes\) conflicts with the plan"):
+        check_srun_options(opts)

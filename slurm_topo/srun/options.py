@@ -16,7 +16,9 @@ RANKS_VAR = "GPULAYER_SRUN_RANKS"
 REFUSED_LONG = ("--ntasks", "--nodes", "--ntasks-per-node", "--distribution", "--nodelist", "--gpu-bind")
 REFUSED_SHORT = {"n": "-n/--ntasks", "N": "-N/--nodes", "m": "-m/--distribution", "w": "-w/--nodelist"}
 #: srun short options that take no value (others take one: the rest of the token or the next token)
-_SHORT_FLAGS = frozenset("hHklOQsuvVXZEI")
+_SHORT_FLAGS = frozenset("hHlOQsuvVXZE")
+# an optional value, attached only: -I[secs] --immediate, -k[off] --no-kill, -K[0|1] --kill-on-bad-exit
+_SHORT_OPTIONAL = frozenset("IkK")
 #: srun environment inputs that would contradict the plan; removed from srun's environment
 UNSET_ENV = ("SLURM_NTASKS_PER_NODE", "SLURM_DISTRIBUTION", "SLURM_GPU_BIND", "SLURM_HOSTFILE")
 
@@ -41,6 +43,8 @@ def check_srun_options(options: Sequence[str]) -> None:
                         f"srun option -{ch} ({REFUSED_SHORT[ch]}) conflicts with the plan ({PROG} "
                         "decides it): remove it"
                     )
+                if ch in _SHORT_OPTIONAL:
+                    break  # the rest of the token, if any, is its value; the next token is not
                 if ch not in _SHORT_FLAGS:
                     skip = k == len(tok) - 1  # the value is the next token
                     break
