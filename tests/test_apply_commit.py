@@ -545,3 +545,23 @@ def test_a_clock_set_back_does_not_defer_changes_beyond_the_interval(tmp_path: P
     now[0] -= 3600  # the clock is stepped back an hour
     res = run_apply(o, render(tmp_path, fleet({"n2": "rack-b"})), fake)
     assert res.status == "applied", res
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the journal names --slurm-dir as it was spelled: the same directory given through a symlink "
+    "(/etc/slurm-llnl -> /etc/slurm) or as a relative path is 'another directory', and recovery exits 13",
+)
+def test_a_journal_is_recovered_through_another_spelling_of_the_same_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    etc, state, fake = env_of(tmp_path)
+    before = snapshot(etc)
+    link = tmp_path / "slurm-llnl"
+    link.symlink_to(etc)
+    with pytest.raises(Crash):
+        o = opts(link, state, step_hook=fail_at(f"rename:{TOPOLOGY}", Crash()))
+        run_apply(o, render(tmp_path, fleet({"n1": "rack-b"})), fake)
+    monkeypatch.chdir(tmp_path)
+    res = recover(opts(Path("etc"), state), fake)
+    assert res.status == "recovered" and snapshot(etc) == before, res
