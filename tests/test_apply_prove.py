@@ -296,3 +296,35 @@ def test_the_proof_limit_grows_by_the_measured_time_per_node() -> None:
 
     assert proof_timeout(60, 10_200) == pytest.approx(60 + 10_200 * PROOF_SECONDS_PER_NODE)
     assert proof_timeout(60, 10_200) - 60 >= 58, "the measured 10 200-node load (58 s) must fit"
+
+
+READ_INCLUDE = """inc=$(sed -n 's/^Include //p' "$conf" | head -n 1)
+head -n 1 "$inc" | sed 's/^/included: /'
+echo "slurmctld: Running as primary controller"
+"""
+
+
+@needs_root
+def test_an_absolute_include_of_the_node_lines_loads_the_staged_ones(etc: Path, tmp_path: Path) -> None:
+    (etc / "slurm.conf").write_text(f"ClusterName=c\nInclude {etc}/slurm-topo-nodes.conf\n")
+    staged = {"slurm-topo-nodes.conf": b"# staged node lines\nNodeName=n01\n"}
+    proof = controller(tmp_path, READ_INCLUDE).prove(etc, staged, 20)
+    assert log_value(proof.log, "included: ") == ["# staged node lines"], proof
+
+
+@needs_root
+@pytest.mark.xfail(
+    strict=True,
+    reason="probe_conf compares an Include's directory with --slurm-dir as spelled: through a symlinked "
+    "--slurm-dir (/etc/slurm-llnl -> /etc/slurm) the throwaway loads the LIVE node lines, not the staged "
+    "ones, so a set Slurm would reject is proven",
+)
+def test_through_a_symlinked_slurm_dir_the_include_still_loads_the_staged_node_lines(
+    etc: Path, tmp_path: Path
+) -> None:
+    (etc / "slurm.conf").write_text(f"ClusterName=c\nInclude {etc}/slurm-topo-nodes.conf\n")
+    link = tmp_path / "slurm-llnl"
+    link.symlink_to(etc)
+    staged = {"slurm-topo-nodes.conf": b"# staged node lines\nNodeName=n01\n"}
+    proof = controller(tmp_path, READ_INCLUDE).prove(link, staged, 20)
+    assert log_value(proof.log, "included: ") == ["# staged node lines"], proof
