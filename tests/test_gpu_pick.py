@@ -10,6 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurm_topo.errors import InputError, ParseError
+from slurm_topo.gpu import pick as pick_module
+from slurm_topo.gpu import pick_table
 from slurm_topo.gpu.gpu_topology import GpuTopology
 from slurm_topo.gpu.links import DEFAULT_BANDWIDTH, bandwidth_table, islands, link_bandwidth
 from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
@@ -405,3 +407,96 @@ def test_sixteen_gpu_irregular_matrices(family: str, rng: random.Random, data: s
         free = data.draw(st.sets(st.sampled_from(topo.gpus), min_size=3))
         k = data.draw(st.integers(3, len(free)))
         assert pick_devices(topo, free, k) == table.pick(free, k), (topo.matrix, sorted(free), k)
+
+
+# -- the subset table (9-16 GPUs, slurm_topo/gpu/pick_table.py)
+# -----------------------------------------------------------------
+
+
+def _table_pick(topo: GpuTopology, free: list[int], k: int) -> tuple[int, ...]:
+    """pick_table.best alone on ``topo`` (the path pick_devices takes where the knapsack does not apply)."""
+    p = pick_module._prepare(topo, None)
+    fmask = sum(1 << p.position[g] for g in free)
+    whole = [isl for isl in p.islands if isl & fmask == isl and isl & (isl - 1)]
+    got = pick_table.best(pick_module._ranked(p), k, fmask, whole)
+    return tuple(g for i, g in enumerate(topo.gpus) if got >> i & 1)
+
+
+@pytest.mark.parametrize("name", sorted(NON_UNIFORM_16))
+def test_table_alone_on_regular_layouts(name: str) -> None:
+    """The regular 16-GPU layouts (whole tie groups of equal sets, islands deciding among them) through the
+    table alone, bypassing the knapsack that usually answers there: equal to the exhaustive reference."""
+    topo = NON_UNIFORM_16[name]
+    table = SubsetTable(topo)
+    rng = random.Random(name)
+    for busy in ((), (0,), (1, 9), (0, 5, 10, 15), tuple(rng.sample(range(16), 6))):
+        free = [g for g in topo.gpus if g not in busy]
+        for k in range(3, len(free)):
+            assert _table_pick(topo, free, k) == table.pick(free, k), (busy, k)
+
+
+def _hub(n: int = 16) -> GpuTopology:
+    """GPU 0 joined to every other GPU by NV18, the rest by NV1 and PCIe: swapping any member of a set for
+    GPU 0 keeps or raises its slowest link and raises its sum, so the best set of every size holds GPU 0."""
+    pcie = ("PIX", "PXB", "NODE", "SYS")
+
+    def cls(i: int, j: int) -> str:
+        if i == j:
+            return "X"
+        if min(i, j) == 0:
+            return "NV18"
+        return "NV1" if (i + j) % 3 == 0 else pcie[(i * j) % 4]
+
+    return GpuTopology(tuple(range(n)), tuple(tuple(cls(i, j) for j in range(n)) for i in range(n)))
+
+
+def test_hub_gpu_busy() -> None:
+    """The GPU the best set of every size holds is busy (the table's first entry is never free): the pick is
+    still the exhaustive one, for every k."""
+    topo = _hub()
+    table = SubsetTable(topo)
+    assert all(0 in pick_devices(topo, topo.gpus, k) for k in range(3, 16))
+    for busy in ((0,), (0, 1), (0, 3, 6, 9)):
+        free = [g for g in topo.gpus if g not in busy]
+        for k in range(3, len(free)):
+            assert pick_devices(topo, free, k) == table.pick(free, k), (busy, k)
+
+
+def test_irregular_sixteen_reads_the_table() -> None:
+    """An irregular 16-GPU matrix (random link classes) at k near n/2 is answered from the subset table
+    (the path whose cost does not depend on the matrix), built for that k."""
+    topo = FAMILIES["random, all classes"](random.Random(20))
+    assert pick_devices(topo, topo.gpus, 9) == SubsetTable(topo).pick(topo.gpus, 9)
+    assert 9 in pick_module._ranked(pick_module._prepare(topo, None)).by_k
+
+
+@st.composite
+def mid_size_topology(draw: st.DrawFn) -> GpuTopology:
+    """9-15 GPUs, two to four link classes (ties abound), NVLink islands of any shape."""
+    n = draw(st.integers(9, 15))
+    palette = draw(st.lists(st.sampled_from(CLASSES), min_size=2, max_size=4, unique=True))
+    m = [["X"] * n for _ in range(n)]
+    for i in range(n):
+        for j in range(i + 1, n):
+            m[i][j] = m[j][i] = draw(st.sampled_from(palette))
+    return GpuTopology(tuple(range(n)), tuple(tuple(r) for r in m))
+
+
+@settings(max_examples=40, deadline=None)
+@given(mid_size_topology(), st.data())
+def test_nine_to_fifteen_gpus_equal_exhaustive(topo: GpuTopology, data: st.DataObject) -> None:
+    """Between 9 and 15 GPUs (the table's rows are not a whole number of bytes): fast == exhaustive."""
+    table = SubsetTable(topo)
+    for _ in range(4):
+        free = data.draw(st.sets(st.sampled_from(topo.gpus), min_size=3))
+        k = data.draw(st.integers(3, len(free)))
+        assert pick_devices(topo, free, k) == table.pick(free, k), (topo.matrix, sorted(free), k)
+
+
+def test_table_with_a_bandwidth_override() -> None:
+    """A bandwidth table changes the levels and sums the subset table is built from: still exhaustive."""
+    topo = FAMILIES["bridged"](random.Random(5))
+    bw = {"NV": 30.0, "PIX": 29.0, "SYS": 1.0}
+    for busy, k in (((), 3), ((2, 7, 11, 12), 9), ((0, 1, 4, 5, 8, 9), 6)):
+        free = [g for g in topo.gpus if g not in busy]
+        assert pick_devices(topo, free, k, bw) == pick_exhaustive(topo, free, k, bw)

@@ -32,7 +32,17 @@ Algorithm overview (``pick_devices``):
    thus orders it by (2), (3), (4) at once, and the best k-set is a knapsack over the groups
    (:func:`_complete_pick`), each group's best subset per size read from its subsets pre-sorted by (2), (4)
    (groups of ≤ ``_PART_MAX`` GPUs).
-3. *Otherwise* (k-cliques inside NVLink meshes, 8-GPU boxes): depth-first branch-and-bound over cliques with
+3. *Subset table* (9-16 GPUs, where step 2 does not apply: irregular matrices — random link classes, NV18
+   boxes with demoted links, bridges across PCIe switches — and the PCIe trees): :mod:`.pick_table`. Once per
+   topology every one of the 2^n subsets gets its bandwidth sum and slowest link as one integer (a sum over
+   pairs, built by doubling); once per k the C(n, k) sets are sorted by (1), (2), (4). A pick is then the
+   first entry without a busy GPU — two ``bytes.translate`` passes, an OR and a ``bytes.find``, in C over at
+   most C(16, 8) = 12 870 entries — and, when whole islands are free, the fewest broken among the entries
+   that tie it on (1), (2) (a few passes in C over that tie group). Once built for a k, the table answers
+   every pick of that k on the topology (step 2 is not tried first). No branch of it depends on the matrix
+   or the busy set: the cost is a fixed number of passes over C(n, k) entries, measured ≤ 0.2 ms on every
+   16-GPU case of ``benchmarks/results/pick_worst.md``.
+4. *Otherwise* (up to 8 GPUs; more than 16): depth-first branch-and-bound over cliques with
    bitmask candidate sets, members added in ascending index order, so cliques are visited in lexicographic
    order; the incumbent is replaced only when strictly better on (2, 3), which makes the first optimum found
    the lexicographically lowest (4). A branch is cut when too few candidates remain, or when its bound on (2)
@@ -40,20 +50,24 @@ Algorithm overview (``pick_devices``):
    candidates (counted per level with bitmask popcounts) — cannot beat the incumbent, or ties it while the
    islands it has already broken for sure are no fewer than the incumbent's. While fewer candidates would be
    left out than taken, a second bound counts from the left-out side (exact when none is left out). The
-   search starts from a greedy k-clique (:func:`_greedy`) as incumbent, which a tie met earlier in index
-   order displaces, so (4) still holds. *Twins* (GPUs with the same link to every third GPU) are
-   interchangeable: once a GPU is left out, its higher twins are too. Irregular 16-GPU matrices (random link
-   classes, NV18 boxes with demoted links, bridges across PCIe switches) still take milliseconds at k near
-   n/2 (``benchmarks/results/pick_worst.md``): the degree bounds are loose there.
+   search starts from a greedy k-clique (:func:`_greedy`) as incumbent (from ``_SEED_FROM`` live GPUs), which
+   a tie met earlier in index order displaces, so (4) still holds. *Twins* (GPUs with the same link to every
+   third GPU) are interchangeable: once a GPU is left out, its higher twins are too. Its worst case is
+   exponential (the degree bounds are loose on irregular matrices at k near n/2, which is why 9-16 GPUs take
+   step 3); on 8 GPUs it is ≤ 50 µs at p99 on every real capture.
 
 With ``prefer``, the optimum without it is found as above, then each preferred set that is free and of size k
 is scored once (:func:`order_key`, O(k² + islands)) and returned if it ties on (1)-(3): the optimum of (1)-(3)
 is unique as a value, so a tie means the set is optimal too. Without ``prefer`` nothing more is done.
 
-Complexity: step 2 costs O(Σ 2^|group|) (at most 2^10 per group) plus O(groups · k · |group|); step 3 is O(T ·
-C(n, k) · k) in the worst case like the exhaustive search, but it is reached only where cliques are bounded by
-NVLink meshes (≤ 8 GPUs on real boxes). Preparation (bandwidth matrix, adjacency bitmasks and per-level link
-steps, twins, groups with their subsets sorted) is O(n³ + Σ 2^|group| log) and cached per topology object.
+Complexity: step 2 costs O(Σ 2^|group|) (at most 2^10 per group) plus O(groups · k · |group|); step 3 a
+fixed number of C passes over C(n, k) ≤ 12 870 entries plus O(n · islands) in Python; step 4 is O(T · C(n, k)
+· k) in the worst case like the exhaustive search, reached only on ≤ 8 GPUs (or more than 16). Preparation
+(bandwidth matrix, adjacency bitmasks and per-level link steps, twins, groups with their subsets sorted) is
+O(n³ + Σ 2^|group| log) and cached per topology object; step 3's table is 2^n list additions per topology
+(about 6 ms for 16 GPUs) plus, per k, C(n, k) keys and a sort (up to about 8 ms at k = 8), built by the first
+pick that needs it and kept for the last ``_TABLES_KEPT`` topologies (a few MB each): a one-shot command on an
+irregular 16-GPU node pays it once (``benchmarks/results/pick_worst.md``, preparation).
 ``pick_exhaustive`` is the O(C(n, k) · k²) reference, used by the tests and the benchmark.
 """
 
@@ -710,6 +724,16 @@ def _pick(
         return (free_sorted[0],)
     if k == 2:
         return _best_pair(p, gpus, [pos[g] for g in free_sorted], whole)
+    chosen = _best_rows(p, fmask, whole, k)
+    return tuple(gpus[i] for i in range(p.n) if chosen >> i & 1)
+
+
+def _best_rows(p: _Prepared, fmask: int, whole: list[int], k: int) -> int:
+    """Steps 1-4 of the module docstring for 3 <= k < free rows: the chosen rows as a bitmask. Once the
+    subset table of this k is built (9-16 GPUs), it answers every pick of that k."""
+    ready = _TABLES.get(id(p))
+    if ready is not None and ready[0] is p and k in ready[1].by_k:
+        return _table_best(ready[1], k, fmask, whole)
     for level, adjacency in enumerate(p.adjacency):
         if p.largest[level] < k:
             continue
@@ -723,7 +747,7 @@ def _pick(
         if found is None:
             found = _search(p, level, adj, comps, fmask, whole, k)
         if found:
-            return tuple(gpus[i] for i in range(p.n) if found >> i & 1)
+            return found
     raise AssertionError("unreachable: the lowest threshold joins every pair")
 
 
