@@ -7,7 +7,9 @@ hypothesis's own ``Random``):
 - ``bridged``: a PCIe tree (PIX pairs, PXB quads, NODE halves, SYS across the sockets) with NVLink bridges
   (NV2 or NV4) joining GPUs under *different* PCIe switches, so bridges and switches disagree;
 - ``demoted``: an NV18 all-to-all box with a share of the pairs demoted to NV1 (failed links);
-- ``random``: every pair's class drawn from a palette of link classes (all eleven, or a few).
+- ``random``: every pair's class drawn from a palette of link classes (all eleven, or a few);
+- ``nearly regular``: NVLink islands of 2, 4 or 8 joined by one PCIe class, a few pairs between islands of
+  another class (large groups of sets tied on bandwidth, which the islands decide).
 
 :class:`SubsetTable` is the reference: the bandwidth sum and the slowest link of every subset by a DP over
 bitmasks (independent of the search in :mod:`slurm_topo.gpu.pick`), then per pick the best k-subset of the
@@ -67,11 +69,30 @@ def random_classes(rng: random.Random, n: int = 16, palette: int | None = None) 
     return _matrix(n, lambda i, j: table[i, j], f"random {len(pool)} classes")
 
 
+def nearly_regular(rng: random.Random, n: int = 16) -> GpuTopology:
+    """NVLink islands of 2, 4 or 8 (one NV class inside, one PCIe class between them) with one to three pairs
+    between islands set to another PCIe class: whole groups of equal sets that the islands decide, where the
+    complete-component knapsack does not apply."""
+    size = rng.choice((2, 4, 8))
+    inside = rng.choice(("NV2", "NV4", "NV6", "NV18"))
+    pcie = ("PIX", "PXB", "NODE", "SYS")
+    between = rng.choice(pcie)
+    odd = {}
+    for _ in range(rng.randint(1, 3)):
+        a, b = sorted(rng.sample(range(n), 2))
+        if a // size != b // size:
+            odd[a, b] = rng.choice([c for c in pcie if c != between])
+    return _matrix(
+        n, lambda i, j: inside if i // size == j // size else odd.get((i, j), between), "nearly regular"
+    )
+
+
 FAMILIES: dict[str, Callable[[random.Random], GpuTopology]] = {
     "bridged": bridged,
     "demoted": demoted,
     "random, all classes": random_classes,
     "random, 3 classes": lambda rng: random_classes(rng, palette=3),
+    "nearly regular": nearly_regular,
 }
 
 
