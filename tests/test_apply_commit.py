@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -221,6 +222,24 @@ def test_recover_finishes_a_run_that_crashed_after_the_verification(tmp_path: Pa
     assert {n: (etc / n).read_text() for n in new} == new and fake.reconfigures() == 1
     assert not [p for p in etc.iterdir() if p.name.endswith(STAGE_SUFFIX)]
     assert json.loads((state / "state.json").read_text())["reconfigure_owed"] is False
+
+
+def test_recover_finishes_from_the_set_copy_when_the_staged_data_file_is_gone(tmp_path: Path) -> None:
+    etc, state, fake, new, _ = crash_at(tmp_path, "verified")
+    (etc / f".{DATA}{STAGE_SUFFIX}").unlink()
+    res = recover(opts(etc, state), fake)
+    assert res.status == "recovered" and (etc / DATA).read_text() == new[DATA], res
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file another owner needs root")
+def test_a_replaced_file_keeps_its_owner(tmp_path: Path) -> None:
+    etc, state, fake = env_of(tmp_path)
+    os.chown(etc / TOPOLOGY, 4321, 8765)
+    res = run_apply(opts(etc, state), render(tmp_path, fleet({"n1": "rack-b"})), fake)
+    assert res.status == "applied", res
+    st = (etc / TOPOLOGY).stat()
+    assert (st.st_uid, st.st_gid) == (4321, 8765)
+    assert (etc / NODES).stat().st_uid == os.geteuid()  # its own owner, unchanged
 
 
 def test_recover_reverts_a_run_that_crashed_while_reconfiguring_and_reconfigures_on_the_old_set(
