@@ -14,7 +14,7 @@ A case's time is the least of ``--repeat`` timings of ``--number`` calls, CPU ti
 (``time.process_time``), so other processes on a loaded host do not count; the tables give median, p95,
 p99 and worst per family and the worst case itself (matrix seed, busy GPUs, k).
 
-Preparation (what a one-shot command pays once): per 16-GPU matrix, the first call on a fresh topology object
+Preparation (what a one-shot command pays once): per 16-GPU matrix, the first call with every cache emptied
 (all free, k = 8: the tables of the topology and of that k built inside it) and then the first call of every
 other k on that object (the per-k part alone), one timing each; median and worst per family.
 
@@ -40,6 +40,7 @@ sys.path.insert(0, str(HERE))
 
 from bench_pick import blocks, pcie_tree, per_call_us, two_cubes  # noqa: E402
 
+from slurm_topo.gpu import pick as pick_module  # noqa: E402
 from slurm_topo.gpu.gpu_topology import GpuTopology  # noqa: E402
 from slurm_topo.gpu.nvidia_smi import parse_topo_matrix  # noqa: E402
 from slurm_topo.gpu.pick import pick_devices, pick_exhaustive  # noqa: E402
@@ -116,7 +117,9 @@ def first_calls(args: argparse.Namespace) -> list[str]:
     for name, fam in FAMILIES.items():
         fresh, per_k = [], []
         for s in range(args.seeds):
-            topo = replace(fam(random.Random(s)))  # a new object: nothing cached for it
+            topo = replace(fam(random.Random(s)))
+            for cache in ("_CACHE", "_TABLES", "_BY_WEIGHT"):  # nothing cached for it, by object or matrix
+                getattr(pick_module, cache, {}).clear()
             t0 = time.process_time()
             pick_devices(topo, range(16), 8)
             fresh.append((time.process_time() - t0) * 1e6)

@@ -500,3 +500,14 @@ def test_table_with_a_bandwidth_override() -> None:
     for busy, k in (((), 3), ((2, 7, 11, 12), 9), ((0, 1, 4, 5, 8, 9), 6)):
         free = [g for g in topo.gpus if g not in busy]
         assert pick_devices(topo, free, k, bw) == pick_exhaustive(topo, free, k, bw)
+
+
+def test_nodes_alike_share_one_table() -> None:
+    """Two topology objects with the same link matrix (a job's nodes read from gres.conf) share one subset
+    table; a different matrix gets its own."""
+    a, b = (FAMILIES["demoted"](random.Random(3)) for _ in range(2))
+    other = FAMILIES["demoted"](random.Random(4))
+    assert a is not b and a.matrix == b.matrix and a.matrix != other.matrix
+    table = pick_module._ranked(pick_module._prepare(a, None))
+    assert pick_module._ranked(pick_module._prepare(b, None)) is table
+    assert pick_module._ranked(pick_module._prepare(other, None)) is not table

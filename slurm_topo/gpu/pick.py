@@ -66,8 +66,9 @@ fixed number of C passes over C(n, k) ≤ 12 870 entries plus O(n · islands) in
 (bandwidth matrix, adjacency bitmasks and per-level link steps, twins, groups with their subsets sorted) is
 O(n³ + Σ 2^|group| log) and cached per topology object; step 3's table is 2^n list additions per topology
 (about 6 ms for 16 GPUs) plus, per k, C(n, k) keys and a sort (up to about 8 ms at k = 8), built by the first
-pick that needs it and kept for the last ``_TABLES_KEPT`` topologies (a few MB each): a one-shot command on an
-irregular 16-GPU node pays it once (``benchmarks/results/pick_worst.md``, preparation).
+pick that needs it, shared by topology objects with the same link matrix and kept for the last
+``_TABLES_KEPT`` matrices (a few MB each): a one-shot command on an irregular 16-GPU node pays it once
+(``benchmarks/results/pick_worst.md``, preparation).
 ``pick_exhaustive`` is the O(C(n, k) · k²) reference, used by the tests and the benchmark.
 """
 
@@ -168,16 +169,24 @@ def _parts(p: _Prepared, level: int) -> tuple[_Part, ...] | None:
 
 _CACHE: dict[tuple[int, int], tuple[GpuTopology, Mapping[str, float] | None, _Prepared]] = {}
 _TABLE_GPUS = range(9, 17)  # nodes whose picks read a table of every subset (pick_table)
-_TABLES: dict[int, tuple[_Prepared, Ranked]] = {}  # the last few topologies' tables (a few MB each)
-_TABLES_KEPT = 8
+_TABLES: dict[int, tuple[_Prepared, Ranked]] = {}  # per prepared topology object, its table (a few MB)
+_BY_WEIGHT: dict[tuple[tuple[int, ...], ...], Ranked] = {}  # per link matrix: nodes alike share one table
+_TABLES_KEPT = 8  # entries of each, the oldest dropped first
 
 
 def _ranked(p: _Prepared) -> Ranked:
-    """The subset table of a prepared topology (:mod:`slurm_topo.gpu.pick_table`), built on first use."""
+    """The subset table of a prepared topology (:mod:`slurm_topo.gpu.pick_table`), built on first use and
+    shared by topology objects with the same link matrix (a job's nodes read from gres.conf are one object
+    each)."""
     hit = _TABLES.get(id(p))
     if hit is not None and hit[0] is p:
         return hit[1]
-    table = build(p.weight, p.levels)
+    table = _BY_WEIGHT.get(p.weight)
+    if table is None:
+        table = build(p.weight, p.levels)
+        if len(_BY_WEIGHT) >= _TABLES_KEPT:
+            del _BY_WEIGHT[next(iter(_BY_WEIGHT))]
+        _BY_WEIGHT[p.weight] = table
     if len(_TABLES) >= _TABLES_KEPT:
         del _TABLES[next(iter(_TABLES))]
     _TABLES[id(p)] = (p, table)
