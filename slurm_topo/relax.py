@@ -245,7 +245,7 @@ def apply(
     level and (for the budget rule) still due for the same level; one ``scontrol update``."""
     slurm = access or SlurmAccess(runner)
     try:
-        one = slurm.job(d.job, timeout=30)
+        one = slurm.job(d.job, timeout=30, own_admin_comment=True)
         again = judge(one, now, busy) if one is not None else None
     except (CommandError, ParseError, ValueError) as exc:
         d.action, d.why = "skip", f"gone or unreadable: {str(exc)[:80]}"

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from test_cli import FakeSlurm, error_line, invoke
 
+from slurm_topo.access import admin_comment_argv, job_from_text
 from slurm_topo.cli import relax as relax_cli
 from slurm_topo.errors import CommandError
 
@@ -55,6 +56,10 @@ def slurm(monkeypatch: pytest.MonkeyPatch, jobs: dict[str, str], **more: object)
         "scontrol show job -o": "".join(line + "\n" for line in jobs.values()),
         "scontrol update": "",
         **{f"scontrol show job -o {job}": line + "\n" for job, line in jobs.items()},
+        **{  # squeue's admin_comment field: what the job's line says
+            tuple(admin_comment_argv(job)): job_from_text(line).get("AdminComment", "") + "\n"
+            for job, line in jobs.items()
+        },
     }
     answers.update(more)
     fake = FakeSlurm(answers)

@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pytest
 
-from slurm_topo.access import SlurmAccess, jobs_from_text
+from slurm_topo.access import ADMIN_COMMENT_WIDTH, SlurmAccess, jobs_from_text
 from slurm_topo.access.jobs import SCONTROL_JOB_ORDER
 from slurm_topo.access.text import busy_share, parse_record_line
 from slurm_topo.cost import Fabric, parse_plan, score_placement
@@ -350,6 +350,9 @@ class FakeSlurm:
             return NODE_TEXT
         if args[:4] == ["scontrol", "show", "job", "-o"]:
             return "\n".join(self.lines.values()) if len(args) == 4 else self.lines[args[4]]
+        if args[:3] == ["squeue", "--noheader", args[2]] and args[2].startswith("--jobs="):
+            said = self.fields[args[2].split("=", 1)[1]].get("AdminComment", "")  # squeue pads to the width
+            return said.ljust(ADMIN_COMMENT_WIDTH) + "\n"
         if args[:2] == ["scontrol", "update"]:
             job = args[2].split("=", 1)[1]
             for a in args[3:]:

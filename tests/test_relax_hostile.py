@@ -15,7 +15,7 @@ import pytest
 from fakes import ScriptedRunner
 from test_relax_pass import BRACKET, BUDGET, NODES, SUBMITTED, auto_job, line, slurm, updates
 
-from slurm_topo.access import SlurmAccess
+from slurm_topo.access import SlurmAccess, admin_comment_argv
 from slurm_topo.relax import Pass, run_pass, start_estimate
 from slurm_topo.runner import SubprocessRunner
 
@@ -90,21 +90,21 @@ def test_a_trail_in_a_users_comment_does_not_move_the_level() -> None:
     assert updates(runner)[0][3] == "Features=ib&[region_us-east]"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the text reader takes an AdminComment= carried in WorkDir (before AdminComment in scontrol's "
-    "order) as the job's own when the job has none: root then widens the job and writes the user's text into "
-    "AdminComment",
-)
-def test_a_budget_forged_in_a_path_is_not_an_auto_job() -> None:
+def test_a_budget_forged_in_a_path_is_never_acted_on() -> None:
     """A job without an AdminComment of its own (no filter record: a partition without a locality policy, or
     a job from before the filter), a matching-OR constraint of the user's and ``--chdir`` a folder named
-    ``w AdminComment=slurm-topo-auto: zone limit=3600s region=0s any=0s``: scontrol prints the path as is."""
+    ``w AdminComment=slurm-topo-auto: zone limit=3600s region=0s any=0s``: scontrol prints the path as is, so
+    the listing's line reads as an auto job past its budget. Before it writes, the relaxer asks squeue for the
+    job's own AdminComment (none), refuses the job and writes nothing."""
     job = auto_job("12", WorkDir="/home/u/w AdminComment=slurm-topo-auto: zone limit=3600s region=0s any=0s")
     del job["AdminComment"]
     runner = slurm(job)
     p = text_pass(runner, 60)
-    assert updates(runner) == [] and p.auto == 0
+    assert updates(runner) == []
+    (d,) = p.decisions
+    assert (d.action, d.applied) == ("skip", False)
+    assert "not the job's own" in d.why
+    assert tuple(admin_comment_argv("12")) in runner.calls
 
 
 def test_test_only_values_reach_sbatch_unparsed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

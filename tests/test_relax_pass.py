@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from fakes import ScriptedRunner
 
-from slurm_topo.access import SlurmAccess
+from slurm_topo.access import SlurmAccess, admin_comment_argv
 from slurm_topo.access.jobs import SCONTROL_JOB_ORDER, job_from_text
 from slurm_topo.errors import CommandError, OutputError
 from slurm_topo.relax import Decision, Pass, auto_lines, dumps, log_lines, pass_lock, relax_record, run_pass
@@ -57,8 +57,11 @@ def slurm(*jobs: dict[str, str], again: dict[str, object] | None = None) -> Scri
     }
     for j in jobs:
         answers[f"scontrol show job -o {j['JobId']}"] = line(j) + "\n"
+        answers[tuple(admin_comment_argv(j["JobId"]))] = j.get("AdminComment", "") + "\n"
     for jid, answer in (again or {}).items():
         answers[f"scontrol show job -o {jid}"] = answer
+        if isinstance(answer, str) and answer.startswith("JobId="):  # squeue sees the same job
+            answers[tuple(admin_comment_argv(jid))] = job_from_text(answer).get("AdminComment", "") + "\n"
     return ScriptedRunner(answers)
 
 

@@ -25,7 +25,7 @@ read safely is in :attr:`JobListing.refused` (job id, why): callers log one line
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..allocation import Allocation
@@ -55,6 +55,22 @@ def json_jobs_argv(job: str | None = None) -> list[str]:
 
 def text_jobs_argv(job: str | None = None) -> list[str]:
     return ["scontrol", "show", "job", "-o", *([job] if job else [])]
+
+
+ADMIN_COMMENT_WIDTH = 16384
+"""squeue's field width for one job's AdminComment: a longer one is cut, reads as another and is refused."""
+
+
+def admin_comment_argv(job: str) -> list[str]:
+    """One job's AdminComment and nothing else (``squeue --Format=admin_comment``: 22.05 to 26.05): no other
+    field, so no free-text value, shares its line."""
+    return [
+        "squeue",
+        "--noheader",
+        f"--jobs={job}",
+        "--states=all",
+        f"--Format=admin_comment:{ADMIN_COMMENT_WIDTH}",
+    ]
 
 
 def _no_json(exc: CommandError) -> bool:
@@ -190,11 +206,31 @@ class SlurmAccess:
                 self._backend = "text"
         return parse_job_detail(self.runner.run(argv.show_job_detail(job), timeout=timeout))
 
-    def job(self, job: str, timeout: float = 30.0) -> dict[str, str] | None:
+    def _confirm_admin_comment(self, job: str, record: Mapping[str, str], timeout: float) -> None:
+        """A text line's ``AdminComment=`` may be a user's: scontrol prints it only when set, right after the
+        always-printed WorkDir, so a job without one whose working directory is ``/w AdminComment=…`` reads
+        as having one. squeue's own field for it says which; ParseError when they differ."""
+        have = record.get("AdminComment", "").strip()
+        said = self.runner.run(admin_comment_argv(job), timeout=timeout).strip()
+        if ("" if said == NULL else said) != ("" if have == NULL else have):  # never set: squeue says (null)
+            raise ParseError(
+                f"job {job}",
+                None,
+                "the AdminComment= in scontrol's line is not the job's own (squeue's admin_comment field "
+                "differs): a free-text field carried it; not read",
+            )
+
+    def job(
+        self, job: str, timeout: float = 30.0, *, own_admin_comment: bool = False
+    ) -> dict[str, str] | None:
         """One job's record; None when slurmctld does not know it. Raises :class:`ParseError` when the job
-        exists but cannot be read safely (an ambiguous text line)."""
+        exists but cannot be read safely (an ambiguous text line). ``own_admin_comment``: a record read from
+        text has its AdminComment confirmed by squeue first (:meth:`_confirm_admin_comment`; what a caller
+        that writes the job from it needs)."""
         listing = self.jobs(job, timeout=timeout)
         if listing.jobs:
+            if own_admin_comment and listing.backend == "text":
+                self._confirm_admin_comment(job, listing.jobs[0], timeout)
             return listing.jobs[0]
         for jid, why in listing.refused:
             if jid == job:
@@ -213,6 +249,8 @@ __all__ = [
     "job_from_text",
     "jobs_from_json",
     "jobs_from_text",
+    "ADMIN_COMMENT_WIDTH",
+    "admin_comment_argv",
     "json_jobs_argv",
     "pending_count",
     "text_jobs_argv",

@@ -299,3 +299,45 @@ def test_the_strict_text_reader_reads_a_job_with_a_prefer_as_slurm_prints_it(
     assert text is not None and (text["Prefer"], text["Features"]) == ("zone_z1", "[zone_z1|zone_z2]")
     assert job not in {jid for jid, _ in SlurmAccess(runner, backend="text").jobs().refused}
     slurm.out("scancel", job)
+
+
+def test_a_budget_forged_in_the_working_directory_is_never_acted_on(
+    cluster: slurmctl.Cluster, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """scontrol prints AdminComment only when it is set, right after the always-printed WorkDir: a job with
+    none whose working directory is named ``w AdminComment=slurm-topo-auto: …`` reads, in scontrol's text,
+    as an auto job past its budget. The text backend's relax pass asks squeue for the job's own AdminComment
+    before it writes, refuses the job, and Slurm's view of it is unchanged."""
+    slurm = cluster.slurm
+    slurm.quiesce()
+    base = tmp_path_factory.mktemp("forged")
+    base.chmod(0o777)
+    forged = base / "w AdminComment=slurm-topo-auto: zone limit=60s region=0s any=0s"
+    forged.mkdir()
+    forged.chmod(0o777)
+    bracket = "[zone_z1|zone_z2]"
+    job = user_submit(  # pending, not held (a held job is never widened): it may start in an hour
+        slurm, "--begin=now+3600", "-N2", f"--chdir={forged}", f"--constraint={bracket}", "--wrap", "true"
+    )
+    line = slurm.out("scontrol", "show", "job", "-o", job).splitlines()[0]
+    assert " AdminComment=slurm-topo-auto: zone limit=60s" in line, line  # what the text reader is shown
+    assert admin_comment(slurm, job) == "(null)"  # the job has none
+    before = slurm_view(slurm, job)
+    env = {**dict(cluster.env), "SLURM_TOPO_SLURM_BACKEND": "text"}
+    now = time.time() + 600
+    p = subprocess.run(
+        [*slurmctl.slurm_topo_cli(), "relax", "--once", "--json", "--plain-budget"]
+        + ["--lock", str(base / "relax.lock"), "--now", f"{now:.0f}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    result = json.loads(p.stdout)
+    assert result["backend"] == "text", result
+    decided = {d["job"]: d for d in result["decisions"]}
+    assert decided[job]["applied"] is False and "not the job's own" in decided[job]["why"], result
+    assert admin_comment(slurm, job) == "(null)"
+    assert slurm_view(slurm, job) == before
+    slurm.out("scancel", job)
