@@ -262,6 +262,8 @@ def test_placed_nodes_of_a_yaml_without_a_default_a_flat_one_and_a_broken_one() 
     tree_second = "- topology: t\n  tree:\n    switches:\n      - switch: s\n        nodes: a3\n"
     assert topo.placed_nodes(TOPOLOGY_YAML, (blocks_first + tree_second).encode()) == {"a1", "a2"}
     assert topo.placed_nodes(TOPOLOGY_YAML, b"- topology: f\n  cluster_default: true\n  flat: true\n") is None
+    default_second = tree_second.replace("  tree:", "  cluster_default: true\n  tree:")
+    assert topo.placed_nodes(TOPOLOGY_YAML, (blocks_first + default_second).encode()) == {"a3"}
     assert topo.placed_nodes(TOPOLOGY_YAML, b"- topology: [unclosed\n") is None
     assert topo.placed_nodes(TOPOLOGY, b"SwitchName=s Nodes=a[3-1]\n") is None
 
@@ -349,3 +351,14 @@ def test_moved_blocks_between_two_renderings_of_an_nvl72_fleet() -> None:
     tree = (TOPOLOGY, real("slurm-22.05", "topology.conf").encode())
     assert topo.moved_blocks(tree, (TOPOLOGY_YAML, before)) == []
     assert topo.moved_blocks(None, (TOPOLOGY_YAML, before)) == []
+
+
+def test_the_blocks_of_a_24_11_topology_conf_are_compared_with_the_yaml_that_replaces_it() -> None:
+    """topology.conf's block topology is unnamed ('default'), the yaml's is 'nvl': one block topology on each
+    side is the same one."""
+    conf = (TOPOLOGY, example("nvl72-racks.yaml", (24, 11))[TOPOLOGY].encode())
+    yml = example("nvl72-racks.yaml", (26, 5))[TOPOLOGY_YAML].encode()
+    assert topo.moved_blocks(conf, (TOPOLOGY_YAML, yml)) == []
+    swapped = yml.replace(b"nvl_rack-01", b"nvl_rack-XX").replace(b"nvl_rack-02", b"nvl_rack-01")
+    moved = topo.moved_blocks(conf, (TOPOLOGY_YAML, swapped.replace(b"nvl_rack-XX", b"nvl_rack-02")))
+    assert any("block nvl_rack-01 moved from position 0 to 1" in m for m in moved), moved
