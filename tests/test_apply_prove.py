@@ -160,7 +160,7 @@ def test_a_controller_that_says_nothing_in_time_is_a_timeout_and_its_group_is_ki
 ) -> None:
     """slurmctld forks slurmscriptd: the whole process group goes, not just the first process."""
     then = 'sleep 300 & echo "child: $!"; sleep 300'
-    proof = controller(tmp_path, then).prove(etc, STAGED, 0.5)
+    proof = controller(tmp_path, then).prove(etc, STAGED, 2.0)  # ample for the child to start
     assert (
         proof.verdict == "timeout" and "no 'Running as primary controller' and no fatal: line" in proof.error
     )
