@@ -18,7 +18,14 @@ Preparation (what a one-shot command pays once): per 16-GPU matrix, the first ca
 (all free, k = 8: the tables of the topology and of that k built inside it) and then the first call of every
 other k on that object (the per-k part alone), one timing each; median and worst per family.
 
+Instruction counts (repeatable where CPU times wobble with the host's load): ``--callgrind-only CASE ...``
+runs each case (``family:seed:busy:k``, busy GPUs joined by ``+``, e.g. ``bridged:3::9`` or
+``demoted:1:0+9:8``) under ``valgrind --tool=callgrind`` (PYTHONHASHSEED=0) three times — no pick, one
+first pick, one first pick and ``--callgrind-calls`` more — and prints the instructions of the first pick
+(preparation included) and per later pick.
+
     python benchmarks/bench_pick_worst.py [--seeds 40] [--masks 4] [--repeat 3] [--out FILE]
+    python benchmarks/bench_pick_worst.py --callgrind-only bridged:3::9 [--callgrind-calls 20]
 """
 
 from __future__ import annotations
@@ -27,8 +34,11 @@ import argparse
 import os
 import platform
 import random
+import re
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -158,6 +168,49 @@ def eight(args: argparse.Namespace) -> list[Tally]:
     return out
 
 
+CALLGRIND_SNIPPET = """
+import random, sys
+sys.path.insert(0, {root!r})
+from tests.pick_cases import FAMILIES
+from slurm_topo.gpu.pick import pick_devices
+topo = FAMILIES[{family!r}](random.Random({seed}))
+free = [g for g in topo.gpus if g not in {busy!r}]
+for _ in range({calls}):
+    pick_devices(topo, free, {k})
+"""
+
+
+def callgrind_case(case: str, calls: int) -> str:
+    """One table row: instructions of the first pick of ``case`` and per later pick (see the docstring)."""
+    family, seed, busy_text, k = case.split(":")
+    busy = tuple(int(g) for g in busy_text.split("+") if g)
+
+    def total(n_calls: int) -> int:
+        with tempfile.TemporaryDirectory() as tmp:
+            script = Path(tmp) / "case.py"
+            script.write_text(
+                CALLGRIND_SNIPPET.format(
+                    root=str(HERE.parent), family=family, seed=int(seed), busy=busy, k=int(k), calls=n_calls
+                )
+            )
+            out = Path(tmp) / "cg.out"
+            proc = subprocess.run(
+                ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, str(script)],
+                capture_output=True,
+                text=True,
+                timeout=1800,
+                check=True,
+                env=dict(os.environ, PYTHONHASHSEED="0"),
+            )
+            m = re.search(r"Collected : (\d+)", proc.stderr)
+            assert m, proc.stderr[-2000:]
+            return int(m.group(1))
+
+    none, first, more = total(0), total(1), total(1 + calls)
+    later = (more - first) / calls
+    return f"| {family} | seed {seed}, busy {list(busy)}, k={k} | {first - none:,} | {later:,.0f} |"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=40, help="matrices per irregular 16-GPU family")
@@ -165,7 +218,15 @@ def main() -> None:
     ap.add_argument("--number", type=int, default=20, help="calls per timing (8-GPU cases)")
     ap.add_argument("--repeat", type=int, default=3, help="timings per case, the least is kept")
     ap.add_argument("--out", default=str(HERE / "results" / "pick_worst.md"))
+    ap.add_argument("--callgrind-only", nargs="+", metavar="CASE", help="count instructions of these cases")
+    ap.add_argument("--callgrind-calls", type=int, default=20)
     args = ap.parse_args()
+    if args.callgrind_only:
+        print("| family | case | instructions, first pick | instructions per later pick |")
+        print("|---|---|---|---|")
+        for case in args.callgrind_only:
+            print(callgrind_case(case, args.callgrind_calls), flush=True)
+        return
     t0 = time.process_time()
     rows = [t.row() for t in sixteen(args)] + [t.row() for t in eight(args)]
     prep = first_calls(args)
