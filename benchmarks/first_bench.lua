@@ -1,10 +1,13 @@
--- first_bench.lua DATA_FILE [FAMILY [COUNT]] - the filter's *first* decision of request shapes (driven by
--- bench_filter.py --first). Every shape of a family is a size no earlier decision asked for (the memos key
--- on the size), so each decision is the first of its shape. Without FAMILY: CPU time (os.clock) of every
--- decision, printed per family (median, p95, worst and the worst shape). With FAMILY (and COUNT, default
--- all): only that family's first COUNT decisions, untimed, for instruction counts under callgrind; with
--- COUNT 0 the same process without them (the floor to subtract).
-local data_path, only, count = arg[1], arg[2], tonumber(arg[3] or "")
+-- first_bench.lua DATA_FILE [each] - the filter's *first* decision of request shapes (driven by
+-- bench_filter.py --first). Every shape of a family is a size no earlier decision asked for (the memos key on
+-- the size), so each decision is the first of its shape; every family starts on a freshly loaded and prepared
+-- data table (its memos empty, no label derived, no class set seen), so its first decision is also the first
+-- after a data load. Without `each`: CPU time (os.clock) of every decision, printed per family (median, p95,
+-- worst and the worst shape). With `each`, for callgrind: the same decisions, untimed, with a call of os.clock
+-- (C's clock(), which nothing else calls) before the first decision of a family and after every decision, so
+-- that `valgrind --tool=callgrind --dump-before=clock` writes one profile per decision; it first calls os.clock
+-- CALIBRATE times back to back (the marker's own cost), and prints the families and their sizes in order.
+local data_path, each = arg[1], arg[2] == "each"
 local filter_dir = os.getenv("FILTER_DIR") or (arg[0]:match("^(.*/)") .. "../job_submit")
 package.path = filter_dir .. "/?.lua;" .. filter_dir .. "/?/init.lua;" .. package.path
 slurm = { SUCCESS = 0, ERROR = -1, ESLURM_INVALID_NODE_COUNT = 2006 }
@@ -12,9 +15,15 @@ function slurm.log_user() end
 function slurm.log_info() end
 function slurm.log_error(fmt, ...) io.stderr:write(string.format(fmt, ...) .. "\n") end
 local M = require("slurm_topo_filter")
-local data = assert(loadfile(data_path))()
-if M.prepare then data = M.prepare(data) end
-collectgarbage("collect") -- the load's garbage is the load's cost: decisions start from a collected heap
+
+local function fresh_data()
+  -- the data as the filter has it after a load (prepared), then a collected heap: the load's garbage is the
+  -- load's cost, and a previous family's memos and labels are gone with its data table
+  local data = assert(loadfile(data_path))()
+  if M.prepare then data = M.prepare(data) end
+  collectgarbage("collect")
+  return data
+end
 
 local SPANK = "_SLURM_SPANK_OPTION_locality_locality="
 local function job(loc, fields)
@@ -43,30 +52,45 @@ local families = {
   { "prefer --gpus 1..512", function(i) return job("prefer", { tres_per_job = "gres/gpu:" .. i }) end, 512 },
 }
 
-local function run(template)
-  local jd = {}
-  for k, v in pairs(template) do jd[k] = v end
-  return M.decide(data, M.request(jd))
+local function copies(f)
+  -- the family's job_desc tables, made before any decision (a decision is measured alone)
+  local jds = {}
+  for i = 1, f[3] do
+    local jd = {}
+    for k, v in pairs(f[2](i)) do jd[k] = v end
+    jds[i] = jd
+  end
+  return jds
 end
 
-if only then
+local decide, request, clock = M.decide, M.request, os.clock
+
+if each then
+  local CALIBRATE = 16
+  io.write(string.format("calibrate\t%d\n", CALIBRATE))
+  for f = 1, #families do io.write(string.format("family\t%s\t%d\n", families[f][1], families[f][3])) end
+  io.flush()
+  for _ = 1, CALIBRATE do clock() end
   for _, f in ipairs(families) do
-    if f[1] == only then
-      local n = count or f[3]
-      for i = 1, n do run(f[2](i)) end
-      return
+    local data = fresh_data()
+    local jds = copies(f)
+    clock()
+    for i = 1, #jds do
+      decide(data, request(jds[i]))
+      clock()
     end
   end
-  error("no family " .. only)
+  return
 end
 
 for _, f in ipairs(families) do
+  local data = fresh_data()
+  local jds = copies(f)
   local times, worst, worst_i = {}, -1, 0
-  for i = 1, f[3] do
-    local template = f[2](i)
-    local t = os.clock()
-    run(template)
-    local dt = (os.clock() - t) * 1e6
+  for i = 1, #jds do
+    local t = clock()
+    decide(data, request(jds[i]))
+    local dt = (clock() - t) * 1e6
     times[i] = dt
     if dt > worst then worst, worst_i = dt, i end
   end

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from luafilter import REPO, LuaFilter
@@ -306,6 +307,89 @@ def test_one_list_scanned_both_ways_is_remembered_apart(data_file: Path) -> None
     assert runs[0] == runs[2] == [raw[0][0][i]["f"] for i in range(1, len(raw[0][0]) + 1)]
     assert runs[1] == [raw[1][0][i]["f"] for i in range(1, len(raw[1][0]) + 1)]
     assert runs[0] != runs[1]
+
+
+def _features(kept: Any) -> list[str]:
+    return [kept[i]["f"] for i in range(1, len(kept) + 1)]
+
+
+LIMIT_REQUESTS = (
+    {"min_nodes": 1},
+    {"min_nodes": 2},
+    {"min_nodes": 3, "tres_per_node": "gres:gpu:1"},
+    {"tres_per_job": "gres/gpu:2"},
+)
+
+
+def test_a_list_asked_for_fewer_groups_is_the_whole_lists_head(data_file: Path) -> None:
+    """The prefer cascade and a required level's finer --prefer ask each list for at most what the cascade can
+    still take + 1 (scan.lua taken/wanted): that is only right if a list cut at `limit` groups is the head of
+    the whole list, cut short exactly when the whole list goes on (or was itself cut). Every level list of
+    every partition, compiled cuts and scans, with budgets that cut by characters too."""
+    f = LuaFilter()
+    data = f.load_data(data_file)
+    scan = f.lua.eval('require("slurm_topo_filter.scan")')
+    c = f.mod.parse_constraint(None)
+    checked = 0
+    for fields in LIMIT_REQUESTS:
+        req = f.mod.request(f.table(job("prefer", **fields)))
+        for partition in ("gpu", "east", "cpu"):
+            for level in ("network_group", "zone", "region"):
+                groups = data["partitions"][partition][level]
+                if groups is None:
+                    continue
+                for budget in (1024, 40, 25):
+                    sc = scan.new_scan(data, req, c, True, None, None)
+                    whole, whole_cut = scan.candidates(sc, groups, budget, None, None, None, None)
+                    names = _features(whole)
+                    for limit in range(1, len(names) + 2):
+                        sc = scan.new_scan(data, req, c, True, None, None)
+                        kept, cut = scan.candidates(sc, groups, budget, None, None, None, None, limit)
+                        assert _features(kept) == names[:limit], (fields, partition, level, budget, limit)
+                        more = len(names) > limit
+                        assert bool(cut) == (more or bool(whole_cut)), (
+                            fields,
+                            partition,
+                            level,
+                            budget,
+                            limit,
+                        )
+                        checked += 1
+    assert checked > 100
+
+
+def test_the_bracket_of_a_compiled_run_is_its_features_joined(data_file: Path) -> None:
+    """A compiled cut (every node counts, no GPUs) is a run of its list, and its bracket text a piece of the
+    list's joined features (scan.lua run_text); a cascade's bracket joins its lists' runs. Both equal the
+    features joined one by one, for every start of every list and for cascades of two levels."""
+    f = LuaFilter()
+    data = f.load_data(data_file)
+    scan = f.lua.eval('require("slurm_topo_filter.scan")')
+    c = f.mod.parse_constraint(None)
+    runs = 0
+    for partition in ("gpu", "east", "cpu"):
+        levels = data["partitions"][partition]
+        for nodes in (1, 2, 3, 4, 5):
+            req = f.mod.request(f.table(job("zone", min_nodes=nodes)))
+            sc = scan.new_scan(data, req, c, True, None, None)
+            lists = []
+            for level in ("network_group", "zone", "region"):
+                if levels[level] is None:
+                    continue
+                kept, cut = scan.candidates(sc, levels[level], 1024, None, None, None, None)
+                if len(kept) > 0:
+                    assert kept["src"] is not None  # a run of the compiled list
+                    runs += 1
+                assert scan.bracket_text(kept) == "[" + "|".join(_features(kept)) + "]"
+                lists.append(f.lua.table(kept, cut))
+            for budget in (1024, 30):
+                out, _ = scan.cascade(f.lua.table(*lists), budget)
+                assert scan.bracket_text(out) == "[" + "|".join(_features(out)) + "]", (
+                    partition,
+                    nodes,
+                    budget,
+                )
+    assert runs > 10
 
 
 def test_modify_replans_from_the_job_record(data_file: Path) -> None:

@@ -104,9 +104,9 @@ local function group_list(col, features, shapes, sizes)
   -- a list's columns (f feature indices, k ranks: runs rising by 1; s shapes: runs of one; l labels where not
   -- derived) -> its groups in order {f, k, n, g, m, c, u, z (l)}: n nodes, g GPUs, m most GPUs on a node, c counts
   -- and u location are the shape's (c and u shared), z its size; L = the running bracket length through each
-  -- group; sizes and at as above
+  -- group; sizes and at as above; joined = the features joined by "|"
   local fr, kr, sr = col.f, col.k, col.s
-  local list, L, length, n = { big = col.big }, {}, 0, 0
+  local list, L, length, n, names = { big = col.big }, {}, 0, 0, {}
   local distinct, at = {}, {}
   local ki, k, kleft, si, s, sleft = -1, 0, 0, -1, nil, 0
   for j = 1, #fr, 2 do
@@ -119,6 +119,7 @@ local function group_list(col, features, shapes, sizes)
       list[n] = { f = feature, k = k, n = s.n, g = s.g, m = s.m, c = s.c, u = s.u, z = size }
       length = length + #feature + 1
       L[n] = length
+      names[n] = feature
       local positions = at[size]
       if positions == nil then
         positions = {}
@@ -132,6 +133,7 @@ local function group_list(col, features, shapes, sizes)
   if ki + 1 ~= #kr or si + 1 ~= #sr or kleft ~= 0 or sleft ~= 0 then error("data: group columns do not match") end
   for i, l in pairs(col.l) do list[i].l = l end
   list.L, list.sizes, list.at = L, distinct, at
+  list.joined = table.concat(names, "|") -- a run of groups i..j as bracket text: sub(joined, L[i-1] + 1, L[j] - 1)
   return list
 end
 

@@ -12,7 +12,8 @@ local V = require("slurm_topo_filter.vocab")
 local C = require("slurm_topo_filter.constraint")
 local S = require("slurm_topo_filter.scan")
 local place_named = require("slurm_topo_filter.nodes").place_named
-local split = require("slurm_topo_filter.util").split
+local U = require("slurm_topo_filter.util")
+local split, num = U.split, U.num
 
 local MAX_ALTERNATIVES, MAX_CONSTRAINT, MAX_RECORD = V.MAX_ALTERNATIVES, V.MAX_CONSTRAINT, V.MAX_RECORD
 local LEVELS, LOCALITIES, MODES = V.LEVELS, V.LOCALITIES, V.MODES
@@ -27,6 +28,7 @@ local record, safe, plural = V.record, V.safe, V.plural
 local parse_constraint, counted, compose = C.parse_constraint, C.counted, C.compose
 local needs, new_scan, label_of, scan_allowed, scan_eligible = S.needs, S.new_scan, S.label_of, S.allowed, S.eligible
 local cascade, level_groups, family_values, NO_GROUPS = S.cascade, S.level_groups, S.family_values, S.NO_GROUPS
+local any_fits, nodes_of, taken, wanted = S.any_fits, S.nodes_of, S.taken, S.wanted
 
 local M = {}
 
@@ -47,19 +49,17 @@ local function describe_request(req)
 end
 
 function steps.bracket(kept)
-  -- "[f1|f2|...]" of a list
-  local names = {}
-  for i, g in ipairs(kept) do names[i] = g.f end
-  return "[" .. table.concat(names, "|") .. "]"
+  -- "[f1|f2|...]" of a list (scan.lua bracket_text: runs of a compiled list are pieces of its joined text)
+  return S.bracket_text(kept)
 end
 
-function steps.shown(kept, cut)
-  -- the record is cut at 200 characters: stop formatting once past that (same text after the cut)
+function steps.shown(kept, cut, sc)
+  -- the record is cut at 200 characters: stop formatting once past that (same text after the cut); the nodes
+  -- shown are those that count for the scan sc (kept comes from it, so the memo by kept holds)
   local parts, length = {}, 0
   for i, g in ipairs(kept) do
     if length > MAX_RECORD then break end
-    local n = kept[-i]
-    local part = label_of(g) .. "(" .. n .. "n)" -- n: the group's nodes that count
+    local part = label_of(g) .. "(" .. num(nodes_of(sc, g)) .. "n)"
     parts[i] = part
     length = length + #part + 1
   end
@@ -380,12 +380,7 @@ end
 
 local function as_kept(list)
   table.sort(list, union_order)
-  local kept = {}
-  for i, u in ipairs(list) do
-    kept[i] = u
-    kept[-i] = u.n
-  end
-  return kept
+  return list
 end
 
 function steps.zone_rows(sc, zones)
@@ -435,10 +430,11 @@ function steps.zone_rows(sc, zones)
   return { by_region, names, by_family, values, lead }
 end
 
-local function zone_unions(sc, zones, room)
-  -- room: the alternatives the level lists leave; unions that could never be kept are not made. With families
+local function zone_unions(sc, zones, room, families)
+  -- room: the alternatives the level lists leave; unions that could never be kept are not made (and without
+  -- families, whose spans the rows give, no zone row is read: no union, so no lead either). With families
   -- the zones are family buckets and a union joins one value's buckets only (u.fv): prefer never mixes versions
-  if not sc.check then return {}, {}, nil, {} end
+  if not sc.check or (room <= 0 and not families) then return NO_GROUPS, NO_GROUPS, nil, NO_GROUPS end
   local rows = steps.zone_rows(sc, zones)
   local by_region, names, by_family, values, lead = rows[1], rows[2], rows[3], rows[4], rows[5]
   local inside, across = {}, {}
@@ -491,7 +487,7 @@ local function by_spread(kept, spans)
   local tail = {}
   for i = start, #kept do
     local r, z = span_of(kept[i], spans)
-    tail[#tail + 1] = { g = kept[i], n = kept[-i], r = r or MAX_ALTERNATIVES, z = z or MAX_ALTERNATIVES, i = i }
+    tail[#tail + 1] = { g = kept[i], r = r or MAX_ALTERNATIVES, z = z or MAX_ALTERNATIVES, i = i }
   end
   table.sort(tail, function(a, b)
     if a.r ~= b.r then return a.r < b.r end
@@ -499,10 +495,10 @@ local function by_spread(kept, spans)
     return a.i < b.i
   end)
   local out = {}
-  for i = 1, start - 1 do out[i], out[-i] = kept[i], kept[-i] end
+  for i = 1, start - 1 do out[i] = kept[i] end
   for j, t in ipairs(tail) do
     local i = start - 1 + j
-    out[i], out[-i] = t.g, t.n
+    out[i] = t.g
   end
   return out
 end
@@ -513,10 +509,8 @@ end
 local function lead_bracket(kept, lead, budget)
   if #kept == 0 or string.sub(kept[1].f, 1, 1) ~= "(" or lead == nil then return kept, false end
   local out = { lead.g }
-  out[-1] = lead.n
   for i = 1, #kept do
     out[i + 1] = kept[i]
-    out[-(i + 1)] = kept[-i]
   end
   local length = 1
   for i = 1, #out do length = length + #out[i].f + 1 end
@@ -531,41 +525,54 @@ local function lead_bracket(kept, lead, budget)
       end
     end
     length = length - #out[k].f - 1
-    for i = k, n - 1 do out[i], out[-i] = out[i + 1], out[-(i + 1)] end
-    out[n], out[-n] = nil, nil
+    for i = k, n - 1 do out[i] = out[i + 1] end
+    out[n] = nil
     cut = true
   end
   return out, cut
 end
 
 function steps.prefer_cascade(job, first, budget)
-  -- {kept, cut, levels used}: the prefer bracket's groups, `first` the network-group list (the memo's key)
+  -- {kept, cut, levels used}: the prefer bracket's groups, `first` the network-group list (the memo's key).
+  -- The lists are asked for coarsest first (the family values, regions, zones, network groups, NVLink domains:
+  -- the order the cascade keeps them in), each for at most what the cascade can still take + 1 (S.taken): the
+  -- same bracket, cut flag and union room as from whole lists, without scanning what would be dropped
   local data, partitions, sc = job.data, job.partitions, job.scan
   local lists, used = {}, {}
   local values = family_values(data, partitions)
-  for i, lvl in ipairs(PREFER_LEVELS) do
+  local alternatives, room = MAX_ALTERNATIVES, budget - 1
+  if values ~= nil then -- with families: the bare values after the region buckets, largest first
+    local fkept, fcut = steps.candidates(sc, values, budget, nil, nil, nil, true, wanted(alternatives))
+    local n, left, after = taken(fkept, alternatives, room)
+    lists[#PREFER_LEVELS + 1] = { fkept, fcut, n, room - after }
+    alternatives, room = left, after
+  end
+  for i = #PREFER_LEVELS, 1, -1 do
     local groups = first
     if i == 1 and values ~= nil then
       groups = NO_GROUPS -- not with families: a domain is no family bucket, and prefer never mixes versions
     elseif i ~= 2 then
-      groups = level_groups(data, partitions, lvl)
+      groups = level_groups(data, partitions, PREFER_LEVELS[i])
     end
-    local kept, cut = steps.candidates(sc, groups, budget, nil)
-    lists[i] = { kept, cut }
-    if #kept > 0 then used[#used + 1] = lvl end
+    local kept, cut = steps.candidates(sc, groups, budget, nil, nil, nil, nil, wanted(alternatives))
+    local n, left, after = taken(kept, alternatives, room)
+    lists[i] = { kept, cut, n, room - after }
+    alternatives, room = left, after
+  end
+  for i, lvl in ipairs(PREFER_LEVELS) do
+    if #lists[i][1] > 0 then used[#used + 1] = lvl end
   end
   local emit = UNION_EMIT
-  if values ~= nil then -- with families: the bare values after the region buckets, largest first
-    local fkept, fcut = steps.candidates(sc, values, budget, nil, nil, nil, true)
-    lists[#lists + 1] = { fkept, fcut }
-    if #fkept > 0 then used[#used + 1] = "family" end
+  if values ~= nil then
+    if #lists[#lists][1] > 0 then used[#used + 1] = "family" end
     emit = UNION_EMIT_FAMILIES
   end
-  -- zone unions (of one value's buckets with families) between the zones and the regions, and after the regions
-  local room = MAX_ALTERNATIVES
-  for _, l in ipairs(lists) do room = room - #l[1] end
-  if room < 0 then room = 0 end
-  local inside, across, lead, spans = zone_unions(sc, level_groups(data, partitions, "zone"), room)
+  -- zone unions (of one value's buckets with families) between the zones and the regions, and after the regions:
+  -- in the alternatives the whole lists leave (none when a list stopped at its limit: they fill the bracket)
+  local left = MAX_ALTERNATIVES
+  for _, l in ipairs(lists) do left = left - #l[1] end
+  if left < 0 then left = 0 end
+  local inside, across, lead, spans = zone_unions(sc, level_groups(data, partitions, "zone"), left, values ~= nil)
   if #inside > 0 or #across > 0 then used[#used + 1] = "unions" end
   local parts = { { inside, false }, { across, false } }
   for _, l in ipairs(lists) do parts[#parts + 1] = l end
@@ -610,7 +617,8 @@ decide_prefer = function(job)
     if #kept > 0 then
       return { action = "amend", locality = loc, features = base,
                prefer = compose_with(c, restrict, steps.bracket(kept)),
-               record = record("prefer " .. hit[3] .. " " .. steps.shown(kept, cut) .. job.note), kept = kept }
+               record = record("prefer " .. hit[3] .. " " .. steps.shown(kept, cut, job.scan) .. job.note),
+               kept = kept }
     end
     why = "no group fits; topology/tree packs"
   end
@@ -652,7 +660,7 @@ decide_required = function(job)
   if #kept > 0 then
     return { action = "amend", locality = loc, features = compose_with(c, job.restrict, steps.bracket(kept)),
              prefer = required_prefer(job, groups, kept, budget, only),
-             message = named, record = record(loc .. " " .. steps.shown(kept, cut) .. job.note), kept = kept }
+             message = named, record = record(loc .. " " .. steps.shown(kept, cut, job.scan) .. job.note), kept = kept }
   end
   return nothing_holds(job, groups, only)
 end
@@ -663,22 +671,29 @@ local UP = { zone = "z", region = "r" }
 function steps.finer(job, kept, budget)
   -- "[finer groups inside the kept ones...|the kept ones]", or false when nothing finer can hold the job (the
   -- memo's key: the level list and the user's bracket kept was made from, passed after budget)
-  local level = job.level
+  local level, sc = job.level, job.scan
+  local levels, any = {}, false
+  for i = 1, LEVEL_INDEX[level] - 1 do
+    levels[i] = level_groups(job.data, job.partitions, LEVELS[i])
+    any = any or any_fits(sc, levels[i])
+  end
+  if not any then return false end -- no finer group can hold the job anywhere: the set below is not built
   local inside = {}
   for i = 1, #kept do inside[kept[i].f] = true end
+  -- coarsest first, each finer list for at most what the cascade can still take + 1 (as prefer_cascade)
+  local taken_kept, alternatives, room = taken(kept, MAX_ALTERNATIVES, budget - 1)
+  local kept_chars = budget - 1 - room
   local lists, finer = {}, false
-  for i = 1, LEVEL_INDEX[level] - 1 do
-    local k, cut = steps.candidates(job.scan, level_groups(job.data, job.partitions, LEVELS[i]), budget, nil, inside,
-      UP[level])
-    lists[i] = { k, cut }
+  for i = #levels, 1, -1 do
+    local k, cut = steps.candidates(sc, levels[i], budget, nil, inside, UP[level], nil, wanted(alternatives))
+    local n, left, after = taken(k, alternatives, room)
+    lists[i] = { k, cut, n, room - after }
     finer = finer or #k > 0
+    alternatives, room = left, after
   end
   if not finer then return false end
-  lists[#lists + 1] = { kept, false }
-  local alternatives = cascade(lists, budget)
-  local names = {}
-  for i, g in ipairs(alternatives) do names[i] = g.f end
-  return "[" .. table.concat(names, "|") .. "]"
+  lists[#lists + 1] = { kept, false, taken_kept, kept_chars }
+  return S.bracket_text((cascade(lists, budget)))
 end
 
 required_prefer = function(job, groups, kept, budget, only)

@@ -9,6 +9,7 @@ out is shared and read-only.
 ]]
 
 local decide = require("slurm_topo_filter.decide").decide
+local num = require("slurm_topo_filter.util").num
 
 local M = {}
 
@@ -33,15 +34,16 @@ end
 local function candidates(raw)
   -- a level's whole list for what the request lets count (scan.signature) and the room left: not with a user
   -- bracket (only), an area, or inside other groups, which are per request
-  return function(sc, groups, budget, only, inside, up, descending)
+  return function(sc, groups, budget, only, inside, up, descending, limit)
     if only ~= nil or inside ~= nil or sc.area ~= nil then
-      return raw(sc, groups, budget, only, inside, up, descending)
+      return raw(sc, groups, budget, only, inside, up, descending, limit)
     end
-    local memo, key = memo_of(groups), sc.signature .. budget
+    local memo, key = memo_of(groups), sc.signature .. num(budget)
     if descending then key = key .. "d" end -- a list scanned from its first group: another start
+    if limit ~= nil then key = key .. "<" .. num(limit) end -- at most limit groups: another list
     local hit = memo[key]
     if hit then return hit[1], hit[2] end
-    local kept, cut = raw(sc, groups, budget, only, inside, up, descending)
+    local kept, cut = raw(sc, groups, budget, only, inside, up, descending, limit)
     remember(memo, key, { kept, cut })
     return kept, cut
   end
@@ -66,7 +68,7 @@ local function prefer_cascade(raw)
   return function(job, first, budget)
     local sc = job.scan
     if sc.area ~= nil then return raw(job, first, budget) end
-    local memo, key = memo_of(first), "cascade:" .. sc.signature .. budget
+    local memo, key = memo_of(first), "cascade:" .. sc.signature .. num(budget)
     local hit = memo[key]
     if hit == nil then
       hit = raw(job, first, budget)
@@ -94,7 +96,7 @@ local function finer(raw)
   -- a required zone's or region's finer bracket depends on what its kept list does: the same key as that list
   return function(job, kept, budget, groups, only)
     if only ~= nil or job.scan.area ~= nil then return raw(job, kept, budget) end
-    local memo, key = memo_of(groups), "finer:" .. job.scan.signature .. budget
+    local memo, key = memo_of(groups), "finer:" .. job.scan.signature .. num(budget)
     local b = memo[key]
     if b == nil then
       b = raw(job, kept, budget)
@@ -118,13 +120,14 @@ local function formatted(raw)
 end
 
 local function shown(raw)
-  -- a list's record text, once per list and cut flag
+  -- a list's record text, once per list and cut flag (a list is made for one set of classes that count, the
+  -- scan's, so the nodes it shows are the same whichever scan asks again)
   local plain, cut_short = setmetatable({}, { __mode = "k" }), setmetatable({}, { __mode = "k" })
-  return function(kept, cut)
+  return function(kept, cut, sc)
     local texts = cut and cut_short or plain
     local text = texts[kept]
     if text == nil then
-      text = raw(kept, cut)
+      text = raw(kept, cut, sc)
       texts[kept] = text
     end
     return text

@@ -11,6 +11,7 @@ table is resident). Nothing here remembers anything: slurm_topo_filter/memo.lua 
 
 local V = require("slurm_topo_filter.vocab")
 local class_ok = require("slurm_topo_filter.constraint").class_ok
+local num = require("slurm_topo_filter.util").num
 
 local MAX_ALTERNATIVES = V.MAX_ALTERNATIVES
 
@@ -35,7 +36,7 @@ function M.new_scan(data, req, c, is_counted, area, wanted)
     local every = data.every
     sc.ok, sc.all_ok = every.ok, true
     sc.classes_key = every.flags .. tostring(sc.check)
-    sc.signature = sc.classes_key .. ":" .. sc.nodes .. ":" .. sc.total_gpus .. ":"
+    sc.signature = sc.classes_key .. ":" .. num(sc.nodes) .. ":" .. num(sc.total_gpus) .. ":"
     return sc
   end
   local ok, all_ok, flags = {}, true, {}
@@ -48,9 +49,11 @@ function M.new_scan(data, req, c, is_counted, area, wanted)
   end
   sc.ok, sc.all_ok = ok, all_ok
   sc.classes_key = table.concat(flags) .. ":" .. tostring(sc.check) -- which nodes count, not how many are asked
-  sc.signature = sc.classes_key .. ":" .. sc.nodes .. ":" .. sc.total_gpus .. ":"
+  sc.signature = sc.classes_key .. ":" .. num(sc.nodes) .. ":" .. num(sc.total_gpus) .. ":"
   return sc
 end
+
+local PARENT = { z = { "pz", "zf" }, r = { "pr", "rf" } } -- parent_of's keys in g.u: a bucket's, else the feature
 
 local function parent_of(g, up)
   -- the zone ("z") or region ("r") group holding g: pz/pr where the data gives them (family buckets), else the
@@ -59,6 +62,7 @@ local function parent_of(g, up)
   if up == "z" then return u.pz or u.zf end
   return u.pr or u.rf
 end
+
 
 function M.label_of(g)
   -- the group's label: the data writes it only where it is not the one its feature spells (ng_a.r1 -> a/r1:
@@ -97,6 +101,13 @@ end
 
 local label_of, scan_allowed, scan_eligible = M.label_of, M.allowed, M.eligible
 
+function M.nodes_of(sc, g)
+  -- the nodes of a kept alternative that count for the scan (what its record shows): a zone union carries its
+  -- own (sp: the regions it spans), a group's are its eligible ones (its own when every node counts)
+  if g.sp ~= nil or sc.all_ok then return g.n end
+  return (scan_eligible(sc, g))
+end
+
 local function scan_fits(sc, g)
   local n, gp, most = scan_eligible(sc, g)
   if not sc.check then return true, n end
@@ -111,29 +122,30 @@ end
 -- The compiled cut (every node counts, no GPUs asked, no area, no user bracket, one partition): every group from
 -- `start` on fits, so the bracket is groups[start..e], e the last within 64 alternatives and `budget` characters
 -- (the list's running bracket length L, summed by M.prepare; binary search).
-local function compiled_cut(groups, start, budget)
+local function compiled_cut(groups, start, budget, limit)
   local n, L = #groups, groups.L
   if start > n then return {}, false end
   local before = 0
   if start > 1 then before = L[start - 1] end
-  local lo, hi = start, math.min(n, start + MAX_ALTERNATIVES - 1)
+  local lo, hi = start, math.min(n, start + limit - 1)
   if 1 + L[lo] - before > budget then return {}, true end
   while lo < hi do -- the last e with 2 + (L[e] - L[start-1] - 1) <= budget
     local mid = math.floor((lo + hi + 1) / 2)
     if 1 + L[mid] - before <= budget then lo = mid else hi = mid - 1 end
   end
-  local kept = {}
-  for i = start, lo do
-    local g = groups[i]
-    kept[i - start + 1] = g
-    kept[start - i - 1] = g.n
-  end
+  local kept = { src = groups, from = start } -- a run of the list: its bracket text is a piece of groups.joined
+  for i = start, lo do kept[i - start + 1] = groups[i] end
   return kept, lo < n
 end
 
--- Whether a group of this size (data.lua: the first shape of its n, g, m and class counts) can hold the job: its
--- eligible nodes, or false; once per size and scan (`fit`: the scan's table of them)
-local function size_fits(sc, fit, size)
+-- Whether a group of this size (data.lua: the first shape of its n, g, m and class counts, shared by every list)
+-- can hold the job: its eligible nodes, or false; once per size and scan (sc.fit, made on first use)
+local function size_fits(sc, size)
+  local fit = sc.fit
+  if fit == nil then
+    fit = {}
+    sc.fit = fit
+  end
   local f = fit[size]
   if f == nil then
     local good, n = scan_fits(sc, size)
@@ -152,99 +164,190 @@ local function first_at_or_after(positions, start)
   return lo
 end
 
--- The positions from `start` on of the groups whose size can hold the job, ascending, as an iterator over
--- (position, eligible nodes): where those groups are sparse (under a quarter of the list), a merge of the
--- fitting sizes' position lists (data.lua at), so groups of other sizes are never visited; else the list in
--- order, each group looked up by its size.
-local function fitting(sc, groups, start)
-  local fit, lists, next_i, nodes, many = {}, {}, {}, {}, 0
+-- The position lists (data.lua at) of the sizes that can hold the job, each from its first position at or after
+-- `start`: {positions, index, positions, index, ...}, and how many positions they hold in all.
+local function fitting_lists(sc, groups, start)
+  local lists, many = {}, 0
   for _, size in ipairs(groups.sizes) do
-    local f = size_fits(sc, fit, size)
-    if f then
+    if size_fits(sc, size) then
       local positions = groups.at[size]
       local i = first_at_or_after(positions, start)
       if i <= #positions then
-        lists[#lists + 1], next_i[#lists + 1], nodes[#lists + 1] = positions, i, f
+        lists[#lists + 1] = positions
+        lists[#lists + 1] = i
         many = many + #positions - i + 1
       end
     end
   end
-  if 4 * many >= #groups - start + 1 then
-    local i = start - 1
-    return function()
-      while true do
-        i = i + 1
-        local g = groups[i]
-        if g == nil then return nil end
-        local f = fit[g.z]
-        if f then return i, f end
-      end
-    end
-  end
-  return function()
-    local best, pos = 0, math.huge
-    for j = 1, #lists do
-      local p = lists[j][next_i[j]]
-      if p ~= nil and p < pos then best, pos = j, p end
-    end
-    if best == 0 then return nil end
-    next_i[best] = next_i[best] + 1
-    return pos, nodes[best]
-  end
+  return lists, many
 end
 
--- Up to 64 fitting groups within `budget` characters of bracket, in the data's order: {kept, cut short}; the
--- eligible nodes of kept[i] at kept[-i] (one table per list, not one per group).
+local function first_large(sc, groups)
+  -- the first position whose group has as many nodes as the job asks for (groups are sorted by size)
+  local lo, hi, nodes = 1, #groups + 1, sc.nodes
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if groups[mid].n < nodes then lo = mid + 1 else hi = mid end
+  end
+  return lo
+end
+
+function M.any_fits(sc, groups)
+  -- false when no group of the (sorted, compiled) list can hold the job, whatever else restricts the scan: a
+  -- look per size, so a caller can skip what it would build for the scan (true where it cannot tell cheaply)
+  if not sc.check or groups.at == nil then return true end
+  local start = first_large(sc, groups)
+  if start > #groups then return false end
+  for _, size in ipairs(groups.sizes) do
+    if size_fits(sc, size) then
+      local positions = groups.at[size]
+      if positions[#positions] >= start then return true end
+    end
+  end
+  return false
+end
+
+local function admitted(sc, g, only, inside, up)
+  -- a user bracket (only), an area, groups inside others (inside)
+  return (only == nil or only[g.f]) and scan_allowed(sc, g) and (inside == nil or inside[parent_of(g, up)])
+end
+
+-- Up to 64 fitting groups within `budget` characters of bracket, in the data's order: {kept, cut short}; a plain
+-- array (what a record shows of a group's eligible nodes is asked again of the scan: M.nodes_of).
 -- Groups are sorted by size, so the scan starts at the first group as large as the job (binary search);
 -- `descending` (the family values, largest first): from the first. `inside` (a set of zone or region group
--- features, `up` = "z" or "r"): only groups inside one of them. Only the groups of sizes that can hold the job are visited (`fitting`), so a job no group fits costs a look
--- per size.
-function M.candidates(sc, groups, budget, only, inside, up, descending)
+-- features, `up` = "z" or "r"): only groups inside one of them. Only the groups of sizes that can hold the job
+-- are visited: one size's position list in order; several, merged where they are sparse (under a quarter of
+-- the list), else the list in order, each group looked up by its size; a job no group fits costs a look per
+-- size. Each way is its own loop with the step to keep a group written out (no call per group). `limit` (at most
+-- 64, the default): the most groups wanted, for a cascade that can take no more (M.taken); past it the list is
+-- cut short.
+function M.candidates(sc, groups, budget, only, inside, up, descending, limit)
+  limit = limit or MAX_ALTERNATIVES
   local start = 1
-  if sc.check and not descending then
-    local lo, hi, nodes = 1, #groups + 1, sc.nodes
-    while lo < hi do
-      local mid = math.floor((lo + hi) / 2)
-      if groups[mid].n < nodes then lo = mid + 1 else hi = mid end
-    end
-    start = lo
+  if sc.check and not descending then start = first_large(sc, groups) end
+  local filtered = only ~= nil or inside ~= nil or sc.area ~= nil
+  if not filtered and sc.all_ok and sc.total_gpus == 0 and groups.big ~= nil then
+    return compiled_cut(groups, start, budget, limit)
   end
-  if only == nil and inside == nil and sc.area == nil and sc.all_ok and sc.total_gpus == 0 and groups.big ~= nil then
-    return compiled_cut(groups, start, budget)
-  end
-  local kept, count, length = {}, 0, 2
-  local function take(g, n)
-    -- false once the list is full (cut short)
-    if (only == nil or only[g.f]) and scan_allowed(sc, g) and (inside == nil or inside[parent_of(g, up)]) then
-      local extra = #g.f
-      if count > 0 then extra = extra + 1 end
-      if count == MAX_ALTERNATIVES or length + extra > budget then return false end
-      count = count + 1
-      kept[count] = g
-      kept[-count] = n -- eligible nodes, beside the group (one table per scan, not one per group)
-      length = length + extra
-    end
-    return true
-  end
-  if sc.check and groups.at ~= nil then
-    for i, n in fitting(sc, groups, start) do
-      if not take(groups[i], n) then return kept, true end
+  -- length: the bracket's characters with the next group's "|" counted ("[" + "]" - one "|" to start)
+  local kept, count, length = {}, 0, 1
+  if not sc.check or groups.at == nil then
+    for i = start, #groups do -- a merged list (several partitions), or nothing checked
+      local g = groups[i]
+      if scan_fits(sc, g) and (not filtered or admitted(sc, g, only, inside, up)) then
+        local extra = #g.f + 1
+        if count == limit or length + extra > budget then return kept, true end
+        count = count + 1
+        kept[count] = g
+        length = length + extra
+      end
     end
     return kept, false
   end
-  for i = start, #groups do -- a merged list (several partitions), or nothing checked
-    local g = groups[i]
-    local good, n = scan_fits(sc, g)
-    if good and not take(g, n) then return kept, true end
+  local lists, many = fitting_lists(sc, groups, start)
+  local pk, fk -- groups inside others, nothing else restricting: the parent's key in g.u, looked up in place
+  if inside ~= nil and only == nil and sc.area == nil then pk, fk = PARENT[up][1], PARENT[up][2] end
+  if #lists == 2 then -- one size fits: its positions, in order
+    local positions = lists[1]
+    for j = lists[2], #positions do
+      local g = groups[positions[j]]
+      if not filtered or (pk and inside[g.u[pk] or g.u[fk]]) or (not pk and admitted(sc, g, only, inside, up)) then
+        local extra = #g.f + 1
+        if count == limit or length + extra > budget then return kept, true end
+        count = count + 1
+        kept[count] = g
+        length = length + extra
+      end
+    end
+    return kept, false
   end
-  return kept, false
+  if 4 * many >= #groups - start + 1 then -- most groups fit: the list in order
+    local fit = sc.fit
+    for i = start, #groups do
+      local g = groups[i]
+      if fit[g.z]
+        and (not filtered or (pk and inside[g.u[pk] or g.u[fk]]) or (not pk and admitted(sc, g, only, inside, up))) then
+        local extra = #g.f + 1
+        if count == limit or length + extra > budget then return kept, true end
+        count = count + 1
+        kept[count] = g
+        length = length + extra
+      end
+    end
+    return kept, false
+  end
+  while true do -- a merge of the fitting sizes' positions
+    local best, pos = 0, math.huge
+    for j = 1, #lists, 2 do
+      local p = lists[j][lists[j + 1]]
+      if p ~= nil and p < pos then best, pos = j, p end
+    end
+    if best == 0 then return kept, false end
+    lists[best + 1] = lists[best + 1] + 1
+    local g = groups[pos]
+    if not filtered or (pk and inside[g.u[pk] or g.u[fk]]) or (not pk and admitted(sc, g, only, inside, up)) then
+      local extra = #g.f + 1
+      if count == limit or length + extra > budget then return kept, true end
+      count = count + 1
+      kept[count] = g
+      length = length + extra
+    end
+  end
+end
+
+function M.run_text(kept, count)
+  -- the features of kept[1..count] joined by "|": a piece of the list's joined text where kept is a run of it
+  -- (a compiled cut), else joined here
+  if count == 0 then return "" end
+  local src = kept.src
+  if src ~= nil then
+    local L, from = src.L, kept.from
+    local before = 0
+    if from > 1 then before = L[from - 1] end
+    return string.sub(src.joined, before + 1, L[from + count - 1] - 1)
+  end
+  local names = {}
+  for i = 1, count do names[i] = kept[i].f end
+  return table.concat(names, "|")
+end
+
+function M.bracket_text(kept)
+  -- "[f1|f2|...]" of a list: a cascade's (its runs, `parts`) or a level's
+  local parts = kept.parts
+  if parts == nil then return "[" .. M.run_text(kept, #kept) .. "]" end
+  if #parts == 2 then return "[" .. M.run_text(parts[1], parts[2]) .. "]" end
+  local texts = {}
+  for j = 1, #parts, 2 do texts[#texts + 1] = M.run_text(parts[j], parts[j + 1]) end
+  return "[" .. table.concat(texts, "|") .. "]"
+end
+
+function M.taken(kept, alternatives, room)
+  -- what M.cascade takes of one list with `alternatives` and `room` characters left: (count, alternatives left,
+  -- room left). A cascade's caller asks each list, coarsest first, for at most the alternatives left + 1 (one
+  -- more tells whether the list was cut), which gives the same cascade as the whole lists would
+  local n = 0
+  for i = 1, #kept do
+    local cost = #kept[i].f + 1
+    if n == alternatives or cost > room then break end
+    room = room - cost
+    n = n + 1
+  end
+  return n, alternatives - n, room
+end
+
+function M.wanted(alternatives)
+  -- the limit to ask a list for when the cascade can take `alternatives` more (nil: no limit below 64)
+  if alternatives + 1 >= MAX_ALTERNATIVES then return nil end
+  return alternatives + 1
 end
 
 -- One bracket from per-level lists given finest first ({kept, cut} each): within Slurm's limits (64
 -- alternatives, `budget` characters of bracket) the coarsest lists are kept whole first, and what does not fit
 -- is dropped from the tail of the finest ones (regions and family values keep the job off the plain tree).
 -- The first `extra` lists (zone unions) come last in that order: they take only the room the levels leave;
--- `emit` (list indices) is the order of the lists in the bracket, else as given.
+-- `emit` (list indices) is the order of the lists in the bracket, else as given. A list given as {kept, cut,
+-- count, characters} was taken already (M.taken, first in that order): its count is not looked for again.
 function M.cascade(lists, budget, extra, emit)
   extra = extra or 0
   local alternatives, room, cut, counts = MAX_ALTERNATIVES, budget - 1, false, {}
@@ -252,12 +355,17 @@ function M.cascade(lists, budget, extra, emit)
   for j = #lists, extra + 1, -1 do order[#order + 1] = j end
   for j = 1, extra do order[#order + 1] = j end
   for _, j in ipairs(order) do
-    local kept, n = lists[j][1], 0
-    for i = 1, #kept do
-      local cost = #kept[i].f + 1
-      if n == alternatives or cost > room then break end
-      room = room - cost
-      n = n + 1
+    local kept, n = lists[j][1], lists[j][3]
+    if n ~= nil then -- taken already (M.taken, in this order): its count and characters
+      room = room - lists[j][4]
+    else
+      n = 0
+      for i = 1, #kept do
+        local cost = #kept[i].f + 1
+        if n == alternatives or cost > room then break end
+        room = room - cost
+        n = n + 1
+      end
     end
     alternatives = alternatives - n
     cut = cut or lists[j][2] or n < #kept
@@ -268,14 +376,19 @@ function M.cascade(lists, budget, extra, emit)
     emit = {}
     for j = 1, #lists do emit[j] = j end
   end
+  local parts = {} -- the lists' runs in bracket order (M.run_text): {kept, count, kept, count...}
   for _, j in ipairs(emit) do
     local kept = lists[j][1]
+    if counts[j] > 0 then
+      parts[#parts + 1] = kept
+      parts[#parts + 1] = counts[j]
+    end
     for i = 1, counts[j] do
       k = k + 1
       out[k] = kept[i]
-      out[-k] = kept[-i]
     end
   end
+  out.parts = parts
   return out, cut
 end
 

@@ -1,6 +1,7 @@
 --[[
 slurm_topo_filter/util.lua - small helpers the rules share (Lua 5.1: no goto, no integer division, no utf8):
-Python's str.split, and the readers of job_desc values (a number Slurm did not set, an empty string, a token).
+Python's str.split, the readers of job_desc values (a number Slurm did not set, an empty string, a token), and
+numbers as text (remembered).
 ]]
 
 local NO_VAL = require("slurm_topo_filter.vocab").NO_VAL
@@ -37,9 +38,27 @@ local function is_label(s)
   return #s <= 63 and string.find(s, "^[%w%._%-]+$") ~= nil
 end
 
+-- Numbers as text, remembered (Lua 5.1 formats a number with sprintf("%.14g"): ~1 500 instructions, more than a
+-- table lookup by far; the same few sizes recur in every decision's memo keys and records). Bounded: started over
+-- past NUMBER_TEXTS entries.
+local NUMBER_TEXTS = 256
+local number_texts, number_count = {}, 0
+
+local function num(n)
+  -- tostring(n), the same text as `"" .. n`
+  local s = number_texts[n]
+  if s == nil then
+    s = tostring(n)
+    if number_count >= NUMBER_TEXTS then number_texts, number_count = {}, 0 end
+    number_texts[n] = s
+    number_count = number_count + 1
+  end
+  return s
+end
+
 local function is_digits(s)
   return #s <= 9 and string.find(s, "^[0-9]+$") ~= nil
 end
 
 return { split = split, to_int = to_int, to_str = to_str, is_token = is_token, is_label = is_label,
-         is_digits = is_digits }
+         is_digits = is_digits, num = num }
