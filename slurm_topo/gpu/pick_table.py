@@ -14,10 +14,12 @@ byte strings (rows 0-7 and 8-15).
 :func:`best` answers a pick: the first entry without a busy row is optimal on (1), (2). It is found by two
 ``bytes.translate`` passes (per byte of rows: 1 when it holds a busy row), one OR of the two as integers and
 ``bytes.find`` — each a pass in C over the C(n, k) entries, at most C(16, 8) = 12 870, whatever the busy
-set. The entries that tie it on (1), (2) follow it; among the free ones (the next zero bytes) the fewest
-broken whole islands (3), then the first (4), wins. That walk runs only when whole islands exist and stops
-at the first tie that breaks no more of them than any k free rows must (:func:`_least_broken`); it is the
-one part whose length depends on the matrix (a tie group is at most C(16, 8) entries).
+set. The entries that tie it on (1), (2) follow it (their end found by bisection). When whole islands are
+free, rule (3) is settled over that tie group in C as well (:func:`_settle`): per island four translations
+give a byte per tie, 1 when the tie takes part of the island but not all; their sum, with 255 for a tie that
+holds a busy row, is minimal first at the answer (the lowest index among the fewest broken). So a pick is
+at most 4 + 4 · islands passes in C over at most C(n, k) bytes, plus O(n + islands) Python operations,
+for any matrix and busy set.
 
 Preparation: 2^n codes once per topology, then per k C(n, k) keys, a sort and the two byte strings.
 """
@@ -46,9 +48,11 @@ class Ranked:
 
 
 def build(weight: tuple[tuple[int, ...], ...], levels: tuple[int, ...]) -> Ranked:
-    """The codes of every subset of the rows of ``weight`` (bandwidths, 0 on the diagonal; ``levels`` its
-    distinct off-diagonal values, descending)."""
+    """The codes of every subset of the rows of ``weight`` (at most 16 rows; bandwidths, 0 on the diagonal;
+    ``levels`` its distinct off-diagonal values, descending)."""
     n = len(weight)
+    if n > 16:
+        raise ValueError(f"pick_table: {n} GPUs; the pair counts per level hold at most C(16, 2) pairs")
     rank = {t: i for i, t in enumerate(levels)}
     shift = (max(levels, default=0) * n * n).bit_length() + 1
     code = [0]
