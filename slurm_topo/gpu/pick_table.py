@@ -80,7 +80,8 @@ def ranked(r: Ranked, k: int) -> tuple[list[int], bytes, bytes]:
         for c, rv in zip(map(code.__getitem__, masks), revs, strict=True)
     ]
     keys.sort(reverse=True)
-    got = (keys, bytes(key & 255 for key in keys), bytes(key >> 8 & 255 for key in keys))
+    low_byte = (255).__and__
+    got = (keys, bytes(map(low_byte, keys)), bytes(map(low_byte, map((8).__rrshift__, keys))))
     r.by_k[k] = got
     return got
 
