@@ -207,17 +207,15 @@ def test_sync_a_failed_drain_is_logged_then_exits_3(records: Path, monkeypatch: 
     assert "Invalid node state specified" in error_line(result)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cli/health.py: sync() raises before `actions` is assigned, so the JSON of a failed pass lists no "
-    "action and `failed` is never true",
-)
 def test_sync_json_marks_the_drain_that_failed(records: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     slurm(monkeypatch, IDLE, CommandError(list(DRAIN), 1, "slurm_update error: Invalid node state specified"))
     result = invoke("health-sync", "--records", str(records), "--json")
     assert result.exit_code == 3
     doc = json.loads(result.stdout)
     assert [(a["node"], a["action"], a["failed"]) for a in doc["actions"]] == [("g1", "drain", True)]
+    assert doc["actions"][0]["command"] == list(DRAIN) and doc["log"][0].startswith(
+        f"failed drain g1: {REASON}: "
+    )
 
 
 def test_sync_with_no_records_asks_slurm_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

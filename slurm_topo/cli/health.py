@@ -88,15 +88,18 @@ def health(
 def health_sync(records_dir: str, max_age: float, dry_run: bool, as_json: bool) -> None:
     """Drain nodes whose health record has a hard fault; resume only the drains made here (reason
     'slurm-topo-health: ...'). At most one change per node per pass. Guide: docs/health.md."""
-    from ..health.drain import sync
+    from ..health.drain import Action, SyncError, sync
 
     log: list[str] = []
-    actions = []
+    actions: list[Action] = []
+    failed: list[Action] = []
     try:
         actions = sync(Path(records_dir), SubprocessRunner(), max_age=max_age, dry_run=dry_run, log=log)
+    except SyncError as exc:  # some updates failed: the pass is still reported, then exit 3
+        actions, failed = exc.actions, exc.failed
+        raise
     finally:
         if as_json:
-            failed = {line.split(": ", 1)[0][len("failed ") :] for line in log if line.startswith("failed ")}
             doc = {
                 "dry_run": dry_run,
                 "actions": [
@@ -105,7 +108,7 @@ def health_sync(records_dir: str, max_age: float, dry_run: bool, as_json: bool) 
                         "action": a.verb,
                         "why": a.why,
                         "command": list(a.argv),
-                        "failed": f"{a.verb} {a.node}" in failed,
+                        "failed": a in failed,
                     }
                     for a in actions
                 ],

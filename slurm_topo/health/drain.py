@@ -217,6 +217,16 @@ def plan(
     return actions
 
 
+class SyncError(CommandError):
+    """A pass in which at least one update failed (the first failure's argv and status); the other nodes
+    still got theirs. ``actions`` is the whole plan tried, ``failed`` the actions whose update failed."""
+
+    def __init__(self, first: CommandError, actions: list[Action], failed: list[Action]):
+        super().__init__(first.argv, first.returncode, first.stderr, timeout=first.timeout)
+        self.actions = actions
+        self.failed = failed
+
+
 def sync(
     records_dir: Path,
     runner: Runner,
@@ -226,25 +236,29 @@ def sync(
     now: float | None = None,
     log: list[str] | None = None,
 ) -> list[Action]:
-    """One pass: read the records and Slurm's nodes, apply the plan (unless ``dry_run``)."""
+    """One pass: read the records and Slurm's nodes, apply the plan (unless ``dry_run``). An update that
+    fails is logged and the pass goes on; then :class:`SyncError` (a :class:`CommandError`) carries the
+    plan and which of its actions failed."""
     out = log if log is not None else []
     records, skipped = read_health_records(records_dir)
     out.extend(skipped)
     nodes = parse_show_node(runner.run(slurm_argv.show_nodes(one_line=False))) if records else {}
     live = live_blocks(runner) if records else None
     actions = plan(records, nodes, now=time.time() if now is None else now, max_age=max_age, live=live)
-    failed: CommandError | None = None
+    first: CommandError | None = None
+    failed: list[Action] = []
     for action in actions:
         if action.argv and not dry_run:
             try:
                 runner.run(list(action.argv))
             except CommandError as exc:  # the other nodes still get their pass
                 out.append(f"failed {action.line()}: {str(exc).splitlines()[0][:200]}")
-                failed = failed or exc
+                first = first or exc
+                failed.append(action)
                 continue
         out.append(action.line())
-    if failed is not None:
-        raise failed
+    if first is not None:
+        raise SyncError(first, actions, failed)
     return actions
 
 
