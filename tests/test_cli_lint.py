@@ -163,7 +163,6 @@ def test_check_a_constraint_counts_only_the_nodes_that_have_it() -> None:
     assert doc["features"].startswith("nvme&[") and doc["features"].count("|") == 2
 
 
-@pytest.mark.xfail(strict=True, reason="render_check writes '(1 nodes, ...)': the counts are not pluralised")
 def test_check_names_a_group_of_one_node_in_the_singular() -> None:
     code, lines = check("--locality", "zone", "-N", "2", "-C", "nvme", "-v")
     (excluded,) = [line for line in lines if line.startswith("excluded: ")]

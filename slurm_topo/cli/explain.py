@@ -9,6 +9,7 @@ import click
 
 from ..policy import Decision, Survey
 from ..runner import SubprocessRunner
+from ..text import counted
 from .common import _load, cli, inventory_option, records_option
 from .cost import _links_table
 
@@ -72,6 +73,11 @@ def explain(
         click.echo(write_overlay(inventory, explanation, view, svg_file))
 
 
+def _group_text(group: str, nodes: int, gpus: int) -> str:
+    """``us-east-1b (1 node, 4 GPUs)``."""
+    return f"{group} ({counted(nodes, 'node')}, {counted(gpus, 'GPU')})"
+
+
 def render_check(decision: Decision, found: Survey | None, level: str, verbose: bool, as_json: bool) -> str:
     """Text (or JSON) for `check`: line 1 accept|reject, then what the filter would do and why."""
     verdict = "reject" if decision.action == "reject" else "accept"
@@ -104,11 +110,11 @@ def render_check(decision: Decision, found: Survey | None, level: str, verbose: 
     if decision.prefer:
         lines.append(f"prefer: {decision.prefer}")
     if fitting and decision.action != "reject":
-        lines.append("candidates: " + ", ".join(f"{g} ({n} nodes, {gp} GPUs)" for g, n, gp in fitting))
+        lines.append("candidates: " + ", ".join(_group_text(*group) for group in fitting))
     if small:
         lines.append(
-            f"excluded: {len(small)} {level.replace('_', ' ')}{'s' if len(small) != 1 else ''} too small"
-            + (": " + ", ".join(f"{g} ({n} nodes, {gp} GPUs)" for g, n, gp in small) if verbose else "")
+            f"excluded: {counted(len(small), level.replace('_', ' '))} too small"
+            + (": " + ", ".join(_group_text(*group) for group in small) if verbose else "")
         )
     lines.append(f"record: {decision.record}")
     return "\n".join(lines) + "\n"
