@@ -15,6 +15,7 @@ from test_cli import FakeSlurm, error_line, invoke
 from slurm_topo.cli import calibrate as calibrate_cli
 from slurm_topo.cli import cost as cost_cli
 from slurm_topo.cli import explain as explain_cli
+from slurm_topo.errors import CommandError
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real" / "slurm-24.11"
 INVENTORY = str(REAL / "inventory.yaml")
@@ -336,14 +337,25 @@ def test_calibrate_needs_nodes_and_a_sane_transfer_size(steps: ProbeSteps) -> No
     assert len(steps.calls) == asked
 
 
-@pytest.mark.xfail(
-    strict=True, reason="calibrate wraps the CommandError's own text: the argv and exit status twice"
-)
 def test_calibrate_names_a_failed_address_lookup_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(calibrate_cli, "SubprocessRunner", lambda: FakeSlurm({}))
     result = invoke("calibrate", "-i", INVENTORY, "--nodes", "n[01-02]")
     assert result.exit_code == 3
     assert error_line(result).count("exited 1") == 1
+    assert error_line(result) == (
+        "scontrol show node -o exited 1: reading the nodes' addresses: no answer scripted for this command"
+    )
+
+
+def test_calibrate_says_a_timed_out_address_lookup_timed_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scontrol that did not answer in time ran: it is not 'could not be started'."""
+    argv = ["scontrol", "show", "node", "-o"]
+    fake = FakeSlurm({"scontrol show node -o": CommandError(argv, None, timeout=30.0)})
+    monkeypatch.setattr(calibrate_cli, "SubprocessRunner", lambda: fake)
+    result = invoke("calibrate", "-i", INVENTORY, "--nodes", "n[01-02]")
+    assert result.exit_code == 3
+    assert error_line(result).startswith("scontrol show node -o did not answer within 30 s")
+    assert "could not be started" not in error_line(result)
 
 
 def test_probes_outside_a_slurm_step_refuse_to_run() -> None:

@@ -82,8 +82,10 @@ def calibrate(
     runner = SubprocessRunner()
     try:
         records = SlurmAccess(runner).nodes()
-    except CommandError as exc:
-        raise CommandError(exc.argv, exc.returncode, f"reading the nodes' addresses: {exc}") from None
+    except CommandError as exc:  # the argv and status once, then what it was for and Slurm's own words
+        tail = exc.stderr.strip().splitlines()[-1] if exc.stderr.strip() else ""
+        why = "reading the nodes' addresses" + (f": {tail}" if tail else "")
+        raise CommandError(exc.argv, exc.returncode, why, timeout=exc.timeout) from None
     addresses = {name: rec.get("NodeAddr") or name for name, rec in records.items() if name in set(nodes)}
     done = run_calibration(
         inventory,
