@@ -32,7 +32,8 @@ class ExitCode(IntEnum):
     """Done; for ``apply`` also "unchanged", "deferred", a dry run, or applied without
     --detailed-exitcodes."""
     PROBLEMS = 1
-    """The command ran and found problems: ``lint`` problems, ``check`` would reject, ``health`` faults."""
+    """The command ran and found problems: ``lint`` problems, ``check`` would reject. (``health`` exits 0
+    whatever the verdict: the verdict is in its record, docs/health.md.)"""
     INPUT = 2
     """Bad input or usage: an inventory, a flag, a file handed to us. Nothing was written."""
     COMMAND = 3
