@@ -542,8 +542,8 @@ function steps.prefer_cascade(job, first, budget)
   local values = family_values(data, partitions)
   local alternatives, room = MAX_ALTERNATIVES, budget - 1
   if values ~= nil then -- with families: the bare values after the region buckets, largest first
-    local fkept, fcut = steps.candidates(sc, values, budget, nil, nil, nil, true, wanted(alternatives))
-    local n, left, after = taken(fkept, alternatives, room)
+    local fkept, fcut, flength = steps.candidates(sc, values, budget, nil, nil, nil, true, wanted(alternatives))
+    local n, left, after = taken(fkept, alternatives, room, flength)
     lists[#PREFER_LEVELS + 1] = { fkept, fcut, n, room - after }
     alternatives, room = left, after
   end
@@ -554,8 +554,8 @@ function steps.prefer_cascade(job, first, budget)
     elseif i ~= 2 then
       groups = level_groups(data, partitions, PREFER_LEVELS[i])
     end
-    local kept, cut = steps.candidates(sc, groups, budget, nil, nil, nil, nil, wanted(alternatives))
-    local n, left, after = taken(kept, alternatives, room)
+    local kept, cut, length = steps.candidates(sc, groups, budget, nil, nil, nil, nil, wanted(alternatives))
+    local n, left, after = taken(kept, alternatives, room, length)
     lists[i] = { kept, cut, n, room - after }
     alternatives, room = left, after
   end
@@ -656,7 +656,8 @@ decide_required = function(job)
   local rejected, named = named_nodes(job)
   if rejected then return rejected end
   local budget = MAX_CONSTRAINT - #probe + 2
-  local kept, cut = steps.candidates(job.scan, groups, budget, only)
+  local kept, cut, length = steps.candidates(job.scan, groups, budget, only)
+  job.kept_length = length -- the finer --prefer's cascade takes the kept list at once (S.taken)
   if #kept > 0 then
     return { action = "amend", locality = loc, features = compose_with(c, job.restrict, steps.bracket(kept)),
              prefer = required_prefer(job, groups, kept, budget, only),
@@ -681,19 +682,20 @@ function steps.finer(job, kept, budget)
   local inside = {}
   for i = 1, #kept do inside[kept[i].f] = true end
   -- coarsest first, each finer list for at most what the cascade can still take + 1 (as prefer_cascade)
-  local taken_kept, alternatives, room = taken(kept, MAX_ALTERNATIVES, budget - 1)
+  local taken_kept, alternatives, room = taken(kept, MAX_ALTERNATIVES, budget - 1, job.kept_length)
   local kept_chars = budget - 1 - room
   local lists, finer = {}, false
   for i = #levels, 1, -1 do
-    local k, cut = steps.candidates(sc, levels[i], budget, nil, inside, UP[level], nil, wanted(alternatives))
-    local n, left, after = taken(k, alternatives, room)
+    local k, cut, length = steps.candidates(sc, levels[i], budget, nil, inside, UP[level], nil, wanted(alternatives))
+    local n, left, after = taken(k, alternatives, room, length)
     lists[i] = { k, cut, n, room - after }
     finer = finer or #k > 0
     alternatives, room = left, after
   end
   if not finer then return false end
   lists[#lists + 1] = { kept, false, taken_kept, kept_chars }
-  return S.bracket_text((cascade(lists, budget)))
+  -- the kept list whole is the level's own bracket, formatted already (steps.bracket, remembered): its text
+  return S.bracket_text((cascade(lists, budget)), kept, string.sub(steps.bracket(kept), 2, -2))
 end
 
 required_prefer = function(job, groups, kept, budget, only)

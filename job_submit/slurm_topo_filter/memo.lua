@@ -42,10 +42,10 @@ local function candidates(raw)
     if descending then key = key .. "d" end -- a list scanned from its first group: another start
     if limit ~= nil then key = key .. "<" .. num(limit) end -- at most limit groups: another list
     local hit = memo[key]
-    if hit then return hit[1], hit[2] end
-    local kept, cut = raw(sc, groups, budget, only, inside, up, descending, limit)
-    remember(memo, key, { kept, cut })
-    return kept, cut
+    if hit then return hit[1], hit[2], hit[3] end
+    local kept, cut, length = raw(sc, groups, budget, only, inside, up, descending, limit)
+    remember(memo, key, { kept, cut, length })
+    return kept, cut, length
   end
 end
 

@@ -68,8 +68,10 @@ function M.label_of(g)
   -- the group's label: the data writes it only where it is not the one its feature spells (ng_a.r1 -> a/r1:
   -- after the first "_", dots as slashes; filter_data.py _derived_label), else derived here once
   local l = g.l
-  if l == nil then
-    l = string.gsub(string.match(g.f, "^[^_]*_(.*)$"), "%.", "/")
+  if l == nil then -- plain finds: a pattern costs more than the rest of a first display
+    local f = g.f
+    l = string.sub(f, string.find(f, "_", 1, true) + 1)
+    if string.find(l, ".", 1, true) then l = string.gsub(l, "%.", "/") end
     g.l = l
   end
   return l
@@ -124,18 +126,18 @@ end
 -- (the list's running bracket length L, summed by M.prepare; binary search).
 local function compiled_cut(groups, start, budget, limit)
   local n, L = #groups, groups.L
-  if start > n then return {}, false end
+  if start > n then return {}, false, 1 end
   local before = 0
   if start > 1 then before = L[start - 1] end
   local lo, hi = start, math.min(n, start + limit - 1)
-  if 1 + L[lo] - before > budget then return {}, true end
+  if 1 + L[lo] - before > budget then return {}, true, 1 end
   while lo < hi do -- the last e with 2 + (L[e] - L[start-1] - 1) <= budget
     local mid = math.floor((lo + hi + 1) / 2)
     if 1 + L[mid] - before <= budget then lo = mid else hi = mid - 1 end
   end
   local kept = { src = groups, from = start } -- a run of the list: its bracket text is a piece of groups.joined
   for i = start, lo do kept[i - start + 1] = groups[i] end
-  return kept, lo < n
+  return kept, lo < n, 1 + L[lo] - before
 end
 
 -- Whether a group of this size (data.lua: the first shape of its n, g, m and class counts, shared by every list)
@@ -184,7 +186,9 @@ end
 
 local function first_large(sc, groups)
   -- the first position whose group has as many nodes as the job asks for (groups are sorted by size)
-  local lo, hi, nodes = 1, #groups + 1, sc.nodes
+  local nodes, first = sc.nodes, groups[1]
+  if first ~= nil and first.n >= nodes then return 1 end -- the common case: every group is large enough
+  local lo, hi = 1, #groups + 1
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
     if groups[mid].n < nodes then lo = mid + 1 else hi = mid end
@@ -212,7 +216,8 @@ local function admitted(sc, g, only, inside, up)
   return (only == nil or only[g.f]) and scan_allowed(sc, g) and (inside == nil or inside[parent_of(g, up)])
 end
 
--- Up to 64 fitting groups within `budget` characters of bracket, in the data's order: {kept, cut short}; a plain
+-- Up to 64 fitting groups within `budget` characters of bracket, in the data's order: (kept, cut short, length:
+-- 1 + each kept group's characters and "|", so its bracket is length + 1 characters); kept is a plain
 -- array (what a record shows of a group's eligible nodes is asked again of the scan: M.nodes_of).
 -- Groups are sorted by size, so the scan starts at the first group as large as the job (binary search);
 -- `descending` (the family values, largest first): from the first. `inside` (a set of zone or region group
@@ -237,13 +242,13 @@ function M.candidates(sc, groups, budget, only, inside, up, descending, limit)
       local g = groups[i]
       if scan_fits(sc, g) and (not filtered or admitted(sc, g, only, inside, up)) then
         local extra = #g.f + 1
-        if count == limit or length + extra > budget then return kept, true end
+        if count == limit or length + extra > budget then return kept, true, length end
         count = count + 1
         kept[count] = g
         length = length + extra
       end
     end
-    return kept, false
+    return kept, false, length
   end
   local lists, many = fitting_lists(sc, groups, start)
   local pk, fk -- groups inside others, nothing else restricting: the parent's key in g.u, looked up in place
@@ -254,13 +259,13 @@ function M.candidates(sc, groups, budget, only, inside, up, descending, limit)
       local g = groups[positions[j]]
       if not filtered or (pk and inside[g.u[pk] or g.u[fk]]) or (not pk and admitted(sc, g, only, inside, up)) then
         local extra = #g.f + 1
-        if count == limit or length + extra > budget then return kept, true end
+        if count == limit or length + extra > budget then return kept, true, length end
         count = count + 1
         kept[count] = g
         length = length + extra
       end
     end
-    return kept, false
+    return kept, false, length
   end
   if 4 * many >= #groups - start + 1 then -- most groups fit: the list in order
     local fit = sc.fit
@@ -269,13 +274,13 @@ function M.candidates(sc, groups, budget, only, inside, up, descending, limit)
       if fit[g.z]
         and (not filtered or (pk and inside[g.u[pk] or g.u[fk]]) or (not pk and admitted(sc, g, only, inside, up))) then
         local extra = #g.f + 1
-        if count == limit or length + extra > budget then return kept, true end
+        if count == limit or length + extra > budget then return kept, true, length end
         count = count + 1
         kept[count] = g
         length = length + extra
       end
     end
-    return kept, false
+    return kept, false, length
   end
   while true do -- a merge of the fitting sizes' positions
     local best, pos = 0, math.huge
@@ -283,12 +288,12 @@ function M.candidates(sc, groups, budget, only, inside, up, descending, limit)
       local p = lists[j][lists[j + 1]]
       if p ~= nil and p < pos then best, pos = j, p end
     end
-    if best == 0 then return kept, false end
+    if best == 0 then return kept, false, length end
     lists[best + 1] = lists[best + 1] + 1
     local g = groups[pos]
     if not filtered or (pk and inside[g.u[pk] or g.u[fk]]) or (not pk and admitted(sc, g, only, inside, up)) then
       local extra = #g.f + 1
-      if count == limit or length + extra > budget then return kept, true end
+      if count == limit or length + extra > budget then return kept, true, length end
       count = count + 1
       kept[count] = g
       length = length + extra
@@ -312,20 +317,34 @@ function M.run_text(kept, count)
   return table.concat(names, "|")
 end
 
-function M.bracket_text(kept)
-  -- "[f1|f2|...]" of a list: a cascade's (its runs, `parts`) or a level's
+function M.bracket_text(kept, known, known_text)
+  -- "[f1|f2|...]" of a list: a cascade's (its runs, `parts`) or a level's; a run of the whole list `known` is
+  -- known_text (its text, made already)
   local parts = kept.parts
   if parts == nil then return "[" .. M.run_text(kept, #kept) .. "]" end
   if #parts == 2 then return "[" .. M.run_text(parts[1], parts[2]) .. "]" end
   local texts = {}
-  for j = 1, #parts, 2 do texts[#texts + 1] = M.run_text(parts[j], parts[j + 1]) end
+  for j = 1, #parts, 2 do
+    local list, count = parts[j], parts[j + 1]
+    if list == known and count == #list then
+      texts[#texts + 1] = known_text
+    else
+      texts[#texts + 1] = M.run_text(list, count)
+    end
+  end
   return "[" .. table.concat(texts, "|") .. "]"
 end
 
-function M.taken(kept, alternatives, room)
+function M.taken(kept, alternatives, room, length)
   -- what M.cascade takes of one list with `alternatives` and `room` characters left: (count, alternatives left,
   -- room left). A cascade's caller asks each list, coarsest first, for at most the alternatives left + 1 (one
-  -- more tells whether the list was cut), which gives the same cascade as the whole lists would
+  -- more tells whether the list was cut), which gives the same cascade as the whole lists would. `length`
+  -- (M.candidates' third value: 1 + the characters of each group and its "|"): the whole list at once when
+  -- it fits
+  local count = #kept
+  if length ~= nil and count <= alternatives and length - 1 <= room then
+    return count, alternatives - count, room - (length - 1)
+  end
   local n = 0
   for i = 1, #kept do
     local cost = #kept[i].f + 1
