@@ -345,3 +345,11 @@ def test_import_name_rules_are_one_or_the_other() -> None:
     )
     bad = invoke("import", "gcp", str(CLOUDS / "gcp-instances.json"), "--name-map", "gpu-(=x")
     assert bad.exit_code == 2 and error_line(bad).startswith("--name-map 'gpu-(=x': bad regular expression")
+
+
+def test_import_an_unknown_provider_is_named_plainly_with_the_known_ones() -> None:
+    result = invoke("import", "ibm", str(CLOUDS / "gcp-instances.json"))
+    assert result.exit_code == 2 and result.stdout == ""
+    line = error_line(result)
+    assert line.startswith("invalid value for 'PROVIDER': 'ibm' is not one of 'gcp', 'aws', 'azure'")
+    assert "{" not in line

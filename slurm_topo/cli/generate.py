@@ -286,7 +286,7 @@ def discover(
 
 
 @cli.command("import")
-@click.argument("provider", type=click.Choice(["gcp", "aws", "azure"]))
+@click.argument("provider", metavar="PROVIDER", type=click.Choice(["gcp", "aws", "azure"]))
 @click.argument("listing", metavar="FILE")
 @click.option(
     "--name-map",
@@ -315,7 +315,7 @@ def import_cmd(
     as_json: bool,
 ) -> None:
     """Turn a cloud's own instance listing (gcloud/aws/az JSON, from a file) into a trusted provider
-    inventory."""
+    inventory. PROVIDER: gcp, aws or azure."""
     from ..providers import NameRule, import_listing
 
     if name_map and strip_suffix:
