@@ -250,7 +250,7 @@ def main() -> None:
             "|---|---|---|---|---|---|---|---|---|",
             *rows,
             "",
-            "Preparation: CPU µs of the first call on a fresh topology object (all free, k = 8), and of the "
+            "Preparation: CPU µs of the first call with every cache emptied (all free, k = 8), and of the "
             "first call of each other k (3-15) on that object afterwards; one timing each.",
             "",
             "| family | matrices | first call median µs | first call worst µs | first call of another k "
