@@ -123,6 +123,21 @@ def test_a_record_that_cannot_be_written_is_exit_4(tmp_path: Path) -> None:
     assert (folder / "health").read_text() == "a file where the folder goes\n"
 
 
+def test_a_threshold_without_a_value_asks_for_key_equals_value(tmp_path: Path) -> None:
+    """A bare word is a missing '=': the error asks for KEY=VALUE, whether or not the word is a known key;
+    an unknown key with a value is still named as unknown. Nothing is read or written (no state file)."""
+    for word in ("nope", "hysteresis"):
+        result = invoke("health", "--no-nvml", "--sysfs-root", str(HEALTHY), "--node-name", "g1",
+                        "--state", str(tmp_path / "state.json"), "--threshold", word)  # fmt: skip
+        assert result.exit_code == 2 and result.stdout == ""
+        assert error_line(result) == f"--threshold '{word}': give KEY=VALUE (e.g. hysteresis=3)"
+    unknown = invoke("health", "--no-nvml", "--sysfs-root", str(HEALTHY), "--threshold", "nope=3")
+    assert unknown.exit_code == 2 and error_line(unknown).startswith(
+        "--threshold 'nope=3': unknown key (known: "
+    )
+    assert not (tmp_path / "state.json").exists()
+
+
 # ---- health-sync
 
 

@@ -53,6 +53,9 @@ def health(
     from ..health.verdict import parse_thresholds
     from ..model import NODE_NAME_RE
 
+    for pair in thresholds:  # a bare word is a missing '=', not an unknown key
+        if "=" not in pair:
+            raise InputError(f"--threshold {pair!r}: give KEY=VALUE (e.g. hysteresis=3)")
     limits = parse_thresholds(thresholds)
     if records_dir and not Path(records_dir).is_dir():
         raise InputError(f"--records {records_dir}: not a directory")
