@@ -116,6 +116,20 @@ def test_cost_comm_only_compares_the_traffic_alone(links: str) -> None:
     assert "assumed: communication only" in result.stdout
 
 
+def test_cost_names_where_the_best_placement_meets_in_words(links: str) -> None:
+    """Two nodes fit in one rack (a network group); all 12 of the capture's nodes span us-east and us-west,
+    so they meet at level ``any``: no group holds them, and the text says so instead of 'one any'. The 48
+    ranks' ring then runs at the ``any`` bandwidth."""
+    args = ["cost", "-i", INVENTORY, "--links", links, "--gpus-per-node", "4", "--allreduce-bytes", "1G"]
+    rack = invoke(*args, "--nodes", "n01,n05", "--comm-only").stdout.splitlines()
+    (best,) = [line for line in rack if line.startswith("best placement")]
+    assert " (one network group): " in best
+    fleet = invoke(*args, "--nodes", "n[01-12]", "--comm-only")
+    assert fleet.exit_code == 0, fleet.stderr
+    (best,) = [line for line in fleet.stdout.splitlines() if line.startswith("best placement")]
+    assert best == f"best placement on the idle fleet: n[01-12] (no common region): {ring(48, 1, 5):.4f} s"
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
