@@ -140,6 +140,16 @@ def test_the_minor_number_warning_is_only_for_fleets_with_gpus(tmp_path: Path) -
     assert result.exit_code == 0 and result.stderr == ""
 
 
+def test_one_node_slurm_knows_beyond_the_inventory_is_named_in_the_singular(tmp_path: Path) -> None:
+    inv = trimmed_inventory(tmp_path, {"n12"})
+    result = invoke(
+        "generate", "-i", str(inv), "-o", str(tmp_path / "out"), "--slurm-version", "24.11",
+        "--nodes-from", str(REAL / "scontrol-show-node-o.txt"),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert "1 node Slurm knows is in no inventory; placed in the root's leaf: n12" in result.stderr
+
+
 def test_nodes_slurm_knows_beyond_the_inventory_go_to_the_roots_leaf(tmp_path: Path) -> None:
     """README: nodes Slurm knows that no inventory places go into the root's leaf switch, listed on
     stderr (the capture knows n01-n12; the inventory lacks n11 and n12)."""

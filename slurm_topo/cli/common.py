@@ -16,6 +16,7 @@ from ..inventory import Loaded, load_inventory_file, merge, with_slurm_nodes
 from ..model import LABEL_RE, Inventory
 from ..policy import Partition
 from ..runner import SubprocessRunner
+from ..text import counted
 from ..version import DEFAULT_SLURM, __version__, format_slurm_version, parse_slurm_version
 
 PROG = "slurm-topo"
@@ -66,9 +67,10 @@ def _load(
     if records is not None:
         inventory = with_slurm_nodes(inventory, records, nodes_from or "scontrol show node")
         if inventory.extra_nodes:
+            extra = len(inventory.extra_nodes)
             _warn(
-                f"{len(inventory.extra_nodes)} nodes Slurm knows are in no inventory; placed in the root's "
-                f"leaf: {' '.join(inventory.extra_nodes)}"
+                f"{counted(extra, 'node')} Slurm knows {'is' if extra == 1 else 'are'} in no inventory; "
+                f"placed in the root's leaf: {' '.join(inventory.extra_nodes)}"
             )
     if records_dir:
         from ..health.drain import load_effects
