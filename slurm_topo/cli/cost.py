@@ -79,14 +79,8 @@ def _cost_json(prediction, spec) -> dict[str, object]:  # type: ignore[no-untype
     }
 
 
-def _level_words(level: str | None) -> str:
-    """Where the best placement's nodes meet: ``one zone``, ``one NVLink domain``; level ``any`` is nodes
-    in different regions (or without one), not a group."""
-    named = {"node": "one node", "nvlink": "one NVLink domain", "any": "no common region"}
-    return named.get(level or "", f"one {(level or '?').replace('_', ' ')}")
-
-
 def _cost_text(prediction, spec) -> str:  # type: ignore[no-untyped-def]
+    from ..cost import level_words
     from ..hostlist import compress
 
     cur, best = prediction.current, prediction.best
@@ -114,7 +108,7 @@ def _cost_text(prediction, spec) -> str:  # type: ignore[no-untyped-def]
     else:
         lines.append(
             f"best placement on the idle fleet: {compress(best.nodes)} "
-            f"({_level_words(prediction.best_level)}): "
+            f"({level_words(prediction.best_level)}): "
             f"{_seconds(best.seconds)}"
         )
         comm = prediction.comm_slowdown

@@ -38,6 +38,7 @@ from .search import Found, best_nodes
 from .step import DEFAULT_COMM_SHARE, StepModel, step_model
 
 __all__ = [
+    "level_words",
     "DEFAULT_COMM_SHARE",
     "DEFAULT_LINKS",
     "DEFAULT_TABLE",
@@ -191,10 +192,11 @@ def predict_job(
     return idle, predict(fabric, nodes, spec, table, eligible=lambda n: n.name in allowed)
 
 
-def _level_words(level: str | None) -> str:
-    return {"node": "one node", "nvlink": "one NVLink domain"}.get(
-        level or "", f"one {level or '?'}"
-    ).replace("_", " ")
+def level_words(level: str | None) -> str:
+    """Where the best placement's nodes meet: ``one zone``, ``one NVLink domain``; level ``any`` is nodes
+    in different regions (or without one), not a group."""
+    named = {"node": "one node", "nvlink": "one NVLink domain", "any": "no common region"}
+    return named.get(level or "", f"one {(level or '?').replace('_', ' ')}")
 
 
 def describe(idle: Prediction, now: Prediction | None = None) -> list[str]:
@@ -217,7 +219,7 @@ def describe(idle: Prediction, now: Prediction | None = None) -> list[str]:
             continue
         comm = pred.comm_slowdown
         head = (
-            f"best placement {label}: {pred.best.seconds:.4g} s per step ({_level_words(pred.best_level)}); "
+            f"best placement {label}: {pred.best.seconds:.4g} s per step ({level_words(pred.best_level)}); "
         )
         if pred.step.compute_s is None or comm is None:
             lines.append(head + f"this placement is {(pred.slowdown - 1) * 100:.0f} % slower")
