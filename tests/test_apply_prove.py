@@ -313,12 +313,6 @@ def test_an_absolute_include_of_the_node_lines_loads_the_staged_ones(etc: Path, 
 
 
 @needs_root
-@pytest.mark.xfail(
-    strict=True,
-    reason="probe_conf compares an Include's directory with --slurm-dir as spelled: through a symlinked "
-    "--slurm-dir (/etc/slurm-llnl -> /etc/slurm) the throwaway loads the LIVE node lines, not the staged "
-    "ones, so a set Slurm would reject is proven",
-)
 def test_through_a_symlinked_slurm_dir_the_include_still_loads_the_staged_node_lines(
     etc: Path, tmp_path: Path
 ) -> None:
@@ -328,3 +322,53 @@ def test_through_a_symlinked_slurm_dir_the_include_still_loads_the_staged_node_l
     staged = {"slurm-topo-nodes.conf": b"# staged node lines\nNodeName=n01\n"}
     proof = controller(tmp_path, READ_INCLUDE).prove(link, staged, 20)
     assert log_value(proof.log, "included: ") == ["# staged node lines"], proof
+
+
+def include_of(conf: str) -> str:
+    (line,) = [ln for ln in conf.splitlines() if ln.startswith("Include ")]
+    return line.removeprefix("Include ")
+
+
+def test_an_include_through_a_symlinked_directory_names_the_copy_whichever_side_is_the_link(
+    tmp_path: Path,
+) -> None:
+    """--slurm-dir and the Include line may each spell the directory through a symlink: both resolve to
+    one directory, so the staged node lines are what the throwaway reads."""
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "slurm-topo-nodes.conf").write_text("# live\n")
+    link = tmp_path / "slurm-llnl"
+    link.symlink_to(etc)
+    copy = tmp_path / "copy"
+    staged = ["slurm-topo-nodes.conf"]
+    for slurm_dir, named in ((link, etc), (etc, link), (link, link)):
+        text = f"Include {named}/slurm-topo-nodes.conf\n"
+        out = probe_conf(text, slurm_dir, copy, "h", staged)
+        assert include_of(out) == f"{copy}/slurm-topo-nodes.conf", (slurm_dir, named)
+    elsewhere = tmp_path / "other"
+    elsewhere.mkdir()
+    text = f"Include {elsewhere}/slurm-topo-nodes.conf\n"
+    assert include_of(probe_conf(text, link, copy, "h", staged)) == f"{elsewhere}/slurm-topo-nodes.conf"
+
+
+def test_an_include_of_a_symlink_follows_it_unless_apply_replaces_the_link(tmp_path: Path) -> None:
+    """A symlink outside the directory to a file of it reads that file's copy; a symlink inside it that
+    carries a name the set writes is replaced by apply's rename, so its copy is the staged file even where
+    the link pointed at another file of the directory."""
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "slurm-topo-nodes.conf").write_text("# live\n")
+    (etc / "nodes-by-hand.conf").write_text("# by hand\n")
+    (etc / "nodes.conf").symlink_to("slurm-topo-nodes.conf")  # not written by apply: followed
+    (etc / "gres.conf").symlink_to("nodes-by-hand.conf")  # written by apply: the link is replaced
+    (tmp_path / "outside.conf").symlink_to(etc / "slurm-topo-nodes.conf")
+    copy = tmp_path / "copy"
+    staged = ["slurm-topo-nodes.conf", "gres.conf"]
+    for named, read in (
+        (tmp_path / "outside.conf", "slurm-topo-nodes.conf"),
+        (etc / "nodes.conf", "slurm-topo-nodes.conf"),
+        (etc / "gres.conf", "gres.conf"),
+        (etc / "nodes-by-hand.conf", "nodes-by-hand.conf"),
+    ):
+        out = probe_conf(f"Include {named}\n", etc, copy, "h", staged)
+        assert include_of(out) == f"{copy}/{read}", named

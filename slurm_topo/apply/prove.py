@@ -49,7 +49,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
@@ -115,10 +115,18 @@ def prover_for(version: tuple[int, int] | None) -> Prover:
     return ThrowawayController(expect=version)
 
 
-def probe_conf(text: str, slurm_dir: Path, copy_dir: Path, hostname: str) -> str:
+def probe_conf(
+    text: str, slurm_dir: Path, copy_dir: Path, hostname: str, staged: Collection[str] = ()
+) -> str:
     """``slurm.conf`` text for the throwaway controller: private paths, this host, nothing it could reach
     or run; ``Include`` lines that name a file of ``slurm_dir`` point into the copy, relative ones below it
-    (or patterns) to the live directory."""
+    (or patterns) to the live directory. ``staged``: the names the set writes.
+
+    "A file of ``slurm_dir``" is decided on resolved paths (``os.path.realpath``), never on the spelling:
+    ``--slurm-dir /etc/slurm-llnl`` (a symlink to /etc/slurm) and ``Include
+    /etc/slurm/slurm-topo-nodes.conf`` name the same file, and the throwaway must read the staged one, not
+    the live one."""
+    real_dir = Path(os.path.realpath(slurm_dir))
     out = []
     for line in text.splitlines():
         m = _KEY_RE.match(line)
@@ -126,7 +134,7 @@ def probe_conf(text: str, slurm_dir: Path, copy_dir: Path, hostname: str) -> str
             key = m.group(1).lower()
             if key in _DROP_KEYS or key.startswith(_DROP_PREFIXES):
                 continue
-        out.append(_redirect_include(line, slurm_dir, copy_dir))
+        out.append(_redirect_include(line, slurm_dir, real_dir, copy_dir, staged))
     out += [
         "# slurm-topo apply: throwaway controller that only proves the files load",
         f"SlurmctldHost={hostname}",
@@ -139,14 +147,26 @@ def probe_conf(text: str, slurm_dir: Path, copy_dir: Path, hostname: str) -> str
     return "\n".join(out) + "\n"
 
 
-def _redirect_include(line: str, slurm_dir: Path, copy_dir: Path) -> str:
+def _redirect_include(
+    line: str, slurm_dir: Path, real_dir: Path, copy_dir: Path, staged: Collection[str]
+) -> str:
+    """``real_dir``: ``slurm_dir`` resolved. An absolute Include names a file of the set when its directory
+    resolves to ``real_dir`` and its name is staged (apply's rename replaces whatever had that name, a
+    symlink too), or when the whole path resolves to a file there (through a symlinked directory, or a
+    symlink to one of its files); otherwise the copy of the file it names, or the line as it is."""
     m = _INCLUDE_RE.match(line)
     if not m:
         return line
     target = Path(m.group(2))
-    if target.is_absolute() and target.parent == slurm_dir:
-        return f"{m.group(1)}{copy_dir / target.name}{m.group(3)}"
-    if not target.is_absolute() and ("/" in m.group(2) or any(c in m.group(2) for c in "*?[")):
+    if target.is_absolute():
+        here = Path(os.path.realpath(target.parent)) == real_dir
+        if here and target.name in staged:
+            return f"{m.group(1)}{copy_dir / target.name}{m.group(3)}"
+        real = Path(os.path.realpath(target))
+        if real.parent == real_dir:
+            return f"{m.group(1)}{copy_dir / real.name}{m.group(3)}"
+        return f"{m.group(1)}{copy_dir / target.name}{m.group(3)}" if here else line
+    if "/" in m.group(2) or any(c in m.group(2) for c in "*?["):
         # only the directory's own files are copied: a relative path below it (or a pattern) stays live
         return f"{m.group(1)}{slurm_dir / target}{m.group(3)}"
     return line
@@ -210,7 +230,7 @@ class ThrowawayController:
                 (copy_dir / name).write_bytes(data)
         text = (copy_dir / "slurm.conf").read_text(encoding="utf-8", errors="replace")
         host = socket.gethostname().split(".")[0]
-        (copy_dir / "slurm.conf").write_text(probe_conf(text, slurm_dir, copy_dir, host))
+        (copy_dir / "slurm.conf").write_text(probe_conf(text, slurm_dir, copy_dir, host, staged))
         addr = _NETNS_ADDR.split("/")[0]
         names = sorted(node_host_names(copy_dir) | {host})
         (copy_dir / "hosts").write_text(
