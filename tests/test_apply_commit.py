@@ -566,11 +566,6 @@ def test_a_clock_set_back_does_not_defer_changes_beyond_the_interval(tmp_path: P
     assert res.status == "applied", res
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the journal names --slurm-dir as it was spelled: the same directory given through a symlink "
-    "(/etc/slurm-llnl -> /etc/slurm) or as a relative path is 'another directory', and recovery exits 13",
-)
 def test_a_journal_is_recovered_through_another_spelling_of_the_same_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -583,4 +578,29 @@ def test_a_journal_is_recovered_through_another_spelling_of_the_same_directory(
         run_apply(o, render(tmp_path, fleet({"n1": "rack-b"})), fake)
     monkeypatch.chdir(tmp_path)
     res = recover(opts(Path("etc"), state), fake)
+    assert res.status == "recovered" and snapshot(etc) == before, res
+
+
+def test_a_journal_written_with_the_directory_as_typed_is_still_recovered_by_its_real_path(
+    tmp_path: Path,
+) -> None:
+    """Journals written before the path was stored resolved hold --slurm-dir as it was typed (here the
+    symlink): the real directory recovers them, a symlink to another directory does not."""
+    etc, state, fake = env_of(tmp_path)
+    before = snapshot(etc)
+    link = tmp_path / "slurm-llnl"
+    link.symlink_to(etc)
+    with pytest.raises(Crash):
+        o = opts(link, state, step_hook=fail_at(f"rename:{TOPOLOGY}", Crash()))
+        run_apply(o, render(tmp_path, fleet({"n1": "rack-b"})), fake)
+    journal = json.loads((state / "journal.json").read_text())
+    assert journal["slurm_dir"] == os.path.realpath(etc), "the journal names the resolved directory"
+    journal["slurm_dir"] = str(link)  # as an older slurm-topo wrote it
+    (state / "journal.json").write_text(json.dumps(journal))
+    other = tmp_path / "other-etc"
+    other.mkdir()
+    (tmp_path / "other-llnl").symlink_to(other)
+    refused = recover(opts(tmp_path / "other-llnl", state), fake)
+    assert (refused.exit_code, refused.status) == (EXIT_ROLLBACK_FAILED, "rollback-failed"), refused
+    res = recover(opts(etc, state), fake)
     assert res.status == "recovered" and snapshot(etc) == before, res

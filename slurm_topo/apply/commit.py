@@ -104,7 +104,7 @@ def _prepare(options: ApplyOptions, st: _State, plan: _Plan) -> Journal:
     first = _rename_order([f["name"] for f in files], plan.data_first)
     journal = {
         "id": set_id,
-        "slurm_dir": str(sd),
+        "slurm_dir": os.path.realpath(sd),  # resolved: recovery may spell the directory another way
         "phase": "prepared",
         "files": files,
         "order": first,
@@ -295,13 +295,21 @@ def _commit(options: ApplyOptions, st: _State, slurm: _Slurm, plan: _Plan) -> Ap
     )
 
 
+def _same_dir(journaled: str, slurm_dir: Path) -> bool:
+    """Does the journal's ``slurm_dir`` name ``slurm_dir``? Compared resolved (``os.path.realpath``): a
+    symlink (/etc/slurm-llnl -> /etc/slurm) or a relative spelling is the same directory. Journals written
+    before the path was stored resolved hold it as typed; it resolves the same way (a relative one against
+    the current directory)."""
+    return journaled != "" and os.path.realpath(journaled) == os.path.realpath(slurm_dir)
+
+
 def _recover_locked(options: ApplyOptions, st: _State, slurm: _Slurm) -> tuple[str | None, list[str], bool]:
     """Finish or revert a half-done journal. (what was done or None, details, ok)."""
     journal = st.journal()
     if journal is None:
         _clean_stage(options.slurm_dir)
         return None, [], True
-    if Path(journal.get("slurm_dir", "")) != options.slurm_dir:
+    if not _same_dir(journal["slurm_dir"], options.slurm_dir):
         return (
             "journal-elsewhere",
             [f"the journal in {st.journal_path} is for {journal.get('slurm_dir')}, not {options.slurm_dir}"],
