@@ -106,13 +106,13 @@ def _holds(b: int) -> bytes:
     return got
 
 
+_REVERSED = [int(f"{b:08b}"[::-1], 2) for b in range(256)]  # per byte: its 8 bits in reverse order
+
+
 def reverse(mask: int, n: int) -> int:
-    """The low n bits of ``mask`` in reverse order (row i becomes bit n-1-i)."""
-    out = 0
-    for i in range(n):
-        if mask >> i & 1:
-            out |= 1 << (n - 1 - i)
-    return out
+    """The low n bits of ``mask`` (n <= 16) in reverse order (row i becomes bit n-1-i)."""
+    both = _REVERSED[mask & 255] << 8 | _REVERSED[mask >> 8 & 255]
+    return both >> (16 - n)
 
 
 def best(r: Ranked, k: int, fmask: int, whole: list[int]) -> int:
