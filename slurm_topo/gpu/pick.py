@@ -33,7 +33,8 @@ Algorithm overview (``pick_devices``):
    (:func:`_complete_pick`), each group's best subset per size read from its subsets pre-sorted by (2), (4)
    (groups of ≤ ``_PART_MAX`` GPUs).
 3. *Subset table* (9-16 GPUs, where step 2 does not apply: irregular matrices — random link classes, NV18
-   boxes with demoted links, bridges across PCIe switches — and the PCIe trees): :mod:`.pick_table`. Once per
+   boxes with demoted links, bridges across PCIe switches — and busy sets that leave a component of a
+   regular box incomplete): :mod:`.pick_table`. Once per
    topology every one of the 2^n subsets gets its bandwidth sum and slowest link as one integer (a sum over
    pairs, built by doubling); once per k the C(n, k) sets are sorted by (1), (2), (4). A pick is then the
    first entry without a busy GPU — two ``bytes.translate`` passes, an OR and a ``bytes.find``, in C over at
@@ -65,10 +66,11 @@ fixed number of C passes over C(n, k) ≤ 12 870 entries plus O(n · islands) in
 · k) in the worst case like the exhaustive search, reached only on ≤ 8 GPUs (or more than 16). Preparation
 (bandwidth matrix, adjacency bitmasks and per-level link steps, twins, groups with their subsets sorted) is
 O(n³ + Σ 2^|group| log) and cached per topology object; step 3's table is 2^n list additions per topology
-(about 6 ms for 16 GPUs) plus, per k, C(n, k) keys and a sort (up to about 8 ms at k = 8), built by the first
-pick that needs it, shared by topology objects with the same link matrix and kept for the last
-``_TABLES_KEPT`` matrices (a few MB each): a one-shot command on an irregular 16-GPU node pays it once
-(``benchmarks/results/pick_worst.md``, preparation).
+(5-8 ms for 16 GPUs) plus, per k, C(n, k) keys and a sort (7-10 ms at k = 8-9), built by the first pick that
+needs it, shared by topology objects with the same link matrix and kept for the last ``_TABLES_KEPT``
+matrices (a few MB each). So a one-shot command on an irregular 16-GPU node pays some 15-20 ms once, where
+the branch and bound took 0.5-8 ms (``benchmarks/results/pick_worst.md``, preparation); regular boxes whose
+picks step 2 answers build no table.
 ``pick_exhaustive`` is the O(C(n, k) · k²) reference, used by the tests and the benchmark.
 """
 
