@@ -18,6 +18,7 @@ none free), ``ALLOCATED``/``COMPLETING`` is allocated, and any of ``DRAIN``, ``D
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -68,15 +69,20 @@ class NodeState:
     state: str = ""  # Slurm's State= as printed
 
 
+@functools.lru_cache(maxsize=4096)
 def _gpu_count(text: str | None, rx: re.Pattern[str]) -> int | None:
+    # Cached: a fleet has few distinct Gres=/GresUsed=/AllocTRES= values (a 100 000-node list, a handful).
     if not text or text in ("(null)", "N/A"):
         return None
     found = [int(m.group(1)) for m in rx.finditer(text)]
     return sum(found) if found else None
 
 
+@functools.lru_cache(maxsize=1024)
 def classify(state: str) -> str:
-    """Slurm's ``State=`` (``IDLE+DRAIN``, ``MIXED``, ``DOWN*``, ``IDLE~``) -> free | allocated | drained."""
+    """Slurm's ``State=`` (``IDLE+DRAIN``, ``MIXED``, ``DOWN*``, ``IDLE~``) -> free | allocated | drained.
+
+    Cached: a node list has a few distinct states for all its nodes."""
     raw = state.strip().upper()
     if not raw:
         return UNKNOWN
@@ -236,14 +242,7 @@ def capacity(
         for n in inventory.nodes
         if n.name in states and states[n.name].free_gpus
     ]
-    grouped: dict[str, dict[tuple[str, ...], list[int]]] = {}
-    for level in levels:
-        groups: dict[tuple[str, ...], list[int]] = {}
-        for node, free in free_nodes:
-            key = level_key(node, level, {})
-            if key is not None:
-                groups.setdefault(key, []).append(free)
-        grouped[level] = groups
+    grouped = _grouped(free_nodes, levels)
     out = []
     for n, g in shapes:
         naive = free_gpus // (n * g)
@@ -260,6 +259,37 @@ def capacity(
             rows.append(LevelCapacity(level, jobs, groups_used, free_gpus - jobs * n * g))
         out.append(ShapeCapacity(n, g, naive, tuple(rows)))
     return Capacity(counts, free_gpus, total_gpus, tuple(out), tuple(extra_nodes))
+
+
+def _grouped(
+    free_nodes: Sequence[tuple[Node, int]], levels: Sequence[str]
+) -> dict[str, dict[tuple[str, ...], list[int]]]:
+    """Per level, the free GPU counts of each group's nodes. A node's group at every level but ``nvlink`` is
+    read from its location alone (``level_key``), so the nodes are gathered by location first (the nodes of
+    one inventory entry share one ``Location`` object) and each location's key is computed once a level; the
+    order within a group does not count (``max_jobs`` reads a histogram)."""
+    by_place: dict[int, tuple[Node, list[int]]] = {}
+    for node, free in free_nodes:
+        place = by_place.get(id(node.location))
+        if place is None:
+            by_place[id(node.location)] = (node, [free])
+        else:
+            place[1].append(free)
+    grouped: dict[str, dict[tuple[str, ...], list[int]]] = {}
+    for level in levels:
+        groups: dict[tuple[str, ...], list[int]] = {}
+        if level == "nvlink":  # by node, not by location (no domains given here: no group)
+            for node, free in free_nodes:
+                key = level_key(node, level, {})
+                if key is not None:
+                    groups.setdefault(key, []).append(free)
+        else:
+            for node, frees in by_place.values():
+                key = level_key(node, level, {})
+                if key is not None:
+                    groups.setdefault(key, []).extend(frees)
+        grouped[level] = groups
+    return grouped
 
 
 def format_capacity(cap: Capacity) -> str:

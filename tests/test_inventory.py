@@ -214,3 +214,175 @@ def test_links_rails_are_validated_at_load_and_generate_writes_nothing(tmp_path:
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
         assert f"{bad}: links.rails" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
         assert not out.exists() or not any(out.iterdir())
+
+
+# ---- the loader's fast paths give what the plain paths give
+
+
+def _clustershell(expression: str) -> list[str]:
+    from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet
+
+    return list(NodeSet(expression, resolver=RESOLVER_NOGROUP))
+
+
+def _random_expression(rng) -> str:  # type: ignore[no-untyped-def]
+    alphabet = "a9.-_9x"
+
+    def number() -> str:
+        width = rng.choice([1, 1, 2, 3])
+        value = rng.randint(0, 10**width - 1) if rng.random() < 0.8 else rng.randint(0, 130)
+        return str(value).zfill(width) if rng.random() < 0.6 else str(value)
+
+    def item() -> str:
+        return number() if rng.random() < 0.3 else f"{number()}-{number()}"
+
+    prefix = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 4)))
+    suffix = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 3)))
+    if rng.random() < 0.1:
+        return prefix + number() + suffix
+    return f"{prefix}[{','.join(item() for _ in range(rng.randint(1, 3)))}]{suffix}"
+
+
+def test_arithmetic_expansion_is_clustershells() -> None:
+    """hostlist.expand expands one plain bracket itself: on 20 000 generated expressions (padding, mixed
+    widths, digits touching a bracket, ranges out of order, overlapping items) whatever it expands is exactly
+    ClusterShell's list, and what it declares naturally ordered is sorted by natural_key."""
+    import random
+
+    from slurm_topo import hostlist
+    from slurm_topo.model import natural_key
+
+    rng = random.Random(2026)
+    taken = 0
+    for _ in range(20_000):
+        expr = _random_expression(rng)
+        mine = hostlist._expand_plain(expr)
+        if mine is None:
+            continue
+        taken += 1
+        assert mine == _clustershell(expr), expr
+        assert hostlist.naturally_ordered(expr), expr
+        assert mine == sorted(mine, key=natural_key), expr
+    assert taken > 5_000  # the fast path is taken for most of them, and the rest go through ClusterShell
+
+
+def test_digits_at_a_bracket_are_left_to_clustershell() -> None:
+    """ClusterShell reads ``n9[8-10]`` its own way (n98, n99, n100): such expressions are never expanded by
+    the arithmetic path, so expand still returns ClusterShell's reading."""
+    from slurm_topo import hostlist
+
+    for expr in ("n9[8-10]", "n[8-10]9", "n[01-3]", "n[1-3,02]", "n[5-3]", "n[1-9/2]", "a[1-2],b[1-2]"):
+        assert hostlist._expand_plain(expr) is None, expr
+    assert hostlist.expand("n9[8-10]") == _clustershell("n9[8-10]")
+
+
+def test_nodes_alike_equals_the_constructor() -> None:
+    """model.nodes_alike makes the nodes Node(...) makes: equal, same hash, same repr, every field set."""
+    import dataclasses
+
+    from slurm_topo.model import Node, nodes_alike
+
+    loc = Location("r1", "r1-a", "rack-3")
+    common = dict(
+        location=loc,
+        features=("ib",),
+        gpus=8,
+        gpu_type="h100",
+        source=Source.PROVIDER,
+        origin="f.yaml: nodes[2]",
+        found_by=(("dmi", "x"),),
+        notes=("n",),
+        gpu_topology=None,
+        nvlink_domain="nvl-1",
+    )
+    slurm = [(("CPUs", "64"),), (("CPUs", "64"), ("Weight", "3"))]
+    made = nodes_alike(["a1", "a2"], slurm, **common)  # type: ignore[arg-type]
+    plain = [Node(name=n, slurm=s, **common) for n, s in zip(["a1", "a2"], slurm, strict=True)]  # type: ignore[arg-type]
+    assert made == plain
+    assert [hash(n) for n in made] == [hash(n) for n in plain]
+    assert [repr(n) for n in made] == [repr(n) for n in plain]
+    for node in made:
+        assert {f.name for f in dataclasses.fields(node)} == set(Node.__slots__)
+        for f in dataclasses.fields(node):
+            getattr(node, f.name)  # every slot set (an unset slot raises AttributeError)
+
+
+FLEET = "".join(  # racks in three orders (rack 7 before rack 1), one-name entries, a comma list, a plain name
+    f"  - {{name: '{expr}', region: r{i % 2}, zone: r{i % 2}-a, network_group: g{i}, gpus: 8, "
+    f"slurm: {{CPUs: 64}}}}\n"
+    for i, expr in enumerate(
+        [
+            "gpu-k07-[000-039]",
+            "gpu-k01-[000-039]",
+            "gpu-k10-[0-9]",
+            "gpu-k02-[1-3,5,7-8]",
+            "login9",
+            "gpu-k02-4",
+            "gpu-k03-[1-3]-ib",
+            "gpu-k02-[6,10-12]",
+            "cpu[5,1-3],cpu[4,7]",
+        ]
+    )
+)
+
+
+def _loaded_plainly(docs: list[str], monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """The same documents through ClusterShell and a sort of every node: the loader without its fast paths."""
+    from slurm_topo import hostlist
+    from slurm_topo.model import natural_key
+
+    with monkeypatch.context() as m:
+        m.setattr(hostlist, "_expand_plain", lambda expr: None)
+        m.setattr(hostlist, "naturally_ordered", lambda expr: False)
+        inv = load(*docs)
+    assert list(inv.names()) == sorted(inv.names(), key=natural_key)
+    return inv
+
+
+def test_loader_gives_what_the_plain_loader_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Entries in any order, interleaved (k02's entries interleave: the stretches overlap and every node is
+    sorted), a comma list of two brackets (through ClusterShell) and duplicates across files: the same
+    Inventory, field for field and in the same order, as with ClusterShell's expansion and a sort of every
+    node."""
+    docs = [
+        "nodes:\n" + FLEET,
+        "nodes:\n  - {name: 'gpu-k07-[000-003]', region: r0, zone: r0-a, network_group: g0, source: self}\n",
+    ]
+    fast = load(*docs)
+    plain = _loaded_plainly(docs, monkeypatch)
+    assert fast == plain
+    assert fast.names() == plain.names()
+    assert [(n.origin, n.source, n.slurm) for n in fast.nodes] == [
+        (n.origin, n.source, n.slurm) for n in plain.nodes
+    ]
+    assert "gpu-k02-4" in fast.names() and fast.names().index("gpu-k02-4") < fast.names().index("gpu-k02-5")
+
+
+def test_loader_orders_separate_racks_without_sorting_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Racks that do not interleave are ordered by their first names: natural_key is computed twice a rack,
+    not once a node, and the order is the natural one."""
+    import importlib
+
+    from slurm_topo import model
+
+    merge_mod = importlib.import_module(
+        "slurm_topo.inventory.merge"
+    )  # the module (the package exports merge)
+
+    doc = "nodes:\n" + "".join(
+        f"  - {{name: 'gpu-k{k:02d}-[000-039]', region: r, zone: r-a, network_group: g{k}}}\n"
+        for k in (9, 3, 12)
+    )
+    calls: list[str] = []
+    real = model.natural_key
+
+    def counting(name: str):  # type: ignore[no-untyped-def]
+        calls.append(name)
+        return real(name)
+
+    monkeypatch.setattr(merge_mod, "natural_key", counting)
+    inv = load(doc)
+    assert inv.names() == tuple(f"gpu-k{k:02d}-{i:03d}" for k in (3, 9, 12) for i in range(40))
+    assert len(calls) == 6
+    monkeypatch.undo()
+    assert inv == _loaded_plainly([doc], monkeypatch)

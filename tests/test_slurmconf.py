@@ -176,3 +176,88 @@ def test_scontrol_partitions_and_nodes() -> None:
     assert [n["NodeName"] for n in nodes] == ["n1", "n2", "n3"] and nodes[0]["Comment"] == "locality=zone"
     with pytest.raises(ParseError, match="expected PartitionName="):
         slurm_text.parse_scontrol_partitions("Nodes=n1\n")
+
+
+def _split_pairs_by_matches(line: str, *, output: bool = False) -> dict[str, str]:
+    """The Key=value split as it was written first (one match object a key, "line start or whitespace"
+    before it): the reference the faster split_pairs must equal, value for value and key order too."""
+    import re
+
+    rx = re.compile(r"(?:^|\s)([A-Z][A-Za-z0-9_:/]*)=" if output else r"(?:^|\s)([A-Za-z][A-Za-z0-9_/]*)=")
+    matches = list(rx.finditer(line))
+    if not matches or line[: matches[0].start()].strip():
+        raise ValueError("expected Key=value pairs")
+    out: dict[str, str] = {}
+    for i, m in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
+        if output:
+            out.setdefault(m[1], line[m.end() : end].strip())
+        else:
+            out[m[1]] = line[m.end() : end].strip()
+    return out
+
+
+def _outcome(fn, line: str, output: bool):  # type: ignore[no-untyped-def]
+    try:
+        got = fn(line, output=output)
+    except ValueError as exc:
+        return ("error", str(exc))
+    return ("pairs", list(got.items()))
+
+
+def test_split_pairs_equals_the_reference_on_generated_lines() -> None:
+    """On 100 000 seeded lines built from keys, '=', blanks, tabs, newlines, Unicode spaces (no-break, em,
+    the ASCII separators), lower-case keys and repeated keys: the same pairs in the same order, or the same
+    error, in both modes."""
+    import random
+
+    pieces = [
+        "A", "b", "=", " ", "\t", "\n", "\u00a0", "\u2003", "\x1c", "Key", "k", "x=", " A=", " a=", "Z:",
+        "/", "_", "1", "é", "NodeName=", "  ", "B:c=", "==", " Comment=", "locality=zone",
+    ]  # fmt: skip
+    rng = random.Random(515)
+    for _ in range(50_000):
+        line = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
+        for output in (False, True):
+            assert _outcome(slurmconf.split_pairs, line, output) == _outcome(
+                _split_pairs_by_matches, line, output
+            ), (line, output)
+
+
+def test_split_pairs_equals_the_reference_on_real_captures() -> None:
+    """Every line of every real scontrol capture (node, partition, job -o; all releases) splits as the
+    reference splits it."""
+    root = Path(__file__).parent / "fixtures" / "real"
+    lines = [
+        line
+        for path in sorted(root.glob("slurm-*/scontrol-show-*-o*.txt"))
+        for line in path.read_text().splitlines()
+        if line.strip()
+    ]
+    assert len(lines) > 20
+    for line in lines:
+        assert _outcome(slurmconf.split_pairs, line, True) == _outcome(_split_pairs_by_matches, line, True), (
+            line
+        )
+
+
+def test_a_value_cannot_add_or_change_a_field() -> None:
+    """A user's text that spells `` Key=`` in scontrol's output: the first of a repeated key keeps its value
+    (a later copy inside a comment cannot override it), and a lower-case key is part of the value."""
+    line = (
+        "JobId=7 JobName=x State=RUNNING Comment=hi State=COMPLETED NodeList=evil locality=zone NodeList=n1"
+    )
+    pairs = slurmconf.split_pairs(line, output=True)
+    assert pairs["State"] == "RUNNING"
+    assert pairs["Comment"] == "hi"
+    assert pairs["NodeList"] == "evil locality=zone"
+    assert list(pairs) == ["JobId", "JobName", "State", "Comment", "NodeList"]
+    assert slurmconf.split_pairs("a=1 b=2 a=3") == {"a": "3", "b": "2"}  # a config line: the last wins
+
+
+def test_key_names_are_shared_between_lines() -> None:
+    """Each key name is one string for every line (a 100 000-node list holds 45 keys, not 4.5 million)."""
+    first = slurmconf.split_pairs("NodeName=n1 State=IDLE", output=True)
+    second = slurmconf.split_pairs("  NodeName=n2   State=MIXED ", output=True)
+    assert second == {"NodeName": "n2", "State": "MIXED"}
+    assert all(a is b for a, b in zip(first, second, strict=True))

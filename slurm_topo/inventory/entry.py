@@ -15,6 +15,7 @@ from ..model import (
     LABEL_RE,
     LEVEL_FEATURE_PREFIXES,
     LEVELS,
+    MAX_NAME,
     NODE_NAME_RE,
     SLURM_INT_KEYS,
     SLURM_INT_RANGES,
@@ -26,6 +27,7 @@ from ..model import (
     PlacementError,
     Source,
     is_level_feature,
+    nodes_alike,
     oversized_number,
     place,
 )
@@ -95,6 +97,9 @@ class Entry:
         self.warnings: list[str] = []
         self.base = base
         self.topologies = topologies if topologies is not None else {}
+        self.ordered = False
+        """Its nodes come out in natural order (:func:`slurm_topo.hostlist.naturally_ordered`): set by
+        :meth:`names`."""
 
     def fail(
         self, key: str | None, reason: str, value: object = None, *, has_value: bool = True
@@ -144,24 +149,20 @@ class Entry:
             if gpus is not None and gpus != len(topology.gpus):
                 raise self.fail("gpus", f"says {gpus} but gpu_topology has {len(topology.gpus)} GPUs", gpus)
             gpus = len(topology.gpus)
-        origin = f"{self.source}: {self.where}"
-        return [
-            Node(
-                name=name,
-                location=location,
-                features=features,
-                gpus=gpus,
-                gpu_type=gpu_type,
-                slurm=per_node[i],
-                source=source,
-                origin=origin,
-                found_by=found_by,
-                notes=notes,
-                gpu_topology=topology,
-                nvlink_domain=domain,
-            )
-            for i, name in enumerate(names)
-        ]
+        return nodes_alike(
+            names,
+            per_node,
+            location=location,
+            features=features,
+            gpus=gpus,
+            gpu_type=gpu_type,
+            source=source,
+            origin=f"{self.source}: {self.where}",
+            found_by=found_by,
+            notes=notes,
+            gpu_topology=topology,
+            nvlink_domain=domain,
+        )
 
     def gpu_topology(self, raw: object) -> Any:
         """A ``nvidia-smi topo -m`` capture, relative to the inventory's folder; parsed once per file."""
@@ -277,6 +278,12 @@ class Entry:
         # A name's digit runs are the expression's own unless digits touch a bracket (n9[99]): only then, or
         # when the expression itself has a 20-digit run, is every name checked.
         long_numbers = _DIGITS_AT_BRACKET.search(expr) is not None or oversized_number(expr) is not None
+        self.ordered = hostlist.naturally_ordered(expr)
+        if self.ordered and not long_numbers and names and max(len(names[0]), len(names[-1])) <= MAX_NAME:
+            # prefix[ranges]suffix of the alphabet HOSTLIST_RE let through, no brackets or commas left: every
+            # name is valid if the longest is, and the numbers ascend (padded ones all one width), so the
+            # longest is the first or the last
+            return expr, names
         for name in names:
             if not NODE_NAME_RE.match(name):
                 raise self.fail("name", "node names must be 1-64 characters from [A-Za-z0-9._-]", name)
@@ -314,10 +321,11 @@ class Entry:
             rows = [tuple((k, columns[k][0]) for k in order)] * count
         else:
             rows = [tuple((k, columns[k][i]) for k in order) for i in range(count)]
-        for row in dict.fromkeys(tuple((k, v) for k, v in r if k in HARDWARE_KEYS) for r in rows):
-            problem = hardware_problem(dict(row))
+        if rows:  # the hardware keys are none of the per-node keys: one combination for every node
+            hardware = {k: v for k, v in rows[0] if k in HARDWARE_KEYS}
+            problem = hardware_problem(hardware)
             if problem is not None:
-                raise self.fail("slurm", problem, dict(row))
+                raise self.fail("slurm", problem, hardware)
         return rows
 
     def slurm_text(self, key: str, value: object) -> str:
@@ -377,6 +385,10 @@ class Entry:
 HARDWARE_KEYS = frozenset(
     {"CPUs", "Boards", "Sockets", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore"}
 )
+if (
+    HARDWARE_KEYS & SLURM_PER_NODE_KEYS
+):  # pragma: no cover - Entry.slurm_attrs checks one combination an entry
+    raise AssertionError("a per-node hardware key: Entry.slurm_attrs must check each node's combination")
 
 MAX_NODE_CPUS = 65533
 

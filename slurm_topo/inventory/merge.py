@@ -6,6 +6,7 @@ trusted record wins, lower ones only fill gaps that agree with it, and every dis
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -25,7 +26,7 @@ from ..model import (
     PolicyConfig,
     natural_key,
 )
-from .document import Loaded, load_inventory_file
+from .document import Loaded, collector_paused, load_inventory_file
 
 
 def _merge_same_trust(a: Node, b: Node) -> Node:
@@ -81,6 +82,11 @@ def _fill_location(kept: Location, other: Location) -> Location:
 
 def merge(loaded: Iterable[Loaded], extra_nodes: Sequence[str] = ()) -> Inventory:
     """Merge per-file records into one ``Inventory`` (ARCHITECTURE.md, "Trust")."""
+    with collector_paused():
+        return _merge(loaded, extra_nodes)
+
+
+def _merge(loaded: Iterable[Loaded], extra_nodes: Sequence[str]) -> Inventory:
     by_name: dict[str, list[Node]] = {}
     warnings: list[str] = []
     policy: PolicyConfig | None = None
@@ -89,7 +95,8 @@ def merge(loaded: Iterable[Loaded], extra_nodes: Sequence[str] = ()) -> Inventor
     nvlink_source = ""
     links: Any = None
     links_source = ""
-    for item in loaded:
+    items = list(loaded)
+    for item in items:
         warnings.extend(item.warnings)
         if item.links is not None:
             if links is not None and item.links != links:
@@ -113,8 +120,51 @@ def merge(loaded: Iterable[Loaded], extra_nodes: Sequence[str] = ()) -> Inventor
                     f"differs from the policy in {policy_source}; give the policy in one inventory",
                 )
             policy, policy_source = item.policy, item.source
-        for node in item.nodes:
+    every = [node for item in items for node in item.nodes]
+    known = {node.name for node in every}
+    if len(known) == len(every):  # the common case: each node in one record, nothing to merge
+        nodes, conflicts = _natural_order(items), list[Conflict]()
+    else:
+        for node in every:
             by_name.setdefault(node.name, []).append(node)
+        nodes, conflicts = _merge_records(by_name)
+    extra = tuple(sorted({n for n in extra_nodes if n not in known}, key=natural_key))
+    return Inventory(
+        nodes=tuple(nodes),
+        conflicts=tuple(conflicts),
+        warnings=tuple(warnings),
+        extra_nodes=extra,
+        policy=policy,
+        nvlink=nvlink,
+        links=links,
+    )
+
+
+def _natural_order(items: Sequence[Loaded]) -> list[Node]:
+    """Every node of ``items`` (names all different) sorted by ``natural_key``. Each file says which stretches
+    of its nodes are in that order already (``Loaded.ordered_runs``: one per entry of plain ranges): when the
+    stretches, ordered by their first names, follow each other without overlap (each one's last name before
+    the next one's first), they are the sorted list, read off with two keys a stretch instead of one a node.
+    Otherwise (stretches that interleave) every node is sorted."""
+    runs: list[tuple[tuple[Any, ...], tuple[Any, ...], tuple[Node, ...], int, int]] = []
+    for item in items:
+        nodes, start = item.nodes, 0
+        ordered = [e for e in item.ordered_runs if e <= len(nodes)]
+        for end in itertools.chain(ordered, range(ordered[-1] if ordered else 0, len(nodes) + 1)):
+            if end > start:  # the nodes after the last known stretch: one stretch each
+                runs.append(
+                    (natural_key(nodes[start].name), natural_key(nodes[end - 1].name), nodes, start, end)
+                )
+                start = end
+    runs.sort(key=lambda run: run[0])
+    if all(runs[i][1] < runs[i + 1][0] for i in range(len(runs) - 1)):
+        return [node for _, _, nodes, start, end in runs for node in nodes[start:end]]
+    return sorted((node for item in items for node in item.nodes), key=lambda n: natural_key(n.name))
+
+
+def _merge_records(by_name: dict[str, list[Node]]) -> tuple[list[Node], list[Conflict]]:
+    """Nodes named by more than one record: each name's records merged by trust (ARCHITECTURE.md, "Trust"),
+    in natural order, and the conflicts."""
     merged: list[Node] = []
     conflicts: list[Conflict] = []
     for name, records in by_name.items():
@@ -164,17 +214,7 @@ def merge(loaded: Iterable[Loaded], extra_nodes: Sequence[str] = ()) -> Inventor
                 )
         merged.append(best)
     merged.sort(key=lambda n: natural_key(n.name))
-    known = set(by_name)
-    extra = tuple(sorted({n for n in extra_nodes if n not in known}, key=natural_key))
-    return Inventory(
-        nodes=tuple(merged),
-        conflicts=tuple(conflicts),
-        warnings=tuple(warnings),
-        extra_nodes=extra,
-        policy=policy,
-        nvlink=nvlink,
-        links=links,
-    )
+    return merged, conflicts
 
 
 def load_inventories(paths: Sequence[str | Path], extra_nodes: Sequence[str] = ()) -> Inventory:
