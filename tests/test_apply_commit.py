@@ -550,12 +550,6 @@ def test_rollback_after_the_owed_reconfigure_puts_back_the_files_before_the_chan
     assert res.status == "applied" and snapshot(etc) == original, res
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a last reconfigure recorded in the future (the clock was set back, e.g. a wrong RTC corrected "
-    "by NTP) defers every change until the clock passes it plus --min-interval ('last reconfigure "
-    "-3600s ago'), not for at most --min-interval",
-)
 def test_a_clock_set_back_does_not_defer_changes_beyond_the_interval(tmp_path: Path) -> None:
     etc, state, fake = env_of(tmp_path)
     now = [10_000.0]
@@ -564,6 +558,27 @@ def test_a_clock_set_back_does_not_defer_changes_beyond_the_interval(tmp_path: P
     now[0] -= 3600  # the clock is stepped back an hour
     res = run_apply(o, render(tmp_path, fleet({"n2": "rack-b"})), fake)
     assert res.status == "applied", res
+
+
+def test_after_a_clock_set_back_the_interval_counts_again_from_the_reconfigure_it_made(
+    tmp_path: Path,
+) -> None:
+    """The change after the step back is applied at once and says why; the reconfigure it makes records the
+    new clock's time, so the next change inside --min-interval is deferred again."""
+    etc, state, fake = env_of(tmp_path)
+    now = [10_000.0]
+    o = opts(etc, state, min_interval=60, clock=lambda: now[0])
+    assert run_apply(o, render(tmp_path, fleet({"n1": "rack-b"})), fake).status == "applied"
+    now[0] -= 3600
+    res = run_apply(o, render(tmp_path, fleet({"n2": "rack-b"})), fake)
+    assert res.reconfigured and (
+        "last reconfigure recorded 3600s in the future (the clock was set back?): not deferred by "
+        "--min-interval" in res.details
+    ), res
+    now[0] += 30
+    held = run_apply(o, render(tmp_path, fleet({"n3": "rack-b"})), fake)
+    assert held.status == "deferred" and "last reconfigure 30s ago" in held.summary, held
+    assert fake.reconfigures() == 2
 
 
 def test_a_journal_is_recovered_through_another_spelling_of_the_same_directory(

@@ -280,6 +280,19 @@ def test_min_interval_defers_strictly_inside_the_interval(tmp_path: Path) -> Non
     check_interval(o, d, {"last_reconfigure": None}, 1_800_000_000.0)
 
 
+def test_a_last_reconfigure_in_the_future_does_not_defer_and_says_so(tmp_path: Path) -> None:
+    """The clock was set back: the last reconfigure counts as long ago, never as a wait until the clock
+    passes it (also with --min-interval 0, where no detail is worth a line)."""
+    d = drafted(tmp_path, render(tmp_path, fleet()), render(tmp_path, fleet({"n1": "rack-b"})))
+    said = check_interval(options(tmp_path, min_interval=60), d, {"last_reconfigure": 5000.0}, 1400.0)
+    assert said == [
+        "last reconfigure recorded 3600s in the future (the clock was set back?): not deferred by "
+        "--min-interval"
+    ]
+    assert check_interval(options(tmp_path, min_interval=0), d, {"last_reconfigure": 1000.5}, 1000.0) == []
+    assert check_interval(options(tmp_path, min_interval=60), d, {"last_reconfigure": 1000.0}, 1060.0) == []
+
+
 def test_switching_topology_file_against_the_running_release_and_plugin(tmp_path: Path) -> None:
     inv = merge([load_inventory_file(EXAMPLES / "nvl72-racks.yaml")])
     tree = render_all(merge([load_inventory_file(EXAMPLES / "bare-metal-racks.yaml")]), (24, 11))

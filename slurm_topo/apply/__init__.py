@@ -167,7 +167,7 @@ def _plan(
             except CommandError as exc:
                 raise Refusal(f"cannot list pending jobs: {exc}") from None
             check_pending(d, pending)
-        check_interval(options, d, state, options.clock())
+        d.details += check_interval(options, d, state, options.clock())
     elif checks and d.kind_after == "yaml" and d.kind_before != "yaml" and options.slurm_version:
         check_topology_switch(d, None, options.slurm_version)
     return finish(options, d, {n: _meta(sd / n) for n in d.changed})

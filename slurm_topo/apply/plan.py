@@ -352,14 +352,28 @@ def check_pending(d: _Draft, pending: Sequence[tuple[str, str]]) -> None:
         )
 
 
-def check_interval(options: ApplyOptions, d: _Draft, state: Journal, now: float) -> None:
-    """Defer (nothing touched) a reconfigure inside ``--min-interval`` of the last one."""
+def check_interval(options: ApplyOptions, d: _Draft, state: Journal, now: float) -> list[str]:
+    """Defer (nothing touched) a reconfigure inside ``--min-interval`` of the last one. A last reconfigure
+    recorded in the future means the clock was set back since (a wrong RTC stepped by NTP): how long ago it
+    was is unknown, so it counts as long ago — the change is not deferred, and the detail line returned
+    says so. The reconfigure it makes records the new clock's time, and the interval holds again from
+    there."""
     last = float(state.get("last_reconfigure", 0) or 0)
+    if last > now:
+        return (
+            [
+                f"last reconfigure recorded {last - now:.0f}s in the future (the clock was set back?): "
+                "not deferred by --min-interval"
+            ]
+            if options.min_interval > 0
+            else []
+        )
     if options.min_interval - (now - last) > 0:
         raise _Deferred(
             f"last reconfigure {now - last:.0f}s ago (--min-interval "
             f"{options.min_interval:.0f}s); {len(d.changed)} files left as they are"
         )
+    return []
 
 
 def finish(options: ApplyOptions, d: _Draft, meta: Mapping[str, dict[str, int] | None]) -> _Plan:
