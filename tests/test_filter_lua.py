@@ -298,7 +298,7 @@ def test_one_list_scanned_both_ways_is_remembered_apart(data_file: Path) -> None
     runs = []
     for descending in (False, True, False):
         sc = scan.new_scan(data, req, c, True, None, None)
-        kept, _, _ = steps.candidates(sc, groups, 1024, None, None, None, descending)
+        kept = steps.candidates(sc, groups, 1024, None, None, None, descending)[0]
         runs.append([kept[i]["f"] for i in range(1, len(kept) + 1)])
     raw = [
         scan.candidates(scan.new_scan(data, req, c, True, None, None), groups, 1024, None, None, None, d)
@@ -324,9 +324,9 @@ LIMIT_REQUESTS = (
 def test_a_list_asked_for_fewer_groups_is_the_whole_lists_head(data_file: Path) -> None:
     """The prefer cascade and a required level's finer --prefer ask each list for at most what the cascade can
     still take + 1 (scan.lua taken/wanted): that is only right if a list cut at `limit` groups is the head of
-    the whole list, cut short exactly when the whole list goes on (or was itself cut), and its length the
-    characters the cascade counts for it. Every level list of every partition, compiled cuts and scans, with
-    budgets that cut by characters too."""
+    the whole list, cut short exactly when the whole list goes on (or was itself cut), its length the
+    characters the cascade counts for it, and its fourth and fifth values the head that fits in a room.
+    Every level list of every partition, compiled cuts and scans, with budgets that cut by characters too."""
     f = LuaFilter()
     data = f.load_data(data_file)
     scan = f.lua.eval('require("slurm_topo_filter.scan")')
@@ -341,14 +341,24 @@ def test_a_list_asked_for_fewer_groups_is_the_whole_lists_head(data_file: Path) 
                     continue
                 for budget in (1024, 40, 25):
                     sc = scan.new_scan(data, req, c, True, None, None)
-                    whole, whole_cut, _ = scan.candidates(sc, groups, budget, None, None, None, None)
+                    whole, whole_cut = scan.candidates(sc, groups, budget, None, None, None, None)[:2]
                     names = _features(whole)
                     for limit in range(1, len(names) + 2):
-                        sc = scan.new_scan(data, req, c, True, None, None)
-                        kept, cut, length = scan.candidates(sc, groups, budget, None, None, None, None, limit)
-                        assert _features(kept) == names[:limit], (fields, partition, level, budget, limit)
-                        # the characters the cascade counts (scan.lua taken: all at once when they fit)
-                        assert length == 1 + sum(len(x) + 1 for x in names[:limit])
+                        costs = [len(x) + 1 for x in names[:limit]]
+                        edge = sum(
+                            costs[: limit // 2 + 1]
+                        )  # a cascade's room ending on a group, or just short
+                        for room in (edge, max(edge - 1, 0)):
+                            sc = scan.new_scan(data, req, c, True, None, None)
+                            kept, cut, length, fitn, fitlen = scan.candidates(
+                                sc, groups, budget, None, None, None, None, limit, room
+                            )
+                            assert _features(kept) == names[:limit], (fields, partition, level, budget, limit)
+                            # the characters the cascade counts (scan.lua taken: all at once when they fit),
+                            # and the head that fits in its room
+                            assert length == 1 + sum(costs)
+                            fits = max(k for k in range(len(costs) + 1) if sum(costs[:k]) <= room)
+                            assert (fitn, fitlen) == (fits, sum(costs[:fits])), (level, budget, limit, room)
                         more = len(names) > limit
                         assert bool(cut) == (more or bool(whole_cut)), (
                             fields,
@@ -379,7 +389,7 @@ def test_the_bracket_of_a_compiled_run_is_its_features_joined(data_file: Path) -
             for level in ("network_group", "zone", "region"):
                 if levels[level] is None:
                     continue
-                kept, cut, _ = scan.candidates(sc, levels[level], 1024, None, None, None, None)
+                kept, cut = scan.candidates(sc, levels[level], 1024, None, None, None, None)[:2]
                 if len(kept) > 0:
                     assert kept["src"] is not None  # a run of the compiled list
                     runs += 1

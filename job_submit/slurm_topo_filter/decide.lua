@@ -542,8 +542,9 @@ function steps.prefer_cascade(job, first, budget)
   local values = family_values(data, partitions)
   local alternatives, room = MAX_ALTERNATIVES, budget - 1
   if values ~= nil then -- with families: the bare values after the region buckets, largest first
-    local fkept, fcut, flength = steps.candidates(sc, values, budget, nil, nil, nil, true, wanted(alternatives))
-    local n, left, after = taken(fkept, alternatives, room, flength)
+    local fkept, fcut, flength, fitn, fitlen = steps.candidates(sc, values, budget, nil, nil, nil, true,
+      wanted(alternatives), room)
+    local n, left, after = taken(fkept, alternatives, room, flength, fitn, fitlen)
     lists[#PREFER_LEVELS + 1] = { fkept, fcut, n, room - after }
     alternatives, room = left, after
   end
@@ -554,8 +555,9 @@ function steps.prefer_cascade(job, first, budget)
     elseif i ~= 2 then
       groups = level_groups(data, partitions, PREFER_LEVELS[i])
     end
-    local kept, cut, length = steps.candidates(sc, groups, budget, nil, nil, nil, nil, wanted(alternatives))
-    local n, left, after = taken(kept, alternatives, room, length)
+    local kept, cut, length, fitn, fitlen = steps.candidates(sc, groups, budget, nil, nil, nil, nil,
+      wanted(alternatives), room)
+    local n, left, after = taken(kept, alternatives, room, length, fitn, fitlen)
     lists[i] = { kept, cut, n, room - after }
     alternatives, room = left, after
   end
@@ -686,8 +688,9 @@ function steps.finer(job, kept, budget)
   local kept_chars = budget - 1 - room
   local lists, finer = {}, false
   for i = #levels, 1, -1 do
-    local k, cut, length = steps.candidates(sc, levels[i], budget, nil, inside, UP[level], nil, wanted(alternatives))
-    local n, left, after = taken(k, alternatives, room, length)
+    local k, cut, length, fitn, fitlen = steps.candidates(sc, levels[i], budget, nil, inside, UP[level], nil,
+      wanted(alternatives), room)
+    local n, left, after = taken(k, alternatives, room, length, fitn, fitlen)
     lists[i] = { k, cut, n, room - after }
     finer = finer or #k > 0
     alternatives, room = left, after

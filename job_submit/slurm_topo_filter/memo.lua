@@ -34,18 +34,18 @@ end
 local function candidates(raw)
   -- a level's whole list for what the request lets count (scan.signature) and the room left: not with a user
   -- bracket (only), an area, or inside other groups, which are per request
-  return function(sc, groups, budget, only, inside, up, descending, limit)
+  return function(sc, groups, budget, only, inside, up, descending, limit, room)
     if only ~= nil or inside ~= nil or sc.area ~= nil then
-      return raw(sc, groups, budget, only, inside, up, descending, limit)
+      return raw(sc, groups, budget, only, inside, up, descending, limit, room)
     end
     local memo, key = memo_of(groups), sc.signature .. num(budget)
     if descending then key = key .. "d" end -- a list scanned from its first group: another start
     if limit ~= nil then key = key .. "<" .. num(limit) end -- at most limit groups: another list
     local hit = memo[key]
-    if hit then return hit[1], hit[2], hit[3] end
-    local kept, cut, length = raw(sc, groups, budget, only, inside, up, descending, limit)
+    if hit then return hit[1], hit[2], hit[3] end -- what fits in a room (fourth and fifth) is counted again
+    local kept, cut, length, fitn, fitlen = raw(sc, groups, budget, only, inside, up, descending, limit, room)
     remember(memo, key, { kept, cut, length })
-    return kept, cut, length
+    return kept, cut, length, fitn, fitlen
   end
 end
 

@@ -124,20 +124,28 @@ end
 -- The compiled cut (every node counts, no GPUs asked, no area, no user bracket, one partition): every group from
 -- `start` on fits, so the bracket is groups[start..e], e the last within 64 alternatives and `budget` characters
 -- (the list's running bracket length L, summed by M.prepare; binary search).
-local function compiled_cut(groups, start, budget, limit)
+local function compiled_cut(groups, start, budget, limit, room)
   local n, L = #groups, groups.L
-  if start > n then return {}, false, 1 end
+  if start > n then return {}, false, 1, 0, 0 end
   local before = 0
   if start > 1 then before = L[start - 1] end
   local lo, hi = start, math.min(n, start + limit - 1)
-  if 1 + L[lo] - before > budget then return {}, true, 1 end
+  if 1 + L[lo] - before > budget then return {}, true, 1, 0, 0 end
   while lo < hi do -- the last e with 2 + (L[e] - L[start-1] - 1) <= budget
     local mid = math.floor((lo + hi + 1) / 2)
     if 1 + L[mid] - before <= budget then lo = mid else hi = mid - 1 end
   end
   local kept = { src = groups, from = start } -- a run of the list: its bracket text is a piece of groups.joined
   for i = start, lo do kept[i - start + 1] = groups[i] end
-  return kept, lo < n, 1 + L[lo] - before
+  -- what of it fits in a cascade's `room` (M.taken): the last e with L[e] - L[start-1] <= room
+  local e, top = start - 1, lo
+  while e < top do
+    local mid = math.floor((e + top + 1) / 2)
+    if L[mid] - before <= room then e = mid else top = mid - 1 end
+  end
+  local fitlen = 0
+  if e >= start then fitlen = L[e] - before end
+  return kept, lo < n, 1 + L[lo] - before, e - start + 1, fitlen
 end
 
 -- Whether a group of this size (data.lua: the first shape of its n, g, m and class counts, shared by every list)
@@ -227,45 +235,70 @@ end
 -- size. Each way is its own loop with the step to keep a group written out (no call per group). `limit` (at most
 -- 64, the default): the most groups wanted, for a cascade that can take no more (M.taken); past it the list is
 -- cut short.
-function M.candidates(sc, groups, budget, only, inside, up, descending, limit)
-  limit = limit or MAX_ALTERNATIVES
+function M.candidates(sc, groups, budget, only, inside, up, descending, limit, room)
+  limit, room = limit or MAX_ALTERNATIVES, room or budget
   local start = 1
   if sc.check and not descending then start = first_large(sc, groups) end
   local filtered = only ~= nil or inside ~= nil or sc.area ~= nil
   if not filtered and sc.all_ok and sc.total_gpus == 0 and groups.big ~= nil then
-    return compiled_cut(groups, start, budget, limit)
+    return compiled_cut(groups, start, budget, limit, room)
   end
-  -- length: the bracket's characters with the next group's "|" counted ("[" + "]" - one "|" to start)
-  local kept, count, length = {}, 0, 1
+  -- length: the bracket's characters with the next group's "|" counted ("[" + "]" - one "|" to start);
+  -- fitn, fitlen: how many of the kept groups fit in `room` characters of a cascade, and their characters
+  local kept, count, length, fitn, fitlen = {}, 0, 1, 0, 0
   if not sc.check or groups.at == nil then
     for i = start, #groups do -- a merged list (several partitions), or nothing checked
       local g = groups[i]
       if scan_fits(sc, g) and (not filtered or admitted(sc, g, only, inside, up)) then
         local extra = #g.f + 1
-        if count == limit or length + extra > budget then return kept, true, length end
+        if count == limit or length + extra > budget then return kept, true, length, fitn, fitlen end
         count = count + 1
         kept[count] = g
         length = length + extra
+        if length - 1 <= room then fitn, fitlen = count, length - 1 end
       end
     end
-    return kept, false, length
+    return kept, false, length, fitn, fitlen
   end
-  local lists, many = fitting_lists(sc, groups, start)
   local pk, fk -- groups inside others, nothing else restricting: the parent's key in g.u, looked up in place
   if inside ~= nil and only == nil and sc.area == nil then pk, fk = PARENT[up][1], PARENT[up][2] end
+  if 4 * #groups.sizes >= #groups - start + 1 then -- sizes nearly as many as groups (zones, regions): the list
+    local fit = sc.fit -- in order, each size looked at when first met, so a list cut short is not sized whole
+    if fit == nil then
+      fit = {}
+      sc.fit = fit
+    end
+    for i = start, #groups do
+      local g = groups[i]
+      local f = fit[g.z]
+      if f == nil then f = size_fits(sc, g.z) end
+      if f
+        and (not filtered or (pk and inside[g.u[pk] or g.u[fk]]) or (not pk and admitted(sc, g, only, inside, up))) then
+        local extra = #g.f + 1
+        if count == limit or length + extra > budget then return kept, true, length, fitn, fitlen end
+        count = count + 1
+        kept[count] = g
+        length = length + extra
+        if length - 1 <= room then fitn, fitlen = count, length - 1 end
+      end
+    end
+    return kept, false, length, fitn, fitlen
+  end
+  local lists, many = fitting_lists(sc, groups, start)
   if #lists == 2 then -- one size fits: its positions, in order
     local positions = lists[1]
     for j = lists[2], #positions do
       local g = groups[positions[j]]
       if not filtered or (pk and inside[g.u[pk] or g.u[fk]]) or (not pk and admitted(sc, g, only, inside, up)) then
         local extra = #g.f + 1
-        if count == limit or length + extra > budget then return kept, true, length end
+        if count == limit or length + extra > budget then return kept, true, length, fitn, fitlen end
         count = count + 1
         kept[count] = g
         length = length + extra
+        if length - 1 <= room then fitn, fitlen = count, length - 1 end
       end
     end
-    return kept, false, length
+    return kept, false, length, fitn, fitlen
   end
   if 4 * many >= #groups - start + 1 then -- most groups fit: the list in order
     local fit = sc.fit
@@ -274,13 +307,14 @@ function M.candidates(sc, groups, budget, only, inside, up, descending, limit)
       if fit[g.z]
         and (not filtered or (pk and inside[g.u[pk] or g.u[fk]]) or (not pk and admitted(sc, g, only, inside, up))) then
         local extra = #g.f + 1
-        if count == limit or length + extra > budget then return kept, true, length end
+        if count == limit or length + extra > budget then return kept, true, length, fitn, fitlen end
         count = count + 1
         kept[count] = g
         length = length + extra
+        if length - 1 <= room then fitn, fitlen = count, length - 1 end
       end
     end
-    return kept, false, length
+    return kept, false, length, fitn, fitlen
   end
   while true do -- a merge of the fitting sizes' positions
     local best, pos = 0, math.huge
@@ -288,15 +322,16 @@ function M.candidates(sc, groups, budget, only, inside, up, descending, limit)
       local p = lists[j][lists[j + 1]]
       if p ~= nil and p < pos then best, pos = j, p end
     end
-    if best == 0 then return kept, false, length end
+    if best == 0 then return kept, false, length, fitn, fitlen end
     lists[best + 1] = lists[best + 1] + 1
     local g = groups[pos]
     if not filtered or (pk and inside[g.u[pk] or g.u[fk]]) or (not pk and admitted(sc, g, only, inside, up)) then
       local extra = #g.f + 1
-      if count == limit or length + extra > budget then return kept, true, length end
+      if count == limit or length + extra > budget then return kept, true, length, fitn, fitlen end
       count = count + 1
       kept[count] = g
       length = length + extra
+      if length - 1 <= room then fitn, fitlen = count, length - 1 end
     end
   end
 end
@@ -335,15 +370,20 @@ function M.bracket_text(kept, known, known_text)
   return "[" .. table.concat(texts, "|") .. "]"
 end
 
-function M.taken(kept, alternatives, room, length)
+function M.taken(kept, alternatives, room, length, fitn, fitlen)
   -- what M.cascade takes of one list with `alternatives` and `room` characters left: (count, alternatives left,
   -- room left). A cascade's caller asks each list, coarsest first, for at most the alternatives left + 1 (one
   -- more tells whether the list was cut), which gives the same cascade as the whole lists would. `length`
   -- (M.candidates' third value: 1 + the characters of each group and its "|"): the whole list at once when
-  -- it fits
+  -- it fits; fitn and fitlen (its fourth and fifth, asked with this room): what of it fits, counted by the scan
   local count = #kept
   if length ~= nil and count <= alternatives and length - 1 <= room then
     return count, alternatives - count, room - (length - 1)
+  end
+  if fitn ~= nil then -- the scan counted what fits in this room: fitn groups, fitlen characters
+    if fitn <= alternatives then return fitn, alternatives - fitn, room - fitlen end
+    -- one group more than the alternatives fits (asked for alternatives + 1): all but the last
+    return alternatives, 0, room - fitlen + #kept[fitn].f + 1
   end
   local n = 0
   for i = 1, #kept do
