@@ -235,8 +235,12 @@ def run_apply(options: ApplyOptions, rendered: Mapping[str, str | bytes], runner
                     details,
                 )
             plan = _plan(options, _encode(rendered), slurm, st.state())
-            if plan is None:
-                text = f"{len(rendered)} files in {options.slurm_dir} already match; nothing touched"
+            if plan is None or _nothing_to_write(plan):
+                text = (
+                    f"{len(rendered)} files in {options.slurm_dir} already match; nothing touched"
+                    if plan is None
+                    else f"nothing to write in {options.slurm_dir} ({plan.details[-1]}); nothing touched"
+                )
                 return _result("unchanged", EXIT_OK, (f"{what}; " if what else "") + text, details)
             proven = _prove(options, plan)
             res = _commit(options, st, slurm, plan)
@@ -247,6 +251,12 @@ def run_apply(options: ApplyOptions, rendered: Mapping[str, str | bytes], runner
             return res
 
     return _guard(go)
+
+
+def _nothing_to_write(plan: _Plan) -> bool:
+    """Only the data file differs, and it is held back for the reconfigure an earlier --no-reconfigure
+    run owes (this run does not reconfigure either): no file to write, no set to record."""
+    return not plan.new and not plan.reconfigure
 
 
 def _dry_run(options: ApplyOptions, rendered: dict[str, bytes | None], runner: Runner) -> ApplyResult:
@@ -260,6 +270,13 @@ def _dry_run(options: ApplyOptions, rendered: dict[str, bytes | None], runner: R
         if pending
         else []
     )
+    if plan is not None and _nothing_to_write(plan):
+        return _result(
+            "dry-run",
+            EXIT_OK,
+            f"unchanged: nothing to write in {options.slurm_dir} ({plan.details[-1]})",
+            [*pre, *plan.details],
+        )
     if plan is not None:
         pre.append(_prove(options, plan))
     if plan is None:
