@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from .collector import collector_paused
 from .cost.search import level_key
 from .errors import InputError
 from .model import Inventory, Node
@@ -107,6 +108,13 @@ def node_states(
 ) -> tuple[dict[str, NodeState], tuple[str, ...]]:
     """Per inventory node its state from ``scontrol show node -o`` records; also the record names no
     inventory places (left out of every group). A node with no record is ``unknown`` (nothing free)."""
+    with collector_paused():  # 100 000 states beside the records and the inventory: no collector passes
+        return _node_states(inventory, records)
+
+
+def _node_states(
+    inventory: Inventory, records: Sequence[Mapping[str, str]]
+) -> tuple[dict[str, NodeState], tuple[str, ...]]:
     by_name = {r.get("NodeName", ""): r for r in records}
     out: dict[str, NodeState] = {}
     for node in inventory.nodes:

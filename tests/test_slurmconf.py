@@ -213,7 +213,8 @@ def test_split_pairs_equals_the_reference_on_generated_lines() -> None:
 
     pieces = [
         "A", "b", "=", " ", "\t", "\n", "\u00a0", "\u2003", "\x1c", "Key", "k", "x=", " A=", " a=", "Z:",
-        "/", "_", "1", "é", "NodeName=", "  ", "B:c=", "==", " Comment=", "locality=zone",
+        "/", "_", "1", "é", "NodeName=", "  ", "B:c=", "==", " Comment=", "locality=zone", "\x0b", "\x0c",
+        "\r", "\x1d", "\x1e", "\x1f", "\u3000", "\x85",
     ]  # fmt: skip
     rng = random.Random(515)
     for _ in range(50_000):
@@ -222,6 +223,21 @@ def test_split_pairs_equals_the_reference_on_generated_lines() -> None:
             assert _outcome(slurmconf.split_pairs, line, output) == _outcome(
                 _split_pairs_by_matches, line, output
             ), (line, output)
+
+
+def test_the_blank_only_pattern_is_taken_only_where_it_is_exact() -> None:
+    """split_pairs splits on a plain blank only where the blank is the line's only whitespace: the ASCII
+    characters it rules out are exactly those Python and the regular expressions count as whitespace."""
+    import re
+
+    others = {chr(i) for i in range(128) if chr(i).isspace() and chr(i) != " "}
+    assert set(slurmconf._ASCII_SPACES_BUT_BLANK) == others
+    assert others == {chr(i) for i in range(128) if re.match(r"\s", chr(i)) and chr(i) != " "}
+    for space in sorted(others) + ["\u00a0", "\u2003"]:
+        line = f"A=1{space}B=2 C=3"
+        assert not slurmconf._blanks_only(line)
+        assert slurmconf.split_pairs(line, output=True) == {"A": "1", "B": "2", "C": "3"}, repr(space)
+    assert slurmconf._blanks_only("A=1 B=2")
 
 
 def test_split_pairs_equals_the_reference_on_real_captures() -> None:

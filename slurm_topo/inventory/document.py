@@ -4,9 +4,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +12,7 @@ from typing import Any
 import yaml
 
 from .. import hostlist
+from ..collector import collector_paused
 from ..errors import HostlistError, InputError, InventoryError
 from ..model import (
     LABEL_RE,
@@ -44,21 +43,6 @@ class Loaded:
     ordered_runs: tuple[int, ...] = field(default=(), compare=False, repr=False)
     """Where stretches of ``nodes`` known to be in natural order end (each entry of plain ranges is one): the
     merge orders the stretches instead of every node. Empty: nothing known (every node its own stretch)."""
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic collector off while a fleet's records are built, back as it was after. Nothing the
-    loader makes is cyclic garbage, but a full collection walks every live object each time the survivors grow
-    by a quarter: building 100 000 nodes beside a parsed node list took 40 % more CPU with it on
-    (``benchmarks/results/loaders.md``)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def parse_inventory(

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..collector import collector_paused
 from ..errors import InventoryError
 from ..model import (
     LEVELS,
@@ -26,7 +27,7 @@ from ..model import (
     PolicyConfig,
     natural_key,
 )
-from .document import Loaded, collector_paused, load_inventory_file
+from .document import Loaded, load_inventory_file
 
 
 def _merge_same_trust(a: Node, b: Node) -> Node:
