@@ -526,11 +526,6 @@ def test_repeated_no_reconfigure_runs_keep_rollback_to_the_previous_set(tmp_path
     assert res.status == "applied" and snapshot(etc) == original, res
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the run that pays a reconfigure owed by --no-reconfigure records an empty set as the last one: "
-    "--rollback then answers 'unchanged' and never puts back the files before the change",
-)
 def test_rollback_after_the_owed_reconfigure_puts_back_the_files_before_the_change(tmp_path: Path) -> None:
     """docs/apply.md: --no-reconfigure, then the next run reconfigures; --rollback puts the previous set
     back."""
@@ -617,6 +612,63 @@ def test_a_journal_written_with_the_directory_as_typed_is_still_recovered_by_its
 
 def sets_of(state: Path) -> list[Path]:
     return sorted((state / "sets").iterdir())
+
+
+def test_the_data_file_held_back_and_published_by_the_owed_reconfigure_is_rolled_back_with_its_set(
+    tmp_path: Path,
+) -> None:
+    """A new group: the --no-reconfigure run writes the config files and holds the data file back; the
+    run that pays the reconfigure publishes it. Both are one change: one set, and --rollback puts back the
+    config files and the data file from before it; --rollback again returns to the whole new set."""
+    etc, state, fake = env_of(tmp_path)
+    original = snapshot(etc)
+    new = render(tmp_path, fleet({"n1": "rack-c"}))
+    assert run_apply(opts(etc, state, no_reconfigure=True), new, fake).changed == (TOPOLOGY, NODES)
+    paid = run_apply(opts(etc, state), new, fake)
+    assert paid.changed == (DATA,) and paid.reconfigured, paid
+    (only,) = sets_of(state)
+    assert f"recorded with its set {only.name}" in paid.summary, paid
+    assert sorted(p.name for p in (only / "new").iterdir()) == sorted((TOPOLOGY, NODES, DATA))
+    applied = snapshot(etc)
+    back = rollback(opts(etc, state), fake)
+    assert back.status == "applied" and snapshot(etc) == original, back
+    again = rollback(opts(etc, state), fake)
+    assert again.status == "applied" and snapshot(etc) == applied, again
+
+
+def test_a_crash_while_the_owed_reconfigure_is_recorded_is_finished_into_the_owing_set(
+    tmp_path: Path,
+) -> None:
+    """Interrupted after the verification, or after its files joined the owing set: recovery finishes the
+    run the same way (one set, --rollback back to the files before the change)."""
+    for step in ("verified", "folded"):
+        tmp = tmp_path / step
+        tmp.mkdir()
+        etc, state, fake = env_of(tmp)
+        original = snapshot(etc)
+        new = render(tmp, fleet({"n1": "rack-c"}))
+        assert run_apply(opts(etc, state, no_reconfigure=True), new, fake).status == "applied"
+        with pytest.raises(Crash):
+            run_apply(opts(etc, state, step_hook=fail_at(step, Crash(step))), new, fake)
+        res = recover(opts(etc, state), fake)
+        assert res.status == "recovered" and (etc / DATA).read_text() == new[DATA], (step, res)
+        assert len(sets_of(state)) == 1 and not (state / "journal.json").exists(), step
+        assert rollback(opts(etc, state), fake).status == "applied" and snapshot(etc) == original, step
+
+
+def test_a_paying_run_that_also_changes_a_config_file_records_a_set_of_its_own(tmp_path: Path) -> None:
+    """Only a run that writes no config file joins the owing set: a new change with it is rolled back on
+    its own, to the files the --no-reconfigure run wrote."""
+    etc, state, fake = env_of(tmp_path)
+    first = render(tmp_path, fleet({"n1": "rack-c"}))
+    assert run_apply(opts(etc, state, no_reconfigure=True), first, fake).status == "applied"
+    written = snapshot(etc)
+    paid = run_apply(opts(etc, state), render(tmp_path, fleet({"n1": "rack-c", "n2": "rack-c"})), fake)
+    assert paid.reconfigured and TOPOLOGY in paid.changed and "recorded with its set" not in paid.summary
+    assert len(sets_of(state)) == 2
+    assert rollback(opts(etc, state), fake).status == "applied"
+    for name in (TOPOLOGY, NODES):
+        assert snapshot(etc)[name] == written[name], name
 
 
 def test_a_dry_run_while_the_data_file_waits_for_the_owed_reconfigure_would_change_nothing(

@@ -85,7 +85,7 @@ from .base import (
     _line,
     _result,
 )
-from .commit import _commit, _prove, _recover_locked, _rename_order
+from .commit import _commit, _prove, _recover_locked, _rename_order, owing_set
 from .controller import _Slurm
 from .parse import features_difference, has_header, parse_gres_cores, parse_node_lines, topology_difference
 from .plan import (
@@ -242,6 +242,7 @@ def run_apply(options: ApplyOptions, rendered: Mapping[str, str | bytes], runner
                     else f"nothing to write in {options.slurm_dir} ({plan.details[-1]}); nothing touched"
                 )
                 return _result("unchanged", EXIT_OK, (f"{what}; " if what else "") + text, details)
+            plan.completes = owing_set(st, plan)
             proven = _prove(options, plan)
             res = _commit(options, st, slurm, plan)
             res.details.append(proven)

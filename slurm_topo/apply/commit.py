@@ -8,6 +8,7 @@ import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeGuard
 
 from ..errors import CommandError, SlurmTopoError
 from ..output import fsync_dir as _fsync_dir
@@ -112,6 +113,8 @@ def _prepare(options: ApplyOptions, st: _State, plan: _Plan) -> Journal:
         "reconfigure": plan.reconfigure,
         "created": options.clock(),
     }
+    if plan.completes is not None:
+        journal["completes"] = plan.completes
     _step(options, "staged")
     st.write_journal(journal)
     _step(options, "journal")
@@ -162,13 +165,66 @@ def _restore_old(options: ApplyOptions, st: _State, journal: Journal) -> list[st
     return restored
 
 
+def owing_set(st: _State, plan: _Plan) -> str | None:
+    """The completed set whose ``--no-reconfigure`` run owes the reconfigure ``plan`` pays, when ``plan``
+    writes no config file (only the data file held back for that reconfigure, or nothing): its files
+    belong to that set. None: the plan is a change of its own."""
+    state = st.state()
+    last = state.get("last_applied")
+    if not (plan.reconfigure and state.get("reconfigure_owed")) or any(n != DATA for n in plan.new):
+        return None
+    return last if _set_name_ok(last) and (st.sets / last / "complete").exists() else None
+
+
+def _set_name_ok(name: object) -> TypeGuard[str]:
+    return isinstance(name, str) and "/" not in name and name not in ("", ".", "..")
+
+
+def _replace_synced(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.fold.tmp")
+    _write_synced(tmp, data, 0o600)
+    os.replace(tmp, path)
+
+
+def _fold(st: _State, journal: Journal, into: str) -> bool:
+    """Add this journal's files to the completed set ``into`` (a file it already holds keeps its ``old``
+    copy and takes the new one; another gets both) and drop this set's own directory. Idempotent: a crash
+    in here is finished by recovery. False when ``into`` is gone (then the set is recorded on its own)."""
+    own, dest = st.sets / journal["id"], st.sets / into
+    if not own.is_dir():
+        return True  # folded before an interruption
+    if not (dest / "complete").exists():
+        return False
+    for f in journal["files"]:
+        name = f["name"]
+        held = (dest / "old" / name).exists() or (dest / "new" / name).exists()
+        old = None if held else _set_bytes(st, journal, "old", name)
+        if old is not None:
+            _replace_synced(dest / "old" / name, old)
+        new = _set_bytes(st, journal, "new", name)
+        if new is None:
+            (dest / "new" / name).unlink(missing_ok=True)
+        else:
+            _replace_synced(dest / "new" / name, new)
+    for d in (dest / "old", dest / "new"):
+        _fsync_dir(d)
+    shutil.rmtree(own)
+    _fsync_dir(st.sets)
+    return True
+
+
 def _finish(options: ApplyOptions, st: _State, journal: Journal, reconfigured: bool) -> None:
     if journal.get("data_last"):
         _rename_staged(options, st, journal, DATA)
-    set_dir = st.sets / journal["id"]
-    _write_synced(set_dir / "complete", b"", 0o600)
-    _fsync_dir(set_dir)
-    values: Journal = {"last_applied": journal["id"]}
+    into = journal.get("completes")
+    if _set_name_ok(into) and _fold(st, journal, into):
+        values: Journal = {"last_applied": into}
+        _step(options, "folded")
+    else:
+        set_dir = st.sets / journal["id"]
+        _write_synced(set_dir / "complete", b"", 0o600)
+        _fsync_dir(set_dir)
+        values = {"last_applied": journal["id"]}
     if reconfigured:
         values.update(last_reconfigure=options.clock(), reconfigure_owed=False)
     elif any(f["name"] in CONFIG_ORDER for f in journal["files"]) and options.no_reconfigure:
@@ -209,6 +265,22 @@ def _rollback_live(
     shutil.rmtree(st.sets / journal["id"], ignore_errors=True)
     st.drop_journal()
     return True, details
+
+
+def _how(options: ApplyOptions, plan: _Plan, names: Sequence[str], reconfigured: bool) -> str:
+    """What an applied run did after the renames, for its summary line."""
+    how = (
+        "reconfigured, verified"
+        if reconfigured
+        else "not reconfigured (--no-reconfigure): reconfigure or restart slurmctld"
+        if options.no_reconfigure and any(n in CONFIG_ORDER for n in names)
+        else "no reconfigure needed"
+    )
+    if DATA in names and plan.data_first:
+        how += "; data file published first (groups only removed)"
+    if plan.completes is not None:
+        how += f" (the reconfigure owed since --no-reconfigure; recorded with its set {plan.completes})"
+    return how
 
 
 def _commit(options: ApplyOptions, st: _State, slurm: _Slurm, plan: _Plan) -> ApplyResult:
@@ -275,15 +347,7 @@ def _commit(options: ApplyOptions, st: _State, slurm: _Slurm, plan: _Plan) -> Ap
             names,
             reconfigured,
         )
-    how = (
-        "reconfigured, verified"
-        if reconfigured
-        else "not reconfigured (--no-reconfigure): reconfigure or restart slurmctld"
-        if options.no_reconfigure and any(n in CONFIG_ORDER for n in names)
-        else "no reconfigure needed"
-    )
-    if DATA in names and plan.data_first:
-        how += "; data file published first (groups only removed)"
+    how = _how(options, plan, names, reconfigured)
     return _result(
         "applied",
         EXIT_APPLIED if options.detailed_exitcodes else EXIT_OK,

@@ -47,6 +47,10 @@ class _Plan:
     reconfigure: bool
     data_first: bool
     details: list[str]
+    completes: str | None = None
+    """The set this run completes (``run_apply`` sets it): a run that writes no config file and only pays
+    the reconfigure an earlier ``--no-reconfigure`` run owes (with the data file it held back) records no
+    set of its own — its files join that set, so ``--rollback`` puts back the files from before it."""
 
 
 def _check_new_set(
