@@ -118,32 +118,36 @@ def _node_states(
     by_name = {r.get("NodeName", ""): r for r in records}
     out: dict[str, NodeState] = {}
     for node in inventory.nodes:
-        rec = by_name.get(node.name)
-        total = (
-            node.gpus
-            if node.gpus is not None
-            else (_gpu_count(rec.get("Gres"), _GPU_GRES_RE) if rec else None)
-        )
+        name, total = node.name, node.gpus
+        rec = by_name.get(name)
+        if total is None:
+            total = _gpu_count(rec.get("Gres"), _GPU_GRES_RE) if rec else None
         total = total or 0
         if rec is None:
-            out[node.name] = NodeState(node.name, UNKNOWN, total, 0)
+            out[name] = NodeState(name, UNKNOWN, total, 0)
             continue
         state = rec.get("State", "")
-        kind = classify(state)
+        kind, mixed = _kind(state)
         free = 0
         if kind == FREE:
             free = total
-        elif kind == ALLOCATED and state.upper().startswith("MIXED"):
+        elif mixed:
             used = _gpu_count(rec.get("GresUsed"), _GPU_USED_RE)
             if used is None:
                 used = _gpu_count(rec.get("AllocTRES"), _TRES_GPU_RE)
             free = max(0, total - used) if used is not None else 0
             if free:
                 kind = FREE if used == 0 else ALLOCATED
-        out[node.name] = NodeState(node.name, kind, total, free, state)
-    known = {n.name for n in inventory.nodes}
-    extra = tuple(sorted(n for n in by_name if n and n not in known))
+        out[name] = NodeState(name, kind, total, free, state)
+    extra = tuple(sorted(n for n in by_name.keys() - out.keys() if n))
     return out, extra
+
+
+@functools.lru_cache(maxsize=1024)
+def _kind(state: str) -> tuple[str, bool]:
+    """``classify(state)`` and whether the node is MIXED and allocated (its GPU use says what is free)."""
+    kind = classify(state)
+    return kind, kind == ALLOCATED and state.upper().startswith("MIXED")
 
 
 def idle_states(inventory: Inventory) -> dict[str, NodeState]:
