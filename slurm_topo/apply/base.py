@@ -67,9 +67,9 @@ class ApplyOptions:
     """Prove a changed config set with Slurm's own parser (a throwaway slurmctld) before it goes live."""
     slurm_check_timeout: float = 60.0
     prover: Prover | None = None
+    """How to prove it (tests); None → ``prove.prover_for`` the running version."""
     progress: Callable[[str], None] | None = None
     """Where a long proof reports that it is still running (the CLI: a line on stderr)."""
-    """How to prove it (tests); None → ``prove.prover_for`` the running version."""
     lock_wait: float = 60.0
     """How long to wait for another run writing the same ``slurm_dir`` (any state dir) before refusing."""
     keep: int = 10
