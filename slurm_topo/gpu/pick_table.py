@@ -13,13 +13,14 @@ byte strings (rows 0-7 and 8-15).
 
 :func:`best` answers a pick: the first entry without a busy row is optimal on (1), (2). It is found by two
 ``bytes.translate`` passes (per byte of rows: 1 when it holds a busy row), one OR of the two as integers and
-``bytes.find`` — each a pass in C over the C(n, k) entries, at most C(16, 8) = 12 870, whatever the busy
-set. The entries that tie it on (1), (2) follow it (their end found by bisection). When whole islands are
-free, rule (3) is settled over that tie group in C as well (:func:`_settle`): per island four translations
-give a byte per tie, 1 when the tie takes part of the island but not all; their sum, with 255 for a tie that
-holds a busy row, is minimal first at the answer (the lowest index among the fewest broken). So a pick is
-at most 4 + 4 · islands passes in C over at most C(n, k) bytes, plus O(n + islands) Python operations,
-for any matrix and busy set.
+``bytes.find`` — each a pass in C, over slices of 256, 1 024, 4 096 and the rest of the C(n, k) entries (at
+most C(16, 8) = 12 870) until one is free, so over the whole list at worst, whatever the busy set. The
+entries that tie it on (1), (2) follow it (their end found by bisection). When whole islands are free, rule
+(3) is settled over that tie group in C as well (:func:`_settle`): per island four translations give a byte
+per tie, 1 when the tie takes part of the island but not all; their sum, with 255 for a tie that holds a
+busy row, is minimal first at the answer (the lowest index among the fewest broken). So a pick is at most
+4 + 4 · islands passes in C over at most C(n, k) bytes, plus O(islands) Python operations, for any matrix
+and busy set.
 
 Preparation: 2^n codes once per topology, then per k C(n, k) keys, a sort and the two byte strings.
 """
@@ -121,23 +122,39 @@ def best(r: Ranked, k: int, fmask: int, whole: list[int]) -> int:
     n = r.n
     keys, low, high = ranked(r, k)
     busy = reverse(((1 << n) - 1) & ~fmask, n)
-    # per entry 0 when it holds no busy row: two translations and an OR, each a pass in C over the bytes
-    hit = low.translate(_hits(busy & 255))
-    if busy >> 8:
-        both = int.from_bytes(hit, "big") | int.from_bytes(high.translate(_hits(busy >> 8)), "big")
-        hit = both.to_bytes(len(keys), "big")
-    at = hit.find(0)  # an entry is free: k < free rows
+    # the first entry without a busy row, looked for in slices of 256, 1024, 4096, … entries: a free one is
+    # mostly near the top, and the slices add up to less than twice the list (an entry is free: k < free rows)
+    start, size = 0, 256
+    while True:
+        stop = start + size
+        at = _busy_flags(low[start:stop], high[start:stop], busy).find(0)
+        if at >= 0:
+            at += start
+            break
+        if stop >= len(keys):
+            raise AssertionError("unreachable: fewer than k free rows")
+        start, size = stop, size * 4
     # an island holding every free row is broken by every k of them alike (k < free rows)
     islands = [reverse(isl, n) for isl in whole if isl != fmask]
     if not islands:
         return reverse(keys[at], n)
-    return reverse(_settle(keys, low, high, hit, at, n, islands), n)
+    return reverse(_settle(keys, low, high, busy, at, n, islands), n)
 
 
-def _settle(keys: list[int], low: bytes, high: bytes, hit: bytes, at: int, n: int, islands: list[int]) -> int:
+def _busy_flags(low: bytes, high: bytes, busy: int) -> bytes:
+    """Per entry (its reversed rows 0-7 in ``low``, 8-15 in ``high``) 1 when it holds a row of ``busy``,
+    else 0: a translation per byte string and an OR, each a pass in C."""
+    flags = low.translate(_hits(busy & 255))
+    if busy >> 8:
+        both = int.from_bytes(flags, "big") | int.from_bytes(high.translate(_hits(busy >> 8)), "big")
+        flags = both.to_bytes(len(low), "big")
+    return flags
+
+
+def _settle(keys: list[int], low: bytes, high: bytes, busy: int, at: int, n: int, islands: list[int]) -> int:
     """Among the free entries that tie entry ``at`` (the first free one) on (1), (2), the first with the
     fewest broken ``islands`` (reversed row masks): per tie a byte counting the islands it takes part of but
-    not all, 255 when it holds a busy row, then the first least byte. A few passes in C over the ties."""
+    not all, 255 when it holds a ``busy`` row, then the first least byte. A few passes in C over the ties."""
     end = bisect_right(keys, -(keys[at] >> n << n), at, key=neg)
     lo, hi = low[at:end], high[at:end]
     broken = 0
@@ -147,5 +164,5 @@ def _settle(keys: list[int], low: bytes, high: bytes, hit: bytes, at: int, n: in
         whole = int.from_bytes(lo.translate(_holds(isl & 255)), "big")
         whole &= int.from_bytes(hi.translate(_holds(isl >> 8)), "big")
         broken += touch & ~whole  # 0 or 1 per byte: at most 8 islands, so no byte carries
-    score = (broken | int.from_bytes(hit[at:end], "big") * 255).to_bytes(end - at, "big")
+    score = (broken | int.from_bytes(_busy_flags(lo, hi, busy), "big") * 255).to_bytes(end - at, "big")
     return keys[at + score.find(min(score))]
