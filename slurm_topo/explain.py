@@ -373,6 +373,19 @@ def predict_cost(
     """Pure: a placed job (its parsed line), the fleet, the node states (``scontrol -d show node -o``
     records; None: unknown, no "free right now") -> the cost lines. A plan or a placement the model cannot
     use (a bad ``plan=`` comment, a node the inventory lacks) is one line, never an error."""
+    from .collector import collector_paused
+
+    with collector_paused():  # node states and placements over the whole fleet: no collector passes
+        return _predict_cost(job, inventory, node_records, plan, table)
+
+
+def _predict_cost(
+    job: Mapping[str, str],
+    inventory: Inventory | None,
+    node_records: Sequence[Mapping[str, str]] | None,
+    plan: str | None,
+    table: LinkTable,
+) -> CostView:
     from .capacity import node_states
     from .cost import Fabric, describe, gpus_per_node, parse_plan, predict_job
     from .hostlist import expand
