@@ -13,8 +13,10 @@ local num = require("slurm_topo_filter.util").num
 
 local M = {}
 
--- Step results per group list: a table per list, started over past 512 entries.
-local SCAN_ENTRIES = 512
+-- Step results per group list: a table per list, started over past 128 entries (a table's hash part is
+-- rebuilt whole each time it doubles: at 256 entries, ~50 000 instructions per table in one decision, and a
+-- decision grows several lists' tables at once).
+local SCAN_ENTRIES = 128
 local scan_memo = setmetatable({}, { __mode = "k" })
 
 local function memo_of(groups)
@@ -106,14 +108,27 @@ local function finer(raw)
   end
 end
 
+local function weak_texts()
+  -- texts by list, weakly (a list no memo holds takes its text with it), and how many were put in
+  return { by = setmetatable({}, { __mode = "k" }), size = 0 }
+end
+
+local function put_text(memo, kept, text)
+  -- bounded as the step memos are: a weak table only shrinks once a collection has passed, so a run of new
+  -- lists would grow it, and rebuild it whole at each doubling, between two collections
+  if memo.size > SCAN_ENTRIES then memo.by, memo.size = setmetatable({}, { __mode = "k" }), 0 end
+  memo.by[kept] = text
+  memo.size = memo.size + 1
+end
+
 local function formatted(raw)
   -- a list's text, once per list (remembered lists are shared)
-  local texts = setmetatable({}, { __mode = "k" })
+  local texts = weak_texts()
   return function(kept)
-    local text = texts[kept]
+    local text = texts.by[kept]
     if text == nil then
       text = raw(kept)
-      texts[kept] = text
+      put_text(texts, kept, text)
     end
     return text
   end
@@ -122,13 +137,13 @@ end
 local function shown(raw)
   -- a list's record text, once per list and cut flag (a list is made for one set of classes that count, the
   -- scan's, so the nodes it shows are the same whichever scan asks again)
-  local plain, cut_short = setmetatable({}, { __mode = "k" }), setmetatable({}, { __mode = "k" })
+  local plain, cut_short = weak_texts(), weak_texts()
   return function(kept, cut, sc)
     local texts = cut and cut_short or plain
-    local text = texts[kept]
+    local text = texts.by[kept]
     if text == nil then
       text = raw(kept, cut, sc)
-      texts[kept] = text
+      put_text(texts, kept, text)
     end
     return text
   end

@@ -107,6 +107,9 @@ function M.nodes_of(sc, g)
   -- the nodes of a kept alternative that count for the scan (what its record shows): a zone union carries its
   -- own (sp: the regions it spans), a group's are its eligible ones (its own when every node counts)
   if g.sp ~= nil or sc.all_ok then return g.n end
+  local fit = sc.fit -- a group the scan kept: its size's eligible nodes, looked at already
+  local f = fit and fit[g.z]
+  if f then return f end
   return (scan_eligible(sc, g))
 end
 
@@ -219,6 +222,17 @@ function M.any_fits(sc, groups)
   return false
 end
 
+local function head_in(kept, count, length, room)
+  -- how many of kept[1..count] fit in `room` characters of a cascade (each group's and its "|"), and those
+  -- characters: from the end, as the room rarely leaves out more than a few
+  local n, used = count, length - 1
+  while n > 0 and used > room do
+    used = used - #kept[n].f - 1
+    n = n - 1
+  end
+  return n, used
+end
+
 local function admitted(sc, g, only, inside, up)
   -- a user bracket (only), an area, groups inside others (inside)
   return (only == nil or only[g.f]) and scan_allowed(sc, g) and (inside == nil or inside[parent_of(g, up)])
@@ -243,22 +257,22 @@ function M.candidates(sc, groups, budget, only, inside, up, descending, limit, r
   if not filtered and sc.all_ok and sc.total_gpus == 0 and groups.big ~= nil then
     return compiled_cut(groups, start, budget, limit, room)
   end
-  -- length: the bracket's characters with the next group's "|" counted ("[" + "]" - one "|" to start);
-  -- fitn, fitlen: how many of the kept groups fit in `room` characters of a cascade, and their characters
-  local kept, count, length, fitn, fitlen = {}, 0, 1, 0, 0
+  -- length: the bracket's characters with the next group's "|" counted ("[" + "]" - one "|" to start)
+  local kept, count, length = {}, 0, 1
   if not sc.check or groups.at == nil then
     for i = start, #groups do -- a merged list (several partitions), or nothing checked
       local g = groups[i]
       if scan_fits(sc, g) and (not filtered or admitted(sc, g, only, inside, up)) then
         local extra = #g.f + 1
-        if count == limit or length + extra > budget then return kept, true, length, fitn, fitlen end
+        if count == limit or length + extra > budget then
+          return kept, true, length, head_in(kept, count, length, room)
+        end
         count = count + 1
         kept[count] = g
         length = length + extra
-        if length - 1 <= room then fitn, fitlen = count, length - 1 end
       end
     end
-    return kept, false, length, fitn, fitlen
+    return kept, false, length, head_in(kept, count, length, room)
   end
   local pk, fk -- groups inside others, nothing else restricting: the parent's key in g.u, looked up in place
   if inside ~= nil and only == nil and sc.area == nil then pk, fk = PARENT[up][1], PARENT[up][2] end
@@ -275,14 +289,15 @@ function M.candidates(sc, groups, budget, only, inside, up, descending, limit, r
       if f
         and (not filtered or (pk and inside[g.u[pk] or g.u[fk]]) or (not pk and admitted(sc, g, only, inside, up))) then
         local extra = #g.f + 1
-        if count == limit or length + extra > budget then return kept, true, length, fitn, fitlen end
+        if count == limit or length + extra > budget then
+          return kept, true, length, head_in(kept, count, length, room)
+        end
         count = count + 1
         kept[count] = g
         length = length + extra
-        if length - 1 <= room then fitn, fitlen = count, length - 1 end
       end
     end
-    return kept, false, length, fitn, fitlen
+    return kept, false, length, head_in(kept, count, length, room)
   end
   local lists, many = fitting_lists(sc, groups, start)
   if #lists == 2 then -- one size fits: its positions, in order
@@ -291,14 +306,15 @@ function M.candidates(sc, groups, budget, only, inside, up, descending, limit, r
       local g = groups[positions[j]]
       if not filtered or (pk and inside[g.u[pk] or g.u[fk]]) or (not pk and admitted(sc, g, only, inside, up)) then
         local extra = #g.f + 1
-        if count == limit or length + extra > budget then return kept, true, length, fitn, fitlen end
+        if count == limit or length + extra > budget then
+          return kept, true, length, head_in(kept, count, length, room)
+        end
         count = count + 1
         kept[count] = g
         length = length + extra
-        if length - 1 <= room then fitn, fitlen = count, length - 1 end
       end
     end
-    return kept, false, length, fitn, fitlen
+    return kept, false, length, head_in(kept, count, length, room)
   end
   if 4 * many >= #groups - start + 1 then -- most groups fit: the list in order
     local fit = sc.fit
@@ -307,14 +323,15 @@ function M.candidates(sc, groups, budget, only, inside, up, descending, limit, r
       if fit[g.z]
         and (not filtered or (pk and inside[g.u[pk] or g.u[fk]]) or (not pk and admitted(sc, g, only, inside, up))) then
         local extra = #g.f + 1
-        if count == limit or length + extra > budget then return kept, true, length, fitn, fitlen end
+        if count == limit or length + extra > budget then
+          return kept, true, length, head_in(kept, count, length, room)
+        end
         count = count + 1
         kept[count] = g
         length = length + extra
-        if length - 1 <= room then fitn, fitlen = count, length - 1 end
       end
     end
-    return kept, false, length, fitn, fitlen
+    return kept, false, length, head_in(kept, count, length, room)
   end
   while true do -- a merge of the fitting sizes' positions
     local best, pos = 0, math.huge
@@ -322,16 +339,17 @@ function M.candidates(sc, groups, budget, only, inside, up, descending, limit, r
       local p = lists[j][lists[j + 1]]
       if p ~= nil and p < pos then best, pos = j, p end
     end
-    if best == 0 then return kept, false, length, fitn, fitlen end
+    if best == 0 then return kept, false, length, head_in(kept, count, length, room) end
     lists[best + 1] = lists[best + 1] + 1
     local g = groups[pos]
     if not filtered or (pk and inside[g.u[pk] or g.u[fk]]) or (not pk and admitted(sc, g, only, inside, up)) then
       local extra = #g.f + 1
-      if count == limit or length + extra > budget then return kept, true, length, fitn, fitlen end
+      if count == limit or length + extra > budget then
+        return kept, true, length, head_in(kept, count, length, room)
+      end
       count = count + 1
       kept[count] = g
       length = length + extra
-      if length - 1 <= room then fitn, fitlen = count, length - 1 end
     end
   end
 end
