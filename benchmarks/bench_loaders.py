@@ -20,7 +20,7 @@ Three parts (``--parts``):
 
 Every figure is CPU time (``time.process_time`` in process, ``RUSAGE_CHILDREN`` for commands): the machine is
 shared, wall time is not reported. Each row gives best, median, p95 and worst of ``--repeat`` runs (with 5
-runs p95 is the worst but one, interpolated).
+runs p95 lies between the two worst, interpolated).
 
     python benchmarks/bench_loaders.py [--nodes 100000] [--repeat 5] [--parts load,parse,commands]
         [--label after] [--out benchmarks/results/loaders.md] [--check]
