@@ -15,7 +15,8 @@ import pytest
 from fakes import ScriptedRunner
 from test_relax_pass import BRACKET, BUDGET, NODES, SUBMITTED, auto_job, line, slurm, updates
 
-from slurm_topo.access import SlurmAccess, admin_comment_argv
+from slurm_topo.access import SlurmAccess, admin_comment_argv, jobs_from_text
+from slurm_topo.errors import ParseError
 from slurm_topo.relax import Pass, run_pass, start_estimate
 from slurm_topo.runner import SubprocessRunner
 
@@ -141,3 +142,49 @@ def test_test_only_values_reach_sbatch_unparsed(tmp_path: Path, monkeypatch: pyt
         "true",
     ]  # no --time: the limit is not a time
     assert not pwned.exists()
+
+
+def test_a_line_break_in_a_value_cannot_start_a_record_of_its_own() -> None:
+    """scontrol prints a value as it is: a WorkDir ending in a line break and ``JobId=12 … SubmitTime=<a
+    million seconds ago> … WorkDir=b`` prints as two ``JobId=12`` lines, the second with the job's true
+    AdminComment (which squeue confirms) and a forged wait. Both lines are refused, in the listing and in the
+    re-read, and nothing is written."""
+    job = auto_job("12")  # submitted at the capture: 10 s waited, far from its 300 s budget
+    forged = line(auto_job("12", submitted_ago=10**6, WorkDir="b"))
+    first = line({**job, "WorkDir": "/a"}).split(" AdminComment=")[0]  # the record runs on in the WorkDir
+    text = f"{first}\n{forged}\n"
+    runner = slurm(job)
+    runner.answers["scontrol show job -o"] = text
+    runner.answers["scontrol show job -o 12"] = text
+    p = text_pass(runner, 10)
+    assert updates(runner) == [] and p.decisions == []
+    listing = SlurmAccess(runner, "text").jobs()
+    assert listing.jobs == [] and [jid for jid, _ in listing.refused] == ["12", "12"]
+    with pytest.raises(ParseError, match="claimed by more than one line"):
+        SlurmAccess(runner, "text").job("12", own_admin_comment=True)
+
+
+def test_a_record_whose_value_runs_on_is_refused_and_the_next_read() -> None:
+    """A line that is not a ``JobId=`` line continues the record before it (a value held a line break): that
+    job is refused, the next job is read."""
+    honest = line(auto_job("13"))
+    text = f"{line(auto_job('12', WorkDir='/a'))}\n   StdOut=/b\n{honest}\n"
+    listing = jobs_from_text(text)
+    assert [j["JobId"] for j in listing.jobs] == ["13"]
+    assert listing.refused == [("12", "ambiguous scontrol line (a value runs on to the next line): not read")]
+
+
+def test_a_writer_reads_exactly_the_job_it_asked_for() -> None:
+    """A re-read that answers with another job's record, or with none, is refused for a writer; squeue's
+    ``(null)`` (an AdminComment never set) reads as none."""
+    runner = slurm(auto_job("12"))
+    runner.answers["scontrol show job -o 12"] = line(auto_job("14")) + "\n"
+    with pytest.raises(ParseError, match="answered with job 14"):
+        SlurmAccess(runner, "text").job("12", own_admin_comment=True)
+    runner.answers["scontrol show job -o 12"] = ""
+    with pytest.raises(ParseError, match="0 records"):
+        SlurmAccess(runner, "text").job("12", own_admin_comment=True)
+    plain = {k: v for k, v in auto_job("12").items() if k != "AdminComment"}
+    runner.answers["scontrol show job -o 12"] = line(plain) + "\n"
+    runner.answers[tuple(admin_comment_argv("12"))] = "(null)" + " " * 40 + "\n"
+    assert "AdminComment" not in (SlurmAccess(runner, "text").job("12", own_admin_comment=True) or {})

@@ -206,6 +206,18 @@ class SlurmAccess:
                 self._backend = "text"
         return parse_job_detail(self.runner.run(argv.show_job_detail(job), timeout=timeout))
 
+    @staticmethod
+    def _one_record(job: str, listing: JobListing) -> None:
+        """What a writer reads from text: exactly one record, of the job asked, none refused (a line break in
+        a value can start what looks like a record of its own: :func:`jobs_from_text`)."""
+        if listing.refused or len(listing.jobs) != 1:
+            why = "; ".join(w for _, w in listing.refused) or f"{len(listing.jobs)} records"
+            raise ParseError(f"job {job}", None, why)
+        if listing.jobs[0].get("JobId") != job:
+            raise ParseError(
+                f"job {job}", None, f"answered with job {listing.jobs[0].get('JobId', '?')[:20]}"
+            )
+
     def _confirm_admin_comment(self, job: str, record: Mapping[str, str], timeout: float) -> None:
         """A text line's ``AdminComment=`` may be a user's: scontrol prints it only when set, right after the
         always-printed WorkDir, so a job without one whose working directory is ``/w AdminComment=…`` reads
@@ -224,13 +236,15 @@ class SlurmAccess:
         self, job: str, timeout: float = 30.0, *, own_admin_comment: bool = False
     ) -> dict[str, str] | None:
         """One job's record; None when slurmctld does not know it. Raises :class:`ParseError` when the job
-        exists but cannot be read safely (an ambiguous text line). ``own_admin_comment``: a record read from
-        text has its AdminComment confirmed by squeue first (:meth:`_confirm_admin_comment`; what a caller
-        that writes the job from it needs)."""
+        exists but cannot be read safely (an ambiguous text line). ``own_admin_comment`` (what a caller that
+        writes the job from the record needs): a record read from text must be the one record of that job
+        (:meth:`_one_record`) and its AdminComment is confirmed by squeue (:meth:`_confirm_admin_comment`);
+        ParseError otherwise, also when slurmctld does not know the job."""
         listing = self.jobs(job, timeout=timeout)
+        if own_admin_comment and listing.backend == "text":
+            self._one_record(job, listing)
+            self._confirm_admin_comment(job, listing.jobs[0], timeout)
         if listing.jobs:
-            if own_admin_comment and listing.backend == "text":
-                self._confirm_admin_comment(job, listing.jobs[0], timeout)
             return listing.jobs[0]
         for jid, why in listing.refused:
             if jid == job:

@@ -391,15 +391,30 @@ def job_from_text(line: str) -> dict[str, str]:
 
 
 def jobs_from_text(text: str) -> JobListing:
-    """``scontrol show job -o`` -> the jobs; ambiguous lines refused with their job id."""
+    """``scontrol show job -o`` -> the jobs; ambiguous lines refused with their job id. scontrol prints a
+    value as it is, line breaks included, so a job's record is one line only when none of its values holds
+    one: a job followed by a line that is not a ``JobId=`` line is refused (its values run on), and so is
+    every record of a job id that more than one ``JobId=`` line claims (a value's line break can start what
+    looks like a record of its own)."""
     out = JobListing(backend="text")
+    lines: list[tuple[str, str]] = []  # (job id, line) of every JobId= line, in order
+    split: set[str] = set()
     for line in text.splitlines():
-        if not line.startswith("JobId="):
+        if line.startswith("JobId="):
+            lines.append((line[6:].split(" ", 1)[0][:20], line))
+        elif line.strip() and lines:
+            split.add(lines[-1][0])
+    claims: dict[str, int] = {}
+    for jid, _ in lines:
+        claims[jid] = claims.get(jid, 0) + 1
+    for jid, line in lines:
+        if claims[jid] > 1 or jid in split:
+            why = "claimed by more than one line" if claims[jid] > 1 else "a value runs on to the next line"
+            out.refused.append((jid, f"ambiguous scontrol line ({why}): not read"))
             continue
         try:
             out.jobs.append(job_from_text(line))
         except ValueError as exc:
-            jid = line[6:].split(" ", 1)[0][:20]
             out.refused.append((jid, f"ambiguous scontrol line ({exc}): not read"))
     return out
 
