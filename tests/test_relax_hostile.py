@@ -175,15 +175,14 @@ def test_a_record_whose_value_runs_on_is_refused_and_the_next_read() -> None:
 
 
 def test_a_writer_reads_exactly_the_job_it_asked_for() -> None:
-    """A re-read that answers with another job's record, or with none, is refused for a writer; squeue's
-    ``(null)`` (an AdminComment never set) reads as none."""
+    """A re-read that answers with another job's record is refused for a writer (none: the job is gone);
+    squeue's ``(null)`` (an AdminComment never set) reads as none."""
     runner = slurm(auto_job("12"))
     runner.answers["scontrol show job -o 12"] = line(auto_job("14")) + "\n"
     with pytest.raises(ParseError, match="answered with job 14"):
         SlurmAccess(runner, "text").job("12", own_admin_comment=True)
-    runner.answers["scontrol show job -o 12"] = ""
-    with pytest.raises(ParseError, match="0 records"):
-        SlurmAccess(runner, "text").job("12", own_admin_comment=True)
+    runner.answers["scontrol show job -o 12"] = ""  # gone since the listing
+    assert SlurmAccess(runner, "text").job("12", own_admin_comment=True) is None
     plain = {k: v for k, v in auto_job("12").items() if k != "AdminComment"}
     runner.answers["scontrol show job -o 12"] = line(plain) + "\n"
     runner.answers[tuple(admin_comment_argv("12"))] = "(null)" + " " * 40 + "\n"

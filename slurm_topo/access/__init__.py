@@ -239,9 +239,9 @@ class SlurmAccess:
         exists but cannot be read safely (an ambiguous text line). ``own_admin_comment`` (what a caller that
         writes the job from the record needs): a record read from text must be the one record of that job
         (:meth:`_one_record`) and its AdminComment is confirmed by squeue (:meth:`_confirm_admin_comment`);
-        ParseError otherwise, also when slurmctld does not know the job."""
+        ParseError otherwise."""
         listing = self.jobs(job, timeout=timeout)
-        if own_admin_comment and listing.backend == "text":
+        if own_admin_comment and listing.backend == "text" and (listing.jobs or listing.refused):
             self._one_record(job, listing)
             self._confirm_admin_comment(job, listing.jobs[0], timeout)
         if listing.jobs:
