@@ -363,3 +363,26 @@ def test_an_attached_optional_value_does_not_hide_the_next_option(opts: list[str
     option of its own, so a refused one after them is still found."""
     with pytest.raises(InputError, match=r"-N \(-N/--nodes\) conflicts with the plan"):
         check_srun_options(opts)
+
+
+@pytest.mark.parametrize(
+    ("opt", "named"),
+    [
+        ("--distrib=block", "--distribution"),
+        ("--gpu-b=none", "--gpu-bind"),
+        ("--nodel=a1", "--nodelist"),
+        ("--ntasks-per-n=2", "--ntasks-per-node"),
+    ],
+)
+def test_an_abbreviated_refused_option_is_refused(opt: str, named: str) -> None:
+    """srun accepts any unambiguous abbreviation of a long option (getopt_long): ``--distrib=block`` is
+    ``--distribution=block``, which the plan decides."""
+    with pytest.raises(InputError, match="conflicts with the plan") as err:
+        check_srun_options([opt])
+    assert named in str(err.value)
+
+
+@pytest.mark.parametrize("opt", ["--gpus=8", "--gpus-per-node=8", "--mem=1G", "--nodefile=x"])
+def test_other_long_options_pass(opt: str) -> None:
+    """Options that are not an abbreviation of a refused name pass (``--gpus`` is not ``--gpu-bind``)."""
+    check_srun_options([opt])

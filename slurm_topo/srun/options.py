@@ -33,8 +33,12 @@ def check_srun_options(options: Sequence[str]) -> None:
             continue
         if tok.startswith("--"):
             name = tok.split("=", 1)[0]
-            if name in REFUSED_LONG:
-                raise InputError(f"srun option {name} conflicts with the plan ({PROG} decides it): remove it")
+            meant = [r for r in REFUSED_LONG if r.startswith(name)] if len(name) > 2 else []
+            if meant:  # srun, as getopt_long, takes an unambiguous abbreviation for the whole name
+                which = name if name in REFUSED_LONG else f"{name} ({' or '.join(meant)})"
+                raise InputError(
+                    f"srun option {which} conflicts with the plan ({PROG} decides it): remove it"
+                )
             continue
         if tok.startswith("-") and len(tok) > 1:
             for k, ch in enumerate(tok[1:], start=1):
