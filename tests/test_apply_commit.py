@@ -9,6 +9,7 @@ import errno
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -654,6 +655,69 @@ def test_a_crash_while_the_owed_reconfigure_is_recorded_is_finished_into_the_owi
         assert res.status == "recovered" and (etc / DATA).read_text() == new[DATA], (step, res)
         assert len(sets_of(state)) == 1 and not (state / "journal.json").exists(), step
         assert rollback(opts(etc, state), fake).status == "applied" and snapshot(etc) == original, step
+
+
+def owing_then_crash(
+    tmp: Path, step: str | None = None
+) -> tuple[Path, Path, FakeSlurm, dict[str, str], dict[str, bytes]]:
+    """A --no-reconfigure run holding a new group's data file back, then the paying run stopped at
+    ``step`` (None: the caller's own fault)."""
+    etc, state, fake = env_of(tmp)
+    original = snapshot(etc)
+    new = render(tmp, fleet({"n1": "rack-c"}))
+    assert run_apply(opts(etc, state, no_reconfigure=True), new, fake).status == "applied"
+    if step is not None:
+        with pytest.raises(Crash):
+            run_apply(opts(etc, state, step_hook=fail_at(step, Crash(step))), new, fake)
+    return etc, state, fake, new, original
+
+
+def assert_finished_into_one_set(
+    etc: Path, state: Path, fake: FakeSlurm, new: dict[str, str], original: dict[str, bytes]
+) -> None:
+    res = recover(opts(etc, state), fake)
+    assert res.status == "recovered" and (etc / DATA).read_text() == new[DATA], res
+    (only,) = sets_of(state)  # the owing set, no leftover of the folded one
+    assert sorted(p.name for p in (only / "new").iterdir()) == sorted((TOPOLOGY, NODES, DATA))
+    assert (only / "new" / DATA).read_text() == new[DATA] and not (state / "journal.json").exists()
+    applied = snapshot(etc)
+    assert rollback(opts(etc, state), fake).status == "applied" and snapshot(etc) == original
+    assert rollback(opts(etc, state), fake).status == "applied" and snapshot(etc) == applied
+
+
+def test_a_crash_while_the_fold_deletes_its_own_set_is_finished_by_recovery(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The machine stops inside the rmtree that drops the paying run's own set directory, some of its
+    copies already gone: recovery still finishes (it failed every time on 'set copy ... missing or
+    damaged', and apply and --rollback refused until the state directory was fixed by hand)."""
+    etc, state, fake, new, original = owing_then_crash(tmp_path)
+    real = shutil.rmtree
+
+    def stopped_halfway(path: str | Path, *args: object, **kwargs: object) -> None:
+        p = Path(path)
+        if p.parent == state / "sets" and (p / "new").is_dir() and not (p / "complete").exists():
+            for f in (p / "new").iterdir():
+                f.unlink()  # rmtree got this far, then the machine stopped
+            raise Crash("inside rmtree")
+        real(p, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(shutil, "rmtree", stopped_halfway)
+    with pytest.raises(Crash):
+        run_apply(opts(etc, state), new, fake)
+    monkeypatch.setattr(shutil, "rmtree", real)
+    assert_finished_into_one_set(etc, state, fake, new, original)
+
+
+def test_a_set_directory_an_earlier_fold_left_half_deleted_is_finished_by_recovery(tmp_path: Path) -> None:
+    """Stopped after the data file joined the owing set, its own copies then gone as an earlier
+    release's rmtree left them: recovery takes what the owing set already holds."""
+    etc, state, fake, new, original = owing_then_crash(tmp_path, f"fold:{DATA}")
+    journal = json.loads((state / "journal.json").read_text())
+    for which in ("old", "new"):
+        for f in (state / "sets" / journal["id"] / which).iterdir():
+            f.unlink()
+    assert_finished_into_one_set(etc, state, fake, new, original)
 
 
 def test_a_paying_run_that_also_changes_a_config_file_records_a_set_of_its_own(tmp_path: Path) -> None:

@@ -186,10 +186,13 @@ def _replace_synced(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _fold(st: _State, journal: Journal, into: str) -> bool:
+def _fold(options: ApplyOptions, st: _State, journal: Journal, into: str) -> bool:
     """Add this journal's files to the completed set ``into`` (a file it already holds keeps its ``old``
-    copy and takes the new one; another gets both) and drop this set's own directory. Idempotent: a crash
-    in here is finished by recovery. False when ``into`` is gone (then the set is recorded on its own)."""
+    copy and takes the new one; another gets both) and drop this set's own directory. Idempotent at every
+    point: a copy ``into`` already holds is not read again (an earlier release stopped inside its
+    ``rmtree`` left this set's directory half deleted), and the directory is renamed to a tombstone
+    before it is deleted, so it is either whole or gone. False when ``into`` is gone (then the set is
+    recorded on its own)."""
     own, dest = st.sets / journal["id"], st.sets / into
     if not own.is_dir():
         return True  # folded before an interruption
@@ -201,15 +204,20 @@ def _fold(st: _State, journal: Journal, into: str) -> bool:
         old = None if held else _set_bytes(st, journal, "old", name)
         if old is not None:
             _replace_synced(dest / "old" / name, old)
-        new = _set_bytes(st, journal, "new", name)
-        if new is None:
-            (dest / "new" / name).unlink(missing_ok=True)
-        else:
-            _replace_synced(dest / "new" / name, new)
+        if _sha(_read(dest / "new" / name)) != f["new_sha"]:
+            new = _set_bytes(st, journal, "new", name)
+            if new is None:
+                (dest / "new" / name).unlink()
+            else:
+                _replace_synced(dest / "new" / name, new)
+        _step(options, f"fold:{name}")
     for d in (dest / "old", dest / "new"):
         _fsync_dir(d)
-    shutil.rmtree(own)
+    tomb = st.sets / f".{own.name}.folded"  # no "complete": prune removes what an interruption leaves
+    shutil.rmtree(tomb, ignore_errors=True)
+    os.rename(own, tomb)
     _fsync_dir(st.sets)
+    shutil.rmtree(tomb)
     return True
 
 
@@ -217,7 +225,7 @@ def _finish(options: ApplyOptions, st: _State, journal: Journal, reconfigured: b
     if journal.get("data_last"):
         _rename_staged(options, st, journal, DATA)
     into = journal.get("completes")
-    if _set_name_ok(into) and _fold(st, journal, into):
+    if _set_name_ok(into) and _fold(options, st, journal, into):
         values: Journal = {"last_applied": into}
         _step(options, "folded")
     else:
