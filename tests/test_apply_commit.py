@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import shutil
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -569,6 +570,29 @@ def test_after_a_clock_set_back_the_interval_counts_again_from_the_reconfigure_i
     held = run_apply(o, render(tmp_path, fleet({"n3": "rack-b"})), fake)
     assert held.status == "deferred" and "last reconfigure 30s ago" in held.summary, held
     assert fake.reconfigures() == 2
+
+
+def test_after_a_clock_set_back_rollback_and_keep_follow_the_order_the_sets_were_applied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sets were named by the wall clock: after a step back the newest sorted first, so --keep deleted
+    it and --rollback put back the files from before an older change."""
+    etc, state, fake = env_of(tmp_path)
+    ns = [1_800_000_000 * 10**9]
+    monkeypatch.setattr(time, "time_ns", lambda: ns[0])
+    o = opts(etc, state, keep=2)
+    written = []
+    for i, racks in enumerate(({"n1": "rack-b"}, {"n2": "rack-b"}, {"n3": "rack-b"})):
+        ns[0] += -3600 * 10**9 if i == 1 else 10**9  # stepped back an hour before the second change
+        assert run_apply(o, render(tmp_path, fleet(racks)), fake).status == "applied"
+        written.append(snapshot(etc))
+    kept = sets_of(state)
+    for d, after in zip(kept, written[1:], strict=True):  # the last two applied, oldest first
+        copies = {p.name: p.read_bytes() for p in (d / "new").iterdir()}
+        assert copies and all(after[n] == b for n, b in copies.items()), d.name
+    assert json.loads((state / "state.json").read_text())["last_applied"] == kept[-1].name
+    back = rollback(o, fake)
+    assert back.status == "applied" and snapshot(etc) == written[1], back
 
 
 def test_a_journal_is_recovered_through_another_spelling_of_the_same_directory(

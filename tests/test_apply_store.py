@@ -236,3 +236,32 @@ def test_prune_keeps_the_last_complete_sets_and_the_journals_own(tmp_path: Path)
     assert not failed.exists()
     st.prune(0)
     assert [p.name for p in st.sets.iterdir()] == [running.name]
+
+
+def test_set_names_count_up_from_the_highest_in_the_directory_whatever_the_clock(tmp_path: Path) -> None:
+    """Set names were the wall clock's nanoseconds; a new one is one past the highest name's number, so it
+    sorts after every set there, those of earlier releases included."""
+    st = _State(tmp_path)
+    first = st.new_set_id()
+    assert first == f"{1:020d}-{os.getpid()}"
+    make_set(st, f"{1_800_000_000_000_000_000:020d}-7", True)  # an earlier release's, clock-named
+    make_set(st, f"{5:020d}-8", False)
+    (st.sets / "not-a-set").mkdir()
+    names = []
+    for _ in range(3):
+        names.append(st.new_set_id())
+        make_set(st, names[-1], True)
+    assert names == [f"{1_800_000_000_000_000_000 + i:020d}-{os.getpid()}" for i in (1, 2, 3)]
+    assert [p.name for p in st.completed_sets()][-3:] == names
+
+
+def test_the_set_state_names_last_applied_sorts_last_and_is_never_pruned_first(tmp_path: Path) -> None:
+    """Sets an earlier release named after a clock step back: the last one applied has the lowest name.
+    state.json's last_applied puts it last, for --rollback and for prune."""
+    st = _State(tmp_path)
+    before = make_set(st, f"{1_800_000_000_000_000_000:020d}-7", True)
+    after_step_back = make_set(st, f"{1_799_999_996_400_000_000:020d}-9", True)
+    st.update_state(last_applied=after_step_back.name)
+    assert st.completed_sets() == [before, after_step_back]
+    st.prune(1)
+    assert st.completed_sets() == [after_step_back]

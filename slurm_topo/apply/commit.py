@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeGuard
@@ -78,7 +77,7 @@ def _rename_order(plan_names: Sequence[str], data_first: bool) -> list[str]:
 
 def _prepare(options: ApplyOptions, st: _State, plan: _Plan) -> Journal:
     sd = options.slurm_dir
-    set_id = f"{time.time_ns():020d}-{os.getpid()}"
+    set_id = st.new_set_id()
     set_dir = st.sets / set_id
     (set_dir / "old").mkdir(parents=True)
     (set_dir / "new").mkdir()

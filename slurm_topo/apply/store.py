@@ -224,10 +224,28 @@ class _State:
         st.update(values)
         self._write_json(self.state_path, st)
 
+    def new_set_id(self) -> str:
+        """The name of the next set: one past the highest sequence number in ``sets/`` (the leading digits
+        of a name; an earlier release's names hold the clock's nanoseconds there and count as theirs),
+        zero-padded to 20 digits, then ``-<pid>``. Names sort in the order the sets were made, whatever
+        the clock does."""
+        highest = 0
+        if self.sets.is_dir():
+            for p in self.sets.iterdir():
+                head = p.name.partition("-")[0]
+                if head.isascii() and head.isdigit():
+                    highest = max(highest, int(head))
+        return f"{highest + 1:020d}-{os.getpid()}"
+
     def completed_sets(self) -> list[Path]:
+        """The complete sets, oldest first: by name, except that the one ``state.json`` records as last
+        applied is last (an earlier release named sets by the clock, so after a step back the newest could
+        sort first)."""
         if not self.sets.is_dir():
             return []
-        return sorted(p for p in self.sets.iterdir() if (p / "complete").exists())
+        last = self.state().get("last_applied")
+        done = sorted(p for p in self.sets.iterdir() if (p / "complete").exists())
+        return sorted(done, key=lambda p: p.name == last)  # stable: only last_applied moves
 
     def prune(self, keep: int) -> None:
         if not self.sets.is_dir():
