@@ -371,6 +371,46 @@ def test_a_list_asked_for_fewer_groups_is_the_whole_lists_head(data_file: Path) 
     assert checked > 100
 
 
+def test_a_sublist_of_the_fitting_sizes_cuts_as_the_scan_of_the_whole_list(data_file: Path) -> None:
+    """A list of few sizes keeps, per set of its sizes, the sublist of those sizes' groups (data.lua
+    sub_lists), and a scan that only checks sizes is a compiled cut of the sublist of the sizes that fit
+    (scan.lua candidates): same groups, cut flag, length and head in a room as the scan group by group (the
+    list without its sublists), and its bracket text the kept features joined. GPU requests fit different sets
+    of sizes."""
+    f = LuaFilter()
+    data = f.load_data(data_file)
+    scan = f.lua.eval('require("slurm_topo_filter.scan")')
+    c = f.mod.parse_constraint(None)
+    requests = [{"tres_per_job": f"gres/gpu:{n}"} for n in (1, 2, 3, 8, 9, 16, 17, 64)] + [
+        {"min_nodes": n, "tres_per_node": f"gres:gpu:{g}"} for n in (1, 2) for g in (1, 4, 8)
+    ]
+    masks: set[tuple[str, str, int]] = set()
+    for fields in requests:
+        req = f.mod.request(f.table(job("prefer", **fields)))
+        for partition in ("gpu", "east", "cpu"):
+            for level in ("network_group", "zone", "region"):
+                groups = data["partitions"][partition][level]
+                if groups is None or groups["sub"] is None:
+                    continue
+                sub = groups["sub"]
+                for budget in (1024, 40, 25):
+                    for limit, room in ((None, None), (1, 10), (2, 30), (3, 1)):
+                        sc = scan.new_scan(data, req, c, True, None, None)
+                        got = scan.candidates(sc, groups, budget, None, None, None, None, limit, room)
+                        groups["sub"] = None
+                        try:
+                            sc = scan.new_scan(data, req, c, True, None, None)
+                            want = scan.candidates(sc, groups, budget, None, None, None, None, limit, room)
+                        finally:
+                            groups["sub"] = sub
+                        names = _features(got[0])
+                        assert names == _features(want[0]), (fields, partition, level, budget, limit)
+                        assert bool(got[1]) == bool(want[1]) and list(got[2:]) == list(want[2:])
+                        assert scan.run_text(got[0], len(got[0])) == "|".join(names)
+                        masks.add((partition, level, len(names)))
+    assert len(masks) > 3  # lists with sublists, kept lists of several lengths
+
+
 def test_the_bracket_of_a_compiled_run_is_its_features_joined(data_file: Path) -> None:
     """A compiled cut (every node counts, no GPUs) is a run of its list, and its bracket text a piece of the
     list's joined features (scan.lua run_text); a cascade's bracket joins its lists' runs. Both equal the

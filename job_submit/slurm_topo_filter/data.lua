@@ -7,6 +7,7 @@ the job passes unchanged and the reason is logged once per data fingerprint (log
 ]]
 
 local V = require("slurm_topo_filter.vocab")
+local label_of = require("slurm_topo_filter.scan").label_of
 
 local DATA_FORMAT = V.DATA_FORMAT
 
@@ -100,6 +101,35 @@ end
 -- `at[size]` the positions of that size's groups, ascending. A scan visits only the groups of sizes that can hold
 -- the job (scan.lua).
 
+-- A list of few sizes (at most 4, and at most 4 096 groups in all its sublists: a small part of the load) also keeps, for each
+-- set of its sizes, the sublist of the groups of those sizes: sub[mask] (bit j: sizes[j]; the whole set is the list
+-- itself, the empty set absent), with its own L and joined. A scan of a GPU job (every group of a fitting size
+-- fits, not only every group) is then a compiled cut of the sublist of the sizes that fit (scan.lua candidates).
+local function sub_lists(list, distinct, at)
+  local count, n = #distinct, #list
+  if count < 2 or count > 4 or n * (2 ^ count - 2) > 4096 then return nil end -- no Python twin: the load's room
+  local full = 2 ^ count - 1
+  local sub = { [full] = list }
+  local bit_of = {}
+  for j, size in ipairs(distinct) do bit_of[size] = 2 ^ (j - 1) end
+  for mask = 1, full - 1 do
+    local part, L, length, names = {}, {}, 0, {}
+    for i = 1, n do
+      local g = list[i]
+      if math.floor(mask / bit_of[g.z]) % 2 == 1 then
+        local k = #part + 1
+        part[k] = g
+        length = length + #g.f + 1
+        L[k] = length
+        names[k] = g.f
+      end
+    end
+    part.L, part.joined = L, table.concat(names, "|")
+    sub[mask] = part
+  end
+  return sub
+end
+
 local function group_list(col, features, shapes, sizes)
   -- a list's columns (f feature indices, k ranks: runs rising by 1; s shapes: runs of one; l labels where not
   -- derived) -> its groups in order {f, k, n, g, m, c, u, z (l)}: n nodes, g GPUs, m most GPUs on a node, c counts
@@ -132,8 +162,12 @@ local function group_list(col, features, shapes, sizes)
   end
   if ki + 1 ~= #kr or si + 1 ~= #sr or kleft ~= 0 or sleft ~= 0 then error("data: group columns do not match") end
   for i, l in pairs(col.l) do list[i].l = l end
+  if n <= 1024 then -- the few regions and zones: every label derived now, not in a decision that first shows it
+    for i = 1, n do label_of(list[i]) end
+  end
   list.L, list.sizes, list.at = L, distinct, at
   list.joined = table.concat(names, "|") -- a run of groups i..j as bracket text: sub(joined, L[i-1] + 1, L[j] - 1)
+  list.sub = sub_lists(list, distinct, at)
   return list
 end
 

@@ -138,8 +138,8 @@ local function compiled_cut(groups, start, budget, limit, room)
     local mid = math.floor((lo + hi + 1) / 2)
     if 1 + L[mid] - before <= budget then lo = mid else hi = mid - 1 end
   end
-  local kept = { src = groups, from = start } -- a run of the list: its bracket text is a piece of groups.joined
-  for i = start, lo do kept[i - start + 1] = groups[i] end
+  local kept = { unpack(groups, start, lo) } -- one copy in C (at most 64 values)
+  kept.src, kept.from = groups, start -- a run of the list: its bracket text is a piece of groups.joined
   -- what of it fits in a cascade's `room` (M.taken): the last e with L[e] - L[start-1] <= room
   local e, top = start - 1, lo
   while e < top do
@@ -169,6 +169,7 @@ local function size_fits(sc, size)
 end
 
 local function first_at_or_after(positions, start)
+  if start <= 1 or positions[1] >= start then return 1 end -- the common case: from the list's first group
   local lo, hi = 1, #positions + 1
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
@@ -274,6 +275,19 @@ function M.candidates(sc, groups, budget, only, inside, up, descending, limit, r
     end
     return kept, false, length, head_in(kept, count, length, room)
   end
+  local sub = groups.sub
+  if sub ~= nil and not filtered then -- few sizes: the sublist of the sizes that fit (data.lua), cut as compiled
+    local mask, bit = 0, 1
+    for _, size in ipairs(groups.sizes) do
+      if size_fits(sc, size) then mask = mask + bit end
+      bit = bit + bit
+    end
+    local part = sub[mask]
+    if part == nil then return {}, false, 1, 0, 0 end -- no size fits
+    local from = 1
+    if not descending then from = first_large(sc, part) end
+    return compiled_cut(part, from, budget, limit, room)
+  end
   local pk, fk -- groups inside others, nothing else restricting: the parent's key in g.u, looked up in place
   if inside ~= nil and only == nil and sc.area == nil then pk, fk = PARENT[up][1], PARENT[up][2] end
   if 4 * #groups.sizes >= #groups - start + 1 then -- sizes nearly as many as groups (zones, regions): the list
@@ -316,7 +330,8 @@ function M.candidates(sc, groups, budget, only, inside, up, descending, limit, r
     end
     return kept, false, length, head_in(kept, count, length, room)
   end
-  if 4 * many >= #groups - start + 1 then -- most groups fit: the list in order
+  if 4 * many >= #groups - start + 1 and limit > 4 then -- most groups fit: the list in order (a cascade that can
+    -- take a few more merges instead: the groups the list starts with may all be of sizes that do not fit)
     local fit = sc.fit
     for i = start, #groups do
       local g = groups[i]
