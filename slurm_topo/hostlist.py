@@ -1,8 +1,9 @@
 """Hostlist expressions, over ClusterShell's NodeSet/RangeSet algebra.
 
-Two functions: ``expand`` (expression -> names, in ClusterShell's sorted order) and ``compress`` (names -> one
-Slurm-compatible expression). Folding only ever happens on the *last* numeric run of a name: Slurm accepts
-multi-dimensional ranges, but a one-axis fold is unambiguous and what ``scontrol show hostlist`` prints.
+Two functions: ``expand`` (expression -> names, in ClusterShell's sorted order; one plain bracket is expanded
+arithmetically, to the same list) and ``compress`` (names -> one Slurm-compatible expression). Folding only
+ever happens on the *last* numeric run of a name: Slurm accepts multi-dimensional ranges, but a one-axis fold
+is unambiguous and what ``scontrol show hostlist`` prints.
 
 ``compress`` splits each name once with a regular expression and hands the numbers to ``RangeSet`` (the
 bracket algebra, padding included, stays ClusterShell's): parsing every name through ``NodeSet`` costs ~26 µs
@@ -87,13 +88,13 @@ _ONE_NAME = re.compile(r"[A-Za-z0-9._-]+\Z")
 _RANGE_NUMBERS = re.compile(r"(\d+)(?:-(\d+))?\Z")
 
 
-def _range_numbers(text: str) -> tuple[list[int], int] | None:
-    """A bracket's ranges (``000-039``, ``1-4,7``) -> (its numbers ascending, each once; the zero-padded width
-    or 0), when ClusterShell's reading is plain arithmetic: every item ``N`` or ``LO-HI`` with ``LO <= HI``,
-    and either no number written with a leading zero or every number written with the same width. None for
-    anything else (steps, mixed widths, ``5-3``, an empty item): those go through ClusterShell."""
+def _plain_ranges(text: str) -> tuple[list[tuple[int, int]], int] | None:
+    """A bracket's ranges (``000-039``, ``1-4,7``) -> ((low, high) each; the zero-padded width or 0), when
+    ClusterShell's reading is plain arithmetic: every item ``N`` or ``LO-HI`` with ``LO <= HI``, and either no
+    number written with a leading zero or every number written with the same width. None for anything else
+    (steps, mixed widths, ``5-3``, an empty item): those go through ClusterShell."""
     width = -1
-    numbers: list[int] = []
+    ranges: list[tuple[int, int]] = []
     for item in text.split(","):
         m = _RANGE_NUMBERS.match(item)
         if m is None:
@@ -111,23 +112,27 @@ def _range_numbers(text: str) -> tuple[list[int], int] | None:
         lo, hi = int(lo_text), int(hi_text)
         if lo > hi:
             return None
-        numbers.extend(range(lo, hi + 1))
-    return sorted(set(numbers)), width
+        ranges.append((lo, hi))
+    return ranges, width
 
 
 def _expand_plain(expression: str) -> list[str] | None:
     """``prefix[ranges]suffix`` or one plain name, expanded arithmetically, in ClusterShell's order (the
-    numbers ascending, each once); None for every other expression. ``tests/test_properties.py`` compares it
-    with ClusterShell on generated expressions."""
+    numbers ascending, each once); None for every other expression. ``tests/test_inventory.py`` compares it
+    with ClusterShell on generated expressions. The caller has counted the names (``check_size``)."""
     if _ONE_NAME.match(expression):
         return [expression]
     m = _ONE_BRACKET.match(expression)
     if m is None:
         return None
-    found = _range_numbers(m[2])
+    found = _plain_ranges(m[2])
     if found is None:
         return None
-    numbers, width = found
+    ranges, width = found
+    if len(ranges) == 1:
+        numbers: Iterable[int] = range(ranges[0][0], ranges[0][1] + 1)
+    else:
+        numbers = sorted({i for lo, hi in ranges for i in range(lo, hi + 1)})
     prefix, suffix = m[1], m[3]
     if width:
         return [f"{prefix}{i:0{width}d}{suffix}" for i in numbers]
@@ -141,15 +146,15 @@ def naturally_ordered(expression: str) -> bool:
     if _ONE_NAME.match(expression):
         return True
     m = _ONE_BRACKET.match(expression)
-    return m is not None and _range_numbers(m[2]) is not None
+    return m is not None and _plain_ranges(m[2]) is not None
 
 
 def expand(expression: str) -> list[str]:
     """Expand a hostlist expression such as ``gpu-[01-03],login1`` into its names (in ClusterShell's order).
 
     One name or one ``prefix[ranges]suffix`` of plain ranges (an inventory's ``gpu-r0k00012-[000-039]``) is
-    expanded arithmetically, to what ClusterShell gives (30x cheaper at 100 000 names); anything else
-    goes through ClusterShell's parser."""
+    expanded arithmetically, to what ClusterShell gives (a 100 000-node inventory in racks of 40: 0.05 s
+    instead of 0.2); anything else goes through ClusterShell's parser."""
     if not expression or not expression.strip():
         raise HostlistError(expression, "empty")
     if "@" in expression or "!" in expression or "&" in expression or "^" in expression:

@@ -332,7 +332,7 @@ def nodes_alike(
     nvlink_domain: str | None,
 ) -> list[Node]:
     """``[Node(name=names[i], slurm=slurm[i], location=location, ...) for i ...]``, equal to what the
-    constructor makes (the other fields at their defaults), at a third of its cost: one entry of an inventory
+    constructor makes (the other fields at their defaults), at 40 % of its CPU: one entry of an inventory
     makes thousands of nodes that differ only in name (and per-node ``slurm:`` values), and the frozen
     dataclass's ``__init__`` goes through ``object.__setattr__`` once per field. Here each field's slot is
     set through its descriptor directly."""
