@@ -20,7 +20,14 @@ class SubprocessRunner:
 
     def run(self, argv: Sequence[str], timeout: float = 30.0) -> str:
         try:
-            proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
+            proc = subprocess.run(  # bytes that are not UTF-8 (a job name) read as U+FFFD, never a crash
+                list(argv),
+                capture_output=True,
+                encoding="utf-8",
+                errors="replace",
+                timeout=timeout,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             raise CommandError(argv, None, timeout=timeout) from None
         except OSError as exc:
