@@ -43,3 +43,8 @@ class ScriptedRunner:
                     raise answer
                 return str(answer)
         raise CommandError(list(argv), 1, "no answer scripted for this command")
+
+    def available(self, program: str) -> bool:
+        """Which programs are installed, as :meth:`slurm_topo.runner.SubprocessRunner.available` says: those
+        it has an answer for."""
+        return any(key[0] == program for key in self.answers)

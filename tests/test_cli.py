@@ -39,13 +39,9 @@ def error_line(result: Result) -> str:
     return lines[0].removeprefix("slurm-topo: error: ")
 
 
-class FakeSlurm(ScriptedRunner):
-    """A :class:`ScriptedRunner` that also says which programs are installed (those it has answers for), as
-    :class:`slurm_topo.runner.SubprocessRunner` does; commands the CLI modules create a runner for are
-    pointed at it with ``monkeypatch.setattr(<cli module>, "SubprocessRunner", lambda: fake)``."""
-
-    def available(self, program: str) -> bool:
-        return any(key[0] == program for key in self.answers)
+FakeSlurm = ScriptedRunner
+"""The CLI tests' name for the shared fake: commands the CLI modules create a runner for are pointed at it
+with ``monkeypatch.setattr(<cli module>, "SubprocessRunner", lambda: fake)``."""
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -31,3 +31,9 @@ def test_an_exception_is_raised_and_an_unscripted_command_fails_as_a_program() -
     assert got.value is boom
     with pytest.raises(CommandError, match="no answer"):
         r.run(["sinfo"])
+
+
+def test_a_program_is_available_when_an_answer_names_it() -> None:
+    runner = ScriptedRunner({"scontrol show node": "x", ("sinfo",): "y"})
+    assert runner.available("scontrol") and runner.available("sinfo")
+    assert not runner.available("squeue") and not runner.available("show")
