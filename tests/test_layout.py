@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def test_the_pure_core_does_not_import_the_yaml_loader() -> None:
     code = (
@@ -178,3 +180,31 @@ def test_no_function_of_the_benchmarks_is_above_the_complexity_limit() -> None:
         if item.complexity > MAX_COMPLEXITY
     ]
     assert not over, over
+
+
+# The packages whose unit tests are kept at least as long as their source (non-blank lines): the ones that
+# run as root or for every user (apply, relax, srun) and the command line. Tests of a package are the unit
+# test files named after it (tests/test_<name>*.py).
+TESTED_AT_LEAST_AS_LONG = {
+    "apply": ("slurm_topo/apply",),
+    "srun": ("slurm_topo/srun",),
+    "cli": ("slurm_topo/cli",),
+    "relax": ("slurm_topo/relax.py", "slurm_topo/relax_plan.py"),
+}
+
+
+def _non_blank(paths: list[Path]) -> int:
+    return sum(1 for p in paths for line in p.read_text().splitlines() if line.strip())
+
+
+@pytest.mark.parametrize("name", sorted(TESTED_AT_LEAST_AS_LONG))
+def test_unit_tests_are_at_least_as_long_as_the_source(name: str) -> None:
+    root = Path(__file__).resolve().parents[1]
+    source: list[Path] = []
+    for part in TESTED_AT_LEAST_AS_LONG[name]:
+        path = root / part
+        source += sorted(path.glob("*.py")) if path.is_dir() else [path]
+    tests = sorted((root / "tests").glob(f"test_{name}*.py"))
+    assert source and tests
+    ratio = _non_blank(tests) / _non_blank(source)
+    assert ratio >= 1.0, f"{name}: unit tests / source = {ratio:.2f}"
