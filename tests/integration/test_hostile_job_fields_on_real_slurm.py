@@ -337,10 +337,11 @@ def test_a_budget_forged_in_the_working_directory_is_never_acted_on(
     result = json.loads(p.stdout)
     assert result["backend"] == "text", result
     decided = {d["job"]: d for d in result["decisions"]}
-    if job in decided:  # the listing took the forged budget (22.05, 24.11): the re-read refuses it
+    # 22.05 and 24.11: the listing takes the forged budget and the re-read refuses it; 26.05's line already
+    # reads as a job without one (no decision at all). Other jobs of the module may still be queued.
+    assert job in decided or cluster.version >= (26, 5), result
+    if job in decided:
         assert decided[job]["applied"] is False and "not the job's own" in decided[job]["why"], result
-    else:  # the listing already read the job as having no budget (26.05's line)
-        assert result["auto"] == 0, result
     assert admin_comment(slurm, job) == "(null)"
     assert slurm_view(slurm, job) == before
     slurm.out("scancel", job)
