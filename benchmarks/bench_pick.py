@@ -147,27 +147,32 @@ for _ in range({calls}):
 """
 
 
+def callgrind_total(script_text: str) -> int:
+    """Instructions (callgrind's total) of one Python process running ``script_text``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "case.py"
+        script.write_text(script_text)
+        out = Path(tmp) / "cg.out"
+        proc = subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, str(script)],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            check=True,
+            env=dict(os.environ, PYTHONHASHSEED="0"),  # same hashing in every run: repeatable counts
+        )
+        m = re.search(r"Collected : (\d+)", proc.stderr)
+        assert m, proc.stderr[-2000:]
+        return int(m.group(1))
+
+
 def callgrind_instructions(source: str, busy: tuple[int, ...], k: int, calls: int) -> float:
     """Instructions per pick_devices call: callgrind total with ``calls`` calls minus the total with 0."""
 
     def total(n_calls: int) -> int:
-        with tempfile.TemporaryDirectory() as tmp:
-            script = Path(tmp) / "case.py"
-            script.write_text(
-                CALLGRIND_SNIPPET.format(root=str(HERE.parent), source=source, busy=busy, k=k, calls=n_calls)
-            )
-            out = Path(tmp) / "cg.out"
-            proc = subprocess.run(
-                ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, str(script)],
-                capture_output=True,
-                text=True,
-                timeout=1800,
-                check=True,
-                env=dict(os.environ, PYTHONHASHSEED="0"),  # same hashing in both runs: repeatable counts
-            )
-            m = re.search(r"Collected : (\d+)", proc.stderr)
-            assert m, proc.stderr[-2000:]
-            return int(m.group(1))
+        return callgrind_total(
+            CALLGRIND_SNIPPET.format(root=str(HERE.parent), source=source, busy=busy, k=k, calls=n_calls)
+        )
 
     return (total(calls) - total(0)) / calls
 

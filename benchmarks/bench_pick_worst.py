@@ -34,11 +34,8 @@ import argparse
 import os
 import platform
 import random
-import re
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -48,7 +45,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from bench_pick import blocks, pcie_tree, per_call_us, two_cubes  # noqa: E402
+from bench_pick import blocks, callgrind_total, pcie_tree, per_call_us, two_cubes  # noqa: E402
 
 from slurm_topo.gpu import pick as pick_module  # noqa: E402
 from slurm_topo.gpu.gpu_topology import GpuTopology  # noqa: E402
@@ -186,25 +183,11 @@ def callgrind_case(case: str, calls: int) -> str:
     busy = tuple(int(g) for g in busy_text.split("+") if g)
 
     def total(n_calls: int) -> int:
-        with tempfile.TemporaryDirectory() as tmp:
-            script = Path(tmp) / "case.py"
-            script.write_text(
-                CALLGRIND_SNIPPET.format(
-                    root=str(HERE.parent), family=family, seed=int(seed), busy=busy, k=int(k), calls=n_calls
-                )
+        return callgrind_total(
+            CALLGRIND_SNIPPET.format(
+                root=str(HERE.parent), family=family, seed=int(seed), busy=busy, k=int(k), calls=n_calls
             )
-            out = Path(tmp) / "cg.out"
-            proc = subprocess.run(
-                ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, str(script)],
-                capture_output=True,
-                text=True,
-                timeout=1800,
-                check=True,
-                env=dict(os.environ, PYTHONHASHSEED="0"),
-            )
-            m = re.search(r"Collected : (\d+)", proc.stderr)
-            assert m, proc.stderr[-2000:]
-            return int(m.group(1))
+        )
 
     none, first, more = total(0), total(1), total(1 + calls)
     later = (more - first) / calls
