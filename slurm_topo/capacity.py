@@ -56,6 +56,10 @@ _UNAVAILABLE = {
 }
 _ALLOCATED = {"ALLOCATED", "ALLOC", "COMPLETING"}
 _SUFFIXES = "*~#!%$@^-"
+STATE_KEYS = ("NodeName", "State", "Gres", "GresUsed", "AllocTRES")
+"""The fields of ``scontrol -d show node -o`` that :func:`node_states` reads
+(``parse_scontrol_nodes(text, keys=STATE_KEYS)`` parses only these)."""
+
 _GPU_GRES_RE = re.compile(r"(?:^|,)gpu(?::[^:,(]+)?:(\d+)")
 _GPU_USED_RE = re.compile(r"(?:^|,)gpu(?::[^:,(]+)?:(\d+)(?:\(IDX:([^)]*)\))?")
 _TRES_GPU_RE = re.compile(r"(?:^|,)gres/gpu=(\d+)")

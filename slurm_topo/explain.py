@@ -456,10 +456,11 @@ def explain_full(
     planned = job_plan(plan, _val(job, "Comment"), inventory, _val(job, "AdminComment"))[0] is not None
     if inventory is not None and (want_states or planned):
         from .access.text import parse_scontrol_nodes
+        from .capacity import STATE_KEYS
 
         try:  # -d: GresUsed=gpu:…(IDX:…), the GPUs a MIXED node has in use
             out = runner.run(slurm_argv.show_nodes(detail=True), timeout=30)
-            records = parse_scontrol_nodes(out, source="scontrol -d show node -o")
+            records = parse_scontrol_nodes(out, source="scontrol -d show node -o", keys=STATE_KEYS)
         except (CommandError, InputError):
             records = None
     view = predict_cost(job, inventory, records, plan=plan, table=table)

@@ -18,14 +18,14 @@ from .errors import HostlistError, ParseError
 from .gpu.gpu_topology import GpuTopology
 
 _KEY = r"([A-Za-z][A-Za-z0-9_/]*)="
-_OUTPUT_KEY = r"([A-Z][A-Za-z0-9_:/]*)="
+OUTPUT_KEY = r"([A-Z][A-Za-z0-9_:/]*)="
 """Keys in scontrol's output are CamelCase: a lower-case ``locality=`` inside a Comment value is not a key."""
 
 _SPLITS = {  # (output, blanks are the line's only whitespace) -> the pattern that splits the line at its keys
     (False, False): re.compile(r"\s" + _KEY),
-    (True, False): re.compile(r"\s" + _OUTPUT_KEY),
+    (True, False): re.compile(r"\s" + OUTPUT_KEY),
     (False, True): re.compile(" " + _KEY),
-    (True, True): re.compile(" " + _OUTPUT_KEY),
+    (True, True): re.compile(" " + OUTPUT_KEY),
 }
 """A key starts the line or follows whitespace: ``split_pairs`` puts a blank before the line, so one
 ``re.split`` finds every key in C (a match object for each key took 1.8x the CPU); where a blank is the only
@@ -35,7 +35,7 @@ _ASCII_SPACES_BUT_BLANK = ("\t", "\n", "\x0b", "\x0c", "\r", "\x1c", "\x1d", "\x
 """The ASCII characters ``str.isspace`` and the ``\\s`` of a pattern count as whitespace, less the blank."""
 
 
-def _blanks_only(line: str) -> bool:
+def blanks_only(line: str) -> bool:
     """True when the blank is the only whitespace in ``line``: ASCII (no Unicode spaces) and none of
     ``_ASCII_SPACES_BUT_BLANK``."""
     if not line.isascii():
@@ -79,7 +79,7 @@ def split_pairs(line: str, *, output: bool = False) -> dict[str, str]:
 
     ``output``: a line of scontrol's output (CamelCase keys only; the first of a repeated key wins).
     """
-    parts = _SPLITS[output, _blanks_only(line)].split(" " + line)
+    parts = _SPLITS[output, blanks_only(line)].split(" " + line)
     # [text before the first key, key, value, key, value, ...]
     if len(parts) < 3 or parts[0].strip():
         raise ValueError("expected Key=value pairs")

@@ -33,3 +33,19 @@ def test_a_failing_command_is_a_command_error_with_its_stderr() -> None:
     with pytest.raises(CommandError, match="exited 3: bad \ufffd thing") as err:
         SubprocessRunner().run(argv)
     assert err.value.returncode == 3
+
+
+def test_output_reads_as_text_mode_reads_it() -> None:
+    """The runner decodes the bytes once itself: the same text as ``subprocess`` text mode (UTF-8 with
+    replacement, universal newlines) on seeded output of CR, LF, CRLF, invalid and multi-byte UTF-8."""
+    import random
+    import subprocess
+
+    pieces = [b"\r", b"\n", b"\r\n", b"\n\r", b"\xff", b"\xc3", b"\xc3\xa9", b"\xe2\x80", b"a", b" ", b"\x00"]
+    rng = random.Random(77)
+    for _ in range(5):
+        data = b"".join(rng.choice(pieces) for _ in range(20_000))
+        argv = _printing(data)
+        text_mode = subprocess.run(argv, capture_output=True, encoding="utf-8", errors="replace", check=True)
+        assert SubprocessRunner().run(argv) == text_mode.stdout
+    assert SubprocessRunner().run(_printing(b"a\r\nb\rc\xff")) == "a\nb\nc\ufffd"

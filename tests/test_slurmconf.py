@@ -235,9 +235,9 @@ def test_the_blank_only_pattern_is_taken_only_where_it_is_exact() -> None:
     assert others == {chr(i) for i in range(128) if re.match(r"\s", chr(i)) and chr(i) != " "}
     for space in sorted(others) + ["\u00a0", "\u2003"]:
         line = f"A=1{space}B=2 C=3"
-        assert not slurmconf._blanks_only(line)
+        assert not slurmconf.blanks_only(line)
         assert slurmconf.split_pairs(line, output=True) == {"A": "1", "B": "2", "C": "3"}, repr(space)
-    assert slurmconf._blanks_only("A=1 B=2")
+    assert slurmconf.blanks_only("A=1 B=2")
 
 
 def test_split_pairs_equals_the_reference_on_real_captures() -> None:
@@ -277,3 +277,56 @@ def test_key_names_are_shared_between_lines() -> None:
     second = slurmconf.split_pairs("  NodeName=n2   State=MIXED ", output=True)
     assert second == {"NodeName": "n2", "State": "MIXED"}
     assert all(a is b for a, b in zip(first, second, strict=True))
+
+
+def _nodes_outcome(text: str, keys: tuple[str, ...] | None):  # type: ignore[no-untyped-def]
+    try:
+        records = slurm_text.parse_scontrol_nodes(text, source="nodes.txt", keys=keys)
+    except ParseError as exc:
+        return ("error", str(exc))
+    if keys is None:  # the full parse, restricted afterwards: what the keyed parse must equal
+        wanted = ("NodeName", *keys_of_states())
+        records = [{k: r[k] for k in wanted if k in r} for r in records]
+    return ("records", records)
+
+
+def keys_of_states() -> tuple[str, ...]:
+    from slurm_topo.capacity import STATE_KEYS
+
+    return STATE_KEYS
+
+
+def test_the_keyed_node_parse_equals_the_full_parse_on_generated_lines() -> None:
+    """``parse_scontrol_nodes(keys=…)`` searches a line of blanks for the wanted keys alone: on 30 000 seeded
+    listings whose values repeat, nest and forge the wanted keys (`` State=`` inside a Reason, ``GresUsed=``
+    after ``Gres=``, ``XState=``, lower-case ``state=``, tabs and Unicode spaces that send a line to the full
+    split, hostlist lines, comments, bad lines) it gives the full parse's values, or the same error."""
+    import random
+
+    pieces = [
+        "NodeName=", "n1", " State=", "IDLE", "MIXED+DRAIN", " Gres=", "gpu:h100:8(S:0-1)", " GresUsed=",
+        "gpu:h100:2(IDX:0-1)", " AllocTRES=", "cpu=4,gres/gpu=2", " Reason=", "down State=IDLE", " XState=",
+        " state=", " ", "  ", "\t", "\u00a0", "=", " A:b=", "(null)", "x", " Comment=", "é", "#",
+    ]  # fmt: skip
+    rng = random.Random(4301)
+    keys = keys_of_states()
+    for _ in range(30_000):
+        lines = []
+        for _ in range(rng.randint(0, 4)):
+            head = rng.choice(
+                ["NodeName=", "NodeName=", "NodeName=", " NodeName=", "n[1-2]", "", "# c", "x="]
+            )
+            lines.append(head + "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12))))
+        text = "\n".join(lines)
+        assert _nodes_outcome(text, keys) == _nodes_outcome(text, None), text
+
+
+def test_the_keyed_node_parse_equals_the_full_parse_on_real_captures() -> None:
+    root = Path(__file__).parent / "fixtures" / "real"
+    paths = sorted(root.glob("slurm-*/scontrol*show-node-o*.txt"))
+    assert len(paths) >= 3
+    for path in paths:
+        text = path.read_text()
+        keyed = _nodes_outcome(text, keys_of_states())
+        assert keyed == _nodes_outcome(text, None), path
+        assert keyed[0] == "records" and any("Gres" in r for r in keyed[1]), path

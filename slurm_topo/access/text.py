@@ -10,13 +10,13 @@ detail lines of ``scontrol show job -d``, which start a line of their own.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 
 from .. import hostlist
 from ..allocation import Allocation, SwitchTree
 from ..errors import HostlistError, ParseError
-from ..slurmconf import parse_topology_conf, split_pairs
+from ..slurmconf import OUTPUT_KEY, blanks_only, parse_topology_conf, split_pairs
 from ..text import NULL
 
 REASON_PREFIX = "slurm-topo-health:"
@@ -24,13 +24,13 @@ REASON_PREFIX = "slurm-topo-health:"
 
 
 def _one_line_records(
-    text: str, source: str, key: str, plain: bool = False
+    text: str, source: str, key: str, plain: bool = False, first_lineno: int = 1
 ) -> Iterator[tuple[int, dict[str, str]]]:
     """``scontrol show … -o`` lines -> (line number, pairs); each record must start with ``key=``.
 
     With ``plain``, a line without ``=`` is a hostlist of records that have only ``key``.
     """
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in enumerate(text.splitlines(), first_lineno):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
@@ -47,9 +47,46 @@ def _one_line_records(
         yield lineno, pairs
 
 
-def parse_scontrol_nodes(text: str, *, source: str = "scontrol show node -o") -> list[dict[str, str]]:
-    """``scontrol show node -o`` (one node a line) -> one dict per node; a plain line is a hostlist."""
-    return [pairs for _, pairs in _one_line_records(text, source, "NodeName", plain=True)]
+def parse_scontrol_nodes(
+    text: str, *, source: str = "scontrol show node -o", keys: Collection[str] | None = None
+) -> list[dict[str, str]]:
+    """``scontrol show node -o`` (one node a line) -> one dict per node; a plain line is a hostlist.
+
+    ``keys``: only these fields (``NodeName`` always), the values ``split_pairs`` gives: a line of
+    ``NodeName=…`` with blanks its only whitespace is searched for the wanted keys alone (a 100 000-node
+    ``-d`` listing is 85 MB: a dict of 40 fields a node is most of the parse); any other line is split whole.
+    """
+    if keys is None:
+        return [pairs for _, pairs in _one_line_records(text, source, "NodeName", plain=True)]
+    wanted = tuple(dict.fromkeys(("NodeName", *keys)))
+    out: list[dict[str, str]] = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if line.startswith("NodeName=") and blanks_only(line):
+            out.append(_wanted_pairs(" " + line.strip(" "), wanted))
+            continue
+        for _, pairs in _one_line_records(line, source, "NodeName", plain=True, first_lineno=lineno):
+            out.append({k: pairs[k] for k in wanted if k in pairs})
+    return out
+
+
+_NEXT_KEY = re.compile(" " + OUTPUT_KEY)
+"""Where a value ends in a line of blanks (``split_pairs``' boundary): a blank, a CamelCase key, ``=``."""
+
+
+def _wanted_pairs(line: str, wanted: tuple[str, ...]) -> dict[str, str]:
+    """``split_pairs(line, output=True)`` restricted to ``wanted``, for ``line`` = a blank + a line whose only
+    whitespace is blanks. Every `` Key=`` in such a line is one of split_pairs' boundaries (a key holds no
+    blank, so no match can span another's blank), hence the first `` Key=`` is the key's first, winning,
+    occurrence, and its value runs to the next boundary."""
+    out = {}
+    for key in wanted:
+        at = line.find(f" {key}=")
+        if at < 0:
+            continue
+        start = at + len(key) + 2
+        end = _NEXT_KEY.search(line, start)
+        out[key] = line[start : end.start() if end else len(line)].strip(" ")
+    return out
 
 
 def parse_scontrol_partitions(

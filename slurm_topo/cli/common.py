@@ -4,6 +4,7 @@ and partitions), the Slurm release, the common options.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 import click
@@ -28,7 +29,9 @@ def _warn(message: str) -> None:
     click.echo(message, err=True)
 
 
-def _slurm_nodes(nodes_from: str | None, scontrol: bool) -> list[dict[str, str]] | None:
+def _slurm_nodes(
+    nodes_from: str | None, scontrol: bool, keys: Collection[str] | None = None
+) -> list[dict[str, str]] | None:
     if nodes_from and scontrol:
         raise InputError("give --nodes-from or --scontrol, not both")
     if nodes_from:
@@ -36,9 +39,9 @@ def _slurm_nodes(nodes_from: str | None, scontrol: bool) -> list[dict[str, str]]
             text = Path(nodes_from).read_text(encoding="utf-8")
         except OSError as exc:
             raise InputError(f"{nodes_from}: cannot read: {exc.strerror}") from None
-        return parse_scontrol_nodes(text, source=nodes_from)
+        return parse_scontrol_nodes(text, source=nodes_from, keys=keys)
     if scontrol:
-        return parse_scontrol_nodes(SubprocessRunner().run(slurm_argv.show_nodes()))
+        return parse_scontrol_nodes(SubprocessRunner().run(slurm_argv.show_nodes()), keys=keys)
     return None
 
 

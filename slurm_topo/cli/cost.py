@@ -241,16 +241,18 @@ def capacity(
 
     --nodes-from: save `scontrol -d show node -o` (-d prints GresUsed, the GPUs a MIXED node has in use;
     without it such a node's GPUs count as not free unless AllocTRES accounts gres/gpu)."""
+    from ..capacity import STATE_KEYS, format_capacity, node_states, parse_shape
     from ..capacity import capacity as count_capacity
-    from ..capacity import format_capacity, node_states, parse_shape
 
     parsed = [parse_shape(s) for s in shapes]
     records: list[dict[str, str]] | None
     if scontrol and not nodes_from:  # -d: GresUsed=gpu:…(IDX:…), the GPUs a MIXED node has in use
         argv = slurm_argv.show_nodes(detail=True)
-        records = parse_scontrol_nodes(SubprocessRunner().run(argv), source="scontrol -d show node -o")
+        records = parse_scontrol_nodes(
+            SubprocessRunner().run(argv), source="scontrol -d show node -o", keys=STATE_KEYS
+        )
     else:
-        records = _slurm_nodes(nodes_from, scontrol)
+        records = _slurm_nodes(nodes_from, scontrol, STATE_KEYS)
     if records is None:
         raise InputError("give --nodes-from FILE (`scontrol show node -o` output) or --scontrol")
     inventory = _load(inventories, records_dir=records_dir)
