@@ -217,6 +217,7 @@ def part_parse(fleet: Path, tmp: Path, repeat: int) -> list[str]:
     from slurm_topo import load_inventories, render_all
     from slurm_topo.access.jobs import jobs_from_text
     from slurm_topo.access.text import node_records, parse_scontrol_nodes
+    from slurm_topo.capacity import STATE_KEYS
     from slurm_topo.slurmconf import parse_gres_gpus, parse_topology_conf, split_pairs
 
     rng = random.Random(7)
@@ -244,6 +245,11 @@ def part_parse(fleet: Path, tmp: Path, repeat: int) -> list[str]:
             "parse_scontrol_nodes (access.text)",
             cpu_runs(lambda: parse_scontrol_nodes(text), repeat),
             "split_pairs per line",
+        ),
+        row(
+            "parse_scontrol_nodes(keys=STATE_KEYS)",
+            cpu_runs(lambda: parse_scontrol_nodes(text, keys=STATE_KEYS), repeat),
+            "node_states' 5 fields (capacity, explain)",
         ),
         row(
             "node_records (access.text)", cpu_runs(lambda: node_records(text), repeat), "split_pairs per line"

@@ -59,10 +59,11 @@ def parse_scontrol_nodes(
     if keys is None:
         return [pairs for _, pairs in _one_line_records(text, source, "NodeName", plain=True)]
     wanted = tuple(dict.fromkeys(("NodeName", *keys)))
+    needles = tuple((k, f" {k}=", len(k) + 2) for k in wanted if k != "NodeName")
     out: list[dict[str, str]] = []
     for lineno, line in enumerate(text.splitlines(), 1):
         if line.startswith("NodeName=") and blanks_only(line):
-            out.append(_wanted_pairs(" " + line.strip(" "), wanted))
+            out.append(_wanted_pairs(line, needles))
             continue
         for _, pairs in _one_line_records(line, source, "NodeName", plain=True, first_lineno=lineno):
             out.append({k: pairs[k] for k in wanted if k in pairs})
@@ -73,19 +74,18 @@ _NEXT_KEY = re.compile(" " + OUTPUT_KEY)
 """Where a value ends in a line of blanks (``split_pairs``' boundary): a blank, a CamelCase key, ``=``."""
 
 
-def _wanted_pairs(line: str, wanted: tuple[str, ...]) -> dict[str, str]:
-    """``split_pairs(line, output=True)`` restricted to ``wanted``, for ``line`` = a blank + a line whose only
-    whitespace is blanks. Every `` Key=`` in such a line is one of split_pairs' boundaries (a key holds no
-    blank, so no match can span another's blank), hence the first `` Key=`` is the key's first, winning,
-    occurrence, and its value runs to the next boundary."""
-    out = {}
-    for key in wanted:
-        at = line.find(f" {key}=")
-        if at < 0:
-            continue
-        start = at + len(key) + 2
-        end = _NEXT_KEY.search(line, start)
-        out[key] = line[start : end.start() if end else len(line)].strip(" ")
+def _wanted_pairs(line: str, needles: tuple[tuple[str, str, int], ...]) -> dict[str, str]:
+    """``split_pairs(line, output=True)`` restricted to ``NodeName`` and the needles' keys, for a line that
+    starts with ``NodeName=`` and whose only whitespace is blanks. Every `` Key=`` in such a line is one of
+    split_pairs' boundaries (a key holds no blank, so no match can span another's blank), hence the first
+    `` Key=`` is the key's first, winning, occurrence, and its value runs to the next boundary."""
+    end = _NEXT_KEY.search(line, 9)
+    out = {"NodeName": line[9 : end.start() if end else None].strip(" ")}
+    for key, needle, skip in needles:
+        at = line.find(needle)
+        if at >= 0:
+            end = _NEXT_KEY.search(line, at + skip)
+            out[key] = line[at + skip : end.start() if end else None].strip(" ")
     return out
 
 
