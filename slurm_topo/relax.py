@@ -136,13 +136,19 @@ def estimate_pass(
     limit: int,
     timeout: float = 10.0,
     seconds: float = 60.0,
+    confirm: SlurmAccess | None = None,
 ) -> list[Decision]:
     """The start-estimate rule for jobs not yet due, the longest waiting first, with at most ``limit``
     ``sbatch --test-only`` calls in all, each under ``timeout`` seconds and all within ``seconds``. A job's
     start one level looser is asked first (one call per group), then its start at its own level, group by
     group until one starts no later than the looser start plus what the looser level costs (R · Δs); the job
     becomes due when none does (:func:`estimate_says`). A call that fails or times out skips that group;
-    a job whose calls all fail keeps its level (the reason in its decision) and the pass goes on."""
+    a job whose calls all fail keeps its level (the reason in its decision) and the pass goes on.
+
+    ``confirm`` (a listing read from text, where a user's path can forge a budget): before any call, the
+    job is read again as its writer reads it (one record, AdminComment confirmed by squeue); a job whose
+    budget is not its own costs no ``--test-only`` call, and the calls are made with the confirmed record.
+    At most ``limit`` jobs are confirmed a pass."""
     candidates = [
         d
         for d in decisions
@@ -150,6 +156,7 @@ def estimate_pass(
     ]
     candidates.sort(key=lambda d: -(d.waited_s or 0))
     calls = _Calls(limit, seconds, timeout)
+    confirms = limit
     out: list[Decision] = []
     for d in candidates:
         job = d.fields or {}
@@ -157,6 +164,20 @@ def estimate_pass(
         looser = widen(job.get("Features"), d.target or "any", nodes)
         if budget is None or d.level is None or looser is None:
             continue
+        if confirm is not None:
+            if confirms <= 0:
+                d.why += "; no start estimate (the pass's --test-only calls are spent)"
+                continue
+            confirms -= 1
+            try:
+                own = confirm.job(d.job, timeout=timeout, own_admin_comment=True)
+            except (CommandError, ParseError) as exc:
+                d.why += f"; no start estimate: {str(exc)[:120]}"
+                continue
+            if own is None or own.get("AdminComment") != job.get("AdminComment"):
+                d.why += "; no start estimate: the listing's budget is not the job's own AdminComment"
+                continue
+            job = own
         cost = relax_cost(budget, d.level, d.target or "any")
         try:
             there = max(now, earliest(runner, job, looser, calls))
@@ -220,6 +241,7 @@ def run_pass(
             limit=estimates,
             timeout=estimate_timeout,
             seconds=estimate_seconds,
+            confirm=slurm if listing.backend == "text" else None,
         )
     due_jobs.sort(key=lambda d: -(d.waited_s or 0))
     for d in due_jobs[max(0, max_changes) :]:

@@ -187,3 +187,26 @@ def test_a_writer_reads_exactly_the_job_it_asked_for() -> None:
     runner.answers["scontrol show job -o 12"] = line(plain) + "\n"
     runner.answers[tuple(admin_comment_argv("12"))] = "(null)" + " " * 40 + "\n"
     assert "AdminComment" not in (SlurmAccess(runner, "text").job("12", own_admin_comment=True) or {})
+
+
+def test_a_budget_forged_in_a_path_costs_no_start_estimate() -> None:
+    """The same forged path on a job not yet due, with ``--estimates``: the listing reads as an auto job that
+    could be relaxed on Slurm's start estimate. Before any ``sbatch --test-only`` call the job is read as its
+    writer reads it; squeue says it has no AdminComment, so no call is spent on it and nothing is written.
+    An honest job beside it is confirmed and asked."""
+    forged = auto_job("12", WorkDir=f"/home/u/w AdminComment={BUDGET}")
+    del forged["AdminComment"]
+    runner = slurm(forged, auto_job("13"))
+    runner.answers[("sh", "-c", 'exec "$@" 2>&1', "sh", "sbatch")] = (
+        "sbatch: error: Requested node configuration is not available\n"
+    )
+    p = run_pass(
+        runner, access=SlurmAccess(runner, "text"), now=SUBMITTED + 60, load_aware=False, estimates=10
+    )
+    by = {d.job: d for d in p.decisions}
+    assert "; no start estimate: " in by["12"].why and "not the job's own" in by["12"].why, by["12"].why
+    asked = [c for c in runner.calls if "--test-only" in c]
+    assert asked and all("--constraint=ib&region_us-east" in c for c in asked)
+    assert len(asked) == 1  # job 13's one looser group; job 12 costs none
+    assert tuple(admin_comment_argv("12")) in runner.calls and updates(runner) == []
+    assert "start estimate failed" in by["13"].why
