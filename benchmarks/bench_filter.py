@@ -11,7 +11,8 @@ of five runs of N submissions each (min and max shown). Also the same for the Py
 
 ``--first``: the *first* decision of request shapes (benchmarks/first_bench.lua: sweeps of sizes no earlier
 decision asked for, so no memo holds them) on a heterogeneous fleet (``hetero_fleet_yaml``: CPU, H100, A100
-and NVL-domain racks of 10 nodes, 10 regions × 10 zones): CPU time per decision (median, p95, worst) and, by
+and NVL-domain racks of 10 nodes, 10 regions × 10 zones; ``--fleet irregular``: ``irregular_fleet_yaml``,
+racks of random kinds and sizes in uneven zones): CPU time per decision (median, p95, worst) and, by
 callgrind, the instructions of every decision on its own (one profile per decision): mean, p95 and the worst,
 which the goal (FIRST_GOAL) bounds.
 """
@@ -22,6 +23,7 @@ import argparse
 import math
 import os
 import platform
+import random
 import shutil
 import subprocess
 import sys
@@ -56,6 +58,46 @@ def hetero_fleet_yaml(n: int, rack_size: int = 10, regions: int = 10, zones: int
         made += size
         rack += 1
     return "\n".join(lines) + "\n"
+
+
+def irregular_fleet_yaml(n: int, seed: int = 1) -> str:
+    """An irregular fleet (seeded): racks of random kinds (CPU, 8×H100, 8×A100, 8×H200, 4×L40S, 4×GB200
+    NVLink domains) and sizes (8-72 nodes) placed at random over 6-14 regions of 2-12 zones each, so nearly
+    every zone and region holds a mix of its own (a size of its own in the filter's lists) — the shape of a
+    fleet grown rack by rack, where ``hetero_fleet_yaml`` repeats one mix everywhere."""
+    rng = random.Random(seed)
+    kinds = [
+        ("cpu", 0, "", 3), ("h100", 8, "h100", 3), ("a100", 8, "a100", 2), ("h200", 8, "h200", 2),
+        ("l40s", 4, "l40s", 1), ("gb200", 4, "gb200", 2),
+    ]  # fmt: skip
+    regions = [[f"r{r}-z{z}" for z in range(rng.randint(2, 12))] for r in range(rng.randint(6, 14))]
+    lines = ["nodes:"]
+    made = rack = 0
+    while made < n:
+        kind, gpus, gtype, _ = rng.choices(kinds, [k[3] for k in kinds])[0]
+        r = rng.randrange(len(regions))
+        zone = rng.choice(regions[r])
+        sizes = [8, 10, 16, 18, 32, 72] if kind == "gb200" else [8, 10, 16, 20, 32, 40]
+        size = min(rng.choice(sizes), n - made)
+        extra = f", gpus: {gpus}, gpu_type: {gtype}" if gpus else ""
+        if kind == "gb200":
+            extra += f", nvlink_domain: nvl-{rack:05d}"
+        lines.append(
+            f"  - {{name: '{kind}-{rack:05d}-[{0:03d}-{size - 1:03d}]', region: r{r}, zone: {zone}, "
+            f"network_group: rack-{rack:05d}{extra}, slurm: {{CPUs: 128, RealMemory: 1000000}}}}"
+        )
+        made += size
+        rack += 1
+    return "\n".join(lines) + "\n"
+
+
+FLEETS = {"hetero": hetero_fleet_yaml, "irregular": irregular_fleet_yaml}
+FLEET_WORDS = {
+    "hetero": "`hetero_fleet_yaml` fleet (racks of 10: CPU, 8×H100, 8×A100, 4×GB200 NVLink domains;"
+    " 10 regions × 10 zones, every zone the same mix)",
+    "irregular": "`irregular_fleet_yaml` fleet (seed 1: racks of 8-72 nodes of six kinds placed at random"
+    " over uneven regions and zones, nearly every zone a mix of its own)",
+}
 
 
 # The goal of every first decision, in instructions (callgrind Ir): the issue's bound at 100 000 nodes
@@ -115,7 +157,7 @@ def first_decisions(args: argparse.Namespace, lua: str) -> None:
     sections = []
     with tempfile.TemporaryDirectory() as tmp:
         inv_path = Path(tmp) / "fleet.yaml"
-        inv_path.write_text(hetero_fleet_yaml(n))
+        inv_path.write_text(FLEETS[args.fleet](n))
         data_path = Path(tmp) / "data.lua"
         data_path.write_text(render_all(load_inventories([inv_path]), (22, 5))["slurm_topo_data.lua"])
         for label, filter_dir in versions:
@@ -145,11 +187,11 @@ def first_decisions(args: argparse.Namespace, lua: str) -> None:
     cmd = "python benchmarks/bench_filter.py " + " ".join(sys.argv[1:])
     lines = [
         "",
-        f"## First decisions of new request shapes ({n} nodes, heterogeneous fleet)",
+        f"## First decisions of new request shapes ({n} nodes, {args.fleet} fleet)",
         "",
         f"Command: `{cmd.strip()}`  ",
-        "Method: `lua5.1 benchmarks/first_bench.lua DATA` on bench_filter.py's `hetero_fleet_yaml` fleet"
-        " (racks of 10: CPU, 8×H100, 8×A100, 4×GB200 NVLink domains; 10 regions × 10 zones). Each family"
+        f"Method: `lua5.1 benchmarks/first_bench.lua DATA` on bench_filter.py's {FLEET_WORDS[args.fleet]}."
+        " Each family"
         " is a sweep of sizes no earlier decision asked for, so every decision is the first of its shape"
         " (the memos miss); each family starts on a freshly loaded data table, so its first decision is"
         " also the first after a data load (no label derived, no class set seen, every memo empty). Times:"
@@ -219,6 +261,7 @@ def main() -> None:
     ap.add_argument("--label", default="this tree", help="with --callgrind: what the column is called")
     ap.add_argument("--label-before", default="before", help="with --first and --filter-dir: its name")
     ap.add_argument("--first", action="store_true", help="first decisions of new shapes (appends to --out)")
+    ap.add_argument("--fleet", choices=sorted(FLEETS), default="hetero", help="with --first: which fleet")
     ap.add_argument(
         "--callgrind-submit",
         action="store_true",

@@ -292,3 +292,67 @@ def test_parity_of_the_prefer_cascade_when_characters_run_out_before_alternative
         expected = decide(data, JobRequest.from_job_desc(desc)).as_dict()
         assert "first 64 kept" in str(expected["record"]) or nodes != 2, expected["record"]
         assert lua.decide(lua_data, desc) == expected, desc
+
+
+def _irregular_fleet(seed: int) -> str:
+    """Racks of random kinds (CPU, H100, A100, L40S with 4 GPUs, GB200 NVLink domains) and sizes in zones of
+    uneven make-up: nearly every zone and region a size of its own, and more rack sizes than the compiled
+    sublists take (the filter's index of sizes by GPUs, scan.lua by_gpus, and its kept counts per class set)."""
+    import random
+
+    rng = random.Random(seed)
+    kinds = [("cpu", 0, ""), ("h100", 8, "h100"), ("a100", 8, "a100"), ("l40s", 4, "l40s"), ("gb200", 4, "gb200")]
+    lines = ["nodes:"]
+    for rack in range(90):
+        kind, gpus, gtype = rng.choice(kinds)
+        r = rng.randrange(3)
+        zone = f"r{r}-z{rng.randrange(2 + 3 * r)}"
+        size = rng.choice([1, 2, 3, 4, 6, 8, 9, 12])
+        extra = f", gpus: {gpus}, gpu_type: {gtype}" if gpus else ""
+        if kind == "gb200":
+            extra += f", nvlink_domain: nvl{rack:03d}"
+        feature = rng.choice(["ib", "eth"])
+        lines.append(
+            f"  - {{name: '{kind}{rack:03d}-[1-{size}]', region: r{r}, zone: {zone}, network_group: g{rack:03d}"
+            f"{extra}, features: [{feature}]}}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_parity_on_an_irregular_fleet_with_many_sizes(tmp_path, seed: int) -> None:  # type: ignore[no-untyped-def]
+    """Zones and racks of many sizes, GPU totals and types, per-node GPUs, node counts, constraints and a
+    partition, decided one after the other on one loaded data table (the filter keeps counts per class set
+    and an index of sizes by GPUs across decisions): Python and Lua agree on every decision, and the requests
+    reach kept lists, cuts and rejections alike."""
+    import random
+
+    inv = merge([parse_inventory(_irregular_fleet(seed))])
+    parts = [Partition("all", tuple(n.name for n in inv.nodes), True), Partition("some", inv.names()[::3])]
+    data = make_context(inv, (22, 5), parts).policy
+    path = tmp_path / "data.lua"
+    path.write_text(render_all(inv, (22, 5), parts)["slurm_topo_data.lua"])
+    lua = LuaFilter()
+    lua_data = lua.load_data(path)
+    rng = random.Random(seed)
+    actions = set()
+    for _ in range(600):
+        loc = rng.choice(["network_group", "zone", "region", "prefer", "zone:fail", "region:fail", "nvl", "any"])
+        fields: dict[str, object] = {}
+        if rng.random() < 0.6:
+            fields["min_nodes"] = rng.choice([1, 2, 3, 4, 6, 9, 12, 20, 40, 100])
+        gpu = rng.random()
+        gtype = rng.choice(["", "h100:", "a100:", "l40s:", "gb200:", "v100:"])
+        if gpu < 0.45:
+            fields["tres_per_job"] = f"gres/gpu:{gtype}{rng.choice([1, 4, 8, 12, 16, 24, 32, 48, 64, 96, 200])}"
+        elif gpu < 0.7:
+            fields["tres_per_node"] = f"gres:gpu:{gtype}{rng.choice([1, 2, 4, 8])}"
+        if rng.random() < 0.2:
+            fields["features"] = rng.choice(["ib", "eth", "ib|eth"])
+        if rng.random() < 0.2:
+            fields["partition"] = "some"
+        desc = job(loc, **fields)
+        expected = decide(data, JobRequest.from_job_desc(desc)).as_dict()
+        assert lua.decide(lua_data, desc) == expected, desc
+        actions.add(expected["action"])
+    assert {"amend", "reject"} <= actions

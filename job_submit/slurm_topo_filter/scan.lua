@@ -49,8 +49,30 @@ function M.new_scan(data, req, c, is_counted, area, wanted)
   end
   sc.ok, sc.all_ok = ok, all_ok
   sc.classes_key = table.concat(flags) .. ":" .. tostring(sc.check) -- which nodes count, not how many are asked
+  if not all_ok then sc.by_size = M.sizes_seen(data, sc.classes_key) end
   sc.signature = sc.classes_key .. ":" .. num(sc.nodes) .. ":" .. num(sc.total_gpus) .. ":"
   return sc
+end
+
+local KEPT_CLASS_SETS = 64 -- the class sets whose sizes' eligible counts a data table keeps (then it starts over)
+
+function M.sizes_seen(data, key)
+  -- per set of counted classes (key), the eligible {nodes, GPUs, most GPUs on a node} of each size (data.lua: the
+  -- shapes every list shares) looked at so far: a sweep of sizes or GPU counts keeps its class set, so only its
+  -- first decision counts a size's nodes class by class (a fleet whose zones are each a size of their own has
+  -- as many sizes as zones)
+  local seen = data.sizes_seen
+  if seen == nil or seen.count >= KEPT_CLASS_SETS then
+    seen = { count = 0 }
+    data.sizes_seen = seen
+  end
+  local by_size = seen[key]
+  if by_size == nil then
+    by_size = {}
+    seen[key] = by_size
+    seen.count = seen.count + 1
+  end
+  return by_size
 end
 
 local PARENT = { z = { "pz", "zf" }, r = { "pr", "rf" } } -- parent_of's keys in g.u: a bucket's, else the feature
@@ -113,6 +135,32 @@ function M.nodes_of(sc, g)
   return (scan_eligible(sc, g))
 end
 
+local function size_eligible(sc, size)
+  -- scan_eligible of a size, kept per class set across scans (M.sizes_seen) as one number: most GPUs on a node
+  -- (10 bits), GPUs (24 bits), nodes (19 bits), exact in a double; counts past those are not kept
+  local by_size = sc.by_size
+  local e = by_size and by_size[size]
+  if e == nil then
+    local n, gp, most = scan_eligible(sc, size)
+    if by_size and n < 524288 and gp < 16777216 and most < 1024 then by_size[size] = (n * 16777216 + gp) * 1024 + most end
+    return n, gp, most
+  end
+  local most = e % 1024
+  e = (e - most) / 1024
+  local gp = e % 16777216
+  return (e - gp) / 16777216, gp, most
+end
+
+local function fits_counts(sc, n, gp, most)
+  if not sc.check then return true, n end
+  local need, total = sc.nodes, sc.total_gpus
+  if total > 0 then
+    if most == 0 then return false, n end
+    need = math.max(need, math.ceil(total / most))
+  end
+  return n >= need and gp >= total, n
+end
+
 local function scan_fits(sc, g)
   local n, gp, most = scan_eligible(sc, g)
   if not sc.check then return true, n end
@@ -161,7 +209,7 @@ local function size_fits(sc, size)
   end
   local f = fit[size]
   if f == nil then
-    local good, n = scan_fits(sc, size)
+    local good, n = fits_counts(sc, size_eligible(sc, size))
     f = good and n
     fit[size] = f
   end
@@ -178,11 +226,52 @@ local function first_at_or_after(positions, start)
   return lo
 end
 
+local function by_gpus(sc, groups)
+  -- the list's sizes by their eligible GPUs for this class set, most first, those counts, and each size's rank:
+  -- made once per class set and list (kept with its sizes, M.sizes_seen), so a scan asks a binary search which
+  -- sizes have the GPUs. With GPUs asked (total > 0), a size fits exactly when it has them and the nodes asked:
+  -- its GPUs are at most its nodes times its most GPUs on a node, so enough GPUs means enough nodes to hold them
+  -- (fits_counts' need)
+  local by_size = sc.by_size
+  local index = by_size[groups.sizes]
+  if index ~= nil then return index end
+  local sizes, keys = groups.sizes, {}
+  local count = #sizes
+  for i = 1, count do
+    local _, gp = size_eligible(sc, sizes[i])
+    keys[i] = -(gp * 65536 + (count - i)) -- sorted as numbers, in C: most GPUs first, then the list's order
+  end
+  table.sort(keys)
+  local order, gps, rank = {}, {}, {}
+  for i = 1, count do
+    local key = -keys[i]
+    local at = key % 65536
+    local size = sizes[count - at]
+    order[i], gps[i], rank[size] = size, (key - at) / 65536, i
+  end
+  index = { order, gps, rank }
+  by_size[groups.sizes] = index
+  return index
+end
+
+local function with_gpus(gps, total)
+  -- how many of the counts (descending) are at least `total`
+  local lo, hi = 0, #gps
+  while lo < hi do
+    local mid = math.floor((lo + hi + 1) / 2)
+    if gps[mid] >= total then lo = mid else hi = mid - 1 end
+  end
+  return lo
+end
+
 -- The position lists (data.lua at) of the sizes that can hold the job, each from its first position at or after
 -- `start`: {positions, index, positions, index, ...}, and how many positions they hold in all.
-local function fitting_lists(sc, groups, start)
+local function fitting_lists(sc, groups, start, sizes, k)
+  -- sizes, k: look only at sizes[1..k] (the sizes with enough GPUs, by_gpus), else at every size of the list
   local lists, many = {}, 0
-  for _, size in ipairs(groups.sizes) do
+  sizes = sizes or groups.sizes
+  for i = 1, k or #sizes do
+    local size = sizes[i]
     if size_fits(sc, size) then
       local positions = groups.at[size]
       local i = first_at_or_after(positions, start)
@@ -290,7 +379,14 @@ function M.candidates(sc, groups, budget, only, inside, up, descending, limit, r
   end
   local pk, fk -- groups inside others, nothing else restricting: the parent's key in g.u, looked up in place
   if inside ~= nil and only == nil and sc.area == nil then pk, fk = PARENT[up][1], PARENT[up][2] end
-  if 4 * #groups.sizes >= #groups - start + 1 then -- sizes nearly as many as groups (zones, regions): the list
+  local sizes, k, rank, with -- many sizes and GPUs asked: the sizes with enough GPUs (by_gpus): only those when
+  -- they are few, else a size ranked past them is passed over without a look
+  if sc.total_gpus > 0 and sc.by_size ~= nil and #groups.sizes > 8 then
+    local index = by_gpus(sc, groups)
+    with, rank = with_gpus(index[2], sc.total_gpus), index[3]
+    if 4 * with < #groups.sizes then sizes, k = index[1], with end
+  end
+  if k == nil and 4 * #groups.sizes >= #groups - start + 1 then -- sizes nearly as many as groups (zones, regions): the list
     local fit = sc.fit -- in order, each size looked at when first met, so a list cut short is not sized whole
     if fit == nil then
       fit = {}
@@ -298,8 +394,20 @@ function M.candidates(sc, groups, budget, only, inside, up, descending, limit, r
     end
     for i = start, #groups do
       local g = groups[i]
-      local f = fit[g.z]
-      if f == nil then f = size_fits(sc, g.z) end
+      local z = g.z
+      local f = fit[z]
+      if f == nil then
+        if rank ~= nil then -- enough GPUs (a prefix of by_gpus) and nodes: what size_fits says (see by_gpus)
+          f = false
+          if rank[z] <= with then
+            local n = size_eligible(sc, z)
+            f = n >= sc.nodes and n
+          end
+          fit[z] = f
+        else
+          f = size_fits(sc, z)
+        end
+      end
       if f
         and (not filtered or (pk and inside[g.u[pk] or g.u[fk]]) or (not pk and admitted(sc, g, only, inside, up))) then
         local extra = #g.f + 1
@@ -313,7 +421,28 @@ function M.candidates(sc, groups, budget, only, inside, up, descending, limit, r
     end
     return kept, false, length, head_in(kept, count, length, room)
   end
-  local lists, many = fitting_lists(sc, groups, start)
+  local lists, many = fitting_lists(sc, groups, start, sizes, k)
+  if k ~= nil and #lists > 2 and many <= 2 * MAX_ALTERNATIVES then -- a few positions: sorted (in C), in order
+    local positions = {}
+    for j = 1, #lists, 2 do
+      local list = lists[j]
+      for i = lists[j + 1], #list do positions[#positions + 1] = list[i] end
+    end
+    table.sort(positions)
+    for _, pos in ipairs(positions) do
+      local g = groups[pos]
+      if not filtered or (pk and inside[g.u[pk] or g.u[fk]]) or (not pk and admitted(sc, g, only, inside, up)) then
+        local extra = #g.f + 1
+        if count == limit or length + extra > budget then
+          return kept, true, length, head_in(kept, count, length, room)
+        end
+        count = count + 1
+        kept[count] = g
+        length = length + extra
+      end
+    end
+    return kept, false, length, head_in(kept, count, length, room)
+  end
   if #lists == 2 then -- one size fits: its positions, in order
     local positions = lists[1]
     for j = lists[2], #positions do
@@ -495,13 +624,17 @@ function M.largest(sc, groups, only)
     return g, g.n, g.g
   end
   if only == nil and sc.area == nil and groups.at ~= nil then
+    local by_size = sc.by_size -- the answer depends on the class set only: kept with its sizes (M.sizes_seen)
+    local known = by_size and by_size[groups]
+    if known then return groups[known[1]], known[2], known[3] end
     local bn, bg, pos = -1, -1, nil
     for _, size in ipairs(groups.sizes) do
-      local n, gp = scan_eligible(sc, size)
+      local n, gp = size_eligible(sc, size)
       local first = groups.at[size][1]
       if n > bn or (n == bn and gp > bg) or (n == bn and gp == bg and first < pos) then bn, bg, pos = n, gp, first end
     end
     if pos == nil then return nil end
+    if by_size then by_size[groups] = { pos, bn, bg } end
     return groups[pos], bn, bg
   end
   local best, bn, bg
