@@ -234,7 +234,11 @@ local function by_gpus(sc, groups)
   -- (fits_counts' need)
   local by_size = sc.by_size
   local index = by_size[groups.sizes]
-  if index ~= nil then return index end
+  if index ~= nil then return index or nil end
+  if by_size[groups.at] == nil then -- the class set's first scan of the list: a scan cut short looks at fewer sizes
+    by_size[groups.at] = false
+    return nil
+  end
   local sizes, keys = groups.sizes, {}
   local count = #sizes
   for i = 1, count do
@@ -383,8 +387,10 @@ function M.candidates(sc, groups, budget, only, inside, up, descending, limit, r
   -- they are few, else a size ranked past them is passed over without a look
   if sc.total_gpus > 0 and sc.by_size ~= nil and #groups.sizes > 8 then
     local index = by_gpus(sc, groups)
-    with, rank = with_gpus(index[2], sc.total_gpus), index[3]
-    if 4 * with < #groups.sizes then sizes, k = index[1], with end
+    if index ~= nil then
+      with, rank = with_gpus(index[2], sc.total_gpus), index[3]
+      if 4 * with < #groups.sizes then sizes, k = index[1], with end
+    end
   end
   if k == nil and 4 * #groups.sizes >= #groups - start + 1 then -- sizes nearly as many as groups (zones, regions): the list
     local fit = sc.fit -- in order, each size looked at when first met, so a list cut short is not sized whole
