@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -36,6 +37,17 @@ sys.path.insert(0, str(HERE))
 from bench_generate import fleet_yaml  # noqa: E402
 
 from slurm_topo import load_inventories, render_all  # noqa: E402
+
+
+def _rack_line(kind: str, gpus: int, gtype: str | None, rack: int, size: int, region: str, zone: str) -> str:
+    """One inventory entry: a rack of ``size`` nodes of one kind (a GB200 rack is an NVLink domain)."""
+    extra = f", gpus: {gpus}, gpu_type: {gtype}" if gpus else ""
+    if kind == "gb200":
+        extra += f", nvlink_domain: nvl-{rack:05d}"
+    return (
+        f"  - {{name: '{kind}-{rack:05d}-[{0:03d}-{size - 1:03d}]', region: {region}, zone: {zone}, "
+        f"network_group: rack-{rack:05d}{extra}, slurm: {{CPUs: 128, RealMemory: 1000000}}}}"
+    )
 
 
 def hetero_fleet_yaml(n: int, rack_size: int = 10, regions: int = 10, zones: int = 10) -> str:
@@ -48,13 +60,7 @@ def hetero_fleet_yaml(n: int, rack_size: int = 10, regions: int = 10, zones: int
         r, z = rack % regions, (rack // regions) % zones
         kind, gpus, gtype = kinds[rack % len(kinds)]
         size = min(rack_size, n - made)
-        extra = f", gpus: {gpus}, gpu_type: {gtype}" if gpus else ""
-        if kind == "gb200":
-            extra += f", nvlink_domain: nvl-{rack:05d}"
-        lines.append(
-            f"  - {{name: '{kind}-{rack:05d}-[{0:03d}-{size - 1:03d}]', region: reg{r}, zone: reg{r}-z{z}, "
-            f"network_group: rack-{rack:05d}{extra}, slurm: {{CPUs: 128, RealMemory: 1000000}}}}"
-        )
+        lines.append(_rack_line(kind, gpus, gtype, rack, size, f"reg{r}", f"reg{r}-z{z}"))
         made += size
         rack += 1
     return "\n".join(lines) + "\n"
@@ -79,19 +85,13 @@ def irregular_fleet_yaml(n: int, seed: int = 1) -> str:
         zone = rng.choice(regions[r])
         sizes = [8, 10, 16, 18, 32, 72] if kind == "gb200" else [8, 10, 16, 20, 32, 40]
         size = min(rng.choice(sizes), n - made)
-        extra = f", gpus: {gpus}, gpu_type: {gtype}" if gpus else ""
-        if kind == "gb200":
-            extra += f", nvlink_domain: nvl-{rack:05d}"
-        lines.append(
-            f"  - {{name: '{kind}-{rack:05d}-[{0:03d}-{size - 1:03d}]', region: r{r}, zone: {zone}, "
-            f"network_group: rack-{rack:05d}{extra}, slurm: {{CPUs: 128, RealMemory: 1000000}}}}"
-        )
+        lines.append(_rack_line(kind, gpus, gtype, rack, size, f"r{r}", zone))
         made += size
         rack += 1
     return "\n".join(lines) + "\n"
 
 
-FLEETS = {"hetero": hetero_fleet_yaml, "irregular": irregular_fleet_yaml}
+FLEETS: dict[str, Callable[[int], str]] = {"hetero": hetero_fleet_yaml, "irregular": irregular_fleet_yaml}
 FLEET_WORDS = {
     "hetero": "`hetero_fleet_yaml` fleet (racks of 10: CPU, 8×H100, 8×A100, 4×GB200 NVLink domains;"
     " 10 regions × 10 zones, every zone the same mix)",

@@ -162,14 +162,7 @@ local function fits_counts(sc, n, gp, most)
 end
 
 local function scan_fits(sc, g)
-  local n, gp, most = scan_eligible(sc, g)
-  if not sc.check then return true, n end
-  local need, total = sc.nodes, sc.total_gpus
-  if total > 0 then
-    if most == 0 then return false, n end
-    need = math.max(need, math.ceil(total / most))
-  end
-  return n >= need and gp >= total, n
+  return fits_counts(sc, scan_eligible(sc, g))
 end
 
 -- The compiled cut (every node counts, no GPUs asked, no area, no user bracket, one partition): every group from
