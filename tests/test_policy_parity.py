@@ -295,13 +295,19 @@ def test_parity_of_the_prefer_cascade_when_characters_run_out_before_alternative
 
 
 def _irregular_fleet(seed: int) -> str:
-    """Racks of random kinds (CPU, H100, A100, L40S with 4 GPUs, GB200 NVLink domains) and sizes in zones of
-    uneven make-up: nearly every zone and region a size of its own, and more rack sizes than the compiled
-    sublists take (the filter's index of sizes by GPUs, scan.lua by_gpus, and its kept counts per class set)."""
+    """Racks of random kinds (CPU, H100, A100, L40S with 4 GPUs, GB200 NVLink domains) and sizes in zones
+    of uneven make-up: nearly every zone and region a size of its own, and more rack sizes than the compiled
+    sublists take (the filter's index of sizes by GPUs, scan.lua by_gpus, and its counts per class set)."""
     import random
 
     rng = random.Random(seed)
-    kinds = [("cpu", 0, ""), ("h100", 8, "h100"), ("a100", 8, "a100"), ("l40s", 4, "l40s"), ("gb200", 4, "gb200")]
+    kinds = [
+        ("cpu", 0, ""),
+        ("h100", 8, "h100"),
+        ("a100", 8, "a100"),
+        ("l40s", 4, "l40s"),
+        ("gb200", 4, "gb200"),
+    ]
     lines = ["nodes:"]
     for rack in range(90):
         kind, gpus, gtype = rng.choice(kinds)
@@ -313,8 +319,8 @@ def _irregular_fleet(seed: int) -> str:
             extra += f", nvlink_domain: nvl{rack:03d}"
         feature = rng.choice(["ib", "eth"])
         lines.append(
-            f"  - {{name: '{kind}{rack:03d}-[1-{size}]', region: r{r}, zone: {zone}, network_group: g{rack:03d}"
-            f"{extra}, features: [{feature}]}}"
+            f"  - {{name: '{kind}{rack:03d}-[1-{size}]', region: r{r}, zone: {zone}, "
+            f"network_group: g{rack:03d}{extra}, features: [{feature}]}}"
         )
     return "\n".join(lines) + "\n"
 
@@ -337,14 +343,18 @@ def test_parity_on_an_irregular_fleet_with_many_sizes(tmp_path, seed: int) -> No
     rng = random.Random(seed)
     actions = set()
     for _ in range(600):
-        loc = rng.choice(["network_group", "zone", "region", "prefer", "zone:fail", "region:fail", "nvl", "any"])
+        loc = rng.choice(
+            ["network_group", "zone", "region", "prefer", "zone:fail", "region:fail", "nvl", "any"]
+        )
         fields: dict[str, object] = {}
         if rng.random() < 0.6:
             fields["min_nodes"] = rng.choice([1, 2, 3, 4, 6, 9, 12, 20, 40, 100])
         gpu = rng.random()
         gtype = rng.choice(["", "h100:", "a100:", "l40s:", "gb200:", "v100:"])
         if gpu < 0.45:
-            fields["tres_per_job"] = f"gres/gpu:{gtype}{rng.choice([1, 4, 8, 12, 16, 24, 32, 48, 64, 96, 200])}"
+            fields["tres_per_job"] = (
+                f"gres/gpu:{gtype}{rng.choice([1, 4, 8, 12, 16, 24, 32, 48, 64, 96, 200])}"
+            )
         elif gpu < 0.7:
             fields["tres_per_node"] = f"gres:gpu:{gtype}{rng.choice([1, 2, 4, 8])}"
         if rng.random() < 0.2:
