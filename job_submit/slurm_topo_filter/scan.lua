@@ -60,7 +60,7 @@ function M.sizes_seen(data, key)
   -- per set of counted classes (key), the eligible {nodes, GPUs, most GPUs on a node} of each size (data.lua: the
   -- shapes every list shares) looked at so far: a sweep of sizes or GPU counts keeps its class set, so only its
   -- first decision counts a size's nodes class by class (a fleet whose zones are each a size of their own has
-  -- as many sizes as zones)
+  -- as many sizes as zones); `lists`: per list, what the class set derived from it (list_seen)
   local seen = data.sizes_seen
   if seen == nil or seen.count >= KEPT_CLASS_SETS then
     seen = { count = 0 }
@@ -68,7 +68,7 @@ function M.sizes_seen(data, key)
   end
   local by_size = seen[key]
   if by_size == nil then
-    by_size = {}
+    by_size = { lists = {} }
     seen[key] = by_size
     seen.count = seen.count + 1
   end
@@ -219,17 +219,28 @@ local function first_at_or_after(positions, start)
   return lo
 end
 
+local function list_seen(sc, groups)
+  -- what the scan's class set derived from a list (M.sizes_seen): scanned (it was scanned once), index (by_gpus),
+  -- largest (M.largest)
+  local lists = sc.by_size.lists
+  local seen = lists[groups]
+  if seen == nil then
+    seen = {}
+    lists[groups] = seen
+  end
+  return seen
+end
+
 local function by_gpus(sc, groups)
   -- the list's sizes by their eligible GPUs for this class set, most first, those counts, and each size's rank:
   -- made once per class set and list (kept with its sizes, M.sizes_seen), so a scan asks a binary search which
   -- sizes have the GPUs. With GPUs asked (total > 0), a size fits exactly when it has them and the nodes asked:
   -- its GPUs are at most its nodes times its most GPUs on a node, so enough GPUs means enough nodes to hold them
   -- (fits_counts' need)
-  local by_size = sc.by_size
-  local index = by_size[groups.sizes]
-  if index ~= nil then return index or nil end
-  if by_size[groups.at] == nil then -- the class set's first scan of the list: a scan cut short looks at fewer sizes
-    by_size[groups.at] = false
+  local seen = list_seen(sc, groups)
+  if seen.index ~= nil then return seen.index end
+  if not seen.scanned then -- the class set's first scan of the list: a scan cut short looks at fewer sizes
+    seen.scanned = true
     return nil
   end
   local sizes, keys = groups.sizes, {}
@@ -246,8 +257,8 @@ local function by_gpus(sc, groups)
     local size = sizes[count - at]
     order[i], gps[i], rank[size] = size, (key - at) / 65536, i
   end
-  index = { order, gps, rank }
-  by_size[groups.sizes] = index
+  local index = { order, gps, rank }
+  seen.index = index
   return index
 end
 
@@ -421,30 +432,19 @@ function M.candidates(sc, groups, budget, only, inside, up, descending, limit, r
     return kept, false, length, head_in(kept, count, length, room)
   end
   local lists, many = fitting_lists(sc, groups, start, sizes, k)
-  if k ~= nil and #lists > 2 and many <= 2 * MAX_ALTERNATIVES then -- a few positions: sorted (in C), in order
-    local positions = {}
+  local positions, from -- one size fits: its positions; a few positions of the sizes with the GPUs: sorted (in C)
+  if #lists == 2 then
+    positions, from = lists[1], lists[2]
+  elseif k ~= nil and #lists > 2 and many <= 2 * MAX_ALTERNATIVES then
+    positions, from = {}, 1
     for j = 1, #lists, 2 do
       local list = lists[j]
       for i = lists[j + 1], #list do positions[#positions + 1] = list[i] end
     end
     table.sort(positions)
-    for _, pos in ipairs(positions) do
-      local g = groups[pos]
-      if not filtered or (pk and inside[g.u[pk] or g.u[fk]]) or (not pk and admitted(sc, g, only, inside, up)) then
-        local extra = #g.f + 1
-        if count == limit or length + extra > budget then
-          return kept, true, length, head_in(kept, count, length, room)
-        end
-        count = count + 1
-        kept[count] = g
-        length = length + extra
-      end
-    end
-    return kept, false, length, head_in(kept, count, length, room)
   end
-  if #lists == 2 then -- one size fits: its positions, in order
-    local positions = lists[1]
-    for j = lists[2], #positions do
+  if positions ~= nil then -- in order
+    for j = from, #positions do
       local g = groups[positions[j]]
       if not filtered or (pk and inside[g.u[pk] or g.u[fk]]) or (not pk and admitted(sc, g, only, inside, up)) then
         local extra = #g.f + 1
@@ -623,8 +623,8 @@ function M.largest(sc, groups, only)
     return g, g.n, g.g
   end
   if only == nil and sc.area == nil and groups.at ~= nil then
-    local by_size = sc.by_size -- the answer depends on the class set only: kept with its sizes (M.sizes_seen)
-    local known = by_size and by_size[groups]
+    local seen = sc.by_size and list_seen(sc, groups) -- the answer depends on the class set only (M.sizes_seen)
+    local known = seen and seen.largest
     if known then return groups[known[1]], known[2], known[3] end
     local bn, bg, pos = -1, -1, nil
     for _, size in ipairs(groups.sizes) do
@@ -633,7 +633,7 @@ function M.largest(sc, groups, only)
       if n > bn or (n == bn and gp > bg) or (n == bn and gp == bg and first < pos) then bn, bg, pos = n, gp, first end
     end
     if pos == nil then return nil end
-    if by_size then by_size[groups] = { pos, bn, bg } end
+    if seen then seen.largest = { pos, bn, bg } end
     return groups[pos], bn, bg
   end
   local best, bn, bg
