@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from fakes import ScriptedRunner
+from preconditions import needs_root
 from test_apply import FakeSlurm, fleet, nvl_fleet, opts, render, render_for, sha_set, snapshot
 
 from slurm_topo.apply import (
@@ -233,10 +234,7 @@ def test_recover_finishes_from_the_set_copy_when_the_staged_data_file_is_gone(tm
     assert res.status == "recovered" and (etc / DATA).read_text() == new[DATA], res
 
 
-@pytest.mark.skipif(
-    os.geteuid() != 0 and not os.environ.get("CI"),
-    reason="giving a file another owner needs root (in CI, which runs as root, it runs and fails instead)",
-)
+@needs_root("giving a file another owner needs root")
 def test_a_replaced_file_keeps_its_owner(tmp_path: Path) -> None:
     etc, state, fake = env_of(tmp_path)
     os.chown(etc / TOPOLOGY, 4321, 8765)

@@ -6,12 +6,12 @@ tests/integration/. The slurm.conf is the test cluster's own template (docker-sl
 
 from __future__ import annotations
 
-import os
 import stat
 import time
 from pathlib import Path
 
 import pytest
+from preconditions import needs_root as root_only
 
 from slurm_topo.apply import TOPOLOGY, TOPOLOGY_YAML
 from slurm_topo.apply.prove import (
@@ -28,10 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT / "tests" / "fixtures" / "real" / "slurm-22.05"
 SLURM_CONF = (ROOT / "docker-slurm" / "conf" / "slurm.conf.in").read_text()
 
-needs_root = pytest.mark.skipif(
-    os.geteuid() != 0 and not os.environ.get("CI"),
-    reason="the throwaway controller runs only as root (in CI it runs and fails instead)",
-)
+needs_root = root_only("the throwaway controller runs only as root")
 
 UNSHARE = """#!/bin/sh
 # stand-in for unshare(1): drop "--net --mount -- /bin/sh -c SCRIPT sh" and run the daemon as it is

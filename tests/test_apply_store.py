@@ -11,6 +11,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from preconditions import needs_root
 
 from slurm_topo.apply import MANAGED, STAGE_SUFFIX, ApplyOptions, JournalUnreadable, Refusal
 from slurm_topo.apply.store import (
@@ -42,10 +43,7 @@ def test_write_synced_replaces_the_content_and_sets_the_mode_even_on_an_existing
     assert target.read_bytes() == big and mode(target) == 0o644
 
 
-@pytest.mark.skipif(
-    os.geteuid() != 0 and not os.environ.get("CI"),
-    reason="chown needs root (in CI, which runs as root, it runs and fails instead)",
-)
+@needs_root("chown needs root")
 def test_write_synced_gives_the_owner_when_root(tmp_path: Path) -> None:
     target = tmp_path / "f"
     _write_synced(target, b"x", 0o644, (4321, 8765))

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from preconditions import needs_root
 
 from slurm_topo import OutputError
 from slurm_topo.output import write_files
@@ -35,9 +36,7 @@ def test_replaced_file_keeps_its_mode_and_unchanged_file_is_not_touched(tmp_path
     assert (tmp_path / "y.conf").stat().st_mtime_ns == mtime
 
 
-@pytest.mark.skipif(
-    os.geteuid() != 0 and not os.environ.get("CI"), reason="chown to another owner needs root"
-)
+@needs_root("chown to another owner needs root")
 def test_replaced_file_keeps_its_owner(tmp_path: Path) -> None:
     """A replaced file keeps the owner and group of the one it replaces."""
     write_files(tmp_path, {"x.conf": "old\n"})

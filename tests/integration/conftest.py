@@ -42,6 +42,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from preconditions import in_ci
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests import the helper module as `slurmctl`
 
@@ -126,7 +127,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             why = (
                 f"the host's Slurm only, this is {release}: {native.kwargs.get('reason', 'no reason given')}"
             )
-            if _in_ci():
+            if in_ci():
                 dropped.append(item)
                 _NOT_FOR_VERSION.append(f"{item.nodeid}: {why}")
             else:
@@ -150,7 +151,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             f"needs Slurm >= {marker.args[0]}, this is {have[0]}.{have[1]:02d} ({release}): "
             f"{marker.kwargs.get('reason', 'no reason given')}"
         )
-        if _in_ci():
+        if in_ci():
             dropped.append(item)
             _NOT_FOR_VERSION.append(f"{item.nodeid}: {why}")
         else:
@@ -230,12 +231,8 @@ def _missing_root_preconditions() -> list[str]:
     return missing
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
-
-
 def _unavailable(reason: str) -> None:
-    if _in_ci():
+    if in_ci():
         pytest.fail(
             f"Slurm test cluster unavailable in CI ({reason}); CI must run these tests", pytrace=False
         )
