@@ -166,7 +166,7 @@ def estimate_pass(
             continue
         if confirm is not None:
             if confirms <= 0:
-                d.why += "; no start estimate (the pass's --test-only calls are spent)"
+                d.why += "; no start estimate (the pass's confirmations are spent: one per --test-only call)"
                 continue
             confirms -= 1
             try:

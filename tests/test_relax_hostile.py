@@ -210,3 +210,24 @@ def test_a_budget_forged_in_a_path_costs_no_start_estimate() -> None:
     assert len(asked) == 1  # job 13's one looser group; job 12 costs none
     assert tuple(admin_comment_argv("12")) in runner.calls and updates(runner) == []
     assert "start estimate failed" in by["13"].why
+
+
+def test_confirmations_are_bounded_like_the_calls() -> None:
+    """On a text listing each candidate is confirmed before its calls, at most ``--estimates`` of them a
+    pass: with one call allowed, the longest-waiting job is confirmed and asked, the next is neither and says
+    why."""
+    runner = slurm(auto_job("12", submitted_ago=30), auto_job("13"))
+    runner.answers[("sh", "-c", 'exec "$@" 2>&1', "sh", "sbatch")] = (
+        "sbatch: error: Requested node configuration is not available\n"
+    )
+    p = run_pass(
+        runner, access=SlurmAccess(runner, "text"), now=SUBMITTED + 60, load_aware=False, estimates=1
+    )
+    by = {d.job: d for d in p.decisions}
+    assert "start estimate failed" in by["12"].why
+    assert by["13"].why.endswith(
+        "; no start estimate (the pass's confirmations are spent: one per --test-only call)"
+    )
+    assert tuple(admin_comment_argv("12")) in runner.calls
+    assert tuple(admin_comment_argv("13")) not in runner.calls
+    assert len([c for c in runner.calls if "--test-only" in c]) == 1
