@@ -7,7 +7,8 @@ the job passes unchanged and the reason is logged once per data fingerprint (log
 ]]
 
 local V = require("slurm_topo_filter.vocab")
-local label_of = require("slurm_topo_filter.scan").label_of
+local S = require("slurm_topo_filter.scan")
+local label_of = S.label_of
 
 local DATA_FORMAT = V.DATA_FORMAT
 
@@ -187,9 +188,7 @@ function M.prepare(data)
   for _, levels in pairs(data.partitions) do
     for key, col in pairs(levels) do levels[key] = group_list(col, features, shapes, sizes) end
   end
-  local every_ok, flags = {}, {}
-  for i = 1, #data.classes do every_ok[i], flags[i] = true, "1" end
-  data.every = { ok = every_ok, flags = table.concat(flags) .. ":" } -- a scan where every class counts
+  S.prepare_class_sets(data) -- data.every (a scan where every class counts) and the GPU requests' class sets
   data.default_names = { data.default_partition } -- a job that names no partition
   data.ready = true
   return data

@@ -34,8 +34,8 @@ function M.new_scan(data, req, c, is_counted, area, wanted)
   sc.check = req.unchecked == nil and is_counted
   if c.kind == "none" and sc.per_node == 0 then -- the common case: every class counts (data.every, shared)
     local every = data.every
-    sc.ok, sc.all_ok = every.ok, true
-    sc.classes_key = every.flags .. tostring(sc.check)
+    sc.ok, sc.all_ok, sc.cs = every.ok, true, every
+    sc.classes_key = every.flags .. ":" .. tostring(sc.check)
     sc.signature = sc.classes_key .. ":" .. num(sc.nodes) .. ":" .. num(sc.total_gpus) .. ":"
     return sc
   end
@@ -47,32 +47,158 @@ function M.new_scan(data, req, c, is_counted, area, wanted)
     all_ok = all_ok and good
     flags[i] = good and "1" or "0"
   end
+  local key = table.concat(flags) -- which nodes count, not how many are asked
   sc.ok, sc.all_ok = ok, all_ok
-  sc.classes_key = table.concat(flags) .. ":" .. tostring(sc.check) -- which nodes count, not how many are asked
-  if not all_ok then sc.by_size = M.sizes_seen(data, sc.classes_key) end
+  sc.cs = M.class_set(data, key, ok, all_ok)
+  sc.classes_key = key .. ":" .. tostring(sc.check)
   sc.signature = sc.classes_key .. ":" .. num(sc.nodes) .. ":" .. num(sc.total_gpus) .. ":"
   return sc
 end
 
-local KEPT_CLASS_SETS = 64 -- the class sets whose sizes' eligible counts a data table keeps (then it starts over)
+-- A class set: the node classes a request lets count (ok[i]), with each size's eligible nodes, GPUs and most
+-- GPUs on a node (n, gp, most: keyed by size, data.lua; filled on first look) and, per group list, its index
+-- (lists: M.list_index). The sets of GPU requests without a constraint (a GPU type or none, a per-node count)
+-- and the set of every class are made with the data (M.prepare_class_sets: every size counted, every list
+-- indexed), so no decision after a load counts sizes class by class for them; a set a constraint makes is
+-- made on first use, and a data table keeps at most KEPT_CLASS_SETS of those (then starts over).
+local KEPT_CLASS_SETS = 64
 
-function M.sizes_seen(data, key)
-  -- per set of counted classes (key), the eligible {nodes, GPUs, most GPUs on a node} of each size (data.lua: the
-  -- shapes every list shares) looked at so far: a sweep of sizes or GPU counts keeps its class set, so only its
-  -- first decision counts a size's nodes class by class (a fleet whose zones are each a size of their own has
-  -- as many sizes as zones); `lists`: per list, what the class set derived from it (list_seen)
-  local seen = data.sizes_seen
-  if seen == nil or seen.count >= KEPT_CLASS_SETS then
-    seen = { count = 0 }
-    data.sizes_seen = seen
+local function new_class_set(ok, all_ok, flags)
+  return { ok = ok, all_ok = all_ok, flags = flags, n = {}, gp = {}, most = {}, lists = {} }
+end
+
+function M.class_set(data, key, ok, all_ok)
+  local cs = data.class_sets[key]
+  if cs ~= nil then return cs end
+  local made = data.made_sets
+  if made == nil or made.count >= KEPT_CLASS_SETS then
+    made = { count = 0 }
+    data.made_sets = made
   end
-  local by_size = seen[key]
-  if by_size == nil then
-    by_size = { lists = {} }
-    seen[key] = by_size
-    seen.count = seen.count + 1
+  cs = made[key]
+  if cs == nil then
+    cs = new_class_set(ok, all_ok, key)
+    made[key] = cs
+    made.count = made.count + 1
   end
-  return by_size
+  return cs
+end
+
+local function count_size(cs, classes, size)
+  -- a size's eligible (nodes, GPUs, most GPUs on a node) for the class set, kept in it
+  local n, gp, most = 0, 0, 0
+  if cs.all_ok then
+    n, gp, most = size.n, size.g, size.m
+  else
+    local counts, ok = size.c, cs.ok
+    for i = 1, #counts, 2 do
+      local idx = counts[i]
+      if ok[idx] then
+        local count, cg = counts[i + 1], classes[idx].g
+        n = n + count
+        gp = gp + count * cg
+        if cg > most then most = cg end
+      end
+    end
+  end
+  cs.n[size], cs.gp[size], cs.most[size] = n, gp, most
+  return n, gp, most
+end
+
+local function size_eligible(sc, size)
+  -- scan_eligible of a size (a group's shape's first of its kind), from the scan's class set
+  local cs = sc.cs
+  local n = cs.n[size]
+  if n == nil then return count_size(cs, sc.classes, size) end
+  return n, cs.gp[size], cs.most[size]
+end
+
+local function by_count(sizes, counts)
+  -- the list's sizes ordered by count, most first (then the list's order), those counts, each size's rank
+  local m, keys = #sizes + 1, {}
+  for i = 1, #sizes do keys[i] = -(counts[sizes[i]] * m + (m - i)) end
+  table.sort(keys) -- as numbers, in C
+  local order, values, rank = {}, {}, {}
+  for i = 1, #sizes do
+    local key = -keys[i]
+    local at = key % m
+    local size = sizes[m - at]
+    order[i], values[i], rank[size] = size, (key - at) / m, i
+  end
+  return order, values, rank
+end
+
+-- A list's index for a class set: its sizes by eligible GPUs (og, gps, rg: order, counts, ranks) and by
+-- eligible nodes (on, ns, rn), the most eligible nodes among the first i by GPUs (pmax), and the position of
+-- the largest group (big: most nodes, then GPUs, then first in the list). A size holds a job exactly when it
+-- has the GPUs and the nodes asked (fits_counts: its GPUs are at most its nodes times its most GPUs on a node,
+-- so enough GPUs means enough nodes to hold them), so the sizes that fit are those ranked within both
+-- prefixes: M.fit_bounds, one binary search each.
+function M.list_index(cs, groups, classes)
+  local ix = cs.lists[groups]
+  if ix ~= nil then return ix end
+  local sizes = groups.sizes
+  local ns, gps = cs.n, cs.gp
+  local bn, bg, big = -1, -1, nil
+  for _, size in ipairs(sizes) do
+    local n, gp = ns[size], gps[size]
+    if n == nil then n, gp = count_size(cs, classes, size) end
+    local first = groups.at[size][1]
+    if n > bn or (n == bn and gp > bg) or (n == bn and gp == bg and first < big) then bn, bg, big = n, gp, first end
+  end
+  local og, gv, rg = by_count(sizes, gps)
+  local on, nv, rn = by_count(sizes, ns)
+  local pmax, most = {}, 0
+  for i = 1, #og do
+    local n = ns[og[i]]
+    if n > most then most = n end
+    pmax[i] = most
+  end
+  ix = { og = og, gps = gv, rg = rg, on = on, ns = nv, rn = rn, pmax = pmax, big = big, bn = bn, bg = bg }
+  cs.lists[groups] = ix
+  return ix
+end
+local list_index = M.list_index
+
+function M.prepare_class_sets(data)
+  -- at load (data.lua prepare): the set of every class and those of GPU requests without a constraint (each
+  -- GPU type and none, each per-node count a class has), every size counted and every list indexed
+  local classes = data.classes
+  local types, per_node, seen_t, seen_g = { false }, {}, {}, {}
+  for _, cls in ipairs(classes) do
+    if cls.t ~= nil and not seen_t[cls.t] then seen_t[cls.t] = true; types[#types + 1] = cls.t end
+    if cls.g > 0 and not seen_g[cls.g] then seen_g[cls.g] = true; per_node[#per_node + 1] = cls.g end
+  end
+  local sets = {}
+  local function add(ok, all_ok, flags)
+    local key = table.concat(flags)
+    if sets[key] == nil then
+      sets[key] = new_class_set(ok, all_ok, key)
+    end
+    return sets[key]
+  end
+  local every_ok, every_flags = {}, {}
+  for i = 1, #classes do every_ok[i], every_flags[i] = true, "1" end
+  local every = add(every_ok, true, every_flags)
+  for _, t in ipairs(types) do
+    for _, p in ipairs(per_node) do
+      local ok, all_ok, flags, any = {}, true, {}, false
+      for i, cls in ipairs(classes) do
+        local good = cls.g >= p and (t == false or cls.t == t)
+        ok[i], flags[i] = good, good and "1" or "0"
+        all_ok, any = all_ok and good, any or good
+      end
+      if any then add(ok, all_ok, flags) end
+    end
+  end
+  for _, cs in pairs(sets) do
+    for _, levels in pairs(data.partitions) do
+      for _, list in pairs(levels) do
+        if type(list) == "table" and list.at ~= nil then list_index(cs, list, classes) end
+      end
+    end
+  end
+  data.class_sets, data.every = sets, every
 end
 
 local PARENT = { z = { "pz", "zf" }, r = { "pr", "rf" } } -- parent_of's keys in g.u: a bucket's, else the feature
@@ -129,26 +255,7 @@ function M.nodes_of(sc, g)
   -- the nodes of a kept alternative that count for the scan (what its record shows): a zone union carries its
   -- own (sp: the regions it spans), a group's are its eligible ones (its own when every node counts)
   if g.sp ~= nil or sc.all_ok then return g.n end
-  local fit = sc.fit -- a group the scan kept: its size's eligible nodes, looked at already
-  local f = fit and fit[g.z]
-  if f then return f end
-  return (scan_eligible(sc, g))
-end
-
-local function size_eligible(sc, size)
-  -- scan_eligible of a size, kept per class set across scans (M.sizes_seen) as one number: most GPUs on a node
-  -- (10 bits), GPUs (24 bits), nodes (19 bits), exact in a double; counts past those are not kept
-  local by_size = sc.by_size
-  local e = by_size and by_size[size]
-  if e == nil then
-    local n, gp, most = scan_eligible(sc, size)
-    if by_size and n < 524288 and gp < 16777216 and most < 1024 then by_size[size] = (n * 16777216 + gp) * 1024 + most end
-    return n, gp, most
-  end
-  local most = e % 1024
-  e = (e - most) / 1024
-  local gp = e % 16777216
-  return (e - gp) / 16777216, gp, most
+  return (size_eligible(sc, g.z))
 end
 
 local function fits_counts(sc, n, gp, most)
@@ -192,23 +299,6 @@ local function compiled_cut(groups, start, budget, limit, room)
   return kept, lo < n, 1 + L[lo] - before, e - start + 1, fitlen
 end
 
--- Whether a group of this size (data.lua: the first shape of its n, g, m and class counts, shared by every list)
--- can hold the job: its eligible nodes, or false; once per size and scan (sc.fit, made on first use)
-local function size_fits(sc, size)
-  local fit = sc.fit
-  if fit == nil then
-    fit = {}
-    sc.fit = fit
-  end
-  local f = fit[size]
-  if f == nil then
-    local good, n = fits_counts(sc, size_eligible(sc, size))
-    f = good and n
-    fit[size] = f
-  end
-  return f
-end
-
 local function first_at_or_after(positions, start)
   if start <= 1 or positions[1] >= start then return 1 end -- the common case: from the list's first group
   local lo, hi = 1, #positions + 1
@@ -219,69 +309,41 @@ local function first_at_or_after(positions, start)
   return lo
 end
 
-local function list_seen(sc, groups)
-  -- what the scan's class set derived from a list (M.sizes_seen): scanned (it was scanned once), index (by_gpus),
-  -- largest (M.largest)
-  local lists = sc.by_size.lists
-  local seen = lists[groups]
-  if seen == nil then
-    seen = {}
-    lists[groups] = seen
-  end
-  return seen
-end
-
-local function by_gpus(sc, groups)
-  -- the list's sizes by their eligible GPUs for this class set, most first, those counts, and each size's rank:
-  -- made once per class set and list (kept with its sizes, M.sizes_seen), so a scan asks a binary search which
-  -- sizes have the GPUs. With GPUs asked (total > 0), a size fits exactly when it has them and the nodes asked:
-  -- its GPUs are at most its nodes times its most GPUs on a node, so enough GPUs means enough nodes to hold them
-  -- (fits_counts' need)
-  local seen = list_seen(sc, groups)
-  if seen.index ~= nil then return seen.index end
-  if not seen.scanned then -- the class set's first scan of the list: a scan cut short looks at fewer sizes
-    seen.scanned = true
-    return nil
-  end
-  local sizes, keys = groups.sizes, {}
-  local count = #sizes
-  for i = 1, count do
-    local _, gp = size_eligible(sc, sizes[i])
-    keys[i] = -(gp * 65536 + (count - i)) -- sorted as numbers, in C: most GPUs first, then the list's order
-  end
-  table.sort(keys)
-  local order, gps, rank = {}, {}, {}
-  for i = 1, count do
-    local key = -keys[i]
-    local at = key % 65536
-    local size = sizes[count - at]
-    order[i], gps[i], rank[size] = size, (key - at) / 65536, i
-  end
-  local index = { order, gps, rank }
-  seen.index = index
-  return index
-end
-
-local function with_gpus(gps, total)
-  -- how many of the counts (descending) are at least `total`
-  local lo, hi = 0, #gps
+local function at_least(counts, want)
+  -- how many of the counts (descending) are at least `want`
+  local lo, hi = 0, #counts
   while lo < hi do
-    local mid = math.floor((lo + hi + 1) / 2)
-    if gps[mid] >= total then lo = mid else hi = mid - 1 end
+    local mid = lo + hi + 1
+    mid = (mid - mid % 2) / 2 -- floor((lo + hi + 1) / 2) without a call
+    if counts[mid] >= want then lo = mid else hi = mid - 1 end
   end
   return lo
 end
 
--- The position lists (data.lua at) of the sizes that can hold the job, each from its first position at or after
--- `start`: {positions, index, positions, index, ...}, and how many positions they hold in all.
-local function fitting_lists(sc, groups, start, sizes, k)
-  -- sizes, k: look only at sizes[1..k] (the sizes with enough GPUs, by_gpus), else at every size of the list
+function M.fit_bounds(sc, ix)
+  -- (wg, wn): a size of the indexed list holds the job exactly when ix.rg[size] <= wg and ix.rn[size] <= wn
+  local wg, total = #ix.gps, sc.total_gpus
+  if total > 0 then wg = at_least(ix.gps, total) end
+  return wg, at_least(ix.ns, sc.nodes)
+end
+local fit_bounds = M.fit_bounds
+
+local function index_of(sc, groups)
+  return list_index(sc.cs, groups, sc.classes)
+end
+
+-- The position lists (data.lua at) of the sizes that hold the job, each from its first position at or after
+-- `start`: {positions, index, positions, index, ...}, and how many positions they hold in all. The sizes are
+-- looked for in the shorter of the index's two prefixes (ranked within wg by GPUs, or within wn by nodes).
+local function fitting_lists(groups, start, ix, wg, wn)
   local lists, many = {}, 0
-  sizes = sizes or groups.sizes
-  for i = 1, k or #sizes do
-    local size = sizes[i]
-    if size_fits(sc, size) then
-      local positions = groups.at[size]
+  local order, within, other, bound = ix.og, wg, ix.rn, wn
+  if wn < wg then order, within, other, bound = ix.on, wn, ix.rg, wg end
+  local at = groups.at
+  for r = 1, within do
+    local size = order[r]
+    if other[size] <= bound then
+      local positions = at[size]
       local i = first_at_or_after(positions, start)
       if i <= #positions then
         lists[#lists + 1] = positions
@@ -306,18 +368,17 @@ local function first_large(sc, groups)
 end
 
 function M.any_fits(sc, groups)
-  -- false when no group of the (sorted, compiled) list can hold the job, whatever else restricts the scan: a
-  -- look per size, so a caller can skip what it would build for the scan (true where it cannot tell cheaply)
+  -- false when no group of the (sorted, compiled) list can hold the job, whatever else restricts the scan: two
+  -- binary searches in the list's index (a size with the GPUs asked and, among those, the most nodes), so a
+  -- caller can skip what it would build for the scan (true where it cannot tell cheaply)
   if not sc.check or groups.at == nil then return true end
-  local start = first_large(sc, groups)
-  if start > #groups then return false end
-  for _, size in ipairs(groups.sizes) do
-    if size_fits(sc, size) then
-      local positions = groups.at[size]
-      if positions[#positions] >= start then return true end
-    end
+  if #groups == 0 then return false end
+  local ix = index_of(sc, groups)
+  if sc.total_gpus > 0 then
+    local wg = at_least(ix.gps, sc.total_gpus)
+    return wg > 0 and ix.pmax[wg] >= sc.nodes
   end
-  return false
+  return ix.ns[1] >= sc.nodes
 end
 
 local function head_in(kept, count, length, room)
@@ -336,17 +397,27 @@ local function admitted(sc, g, only, inside, up)
   return (only == nil or only[g.f]) and scan_allowed(sc, g) and (inside == nil or inside[parent_of(g, up)])
 end
 
+local function as_run(kept, count, groups, first, last)
+  -- kept as a run of the list when its groups are one (positions first..last, none left out): its bracket text
+  -- is then a piece of the list's joined text (M.run_text), not joined again
+  if count > 0 and last - first + 1 == count then kept.src, kept.from = groups, first end
+  return kept
+end
+
+local FEW_POSITIONS = MAX_ALTERNATIVES * 2 -- sorted at once (in C) rather than merged list by list
+
 -- Up to 64 fitting groups within `budget` characters of bracket, in the data's order: (kept, cut short, length:
 -- 1 + each kept group's characters and "|", so its bracket is length + 1 characters); kept is a plain
 -- array (what a record shows of a group's eligible nodes is asked again of the scan: M.nodes_of).
 -- Groups are sorted by size, so the scan starts at the first group as large as the job (binary search);
 -- `descending` (the family values, largest first): from the first. `inside` (a set of zone or region group
--- features, `up` = "z" or "r"): only groups inside one of them. Only the groups of sizes that can hold the job
--- are visited: one size's position list in order; several, merged where they are sparse (under a quarter of
--- the list), else the list in order, each group looked up by its size; a job no group fits costs a look per
--- size. Each way is its own loop with the step to keep a group written out (no call per group). `limit` (at most
--- 64, the default): the most groups wanted, for a cascade that can take no more (M.taken); past it the list is
--- cut short.
+-- features, `up` = "z" or "r"): only groups inside one of them. Which sizes hold the job comes from the list's
+-- index for the scan's class set (M.list_index, M.fit_bounds: a rank test per size, nothing counted). Only the
+-- groups of those sizes are visited: one size's position list in order; few positions, sorted; most of the
+-- list, or sizes nearly as many as groups, the list in order; else a merge of the position lists. A job no
+-- group fits costs two binary searches. Each way is its own loop with the step to keep a group written out (no
+-- call per group). `limit` (at most 64, the default): the most groups wanted, for a cascade that can take no
+-- more (M.taken); past it the list is cut short.
 function M.candidates(sc, groups, budget, only, inside, up, descending, limit, room)
   limit, room = limit or MAX_ALTERNATIVES, room or budget
   local start = 1
@@ -372,109 +443,87 @@ function M.candidates(sc, groups, budget, only, inside, up, descending, limit, r
     end
     return kept, false, length, head_in(kept, count, length, room)
   end
+  if start > #groups then return kept, false, length, 0, 0 end
+  local ix = index_of(sc, groups)
+  local wg, wn = fit_bounds(sc, ix)
+  local rg, rn = ix.rg, ix.rn
   local sub = groups.sub
   if sub ~= nil and not filtered then -- few sizes: the sublist of the sizes that fit (data.lua), cut as compiled
     local mask, bit = 0, 1
     for _, size in ipairs(groups.sizes) do
-      if size_fits(sc, size) then mask = mask + bit end
+      if rg[size] <= wg and rn[size] <= wn then mask = mask + bit end
       bit = bit + bit
     end
     local part = sub[mask]
-    if part == nil then return {}, false, 1, 0, 0 end -- no size fits
+    if part == nil then return kept, false, length, 0, 0 end -- no size fits
     local from = 1
     if not descending then from = first_large(sc, part) end
     return compiled_cut(part, from, budget, limit, room)
   end
+  local within = wg
+  if wn < within then within = wn end
+  if within == 0 then return kept, false, length, 0, 0 end -- no size fits
   local pk, fk -- groups inside others, nothing else restricting: the parent's key in g.u, looked up in place
   if inside ~= nil and only == nil and sc.area == nil then pk, fk = PARENT[up][1], PARENT[up][2] end
-  local sizes, k, rank, with -- many sizes and GPUs asked: the sizes with enough GPUs (by_gpus): only those when
-  -- they are few, else a size ranked past them is passed over without a look
-  if sc.total_gpus > 0 and sc.by_size ~= nil and #groups.sizes > 8 then
-    local index = by_gpus(sc, groups)
-    if index ~= nil then
-      with, rank = with_gpus(index[2], sc.total_gpus), index[3]
-      if 4 * with < #groups.sizes then sizes, k = index[1], with end
-    end
+  local sizes, span = #groups.sizes, #groups - start + 1
+  local lists, many
+  if 4 * within < sizes or 4 * sizes < span then -- few sizes can fit, or few sizes for many groups: which
+    lists, many = fitting_lists(groups, start, ix, wg, wn)
   end
-  if k == nil and 4 * #groups.sizes >= #groups - start + 1 then -- sizes nearly as many as groups (zones, regions): the list
-    local fit = sc.fit -- in order, each size looked at when first met, so a list cut short is not sized whole
-    if fit == nil then
-      fit = {}
-      sc.fit = fit
-    end
-    for i = start, #groups do
-      local g = groups[i]
-      local z = g.z
-      local f = fit[z]
-      if f == nil then
-        if rank ~= nil then -- enough GPUs (a prefix of by_gpus) and nodes: what size_fits says (see by_gpus)
-          f = false
-          if rank[z] <= with then
-            local n = size_eligible(sc, z)
-            f = n >= sc.nodes and n
-          end
-          fit[z] = f
-        else
-          f = size_fits(sc, z)
-        end
+  local positions, from -- one size fits: its positions; few positions: sorted (in C)
+  if lists ~= nil then
+    if #lists == 0 then return kept, false, length, 0, 0 end
+    if #lists == 2 then
+      positions, from = lists[1], lists[2]
+    elseif many <= FEW_POSITIONS then
+      positions, from = {}, 1
+      for j = 1, #lists, 2 do
+        local list = lists[j]
+        for i = lists[j + 1], #list do positions[#positions + 1] = list[i] end
       end
-      if f
-        and (not filtered or (pk and inside[g.u[pk] or g.u[fk]]) or (not pk and admitted(sc, g, only, inside, up))) then
-        local extra = #g.f + 1
-        if count == limit or length + extra > budget then
-          return kept, true, length, head_in(kept, count, length, room)
-        end
-        count = count + 1
-        kept[count] = g
-        length = length + extra
-      end
+      table.sort(positions)
     end
-    return kept, false, length, head_in(kept, count, length, room)
-  end
-  local lists, many = fitting_lists(sc, groups, start, sizes, k)
-  local positions, from -- one size fits: its positions; a few positions of the sizes with the GPUs: sorted (in C)
-  if #lists == 2 then
-    positions, from = lists[1], lists[2]
-  elseif k ~= nil and #lists > 2 and many <= 2 * MAX_ALTERNATIVES then
-    positions, from = {}, 1
-    for j = 1, #lists, 2 do
-      local list = lists[j]
-      for i = lists[j + 1], #list do positions[#positions + 1] = list[i] end
-    end
-    table.sort(positions)
   end
   if positions ~= nil then -- in order
+    local first, last = 0, 0
     for j = from, #positions do
-      local g = groups[positions[j]]
+      local p = positions[j]
+      local g = groups[p]
       if not filtered or (pk and inside[g.u[pk] or g.u[fk]]) or (not pk and admitted(sc, g, only, inside, up)) then
         local extra = #g.f + 1
         if count == limit or length + extra > budget then
-          return kept, true, length, head_in(kept, count, length, room)
+          return as_run(kept, count, groups, first, last), true, length, head_in(kept, count, length, room)
         end
         count = count + 1
         kept[count] = g
         length = length + extra
+        if count == 1 then first = p end
+        last = p
       end
     end
-    return kept, false, length, head_in(kept, count, length, room)
+    return as_run(kept, count, groups, first, last), false, length, head_in(kept, count, length, room)
   end
-  if 4 * many >= #groups - start + 1 and limit > 4 then -- most groups fit: the list in order (a cascade that can
-    -- take a few more merges instead: the groups the list starts with may all be of sizes that do not fit)
-    local fit = sc.fit
+  if lists == nil or (4 * many >= span and limit > 4) then -- most groups fit, or sizes nearly as many as
+    -- groups: the list in order, a rank test per group (a cascade that can take a few more merges instead: the
+    -- groups the list starts with may all be of sizes that do not fit)
+    local first, last = 0, 0 -- the positions of the first and last kept groups
     for i = start, #groups do
       local g = groups[i]
-      if fit[g.z]
+      local z = g.z
+      if rg[z] <= wg and rn[z] <= wn
         and (not filtered or (pk and inside[g.u[pk] or g.u[fk]]) or (not pk and admitted(sc, g, only, inside, up))) then
         local extra = #g.f + 1
         if count == limit or length + extra > budget then
-          return kept, true, length, head_in(kept, count, length, room)
+          return as_run(kept, count, groups, first, last), true, length, head_in(kept, count, length, room)
         end
         count = count + 1
         kept[count] = g
         length = length + extra
+        if count == 1 then first = i end
+        last = i
       end
     end
-    return kept, false, length, head_in(kept, count, length, room)
+    return as_run(kept, count, groups, first, last), false, length, head_in(kept, count, length, room)
   end
   while true do -- a merge of the fitting sizes' positions
     local best, pos = 0, math.huge
@@ -613,9 +662,8 @@ function M.cascade(lists, budget, extra, emit)
 end
 
 -- The largest group for this request (to name it when none can hold the job): compiled for the whole level
--- when every node counts; else the first group, in the data's order, with the most eligible nodes (then GPUs):
--- the largest of the list's sizes, then the first position of those that reach it; a whole-level scan with a
--- user bracket, an area, or a merged list.
+-- when every node counts; else the first group, in the data's order, with the most eligible nodes (then GPUs),
+-- from the list's index (M.list_index); a whole-level scan with a user bracket, an area, or a merged list.
 function M.largest(sc, groups, only)
   if only == nil and sc.area == nil and sc.all_ok and groups.big ~= nil then
     local g = groups[groups.big]
@@ -623,18 +671,9 @@ function M.largest(sc, groups, only)
     return g, g.n, g.g
   end
   if only == nil and sc.area == nil and groups.at ~= nil then
-    local seen = sc.by_size and list_seen(sc, groups) -- the answer depends on the class set only (M.sizes_seen)
-    local known = seen and seen.largest
-    if known then return groups[known[1]], known[2], known[3] end
-    local bn, bg, pos = -1, -1, nil
-    for _, size in ipairs(groups.sizes) do
-      local n, gp = size_eligible(sc, size)
-      local first = groups.at[size][1]
-      if n > bn or (n == bn and gp > bg) or (n == bn and gp == bg and first < pos) then bn, bg, pos = n, gp, first end
-    end
-    if pos == nil then return nil end
-    if seen then seen.largest = { pos, bn, bg } end
-    return groups[pos], bn, bg
+    local ix = index_of(sc, groups)
+    if ix.big == nil then return nil end
+    return groups[ix.big], ix.bn, ix.bg
   end
   local best, bn, bg
   for _, g in ipairs(groups) do
