@@ -294,7 +294,9 @@ def test_parity_of_the_prefer_cascade_when_characters_run_out_before_alternative
         assert lua.decide(lua_data, desc) == expected, desc
 
 
-def _irregular_fleet(seed: int) -> str:
+def _irregular_fleet(
+    seed: int, racks: int = 90, sizes: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 9, 12), mixed: bool = False
+) -> str:
     """Racks of random kinds (CPU, H100, A100, L40S with 4 GPUs, GB200 NVLink domains) and sizes in zones
     of uneven make-up: nearly every zone and region a size of its own, and more rack sizes than the compiled
     sublists take (the filter's index of sizes by GPUs, scan.lua by_gpus, and its counts per class set)."""
@@ -309,15 +311,20 @@ def _irregular_fleet(seed: int) -> str:
         ("gb200", 4, "gb200"),
     ]
     lines = ["nodes:"]
-    for rack in range(90):
+    for rack in range(racks):
         kind, gpus, gtype = rng.choice(kinds)
         r = rng.randrange(3)
         zone = f"r{r}-z{rng.randrange(2 + 3 * r)}"
-        size = rng.choice([1, 2, 3, 4, 6, 8, 9, 12])
+        size = rng.choice(sizes)
         extra = f", gpus: {gpus}, gpu_type: {gtype}" if gpus else ""
         if kind == "gb200":
             extra += f", nvlink_domain: nvl{rack:03d}"
         feature = rng.choice(["ib", "eth"])
+        if mixed and gpus and rng.random() < 0.3:  # a rack with CPU nodes too: fewer of its nodes count
+            lines.append(
+                f"  - {{name: 'cpu{rack:03d}x-[1-{rng.choice([1, 2])}]', region: r{r}, zone: {zone}, "
+                f"network_group: g{rack:03d}, features: [{feature}]}}"
+            )
         lines.append(
             f"  - {{name: '{kind}{rack:03d}-[1-{size}]', region: r{r}, zone: {zone}, "
             f"network_group: g{rack:03d}{extra}, features: [{feature}]}}"
@@ -329,11 +336,27 @@ def _irregular_fleet(seed: int) -> str:
 def test_parity_on_an_irregular_fleet_with_many_sizes(tmp_path, seed: int) -> None:  # type: ignore[no-untyped-def]
     """Zones and racks of many sizes, GPU totals and types, per-node GPUs, node counts, constraints and a
     partition, decided one after the other on one loaded data table (the filter keeps counts per class set
-    and an index of sizes by GPUs across decisions): Python and Lua agree on every decision, and the requests
-    reach kept lists, cuts and rejections alike."""
+    and indexes of sizes by GPUs and nodes across decisions): Python and Lua agree on every decision, and the
+    requests reach kept lists, cuts and rejections alike."""
+    _decide_one_after_another(tmp_path, _irregular_fleet(seed), seed, 600)
+
+
+@pytest.mark.parametrize("racks", [700, 1500])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_parity_on_many_racks_of_few_sizes(tmp_path, seed: int, racks: int) -> None:  # type: ignore[no-untyped-def]
+    """Hundreds of racks of few sizes (three node counts, some racks with CPU nodes beside their GPU nodes): the
+    rack list keeps, per class set and prefix of its sizes by GPUs or nodes, the first positions of their
+    racks (scan.lua prefix_runs), and a scan that needs more than those (groups inside others, a node count
+    the run's racks do not reach) goes on past them, in order or merging the sizes' racks; Python and Lua
+    agree on every decision."""
+    fleet = _irregular_fleet(seed, racks=racks, sizes=(2, 4, 8), mixed=True)
+    _decide_one_after_another(tmp_path, fleet, seed, 400)
+
+
+def _decide_one_after_another(tmp_path, fleet: str, seed: int, count: int) -> None:  # type: ignore[no-untyped-def]
     import random
 
-    inv = merge([parse_inventory(_irregular_fleet(seed))])
+    inv = merge([parse_inventory(fleet)])
     parts = [Partition("all", tuple(n.name for n in inv.nodes), True), Partition("some", inv.names()[::3])]
     data = make_context(inv, (22, 5), parts).policy
     path = tmp_path / "data.lua"
@@ -342,7 +365,7 @@ def test_parity_on_an_irregular_fleet_with_many_sizes(tmp_path, seed: int) -> No
     lua_data = lua.load_data(path)
     rng = random.Random(seed)
     actions = set()
-    for _ in range(600):
+    for _ in range(count):
         loc = rng.choice(
             ["network_group", "zone", "region", "prefer", "zone:fail", "region:fail", "nvl", "any"]
         )

@@ -128,13 +128,44 @@ local function by_count(sizes, counts)
   return order, values, rank
 end
 
+local RUN = MAX_ALTERNATIVES + 1 -- the positions a run holds: what a scan keeps, and one to tell it was cut
+local RUN_SIZES = MAX_ALTERNATIVES * 4 -- a list of more sizes has no runs (their room: sizes times RUN)
+
+local function prefix_runs(order, at)
+  -- runs[r]: the first RUN positions of the groups of sizes order[1..r], ascending (one table shared by the
+  -- prefixes that add none of those)
+  local runs, prev = {}, {}
+  for r = 1, #order do
+    local add = at[order[r]]
+    local out, i, j, n = prev, 1, 1, 0
+    if #prev < RUN or add[1] < prev[RUN] then
+      out = {}
+      local a, b = prev[1], add[1]
+      while n < RUN and (a or b) do
+        n = n + 1
+        if b == nil or (a ~= nil and a < b) then
+          out[n], i = a, i + 1
+          a = prev[i]
+        else
+          out[n], j = b, j + 1
+          b = add[j]
+        end
+      end
+    end
+    runs[r], prev = out, out
+  end
+  return runs
+end
+
 -- A list's index for a class set: its sizes by eligible GPUs (og, gps, rg: order, counts, ranks) and by
 -- eligible nodes (on, ns, rn), the most eligible nodes among the first i by GPUs (pmax), and the position of
 -- the largest group (big: most nodes, then GPUs, then first in the list). A size holds a job exactly when it
 -- has the GPUs and the nodes asked (fits_counts: its GPUs are at most its nodes times its most GPUs on a node,
 -- so enough GPUs means enough nodes to hold them), so the sizes that fit are those ranked within both
--- prefixes: M.fit_bounds, one binary search each.
-function M.list_index(cs, groups, classes)
+-- prefixes: M.fit_bounds, one binary search each. A list of many groups a size (racks) made with the data also
+-- keeps, per prefix of each order, the first positions of its sizes' groups (gruns, nruns: prefix_runs), so a
+-- scan walks those instead of merging the sizes' position lists.
+function M.list_index(cs, groups, classes, with_runs)
   local ix = cs.lists[groups]
   if ix ~= nil then return ix end
   local sizes = groups.sizes
@@ -155,6 +186,9 @@ function M.list_index(cs, groups, classes)
     pmax[i] = most
   end
   ix = { og = og, gps = gv, rg = rg, on = on, ns = nv, rn = rn, pmax = pmax, big = big, bn = bn, bg = bg }
+  if with_runs and #sizes <= RUN_SIZES and 4 * #sizes < #groups then -- many groups a size (racks)
+    ix.gruns, ix.nruns = prefix_runs(og, groups.at), prefix_runs(on, groups.at)
+  end
   cs.lists[groups] = ix
   return ix
 end
@@ -194,7 +228,7 @@ function M.prepare_class_sets(data)
   for _, cs in pairs(sets) do
     for _, levels in pairs(data.partitions) do
       for _, list in pairs(levels) do
-        if type(list) == "table" and list.at ~= nil then list_index(cs, list, classes) end
+        if type(list) == "table" and list.at ~= nil then list_index(cs, list, classes, true) end
       end
     end
   end
@@ -465,6 +499,38 @@ function M.candidates(sc, groups, budget, only, inside, up, descending, limit, r
   if within == 0 then return kept, false, length, 0, 0 end -- no size fits
   local pk, fk -- groups inside others, nothing else restricting: the parent's key in g.u, looked up in place
   if inside ~= nil and only == nil and sc.area == nil then pk, fk = PARENT[up][1], PARENT[up][2] end
+  local first, last = 0, 0 -- the positions of the first and last kept groups (as_run)
+  local run, other, bound -- the first positions of the sizes within one prefix (M.list_index runs)
+  if sc.total_gpus > 0 then
+    run, other, bound = ix.gruns, rn, wn
+    if run ~= nil then run = run[wg] end
+  else
+    run, other, bound = ix.nruns, rg, wg
+    if run ~= nil then run = run[wn] end
+  end
+  if run ~= nil then -- the groups of the sizes within the prefix, in order: the other rank tested per group
+    -- (a group that passes both has the eligible nodes asked, so it lies at or past `start`)
+    for j = 1, #run do
+      local p = run[j]
+      local g = groups[p]
+      if other[g.z] <= bound
+        and (not filtered or (pk and inside[g.u[pk] or g.u[fk]]) or (not pk and admitted(sc, g, only, inside, up))) then
+        local extra = #g.f + 1
+        if count == limit or length + extra > budget then
+          return as_run(kept, count, groups, first, last), true, length, head_in(kept, count, length, room)
+        end
+        count = count + 1
+        kept[count] = g
+        length = length + extra
+        if count == 1 then first = p end
+        last = p
+      end
+    end
+    if #run < RUN then -- the prefix's groups, all of them
+      return as_run(kept, count, groups, first, last), false, length, head_in(kept, count, length, room)
+    end
+    if run[#run] + 1 > start then start = run[#run] + 1 end -- the rest: from past the run, as below
+  end
   local sizes, span = #groups.sizes, #groups - start + 1
   local lists, many
   if 4 * within < sizes or 4 * sizes < span then -- few sizes can fit, or few sizes for many groups: which
@@ -472,7 +538,9 @@ function M.candidates(sc, groups, budget, only, inside, up, descending, limit, r
   end
   local positions, from -- one size fits: its positions; few positions: sorted (in C)
   if lists ~= nil then
-    if #lists == 0 then return kept, false, length, 0, 0 end
+    if #lists == 0 then
+      return as_run(kept, count, groups, first, last), false, length, head_in(kept, count, length, room)
+    end
     if #lists == 2 then
       positions, from = lists[1], lists[2]
     elseif many <= FEW_POSITIONS then
@@ -485,7 +553,6 @@ function M.candidates(sc, groups, budget, only, inside, up, descending, limit, r
     end
   end
   if positions ~= nil then -- in order
-    local first, last = 0, 0
     for j = from, #positions do
       local p = positions[j]
       local g = groups[p]
@@ -503,10 +570,11 @@ function M.candidates(sc, groups, budget, only, inside, up, descending, limit, r
     end
     return as_run(kept, count, groups, first, last), false, length, head_in(kept, count, length, room)
   end
-  if lists == nil or (4 * many >= span and limit > 4) then -- most groups fit, or sizes nearly as many as
-    -- groups: the list in order, a rank test per group (a cascade that can take a few more merges instead: the
-    -- groups the list starts with may all be of sizes that do not fit)
-    local first, last = 0, 0 -- the positions of the first and last kept groups
+  -- the list in order, a rank test per group (~8 Lua instructions a position), or a merge of the position
+  -- lists (~5 a list, and 15, per fitting group): in order when sizes are nearly as many as groups, or the
+  -- fitting groups dense enough for the lists they come in
+  local k = lists and #lists / 2
+  if lists == nil or 8 * span < (5 * k + 15) * many then
     for i = start, #groups do
       local g = groups[i]
       local z = g.z
@@ -525,23 +593,35 @@ function M.candidates(sc, groups, budget, only, inside, up, descending, limit, r
     end
     return as_run(kept, count, groups, first, last), false, length, head_in(kept, count, length, room)
   end
+  local heads, at = {}, {} -- each list's next position (math.huge once done) and its index in the list
+  for j = 1, k do
+    local list, i = lists[2 * j - 1], lists[2 * j]
+    heads[j], at[j] = list[i], i
+  end
+  local huge = math.huge
   while true do -- a merge of the fitting sizes' positions
-    local best, pos = 0, math.huge
-    for j = 1, #lists, 2 do
-      local p = lists[j][lists[j + 1]]
-      if p ~= nil and p < pos then best, pos = j, p end
+    local best, p = 0, huge
+    for j = 1, k do
+      local h = heads[j]
+      if h < p then best, p = j, h end
     end
-    if best == 0 then return kept, false, length, head_in(kept, count, length, room) end
-    lists[best + 1] = lists[best + 1] + 1
-    local g = groups[pos]
+    if best == 0 then
+      return as_run(kept, count, groups, first, last), false, length, head_in(kept, count, length, room)
+    end
+    local i = at[best] + 1
+    at[best] = i
+    heads[best] = lists[2 * best - 1][i] or huge
+    local g = groups[p]
     if not filtered or (pk and inside[g.u[pk] or g.u[fk]]) or (not pk and admitted(sc, g, only, inside, up)) then
       local extra = #g.f + 1
       if count == limit or length + extra > budget then
-        return kept, true, length, head_in(kept, count, length, room)
+        return as_run(kept, count, groups, first, last), true, length, head_in(kept, count, length, room)
       end
       count = count + 1
       kept[count] = g
       length = length + extra
+      if count == 1 then first = p end
+      last = p
     end
   end
 end
