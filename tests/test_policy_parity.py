@@ -344,8 +344,8 @@ def test_parity_on_an_irregular_fleet_with_many_sizes(tmp_path, seed: int) -> No
 @pytest.mark.parametrize("racks", [700, 1500])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_parity_on_many_racks_of_few_sizes(tmp_path, seed: int, racks: int) -> None:  # type: ignore[no-untyped-def]
-    """Hundreds of racks of few sizes (three node counts, some racks with CPU nodes beside their GPU nodes): the
-    rack list keeps, per class set and prefix of its sizes by GPUs or nodes, the first positions of their
+    """Hundreds of racks of few sizes (three node counts, some racks with CPU nodes beside their GPU nodes):
+    the rack list keeps, per class set and prefix of its sizes by GPUs or nodes, the first positions of their
     racks (scan.lua prefix_runs), and a scan that needs more than those (groups inside others, a node count
     the run's racks do not reach) goes on past them, in order or merging the sizes' racks; Python and Lua
     agree on every decision."""
@@ -353,7 +353,74 @@ def test_parity_on_many_racks_of_few_sizes(tmp_path, seed: int, racks: int) -> N
     _decide_one_after_another(tmp_path, fleet, seed, 400)
 
 
-def _decide_one_after_another(tmp_path, fleet: str, seed: int, count: int) -> None:  # type: ignore[no-untyped-def]
+def _zones_at_the_limits(seed: int) -> str:
+    """55-80 zones of long names (Slurm's 1 024 characters cut the bracket before its 64 alternatives, or
+    just after) and random make-up in 1-3 regions: runs of zones that all fit end at the limits, or one
+    short of them."""
+    import random
+
+    rng = random.Random(seed)
+    kinds = [("cpu", 0, ""), ("h100", 8, "h100"), ("a100", 8, "a100"), ("l40s", 4, "l40s")]
+    lines = ["nodes:"]
+    for z in range(rng.randint(55, 80)):
+        zone = f"z{z:02d}-" + "x" * rng.randint(2, 24)
+        region = f"r{rng.randrange(3)}"
+        for rack in range(rng.randint(1, 2)):
+            kind, gpus, gtype = rng.choices(kinds, [1, 6, 2, 1])[0]
+            extra = f", gpus: {gpus}, gpu_type: {gtype}" if gpus else ""
+            lines.append(
+                f"  - {{name: '{kind}{z:02d}{rack}-[1-{rng.choice([1, 2, 4, 8])}]', region: {region}, "
+                f"zone: {zone}, network_group: g{z:02d}{rack}{extra}, "
+                f"features: [{rng.choice(['ib', 'eth'])}]}}"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _sixty_four_and_one(name: int) -> str:
+    """64 zones of GPU nodes, each a size of its own, then (the largest, so last in the zone list) one of CPU
+    nodes only: a GPU request's fitting zones are the list's first 64, Slurm's limit of alternatives; names
+    of `name` characters (long ones reach the 1 024-character limit first)."""
+    lines = ["nodes:"]
+    for z in range(64):
+        zone = f"z{z:02d}" + "x" * (name - 3)
+        lines.append(
+            f"  - {{name: 'h{z:02d}-[1-{1 + z}]', region: r{z % 3}, zone: {zone}, network_group: g{z:02d}, "
+            "gpus: 8, gpu_type: h100, features: [ib]}"
+        )
+    lines.append("  - {name: 'c-[1-80]', region: r0, zone: zcpu, network_group: gcpu, features: [ib]}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("fleet", ["random 1", "random 2", "random 3", "random 4", "64+1 short", "64+1 long"])
+def test_parity_where_fitting_zones_meet_slurms_limits(tmp_path, fleet: str) -> None:  # type: ignore[no-untyped-def]
+    """Zone lists of 55-80 long names, and 64 GPU zones before a CPU one: the filter takes the zones from a
+    scan's start that all fit at once (scan.lua fitting_end) and cuts them to 64 alternatives and 1 024
+    characters, or keeps them and goes on past the first that does not fit; Python and Lua agree on every
+    decision."""
+    kind, arg = fleet.split()
+    first: list[dict[str, object]] = []
+    if kind == "random":
+        text = _zones_at_the_limits(int(arg))
+    else:
+        text = _sixty_four_and_one(4 if arg == "short" else 30)
+        # every GPU zone and none else, from the list's first: exactly Slurm's 64 alternatives, not cut
+        first = [
+            job(loc, **{field: value})
+            for loc in ("zone", "zone:fail", "region", "prefer")
+            for field, value in (
+                ("tres_per_job", "gres/gpu:1"),
+                ("tres_per_job", "gres/gpu:h100:8"),
+                ("tres_per_node", "gres:gpu:1"),
+            )
+        ]
+    _decide_one_after_another(tmp_path, text, len(fleet), 300, first)
+
+
+def _decide_one_after_another(  # type: ignore[no-untyped-def]
+    tmp_path, fleet: str, seed: int, count: int, first: list[dict[str, object]] | None = None
+) -> None:
+    """`first` (job_desc tables), then `count` seeded requests, decided one after the other on one loaded data
+    table by Python and Lua alike."""
     import random
 
     inv = merge([parse_inventory(fleet)])
@@ -363,6 +430,8 @@ def _decide_one_after_another(tmp_path, fleet: str, seed: int, count: int) -> No
     path.write_text(render_all(inv, (22, 5), parts)["slurm_topo_data.lua"])
     lua = LuaFilter()
     lua_data = lua.load_data(path)
+    for desc in first or []:
+        assert lua.decide(lua_data, desc) == decide(data, JobRequest.from_job_desc(desc)).as_dict(), desc
     rng = random.Random(seed)
     actions = set()
     for _ in range(count):

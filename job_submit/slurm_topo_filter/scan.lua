@@ -157,12 +157,50 @@ local function prefix_runs(order, at)
   return runs
 end
 
+local BLOCK = 8 -- positions a block of a list's ranks covers (block_max)
+
+local function block_max(groups, rank)
+  -- per block of BLOCK positions, the highest rank of its groups' sizes
+  local out, b = {}, 0
+  for i = 1, #groups, BLOCK do
+    local most = 0
+    for j = i, math.min(i + BLOCK - 1, #groups) do
+      local r = rank[groups[j].z]
+      if r > most then most = r end
+    end
+    b = b + 1
+    out[b] = most
+  end
+  return out
+end
+
+local function fitting_end(groups, ix, start, cap, wg, wn)
+  -- the first position from `start` through `cap` whose group does not fit, else cap + 1: a block whose
+  -- highest ranks are within both prefixes is passed over at once
+  local rg, rn, blg, bln = ix.rg, ix.rn, ix.blg, ix.bln
+  local i = start
+  while i <= cap do
+    local r = (i - 1) % BLOCK
+    local b = (i - 1 - r) / BLOCK + 1
+    if r == 0 and blg[b] <= wg and bln[b] <= wn then
+      i = i + BLOCK
+    else
+      local z = groups[i].z
+      if rg[z] > wg or rn[z] > wn then return i end
+      i = i + 1
+    end
+  end
+  return cap + 1
+end
+
 -- A list's index for a class set: its sizes by eligible GPUs (og, gps, rg: order, counts, ranks) and by
 -- eligible nodes (on, ns, rn), the most eligible nodes among the first i by GPUs (pmax), and the position of
 -- the largest group (big: most nodes, then GPUs, then first in the list). A size holds a job exactly when it
 -- has the GPUs and the nodes asked (fits_counts: its GPUs are at most its nodes times its most GPUs on a node,
 -- so enough GPUs means enough nodes to hold them), so the sizes that fit are those ranked within both
--- prefixes: M.fit_bounds, one binary search each. A list of many groups a size (racks) made with the data also
+-- prefixes: M.fit_bounds, one binary search each. A list of sizes nearly as many as groups (zones, regions) made
+-- with the data also keeps the highest ranks per block of positions (blg, bln: block_max), so a scan finds how
+-- far the groups from its start all fit without a look at each. A list of many groups a size (racks) made with the data also
 -- keeps, per prefix of each order, the first positions of its sizes' groups (gruns, nruns: prefix_runs), so a
 -- scan walks those instead of merging the sizes' position lists.
 function M.list_index(cs, groups, classes, with_runs)
@@ -188,6 +226,8 @@ function M.list_index(cs, groups, classes, with_runs)
   ix = { og = og, gps = gv, rg = rg, on = on, ns = nv, rn = rn, pmax = pmax, big = big, bn = bn, bg = bg }
   if with_runs and #sizes <= RUN_SIZES and 4 * #sizes < #groups then -- many groups a size (racks)
     ix.gruns, ix.nruns = prefix_runs(og, groups.at), prefix_runs(on, groups.at)
+  elseif with_runs then -- sizes nearly as many as groups (zones, regions)
+    ix.blg, ix.bln = block_max(groups, rg), block_max(groups, rn)
   end
   cs.lists[groups] = ix
   return ix
@@ -500,6 +540,20 @@ function M.candidates(sc, groups, budget, only, inside, up, descending, limit, r
   local pk, fk -- groups inside others, nothing else restricting: the parent's key in g.u, looked up in place
   if inside ~= nil and only == nil and sc.area == nil then pk, fk = PARENT[up][1], PARENT[up][2] end
   local first, last = 0, 0 -- the positions of the first and last kept groups (as_run)
+  if ix.blg ~= nil and not filtered then -- the groups from start that all fit (fitting_end): a compiled cut,
+    -- or kept at once before the scan goes on past the first that does not fit
+    local cap = math.min(#groups, start + limit)
+    local e = fitting_end(groups, ix, start, cap, wg, wn)
+    if e > cap then return compiled_cut(groups, start, budget, limit, room) end
+    if e > start then
+      local L, before = groups.L, 0
+      if start > 1 then before = L[start - 1] end
+      if 1 + L[e - 1] - before > budget then return compiled_cut(groups, start, budget, limit, room) end
+      kept = { unpack(groups, start, e - 1) }
+      count, length, first, last = e - start, 1 + L[e - 1] - before, start, e - 1
+    end
+    start = e + 1
+  end
   local run, other, bound -- the first positions of the sizes within one prefix (M.list_index runs)
   if sc.total_gpus > 0 then
     run, other, bound = ix.gruns, rn, wn
