@@ -379,19 +379,43 @@ def _zones_at_the_limits(seed: int) -> str:
 def _sixty_four_and_one(name: int) -> str:
     """64 zones of GPU nodes, each a size of its own, then (the largest, so last in the zone list) one of CPU
     nodes only: a GPU request's fitting zones are the list's first 64, Slurm's limit of alternatives; names
-    of `name` characters (long ones reach the 1 024-character limit first)."""
+    of `name` characters (long ones reach the 1 024-character limit first, and the racks of the zones past
+    the cut lead the rack list)."""
     lines = ["nodes:"]
     for z in range(64):
         zone = f"z{z:02d}" + "x" * (name - 3)
+        where = f"region: r{z % 3}, zone: {zone}"
         lines.append(
-            f"  - {{name: 'h{z:02d}-[1-{1 + z}]', region: r{z % 3}, zone: {zone}, network_group: g{z:02d}, "
+            f"  - {{name: 'h{z:02d}-[1-{1 + z}]', {where}, network_group: g{z:02d}, "
             "gpus: 8, gpu_type: h100, features: [ib]}"
+        )
+        # and a rack of one node, named so that the largest zones' come first in the rack list
+        lines.append(
+            f"  - {{name: 'o{z:02d}', {where}, network_group: b{63 - z:02d}, gpus: 8, gpu_type: h100, "
+            "features: [ib]}"
         )
     lines.append("  - {name: 'c-[1-80]', region: r0, zone: zcpu, network_group: gcpu, features: [ib]}")
     return "\n".join(lines) + "\n"
 
 
-@pytest.mark.parametrize("fleet", ["random 1", "random 2", "random 3", "random 4", "64+1 short", "64+1 long"])
+def _regions_cut_by_characters() -> str:
+    """40 regions of 30-character names (a region bracket is cut by Slurm's 1 024 characters, leaving room for
+    a zone or two), each of a zone of its own size and a one-node zone; the one-node zones of the largest
+    regions, past the cut, lead the zone list."""
+    lines = ["nodes:"]
+    for r in range(40):
+        region = f"r{r:02d}" + "x" * 27
+        for zone, count in ((f"a{r:02d}", 1 + r), (f"b{39 - r:02d}", 1)):
+            lines.append(
+                f"  - {{name: '{zone}n-[1-{count}]', region: {region}, zone: {zone}, network_group: g{zone}, "
+                "gpus: 8, gpu_type: h100, features: [ib]}"
+            )
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    "fleet", ["random 1", "random 2", "random 3", "random 4", "64+1 short", "64+1 long", "regions cut"]
+)
 def test_parity_where_fitting_zones_meet_slurms_limits(tmp_path, fleet: str) -> None:  # type: ignore[no-untyped-def]
     """Zone lists of 55-80 long names, and 64 GPU zones before a CPU one: the filter takes the zones from a
     scan's start that all fit at once (scan.lua fitting_end) and cuts them to 64 alternatives and 1 024
@@ -401,6 +425,10 @@ def test_parity_where_fitting_zones_meet_slurms_limits(tmp_path, fleet: str) -> 
     first: list[dict[str, object]] = []
     if kind == "random":
         text = _zones_at_the_limits(int(arg))
+    elif kind == "regions":
+        text = _regions_cut_by_characters()
+        # the regions kept are cut, so the --prefer's zones are only those inside them
+        first = [job(loc, tres_per_job="gres/gpu:1") for loc in ("region", "region:fail")]
     else:
         text = _sixty_four_and_one(4 if arg == "short" else 30)
         # every GPU zone and none else, from the list's first: exactly Slurm's 64 alternatives, not cut

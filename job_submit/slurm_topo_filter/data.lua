@@ -135,16 +135,24 @@ local function group_list(col, features, shapes, sizes)
   -- a list's columns (f feature indices, k ranks: runs rising by 1; s shapes: runs of one; l labels where not
   -- derived) -> its groups in order {f, k, n, g, m, c, u, z (l)}: n nodes, g GPUs, m most GPUs on a node, c counts
   -- and u location are the shape's (c and u shared), z its size; L = the running bracket length through each
-  -- group; sizes and at as above; joined = the features joined by "|"
+  -- group; sizes and at as above; joined = the features joined by "|"; rooted: whether every group has a zone
+  -- (z) or region (r) above it
   local fr, kr, sr = col.f, col.k, col.s
   local list, L, length, n, names = { big = col.big }, {}, 0, 0, {}
   local distinct, at = {}, {}
   local ki, k, kleft, si, s, sleft = -1, 0, 0, -1, nil, 0
+  local in_zone, in_region = true, true -- every group has a zone (a region) above it
   for j = 1, #fr, 2 do
     local fi = fr[j]
     for _ = 1, fr[j + 1] do
       if kleft == 0 then ki = ki + 2; k, kleft = kr[ki], kr[ki + 1] end
-      if sleft == 0 then si = si + 2; s, sleft = shapes[sr[si]], sr[si + 1] end
+      if sleft == 0 then
+        si = si + 2
+        s, sleft = shapes[sr[si]], sr[si + 1]
+        local u = s.u
+        if u.pz == nil and u.zf == nil then in_zone = false end
+        if u.pr == nil and u.rf == nil then in_region = false end
+      end
       local feature, size = features[fi], sizes[s]
       n = n + 1
       list[n] = { f = feature, k = k, n = s.n, g = s.g, m = s.m, c = s.c, u = s.u, z = size }
@@ -167,6 +175,7 @@ local function group_list(col, features, shapes, sizes)
     for i = 1, n do label_of(list[i]) end
   end
   list.L, list.sizes, list.at = L, distinct, at
+  list.rooted = { z = in_zone, r = in_region } -- scan.lua parent_of finds a parent for every group
   list.joined = table.concat(names, "|") -- a run of groups i..j as bracket text: sub(joined, L[i-1] + 1, L[j] - 1)
   list.sub = sub_lists(list, distinct, at)
   return list

@@ -660,6 +660,10 @@ decide_required = function(job)
   local budget = MAX_CONSTRAINT - #probe + 2
   local kept, cut, length = steps.candidates(job.scan, groups, budget, only)
   job.kept_length = length -- the finer --prefer's cascade takes the kept list at once (S.taken)
+  -- every group of the level that holds the job is kept (no cut, no user bracket, no area): a finer group that
+  -- holds the job lies inside one of them (its parent has at least its nodes and GPUs), so `inside` need not
+  -- be looked at (steps.finer)
+  job.kept_whole = not cut and only == nil and job.scan.area == nil
   if #kept > 0 then
     return { action = "amend", locality = loc, features = compose_with(c, job.restrict, steps.bracket(kept)),
              prefer = required_prefer(job, groups, kept, budget, only),
@@ -688,7 +692,9 @@ function steps.finer(job, kept, budget)
   local kept_chars = budget - 1 - room
   local lists, finer = {}, false
   for i = #levels, 1, -1 do
-    local k, cut, length, fitn, fitlen = steps.candidates(sc, levels[i], budget, nil, inside, UP[level], nil,
+    local within, rooted = inside, levels[i].rooted -- a merged list (several partitions) says nothing
+    if job.kept_whole and rooted and rooted[UP[level]] then within = nil end -- kept_whole: implied by fitting
+    local k, cut, length, fitn, fitlen = steps.candidates(sc, levels[i], budget, nil, within, UP[level], nil,
       wanted(alternatives), room)
     local n, left, after = taken(k, alternatives, room, length, fitn, fitlen)
     lists[i] = { k, cut, n, room - after }
