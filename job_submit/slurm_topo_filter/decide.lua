@@ -57,9 +57,18 @@ function steps.shown(kept, cut, sc)
   -- the record is cut at 200 characters: stop formatting once past that (same text after the cut); the nodes
   -- shown are those that count for the scan sc (kept comes from it, so the memo by kept holds)
   local parts, length = {}, 0
+  local cs = sc.cs -- a group's text depends on the classes that count only: kept per class set (S.shown_texts)
+  local texts = cs and S.shown_texts(cs)
   for i, g in ipairs(kept) do
     if length > MAX_RECORD then break end
-    local part = label_of(g) .. "(" .. num(nodes_of(sc, g)) .. "n)"
+    local part = texts and texts[g]
+    if part == nil then
+      part = label_of(g) .. "(" .. num(nodes_of(sc, g)) .. "n)"
+      if texts and g.sp == nil then -- a zone union is made per decision: not kept
+        texts[g] = part
+        texts.count = texts.count + 1
+      end
+    end
     parts[i] = part
     length = length + #part + 1
   end

@@ -84,6 +84,16 @@ function M.class_set(data, key, ok, all_ok)
   return cs
 end
 
+function M.shown_texts(cs)
+  -- a class set's record texts of groups, label(Nn) (decide.lua steps.shown), started over past 1 024
+  local texts = cs.texts
+  if texts == nil or texts.count > 1024 then
+    texts = { count = 0 }
+    cs.texts = texts
+  end
+  return texts
+end
+
 local function count_size(cs, classes, size)
   -- a size's eligible (nodes, GPUs, most GPUs on a node) for the class set, kept in it
   local n, gp, most = 0, 0, 0
@@ -157,6 +167,17 @@ local function prefix_runs(order, at)
   return runs
 end
 
+local function at_least(counts, want)
+  -- how many of the counts (descending) are at least `want`
+  local lo, hi = 0, #counts
+  while lo < hi do
+    local mid = lo + hi + 1
+    mid = (mid - mid % 2) / 2 -- floor((lo + hi + 1) / 2) without a call
+    if counts[mid] >= want then lo = mid else hi = mid - 1 end
+  end
+  return lo
+end
+
 local BLOCK = 8 -- positions a block of a list's ranks covers (block_max)
 
 local function block_max(groups, rank)
@@ -223,7 +244,8 @@ function M.list_index(cs, groups, classes, with_runs)
     if n > most then most = n end
     pmax[i] = most
   end
-  ix = { og = og, gps = gv, rg = rg, on = on, ns = nv, rn = rn, pmax = pmax, big = big, bn = bn, bg = bg }
+  ix = { og = og, gps = gv, rg = rg, on = on, ns = nv, rn = rn, pmax = pmax, big = big, bn = bn, bg = bg,
+         some = at_least(nv, 1) }
   if with_runs and #sizes <= RUN_SIZES and 4 * #sizes < #groups then -- many groups a size (racks)
     ix.gruns, ix.nruns = prefix_runs(og, groups.at), prefix_runs(on, groups.at)
   elseif with_runs then -- sizes nearly as many as groups (zones, regions)
@@ -357,7 +379,8 @@ local function compiled_cut(groups, start, budget, limit, room)
   local lo, hi = start, math.min(n, start + limit - 1)
   if 1 + L[lo] - before > budget then return {}, true, 1, 0, 0 end
   while lo < hi do -- the last e with 2 + (L[e] - L[start-1] - 1) <= budget
-    local mid = math.floor((lo + hi + 1) / 2)
+    local mid = lo + hi + 1
+    mid = (mid - mid % 2) / 2
     if 1 + L[mid] - before <= budget then lo = mid else hi = mid - 1 end
   end
   local kept = { unpack(groups, start, lo) } -- one copy in C (at most 64 values)
@@ -365,7 +388,8 @@ local function compiled_cut(groups, start, budget, limit, room)
   -- what of it fits in a cascade's `room` (M.taken): the last e with L[e] - L[start-1] <= room
   local e, top = start - 1, lo
   while e < top do
-    local mid = math.floor((e + top + 1) / 2)
+    local mid = e + top + 1
+    mid = (mid - mid % 2) / 2
     if L[mid] - before <= room then e = mid else top = mid - 1 end
   end
   local fitlen = 0
@@ -377,28 +401,19 @@ local function first_at_or_after(positions, start)
   if start <= 1 or positions[1] >= start then return 1 end -- the common case: from the list's first group
   local lo, hi = 1, #positions + 1
   while lo < hi do
-    local mid = math.floor((lo + hi) / 2)
+    local mid = lo + hi
+    mid = (mid - mid % 2) / 2
     if positions[mid] < start then lo = mid + 1 else hi = mid end
-  end
-  return lo
-end
-
-local function at_least(counts, want)
-  -- how many of the counts (descending) are at least `want`
-  local lo, hi = 0, #counts
-  while lo < hi do
-    local mid = lo + hi + 1
-    mid = (mid - mid % 2) / 2 -- floor((lo + hi + 1) / 2) without a call
-    if counts[mid] >= want then lo = mid else hi = mid - 1 end
   end
   return lo
 end
 
 function M.fit_bounds(sc, ix)
   -- (wg, wn): a size of the indexed list holds the job exactly when ix.rg[size] <= wg and ix.rn[size] <= wn
-  local wg, total = #ix.gps, sc.total_gpus
+  local wg, total, nodes = #ix.gps, sc.total_gpus, sc.nodes
   if total > 0 then wg = at_least(ix.gps, total) end
-  return wg, at_least(ix.ns, sc.nodes)
+  if nodes == 1 then return wg, ix.some end -- the common case: the sizes with a node that counts
+  return wg, at_least(ix.ns, nodes)
 end
 local fit_bounds = M.fit_bounds
 
@@ -435,7 +450,8 @@ local function first_large(sc, groups)
   if first ~= nil and first.n >= nodes then return 1 end -- the common case: every group is large enough
   local lo, hi = 1, #groups + 1
   while lo < hi do
-    local mid = math.floor((lo + hi) / 2)
+    local mid = lo + hi
+    mid = (mid - mid % 2) / 2
     if groups[mid].n < nodes then lo = mid + 1 else hi = mid end
   end
   return lo
@@ -786,9 +802,14 @@ function M.cascade(lists, budget, extra, emit)
       parts[#parts + 1] = kept
       parts[#parts + 1] = counts[j]
     end
-    for i = 1, counts[j] do
-      k = k + 1
-      out[k] = kept[i]
+    if k == 0 and counts[j] > 0 then -- the first part: one copy in C
+      out = { unpack(kept, 1, counts[j]) }
+      k = counts[j]
+    else
+      for i = 1, counts[j] do
+        k = k + 1
+        out[k] = kept[i]
+      end
     end
   end
   out.parts = parts
