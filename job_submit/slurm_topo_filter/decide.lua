@@ -694,15 +694,20 @@ function steps.finer(job, kept, budget)
     any = any or any_fits(sc, levels[i])
   end
   if not any then return false end -- no finer group can hold the job anywhere: the set below is not built
-  local inside = {}
-  for i = 1, #kept do inside[kept[i].f] = true end
+  local inside -- the kept groups' features, made when a list needs them (kept_whole: none does)
   -- coarsest first, each finer list for at most what the cascade can still take + 1 (as prefer_cascade)
   local taken_kept, alternatives, room = taken(kept, MAX_ALTERNATIVES, budget - 1, job.kept_length)
   local kept_chars = budget - 1 - room
   local lists, finer = {}, false
   for i = #levels, 1, -1 do
-    local within, rooted = inside, levels[i].rooted -- a merged list (several partitions) says nothing
-    if job.kept_whole and rooted and rooted[UP[level]] then within = nil end -- kept_whole: implied by fitting
+    local within, rooted = nil, levels[i].rooted -- a merged list (several partitions) says nothing
+    if not (job.kept_whole and rooted and rooted[UP[level]]) then -- kept_whole: implied by fitting
+      if inside == nil then
+        inside = {}
+        for j = 1, #kept do inside[kept[j].f] = true end
+      end
+      within = inside
+    end
     local k, cut, length, fitn, fitlen = steps.candidates(sc, levels[i], budget, nil, within, UP[level], nil,
       wanted(alternatives), room)
     local n, left, after = taken(k, alternatives, room, length, fitn, fitlen)

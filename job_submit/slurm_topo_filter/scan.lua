@@ -29,9 +29,11 @@ end
 local needs = M.needs
 
 function M.new_scan(data, req, c, is_counted, area, wanted)
-  local sc = { data = data, area = area, wanted = wanted, classes = data.classes }
-  sc.nodes, sc.total_gpus, sc.per_node, sc.gpu_type = needs(req)
-  sc.check = req.unchecked == nil and is_counted
+  local nodes, total, per_node, gpu_type = needs(req)
+  -- every field in the constructor: the table is made at its size, not grown twice (a scan per decision)
+  local sc = { data = data, area = area, wanted = wanted, classes = data.classes, nodes = nodes, total_gpus = total,
+               per_node = per_node, gpu_type = gpu_type, check = req.unchecked == nil and is_counted, ok = false,
+               all_ok = false, cs = false, classes_key = false, signature = false }
   if c.kind == "none" and sc.per_node == 0 then -- the common case: every class counts (data.every, shared)
     local every = data.every
     sc.ok, sc.all_ok, sc.cs = every.ok, true, every

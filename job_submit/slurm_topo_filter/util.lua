@@ -39,16 +39,25 @@ local function is_label(s)
 end
 
 -- Numbers as text, remembered (Lua 5.1 formats a number with sprintf("%.14g"): ~1 500 instructions, more than a
--- table lookup by far; the same few sizes recur in every decision's memo keys and records). Bounded: started over
--- past NUMBER_TEXTS entries.
+-- table lookup by far; the same few sizes recur in every decision's memo keys and records). The whole numbers
+-- below NUMBER_TEXTS are kept for good (at most that many); the others bounded: started over past NUMBER_TEXTS
+-- entries.
 local NUMBER_TEXTS = 256
 local number_texts, number_count = {}, 0
 
+local small_texts = {} -- the texts of the whole numbers below NUMBER_TEXTS, kept for the process's life
+
 local function num(n)
   -- tostring(n), the same text as `"" .. n`
-  local s = number_texts[n]
+  local s = small_texts[n]
+  if s ~= nil then return s end
+  s = number_texts[n]
   if s == nil then
     s = tostring(n)
+    if n >= 0 and n < NUMBER_TEXTS and n % 1 == 0 then -- at most NUMBER_TEXTS of them: never started over
+      small_texts[n] = s
+      return s
+    end
     if number_count >= NUMBER_TEXTS then number_texts, number_count = {}, 0 end
     number_texts[n] = s
     number_count = number_count + 1
