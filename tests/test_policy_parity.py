@@ -299,7 +299,7 @@ def _irregular_fleet(
 ) -> str:
     """Racks of random kinds (CPU, H100, A100, L40S with 4 GPUs, GB200 NVLink domains) and sizes in zones
     of uneven make-up: nearly every zone and region a size of its own, and more rack sizes than the compiled
-    sublists take (the filter's index of sizes by GPUs, scan.lua by_gpus, and its counts per class set)."""
+    sublists take (the filter's indexes per class set: scan.lua list_index)."""
     import random
 
     rng = random.Random(seed)
