@@ -96,23 +96,26 @@ function M.shown_texts(cs)
   return texts
 end
 
-local function count_size(cs, classes, size)
-  -- a size's eligible (nodes, GPUs, most GPUs on a node) for the class set, kept in it
+local function eligible_counts(g, ok, all_ok, classes)
+  -- a group's (or a size's) nodes, GPUs and most GPUs on a node of the classes that count (ok)
+  if all_ok then return g.n, g.g, g.m end -- every node counts: the group's own totals
   local n, gp, most = 0, 0, 0
-  if cs.all_ok then
-    n, gp, most = size.n, size.g, size.m
-  else
-    local counts, ok = size.c, cs.ok
-    for i = 1, #counts, 2 do
-      local idx = counts[i]
-      if ok[idx] then
-        local count, cg = counts[i + 1], classes[idx].g
-        n = n + count
-        gp = gp + count * cg
-        if cg > most then most = cg end
-      end
+  local counts = g.c
+  for i = 1, #counts, 2 do
+    local idx = counts[i]
+    if ok[idx] then
+      local count, cg = counts[i + 1], classes[idx].g
+      n = n + count
+      gp = gp + count * cg
+      if cg > most then most = cg end
     end
   end
+  return n, gp, most
+end
+
+local function count_size(cs, classes, size)
+  -- a size's eligible (nodes, GPUs, most GPUs on a node) for the class set, kept in it
+  local n, gp, most = eligible_counts(size, cs.ok, cs.all_ok, classes)
   cs.n[size], cs.gp[size], cs.most[size] = n, gp, most
   return n, gp, most
 end
@@ -332,19 +335,7 @@ function M.allowed(sc, g)
 end
 
 function M.eligible(sc, g)
-  if sc.all_ok then return g.n, g.g, g.m end -- every node counts: the group's own totals
-  local n, gp, most = 0, 0, 0
-  local counts, ok, classes = g.c, sc.ok, sc.classes
-  for i = 1, #counts, 2 do
-    local idx = counts[i]
-    if ok[idx] then
-      local count, cg = counts[i + 1], classes[idx].g
-      n = n + count
-      gp = gp + count * cg
-      if cg > most then most = cg end
-    end
-  end
-  return n, gp, most
+  return eligible_counts(g, sc.ok, sc.all_ok, sc.classes)
 end
 
 local label_of, scan_allowed, scan_eligible = M.label_of, M.allowed, M.eligible
