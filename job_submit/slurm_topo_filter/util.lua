@@ -40,12 +40,12 @@ end
 
 -- Numbers as text, remembered (Lua 5.1 formats a number with sprintf("%.14g"): ~1 500 instructions, more than a
 -- table lookup by far; the same few sizes recur in every decision's memo keys and records). The whole numbers
--- below NUMBER_TEXTS are kept for good (at most that many); the others bounded: started over past NUMBER_TEXTS
--- entries.
+-- below 16 * NUMBER_TEXTS (4 096: node and GPU counts, budgets, limits) are kept for good, at most that many
+-- (~0.3 MiB); the others bounded: started over past NUMBER_TEXTS entries.
 local NUMBER_TEXTS = 256
 local number_texts, number_count = {}, 0
 
-local small_texts = {} -- the texts of the whole numbers below NUMBER_TEXTS, kept for the process's life
+local small_texts = {} -- the texts of the whole numbers below 16 * NUMBER_TEXTS, kept for the process's life
 
 local function num(n)
   -- tostring(n), the same text as `"" .. n`
@@ -54,7 +54,7 @@ local function num(n)
   s = number_texts[n]
   if s == nil then
     s = tostring(n)
-    if n >= 0 and n < NUMBER_TEXTS and n % 1 == 0 then -- at most NUMBER_TEXTS of them: never started over
+    if n >= 0 and n < NUMBER_TEXTS * 16 and n % 1 == 0 then -- never started over
       small_texts[n] = s
       return s
     end
