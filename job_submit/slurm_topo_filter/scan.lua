@@ -224,11 +224,11 @@ end
 -- the largest group (big: most nodes, then GPUs, then first in the list). A size holds a job exactly when it
 -- has the GPUs and the nodes asked (fits_counts: its GPUs are at most its nodes times its most GPUs on a node,
 -- so enough GPUs means enough nodes to hold them), so the sizes that fit are those ranked within both
--- prefixes: M.fit_bounds, one binary search each. A list of sizes nearly as many as groups (zones, regions) made
--- with the data also keeps the highest ranks per block of positions (blg, bln: block_max), so a scan finds how
--- far the groups from its start all fit without a look at each. A list of many groups a size (racks) made with the data also
--- keeps, per prefix of each order, the first positions of its sizes' groups (gruns, nruns: prefix_runs), so a
--- scan walks those instead of merging the sizes' position lists.
+-- prefixes: M.fit_bounds, one binary search each. Made with the data (with_runs), a list of sizes nearly as many
+-- as groups (zones, regions) also keeps the highest ranks per block of positions (blg, bln: block_max), so a
+-- scan finds how far the groups from its start all fit without a look at each; a list of many groups a size
+-- (racks) keeps, per prefix of each order, the first positions of its sizes' groups (gruns, nruns:
+-- prefix_runs), so a scan walks those instead of merging the sizes' position lists.
 function M.list_index(cs, groups, classes, with_runs)
   local ix = cs.lists[groups]
   if ix ~= nil then return ix end
