@@ -511,3 +511,24 @@ def test_nodes_alike_share_one_table() -> None:
     table = pick_module._ranked(pick_module._prepare(a, None))
     assert pick_module._ranked(pick_module._prepare(b, None)) is table
     assert pick_module._ranked(pick_module._prepare(other, None)) is not table
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_first_pick_of_a_k_searches_and_a_later_one_builds_the_table(family: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The first pick of a k on a link matrix (a one-shot command's) is the bounded search while it stays
+    within its branches, and builds no table; the next pick of that k builds it; a search that grows past its
+    branches builds it at once. Every answer equals the exhaustive reference."""
+    for cache in ("_CACHE", "_TABLES", "_BY_WEIGHT", "_SEARCHED"):
+        monkeypatch.setattr(pick_module, cache, {})
+    topo = FAMILIES[family](random.Random(7))
+    table = SubsetTable(topo)
+    free = [g for g in topo.gpus if g not in (2, 11)]
+    monkeypatch.setattr(pick_module, "_COLD_BRANCHES", 10**9)  # the search always ends within them
+    assert pick_devices(topo, free, 8) == table.pick(free, 8)
+    assert not pick_module._BY_WEIGHT
+    assert pick_devices(topo, free, 8) == table.pick(free, 8)
+    (ranked,) = pick_module._BY_WEIGHT.values()
+    assert 8 in ranked.by_k
+    monkeypatch.setattr(pick_module, "_COLD_BRANCHES", 0)  # the search can open no branch
+    assert pick_devices(topo, free, 7) == table.pick(free, 7)
+    assert 7 in ranked.by_k

@@ -42,7 +42,10 @@ Algorithm overview (``pick_devices``):
    that tie it on (1), (2) (a few passes in C over that tie group). Once built for a k, the table answers
    every pick of that k on the topology (step 2 is not tried first). No branch of it depends on the matrix
    or the busy set: the cost is a fixed number of passes over C(n, k) entries, measured ≤ 0.2 ms on every
-   16-GPU case of ``benchmarks/results/pick_worst.md``.
+   16-GPU case of ``benchmarks/results/pick_worst.md``. Building it costs 15-20 ms, so the first pick of a
+   k on a link matrix (what a one-shot command makes) runs step 4's search instead while it opens at most
+   ``_COLD_BRANCHES`` branches, and builds the table only when the search grows past them; the next pick of
+   that k builds it (``_first_search``).
 4. *Otherwise* (up to 8 GPUs; more than 16): depth-first branch-and-bound over cliques with
    bitmask candidate sets, members added in ascending index order, so cliques are visited in lexicographic
    order; the incumbent is replaced only when strictly better on (2, 3), which makes the first optimum found
@@ -66,11 +69,11 @@ fixed number of C passes over C(n, k) ≤ 12 870 entries plus O(n · islands) in
 · k) in the worst case like the exhaustive search, reached only on ≤ 8 GPUs (or more than 16). Preparation
 (bandwidth matrix, adjacency bitmasks and per-level link steps, twins, groups with their subsets sorted) is
 O(n³ + Σ 2^|group| log) and cached per topology object; step 3's table is 2^n list additions per topology
-(5-8 ms for 16 GPUs) plus, per k, C(n, k) keys and a sort (7-10 ms at k = 8-9), built by the first pick that
-needs it, shared by topology objects with the same link matrix and kept for the last ``_TABLES_KEPT``
-matrices (a few MB each). So a one-shot command on an irregular 16-GPU node pays some 15-20 ms once, where
-the branch and bound took 0.5-8 ms (``benchmarks/results/pick_worst.md``, preparation); regular boxes whose
-picks step 2 answers build no table.
+(5-8 ms for 16 GPUs) plus, per k, C(n, k) keys and a sort (7-10 ms at k = 8-9), built by the second pick of
+a k (or the first, when its bounded search grows), shared by topology objects with the same link matrix and
+kept for the last ``_TABLES_KEPT`` matrices (a few MB each). So a one-shot command on an irregular 16-GPU node
+pays the bounded search, or some 15-20 ms once when that grows (``benchmarks/results/pick_worst.md``,
+preparation); regular boxes whose picks step 2 answers build no table.
 ``pick_exhaustive`` is the O(C(n, k) · k²) reference, used by the tests and the benchmark.
 """
 
@@ -174,6 +177,31 @@ _TABLE_GPUS = range(9, 17)  # nodes whose picks read a table of every subset (pi
 _TABLES: dict[int, tuple[_Prepared, Ranked]] = {}  # per prepared topology object, its table (a few MB)
 _BY_WEIGHT: dict[tuple[tuple[int, ...], ...], Ranked] = {}  # per link matrix: nodes alike share one table
 _TABLES_KEPT = 8  # entries of each, the oldest dropped first
+
+
+_COLD_BRANCHES = 64  # what the search may open before a table of its k is built (_best_rows)
+
+
+_SEARCHED: dict[tuple[tuple[tuple[int, ...], ...], int], None] = {}  # link matrices and ks searched once
+
+
+def _first_search(p: _Prepared, k: int) -> bool:
+    """Whether a pick of k on this link matrix may still be searched before its table is built: the first
+    pick of each k (per process, for the last ``_TABLES_KEPT`` matrices and ks)."""
+    key = (p.weight, k)
+    if key in _SEARCHED:
+        return False
+    if len(_SEARCHED) >= _TABLES_KEPT * 16:
+        del _SEARCHED[next(iter(_SEARCHED))]
+    _SEARCHED[key] = None
+    return True
+
+
+def _table_of(p: _Prepared, k: int) -> Ranked | None:
+    """The subset table of this topology's link matrix when it holds k already, else None."""
+    hit = _TABLES.get(id(p))
+    table = hit[1] if hit is not None and hit[0] is p else _BY_WEIGHT.get(p.weight)
+    return table if table is not None and k in table.by_k else None
 
 
 def _ranked(p: _Prepared) -> Ranked:
@@ -462,6 +490,10 @@ def _complete_levels(
     return best[1] if best is not None else None
 
 
+class _OverBudget(Exception):
+    """A bounded search (``_Search.left``) opened all the branches it was allowed."""
+
+
 class _Search:
     """Branch and bound for the best k-clique of one threshold graph (step 3 of the module docstring).
 
@@ -487,6 +519,7 @@ class _Search:
         "best_sum",
         "best_broken",
         "met",
+        "left",
     )
 
     def __init__(self, p: _Prepared, level: int, adj: list[int], fmask: int, whole: list[int]) -> None:
@@ -495,6 +528,7 @@ class _Search:
         self.whole, self.fmask = whole, fmask
         self.best_mask, self.best_sum, self.best_broken = 0, -1, 1 << 30
         self.met = True
+        self.left = -1  # branches the search may still open (-1: no bound; _OverBudget past it)
 
     def seed(self, mask: int, total: int) -> None:
         self.best_mask, self.best_sum, self.best_broken = mask, total, _broken(mask, self.whole)
@@ -537,6 +571,9 @@ class _Search:
         top: tuple[tuple[tuple[int, int], ...], ...],
         r: int,
     ) -> None:
+        if self.left == 0:
+            raise _OverBudget
+        self.left -= 1
         # bound: each of the r still to come adds its weight to the members plus half its r-1 best links
         # (``vals``); when fewer than r candidates are left out (u < r), also the same bound taken from the
         # side of the u left out (``outs``, see _Search docstring), which is the tighter one there
@@ -653,19 +690,31 @@ def _best_pair(p: _Prepared, gpus: tuple[int, ...], rows: list[int], whole: list
 
 
 def _search(
-    p: _Prepared, level: int, adj: list[int], comps: list[int], fmask: int, whole: list[int], k: int
-) -> int:
-    """Step 3: the best k-clique of the live components at this level (a row mask; 0 when there is none)."""
+    p: _Prepared,
+    level: int,
+    adj: list[int],
+    comps: list[int],
+    fmask: int,
+    whole: list[int],
+    k: int,
+    budget: int = -1,
+) -> tuple[int | None, int]:
+    """Step 4: the best k-clique of the live components at this level (a row mask; 0 when there is none),
+    None when ``budget`` (branches, -1: no bound) runs out first; and the budget left."""
     alive = 0
     for comp in comps:
         alive |= comp
     search = _Search(p, level, adj, fmask, whole)
+    search.left = budget
     if alive.bit_count() >= _SEED_FROM:  # below, the search is quick and a seed costs more than it saves
         start = _greedy(p.weight, adj, alive, k)
         if start is not None:
             search.seed(*start)
-    search.run(0, alive, 0, [0] * p.n, k)
-    return search.best_mask
+    try:
+        search.run(0, alive, 0, [0] * p.n, k)
+    except _OverBudget:
+        return None, 0
+    return search.best_mask, search.left
 
 
 def pick_devices(
@@ -742,9 +791,11 @@ def _pick(
 def _best_rows(p: _Prepared, fmask: int, whole: list[int], k: int) -> int:
     """Steps 1-4 of the module docstring for 3 <= k < free rows: the chosen rows as a bitmask. Once the
     subset table of this k is built (9-16 GPUs), it answers every pick of that k."""
-    ready = _TABLES.get(id(p))
-    if ready is not None and ready[0] is p and k in ready[1].by_k:
-        return _table_best(ready[1], k, fmask, whole)
+    tabled = p.n in _TABLE_GPUS
+    if tabled and _table_of(p, k) is not None:
+        return _table_best(_ranked(p), k, fmask, whole)
+    searching = tabled and _first_search(p, k)  # this pick may search before the table is built
+    left = _COLD_BRANCHES  # shared by the levels it searches
     for level, adjacency in enumerate(p.adjacency):
         if p.largest[level] < k:
             continue
@@ -753,10 +804,16 @@ def _best_rows(p: _Prepared, fmask: int, whole: list[int], k: int) -> int:
         if not comps:
             continue
         found = _complete_levels(p, level, adj, comps, whole, k)
-        if found is None and p.n in _TABLE_GPUS:
-            found = _table_best(_ranked(p), k, fmask, whole)
+        if found is None and tabled:
+            # no table of this k yet: the first pick of this k on this link matrix (a one-shot command) is
+            # the search while it stays small; a later one, or a search that grows, builds the table, which
+            # then answers every pick of this k
+            if searching:
+                found, left = _search(p, level, adj, comps, fmask, whole, k, left)
+            if found is None:
+                found = _table_best(_ranked(p), k, fmask, whole)
         if found is None:
-            found = _search(p, level, adj, comps, fmask, whole, k)
+            found, _ = _search(p, level, adj, comps, fmask, whole, k)
         if found:
             return found
     raise AssertionError("unreachable: the lowest threshold joins every pair")
