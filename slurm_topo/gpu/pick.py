@@ -179,7 +179,7 @@ _BY_WEIGHT: dict[tuple[tuple[int, ...], ...], Ranked] = {}  # per link matrix: n
 _TABLES_KEPT = 8  # entries of each, the oldest dropped first
 
 
-_COLD_BRANCHES = 64  # what the search may open before a table of its k is built (_best_rows)
+_COLD_BRANCHES = 1024  # what the search may open before a table of its k is built (_best_rows)
 
 
 _SEARCHED: dict[tuple[tuple[tuple[int, ...], ...], int], None] = {}  # link matrices and ks searched once
