@@ -42,7 +42,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from preconditions import in_ci
+from preconditions import in_ci, unavailable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests import the helper module as `slurmctl`
 
@@ -232,11 +232,7 @@ def _missing_root_preconditions() -> list[str]:
 
 
 def _unavailable(reason: str) -> None:
-    if in_ci():
-        pytest.fail(
-            f"Slurm test cluster unavailable in CI ({reason}); CI must run these tests", pytrace=False
-        )
-    pytest.skip(f"Slurm test cluster unavailable: {reason}")
+    unavailable(f"Slurm test cluster ({reason})")
 
 
 def slurm_preconditions() -> None:
