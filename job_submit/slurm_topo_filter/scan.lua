@@ -57,8 +57,8 @@ function M.new_scan(data, req, c, is_counted, area, wanted)
   return sc
 end
 
--- A class set: the node classes a request lets count (ok[i]), with each size's eligible nodes, GPUs and most
--- GPUs on a node (n, gp, most: keyed by size, data.lua; filled on first look) and, per group list, its index
+-- A class set: the node classes a request lets count (ok[i]), with each size's eligible nodes and GPUs (n, gp:
+-- keyed by size, data.lua; filled on first look) and, per group list, its index
 -- (lists: M.list_index). The sets of GPU requests without a constraint (a GPU type or none, a per-node count)
 -- and the set of every class are made with the data (M.prepare_class_sets: every size counted, every list
 -- indexed), so no decision after a load counts sizes class by class for them; a set a constraint makes is
@@ -66,7 +66,7 @@ end
 local KEPT_CLASS_SETS = 64
 
 local function new_class_set(ok, all_ok, flags)
-  return { ok = ok, all_ok = all_ok, flags = flags, n = {}, gp = {}, most = {}, lists = {} }
+  return { ok = ok, all_ok = all_ok, flags = flags, n = {}, gp = {}, lists = {} }
 end
 
 function M.class_set(data, key, ok, all_ok)
@@ -114,18 +114,16 @@ local function eligible_counts(g, ok, all_ok, classes)
 end
 
 local function count_size(cs, classes, size)
-  -- a size's eligible (nodes, GPUs, most GPUs on a node) for the class set, kept in it
-  local n, gp, most = eligible_counts(size, cs.ok, cs.all_ok, classes)
-  cs.n[size], cs.gp[size], cs.most[size] = n, gp, most
-  return n, gp, most
+  -- a size's eligible nodes and GPUs for the class set, kept in it
+  local n, gp = eligible_counts(size, cs.ok, cs.all_ok, classes)
+  cs.n[size], cs.gp[size] = n, gp
+  return n, gp
 end
 
-local function size_eligible(sc, size)
-  -- scan_eligible of a size (a group's shape's first of its kind), from the scan's class set
+local function size_nodes(sc, size)
+  -- the eligible nodes of a size (a group's shape's first of its kind), from the scan's class set
   local cs = sc.cs
-  local n = cs.n[size]
-  if n == nil then return count_size(cs, sc.classes, size) end
-  return n, cs.gp[size], cs.most[size]
+  return cs.n[size] or (count_size(cs, sc.classes, size))
 end
 
 local function by_count(sizes, counts)
@@ -344,7 +342,7 @@ function M.nodes_of(sc, g)
   -- the nodes of a kept alternative that count for the scan (what its record shows): a zone union carries its
   -- own (sp: the regions it spans), a group's are its eligible ones (its own when every node counts)
   if g.sp ~= nil or sc.all_ok then return g.n end
-  return (size_eligible(sc, g.z))
+  return size_nodes(sc, g.z)
 end
 
 local function fits_counts(sc, n, gp, most)

@@ -794,7 +794,8 @@ def _best_rows(p: _Prepared, fmask: int, whole: list[int], k: int) -> int:
     tabled = p.n in _TABLE_GPUS
     if tabled and _table_of(p, k) is not None:
         return _table_best(_ranked(p), k, fmask, whole)
-    searching = tabled and _first_search(p, k)  # this pick may search before the table is built
+    searching: bool | None = None  # whether this pick may search before the table is built (asked once, when
+    # the knapsack does not answer: a pick it answers is no search)
     left = _COLD_BRANCHES  # shared by the levels it searches
     for level, adjacency in enumerate(p.adjacency):
         if p.largest[level] < k:
@@ -808,6 +809,8 @@ def _best_rows(p: _Prepared, fmask: int, whole: list[int], k: int) -> int:
             # no table of this k yet: the first pick of this k on this link matrix (a one-shot command) is
             # the search while it stays small; a later one, or a search that grows, builds the table, which
             # then answers every pick of this k
+            if searching is None:
+                searching = _first_search(p, k)
             if searching:
                 found, left = _search(p, level, adj, comps, fmask, whole, k, left)
             if found is None:
