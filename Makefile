@@ -1,5 +1,6 @@
 # The common commands, each a thin wrapper over one you can type yourself (README.md, docker-slurm/README.md).
-#   make install       python3 -m venv .venv && .venv/bin/pip install -e '.[test]'
+#   make install       python3 -m venv .venv && .venv/bin/pip install -e '.[test]' (development; the
+#                      README installs the wheel as a site does)
 #   make test          the README's test command (integration tests start their own Slurm cluster; root);
 #                      SLURM_VERSIONS=native,24.11,26.05 runs the integration tests on each (Debian roots)
 #   make roots         build (once) the Debian roots of Slurm 24.11 and 26.05 in the cache
@@ -33,7 +34,7 @@ install:
 	$(PY) -m pip install -e '.[test]'
 
 test:
-	$(if $(SLURM_VERSIONS),SLURM_TOPO_SLURM_VERSIONS=$(SLURM_VERSIONS) )$(PY) -m pytest -m 'not gpu'
+	$(if $(SLURM_VERSIONS),SLURM_TOPO_SLURM_VERSIONS=$(SLURM_VERSIONS) )$(VENV)/bin/pytest -m 'not gpu'
 
 roots:
 	$(PY) docker-slurm/cluster root --slurm 24.11

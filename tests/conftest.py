@@ -16,6 +16,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # shared test modules (luafilter, policy_cases)
 
+# The package under test, imported first: the installed one wherever this Python has it (CI: the wheel),
+# before any test module can put the checkout on sys.path (tests/test_wheel.py checks which one ran).
+import slurm_topo  # noqa: E402,F401
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pick_cases import FAMILIES, SubsetTable
 
 from slurm_topo.errors import InputError, ParseError
 from slurm_topo.gpu import pick as pick_module
@@ -16,7 +17,6 @@ from slurm_topo.gpu.gpu_topology import GpuTopology
 from slurm_topo.gpu.links import DEFAULT_BANDWIDTH, bandwidth_table, islands, link_bandwidth
 from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
 from slurm_topo.gpu.pick import pick_devices, pick_exhaustive
-from tests.pick_cases import FAMILIES, SubsetTable
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"
 

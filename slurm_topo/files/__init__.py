@@ -1,4 +1,4 @@
-"""The Slurm-side files shipped with the package (job_submit/, gres/, examples/), via importlib.resources.
+"""The Slurm-side files shipped with the package (job_submit/, gres/, examples/, contrib/), via importlib.resources.
 
 A copied file keeps its executable bit (``job_submit/build-spank`` is run as the next step); a file that
 starts with ``#!`` is made executable even where the package's own copy lost the bit (an installation that
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..errors import OutputError
 
-GROUPS = ("job_submit", "gres", "examples")
+GROUPS = ("job_submit", "gres", "examples", "contrib")
 
 
 def _walk(node: Traversable, prefix: str) -> Iterator[tuple[str, Traversable]]:
