@@ -245,13 +245,14 @@ class StepRunner:
 
     def __init__(self, figures: dict[str, tuple[float, float]], fail: str = "") -> None:
         self.figures, self.fail, self.calls = figures, fail, []  # type: ignore[var-annotated]
+        self.stderr = "srun: error: Unable to create step"
 
     def run(self, argv: list[str], timeout: float = 30.0) -> str:
         self.calls.append(argv)
         nodes = next(a for a in argv if a.startswith("--nodelist=")).split("=", 1)[1].split(",")
         level = {("a1", "a2"): "network_group", ("a1", "b1"): "zone", ("a1", "c1"): "region"}[tuple(nodes)]
         if level == self.fail:
-            raise CommandError(argv, 1, "srun: error: Unable to create step")
+            raise CommandError(argv, 1, self.stderr)
         bandwidth, latency = self.figures[level]
         return "\n".join(
             [
@@ -300,6 +301,61 @@ def test_run_calibration_goes_on_past_a_failed_pair() -> None:
             nbytes=1,
             repeats=1,
         )
+
+
+class FailingSteps:
+    """Every probe step fails as srun does when the probe task cannot connect: the task's own error line,
+    then srun's lines after it (the last one says nothing of why)."""
+
+    STDERR = (
+        "slurm-topo: error: probe tcp: cannot connect to a1 at 10.0.0.1:47123 within 120 s: "
+        "[Errno 113] No route to host (a firewall between the leaves?)\n"
+        "srun: error: b1: task 1: Exited with exit code 3\n"
+        "srun: Terminating StepId=77.3\n"
+    )
+
+    def run(self, argv: list[str], timeout: float = 30.0) -> str:
+        raise CommandError(argv, 1, self.STDERR)
+
+
+def test_a_failed_step_keeps_its_whole_reason_on_one_line() -> None:
+    """The reason is whole however long the step's srun line is (it was cut at 300 characters, which a long
+    --probe-command and the addresses use up before the reason starts), its lines joined into one, and the
+    pairs that failed alike are named once with it."""
+    probe_command = ["/opt/site/venvs/slurm-topo-" + "x" * 200 + "/bin/python", "-m", "slurm_topo"]
+    addresses = {n: f"{n}.compute.cluster.example.org" for n in ("a1", "a2", "b1", "c1")}
+    args = dict(base=DEFAULT_TABLE, probe_command=probe_command, addresses=addresses, port=47123, nbytes=1)
+    with pytest.raises(CommandError) as caught:
+        run_calibration(_inventory(), ["a1", "a2", "b1", "c1"], FailingSteps(), repeats=1, **args)  # type: ignore[arg-type]
+    message = str(caught.value)
+    assert "\n" not in message and caught.value.exit_code == 3
+    assert message == (
+        "calibrate: no level could be measured: network_group (a1 <-> a2), zone (a1 <-> b1), region "
+        "(a1 <-> c1): srun exited 1: " + " / ".join(FailingSteps.STDERR.strip().splitlines())
+    )
+    assert "could not be started" not in message
+
+
+def test_a_failed_pair_beside_measured_ones_is_a_whole_note() -> None:
+    runner = StepRunner({"network_group": (3.0, 20.0), "region": (0.2, 900.0)}, fail="zone")
+    runner.stderr = "srun: error: Unable to create step for job 77: " + ", ".join(["not available"] * 40)
+    runner.stderr += "\nsrun: error: second line"
+    done = run_calibration(
+        _inventory(),
+        ["a1", "a2", "b1", "c1"],
+        runner,
+        base=DEFAULT_TABLE,
+        probe_command=["slurm-topo"] * 40,
+        addresses={},
+        port=47123,
+        nbytes=1,
+        repeats=1,
+    )
+    (note,) = [n for n in done.notes if n.startswith("zone ")]
+    assert note == (
+        f"zone (a1 <-> b1): srun exited 1: {runner.stderr.splitlines()[0]} / srun: error: second line "
+        "(not measured)"
+    )
 
 
 def test_cost_names_a_measured_table(tmp_path: Path) -> None:

@@ -174,7 +174,7 @@ def test_a_state_dir_inside_the_slurm_dir_is_refused(dirs: tuple[Path, Path]) ->
             "invalid value for '--slurm-check-timeout': 0.5 is not in the range",
         ),
         ("--min-interval", "-1", "invalid value for '--min-interval'"),
-        ("--slurm-version", "twenty", "not a Slurm version: 'twenty'"),
+        ("--slurm-version", "twenty", "invalid value for '--slurm-version': not a Slurm version: 'twenty'"),
     ],
 )
 def test_bad_options_are_refused_before_anything_is_read_or_written(

@@ -339,6 +339,29 @@ def test_calibrate_json_to_stdout_names_no_output(steps: ProbeSteps) -> None:
     assert doc["links"]["network_group"]["bandwidth"] == 40.0
 
 
+def test_calibrate_that_measures_nothing_says_why_on_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every step failed: exit 3 and one error line holding each step's reason whole (the probe task's own
+    error, then srun's lines), however long the srun line (the probe command here is 400 characters)."""
+    stderr = (
+        "slurm-topo: error: probe tcp: cannot connect to n01 at 127.0.0.1:47123 within 120 s: [Errno 111] "
+        "Connection refused\nsrun: error: n02: task 1: Exited with exit code 3\n"
+        "srun: Terminating StepId=9.1\n"
+    )
+    fake = FakeSlurm(
+        {"scontrol show node -o": "".join(NODE_LINES), "srun": CommandError(["srun"], 1, stderr)}
+    )
+    monkeypatch.setattr(calibrate_cli, "SubprocessRunner", lambda: fake)
+    command = "/opt/" + "v" * 400 + "/bin/slurm-topo"
+    result = invoke("calibrate", "-i", INVENTORY, "--nodes", "n[01-02],n04", "--probe-command", command)
+    assert result.exit_code == 3 and result.stdout == ""
+    assert error_line(result) == (
+        "calibrate: no level could be measured: network_group (n01 <-> n02), zone (n01 <-> n04): srun exited "
+        "1: slurm-topo: error: probe tcp: cannot connect to n01 at 127.0.0.1:47123 within 120 s: [Errno 111] "
+        "Connection refused / srun: error: n02: task 1: Exited with exit code 3 / srun: Terminating "
+        "StepId=9.1"
+    )
+
+
 def test_calibrate_needs_nodes_and_a_sane_transfer_size(steps: ProbeSteps) -> None:
     nowhere = invoke("calibrate", "-i", INVENTORY, env={"SLURM_JOB_NODELIST": None})
     assert nowhere.exit_code == 2 and error_line(nowhere).startswith("give --nodes HOSTLIST, or run inside")
@@ -417,13 +440,37 @@ def test_explain_a_held_job_says_why_it_waits(monkeypatch: pytest.MonkeyPatch) -
     assert lines[-1].startswith("  waiting:  Reason=JobHeldUser, held by the locality filter")
 
 
-def test_explain_a_job_slurm_does_not_know_in_text(monkeypatch: pytest.MonkeyPatch) -> None:
-    from slurm_topo.errors import CommandError
+@pytest.mark.parametrize(
+    "answer",
+    [
+        CommandError(["squeue"], 1, "slurm_load_jobs error: Invalid job id specified"),  # 22.05-24.x
+        json.dumps({"jobs": []}),  # a squeue that answers an unknown id with an empty listing
+    ],
+    ids=["invalid-job-id", "empty-listing"],
+)
+def test_explain_a_job_slurm_does_not_know_is_an_error(
+    answer: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unknown job id is bad input handed to the command: exit 2 and one error line, nothing on stdout
+    (README "Exit codes"); it was exit 0 with a line on stdout."""
+    monkeypatch.setattr(explain_cli, "SubprocessRunner", lambda: FakeSlurm({"squeue": answer}))
+    result = invoke("explain", "77")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert error_line(result).startswith("job 77: not known to slurmctld")
 
+
+def test_explain_json_of_a_job_slurm_does_not_know_prints_its_object_and_exits_2(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--json: the object with "known": false on stdout (README "JSON output"), the error line on stderr, and
+    the same exit code as the text form."""
     unknown = CommandError(["squeue"], 1, "slurm_load_jobs error: Invalid job id specified")
     monkeypatch.setattr(explain_cli, "SubprocessRunner", lambda: FakeSlurm({"squeue": unknown}))
-    result = invoke("explain", "77")
-    assert result.exit_code == 0 and result.stdout == "job 77: not known to slurmctld\n"
+    result = invoke("explain", "77", "--json")
+    assert result.exit_code == 2
+    doc = json.loads(result.stdout)
+    assert (doc["known"], doc["job_id"], doc["state"]) == (False, "77", "")
+    assert error_line(result).startswith("job 77: not known to slurmctld")
 
 
 @pytest.mark.parametrize("job", ["12ab", "1;2", "1_x"])

@@ -277,6 +277,54 @@ def test_a_bad_slurm_version_is_refused_and_nothing_is_written(tmp_path: Path) -
     assert not out.exists()
 
 
+SUPPORTED = "22.05, 23.02, 23.11, 24.05, 24.11, 25.05, 25.11, 26.05"
+
+
+@pytest.mark.parametrize("command", ["generate", "lint", "apply"])
+@pytest.mark.parametrize("given", ["99.1", "21.08", "24.06"])
+def test_a_slurm_release_the_renderers_do_not_know_is_a_usage_error(
+    command: str, given: str, tmp_path: Path
+) -> None:
+    """--slurm-version takes only the releases the renderers know, wherever the option is: a release Slurm
+    never made (99.1, 24.06) or one older than 22.05 is exit 2, one line naming the supported ones, and
+    nothing is written or asked of Slurm (it rendered 99.1 as a 26.05)."""
+    out = tmp_path / "out"
+    args = {
+        "generate": ["-i", str(REAL / "inventory.yaml"), "-o", str(out)],
+        "lint": ["--topology", str(REAL / "topology.conf")],
+        "apply": [
+            "-i",
+            str(REAL / "inventory.yaml"),
+            "--slurm-dir",
+            str(out),
+            "--state-dir",
+            str(tmp_path / "s"),
+        ],
+    }[command]
+    result = invoke(command, *args, "--slurm-version", given)
+    assert result.exit_code == 2, result.output
+    assert error_line(result) == (
+        f"invalid value for '--slurm-version': '{given}': not a Slurm release slurm-topo renders for; give "
+        f"one of {SUPPORTED} (see 'slurm-topo {command} --help')"
+    )
+    assert not out.exists() and not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize(("given", "rendered"), [("25.11", "25.11"), ("24.11.5", "24.11"), ("23.2", "23.02")])
+def test_a_supported_release_is_taken_with_or_without_its_patch_level(
+    given: str, rendered: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    result = invoke("generate", "-i", str(REAL / "inventory.yaml"), "-o", str(out), "--slurm-version", given)
+    assert result.exit_code == 0, result.output
+    assert rendered_for(out) == rendered
+
+
+def test_the_supported_releases_are_in_the_help() -> None:
+    for command in ("generate", "lint", "apply"):
+        assert SUPPORTED in " ".join(invoke(command, "--help").stdout.split())
+
+
 # ---- several inputs merged: inventories by trust, node records from `discover`
 
 

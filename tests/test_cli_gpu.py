@@ -75,7 +75,7 @@ def test_every_gpu_command_refuses_what_is_not_a_whole_topo_m_capture(
     command: str, capture: str, message: str
 ) -> None:
     path = str(TOPO / capture)
-    args = ["--topology", path, "--count", "1"] if command == "pick" else [path]
+    args = [path, "--count", "1"] if command == "pick" else [path]
     result = invoke("gpu", command, *args)
     assert result.exit_code == 2 and result.stdout == ""
     line = error_line(result)
@@ -117,13 +117,33 @@ def test_islands_text_and_json(capture: Path, islands: list[list[int]]) -> None:
     ],
 )
 def test_pick_on_the_hybrid_cube(count: int, busy: str, chosen: str) -> None:
-    result = invoke("gpu", "pick", "--topology", str(HYBRID_CUBE), "-k", str(count), "--busy", busy)
+    result = invoke("gpu", "pick", str(HYBRID_CUBE), "-k", str(count), "--busy", busy)
     assert result.exit_code == 0, result.stderr
     assert result.stdout == chosen + "\n"
 
 
+def test_pick_takes_the_capture_as_parse_and_islands_do_and_keeps_topology_working() -> None:
+    """`gpu pick FILE`, like `gpu parse FILE` and `gpu islands FILE`; `--topology FILE` (the older form) still
+    works, stays out of --help, and gives the same pick; both at once, or neither, is a usage error."""
+    positional = invoke("gpu", "pick", str(SYNTHETIC), "-k", "4", "--busy", "0", "--json")
+    assert positional.exit_code == 0, positional.output
+    assert json.loads(positional.stdout) == {"gpus": [4, 5, 6, 7]}
+    alias = invoke("gpu", "pick", "--topology", str(SYNTHETIC), "-k", "4", "--busy", "0", "--json")
+    assert alias.exit_code == 0 and alias.stdout == positional.stdout
+    both = invoke("gpu", "pick", str(SYNTHETIC), "--topology", str(SYNTHETIC), "-k", "1")
+    assert both.exit_code == 2 and error_line(both).startswith(
+        "give the capture once: FILE or --topology FILE"
+    )
+    neither = invoke("gpu", "pick", "-k", "1")
+    assert neither.exit_code == 2 and "give a `nvidia-smi topo -m` capture FILE or --nvml" in error_line(
+        neither
+    )
+    help_text = invoke("gpu", "pick", "--help").stdout
+    assert "[OPTIONS] [FILE]" in help_text and "--topology" not in help_text
+
+
 def test_pick_refusals() -> None:
-    args = ["gpu", "pick", "--topology", str(SYNTHETIC)]
+    args = ["gpu", "pick", str(SYNTHETIC)]
     garbage = invoke(*args, "-k", "2", "--busy", "a,b")
     assert garbage.exit_code == 2
     assert error_line(garbage) == (

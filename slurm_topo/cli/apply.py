@@ -22,6 +22,7 @@ from .common import (
     partitions_option,
     records_option,
     scontrol_option,
+    slurm_version_option,
 )
 
 
@@ -38,7 +39,7 @@ from .common import (
     metavar="DIR",
     help="Lock, journal, state and the last 10 sets of backups (never inside --slurm-dir).",
 )
-@click.option("--slurm-version", metavar="X.Y", help="The running Slurm (default: `scontrol --version`).")
+@slurm_version_option("The running Slurm (default: `scontrol --version`).")
 @nodes_from_option
 @partitions_option
 @scontrol_option

@@ -4,8 +4,9 @@ and partitions), the Slurm release, the common options.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
@@ -23,6 +24,8 @@ from ..version import DEFAULT_SLURM, __version__, format_slurm_version, parse_sl
 PROG = "slurm-topo"
 
 EXIT_PROBLEMS = ExitCode.PROBLEMS  # kept for the commands that exit 1 themselves
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _warn(message: str) -> None:
@@ -88,6 +91,42 @@ def _load(
     for conflict in inventory.conflicts:
         _warn(conflict.message())
     return inventory
+
+
+SUPPORTED_SLURM = ((22, 5), (23, 2), (23, 11), (24, 5), (24, 11), (25, 5), (25, 11), (26, 5))
+"""The Slurm releases the renderers know (22.05 to 26.05, each one's rules: ``render.topology_block``'s
+BlockLevels/BlockSizes/topology.yaml thresholds, ``render.SLURM_MAX_NODES``); ``--slurm-version`` takes one
+of them, with or without its patch level (24.11 or 24.11.5)."""
+
+
+def supported_slurm_text() -> str:
+    return ", ".join(format_slurm_version(v) for v in SUPPORTED_SLURM)
+
+
+def _check_slurm_version(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--slurm-version``: a release the renderers know, else a usage error (exit 2) naming them."""
+    if value is None:
+        return None
+    try:
+        version = parse_slurm_version(value)
+    except InputError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if version not in SUPPORTED_SLURM:
+        raise click.BadParameter(
+            f"{value[:40]!r}: not a Slurm release slurm-topo renders for; give one of "
+            f"{supported_slurm_text()}"
+        )
+    return value
+
+
+def slurm_version_option(what: str) -> Callable[[F], F]:
+    """``--slurm-version X.Y`` (``what`` says what it is for), checked against :data:`SUPPORTED_SLURM`."""
+    return click.option(
+        "--slurm-version",
+        metavar="X.Y",
+        callback=_check_slurm_version,
+        help=f"{what} One of {supported_slurm_text()}.",
+    )
 
 
 def _slurm_version(given: str | None) -> tuple[int, int]:

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from ..errors import InputError
 from ..policy import Decision, Survey
 from ..runner import SubprocessRunner
 from ..text import counted
@@ -41,7 +42,10 @@ def explain(
 
     With -i FILE (the fleet) and a plan (--plan, else the job's --comment=plan=tp=…,pp=…,bytes=…): the
     predicted communication seconds per step of its placement, of the best placement free right now (its own
-    nodes counted as free) and of the best on an idle fleet."""
+    nodes counted as free) and of the best on an idle fleet.
+
+    A job slurmctld does not know is an error (exit 2); with --json its object, "known": false, is printed
+    first."""
     from ..explain import explain_full, write_overlay
 
     if not job_id.replace("_", "").replace("+", "").isdigit():
@@ -63,10 +67,12 @@ def explain(
         doc: dict[str, Any] = {"known": bool(explanation.state), **dataclasses.asdict(explanation)}
         if svg_file and inventory is not None and explanation.state:
             doc["svg"] = write_overlay(inventory, explanation, view, svg_file)
-        click.echo(json.dumps(doc, sort_keys=True))
-        return
+        click.echo(json.dumps(doc, sort_keys=True))  # an unknown job too: {"known": false, ...}, then exit 2
     if not explanation.state:
-        click.echo(f"job {job_id}: not known to slurmctld")
+        raise InputError(
+            f"job {job_id}: not known to slurmctld (never submitted, or ended longer ago than MinJobAge)"
+        )
+    if as_json:
         return
     click.echo(explanation.text(), nl=False)
     if svg_file and inventory is not None:

@@ -37,6 +37,7 @@ from .common import (
     partitions_option,
     records_option,
     scontrol_option,
+    slurm_version_option,
 )
 from .explain import render_check
 
@@ -46,7 +47,7 @@ from .explain import render_check
 @click.option(
     "--out", "-o", required=True, metavar="DIR", help="Directory to write into (created if missing)."
 )
-@click.option("--slurm-version", metavar="X.Y", help="Slurm to render for (default: `scontrol --version`).")
+@slurm_version_option("Slurm to render for (default: `scontrol --version`).")
 @records_option
 @nodes_from_option
 @partitions_option
@@ -136,9 +137,7 @@ def generate(
 @click.option(
     "--previous", metavar="FILE", help="The file now live: blocks must keep their order (block/yaml files)."
 )
-@click.option(
-    "--slurm-version", metavar="X.Y", help="Release the file is for (block files: BlockSizes rules)."
-)
+@slurm_version_option("Release the file is for (block files: BlockSizes rules).")
 @click.option(
     "--json", "as_json", is_flag=True, help="One JSON object instead of text (README: JSON output)."
 )
@@ -391,11 +390,25 @@ def check(
 
 @cli.command("files")
 @click.option("--copy", "copy_to", metavar="DIR", help="Copy the shipped Slurm-side files into DIR.")
-def files_cmd(copy_to: str | None) -> None:
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='One JSON object: {"files": [NAME, ...], "copied_to": DIR or null} (README: JSON output).',
+)
+def files_cmd(copy_to: str | None, as_json: bool) -> None:
     """List (or copy out) the files slurm-topo ships for Slurm: job_submit/, gres/, examples/."""
     if copy_to:
-        for path in shipped.copy_to(Path(copy_to)):
+        target = Path(copy_to)
+        copied = shipped.copy_to(target)
+        if as_json:
+            names = [path.relative_to(target).as_posix() for path in copied]
+            click.echo(json.dumps({"files": names, "copied_to": copy_to}, sort_keys=True))
+            return
+        for path in copied:
             click.echo(f"copied    {path}")
+    elif as_json:
+        click.echo(json.dumps({"files": shipped.names(), "copied_to": None}, sort_keys=True))
     else:
         for name in shipped.names():
             click.echo(name)

@@ -90,24 +90,38 @@ def gpu_islands(file: str | None, nvml: bool, as_json: bool) -> None:
 
 
 @gpu.command("pick")
+@click.argument("file", required=False)
+@nvml_option
 @click.option(
-    "--topology", "topology_file", required=True, metavar="FILE", help="A `nvidia-smi topo -m` capture."
+    "--topology",
+    "topology_file",
+    metavar="FILE",
+    hidden=True,
+    help="The capture FILE, as an option (the older form; FILE is the same).",
 )
 @click.option("--count", "-k", required=True, type=click.IntRange(1), help="How many GPUs the task needs.")
 @click.option("--busy", default="", metavar="LIST", help="GPU indices already in use, e.g. 0,3.")
 @click.option("--json", "as_json", is_flag=True, help='One JSON object: {"gpus": [...]}.')
-def gpu_pick(topology_file: str, count: int, busy: str, as_json: bool) -> None:
+def gpu_pick(
+    file: str | None, nvml: bool, topology_file: str | None, count: int, busy: str, as_json: bool
+) -> None:
     """The free GPUs whose slowest link is fastest (then most bandwidth, fewest islands broken, lowest
-    ids)."""
+    ids).
+
+    FILE: a `nvidia-smi topo -m` capture, as for `gpu parse` and `gpu islands` (or --nvml)."""
     from ..gpu import pick_devices
 
-    topo = _topology(topology_file)
+    if file is not None and topology_file is not None:
+        raise click.UsageError("give the capture once: FILE or --topology FILE, not both")
+    path = file if file is not None else topology_file
+    topo = _topology(path, nvml)
     try:
         busy_ids = {int(x) for x in busy.split(",") if x.strip()}
     except ValueError:
         raise click.UsageError(f"--busy: expected GPU indices like 0,3, got {busy!r}") from None
     unknown = busy_ids - set(topo.gpus)
     if unknown:
-        raise click.UsageError(f"--busy: no GPU {sorted(unknown)[0]} in {topology_file}")
+        where = path if path is not None else "this machine's GPUs (NVML)"
+        raise click.UsageError(f"--busy: no GPU {sorted(unknown)[0]} in {where}")
     chosen = pick_devices(topo, [g for g in topo.gpus if g not in busy_ids], count)
     click.echo(json.dumps({"gpus": sorted(chosen)}) if as_json else ",".join(map(str, sorted(chosen))))

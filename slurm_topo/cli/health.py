@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ..errors import InputError
 from ..runner import SubprocessRunner
 from .common import _warn, cli
+
+if TYPE_CHECKING:
+    from ..health.drain import Action
 
 
 @cli.command()
@@ -91,33 +95,41 @@ def health(
 def health_sync(records_dir: str, max_age: float, dry_run: bool, as_json: bool) -> None:
     """Drain nodes whose health record has a hard fault; resume only the drains made here (reason
     'slurm-topo-health: ...'). At most one change per node per pass. Guide: docs/health.md."""
-    from ..health.drain import Action, SyncError, sync
+    from ..health.drain import SyncError, sync
 
     log: list[str] = []
-    actions: list[Action] = []
-    failed: list[Action] = []
     try:
         actions = sync(Path(records_dir), SubprocessRunner(), max_age=max_age, dry_run=dry_run, log=log)
-    except SyncError as exc:  # some updates failed: the pass is still reported, then exit 3
-        actions, failed = exc.actions, exc.failed
+    except SyncError as exc:  # some updates failed: the whole pass is still reported, then exit 3
+        _sync_report(log, exc.actions, exc.failed, dry_run, as_json)
         raise
-    finally:
-        if as_json:
-            doc = {
-                "dry_run": dry_run,
-                "actions": [
-                    {
-                        "node": a.node,
-                        "action": a.verb,
-                        "why": a.why,
-                        "command": list(a.argv),
-                        "failed": a in failed,
-                    }
-                    for a in actions
-                ],
-                "log": log,
-            }
-            click.echo(json.dumps(doc, sort_keys=True))
-        else:
-            for line in log:
-                click.echo(("(dry run) " if dry_run else "") + line)
+    except BaseException:  # no pass: --json prints nothing (the error line says why); text keeps its log
+        if not as_json:
+            _sync_report(log, [], [], dry_run, as_json)
+        raise
+    _sync_report(log, actions, [], dry_run, as_json)
+
+
+def _sync_report(
+    log: list[str], actions: list[Action], failed: list[Action], dry_run: bool, as_json: bool
+) -> None:
+    """``health-sync``'s answer: its log lines, or (``--json``) one object of the pass's actions."""
+    if as_json:
+        doc = {
+            "dry_run": dry_run,
+            "actions": [
+                {
+                    "node": a.node,
+                    "action": a.verb,
+                    "why": a.why,
+                    "command": list(a.argv),
+                    "failed": a in failed,
+                }
+                for a in actions
+            ],
+            "log": log,
+        }
+        click.echo(json.dumps(doc, sort_keys=True))
+    else:
+        for line in log:
+            click.echo(("(dry run) " if dry_run else "") + line)

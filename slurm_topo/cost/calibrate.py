@@ -244,6 +244,44 @@ def render(
     return head + yaml.safe_dump({"links": links, "nodes": []}, sort_keys=False, allow_unicode=True)
 
 
+def one_line(text: str) -> str:
+    """``text`` on one line, whole: its lines stripped and joined with `` / `` (a step's stderr says its
+    reason on any of them: the probe task's own error first, srun's "task 1: Exited" and "Terminating" after
+    it)."""
+    return " / ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def failure_reason(exc: Exception) -> str:
+    """Why a probe step failed, whole and on one line. A failed command is named by its program, not its
+    argv (the step's srun line, its options and the probe's arguments, runs to hundreds of characters and
+    said nothing the pair does not), then how it ended and everything it wrote on stderr."""
+    if isinstance(exc, CommandError) and exc.argv:
+        if exc.timeout is not None:
+            how = f"did not answer within {exc.timeout:g} s"
+        elif exc.returncode is None:
+            how = "could not be started"
+        else:
+            how = f"exited {exc.returncode}"
+        said = one_line(exc.stderr)
+        return f"{exc.argv[0]} {how}" + (f": {said}" if said else "")
+    return one_line(str(exc))
+
+
+class NoLevelMeasured(CommandError):
+    """Every pair's probe step failed (exit 3, an external command failed): the message gives each
+    failure's reason whole, pairs that failed the same way named together, on one line."""
+
+    def __init__(self, failures: Sequence[tuple[Pair, str]], notes: Sequence[str] = ()) -> None:
+        self.failures = tuple(failures)
+        by_reason: dict[str, list[str]] = {}
+        for pair, why in self.failures:
+            by_reason.setdefault(why, []).append(f"{pair.level} ({pair.text()})")
+        parts = [f"{', '.join(where)}: {why}" for why, where in by_reason.items()]
+        why = "; ".join(parts) or one_line("; ".join(notes[:1])) or "no pair"
+        super().__init__(["srun"], None, why)
+        self.args = (f"calibrate: no level could be measured: {why}",)
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """One calibration: the table, what was measured, what could not be, and the file's text."""
@@ -271,11 +309,12 @@ def run_calibration(
 ) -> Outcome:
     """Measure one pair per level among ``nodes`` through ``runner`` (``srun`` steps, one after another)
     and build the calibrated table. A pair whose step fails is a note, not the end: the other levels are
-    still measured. Raises :class:`CommandError` when no level could be measured."""
+    still measured. Raises :class:`NoLevelMeasured` (a :class:`CommandError`) when no level could be
+    measured."""
     pairs, notes = choose_pairs(inventory, nodes)
     notes += node_level_notes(inventory, nodes)
     measured: list[Measurement] = []
-    failures: list[str] = []
+    failures: list[tuple[Pair, str]] = []
     for pair in pairs:
         argv = probe_argv(
             pair,
@@ -290,11 +329,14 @@ def run_calibration(
         try:
             measured.append(read_probe(pair, runner.run(argv, timeout=time_limit_min * 60 + 30)))
         except (CommandError, InputError, PlacementError) as exc:
-            failures.append(f"{pair.level} ({pair.text()}): {str(exc).splitlines()[0][:300]}")
+            failures.append((pair, failure_reason(exc)))
     if not measured:
-        why = "; ".join(failures) or "; ".join(notes[:1]) or "no pair"
-        raise CommandError(["slurm-topo", "calibrate"], None, f"no level could be measured: {why}")
+        raise NoLevelMeasured(failures, notes)
     table, held = calibrated_table(base, measured)
-    notes = [*(f"{f} (not measured)" for f in failures), *notes, *held]
+    notes = [
+        *(f"{pair.level} ({pair.text()}): {why} (not measured)" for pair, why in failures),
+        *notes,
+        *held,
+    ]
     text = render(table, measured, probe="tcp", notes=notes, now=now)
     return Outcome(table, tuple(measured), tuple(notes), text)
