@@ -4,12 +4,26 @@ recording `slurm`."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from lupa import lua51
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def job_submit_dir() -> Path:
+    """The job_submit/ folder of the package under test: the installed one's (``slurm_topo.files.job_submit``,
+    the wheel in CI), else this checkout's (an editable install maps only real packages)."""
+    try:
+        installed = Path(str(resources.files("slurm_topo.files.job_submit")))
+    except ModuleNotFoundError:
+        return REPO / "job_submit"
+    return installed if (installed / "slurm_topo_filter" / "init.lua").is_file() else REPO / "job_submit"
+
+
+JOB_SUBMIT = job_submit_dir()
 
 SLURM_STUB = """
 slurm = { SUCCESS = 0, ERROR = -1, NO_VAL = 4294967294, ESLURM_INVALID_NODE_COUNT = 2006,
@@ -26,7 +40,7 @@ class LuaFilter:
         self.lua = lua51.LuaRuntime(unpack_returned_tuples=True)
         assert self.lua.eval("_VERSION") == "Lua 5.1"
         self.lua.execute(SLURM_STUB)
-        here = REPO / "job_submit"
+        here = JOB_SUBMIT
         self.lua.execute(f'package.path = "{here}/?.lua;{here}/?/init.lua;" .. package.path')
         self.mod = self.lua.eval('require("slurm_topo_filter")')
         if data_path is not None:

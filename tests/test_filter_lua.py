@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from luafilter import REPO, LuaFilter
+from luafilter import JOB_SUBMIT, LuaFilter
 from policy_cases import PARTITIONS, inventory, job
 
 from slurm_topo import load_inventories, render_all
@@ -185,12 +185,37 @@ def test_bad_data_file_fails_open_and_logs_once(tmp_path: Path, data_file: Path,
         )
     f = _fresh(path)
     for _ in range(3):
-        rc, desc = f.submit(job("zone:fail", min_nodes=50))
+        rc, desc = f.submit(job("zone:fail", min_nodes=50, admin_comment="site note"))
         assert rc == 0
         assert desc["features"] is None and desc["priority"] is None
+        # never silent: the record says the locality was not applied, and why
+        assert desc["admin_comment"].startswith(f"site note; slurm-topo: not applied: data file {path} ")
     assert len(f.messages("errors")) == 1
-    assert f.messages("user_msgs") == []
+    told = f.messages("user_msgs")
+    assert len(told) == 3 and all(
+        m.startswith("slurm-topo: --locality=zone:fail NOT enforced: ") for m in told
+    )
+    assert all(str(path) in m for m in told)
+    # a job that asked for nothing (or for any) hears nothing
+    for quiet in (job(None, min_nodes=2), job("any", min_nodes=2)):
+        rc, desc = f.submit(quiet)
+        assert rc == 0 and desc["admin_comment"] is None
+    assert len(f.messages("user_msgs")) == 3
     assert not (tmp_path / "pwned").exists()
+
+
+def test_no_data_note_carries_no_user_text(tmp_path: Path) -> None:
+    """The note for a job whose locality was not applied quotes the request cut and made plain: a comment
+    cannot write a line or a record into the message or AdminComment."""
+    f = _fresh(tmp_path / "absent.lua")
+    rc, desc = f.submit(job(None, comment="locality=zone;x%n\r" + "y" * 80, min_nodes=2))
+    assert rc == 0
+    (told,) = f.messages("user_msgs")
+    assert "%" not in told and ";" not in told.split(" NOT enforced")[0] and "y" * 40 not in told
+    assert (
+        desc["admin_comment"]
+        == f"slurm-topo: not applied: data file {tmp_path / 'absent.lua'} missing or without its header line"
+    )
 
 
 def test_submit_applies_the_decision_to_the_job(data_file: Path) -> None:
@@ -230,8 +255,8 @@ def test_data_file_is_reloaded_only_when_its_fingerprint_changes(tmp_path: Path,
 
 def test_job_submit_lua_wrapper_runs_the_filter(tmp_path: Path, data_file: Path) -> None:
     """The shipped job_submit.lua finds the filter and the data file beside itself and defines both hooks."""
-    shutil.copy(REPO / "job_submit" / "job_submit.lua", tmp_path / "job_submit.lua")
-    shutil.copytree(REPO / "job_submit" / "slurm_topo_filter", tmp_path / "slurm_topo_filter")
+    shutil.copy(JOB_SUBMIT / "job_submit.lua", tmp_path / "job_submit.lua")
+    shutil.copytree(JOB_SUBMIT / "slurm_topo_filter", tmp_path / "slurm_topo_filter")
     shutil.copy(data_file, tmp_path / "slurm_topo_data.lua")
     f = LuaFilter()
     assert f.lua.eval(f'dofile("{tmp_path / "job_submit.lua"}")') == 0
@@ -247,8 +272,8 @@ def test_a_changed_module_is_loaded_again_when_slurmctld_reruns_the_wrapper(
 ) -> None:
     """slurmctld runs job_submit.lua again when its mtime changes: every module of the filter is then loaded
     afresh from its file (not the copy package.loaded kept), vocab.lua as much as the entry module."""
-    shutil.copy(REPO / "job_submit" / "job_submit.lua", tmp_path / "job_submit.lua")
-    shutil.copytree(REPO / "job_submit" / "slurm_topo_filter", tmp_path / "slurm_topo_filter")
+    shutil.copy(JOB_SUBMIT / "job_submit.lua", tmp_path / "job_submit.lua")
+    shutil.copytree(JOB_SUBMIT / "slurm_topo_filter", tmp_path / "slurm_topo_filter")
     shutil.copy(data_file, tmp_path / "slurm_topo_data.lua")
     f = LuaFilter()
     g = f.lua.globals()
@@ -271,8 +296,8 @@ def test_a_changed_module_is_loaded_again_when_slurmctld_reruns_the_wrapper(
 def test_the_filter_directory_wins_over_a_leftover_single_file(tmp_path: Path, data_file: Path) -> None:
     """An upgrade that leaves an older release's slurm_topo_filter.lua beside the directory still runs the
     directory's modules (job_submit.lua looks for DIR/?/init.lua first)."""
-    shutil.copy(REPO / "job_submit" / "job_submit.lua", tmp_path / "job_submit.lua")
-    shutil.copytree(REPO / "job_submit" / "slurm_topo_filter", tmp_path / "slurm_topo_filter")
+    shutil.copy(JOB_SUBMIT / "job_submit.lua", tmp_path / "job_submit.lua")
+    shutil.copytree(JOB_SUBMIT / "slurm_topo_filter", tmp_path / "slurm_topo_filter")
     shutil.copy(data_file, tmp_path / "slurm_topo_data.lua")
     (tmp_path / "slurm_topo_filter.lua").write_text(
         "return { configure = function() end, submit = function() error('the old file ran') end }\n"
@@ -475,7 +500,7 @@ def test_modify_replans_from_the_job_record(data_file: Path) -> None:
 def test_wrapper_without_the_filter_lets_jobs_pass(tmp_path: Path) -> None:
     """job_submit.lua alone (filter file missing): it loads, logs the problem, and every job passes
     unchanged."""
-    shutil.copy(REPO / "job_submit" / "job_submit.lua", tmp_path / "job_submit.lua")
+    shutil.copy(JOB_SUBMIT / "job_submit.lua", tmp_path / "job_submit.lua")
     f = LuaFilter()
     f.lua.execute(f'package.path = "{tmp_path}/?.lua"')
     f.lua.execute('package.loaded["slurm_topo_filter"] = nil')

@@ -15,7 +15,7 @@ local DATA_FORMAT = V.DATA_FORMAT
 local M = {}
 
 local config = { data = nil, recheck = V.RECHECK_SECONDS }
-local state = { data = nil, fingerprint = nil, checked = -math.huge, logged = {} }
+local state = { data = nil, fingerprint = nil, why = nil, checked = -math.huge, logged = {} }
 
 function M.configure(opts)
   -- opts.data: the data file's path; opts.recheck: seconds between looks at its first line
@@ -203,10 +203,16 @@ function M.prepare(data)
   return data
 end
 
-local function fail_open(key, fmt, ...)
+local function fail_open(why, key, fmt, ...)
   log_error_once(key, fmt, ...)
-  state.data, state.fingerprint = nil, nil
+  state.data, state.fingerprint, state.why = nil, nil, why
   return nil
+end
+
+function M.why()
+  -- why the last load found no data (the filter then lets jobs through and tells each that asked for a
+  -- locality); nil once data loaded
+  return state.why
 end
 
 function M.load()
@@ -218,7 +224,7 @@ function M.load()
   local line = first_line(path)
   local fp = line and string.match(line, "^%-%- slurm%-topo%-data (%x+)$")
   if fp == nil then
-    return fail_open("missing:" .. tostring(line), "slurm-topo: data file %s missing or without its header line; "
+    return fail_open("data file " .. path .. " missing or without its header line", "missing:" .. tostring(line), "slurm-topo: data file %s missing or without its header line; "
       .. "jobs pass unchanged", path)
   end
   if fp == state.fingerprint and state.data ~= nil then return state.data end
@@ -233,7 +239,7 @@ function M.load()
       "^%-%- slurm%-topo%-checksum adler32:(%x%x%x%x%x%x%x%x):(%d+)$")
   end
   if want_sum == nil or tonumber(want_len) ~= #text - sum_line_end or M.adler32(text, sum_line_end + 1) ~= want_sum then
-    return fail_open("checksum:" .. fp, "slurm-topo: data file %s (fingerprint %s) fails its checksum or has none "
+    return fail_open("data file " .. path .. " fails its checksum", "checksum:" .. fp, "slurm-topo: data file %s (fingerprint %s) fails its checksum or has none "
       .. "(corrupted, truncated, edited, or written by an older slurm-topo): regenerate it; jobs pass unchanged", path, fp)
   end
   local chunk, err = loadstring(text, "=" .. path)
@@ -245,17 +251,17 @@ function M.load()
     data = err
   end
   if ok and type(data) == "table" and data.format ~= DATA_FORMAT then
-    return fail_open("format:" .. fp, "slurm-topo: data file %s has format %s, this filter reads %s: regenerate "
+    return fail_open("data file " .. path .. " has another format", "format:" .. fp, "slurm-topo: data file %s has format %s, this filter reads %s: regenerate "
       .. "it with the matching slurm-topo; jobs pass unchanged", path, tostring(data.format), tostring(DATA_FORMAT))
   end
   if ok and type(data) == "table" and data.fingerprint == fp and type(data.partitions) == "table" then
     ok, data = pcall(M.prepare, data) -- a table whose columns do not add up is broken too
   end
   if not ok or type(data) ~= "table" or data.fingerprint ~= fp or type(data.partitions) ~= "table" then
-    return fail_open("broken:" .. fp, "slurm-topo: data file %s (fingerprint %s) does not load: %s; jobs pass "
+    return fail_open("data file " .. path .. " does not load", "broken:" .. fp, "slurm-topo: data file %s (fingerprint %s) does not load: %s; jobs pass "
       .. "unchanged", path, fp, tostring(data))
   end
-  state.data, state.fingerprint = data, fp
+  state.data, state.fingerprint, state.why = data, fp, nil
   return data
 end
 

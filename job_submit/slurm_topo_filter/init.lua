@@ -104,9 +104,30 @@ function M.with_plan(admin_comment, plan)
   return PLAN_PREFIX .. plan
 end
 
+local function not_applied(job_desc)
+  -- No data: the job passes unchanged, but never silently when it asked for a locality (a filter installed
+  -- without its data file, or with a damaged one): its submitter reads why on stderr, and AdminComment says so
+  -- (explain, doctor). A job that asked for nothing, or for any, hears nothing.
+  local why = loader.why()
+  if why == nil then return end
+  local req = request(job_desc)
+  local loc = req.locality
+  if loc == nil or loc == "" or string.match(loc, "^any") then return end
+  loc = string.gsub(string.sub(loc, 1, 32), "[^%w:_%-]", "?") -- the user's text, cut and made plain
+  slurm.log_user("slurm-topo: --locality=%s NOT enforced: %s; the job passes unchanged (tell your administrator)",
+    loc, why)
+  local old = without_record(job_desc.admin_comment)
+  local record = "slurm-topo: not applied: " .. why
+  if old ~= nil and old ~= "" then record = old .. "; " .. record end
+  job_desc.admin_comment = record
+end
+
 local function run(job_desc, uid)
   local data = load_data()
-  if data == nil then return slurm.SUCCESS end
+  if data == nil then
+    not_applied(job_desc)
+    return slurm.SUCCESS
+  end
   local req = request(job_desc)
   local admin_comment = job_desc.admin_comment
   if req.plan ~= nil then

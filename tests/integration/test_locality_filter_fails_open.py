@@ -16,10 +16,29 @@ pytestmark = pytest.mark.slurm
 
 
 def _accepts_unchanged(slurm: slurmctl.Slurm) -> None:
-    job = slurm.submit("--exclusive", "-N3", "--locality=zone", "--wrap", "sleep 300")
+    """The job passes unchanged, and never silently: its submitter reads that the locality was not enforced
+    (sbatch's stderr) and its AdminComment records why."""
+    p = slurm.run(
+        [
+            "timeout",
+            "20",
+            "sbatch",
+            "--parsable",
+            "-o",
+            "/dev/null",
+            "--exclusive",
+            "-N3",
+            "--locality=zone",
+            "--wrap",
+            "sleep 300",
+        ],
+        timeout=25,
+    )
+    job = p.stdout.strip().split(";")[0]
+    assert "slurm-topo: --locality=zone NOT enforced: data file " in p.stderr, p.stderr
     info = slurm.wait_state(job, "RUNNING", timeout=15)
     assert info["Features"] == "(null)", "without usable data the job must pass unchanged"
-    assert "slurm-topo" not in slurm.out("scontrol", "show", "job", "-o", job)
+    assert info["AdminComment"].startswith("slurm-topo: not applied: data file "), info["AdminComment"]
     slurm.cancel(job)
     slurm.wait_state(job, "CANCELLED")
 
