@@ -74,3 +74,16 @@ def update_job(job: str, *fields: tuple[str, str]) -> list[str]:
 def update_node(node: str, *fields: tuple[str, str]) -> list[str]:
     """``scontrol update NodeName=NODE Key=value …``."""
     return [SCONTROL, "update", f"NodeName={node}", *_pairs(fields)]
+
+
+SBATCH = "sbatch"
+
+
+def sbatch_help() -> list[str]:
+    """``sbatch --help``: the options a SPANK plugin adds are listed under "Options provided by plugins"."""
+    return [SBATCH, "--help"]
+
+
+def sbatch_test_only(*options: str) -> list[str]:
+    """``sbatch --test-only OPTIONS --wrap true``: the submit filter decides, nothing is queued."""
+    return [SBATCH, "--test-only", *options, "--wrap", "true"]

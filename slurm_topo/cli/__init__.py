@@ -22,6 +22,7 @@ from . import (  # noqa: F401  (each registers its commands with the group)
     apply,
     calibrate,
     cost,
+    doctor,
     explain,
     generate,
     gpu,

@@ -1,4 +1,5 @@
-"""The Slurm-side files shipped with the package (job_submit/, gres/, examples/, contrib/), via importlib.resources.
+"""The Slurm-side files shipped with the package (job_submit/, gres/, examples/, contrib/), read through
+importlib.resources.
 
 A copied file keeps its executable bit (``job_submit/build-spank`` is run as the next step); a file that
 starts with ``#!`` is made executable even where the package's own copy lost the bit (an installation that
