@@ -1,16 +1,33 @@
 """The fleet as a picture (SVG, plain template, pure): regions → zones → network groups → nodes.
 
-Each region is a band, each zone a row of group cards. A card shows the group's name, node and GPU counts,
-a bar of free / allocated / drained nodes when node states are given, and one square per node for groups of
-up to ``SQUARES_MAX`` nodes (larger groups show counts only, so 10 000 nodes stay a few thousand shapes).
-Past ``CARDS_MAX`` groups, or past ``ROWS_MAX`` rows of group cards in a fleet of several zones, the cards
-are zones instead of groups (422 nodes in 30 zones: 1 240 × 1 316 px, not 3 476). Every card has a
-``<title>`` tooltip. Colours stay apart for the common colour-vision deficiencies (blue/orange, plus grey).
+Each region is a band, each zone a row of cards. A card shows its name, node and GPU counts, a bar of free /
+allocated / drained nodes when node states are given, and one square per node for cards of up to
+``SQUARES_MAX`` nodes (larger cards show counts only, so 10 000 nodes stay a few thousand shapes). Every card
+has a ``<title>`` tooltip. Colours stay apart for the common colour-vision deficiencies (blue/orange, plus
+grey).
+
+What a card is — the drawing mode — is chosen in one place, :func:`layout`, which ``show --svg`` and the
+``explain --svg`` overlay (:mod:`slurm_topo.svg_overlay`) both draw from:
+
+* ``network groups``: one card per network group, while all of them fit in ``ROWS_MAX`` rows of cards;
+* ``zones``: past that, in a fleet of several zones, one card per zone (which zone has room must show at a
+  glance, not after scrolling; 422 nodes in 30 zones: 1 240 × 1 316 px, not 3 476);
+* ``rack groups``: past that, in a fleet of one zone, the zone's network groups in their natural order are
+  binned into cards of ``bin_size`` consecutive groups (the smallest of 1, 2, 5, 10, 20, 50, … that keeps
+  the zone to ``ROWS_MAX`` rows); a bin card is titled with its first and last group and always shows how
+  many groups it holds and its nodes by state (free, partly free, allocated, drained, unknown). 10 000 nodes
+  in 500 groups of one zone: 50 cards of 10 groups in 10 rows, 1 240 × 1 152 px.
+
+``focus`` (the overlay's job and best nodes) matters only to ``rack groups``: when the focused nodes lie in
+at most ``FOCUS_MAX`` network groups, each of those groups is drawn as its own card, in its place inside its
+bin (the bin splits around it), so the job's racks show node by node and the picture grows by at most
+``2 × FOCUS_MAX`` cards; more groups than that and only their bins are marked. Bin boundaries never move with
+the focus: a bin holds the same groups in ``show`` and in every ``explain``. Each node is on exactly one card.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from xml.sax.saxutils import escape, quoteattr
 
@@ -19,10 +36,13 @@ from .model import Inventory, Node, natural_key
 from .text import counted
 
 SQUARES_MAX = 128
-CARDS_MAX = 1500
 ROWS_MAX = 12
-"""More rows of group cards than this (about two screens) and a fleet of several zones is drawn one card per
-zone: which zone has room must show at a glance, not after scrolling."""
+"""More rows of group cards than this (about two screens) and the picture is drawn one card per zone (several
+zones) or one card per bin of consecutive network groups (one zone): see :func:`layout`."""
+GROUPS, ZONES, BINS = "network groups", "zones", "rack groups"
+"""The drawing modes (what one card is); :func:`layout` picks one."""
+BIN_STEPS = (1, 2, 5)
+"""Bin sizes are these times a power of ten: bins of 10 or 20 groups read better than bins of 13."""
 PARTLY = "partly"
 """A node in use with GPUs still free (Slurm's MIXED with free GPUs): its own colour, never drawn as full."""
 KINDS = (FREE, PARTLY, ALLOCATED, DRAINED, UNKNOWN)
@@ -50,6 +70,10 @@ SQ = 10
 SQ_GAP = 2
 SQ_PER_ROW = (CARD_W - 16 + SQ_GAP) // (SQ + SQ_GAP)
 FONT = "font-family='DejaVu Sans, Arial, sans-serif'"
+BINS_MAX = ROWS_MAX * PER_ROW
+"""The most bin cards a zone is drawn with (``rack groups``)."""
+FOCUS_MAX = 2 * PER_ROW
+"""The most network groups ``focus`` draws on their own cards inside bins (``rack groups``)."""
 
 
 @dataclass
@@ -112,9 +136,166 @@ def _room(nodes: Sequence[Node], states: Mapping[str, NodeState] | None) -> str:
     return f"; {counted(free_nodes, 'node')} free, {free_gpus} of {counted(gpus, 'GPU')} free"
 
 
-def _card(
-    x: int, y: int, title: str, nodes: Sequence[Node], states: Mapping[str, NodeState] | None
-) -> tuple[list[str], int]:
+@dataclass(frozen=True)
+class Card:
+    """One card of the picture: its title, its nodes and the network groups it draws (a zone card: the
+    zone's; a bin card: several consecutive ones, ``binned``)."""
+
+    title: str
+    nodes: tuple[Node, ...]
+    groups: tuple[str, ...]
+    binned: bool = False
+
+
+@dataclass(frozen=True)
+class Section:
+    """A row of cards under one header: a zone's (``zone`` set), or in ``zones`` mode a region's zone
+    cards."""
+
+    zone: str | None
+    nodes: tuple[Node, ...]
+    groups: int
+    cards: tuple[Card, ...]
+
+
+@dataclass(frozen=True)
+class Band:
+    """A region: its nodes, how many zones, and its sections in drawing order."""
+
+    region: str
+    nodes: tuple[Node, ...]
+    zones: int
+    sections: tuple[Section, ...]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What :func:`render_svg` draws, card by card, and in which mode (``GROUPS``, ``ZONES`` or ``BINS``)."""
+
+    mode: str
+    groups: int
+    zones: int
+    bin_size: int
+    bands: tuple[Band, ...]
+
+    def cards(self) -> list[Card]:
+        """Every card, in the order the picture draws them (each a direct ``<g>`` of the document)."""
+        return [c for b in self.bands for s in b.sections for c in s.cards]
+
+
+def bin_size(groups: int) -> int:
+    """The fewest consecutive network groups a card (1, 2, 5, 10, 20, …) so that ``groups`` fit in
+    ``BINS_MAX`` cards."""
+    scale = 1
+    while True:
+        for step in BIN_STEPS:
+            if -(-groups // (step * scale)) <= BINS_MAX:
+                return step * scale
+        scale *= 10
+
+
+def layout(inventory: Inventory, focus: Collection[str] = ()) -> Layout:
+    """The drawing mode and the cards, the one place both are decided (see the module docstring): one card
+    per network group while they fit in ``ROWS_MAX`` rows; else one per zone in a fleet of several zones;
+    else bins of consecutive network groups, with the groups of ``focus`` nodes on their own cards."""
+    tree = _tree(inventory)
+    n_groups = sum(len(gs) for zs in tree.values() for gs in zs.values())
+    n_zones = sum(len(zs) for zs in tree.values())
+    rows = sum(-(-len(gs) // PER_ROW) for zs in tree.values() for gs in zs.values())
+    mode = GROUPS if rows <= ROWS_MAX else ZONES if n_zones > 1 else BINS
+    size = bin_size(n_groups) if mode == BINS else 1
+    wanted = frozenset(focus)
+    bands: list[Band] = []
+    for region in _sorted(list(tree)):
+        zones = tree[region]
+        sections = [_section(mode, zone, zones[zone], size, wanted) for zone in _sorted(list(zones))]
+        r_nodes = tuple(n for sec in sections for n in sec.nodes)
+        if mode == ZONES:  # the region's zone cards in one row, under the region's header only
+            zone_cards = tuple(c for sec in sections for c in sec.cards)
+            sections = [Section(None, r_nodes, sum(sec.groups for sec in sections), zone_cards)]
+        bands.append(Band(region, r_nodes, len(zones), tuple(sections)))
+    return Layout(mode, n_groups, n_zones, size, tuple(bands))
+
+
+def _section(mode: str, zone: str, groups: Mapping[str, _Group], size: int, focus: frozenset[str]) -> Section:
+    """One zone's cards in ``mode``: the zone itself, each network group, or bins of ``size`` groups."""
+    names = _sorted(list(groups))
+    z_nodes = tuple(n for g in names for n in groups[g].nodes)
+    if mode == ZONES:
+        cards: tuple[Card, ...] = (Card(zone, z_nodes, tuple(names)),)
+    elif mode == GROUPS:
+        cards = tuple(Card(g, tuple(groups[g].nodes), (g,)) for g in names)
+    else:
+        focused = {g for g in names if any(n.name in focus for n in groups[g].nodes)}
+        cards = _bins(groups, names, size, focused if len(focused) <= FOCUS_MAX else set())
+    return Section(zone, z_nodes, len(groups), cards)
+
+
+def _bins(
+    groups: Mapping[str, _Group], names: Sequence[str], size: int, focused: set[str]
+) -> tuple[Card, ...]:
+    """Bins of ``size`` consecutive groups, each focused group split out onto its own card in its place; a
+    card left with one group is a plain group card."""
+    out: list[Card] = []
+
+    def flush(run: list[str]) -> None:
+        if run:
+            nodes = tuple(n for g in run for n in groups[g].nodes)
+            title = run[0] if len(run) == 1 else _span(run[0], run[-1])
+            out.append(Card(title, nodes, tuple(run), binned=len(run) > 1))
+            run.clear()
+
+    for start in range(0, len(names), size):
+        run: list[str] = []
+        for g in names[start : start + size]:
+            if g in focused:
+                flush(run)
+                run.append(g)
+                flush(run)
+            else:
+                run.append(g)
+        flush(run)
+    return tuple(out)
+
+
+def _span(first: str, last: str) -> str:
+    """``leaf0001–0010``: the last name without the part, up to its number, that it shares with the first."""
+    common = 0
+    while common < min(len(first), len(last)) and first[common] == last[common]:
+        common += 1
+    while common and first[common - 1].isdigit():
+        common -= 1
+    return (
+        f"{first}–{last[common:]}" if 0 < common < len(last) and last[common].isdigit() else f"{first}–{last}"
+    )
+
+
+def _count_lines(card: Card, counts: Mapping[str, int]) -> list[str]:
+    """A counts-only card's lines: how many groups (a bin), then the nodes by state, wrapped at
+    ``LINE_CHARS``."""
+    out = [counted(len(card.groups), "network group")] if card.binned else []
+    first = len(out)
+    for part in (f"{counts[k]} {SHORT[k]}" for k in KINDS if counts[k]):
+        if len(out) > first and len(out[-1]) + 2 + len(part) <= LINE_CHARS:
+            out[-1] += ", " + part
+        else:
+            out.append(part)
+    return out
+
+
+def _tip(card: Card, counts: Mapping[str, int], gpus: int, free_gpus: int | None) -> str:
+    """A card's tooltip: its full name (a bin's first and last group), counts, and nodes by state."""
+    named = f"{card.groups[0]} – {card.groups[-1]}" if card.binned else card.title
+    tip = f"{named}: " + (f"{counted(len(card.groups), 'network group')}, " if card.binned else "")
+    tip += f"{counted(len(card.nodes), 'node')}, {counted(gpus, 'GPU')}"
+    if free_gpus is not None:
+        tip += "; " + ", ".join(f"{counts[k]} {LABELS[k]}" for k in KINDS if counts[k])
+        tip += f"; {free_gpus} GPUs free"
+    return tip
+
+
+def _card(x: int, y: int, card: Card, states: Mapping[str, NodeState] | None) -> tuple[list[str], int]:
+    title, nodes = card.title, card.nodes
     counts = dict.fromkeys(KINDS, 0)
     for n in nodes:
         counts[_kind(n, states)] += 1
@@ -122,21 +303,12 @@ def _card(
     free_gpus = (
         sum(states[n.name].free_gpus for n in nodes if n.name in states) if states is not None else None
     )
-    squares = len(nodes) <= SQUARES_MAX
+    squares = len(nodes) <= SQUARES_MAX and not card.binned
     rows = -(-len(nodes) // SQ_PER_ROW) if squares else 0
-    count_lines: list[str] = []
-    if not squares:
-        for part in (f"{counts[k]} {SHORT[k]}" for k in KINDS if counts[k]):
-            if count_lines and len(count_lines[-1]) + 2 + len(part) <= LINE_CHARS:
-                count_lines[-1] += ", " + part
-            else:
-                count_lines.append(part)
+    count_lines = [] if squares else _count_lines(card, counts)
     height = 52 + (rows * (SQ + SQ_GAP) + 4 if squares else 2 + 12 * max(1, len(count_lines)))
     shown = title if len(title) <= 30 else title[:29] + "…"
-    tip = f"{title}: {counted(len(nodes), 'node')}, {counted(gpus, 'GPU')}"
-    if states is not None:
-        tip += "; " + ", ".join(f"{counts[k]} {LABELS[k]}" for k in KINDS if counts[k])
-        tip += f"; {free_gpus} GPUs free"
+    tip = _tip(card, counts, gpus, free_gpus)
     out = [
         f"<g><title>{escape(tip)}</title>",
         f"<rect x='{x}' y='{y}' width='{CARD_W}' height='{height}' rx='4' fill='#ffffff' stroke='#ced4da'/>",
@@ -166,19 +338,24 @@ def _card(
 
 
 def render_svg(
-    inventory: Inventory, states: Mapping[str, NodeState] | None = None, title: str = "fleet"
+    inventory: Inventory,
+    states: Mapping[str, NodeState] | None = None,
+    title: str = "fleet",
+    focus: Collection[str] = (),
 ) -> str:
-    """The whole picture as an SVG document."""
-    tree = _tree(inventory)
-    n_groups = sum(len(gs) for zs in tree.values() for gs in zs.values())
-    n_zones = sum(len(zs) for zs in tree.values())
-    rows = sum(-(-len(gs) // PER_ROW) for zs in tree.values() for gs in zs.values())
-    by_zone = n_groups > CARDS_MAX or (rows > ROWS_MAX and n_zones > 1)
+    """The whole picture as an SVG document (``focus``: see :func:`layout`)."""
+    return render_layout(layout(inventory, focus), inventory, states, title)
+
+
+def render_layout(
+    plan: Layout, inventory: Inventory, states: Mapping[str, NodeState] | None = None, title: str = "fleet"
+) -> str:
+    """The picture of ``plan`` (from :func:`layout` of the same ``inventory``) as an SVG document."""
     body: list[str] = []
     y = MARGIN + 56
-    for region in _sorted(list(tree)):
-        y = _region(body, y, region, tree[region], states, by_zone)
-    head = _legend(inventory, title, tree, states, n_groups, n_zones, by_zone)
+    for band in plan.bands:
+        y = _band(body, y, band, states)
+    head = _legend(inventory, title, plan, states)
     height = y + MARGIN
     return (
         "<?xml version='1.0' encoding='UTF-8'?>\n"
@@ -188,58 +365,43 @@ def render_svg(
     )
 
 
-def _region(
-    body: list[str],
-    y: int,
-    region: str,
-    zones: Mapping[str, Mapping[str, _Group]],
-    states: Mapping[str, NodeState] | None,
-    by_zone: bool,
-) -> int:
-    """One region: its header, then a card per zone (``by_zone``) or per network group under each zone."""
-    r_nodes = [n for gs in zones.values() for g in gs.values() for n in g.nodes]
-    header = f"region {region}: {counted(len(r_nodes), 'node')}, {counted(len(zones), 'zone')}" + _room(
-        r_nodes, states
+def _band(body: list[str], y: int, band: Band, states: Mapping[str, NodeState] | None) -> int:
+    """One region: its header, then its zone cards, or each zone's header and cards."""
+    header = (
+        f"region {band.region}: {counted(len(band.nodes), 'node')}, {counted(band.zones, 'zone')}"
+        + _room(band.nodes, states)
     )
     body.append(
         f"<text x='{MARGIN}' y='{y + 14}' font-size='15' font-weight='bold' {FONT}>{escape(header)}</text>"
     )
     y += 24
-    if by_zone:
-        cards = [(z, [n for g in zones[z].values() for n in g.nodes]) for z in _sorted(list(zones))]
-        return _row_of_cards(body, y, cards, states, MARGIN + 10) + 8
-    for zone in _sorted(list(zones)):
-        groups = zones[zone]
-        z_list = [n for g in groups.values() for n in g.nodes]
+    for section in band.sections:
+        if section.zone is None:
+            y = _row_of_cards(body, y, section.cards, states, MARGIN + 10) + 8
+            continue
         label = (
-            f"zone {zone}: {counted(len(z_list), 'node')}, {counted(len(groups), 'network group')}"
-            + _room(z_list, states)
+            f"zone {section.zone}: {counted(len(section.nodes), 'node')}, "
+            f"{counted(section.groups, 'network group')}" + _room(section.nodes, states)
         )
         body.append(
             f"<text x='{MARGIN + 10}' y='{y + 12}' font-size='12' fill='#343a40' {FONT}>"
             f"{escape(label)}</text>"
         )
         y += 18
-        cards = [(g, groups[g].nodes) for g in _sorted(list(groups))]
-        y = _row_of_cards(body, y, cards, states, MARGIN + 20) + 6
-    return y + 8
+        y = _row_of_cards(body, y, section.cards, states, MARGIN + 20) + 6
+    return y + (8 if band.sections and band.sections[-1].zone is not None else 0)
 
 
 def _legend(
-    inventory: Inventory,
-    title: str,
-    tree: Mapping[str, Mapping[str, Mapping[str, _Group]]],
-    states: Mapping[str, NodeState] | None,
-    n_groups: int,
-    n_zones: int,
-    by_zone: bool,
+    inventory: Inventory, title: str, plan: Layout, states: Mapping[str, NodeState] | None
 ) -> list[str]:
-    """The title line (nodes, GPUs, regions, groups) and the colour legend."""
+    """The title line (nodes, GPUs, regions, groups), the colour legend, and what a card is when it is not
+    one network group."""
     total_gpus = sum(n.gpus or 0 for n in inventory.nodes)
     head = [
         f"<text x='{MARGIN}' y='{MARGIN + 14}' font-size='18' font-weight='bold' {FONT}>"
         f"{escape(title)}: {counted(len(inventory.nodes), 'node')}, {counted(total_gpus, 'GPU')}, "
-        f"{counted(len(tree), 'region')}, {counted(n_groups, 'network group')}</text>"
+        f"{counted(len(plan.bands), 'region')}, {counted(plan.groups, 'network group')}</text>"
     ]
     lx = MARGIN
     kinds = KINDS if states is not None else (UNKNOWN,)
@@ -248,25 +410,26 @@ def _legend(
         head.append(f"<rect x='{lx}' y='{MARGIN + 26}' width='12' height='12' fill='{COLOURS[kind]}'/>")
         head.append(f"<text x='{lx + 16}' y='{MARGIN + 36}' font-size='12' {FONT}>{escape(label)}</text>")
         lx += 30 + 7 * len(label)
-    if by_zone:
+    note = ""
+    if plan.mode == ZONES:
+        note = f"({plan.groups} network groups in {plan.zones} zones: one card per zone)"
+    elif plan.mode == BINS:
+        note = f"({plan.groups} network groups in one zone: one card per {plan.bin_size} consecutive groups)"
+    if note:
         head.append(
             f"<text x='{lx + 10}' y='{MARGIN + 36}' font-size='12' fill='#495057' {FONT}>"
-            f"({n_groups} network groups in {n_zones} zones: one card per zone)</text>"
+            f"{escape(note)}</text>"
         )
     return head
 
 
 def _row_of_cards(
-    body: list[str],
-    y: int,
-    cards: Sequence[tuple[str, Sequence[Node]]],
-    states: Mapping[str, NodeState] | None,
-    x0: int,
+    body: list[str], y: int, cards: Sequence[Card], states: Mapping[str, NodeState] | None, x0: int
 ) -> int:
     for start in range(0, len(cards), PER_ROW):
         row_h = 0
-        for i, (name, nodes) in enumerate(cards[start : start + PER_ROW]):
-            parts, h = _card(x0 + i * (CARD_W + CARD_GAP), y, name, nodes, states)
+        for i, card in enumerate(cards[start : start + PER_ROW]):
+            parts, h = _card(x0 + i * (CARD_W + CARD_GAP), y, card, states)
             body.extend(parts)
             row_h = max(row_h, h)
         y += row_h + CARD_GAP

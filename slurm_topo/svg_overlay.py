@@ -1,14 +1,22 @@
 """One job over the fleet picture (``explain JOBID --svg FILE``): where it landed and where the best placement
 was, drawn over :func:`slurm_topo.svg.render_svg` (pure).
 
-The fleet is drawn as ``show --svg`` draws it; then, on that document:
+The fleet is drawn from the same :func:`slurm_topo.svg.layout` as ``show --svg`` (one function picks the
+drawing mode for both: a card per network group, per zone, or per bin of consecutive network groups), with
+the job's and the best placement's nodes as its ``focus``; then, on that document:
 
 * every node square of the job gets a black ring, every square of the best placement a wider dashed purple
   one (a node in both gets both);
-* every card (network group, or zone on a large fleet) that holds such nodes gets the same outline and its
-  tooltip the counts (``job: 2 nodes; best placement: 2 nodes``), so a group drawn as counts only (more than
-  ``SQUARES_MAX`` nodes) is marked too;
+* every card (network group, zone, or bin of groups) that holds such nodes gets the same outline and its
+  tooltip the counts (``job: 2 nodes; best placement: 2 nodes``), so a card drawn as counts only (more than
+  ``SQUARES_MAX`` nodes, or a bin) is marked too;
 * a legend line on top says what is marked and names the nodes.
+
+Centred on the job: in a fleet of one zone too large for a card per network group (``rack groups``), the
+network groups holding the job's or the best placement's nodes (up to ``svg.FOCUS_MAX`` of them) are drawn as
+their own cards, node by node, in their place among the bins of the other groups; the rest stay binned as in
+``show``, so the picture stays the size of ``show``'s plus a few cards. A job spread over more groups than
+that is marked on the bins that hold it.
 
 Marks are attributes (``data-job``, ``data-best``) as well as strokes, so a test or a script finds them.
 """
@@ -16,12 +24,12 @@ Marks are attributes (``data-job``, ``data-best``) as well as strokes, so a test
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 
 from . import svg
 from .capacity import NodeState
 from .hostlist import compress
-from .model import Inventory, Node
+from .model import Inventory
 from .text import counted
 
 NS = "http://www.w3.org/2000/svg"
@@ -32,22 +40,6 @@ LEGEND_H = 44
 
 def _q(tag: str) -> str:
     return f"{{{NS}}}{tag}"
-
-
-def _cards(inventory: Inventory) -> list[Sequence[Node]]:
-    """The cards' nodes in the order ``render_svg`` draws them (regions, zones, groups, each sorted)."""
-    tree = svg._tree(inventory)
-    by_zone = sum(len(gs) for zs in tree.values() for gs in zs.values()) > svg.CARDS_MAX
-    out: list[Sequence[Node]] = []
-    for region in svg._sorted(list(tree)):
-        zones = tree[region]
-        for zone in svg._sorted(list(zones)):
-            groups = zones[zone]
-            if by_zone:
-                out.append([n for g in groups.values() for n in g.nodes])
-            else:
-                out += [groups[g].nodes for g in svg._sorted(list(groups))]
-    return out
 
 
 def _outline(rect: ET.Element, colour: str, width: str, dashed: bool) -> None:
@@ -87,9 +79,10 @@ def render_overlay(
     """The fleet picture with ``job_nodes`` and ``best_nodes`` marked (see the module docstring)."""
     job, best = set(job_nodes), set(best_nodes or ())
     ET.register_namespace("", NS)
-    root = ET.fromstring(svg.render_svg(inventory, states, title=title).split("\n", 1)[1])
-    for card, nodes in zip([g for g in root if g.tag == _q("g")], _cards(inventory), strict=True):
-        names = {n.name for n in nodes}
+    plan = svg.layout(inventory, job | best)
+    root = ET.fromstring(svg.render_layout(plan, inventory, states, title=title).split("\n", 1)[1])
+    for card, drawn in zip([g for g in root if g.tag == _q("g")], plan.cards(), strict=True):
+        names = {n.name for n in drawn.nodes}
         in_job, in_best = len(names & job), len(names & best)
         if not in_job and not in_best:
             continue

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from slurm_topo.capacity import NodeState, idle_states
 from slurm_topo.model import Inventory, Location, Node
-from slurm_topo.svg import CARDS_MAX, COLOURS, SQUARES_MAX, render_svg
+from slurm_topo.svg import COLOURS, SQUARES_MAX, render_svg
 
 NS = "{http://www.w3.org/2000/svg}"
 REAL = Path(__file__).parent / "fixtures/real/slurm-22.05"
@@ -47,7 +47,7 @@ def test_one_square_per_node_coloured_by_state() -> None:
 def test_large_groups_are_counts_and_many_groups_become_zones() -> None:
     big = render_svg(fleet(2, SQUARES_MAX + 1), None)
     assert squares(big) == [] and f"{SQUARES_MAX + 1} nodes" in big
-    many = render_svg(fleet(CARDS_MAX + 1, 1, zones=4), None)
+    many = render_svg(fleet(1501, 1, zones=4), None)
     root = ET.fromstring(many)
     cards = [g for g in root.iter(f"{NS}g")]
     assert len(cards) == 4 and "one card per zone" in many
@@ -55,16 +55,17 @@ def test_large_groups_are_counts_and_many_groups_become_zones() -> None:
 
 def test_many_rows_of_groups_become_zones_only_where_there_are_zones() -> None:
     """More than ROWS_MAX rows of group cards: several zones get one card each (room at a glance, no
-    scrolling), and a zone card's counts wrap inside the card; one zone keeps its group cards."""
+    scrolling), and a zone card's counts wrap inside the card; one zone gets cards of consecutive groups."""
     from slurm_topo.svg import LINE_CHARS, PER_ROW, ROWS_MAX
 
     zoned = render_svg(fleet(2 * PER_ROW * (ROWS_MAX // 2 + 1), 1, zones=2), None)
     assert "one card per zone" in zoned
     assert len(list(ET.fromstring(zoned).iter(f"{NS}g"))) == 2
-    one = render_svg(fleet(PER_ROW * (ROWS_MAX + 1), 1, zones=1), None)
-    assert "one card per zone" not in one and len(list(ET.fromstring(one).iter(f"{NS}g"))) == PER_ROW * (
-        ROWS_MAX + 1
-    )
+    fits = render_svg(fleet(PER_ROW * ROWS_MAX, 1, zones=1), None)
+    assert "one card per" not in fits and len(list(ET.fromstring(fits).iter(f"{NS}g"))) == PER_ROW * ROWS_MAX
+    one = render_svg(fleet(PER_ROW * ROWS_MAX + 1, 1, zones=1), None)
+    assert "one card per zone" not in one and "one card per 2 consecutive groups" in one
+    assert len(list(ET.fromstring(one).iter(f"{NS}g"))) == (PER_ROW * ROWS_MAX + 2) // 2
     inv = fleet(ROWS_MAX * PER_ROW + 1, 12, zones=4)  # zones of 183 nodes: counts, no squares
     kinds = [("free", 8), ("allocated", 0), ("drained", 0), ("allocated", 4)]  # the last: partly free
     states = {
