@@ -1,9 +1,9 @@
 """What pyproject.toml cannot say by itself:
 
-* the packages, discovered: every folder of ``slurm_topo/`` with an ``__init__.py`` (never a hand-kept list:
-  one that missed ``slurm_topo.access`` once shipped a wheel whose commands did not start), plus the Slurm-side
-  folders shipped as package data (``job_submit/``, ``gres/``, ``examples/``, ``contrib/`` as ``slurm_topo.files.*``,
-  mapped in pyproject.toml);
+* the packages, discovered: every folder of ``slurm_topo/`` with an ``__init__.py`` (never a hand-kept
+  list: one that missed ``slurm_topo.access`` once shipped a wheel whose commands did not start), plus the
+  Slurm-side folders shipped as package data (``job_submit/``, ``gres/``, ``examples/``, ``contrib/`` as
+  ``slurm_topo.files.*``, mapped in pyproject.toml);
 * the man pages of ``slurm-topo`` and ``gpulayer-srun``, generated from the command definitions
   (man_pages.py) into build/man and installed with the wheel in share/man/man1.
 """
