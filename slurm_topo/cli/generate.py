@@ -397,7 +397,7 @@ def check(
     help='One JSON object: {"files": [NAME, ...], "copied_to": DIR or null} (README: JSON output).',
 )
 def files_cmd(copy_to: str | None, as_json: bool) -> None:
-    """List (or copy out) the files slurm-topo ships for Slurm: job_submit/, gres/, examples/."""
+    """List (or copy out) the files slurm-topo ships for Slurm: job_submit/, gres/, examples/, contrib/."""
     if copy_to:
         target = Path(copy_to)
         copied = shipped.copy_to(target)
