@@ -236,7 +236,7 @@ def test_the_suite_runs_against_the_installed_package() -> None:
     leaked = sorted(
         name
         for name, mod in list(sys.modules.items())
-        if name.startswith("slurm_topo")
+        if (name == "slurm_topo" or name.startswith("slurm_topo."))
         and getattr(mod, "__file__", None)
         and REPO in Path(mod.__file__).parents
     )
