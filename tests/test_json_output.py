@@ -153,6 +153,7 @@ JSON_ERRORS: dict[str, tuple[list[str], int]] = {
     "gpu pick": ([MISSING, "-k", "1"], 2),
     "files": (["--copy", "{tmp}/a-file/copy"], 4),
     "doctor": (["-i", MISSING], 2),
+    "probe parse": ([MISSING], 2),
 }
 
 

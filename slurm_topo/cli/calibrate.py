@@ -193,3 +193,74 @@ def probe_ring(port: int, addresses: tuple[str, ...], nbytes: int, repeats: int,
             timeout=timeout,
         )
     )
+
+
+@probe.command("parse")
+@click.argument("file")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: file and tables.")
+def probe_parse(file: str, as_json: bool) -> None:
+    """Print what the nccl-tests/rccl-tests or perftest parser reads from FILE (the parser calibrate uses):
+    per size, algbw/busbw (GB/s = 10^9 B/s) out-of-place and in-place, or perftest BW average/peak (GB/s) or
+    latency (µs). Exit 2 when FILE is no output it knows or cannot be read for sure."""
+    from ..probes.nccl_tests import NcclTable, parse_nccl_tests
+    from ..probes.perftest import BwRow, PerftestTable, parse_perftest
+
+    try:
+        text = Path(file).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(f"{file}: cannot read: {exc.strerror}") from None
+    tables: list[NcclTable | PerftestTable] = [*parse_nccl_tests(text, file), *parse_perftest(text, file)]
+    if not tables:
+        raise InputError(f"{file}: no nccl-tests, rccl-tests or perftest result table (no column line)")
+    tables.sort(key=lambda t: t.header_line)
+    if as_json:
+        click.echo(json.dumps({"file": file, "tables": [t.as_dict() for t in tables]}, sort_keys=True))
+        return
+    for t in tables:
+        if isinstance(t, NcclTable):
+            ranks = t.ranks if t.ranks is not None else (f">={t.ranks_at_least}" if t.ranks_at_least else "?")
+            hosts = f" on {len(t.hosts)} host(s)" if t.hosts else ""
+            click.echo(f"{file}:{t.header_line}: {t.tool} {t.collective or '?'}, {ranks} ranks{hosts}")
+            click.echo(
+                f"{'bytes':>12} {'type':>8}  {'o-o-p algbw':>11} {'busbw':>8} {'#wrong':>6}"
+                f"  {'in-pl algbw':>11} {'busbw':>8} {'#wrong':>6}   (GB/s)"
+            )
+            for r in t.rows:
+                cells = []
+                for half in (r.out_of_place, r.in_place):
+                    if half is None:
+                        cells.append(f"{'-':>11} {'-':>8} {'-':>6}")
+                    else:
+                        wrong = "N/A" if half.wrong is None else str(half.wrong)
+                        cells.append(f"{half.algbw_gbs:11.2f} {half.busbw_gbs:8.2f} {wrong:>6}")
+                click.echo(f"{r.bytes:12d} {r.type:>8}  " + "  ".join(cells))
+            if t.avg_busbw_gbs is not None:
+                click.echo(f"avg bus bandwidth {t.avg_busbw_gbs:g} GB/s (over every size: not a link figure)")
+        else:
+            side = t.side or "side unknown"
+            bi = ", bidirectional (both directions summed)" if t.bidirectional else ""
+            click.echo(
+                f"{file}:{t.header_line}: {t.test} ({side}{bi}), {t.device or '?'} {t.link_type or ''}"
+            )
+            for pr in t.rows:
+                if isinstance(pr, BwRow):
+                    peak = "-" if pr.bw_peak_gbs is None else f"{pr.bw_peak_gbs:.3f}"
+                    click.echo(f"{pr.bytes:12d} B  BW average {pr.bw_average_gbs:9.3f} GB/s  peak {peak}")
+                else:
+                    cells = [
+                        f"{name} {v:.2f}"
+                        for name, v in (
+                            ("t_min", pr.t_min_us),
+                            ("t_typical", pr.t_typical_us),
+                            ("t_avg", pr.t_avg_us),
+                            ("t_max", pr.t_max_us),
+                            ("99%", pr.p99_us),
+                            ("99.9%", pr.p99_9_us),
+                        )
+                        if v is not None
+                    ]
+                    click.echo(f"{pr.bytes:12d} B  " + "  ".join(cells) + " µs")
+        for rej in t.rejected:
+            click.echo(f"rejected: line {rej.line}: {rej.reason}")
+        for note in t.notes:
+            click.echo(f"note: {note}")
