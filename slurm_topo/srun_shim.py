@@ -72,6 +72,8 @@ def run(args: list[str]) -> None:
     if not args:
         raise UsageError("no command given")
     os.environ.update(bind(dict(os.environ)))
+    if os.environ.get("SLURM_HOSTFILE", "").startswith("/proc/self/fd/"):
+        del os.environ["SLURM_HOSTFILE"]  # srun's private in-memory host list: no file in the task
     sys.stderr.flush()
     try:
         os.execvp(args[0], args)

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from fakes import ScriptedRunner
 
 from slurm_topo import srun
 from slurm_topo.errors import InputError, OutputError, UsageError
-from slurm_topo.srun.cli import build_plan, main, write_hostfile
+from slurm_topo.srun.cli import build_plan, main, parse_tasks_per_node, private_hostfile
 from slurm_topo.srun.options import check_srun_options, job_id
 
 CAPTURE = Path(__file__).resolve().parent / "fixtures" / "synthetic" / "islands-2x4-nv18.txt"
@@ -240,27 +241,125 @@ def test_task_count_from_slurm_ntasks(tmp_path: Path, env: dict[str, str], ranks
     assert len(plan(["--tp", "4"], slurm(tmp_path), **env).rows) == ranks
 
 
-def test_hostfile_goes_to_tmpdir(tmp_path: Path) -> None:
+def test_the_plan_names_no_hostfile_path(tmp_path: Path) -> None:
+    """The plan has no file name to predict: SLURM_HOSTFILE is made private when srun starts."""
     p = plan(["--tp", "4"], slurm(tmp_path), TMPDIR=str(tmp_path / "t"))
-    assert Path(p.hostfile).parent == tmp_path / "t"
+    assert (
+        p.hostfile == srun.plan.HOSTFILE and "SLURM_HOSTFILE" not in p.env and "SLURM_HOSTFILE" in p.unset_env
+    )
 
 
 # ---- the hostfile
 
 
-def test_hostfile_is_written_whole_one_line_per_rank(tmp_path: Path) -> None:
+def test_hostfile_in_memory_is_one_line_per_rank_and_no_file(tmp_path: Path) -> None:
+    """Linux: an anonymous in-memory file, readable as /proc/self/fd/N by srun after the exec; nothing is
+    written to $TMPDIR."""
     p = plan(["--tp", "4", "--pp", "2"], slurm(tmp_path), TMPDIR=str(tmp_path))
-    write_hostfile(p)
-    # Megatron's order: ranks 0-3 stage 0 of pipeline 0 (gs1), 4-7 stage 0 of pipeline 1 (gs2), 8-11 stage 1 …
-    assert Path(p.hostfile).read_text().splitlines() == (["gs1"] * 4 + ["gs2"] * 4) * 2
-    write_hostfile(p)  # a re-run replaces it, leaving no temporary file
-    assert sorted(x.name for x in tmp_path.iterdir()) == [Path(p.hostfile).name]
+    before = set(tmp_path.iterdir())
+    path = private_hostfile(p.hostfile_lines, {"TMPDIR": str(tmp_path)})
+    try:
+        assert path.startswith("/proc/self/fd/")
+        # Megatron's order: ranks 0-3 stage 0 of pipeline 0 (gs1), 4-7 stage 0 of pipeline 1 (gs2), …
+        assert Path(path).read_text().splitlines() == (["gs1"] * 4 + ["gs2"] * 4) * 2
+        assert os.get_inheritable(int(path.rsplit("/", 1)[1]))  # it survives the exec of srun
+    finally:
+        os.close(int(path.rsplit("/", 1)[1]))
+    assert set(tmp_path.iterdir()) == before
 
 
-def test_an_unwritable_hostfile_is_an_output_error(tmp_path: Path) -> None:
-    p = plan(["--tp", "4"], slurm(tmp_path), TMPDIR=str(tmp_path / "missing"))
-    with pytest.raises(OutputError, match=f"^cannot write {p.hostfile}: No such file or directory$"):
-        write_hostfile(p)
+FALLBACK = """import os, sys
+from slurm_topo.srun.cli import private_hostfile
+path = private_hostfile(["gs1", "gs2"], {"XDG_RUNTIME_DIR": sys.argv[1]}, memory=False)
+print(path, flush=True)
+os.execvp("sh", ["sh", "-c", 'cat "$0"; stat -c %a "$(dirname "$0")"; sleep 0.3; exit 5', path])
+"""
+
+
+def test_hostfile_on_disk_is_private_and_removed_when_srun_ends(tmp_path: Path) -> None:
+    """Without memfd: a mkstemp file in a fresh 0700 mkdtemp folder under $XDG_RUNTIME_DIR, removed with its
+    folder once the process that exec'd (srun) has exited; its exit status stays its own. Files another user
+    could have made first at any fixed name (the old /tmp/gpulayer-srun-<job>-<hash>.hosts) change nothing."""
+    runtime = tmp_path / "run"
+    runtime.mkdir()
+    for name in ("gpulayer-srun-42.hosts", "hosts", "gpulayer-srun-"):
+        (runtime / name).mkdir()  # squatters at predictable names
+    proc = subprocess.run(
+        [sys.executable, "-c", FALLBACK, str(runtime)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert proc.returncode == 5, proc.stderr
+    path, *rest = proc.stdout.splitlines()
+    assert Path(path).parent.parent == runtime and rest == ["gs1", "gs2", "700"]
+    for _ in range(100):
+        if not Path(path).parent.exists():
+            break
+        time.sleep(0.05)
+    assert sorted(x.name for x in runtime.iterdir()) == ["gpulayer-srun-", "gpulayer-srun-42.hosts", "hosts"]
+
+
+def test_an_unusable_private_folder_is_an_output_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> str:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("tempfile.mkdtemp", refuse)
+    with pytest.raises(
+        OutputError, match="^cannot make a private directory for the SLURM_HOSTFILE in /r, /t, /tmp: "
+    ):
+        private_hostfile(["gs1"], {"XDG_RUNTIME_DIR": "/r", "TMPDIR": "/t"}, memory=False)
+
+
+@pytest.mark.parametrize(
+    "text, counts",
+    [("15,1", [15, 1]), ("8(x2)", [8, 8]), ("2(x3),1", [2, 2, 2, 1]), ("", None), ("2(x", None), ("a", None)],
+)
+def test_tasks_per_node_is_read_as_slurm_writes_it(text: str, counts: list[int] | None) -> None:
+    assert parse_tasks_per_node(text) == counts
+
+
+def test_slurm_tasks_per_node_caps_the_ranks_of_each_node(tmp_path: Path) -> None:
+    """--ntasks-per-node=2 --exclusive on two 8-GPU nodes: --tp 1 puts two ranks on each node, as srun
+    would, not four on the first; inside a step (SLURM_STEP_ID) or for another job the layout is unknown."""
+    env = {"SLURM_NTASKS": "4", "SLURM_TASKS_PER_NODE": "2(x2)", "SLURM_JOB_NODELIST": "gs[1-2]"}
+    assert [r.node for r in plan(["--tp", "1"], slurm(tmp_path), **env).rows] == ["gs1", "gs1", "gs2", "gs2"]
+    inside = plan(["--tp", "1"], slurm(tmp_path), SLURM_STEP_ID="0", **env)
+    assert [r.node for r in inside.rows] == ["gs1"] * 4
+
+
+def test_too_few_tasks_per_node_is_one_clear_line(tmp_path: Path) -> None:
+    """22.05 spreads -n16 over two nodes as 15 + 1: --tp 4 --dp 4 needs two groups on gs2 (one task)."""
+    env = {"SLURM_NTASKS": "16", "SLURM_TASKS_PER_NODE": "15,1", "SLURM_JOB_NODELIST": "gs[1-2]"}
+    with pytest.raises(InputError) as err:
+        plan(["--tp", "4"], slurm(tmp_path), **env)
+    assert str(err.value) == (
+        "4 TP groups (--pp 1 × --dp 4) of 4 GPUs do not fit: the allocation holds 2 "
+        "(gs1: 2 (8 GPUs, 15 tasks); "
+        "gs2: 0 (8 GPUs, 1 task)); a TP group needs 4 tasks of one node and Slurm gave gs2 fewer: "
+        "allocate with --ntasks-per-node"
+    )
+
+
+def test_the_step_asks_for_every_gpu_of_the_nodes_it_uses(tmp_path: Path) -> None:
+    """A --gpus=N job refuses a step on fewer nodes that names no GPUs: the step says --gpus=<the used nodes'
+    GPUs>, and the job's GPU variables leave srun's environment (TRES lists keep their other entries)."""
+    env = {"SLURM_NTASKS": "16", "SLURM_TASKS_PER_NODE": "15,1", "SLURM_JOB_NODELIST": "gs[1-2]"}
+    p = plan(["--tp", "4", "--pp", "2", "--dp", "1"], slurm(tmp_path), **env)
+    assert {r.node for r in p.rows} == {"gs1"} and "--gpus=8" in p.argv
+    assert {"SLURM_GPUS", "SLURM_GPUS_PER_NODE", "SLURM_GPUS_PER_TASK", "SLURM_TRES_PER_TASK"} <= set(
+        p.unset_env
+    )
+    both = plan(["--tp", "4"], slurm(tmp_path))
+    assert "--gpus=16" in both.argv
+    own = plan(["--tp", "4", "--gres=gpu:8"], slurm(tmp_path))
+    assert not any(a.startswith("--gpus=") for a in own.argv) and "SLURM_GPUS" not in own.unset_env
+    out = srun.options.without_gpu_tres(
+        {"SLURM_TRES_PER_TASK": "cpu=4,gres/gpu=1", "SLURM_TRES_BIND": "gres/gpu:per_task:1", "X": "1"},
+        p.unset_env,
+    )
+    assert out == {"SLURM_TRES_PER_TASK": "cpu=4", "X": "1"}
 
 
 # ---- exec srun
@@ -322,7 +421,7 @@ def test_exec_runs_srun_with_the_plan(tmp_path: Path) -> None:
     assert proc.returncode == 7, proc.stderr
     assert proc.stdout.startswith("gpulayer-srun: job 42: 16 ranks = tp 4 × pp 1 × dp 4")
     report = json.loads((tmp_path / "report.json").read_text())
-    assert report["argv"] == ["-m", "arbitrary", "-n", "16", "-l"]
+    assert report["argv"] == ["-m", "arbitrary", "-n", "16", "--gpus=16", "-l"]
     assert report["env"] == {"SLURM_NTASKS_PER_NODE": None, "SLURM_DISTRIBUTION": None, "KEEP_ME": "1"}
     groups = ["0,1,2,3", "4,5,6,7"] * 2
     assert report["tasks"] == [f"{r} {groups[r // 4]} {r % 4}\n" for r in range(16)]
@@ -352,7 +451,7 @@ def test_srun_that_cannot_be_started_is_exit_3(tmp_path: Path) -> None:
         proc.stderr.splitlines()[-1]
         == "gpulayer-srun: error: srun could not be started: No such file or directory"
     )
-    assert len(list(tmp_path.glob("gpulayer-srun-42-*.hosts"))) == 1  # written before the exec
+    assert not list(tmp_path.glob("*host*"))  # in memory: nothing on disk, before or after
 
 
 @pytest.mark.parametrize(

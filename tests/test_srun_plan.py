@@ -204,7 +204,8 @@ def test_too_many_groups_names_what_each_node_holds() -> None:
     with pytest.raises(InputError) as e:
         srun.plan_srun(alloc({"n1": range(8), "n2": range(4)}), tp=4, dp=4)
     assert str(e.value) == (
-        "4 TP groups (--pp 1 × --dp 4) of 4 GPUs do not fit: the allocation holds 3 (n1: 2, n2: 1)"
+        "4 TP groups (--pp 1 × --dp 4) of 4 GPUs do not fit: the allocation holds 3 "
+        "(n1: 2 (8 GPUs); n2: 1 (4 GPUs))"
     )
 
 
@@ -316,14 +317,24 @@ def test_refused_srun_options_are_refused_by_the_plan_too() -> None:
         srun.plan_srun(alloc({"n1": range(2)}), tp=2, srun_options=["--gpu-bind=none"])
 
 
-def test_hostfile_name_follows_job_tmpdir_and_content() -> None:
+def test_the_plan_has_no_hostfile_name_to_predict() -> None:
+    """The plan holds the lines only; SLURM_HOSTFILE is made when srun starts (cli.private_hostfile)."""
     a = alloc({"n1": range(4), "n2": range(4)}, job="77")
-    one = srun.plan_srun(a, tp=2, tmpdir="/scratch/me")
-    assert one.hostfile == one.env["SLURM_HOSTFILE"]
-    assert one.hostfile.startswith("/scratch/me/gpulayer-srun-77-") and one.hostfile.endswith(".hosts")
-    assert srun.plan_srun(a, tp=2, tmpdir="/scratch/me").hostfile == one.hostfile  # same plan, same file
-    other = srun.plan_srun(a, tp=2, dp=2, tmpdir="/scratch/me")  # four ranks on n1 only
-    assert other.hostfile_lines == ("n1",) * 4 and other.hostfile != one.hostfile
+    one = srun.plan_srun(a, tp=2)
+    assert one.hostfile == srun.plan.HOSTFILE and "SLURM_HOSTFILE" not in one.env
+    other = srun.plan_srun(a, tp=2, dp=2)  # four ranks on n1 only
+    assert other.hostfile_lines == ("n1",) * 4
+
+
+def test_tasks_per_node_caps_groups_and_the_step_asks_for_the_used_gpus() -> None:
+    """Slurm's 15 + 1 tasks (22.05, -n16 over two nodes): --tp 4 --pp 2 takes two groups of n1, and the
+    step asks for n1's 8 GPUs (a --gpus=16 job refuses a step on n1 alone that names none)."""
+    a = alloc({"n1": range(8), "n2": range(8)})
+    plan = srun.plan_srun(a, tp=4, pp=2, dp=1, tasks_per_node={"n1": 15, "n2": 1})
+    assert {r.node for r in plan.rows} == {"n1"} and "--gpus=8" in plan.argv
+    spread = srun.plan_srun(a, tp=1, dp=4, tasks_per_node={"n1": 2, "n2": 2})
+    assert [r.node for r in spread.rows] == ["n1", "n1", "n2", "n2"]
+    assert "--gpus=16" in spread.argv
 
 
 # ---- the printed plan

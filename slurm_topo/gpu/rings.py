@@ -11,7 +11,9 @@ from .gpu_topology import GpuTopology
 from .links import is_nvlink
 
 _LEVEL_RANK = {"nvlink": 0, "pcie": 1, "sys": 2, "node": 3}
-_ORDER_CACHE: dict[tuple[int, tuple[int, ...], bool], tuple[int, ...]] = {}
+_ORDER_CACHE: dict[tuple[tuple[int, ...], bool, tuple[int, ...]], tuple[int, ...]] = {}
+"""(GPUs, closed, the level of every pair of them) -> order: keyed by what decides the answer, never by a
+topology's ``id()`` (a freed topology's address is reused by the next one, whose links may differ)."""
 MAX_ORDER_STEPS = 200_000
 """The search's bound (DFS steps per order): exact for 8 GPUs and for every NVLink-only or regular layout
 beyond; past it, index order."""
@@ -56,15 +58,16 @@ def gpu_order(topo: GpuTopology | None, gpus: Sequence[int], closed: bool) -> tu
     (``closed``: the ring is this node alone) or the path (the ring enters and leaves the node) whose slowest
     hop is fastest (NVLink before PCIe before SYS), the lowest indices first among equals. On a DGX-1
     hybrid cube mesh an all-NVLink ring of 8 exists (0-1-5-4-6-7-3-2…) although index order crosses SYS.
-    Cached per topology and GPU set; a bounded depth-first search (:data:`MAX_ORDER_STEPS`)."""
+    Cached by the GPUs and the levels between them (any topology with the same links shares an entry); a
+    bounded depth-first search (:data:`MAX_ORDER_STEPS`)."""
     order = tuple(sorted(gpus))
     if topo is None or not topo.has_links or len(order) < 3 or any(g not in topo.gpus for g in order):
         return order
-    key = (id(topo), order, closed)
+    rank = {(a, b): _LEVEL_RANK[gpu_level(topo, a, b)] for a in order for b in order if a != b}
+    key = (order, closed, tuple(rank.values()))
     hit = _ORDER_CACHE.get(key)
     if hit is not None:
         return hit
-    rank = {(a, b): _LEVEL_RANK[gpu_level(topo, a, b)] for a in order for b in order if a != b}
 
     def worst(seq: Sequence[int]) -> int:
         hops = [rank[(seq[k], seq[k + 1])] for k in range(len(seq) - 1)]

@@ -15,7 +15,7 @@ from ..allocation import Allocation, SwitchTree
 from .options import check_srun_options
 from .plan import DEFAULT_ORDER, Plan, RankRow, format_plan, plan_srun
 
-_CLI = ("build_plan", "main", "write_hostfile")
+_CLI = ("build_plan", "main", "private_hostfile")
 
 
 def __getattr__(name: str) -> Any:
@@ -39,5 +39,5 @@ __all__ = [
     "format_plan",
     "main",
     "plan_srun",
-    "write_hostfile",
+    "private_hostfile",
 ]

@@ -4,8 +4,8 @@
 each node's GPU links (the ``Links=`` of the gres.conf next to slurm.conf, or ``--topology`` a
 ``nvidia-smi topo -m`` capture) and each node's place in the switch tree (``scontrol show topology``),
 computes one plan (:mod:`slurm_topo.srun.plan`) and ``exec``s the real ``srun`` with ``-m arbitrary`` and
-``SLURM_HOSTFILE`` (one line per rank): from then on the process is srun, with srun's signals and exit
-status. Every task goes through :mod:`slurm_topo.srun_shim`.
+``SLURM_HOSTFILE`` (one line per rank, a private in-memory file: :func:`private_hostfile`): from then on the
+process is srun, with srun's signals and exit status. Every task goes through :mod:`slurm_topo.srun_shim`.
 
 Errors leave through :func:`slurm_topo.entry.run_entry`: ``gpulayer-srun: error: …`` and the one exit-code
 table.
@@ -17,7 +17,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import select
+import signal
 import sys
+import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -32,12 +36,12 @@ from ..access.text import (
 )
 from ..allocation import SwitchTree
 from ..entry import read_input, run_entry
-from ..errors import CommandError, InputError, OutputError, UsageError
+from ..errors import CommandError, HostlistError, InputError, OutputError, UsageError
 from ..gpu.gpu_topology import GpuTopology
 from ..gpu.nvidia_smi import parse_topo_matrix
 from ..runner import Runner, SubprocessRunner
 from ..slurmconf import devices_constrained, parse_gres_links
-from .options import PROG, check_srun_options, job_id
+from .options import PROG, check_srun_options, job_id, without_gpu_tres
 from .plan import DEFAULT_ORDER, Plan, format_plan, plan_srun
 
 
@@ -173,6 +177,7 @@ def build_plan(
     except CommandError:
         tree = SwitchTree()
     domains = _domains(runner, alloc.nodes)
+    tasks_per_node = _tasks_per_node(job, environ, alloc.nodes)
     ntasks_text = environ.get("SLURM_NTASKS") or environ.get("SLURM_NPROCS")
     plan = plan_srun(
         alloc,
@@ -190,10 +195,39 @@ def build_plan(
         command=command,
         python=python,
         link_source=link_source,
-        tmpdir=environ.get("TMPDIR") or "/tmp",
         domains=domains,
+        tasks_per_node=tasks_per_node,
     )
     return plan, args
+
+
+def parse_tasks_per_node(text: str) -> list[int] | None:
+    """``SLURM_TASKS_PER_NODE`` (``15,1``, ``8(x2)``, ``2(x3),1``) -> a count per node; None if malformed."""
+    out: list[int] = []
+    for part in text.split(","):
+        count, paren, times = part.partition("(x")
+        if not count.isdigit() or (paren and not (times.endswith(")") and times[:-1].isdigit())):
+            return None
+        out += [int(count)] * (int(times[:-1]) if times else 1)
+    return out
+
+
+def _tasks_per_node(job: str, environ: Mapping[str, str], nodes: Sequence[str]) -> dict[str, int] | None:
+    """Slurm's tasks per node for ``job``: ``SLURM_TASKS_PER_NODE`` over ``SLURM_JOB_NODELIST``, as salloc and
+    sbatch set them (the counts a step gets by default: ``--ntasks-per-node``, ``-n`` spread by Slurm, or
+    the CPUs of each node when no task count was asked). None when the environment is not that job's
+    allocation (``--jobid`` of another job, or inside a step, whose ``SLURM_TASKS_PER_NODE`` is the step's)
+    or does not cover its nodes."""
+    if (environ.get("SLURM_JOB_ID") or environ.get("SLURM_JOBID")) != job or environ.get("SLURM_STEP_ID"):
+        return None
+    counts = parse_tasks_per_node(environ.get("SLURM_TASKS_PER_NODE", ""))
+    try:
+        names = hostlist.expand(environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST") or "")
+    except HostlistError:
+        return None
+    if not counts or len(counts) != len(names) or set(names) != set(nodes):
+        return None
+    return dict(zip(names, counts, strict=True))
 
 
 def _domains(runner: Runner, nodes: Sequence[str]) -> dict[str, str]:
@@ -214,16 +248,92 @@ def _domains(runner: Runner, nodes: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def write_hostfile(plan: Plan) -> None:
-    """Write SLURM_HOSTFILE atomically (its name carries the job id and a hash of its content, so a re-run of
-    the same plan reuses one file)."""
-    path = Path(plan.hostfile)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+def private_hostfile(lines: Sequence[str], environ: Mapping[str, str], *, memory: bool = True) -> str:
+    """The ``SLURM_HOSTFILE`` srun is about to read, private to this process and gone when srun ends.
+
+    Linux: an anonymous in-memory file (``memfd_create``) left open across the ``exec``, named
+    ``/proc/self/fd/N`` (srun opens it as a file on 22.05, 24.11 and 26.05): no name in any directory that
+    another user could take first, nothing to remove, closed by the kernel when srun exits. Elsewhere (or
+    ``memory=False``): a ``mkstemp`` file in a fresh ``mkdtemp`` directory (mode 0700, random name) under
+    ``$XDG_RUNTIME_DIR``, ``$TMPDIR`` or /tmp, removed with its directory by a detached watcher once this
+    process (srun after the ``exec``) has exited (:func:`_remove_after`)."""
+    text = ("\n".join(lines) + "\n").encode()
+    if memory and hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
+        try:
+            fd = os.memfd_create("gpulayer-srun-hosts", 0)
+            os.write(fd, text)
+            os.set_inheritable(fd, True)
+            return f"/proc/self/fd/{fd}"
+        except OSError:
+            pass
+    bases = [environ.get("XDG_RUNTIME_DIR"), environ.get("TMPDIR"), "/tmp"]
+    last: OSError | None = None
+    for base in filter(None, bases):
+        try:
+            folder = tempfile.mkdtemp(prefix="gpulayer-srun-", dir=base)
+        except OSError as exc:
+            last = exc
+            continue
+        try:
+            fd, path = tempfile.mkstemp(prefix="hosts-", dir=folder)
+            with os.fdopen(fd, "wb") as f:
+                f.write(text)
+        except OSError as exc:
+            _remove([folder])
+            raise OutputError(f"cannot write the SLURM_HOSTFILE in {folder}: {exc.strerror or exc}") from None
+        _remove_after(os.getpid(), [path, folder])
+        return path
+    raise OutputError(
+        f"cannot make a private directory for the SLURM_HOSTFILE in {', '.join(filter(None, bases))}: "
+        f"{(last.strerror if last else None) or last}"
+    )
+
+
+def _remove(paths: Sequence[str]) -> None:
+    for p in paths:
+        try:
+            os.rmdir(p) if os.path.isdir(p) else os.unlink(p)
+        except OSError:
+            pass
+
+
+def _remove_after(pid: int, paths: Sequence[str]) -> None:
+    """Fork a detached watcher (double fork, own session, stdio on /dev/null, deaf to the terminal's and the
+    job's signals) that removes ``paths`` once process ``pid`` has exited: ``pid`` keeps running as srun
+    after the ``exec`` with srun's own signals and exit status, so the cleanup cannot be done in it."""
     try:
-        tmp.write_text("\n".join(plan.hostfile_lines) + "\n")
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise OutputError(f"cannot write {plan.hostfile}: {exc.strerror or exc}") from None
+        pidfd: int | None = os.pidfd_open(pid)  # before the fork: no race with a quick exit
+    except (AttributeError, OSError):
+        pidfd = None
+    child = os.fork()
+    if child:
+        os.waitpid(child, 0)
+        if pidfd is not None:
+            os.close(pidfd)
+        return
+    try:  # the watcher: never returns into the caller's code
+        os.setsid()
+        if os.fork():
+            os._exit(0)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+            signal.signal(sig, signal.SIG_IGN)
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        if pidfd is not None:
+            select.select([pidfd], [], [])
+        else:
+            while True:
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                except OSError:
+                    pass
+                time.sleep(0.5)
+        _remove(paths)
+    finally:
+        os._exit(0)
 
 
 def run(argv: Sequence[str], environ: Mapping[str, str], runner: Runner) -> None:
@@ -244,9 +354,9 @@ def run(argv: Sequence[str], environ: Mapping[str, str], runner: Runner) -> None
         sys.stdout.flush()
     if args.dry_run:
         return
-    write_hostfile(plan)
-    env = {k: v for k, v in environ.items() if k not in plan.unset_env}
+    env = without_gpu_tres(environ, plan.unset_env)
     env.update(plan.env)
+    env["SLURM_HOSTFILE"] = private_hostfile(plan.hostfile_lines, environ)
     sys.stderr.flush()
     try:
         # From here on the process is srun: its signals and its exit status are srun's own.

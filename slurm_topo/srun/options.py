@@ -21,6 +21,30 @@ _SHORT_FLAGS = frozenset("hHlOQsuvVXZE")
 _SHORT_OPTIONAL = frozenset("IkK")
 #: srun environment inputs that would contradict the plan; removed from srun's environment
 UNSET_ENV = ("SLURM_NTASKS_PER_NODE", "SLURM_DISTRIBUTION", "SLURM_GPU_BIND", "SLURM_HOSTFILE")
+#: the job's GPU request as srun reads it from the environment: removed when the plan gives the step its own
+#: ``--gpus=N`` (a per-task request would also bind each task to its own GPUs, away from its TP peers);
+#: ``SLURM_TRES_PER_TASK`` and ``SLURM_TRES_BIND`` lose only their GPU entries (:func:`without_gpu_tres`)
+STEP_GPU_ENV = (
+    "SLURM_GPUS",
+    "SLURM_GPUS_PER_NODE",
+    "SLURM_GPUS_PER_TASK",
+    "SLURM_GPUS_PER_SOCKET",
+    "SLURM_TRES_PER_TASK",
+    "SLURM_TRES_BIND",
+)
+_TRES_LISTS = ("SLURM_TRES_PER_TASK", "SLURM_TRES_BIND")
+
+
+def without_gpu_tres(environ: Mapping[str, str], unset: Sequence[str]) -> dict[str, str]:
+    """``environ`` less ``unset``; of the TRES lists in ``unset`` (``SLURM_TRES_PER_TASK=cpu=4,gres/gpu=1``)
+    only the GPU entries go (``cpu=4`` stays: 23.11+ srun reads --cpus-per-task from it)."""
+    out = {k: v for k, v in environ.items() if k not in unset}
+    for key in _TRES_LISTS:
+        if key in unset and environ.get(key):
+            keep = [e for e in environ[key].split(",") if not e.startswith(("gres/gpu", "gres:gpu", "gpu"))]
+            if keep:
+                out[key] = ",".join(keep)
+    return out
 
 
 def check_srun_options(options: Sequence[str]) -> None:

@@ -34,8 +34,6 @@ when the device cgroup is constrained (``local_indices``); global otherwise.
 
 from __future__ import annotations
 
-import hashlib
-import os
 import shlex
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -51,9 +49,10 @@ from ..gpu.links import islands
 from ..gpu.pick import pick_devices
 from ..gpu.rings import gpu_order
 from ..text import counted
-from .options import GROUPS_VAR, PROG, RANKS_VAR, UNSET_ENV, check_srun_options
+from .options import GROUPS_VAR, PROG, RANKS_VAR, STEP_GPU_ENV, UNSET_ENV, check_srun_options
 
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"
+HOSTFILE = "<private, in memory>"
 _DIMS = ("tp", "cp", "ep", "dp", "pp")
 
 Slot = tuple[str, tuple[int, ...]]
@@ -80,7 +79,7 @@ class Plan:
     argv: tuple[str, ...]
     env: Mapping[str, str]  # set in srun's environment
     unset_env: tuple[str, ...]  # removed from srun's environment
-    hostfile: str  # path of SLURM_HOSTFILE
+    hostfile: str  # what SLURM_HOSTFILE will be (a private in-memory file, made when srun starts)
     hostfile_lines: tuple[str, ...]
     rows: tuple[RankRow, ...]
     summary: str
@@ -181,8 +180,14 @@ def _linked(topologies: Mapping[str, GpuTopology], node: str) -> GpuTopology | N
     return topo if topo is not None and topo.has_links else None
 
 
-def _tp_slots(alloc: Allocation, per_group: int, topologies: Mapping[str, GpuTopology]) -> list[Slot]:
-    """Per node, disjoint GPU sets of ``per_group`` GPUs, best connected first; in allocation order.
+def _tp_slots(
+    alloc: Allocation,
+    per_group: int,
+    topologies: Mapping[str, GpuTopology],
+    most: Mapping[str, int] | None = None,
+) -> list[Slot]:
+    """Per node, disjoint GPU sets of ``per_group`` GPUs, best connected first; in allocation order; at most
+    ``most[node]`` of them on a node (the TP groups Slurm's tasks per node hold there).
 
     Among equally good sets (``pick_devices`` rule 3a) a node takes the sets earlier nodes took, the one at
     the same position first: group ``m`` of every node on the same local GPUs where the allocation allows it,
@@ -202,7 +207,8 @@ def _tp_slots(alloc: Allocation, per_group: int, topologies: Mapping[str, GpuTop
                     f"({counted(len(topo.gpus), 'GPU')})"
                 )
         mine: list[tuple[int, ...]] = []
-        while len(free) >= per_group:
+        cap = (most or {}).get(node)
+        while len(free) >= per_group and (cap is None or len(mine) < cap):
             m = len(mine)
             prefer = [*at[m], *taken] if m < len(at) else list(taken)
             if topo is not None:
@@ -246,6 +252,40 @@ def _island_warning(slots: Sequence[Slot], topologies: Mapping[str, GpuTopology]
         f"warning: --tp {tp}: TP groups of {per_group} GPUs span NVLink islands on "
         f"{hostlist.compress(spans)} ({why}): tensor-parallel traffic between the islands leaves NVLink"
     )
+
+
+def _no_fit(
+    alloc: Allocation,
+    slots: Sequence[Slot],
+    tp: int,
+    pp: int,
+    dp: int,
+    per_group: int,
+    tasks_per_node: Mapping[str, int] | None,
+) -> str:
+    """The one line that says why ``pp × dp`` TP groups do not fit: per node, the groups it holds, its GPUs
+    and (when Slurm said) its tasks."""
+    tasks = tasks_per_node or {}
+    parts = []
+    for n in alloc.nodes:
+        held = sum(1 for s in slots if s[0] == n)
+        why = counted(len(alloc.gpus.get(n, ())), "GPU")
+        if n in tasks:
+            why += f", {counted(tasks[n], 'task')}"
+        parts.append(f"{n}: {held} ({why})")
+    text = (
+        f"{pp * dp} TP groups (--pp {pp} × --dp {dp}) of {per_group} GPUs do not fit: the allocation holds "
+        f"{len(slots)} ({'; '.join(parts)})"
+    )
+    short = [
+        n for n in alloc.nodes if n in tasks and tasks[n] // tp < len(alloc.gpus.get(n, ())) // per_group
+    ]
+    if short:
+        text += (
+            f"; a TP group needs {counted(tp, 'task')} of one node and Slurm gave "
+            f"{hostlist.compress(short)} fewer: allocate with --ntasks-per-node"
+        )
+    return text
 
 
 # ---- 3. pipelines -> slots
@@ -488,6 +528,26 @@ def _per_node_masks(rows: Sequence[RankRow]) -> str | None:
     return lists.pop() if len(lists) == 1 else None
 
 
+def step_gpus(rows: Sequence[RankRow], alloc: Allocation, srun_options: Sequence[str]) -> int | None:
+    """The step's own GPU request, ``--gpus=<every allocated GPU of the nodes the plan uses>``: a step that
+    names none inherits the job's (``--gpus=N`` is a count for the whole job, which Slurm refuses for a step
+    on fewer nodes: "Invalid generic resource (gres) specification"; per node, ``--gres``/``--gpus-per-node``
+    of a ``--gpus=N`` job are refused too), while a count equal to the used nodes' GPUs is accepted for every
+    job form and gives each of them all its allocated GPUs, the ones the plan's indices refer to (checked on
+    22.05, 24.11 and 26.05). None when srun's options already ask for GPUs (the user's request stands)."""
+    if any(_names_gpus(o) for o in srun_options):
+        return None
+    used = {r.node for r in rows}
+    return sum(len(alloc.gpus.get(n, ())) for n in used) or None
+
+
+def _names_gpus(option: str) -> bool:
+    name = option.split("=", 1)[0]
+    if name in ("-G", "--gres", "--tres-per-task") or name.startswith("--gpus"):
+        return True
+    return option.startswith("-G") and not option.startswith("--")
+
+
 def _srun_argv(
     rows: Sequence[RankRow],
     *,
@@ -496,8 +556,9 @@ def _srun_argv(
     srun_options: Sequence[str],
     python: str,
     command: Sequence[str],
+    gpus: int | None = None,
 ) -> tuple[str, ...]:
-    extra: list[str] = []
+    extra: list[str] = [f"--gpus={gpus}"] if gpus else []
     constrained_bind = (
         slurm_version is not None
         and slurm_version >= (23, 11)
@@ -507,7 +568,7 @@ def _srun_argv(
     if constrained_bind:
         masks = _per_node_masks(rows)
         if masks is not None:
-            extra = [f"--gpu-bind=mask_gpu:{masks}", "--gres-flags=allow-task-sharing"]
+            extra += [f"--gpu-bind=mask_gpu:{masks}", "--gres-flags=allow-task-sharing"]
     return (
         "srun",
         "-m",
@@ -569,11 +630,14 @@ def plan_srun(
     srun_options: Sequence[str] = (),
     command: Sequence[str] = ("true",),
     python: str = "python3",
-    tmpdir: str = "/tmp",
     link_source: str = "link data",
     domains: Mapping[str, str] | None = None,
+    tasks_per_node: Mapping[str, int] | None = None,
 ) -> Plan:
-    """The whole plan, without running anything: srun argv and environment, hostfile lines, per-rank table."""
+    """The whole plan, without running anything: srun argv and environment, hostfile lines, per-rank table.
+
+    ``tasks_per_node``: Slurm's tasks per node for the job (``SLURM_TASKS_PER_NODE``); a node holds at most
+    ``tasks // tp`` TP groups, so the plan never puts more ranks on a node than Slurm gave it tasks."""
     _check_sizes(tp, pp, dp, gpus_per_task)
     dims = parse_order(order)
     check_srun_options(srun_options)
@@ -590,13 +654,10 @@ def plan_srun(
             f"warning: no GPU link data for {hostlist.compress(no_links)} ({link_source}): TP groups "
             "take the lowest allocated indices"
         )
-    slots = _tp_slots(alloc, per_group, topologies)
+    most = {n: t // tp for n, t in (tasks_per_node or {}).items()}
+    slots = _tp_slots(alloc, per_group, topologies, most)
     if pp * dp > len(slots):
-        per_node = ", ".join(f"{n}: {sum(1 for s in slots if s[0] == n)}" for n in alloc.nodes)
-        raise InputError(
-            f"{pp * dp} TP groups (--pp {pp} × --dp {dp}) of {per_group} GPUs do not fit: the "
-            f"allocation holds {len(slots)} ({per_node})"
-        )
+        raise InputError(_no_fit(alloc, slots, tp, pp, dp, per_group, tasks_per_node))
     stage_slot = _align_replicas(_place_pipelines(slots, tree, pp, dp, domains), slots, tree, pp, dp, domains)
     stage_slot = _chain_stages(stage_slot, slots, topologies, pp, dp)
     used = [stage_slot[(s, d)] for d in range(dp) for s in range(pp)]
@@ -615,9 +676,8 @@ def plan_srun(
     rows, shim_env = _rank_rows(layout, alloc, topologies, local_indices)
 
     hostfile_lines = tuple(r.node for r in rows)
-    digest = hashlib.sha1("\n".join(hostfile_lines).encode()).hexdigest()[:12]
-    hostfile = os.path.join(tmpdir, f"gpulayer-srun-{alloc.job_id}-{digest}.hosts")
     used_nodes = sorted(set(hostfile_lines), key=alloc.nodes.index)
+    gpus = step_gpus(rows, alloc, srun_options)
     argv = _srun_argv(
         rows,
         slurm_version=slurm_version,
@@ -625,6 +685,7 @@ def plan_srun(
         srun_options=srun_options,
         python=python,
         command=command,
+        gpus=gpus,
     )
     summary = (
         f"{PROG}: job {alloc.job_id}: {counted(world, 'rank')} = tp {tp} × pp {pp} × dp {dp} "
@@ -632,8 +693,8 @@ def plan_srun(
         f"{counted(len(used_nodes), 'node')} {hostlist.compress(used_nodes)}; "
         f"CUDA_VISIBLE_DEVICES {'local' if local_indices else 'global'} indices"
     )
-    env = {"SLURM_HOSTFILE": hostfile, **shim_env}
-    return Plan(argv, env, UNSET_ENV, hostfile, hostfile_lines, tuple(rows), summary, tuple(warnings))
+    unset = UNSET_ENV + (STEP_GPU_ENV if gpus else ())
+    return Plan(argv, shim_env, unset, HOSTFILE, hostfile_lines, tuple(rows), summary, tuple(warnings))
 
 
 def format_plan(plan: Plan) -> str:

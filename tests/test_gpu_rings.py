@@ -1,0 +1,44 @@
+"""gpu.rings.gpu_order's cache: keyed by what decides the order (the GPUs and the levels between them), so a
+topology freed and another made at the same address never gets the first one's order."""
+
+from __future__ import annotations
+
+from slurm_topo.gpu import rings
+from slurm_topo.gpu.gpu_topology import GpuTopology
+
+
+def _topo(nvlink: set[frozenset[int]], n: int = 4) -> GpuTopology:
+    """``n`` GPUs; the pairs in ``nvlink`` on NV4, every other pair across SYS."""
+    matrix = tuple(
+        tuple("X" if i == j else ("NV4" if frozenset((i, j)) in nvlink else "SYS") for j in range(n))
+        for i in range(n)
+    )
+    return GpuTopology(gpus=tuple(range(n)), matrix=matrix)
+
+
+CHAIN_A = {frozenset(p) for p in ((0, 2), (2, 1), (1, 3))}  # NVLink path 0-2-1-3
+CHAIN_B = {frozenset(p) for p in ((0, 3), (3, 1), (1, 2))}  # NVLink path 0-3-1-2
+
+
+def test_a_freed_topology_s_order_is_not_given_to_the_next_one() -> None:
+    """Make, order and free a topology many times, alternating two link layouts: CPython hands the next one
+    the freed one's address (``id``) again and again; every answer is still that topology's own chain."""
+    rings._ORDER_CACHE.clear()
+    reused = 0
+    last_id = None
+    for k in range(100):
+        links, want = (CHAIN_A, (0, 2, 1, 3)) if k % 2 == 0 else (CHAIN_B, (0, 3, 1, 2))
+        topo = _topo(links)
+        reused += id(topo) == last_id
+        assert rings.gpu_order(topo, range(4), closed=False) == want, (k, reused)
+        last_id = id(topo)
+        del topo
+    assert reused, "the test never saw an address reused; it proves nothing here"
+
+
+def test_equal_links_share_one_entry_and_the_cache_holds_no_topology() -> None:
+    rings._ORDER_CACHE.clear()
+    one, two = _topo(CHAIN_A), _topo(CHAIN_A)
+    assert rings.gpu_order(one, range(4), closed=False) == rings.gpu_order(two, range(4), closed=False)
+    assert len(rings._ORDER_CACHE) == 1
+    assert not any(isinstance(x, GpuTopology) for key in rings._ORDER_CACHE for x in key)
