@@ -16,6 +16,7 @@ from fakes import ScriptedRunner
 from test_relax_pass import BRACKET, BUDGET, NODES, SUBMITTED, auto_job, line, slurm, updates
 
 from slurm_topo.access import SlurmAccess, admin_comment_argv, jobs_from_text
+from slurm_topo.access.argv import job_ids
 from slurm_topo.errors import ParseError
 from slurm_topo.relax import Pass, run_pass, start_estimate
 from slurm_topo.runner import SubprocessRunner
@@ -32,12 +33,14 @@ def text_pass(runner: ScriptedRunner, waited: float) -> Pass:
 def test_the_captured_hostile_line_is_refused_and_the_honest_job_still_relaxed(release: str) -> None:
     """Job 4's name forges ``JobState=PENDING … AdminComment=…slurm-topo-auto: zone limit=60s region=0s …
     Features=[zone_a|zone_b]`` and its comment another AdminComment: as scontrol printed it, the line is
-    refused whole (one error line), never read, never re-read, never updated."""
+    refused whole (one error line), never read, never re-read (squeue lists job 4: the line is its own),
+    never updated."""
     folder = REAL / release
     hostile = (folder / "scontrol-show-job-o-hostile.txt").read_text().strip()
     runner = slurm(auto_job("12"))
     runner.answers["scontrol show node -o"] = (folder / "scontrol-show-node-o.txt").read_text()
     runner.answers["scontrol show job -o"] = f"{hostile}\n{line(auto_job('12'))}\n"
+    runner.answers[tuple(job_ids())] = "4\n12\n"
     p = text_pass(runner, 400)
     assert [(d.job, d.action) for d in p.decisions] == [("12", "relax")]
     assert len(p.errors) == 1 and p.errors[0].startswith("job 4: skipped, ambiguous scontrol line (")
@@ -147,8 +150,8 @@ def test_test_only_values_reach_sbatch_unparsed(tmp_path: Path, monkeypatch: pyt
 def test_a_line_break_in_a_value_cannot_start_a_record_of_its_own() -> None:
     """scontrol prints a value as it is: a WorkDir ending in a line break and ``JobId=12 … SubmitTime=<a
     million seconds ago> … WorkDir=b`` prints as two ``JobId=12`` lines, the second with the job's true
-    AdminComment (which squeue confirms) and a forged wait. Both lines are refused, in the listing and in the
-    re-read, and nothing is written."""
+    AdminComment (which squeue confirms) and a forged wait. The job is refused (one line), in the listing
+    (re-read: its answer has both lines) and in the writer's re-read, and nothing is written."""
     job = auto_job("12")  # submitted at the capture: 10 s waited, far from its 300 s budget
     forged = line(auto_job("12", submitted_ago=10**6, WorkDir="b"))
     first = line({**job, "WorkDir": "/a"}).split(" AdminComment=")[0]  # the record runs on in the WorkDir
@@ -159,7 +162,7 @@ def test_a_line_break_in_a_value_cannot_start_a_record_of_its_own() -> None:
     p = text_pass(runner, 10)
     assert updates(runner) == [] and p.decisions == []
     listing = SlurmAccess(runner, "text").jobs()
-    assert listing.jobs == [] and [jid for jid, _ in listing.refused] == ["12", "12"]
+    assert listing.jobs == [] and [jid for jid, _ in listing.refused] == ["12"]
     with pytest.raises(ParseError, match="claimed by more than one line"):
         SlurmAccess(runner, "text").job("12", own_admin_comment=True)
 

@@ -41,6 +41,7 @@ from .jobs import (
     job_from_text,
     jobs_from_json,
     jobs_from_text,
+    load_text_jobs,
     pending_count,
 )
 from .text import node_records, parse_job_detail
@@ -54,7 +55,7 @@ def json_jobs_argv(job: str | None = None) -> list[str]:
 
 
 def text_jobs_argv(job: str | None = None) -> list[str]:
-    return ["scontrol", "show", "job", "-o", *([job] if job else [])]
+    return argv.show_job(job)
 
 
 ADMIN_COMMENT_WIDTH = 16384
@@ -186,13 +187,12 @@ class SlurmAccess:
                     if job is not None and listing.listed > 1:
                         self.one_job_text = True
                     return listing
-        try:
-            text = self.runner.run(text_jobs_argv(job), timeout=timeout)
+        try:  # the listing between squeue's job ids, ambiguous jobs re-read by id (load_text_jobs)
+            return load_text_jobs(lambda a: self.runner.run(a, timeout=timeout), job)
         except CommandError as exc:
             if job is not None and _unknown_job(exc):
                 return JobListing(backend="text")
             raise
-        return jobs_from_text(text)
 
     def allocation(self, job: str, timeout: float = 30.0) -> Allocation:
         """A running job's nodes and GPU indices per node (``squeue --json``'s ``nodes`` and

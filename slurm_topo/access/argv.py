@@ -4,8 +4,8 @@ commands read and write through :class:`slurm_topo.runner.Runner` with these arg
 ``slurm_topo.access`` names these programs (``tests/test_layout.py``).
 
 Reads: nodes (``-o``: one line a node; without: the multi-line form whose ``Reason=`` has a line of its
-own), partitions, topology, config, a job's detail, the version, the pending jobs' constraints, ping. Writes:
-a job's fields, a node's fields, a reconfigure."""
+own), partitions, topology, config, the jobs as text and their ids, a job's detail, the version, the pending
+jobs' constraints, ping. Writes: a job's fields, a node's fields, a reconfigure."""
 
 from __future__ import annotations
 
@@ -37,6 +37,17 @@ def show_topology(name: str | None = None) -> list[str]:
 
 def show_config() -> list[str]:
     return [SCONTROL, "show", "config"]
+
+
+def show_job(job: str | None = None) -> list[str]:
+    """``scontrol show job -o [JOB]``: one line a job (a value's own line breaks start more lines)."""
+    return [SCONTROL, "show", "job", "-o", *([job] if job else [])]
+
+
+def job_ids() -> list[str]:
+    """``squeue --noheader --states=all --format=%A``: every job's id (scontrol's ``JobId``), one a line,
+    and nothing a user writes."""
+    return [SQUEUE, "--noheader", "--states=all", "--format=%A"]
 
 
 def show_job_detail(job: str) -> list[str]:

@@ -4,16 +4,22 @@ A job record is a ``dict`` in ``scontrol show job``'s vocabulary (``JobId``, ``J
 ``Priority``, ``SubmitTime``, ``AdminComment``, ``Features``, ``NumNodes``, …: :data:`JOB_KEYS`), whatever
 the backend read it from, so that the pure code (relax, explain) reads one shape.
 
-Two parsers, both pure (text in, records out):
+Two parsers, both pure (text in, records out), and one reader:
 
 - :func:`jobs_from_json`: ``squeue --json`` (Slurm 22.05's ``openapi/v0.0.38`` and the ``data_parser``
   v0.0.40+ of 23.02 and later: numbers as ``{"set", "infinite", "number"}``, states as lists). Structured:
   a job name is a JSON string, whatever it contains.
 - :func:`jobs_from_text`: ``scontrol show job -o``, for a Slurm built without the JSON serializer. A value
-  runs up to the next `` Key=``, so a free-text field (JobName, Comment, WorkDir, Command, StdOut, an
-  AdminComment written by someone else) could carry a forged `` JobState=PENDING``. The parser refuses, not
-  guesses: a line where a key scontrol prints appears twice, or out of scontrol's order, is ambiguous and
-  comes back in :attr:`JobListing.refused` with its job id; it is never read.
+  runs up to the next `` Key=``, so a free-text field (JobName, Comment, Extra, WorkDir, Command, SubmitLine,
+  StdOut, an AdminComment written by someone else) could carry a forged `` JobState=PENDING``; and scontrol
+  prints a value as it is, line breaks included, so a value can also end its line and start what looks like
+  another job's record (``x\\nJobId=999999 …``). The parser refuses, not guesses: a record with a line break
+  or carriage return in it, a key its release does not print (:data:`SCONTROL_JOB_KEYS`), a key twice or out
+  of scontrol's order is untrusted whole and comes back in :attr:`JobListing.refused` with its job id; it is
+  never read.
+- :func:`load_text_jobs`: the text backend's reads, through a ``run`` callable: ``scontrol show job -o``
+  between two ``squeue`` lists of the job ids (numbers only), and a re-read by id (``scontrol show job -o
+  ID``, which prints that job alone) of each job whose line the listing cannot tell from a forgery.
 """
 
 from __future__ import annotations
@@ -21,14 +27,16 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import hostlist
 from ..allocation import Allocation
-from ..errors import HostlistError, ParseError
+from ..errors import CommandError, HostlistError, ParseError
 from ..text import NULL
+from . import argv
 
 #: The keys of a job record (scontrol's names). A JSON listing fills these; a text line keeps all of its own.
 JOB_KEYS = (
@@ -60,109 +68,102 @@ JOB_KEYS = (
     "TresPerNode",
 )
 
-#: The keys ``scontrol show job -o`` prints (22.05 -> 26.05), in its order. A key of this list that a
-#: line shows twice or out of this order makes the line ambiguous (a free-text field carried it).
-SCONTROL_JOB_ORDER = (
-    "JobId",
-    "ArrayJobId",
-    "ArrayTaskId",
-    "ArrayTaskThrottle",
-    "HetJobId",
-    "HetJobOffset",
-    "HetJobIdSet",
-    "JobName",
-    "UserId",
-    "GroupId",
-    "MCS_label",
-    "Priority",
-    "Nice",
-    "Account",
-    "QOS",
-    "WCKey",
-    "JobState",
-    "Reason",
-    "FailedNode",
-    "Dependency",
-    "Requeue",
-    "Restarts",
-    "BatchFlag",
-    "Reboot",
-    "ExitCode",
-    "DerivedExitCode",
-    "RunTime",
-    "TimeLimit",
-    "TimeMin",
-    "SubmitTime",
-    "EligibleTime",
-    "AccrueTime",
-    "StartTime",
-    "EndTime",
-    "Deadline",
-    "PreemptEligibleTime",
-    "PreemptTime",
-    "SuspendTime",
-    "SecsPreSuspend",
-    "LastSchedEval",
-    "ResizeTime",
-    "Scheduler",
-    "Partition",
-    "AllocNode:Sid",
-    "ReqNodeList",
-    "ExcNodeList",
-    "NodeList",
-    "SchedNodeList",
-    "BatchHost",
-    "StepMgrEnabled",
-    "NumNodes",
-    "NumCPUs",
-    "NumTasks",
-    "CPUs/Task",
-    "ReqB:S:C:T",
-    "ReqTRES",
-    "AllocTRES",
-    "TRES",
-    "Socks/Node",
-    "NtasksPerN:B:S:C",
-    "CoreSpec",
-    "MinCPUsNode",
-    "MinMemoryNode",
-    "MinMemoryCPU",
-    "MinTmpDiskNode",
-    "Features",
-    "DelayBoot",
-    "ClusterFeatures",
-    "Prefer",
-    "Reservation",
-    "OverSubscribe",
-    "Exclusive",
-    "Contiguous",
-    "Licenses",
-    "LicensesAlloc",
-    "Network",
-    "Command",
-    "SubmitLine",
-    "WorkDir",
-    "AdminComment",
-    "SystemComment",
-    "Comment",
-    "StdErr",
-    "StdIn",
-    "StdOut",
-    "Power",
-    "CpusPerTres",
-    "MemPerTres",
-    "TresBind",
-    "TresFreq",
-    "TresPerJob",
-    "TresPerNode",
-    "TresPerSocket",
-    "TresPerTask",
-    "MailUser",
-    "MailType",
-    "Segment",
+#: The keys ``scontrol show job -o`` prints, release by release, in its order: Slurm's own printer
+#: (``slurm_sprint_job_info`` in src/api/job_info.c of 22.05.8, ``_sprint_job_info`` in
+#: src/scontrol/info_job.c of 24.11.5 and 26.05), checked against real listings of every release
+#: (tests/fixtures/real/job-listing/, tests/test_access_text.py). ``A|B`` is one place that prints one
+#: of them (``CoreSpec`` or ``ThreadSpec``). Keys printed only with ``-d`` (DerivedExitCode, SLUID) are
+#: listed; ``-d``'s per-node lines (``Nodes= CPU_IDs= Mem= GRES=``) are not: the text reader never asks for
+#: them. CPU_min_freq, CPU_max_freq and Governor are ``--cpu-freq``'s; the Gres…/KillO…/SpreadJob flags are
+#: one place each (22.05 runs them together, 24.11 joins them with commas: only the first starts a key).
+SCONTROL_JOB_KEYS: dict[str, tuple[str, ...]] = {
+    "22.05": tuple(
+        """JobId ArrayJobId ArrayTaskId ArrayTaskThrottle HetJobId HetJobOffset JobName HetJobIdSet
+        UserId GroupId MCS_label Priority Nice Account QOS WCKey JobState Reason Dependency Requeue
+        Restarts BatchFlag Reboot ExitCode DerivedExitCode RunTime TimeLimit TimeMin SubmitTime
+        EligibleTime AccrueTime ResizeTime StartTime EndTime Deadline CronJob CrontabSpec
+        PreemptEligibleTime PreemptTime SuspendTime SecsPreSuspend LastSchedEval Scheduler Partition
+        AllocNode:Sid ReqNodeList ExcNodeList NodeList SchedNodeList BatchFeatures BatchHost
+        FedOrigin FedViableSiblings FedActiveSiblings NumNodes NumCPUs NumTasks CPUs/Task ReqB:S:C:T
+        TRES Socks/Node NtasksPerN:B:S:C CoreSpec|ThreadSpec MinCPUsNode MinMemoryNode|MinMemoryCPU
+        MinTmpDiskNode Features DelayBoot ClusterFeatures Prefer Reservation OverSubscribe
+        Contiguous Licenses Network Command WorkDir AdminComment SystemComment Comment StdErr StdIn
+        StdOut Switches BurstBuffer BurstBufferState CPU_min_freq CPU_max_freq Governor Power
+        GresEnforceBind KillOInInvalidDependent SpreadJob CpusPerTres MemPerTres TresBind TresFreq
+        TresPerJob TresPerNode TresPerSocket TresPerTask MailUser MailType NtasksPerTRES Container
+        SELinuxContext""".split()
+    ),
+    "24.11": tuple(
+        """JobId ArrayJobId ArrayTaskId ArrayTaskThrottle HetJobId HetJobOffset JobName HetJobIdSet
+        UserId GroupId MCS_label Priority Nice Account QOS WCKey JobState Reason FailedNode
+        Dependency Requeue Restarts BatchFlag Reboot ExitCode DerivedExitCode RunTime TimeLimit
+        TimeMin SubmitTime EligibleTime AccrueTime ResizeTime StartTime EndTime Deadline CronJob
+        CrontabSpec PreemptEligibleTime PreemptTime SuspendTime SecsPreSuspend LastSchedEval
+        Scheduler Partition AllocNode:Sid ReqNodeList ExcNodeList NodeList SchedNodeList
+        BatchFeatures BatchHost StepMgrEnabled FedOrigin FedViableSiblings FedActiveSiblings
+        NumNodes NumCPUs NumTasks CPUs/Task ReqB:S:C:T ReqTRES AllocTRES Socks/Node NtasksPerN:B:S:C
+        CoreSpec|ThreadSpec MinCPUsNode MinMemoryNode|MinMemoryCPU|MinMemoryTRES MinTmpDiskNode
+        Features DelayBoot ClusterFeatures Prefer Reservation OverSubscribe Contiguous Licenses
+        Network Command WorkDir AdminComment SystemComment Comment Extra StdErr StdIn StdOut
+        Switches BurstBuffer BurstBufferState CPU_min_freq CPU_max_freq Governor
+        GresAllowTaskSharing GresEnforceBind GresOneTaskPerSharing KillOInInvalidDependent SpreadJob
+        OOMKillStep CpusPerTres MemPerTres TresBind TresFreq TresPerJob TresPerNode TresPerSocket
+        TresPerTask MailUser MailType NtasksPerTRES Container ContainerID SELinuxContext ResvPorts""".split()
+    ),
+    "26.05": tuple(
+        """JobId ArrayJobId ArrayTaskId ArrayTaskThrottle HetJobId HetJobOffset JobName SLUID
+        HetJobIdSet UserId GroupId MCS_label Priority Nice Account QOS WCKey JobState Reason
+        FailedNode Dependency Requeue Restarts BatchFlag Reboot ExitCode DerivedExitCode RunTime
+        TimeLimit TimeMin SubmitTime EligibleTime AccrueTime ResizeTime StartTime EndTime Deadline
+        CronJob CrontabSpec PreemptEligibleTime PreemptTime SuspendTime SecsPreSuspend LastSchedEval
+        Scheduler Partition AllocNode:Sid ReqNodeList ExcNodeList NodeList SchedNodeList
+        BatchFeatures BatchHost StepMgrEnabled FedOrigin FedViableSiblings FedActiveSiblings
+        NumNodes NumCPUs NumTasks CPUs/Task ReqB:S:C:T ReqTRES AllocTRES Socks/Node NtasksPerN:B:S:C
+        CoreSpec|ThreadSpec MinCPUsNode MinMemoryNode|MinMemoryCPU|MinMemoryTRES MinTmpDiskNode
+        MemUpdate Features DelayBoot ClusterFeatures Prefer Reservation OverSubscribe Exclusive
+        Contiguous Licenses LicensesAlloc Network Command SubmitLine WorkDir AdminComment
+        SystemComment Comment Extra StdErr StdIn StdOut SegmentSize SpreadSegments
+        ConsolidateSegments Switches BurstBuffer BurstBufferState CPU_min_freq CPU_max_freq Governor
+        GresAllowTaskSharing GresEnforceBind GresOneTaskPerSharing KillOnInvalidDependent SpreadJob
+        ExpeditedRequeue OOMKillStep CpusPerTres MemPerTres TresBind TresFreq TresPerJob TresPerNode
+        TresPerSocket TresPerTask MailUser MailType NtasksPerTRES ContainerType Container
+        ContainerID SELinuxContext ResvPorts""".split()
+    ),
+}
+
+
+def _union(*orders: Sequence[str]) -> tuple[str, ...]:
+    """One order holding every release's keys, each release's in its own order (a key new in one release
+    goes right after the key before it there)."""
+    out: list[str] = []
+    for order in orders:
+        at = -1
+        for place in order:
+            for key in place.split("|"):
+                if key in out:
+                    at = out.index(key)
+                else:
+                    at += 1
+                    out.insert(at, key)
+    return tuple(out)
+
+
+#: Every key of :data:`SCONTROL_JOB_KEYS`, in an order that is each release's order (tests write job lines
+#: in it).
+SCONTROL_JOB_ORDER = _union(*reversed(SCONTROL_JOB_KEYS.values()))
+#: Per release: key -> its place (the keys of one ``A|B`` share a place, so only one of them may appear).
+_PLACES = tuple(
+    {key: i for i, place in enumerate(order) for key in place.split("|")}
+    for order in SCONTROL_JOB_KEYS.values()
 )
-_ORDER = {k: i for i, k in enumerate(SCONTROL_JOB_ORDER)}
+#: The keys Slurm prints between ``JobId=`` and ``JobName=`` (the first value a user writes).
+_ID_KEYS = frozenset(("ArrayJobId", "ArrayTaskId", "ArrayTaskThrottle", "HetJobId", "HetJobOffset"))
 _KEY_RE = re.compile(r"(?:^| )([A-Z][A-Za-z0-9_:/]*)=")
+#: Characters that end a line for someone (str.splitlines, a terminal): in a record, a value carried them.
+_BREAK_RE = re.compile("[\r\n\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+REREADS = 256
+"""At most this many re-reads by id in one text listing (:func:`load_text_jobs`); the jobs still ambiguous
+then are refused for the pass, each with one line."""
 
 
 @dataclass
@@ -176,6 +177,8 @@ class JobListing:
     listed: int = 0
     """How many jobs Slurm's answer held before a ``job`` filter: more than one for a one-job query means
     the client ignored its filter (22.05's ``squeue --json``)."""
+    ids_checked: bool = False
+    """A text listing: whether its lines were checked against squeue's job ids (:func:`load_text_jobs`)."""
 
 
 # ---- JSON (squeue --json)
@@ -365,58 +368,327 @@ def allocation_from_json(text: str, job: str) -> Allocation:
 # ---- text (scontrol show job -o)
 
 
-def job_from_text(line: str) -> dict[str, str]:
-    """One ``scontrol show job -o`` line -> {key: value}. Raises ValueError when the line is ambiguous: a
-    key scontrol prints appears twice or out of scontrol's order (a free-text value carried it)."""
-    line = line.strip()
+def _fits(keys: Sequence[str]) -> str:
+    """Why these keys (a line's, in order) are no record of any release: '' when they are one's (each key
+    known to the release, none twice, in its order)."""
+    best, why = -1, ""
+    for places in _PLACES:
+        last, bad = -1, ""
+        for n, key in enumerate(keys):
+            place = places.get(key)
+            if place is None:
+                bad = f"{key[:40]}= is no key scontrol prints"
+            elif place == last:
+                bad = f"{key}= appears twice"
+            elif place < last:
+                bad = f"{key}= out of scontrol's order"
+            if bad or place is None:
+                if n > best:
+                    best, why = n, bad
+                break
+            last = place
+        else:
+            return ""
+    return why
+
+
+def _line_record(line: str, *, first_name: bool = False) -> dict[str, str]:
+    """One ``scontrol show job -o`` line -> {key: value}. Raises ValueError (why) unless the line is a record
+    no value can have shaped: no line break or carriage return, ``JobId=`` a number, every `` Key=`` one its
+    release prints, once, in its order. ``first_name``: also ``JobName=`` right after the id keys, as Slurm
+    starts every record (a line a value started need not)."""
+    if _BREAK_RE.search(line):
+        raise ValueError("a line break or carriage return in a value")
     matches = list(_KEY_RE.finditer(line))
     if not matches or matches[0].start() != 0 or matches[0][1] != "JobId":
         raise ValueError("not a JobId= line")
-    known = [m for m in matches if m[1] in _ORDER]
-    seen: set[str] = set()
-    last = -1
-    for m in known:
-        key = m[1]
-        if key in seen:
-            raise ValueError(f"{key}= appears twice")
-        if _ORDER[key] < last:
-            raise ValueError(f"{key}= out of scontrol's order")
-        seen.add(key)
-        last = _ORDER[key]
+    keys = [m[1] for m in matches]
+    why = _fits(keys)
+    if why:
+        raise ValueError(why)
+    if first_name:
+        n = 1
+        while n < len(keys) and keys[n] in _ID_KEYS:
+            n += 1
+        if n >= len(keys) or keys[n] != "JobName":
+            raise ValueError("no JobName= after JobId=, where Slurm prints it")
     out: dict[str, str] = {}
-    for i, m in enumerate(known):
-        end = known[i + 1].start() if i + 1 < len(known) else len(line)
+    for i, m in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
         out[m[1]] = line[m.end() : end].strip()
+    if not out["JobId"].isdigit():
+        raise ValueError("JobId= is not a number")
     return out
 
 
-def jobs_from_text(text: str) -> JobListing:
-    """``scontrol show job -o`` -> the jobs; ambiguous lines refused with their job id. scontrol prints a
-    value as it is, line breaks included, so a job's record is one line only when none of its values holds
-    one: a job followed by a line that is not a ``JobId=`` line is refused (its values run on), and so is
-    every record of a job id that more than one ``JobId=`` line claims (a value's line break can start what
-    looks like a record of its own)."""
-    out = JobListing(backend="text")
-    lines: list[tuple[str, str]] = []  # (job id, line) of every JobId= line, in order
-    split: set[str] = set()
-    for line in text.splitlines():
-        if line.startswith("JobId="):
-            lines.append((line[6:].split(" ", 1)[0][:20], line))
-        elif line.strip() and lines:
-            split.add(lines[-1][0])
-    claims: dict[str, int] = {}
-    for jid, _ in lines:
-        claims[jid] = claims.get(jid, 0) + 1
-    for jid, line in lines:
-        if claims[jid] > 1 or jid in split:
-            why = "claimed by more than one line" if claims[jid] > 1 else "a value runs on to the next line"
-            out.refused.append((jid, f"ambiguous scontrol line ({why}): not read"))
-            continue
+def job_from_text(line: str) -> dict[str, str]:
+    """One ``scontrol show job -o`` line -> {key: value}. Raises ValueError when a value may have shaped the
+    line: a line break or carriage return in it, a key scontrol does not print (:data:`SCONTROL_JOB_KEYS`),
+    a key twice or out of scontrol's order (a free-text value carried it)."""
+    return _line_record(line.strip(" \n"))
+
+
+@dataclass
+class _Block:
+    """A line that starts ``JobId=``, and how many lines after it start no record (a value ran on)."""
+
+    jid: str
+    line: str
+    more: int = 0
+
+    def read(self, several: bool) -> tuple[dict[str, str] | None, str]:
+        """(record, '') when the block is one clean line, else (None, why)."""
+        if self.more:
+            return None, "a value runs on to the next line"
         try:
-            out.jobs.append(job_from_text(line))
+            return _line_record(self.line, first_name=several), ""
         except ValueError as exc:
-            out.refused.append((jid, f"ambiguous scontrol line ({exc}): not read"))
+            return None, str(exc)
+
+
+def _blocks(text: str) -> list[_Block]:
+    """scontrol's text split at its line breaks only (``\\n``: a carriage return or another character
+    str.splitlines breaks at stays inside its record, which then is untrusted). Lines before the first
+    ``JobId=`` line (``No jobs in the system``) are no record."""
+    out: list[_Block] = []
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for line in lines:
+        if line.startswith("JobId="):
+            out.append(_Block(line[6:].split(" ", 1)[0][:20], line))
+        elif out:
+            out[-1].more += 1
     return out
+
+
+def _ambiguous(why: str) -> str:
+    return f"ambiguous scontrol line ({why}): not read"
+
+
+def _one_job(text: str, job: str, stable: frozenset[str] | None = None) -> JobListing:
+    """``scontrol show job -o JOB`` -> its records. scontrol prints that job alone (every task of an array,
+    every component of a heterogeneous job): a text of one clean line is that record, whatever it holds. A
+    text of more lines is read only when every line is a clean record (``JobName=`` where Slurm prints it),
+    no job id twice, each answering to ``JOB`` (its id, ``ArrayJobId=`` or ``HetJobId=``) and, with
+    ``stable``, each a job squeue lists; else the whole answer is refused under ``JOB``."""
+    blocks = _blocks(text)
+    out = JobListing(backend="text", listed=len(blocks))
+    several = len(blocks) > 1
+    base = re.split(r"[_+]", job, maxsplit=1)[0]
+    records: list[dict[str, str]] = []
+    why = ""
+    for b in blocks:
+        rec, why = b.read(several)
+        if rec is None:
+            break
+        if several and job not in (rec["JobId"], rec.get("ArrayJobId"), rec.get("HetJobId")):
+            if base not in (rec.get("ArrayJobId"), rec.get("HetJobId")):
+                why = f"a record of another job in the answer for job {job[:20]}"
+                break
+        if several and stable is not None and rec["JobId"] not in stable:
+            why = "a record of a job squeue does not list"
+            break
+        records.append(rec)
+    else:
+        ids = [r["JobId"] for r in records]
+        if len(set(ids)) == len(ids):
+            out.jobs = records
+            return out
+        why = "claimed by more than one line"
+    out.refused.append((job[:20], _ambiguous(why)))
+    return out
+
+
+class _Answer(NamedTuple):
+    """A job's re-read (or why there is none): ``kind`` ok (``value``: the record), gone (scontrol knows no
+    such job), refused or unread (``value``: why); ``lines``: the job ids its answer's lines claim, in
+    order."""
+
+    kind: str
+    value: Any = None
+    lines: tuple[str, ...] = ()
+
+
+class _Listing:
+    """``scontrol show job -o`` (every job) -> the records; :func:`load_text_jobs` says which line is
+    whose. ``stable``: the ids squeue listed before and after the listing (None: not known); ``reread``: one
+    job's answer by its id (None: nothing is re-read, every ambiguous job is refused); at most ``limit``
+    re-reads."""
+
+    CONTINUED = "the next line starts no record of its own: a value of this one may"
+
+    def __init__(
+        self,
+        text: str,
+        stable: frozenset[str] | None,
+        reread: Callable[[str], _Answer] | None,
+        limit: int,
+    ) -> None:
+        self.blocks = _blocks(text)
+        self.stable, self.reread, self.limit = stable, reread, limit
+        self.left = limit if reread is not None else 0
+        several = len(self.blocks) > 1
+        self.read = [b.read(several) for b in self.blocks]
+        self.claims = Counter(b.jid for b in self.blocks)
+        self.answers: dict[str, _Answer] = {}
+        self.forged = [self.maybe_forged(i) for i in range(len(self.blocks))]
+        self.swallowed: set[int] = set()
+        """Lines a re-read showed to be another job's record going on (that job's answer printed them too):
+        each is re-read in turn (a job's own line would have its own answer)."""
+
+    def no_job(self, jid: str) -> bool:
+        """Not a job squeue listed both times: a line a value wrote (or a job that came or went meanwhile)."""
+        return not jid.isdigit() or (self.stable is not None and jid not in self.stable)
+
+    def maybe_forged(self, i: int) -> bool:
+        """Whether line ``i`` may be a value's: its id claimed twice or no job's; without squeue's list, any
+        line that is not a clean record."""
+        jid, unclean = self.blocks[i].jid, self.read[i][0] is None
+        return self.claims[jid] > 1 or self.no_job(jid) or (self.stable is None and unclean)
+
+    def ask(self, i: int, why: str) -> _Answer:
+        """Line ``i``'s job re-read (once a job), or why there is none to make. The lines after line ``i``
+        that its answer printed too (claims of the same ids, in the same order) may be its record's."""
+        jid = self.blocks[i].jid
+        if jid not in self.answers:
+            if self.left > 0 and self.reread is not None:
+                self.left -= 1
+                self.answers[jid] = self.reread(jid)
+            else:
+                more = (
+                    "" if self.reread is None else f"; not re-read: over {self.limit} re-reads this listing"
+                )
+                self.answers[jid] = _Answer("unread", _ambiguous(why) + more)
+        answer = self.answers[jid]
+        if answer.lines[:1] == (jid,):
+            for k, claimed in enumerate(answer.lines[1:], i + 1):
+                if k >= len(self.blocks) or self.blocks[k].jid != claimed:
+                    break
+                self.swallowed.add(k)
+                self.forged[k] = True
+        return answer
+
+    def containers(self) -> set[str]:
+        """The jobs whose record may hold a forged line: for each, the nearest line before it that is a job's
+        own first line (its id claimed once, by a job squeue lists). Each is re-read: scontrol prints that
+        job alone, so its own line breaks show. Without squeue's list, a line that is not clean is re-read
+        too, and a line whose job is gone may be forged: the search goes on before it."""
+        if self.stable is None:
+            for i, (rec, why) in enumerate(self.read):
+                if (
+                    rec is None
+                    and self.claims[self.blocks[i].jid] == 1
+                    and not self.no_job(self.blocks[i].jid)
+                ):
+                    self.ask(i, why)
+        found: set[str] = set()
+        todo = [i for i, f in enumerate(self.forged) if f]
+        seen: set[int] = set()
+        while todo:
+            j = todo.pop() - 1
+            while j >= 0 and self.forged[j]:
+                j -= 1
+            if j < 0 or j in seen:
+                continue
+            seen.add(j)
+            found.add(self.blocks[j].jid)
+            if self.ask(j, self.CONTINUED).kind == "gone" and self.stable is None:
+                self.forged[j] = True
+                todo.append(j)
+        return found
+
+    def decide(self, i: int, containers: set[str]) -> _Answer:
+        """Line ``i``'s job: its clean line, its re-read, or refused."""
+        jid, (rec, why) = self.blocks[i].jid, self.read[i]
+        if self.claims[jid] > 1:
+            return self.ask(i, "claimed by more than one line")
+        if jid in containers or i in self.swallowed or (self.stable is None and rec is None):
+            return self.ask(i, why or "another job's record may go on in this line")
+        return _Answer("ok", rec) if rec is not None else _Answer("refused", _ambiguous(why))
+
+    def listing(self) -> JobListing:
+        out = JobListing(backend="text", listed=len(self.blocks), ids_checked=self.stable is not None)
+        containers = self.containers()
+        done: set[str] = set()
+        for i, b in enumerate(self.blocks):
+            if b.jid in done or self.no_job(b.jid):
+                continue  # a job once; a line of no job squeue lists is not reported
+            done.add(b.jid)
+            answer = self.decide(i, containers)
+            if answer.kind == "ok":
+                out.jobs.append(answer.value)
+            elif answer.kind != "gone":
+                out.refused.append((b.jid, answer.value))
+        return out
+
+
+def jobs_from_text(text: str, job: str | None = None) -> JobListing:
+    """``scontrol show job -o [JOB]`` -> the jobs; the untrusted ones refused with their job id (one line
+    each). Pure: with no squeue list and no re-read, a job whose line cannot be told from a forgery (its id
+    claimed twice, or the line before one that starts no record of its own) is refused, never guessed
+    (:func:`load_text_jobs` re-reads those). ``job``: the answer for that one job (:func:`_one_job`)."""
+    if job is not None:
+        return _one_job(text, job)
+    return _Listing(text, None, None, 0).listing()
+
+
+Run = Callable[[Sequence[str]], str]
+"""Runs one command line, returns its output; a failure raises :class:`CommandError`."""
+
+
+def _job_ids(run: Run) -> frozenset[str] | None:
+    """squeue's job ids (numbers only: nothing a user writes), or None when squeue does not list them."""
+    try:
+        text = run(argv.job_ids())
+    except Exception:  # a failed or missing squeue, whatever it raises: the listing is read without it
+        return None
+    words = text.split()
+    return frozenset(words) if all(w.isdigit() for w in words) else None
+
+
+def _reread(run: Run, jid: str, stable: frozenset[str] | None) -> _Answer:
+    """``scontrol show job -o JID``: that job alone (:func:`_one_job`)."""
+    try:
+        text = run(argv.show_job(jid))
+    except CommandError as exc:
+        if "invalid job id" in str(exc).lower():
+            return _Answer("gone")
+        return _Answer("refused", _ambiguous(f"its re-read failed: {str(exc)[:80]}"))
+    lines = tuple(b.jid for b in _blocks(text))
+    one = _one_job(text, jid, stable)
+    if one.refused:
+        return _Answer("refused", one.refused[0][1], lines)
+    rec = next((r for r in one.jobs if r["JobId"] == jid), None)
+    return _Answer("ok", rec, lines) if rec is not None else _Answer("gone", None, lines)
+
+
+def load_text_jobs(run: Run, job: str | None = None, *, limit: int = REREADS) -> JobListing:
+    """The text backend's read of every job (or of ``job``: ``scontrol show job -o JOB``, :func:`_one_job`).
+
+    A listing is ``scontrol show job -o`` between two ``squeue --noheader --states=all --format=%A`` (job
+    ids, nothing a user writes). A job squeue listed both times was there all along: its own first line is in
+    the listing, so any other line that claims its id was written by a value, and a line of a job squeue did
+    not list twice is no job's (or one that came or went meanwhile): it is dropped, never reported. Then:
+
+    - a job whose id more than one line claims is re-read by id (``scontrol show job -o ID`` prints that
+      job alone): its own record, whatever another job's value printed; refused if that has a line break;
+    - the job whose record a forged line continues starts on the nearest line before it that is a job's
+      own first line: that job is re-read too, and refused when its record holds a line break (its listed
+      line may be a whole forged record that its value wrote), else read as re-read;
+    - any other line that is not a clean record (a line break or carriage return, a key its release does not
+      print, a key twice or out of order) is its own job's, refused with one line.
+
+    At most ``limit`` re-reads a listing; jobs still ambiguous then are refused for the pass. Where squeue
+    cannot list the ids (it fails), every line of a job claimed once is taken as that job's own unless
+    :func:`jobs_from_text`'s checks or a re-read say otherwise."""
+    if job is not None:
+        return _one_job(run(argv.show_job(job)), job)
+    before = _job_ids(run)
+    text = run(argv.show_job())
+    after = _job_ids(run) if before is not None else None
+    stable = before & after if before is not None and after is not None else None
+    return _Listing(text, stable, lambda jid: _reread(run, jid, stable), limit).listing()
 
 
 def pending_count(jobs: Sequence[Mapping[str, str]]) -> int:
