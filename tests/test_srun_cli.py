@@ -327,6 +327,9 @@ def test_slurm_tasks_per_node_caps_the_ranks_of_each_node(tmp_path: Path) -> Non
     assert [r.node for r in plan(["--tp", "1"], slurm(tmp_path), **env).rows] == ["gs1", "gs1", "gs2", "gs2"]
     inside = plan(["--tp", "1"], slurm(tmp_path), SLURM_STEP_ID="0", **env)
     assert [r.node for r in inside.rows] == ["gs1"] * 4
+    for batch in ("-5", "4294967294"):  # the batch script's step: 26.05, older releases
+        rows = plan(["--tp", "1"], slurm(tmp_path), SLURM_STEP_ID=batch, **env).rows
+        assert [r.node for r in rows] == ["gs1", "gs1", "gs2", "gs2"]
 
 
 def test_too_few_tasks_per_node_is_one_clear_line(tmp_path: Path) -> None:

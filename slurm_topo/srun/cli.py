@@ -218,7 +218,7 @@ def _tasks_per_node(job: str, environ: Mapping[str, str], nodes: Sequence[str]) 
     the CPUs of each node when no task count was asked). None when the environment is not that job's
     allocation (``--jobid`` of another job, or inside a step, whose ``SLURM_TASKS_PER_NODE`` is the step's)
     or does not cover its nodes."""
-    if (environ.get("SLURM_JOB_ID") or environ.get("SLURM_JOBID")) != job or environ.get("SLURM_STEP_ID"):
+    if (environ.get("SLURM_JOB_ID") or environ.get("SLURM_JOBID")) != job or _in_step(environ):
         return None
     counts = parse_tasks_per_node(environ.get("SLURM_TASKS_PER_NODE", ""))
     try:
@@ -228,6 +228,17 @@ def _tasks_per_node(job: str, environ: Mapping[str, str], nodes: Sequence[str]) 
     if not counts or len(counts) != len(names) or set(names) != set(nodes):
         return None
     return dict(zip(names, counts, strict=True))
+
+
+def _in_step(environ: Mapping[str, str]) -> bool:
+    """Inside a job step (``srun … gpulayer-srun``): a ``SLURM_STEP_ID`` of a real step, not of the batch
+    script (26.05 sets ``-5`` there, older releases 4294967294) or another special step."""
+    text = environ.get("SLURM_STEP_ID", "").strip()
+    try:
+        step = int(text)
+    except ValueError:
+        return False
+    return 0 <= step < 0xFFFFFFF0
 
 
 def _domains(runner: Runner, nodes: Sequence[str]) -> dict[str, str]:
