@@ -221,18 +221,25 @@ def test_gpulayer_srun_codes(tmp_path: Path, bin_dir: Path) -> None:
     assert "Invalid job id specified" in one_error_line(proc, "gpulayer-srun")
 
 
-def test_gpulayer_srun_unwritable_hostfile(tmp_path: Path, bin_dir: Path) -> None:
-    job = '{"jobs": [{"job_id": 7, "nodes": "n1", "gres_detail": ["gpu:2(IDX:0-1)"]}]}'
-    fake(bin_dir, "squeue", f"echo '{job}'")
-    env = fake(bin_dir, "scontrol", 'case "$2" in config) echo "SLURM_VERSION = 22.05.8";; *) exit 1;; esac')
+def test_gpulayer_srun_unwritable_hostfile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host file lives in memory (memfd) where the kernel has it; without it, in a private directory:
+    when no such directory can be made under $XDG_RUNTIME_DIR, $TMPDIR or /tmp, exit 4 (OUTPUT) naming them."""
+    import tempfile
+
+    from slurm_topo.errors import exit_code_for
+    from slurm_topo.srun import cli as srun_cli
+
+    def refuse(*args: object, **kwargs: object) -> str:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", refuse)
     blocker = tmp_path / "a-file"
-    blocker.write_text("")
-    proc = run(
-        "--tp", "2", "--", "true", module="slurm_topo.srun",
-        env={**env, "SLURM_JOB_ID": "7", "TMPDIR": str(blocker), "SLURM_CONF": str(tmp_path / "slurm.conf")},
-    )  # fmt: skip
-    assert proc.returncode == ExitCode.OUTPUT, proc.stderr
-    assert proc.stderr.splitlines()[-1].startswith(f"gpulayer-srun: error: cannot write {blocker}/")
+    with pytest.raises(Exception) as caught:
+        srun_cli.private_hostfile(["n1"], {"TMPDIR": str(blocker)}, memory=False)
+    assert exit_code_for(caught.value) == ExitCode.OUTPUT
+    assert str(caught.value).startswith(
+        f"cannot make a private directory for the SLURM_HOSTFILE in {blocker}, /tmp"
+    )
 
 
 def test_gpulayer_srun_version_and_interrupt(tmp_path: Path, bin_dir: Path) -> None:
