@@ -223,7 +223,8 @@ def test_gpulayer_srun_codes(tmp_path: Path, bin_dir: Path) -> None:
 
 def test_gpulayer_srun_unwritable_hostfile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The host file lives in memory (memfd) where the kernel has it; without it, in a private directory:
-    when no such directory can be made under $XDG_RUNTIME_DIR, $TMPDIR or /tmp, exit 4 (OUTPUT) naming them."""
+    when no such directory can be made under $XDG_RUNTIME_DIR, $TMPDIR or /tmp, exit 4 (OUTPUT),
+    naming them."""
     import tempfile
 
     from slurm_topo.errors import exit_code_for
