@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pytest
 from fakes import ScriptedRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from slurm_topo import srun
 from slurm_topo.errors import InputError, OutputError, UsageError
-from slurm_topo.srun.cli import build_plan, main, parse_tasks_per_node, private_hostfile
+from slurm_topo.srun.cli import MAX_TASK_NODES, build_plan, main, parse_tasks_per_node, private_hostfile
 from slurm_topo.srun.options import check_srun_options, job_id
 
 CAPTURE = Path(__file__).resolve().parent / "fixtures" / "synthetic" / "islands-2x4-nv18.txt"
@@ -318,6 +320,31 @@ def test_an_unusable_private_folder_is_an_output_error(monkeypatch: pytest.Monke
 )
 def test_tasks_per_node_is_read_as_slurm_writes_it(text: str, counts: list[int] | None) -> None:
     assert parse_tasks_per_node(text) == counts
+
+
+def _slurm_runs(counts: list[int]) -> str:
+    """Slurm's own run-length form of a per-node list (``uint32_compressed_to_str``): ``8(x2),1``."""
+    parts, i = [], 0
+    while i < len(counts):
+        j = i
+        while j < len(counts) and counts[j] == counts[i]:
+            j += 1
+        parts.append(f"{counts[i]}(x{j - i})" if j - i > 1 else str(counts[i]))
+        i = j
+    return ",".join(parts)
+
+
+@settings(max_examples=300, derandomize=True, database=None)
+@given(st.lists(st.integers(min_value=0, max_value=300), min_size=1, max_size=60))
+def test_tasks_per_node_reads_back_every_list_slurm_can_write(counts: list[int]) -> None:
+    assert parse_tasks_per_node(_slurm_runs(counts)) == counts
+
+
+def test_tasks_per_node_longer_than_any_cluster_is_refused_unexpanded() -> None:
+    """A repeat count past every Slurm's node limit is malformed: nothing is expanded (no 10^9-entry list)."""
+    assert parse_tasks_per_node(f"8(x{MAX_TASK_NODES})") == [8] * MAX_TASK_NODES
+    assert parse_tasks_per_node(f"8(x{MAX_TASK_NODES}),1") is None
+    assert parse_tasks_per_node("8(x1000000000)") is None
 
 
 def test_slurm_tasks_per_node_caps_the_ranks_of_each_node(tmp_path: Path) -> None:

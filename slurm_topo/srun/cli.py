@@ -201,15 +201,22 @@ def build_plan(
     return plan, args
 
 
+MAX_TASK_NODES = 1 << 18
+"""As many nodes as any Slurm holds (262 144): a longer ``SLURM_TASKS_PER_NODE`` is malformed, unexpanded."""
+
+
 def parse_tasks_per_node(text: str) -> list[int] | None:
-    """``SLURM_TASKS_PER_NODE`` (``15,1``, ``8(x2)``, ``2(x3),1``) -> a count per node; None if malformed."""
-    out: list[int] = []
+    """``SLURM_TASKS_PER_NODE`` (``15,1``, ``8(x2)``, ``2(x3),1``) -> a count per node; None if malformed or
+    longer than :data:`MAX_TASK_NODES` nodes (counted before anything is expanded)."""
+    runs: list[tuple[int, int]] = []
     for part in text.split(","):
         count, paren, times = part.partition("(x")
         if not count.isdigit() or (paren and not (times.endswith(")") and times[:-1].isdigit())):
             return None
-        out += [int(count)] * (int(times[:-1]) if times else 1)
-    return out
+        runs.append((int(count), int(times[:-1]) if times else 1))
+    if sum(n for _, n in runs) > MAX_TASK_NODES:
+        return None
+    return [count for count, n in runs for _ in range(n)]
 
 
 def _tasks_per_node(job: str, environ: Mapping[str, str], nodes: Sequence[str]) -> dict[str, int] | None:
