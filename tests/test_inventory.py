@@ -219,12 +219,6 @@ def test_links_rails_are_validated_at_load_and_generate_writes_nothing(tmp_path:
 # ---- the loader's fast paths give what the plain paths give
 
 
-def _clustershell(expression: str) -> list[str]:
-    from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet
-
-    return list(NodeSet(expression, resolver=RESOLVER_NOGROUP))
-
-
 def _random_expression(rng) -> str:  # type: ignore[no-untyped-def]
     alphabet = "a9.-_9x"
 
@@ -243,37 +237,45 @@ def _random_expression(rng) -> str:  # type: ignore[no-untyped-def]
     return f"{prefix}[{','.join(item() for _ in range(rng.randint(1, 3)))}]{suffix}"
 
 
-def test_arithmetic_expansion_is_clustershells() -> None:
-    """hostlist.expand expands one plain bracket itself: on 20 000 generated expressions (padding, mixed
-    widths, digits touching a bracket, ranges out of order, overlapping items) whatever it expands is exactly
-    ClusterShell's list, and what it declares naturally ordered is sorted by natural_key."""
+def test_naturally_ordered_expansions_are_sorted_and_unique() -> None:
+    """What hostlist.naturally_ordered declares in natural order (the loader then skips sorting the entry's
+    nodes) is: on 20 000 generated expressions (padding, mixed widths, digits touching a bracket, ranges out
+    of order, overlapping items) the expansion is sorted by natural_key, each name once, the last the longest;
+    and expand gives Slurm's reading less its repeats (test_hostlist_slurm.py compares that with Slurm)."""
     import random
 
     from slurm_topo import hostlist
+    from slurm_topo.errors import HostlistError
     from slurm_topo.model import natural_key
 
     rng = random.Random(2026)
     taken = 0
     for _ in range(20_000):
         expr = _random_expression(rng)
-        mine = hostlist._expand_plain(expr)
-        if mine is None:
+        try:
+            slurm = hostlist.expand_keep_duplicates(expr)
+        except HostlistError:
+            assert not hostlist.naturally_ordered(expr), expr
+            continue
+        mine = hostlist.expand(expr)
+        assert mine == list(dict.fromkeys(slurm)), expr
+        if not hostlist.naturally_ordered(expr):
             continue
         taken += 1
-        assert mine == _clustershell(expr), expr
-        assert hostlist.naturally_ordered(expr), expr
-        assert mine == sorted(mine, key=natural_key), expr
-    assert taken > 5_000  # the fast path is taken for most of them, and the rest go through ClusterShell
+        assert mine == slurm == sorted(set(slurm), key=natural_key), expr
+        assert len(mine[-1]) == max(map(len, mine)), expr
+    assert taken > 5_000  # most of them are in order, and the rest are sorted by the loader
 
 
-def test_digits_at_a_bracket_are_left_to_clustershell() -> None:
-    """ClusterShell reads ``n9[8-10]`` its own way (n98, n99, n100): such expressions are never expanded by
-    the arithmetic path, so expand still returns ClusterShell's reading."""
+def test_digits_at_a_bracket_are_slurms_prefix() -> None:
+    """Digits before a bracket are the prefix's, as Slurm reads them (ClusterShell made ``n9[8-10]`` the range
+    n98-n910); such a name is still in natural order, so the loader keeps it without sorting."""
     from slurm_topo import hostlist
 
-    for expr in ("n9[8-10]", "n[8-10]9", "n[01-3]", "n[1-3,02]", "n[5-3]", "n[1-9/2]", "a[1-2],b[1-2]"):
-        assert hostlist._expand_plain(expr) is None, expr
-    assert hostlist.expand("n9[8-10]") == _clustershell("n9[8-10]")
+    assert hostlist.expand("n9[8-10]") == ["n98", "n99", "n910"]
+    assert hostlist.naturally_ordered("n9[8-10]")
+    for expr in ("n[01-3,1]", "n[1-3,02]", "n9[008,9]", "a[1-2],b[1-2]", "r[1-2]n[1-2]"):
+        assert not hostlist.naturally_ordered(expr), expr
 
 
 def test_nodes_alike_equals_the_constructor() -> None:
@@ -327,12 +329,11 @@ FLEET = "".join(  # racks in three orders (rack 7 before rack 1), one-name entri
 
 
 def _loaded_plainly(docs: list[str], monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    """The same documents through ClusterShell and a sort of every node: the loader without its fast paths."""
+    """The same documents with a sort of every node: the loader without its fast path."""
     from slurm_topo import hostlist
     from slurm_topo.model import natural_key
 
     with monkeypatch.context() as m:
-        m.setattr(hostlist, "_expand_plain", lambda expr: None)
         m.setattr(hostlist, "naturally_ordered", lambda expr: False)
         inv = load(*docs)
     assert list(inv.names()) == sorted(inv.names(), key=natural_key)
@@ -341,9 +342,8 @@ def _loaded_plainly(docs: list[str], monkeypatch: pytest.MonkeyPatch):  # type: 
 
 def test_loader_gives_what_the_plain_loader_gives(monkeypatch: pytest.MonkeyPatch) -> None:
     """Entries in any order, interleaved (k02's entries interleave: the stretches overlap and every node is
-    sorted), a comma list of two brackets (through ClusterShell) and duplicates across files: the same
-    Inventory, field for field and in the same order, as with ClusterShell's expansion and a sort of every
-    node."""
+    sorted), a comma list of two brackets and duplicates across files: the same Inventory, field for field
+    and in the same order, as with a sort of every node."""
     docs = [
         "nodes:\n" + FLEET,
         "nodes:\n  - {name: 'gpu-k07-[000-003]', region: r0, zone: r0-a, network_group: g0, source: self}\n",

@@ -5,6 +5,7 @@ slurm.conf's parser accepts, expanded into :class:`~slurm_topo.model.Node` recor
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -272,17 +273,24 @@ class Entry:
                 expr,
             )
         try:
-            names = hostlist.expand(expr)  # counted first (parse_inventory counted every entry already)
+            # Slurm's reading, in its order (per-node values pair with it); counted first (parse_inventory
+            # counted every entry already)
+            names = hostlist.expand_keep_duplicates(expr)
         except HostlistError as exc:
             raise self.fail("name", exc.reason, expr) from None
+        self.ordered = hostlist.naturally_ordered(expr)
+        if not self.ordered and len(set(names)) != len(names):
+            twice = next(name for name, n in Counter(names).items() if n > 1)
+            raise self.fail(
+                "name", f"names node {twice} twice (slurmctld refuses a node defined twice)", expr
+            )
         # A name's digit runs are the expression's own unless digits touch a bracket (n9[99]): only then, or
         # when the expression itself has a 20-digit run, is every name checked.
         long_numbers = _DIGITS_AT_BRACKET.search(expr) is not None or oversized_number(expr) is not None
-        self.ordered = hostlist.naturally_ordered(expr)
         if self.ordered and not long_numbers and names and max(len(names[0]), len(names[-1])) <= MAX_NAME:
             # prefix[ranges]suffix of the alphabet HOSTLIST_RE let through, no brackets or commas left: every
-            # name is valid if the longest is, and the numbers ascend (padded ones all one width), so the
-            # longest is the first or the last
+            # name is valid if the longest is, and the ranges ascend and never narrow, so the longest is the
+            # last
             return expr, names
         for name in names:
             if not NODE_NAME_RE.match(name):
