@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,6 +15,10 @@ from ..output import write_files
 from ..runner import SubprocessRunner
 from .common import _load, cli, inventory_option
 from .cost import _links_table
+
+if TYPE_CHECKING:
+    from ..probes.nccl_tests import Half, NcclTable
+    from ..probes.perftest import LatRow, PerftestTable
 
 
 @cli.command()
@@ -203,7 +208,7 @@ def probe_parse(file: str, as_json: bool) -> None:
     per size, algbw/busbw (GB/s = 10^9 B/s) out-of-place and in-place, or perftest BW average/peak (GB/s) or
     latency (µs). Exit 2 when FILE is no output it knows or cannot be read for sure."""
     from ..probes.nccl_tests import NcclTable, parse_nccl_tests
-    from ..probes.perftest import BwRow, PerftestTable, parse_perftest
+    from ..probes.perftest import parse_perftest
 
     try:
         text = Path(file).read_text(encoding="utf-8", errors="replace")
@@ -217,50 +222,72 @@ def probe_parse(file: str, as_json: bool) -> None:
         click.echo(json.dumps({"file": file, "tables": [t.as_dict() for t in tables]}, sort_keys=True))
         return
     for t in tables:
-        if isinstance(t, NcclTable):
-            ranks = t.ranks if t.ranks is not None else (f">={t.ranks_at_least}" if t.ranks_at_least else "?")
-            hosts = f" on {len(t.hosts)} host(s)" if t.hosts else ""
-            click.echo(f"{file}:{t.header_line}: {t.tool} {t.collective or '?'}, {ranks} ranks{hosts}")
-            click.echo(
-                f"{'bytes':>12} {'type':>8}  {'o-o-p algbw':>11} {'busbw':>8} {'#wrong':>6}"
-                f"  {'in-pl algbw':>11} {'busbw':>8} {'#wrong':>6}   (GB/s)"
-            )
-            for r in t.rows:
-                cells = []
-                for half in (r.out_of_place, r.in_place):
-                    if half is None:
-                        cells.append(f"{'-':>11} {'-':>8} {'-':>6}")
-                    else:
-                        wrong = "N/A" if half.wrong is None else str(half.wrong)
-                        cells.append(f"{half.algbw_gbs:11.2f} {half.busbw_gbs:8.2f} {wrong:>6}")
-                click.echo(f"{r.bytes:12d} {r.type:>8}  " + "  ".join(cells))
-            if t.avg_busbw_gbs is not None:
-                click.echo(f"avg bus bandwidth {t.avg_busbw_gbs:g} GB/s (over every size: not a link figure)")
+        lines = _nccl_table_text(file, t) if isinstance(t, NcclTable) else _perftest_table_text(file, t)
+        for line in [*lines, *_rejected_and_notes_text(t)]:
+            click.echo(line)
+
+
+def _nccl_table_text(file: str, t: NcclTable) -> list[str]:
+    """`probe parse`'s lines for an nccl-tests/rccl-tests table: what run, then per size algbw, busbw and
+    #wrong out-of-place and in-place, then the average bus bandwidth."""
+    ranks = t.ranks if t.ranks is not None else (f">={t.ranks_at_least}" if t.ranks_at_least else "?")
+    hosts = f" on {len(t.hosts)} host(s)" if t.hosts else ""
+    out = [
+        f"{file}:{t.header_line}: {t.tool} {t.collective or '?'}, {ranks} ranks{hosts}",
+        f"{'bytes':>12} {'type':>8}  {'o-o-p algbw':>11} {'busbw':>8} {'#wrong':>6}"
+        f"  {'in-pl algbw':>11} {'busbw':>8} {'#wrong':>6}   (GB/s)",
+    ]
+    for r in t.rows:
+        cells = [_nccl_half_text(half) for half in (r.out_of_place, r.in_place)]
+        out.append(f"{r.bytes:12d} {r.type:>8}  " + "  ".join(cells))
+    if t.avg_busbw_gbs is not None:
+        out.append(f"avg bus bandwidth {t.avg_busbw_gbs:g} GB/s (over every size: not a link figure)")
+    return out
+
+
+def _nccl_half_text(half: Half | None) -> str:
+    """One side's algbw, busbw and #wrong cells of a row (dashes for a side the table has not)."""
+    if half is None:
+        return f"{'-':>11} {'-':>8} {'-':>6}"
+    wrong = "N/A" if half.wrong is None else str(half.wrong)
+    return f"{half.algbw_gbs:11.2f} {half.busbw_gbs:8.2f} {wrong:>6}"
+
+
+def _perftest_table_text(file: str, t: PerftestTable) -> list[str]:
+    """`probe parse`'s lines for a perftest table: the test, side and device, then one line per size."""
+    from ..probes.perftest import BwRow
+
+    side = t.side or "side unknown"
+    bi = ", bidirectional (both directions summed)" if t.bidirectional else ""
+    out = [f"{file}:{t.header_line}: {t.test} ({side}{bi}), {t.device or '?'} {t.link_type or ''}"]
+    for pr in t.rows:
+        if isinstance(pr, BwRow):
+            peak = "-" if pr.bw_peak_gbs is None else f"{pr.bw_peak_gbs:.3f}"
+            out.append(f"{pr.bytes:12d} B  BW average {pr.bw_average_gbs:9.3f} GB/s  peak {peak}")
         else:
-            side = t.side or "side unknown"
-            bi = ", bidirectional (both directions summed)" if t.bidirectional else ""
-            click.echo(
-                f"{file}:{t.header_line}: {t.test} ({side}{bi}), {t.device or '?'} {t.link_type or ''}"
-            )
-            for pr in t.rows:
-                if isinstance(pr, BwRow):
-                    peak = "-" if pr.bw_peak_gbs is None else f"{pr.bw_peak_gbs:.3f}"
-                    click.echo(f"{pr.bytes:12d} B  BW average {pr.bw_average_gbs:9.3f} GB/s  peak {peak}")
-                else:
-                    cells = [
-                        f"{name} {v:.2f}"
-                        for name, v in (
-                            ("t_min", pr.t_min_us),
-                            ("t_typical", pr.t_typical_us),
-                            ("t_avg", pr.t_avg_us),
-                            ("t_max", pr.t_max_us),
-                            ("99%", pr.p99_us),
-                            ("99.9%", pr.p99_9_us),
-                        )
-                        if v is not None
-                    ]
-                    click.echo(f"{pr.bytes:12d} B  " + "  ".join(cells) + " µs")
-        for rej in t.rejected:
-            click.echo(f"rejected: line {rej.line}: {rej.reason}")
-        for note in t.notes:
-            click.echo(f"note: {note}")
+            out.append(_latency_row_text(pr))
+    return out
+
+
+def _latency_row_text(pr: LatRow) -> str:
+    """A perftest latency row: its size and the figures it has, in µs."""
+    cells = [
+        f"{name} {v:.2f}"
+        for name, v in (
+            ("t_min", pr.t_min_us),
+            ("t_typical", pr.t_typical_us),
+            ("t_avg", pr.t_avg_us),
+            ("t_max", pr.t_max_us),
+            ("99%", pr.p99_us),
+            ("99.9%", pr.p99_9_us),
+        )
+        if v is not None
+    ]
+    return f"{pr.bytes:12d} B  " + "  ".join(cells) + " µs"
+
+
+def _rejected_and_notes_text(t: NcclTable | PerftestTable) -> list[str]:
+    """A table's refused rows with their reasons, then its notes."""
+    return [f"rejected: line {rej.line}: {rej.reason}" for rej in t.rejected] + [
+        f"note: {n}" for n in t.notes
+    ]

@@ -404,103 +404,47 @@ def _title_before(lines: Sequence[Line], h: int, start: int) -> list[str] | None
     return None
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """How the rows of one table are read: its columns, the fields a row has, the place (out-of-place,
+    in-place) of each column group, each time column's factor to µs, and whether algbw is checked against
+    size/time."""
+
+    cols: list[_Column]
+    width: int
+    place: dict[int, str]
+    scale: dict[str, float]
+    check: bool
+
+
 def _table(
     lines: Sequence[Line], start: int, h: int, end: int, tool: str, source: str
 ) -> tuple[NcclTable, int]:
+    """The table whose column line is ``lines[h]`` (``start``: the end of the table before; ``end``: the next
+    column line), and the index where its rows end."""
     head = lines[h]
     tokens = _header_tokens(head.body) or []
     cols, why = _columns(tokens)
     if why:
         raise _fail(source, head.number, f"nccl-tests column line: {why}")
     notes: list[str] = []
-    old_2017 = tokens[0] == "bytes"
-    # the units line: the next '#' line, noise skipped, before any row
-    first_row = h + 1
-    units: list[str] | None = None
-    for i in range(h + 1, end):
-        body = lines[i].body.strip()
-        if is_row_like(body):
-            break
-        if body.startswith("#"):
-            rest = body[1:].split()
-            if rest and rest[0] == "(B)":
-                units = rest
-                first_row = i + 1
-            break
-    if units is not None:
-        scale, why = _read_units(cols, units)
-        if why:
-            raise _fail(source, head.number, f"nccl-tests units line: {why}")
-    elif old_2017:
-        scale = {c.name: 1000.0 for c in cols if c.key == "time"}  # 2017's %7.3f of deltaSec*1e3
-        notes.append("2017 format (no units line): time in ms, bandwidths in GB/s, as that version printed")
-    else:
-        scale = {}
-        notes.append("no units line under the column line: nccl-tests' units assumed (µs, GB/s)")
-    groups = sorted({c.group for c in cols if c.group >= 0})
-    titles = _title_before(lines, h, start)
-    if titles is not None and len(titles) != len(groups):
-        raise _fail(
-            source,
-            head.number,
-            f"the title names {len(titles)} column group(s) ({' '.join(titles)}), the column line has "
-            f"{len(groups)}",
-        )
-    if titles is None:
-        if len(groups) != 2:
-            raise _fail(
-                source,
-                head.number,
-                "one time/algbw/busbw group and no out-of-place/in-place title: cannot tell which it is",
-            )
-        titles = ["out-of-place", "in-place"]
-        notes.append("no out-of-place/in-place title line: the tool's order (out-of-place first) assumed")
-    place = dict(zip(groups, titles, strict=True))
-    width = sum(c.width for c in cols)
+    units, first_row = _units_line(lines, h, end)
+    scale = _time_scale(cols, units, tokens[0] == "bytes", notes, source, head.number)
+    place = _places(cols, _title_before(lines, h, start), notes, source, head.number)
     context = [ln.body.strip() for ln in lines[start:h]]
     inside = [ln.body.strip() for ln in lines[h:end]]
     info = _run_info(context, inside, notes)
-    collective = info.collective
-    check = collective is None or collective in _COLLECTIVES_ARITH_OK
-    if not check:
-        notes.append(f"{collective}: algbw is not size/time, rows not checked against it")
-    # rows: row-like lines up to the first '#' line after them (footer, next run's preamble)
-    rows: list[Row] = []
-    rejected: list[Rejected] = []
-    region_end = end
-    for i in range(first_row, end):
-        ln = lines[i]
-        body = ln.body.strip()
-        if body.startswith("#") or _OOB.match(body) or _AVG.match(body):
-            region_end = i
-            break
-        if not is_row_like(body):
-            continue
-        if ln.label is not None and head.label is not None and ln.label != head.label:
-            rejected.append(Rejected(ln.number, f"from task {ln.label}; the table is task {head.label}'s"))
-            continue
-        row, reason = _row(ln.number, body.split(), cols, width, place, scale, check)
-        if row is None:
-            rejected.append(Rejected(ln.number, reason))
-        else:
-            rows.append(row)
-    # the footer
-    avg: float | None = None
-    oob: int | None = None
-    for ln in lines[region_end:end]:
-        body = ln.body.strip()
-        if (m := _OOB.match(body)) and oob is None:
-            oob = int(m.group(1))
-        elif (m := _AVG.match(body)) and avg is None:
-            avg = parse_float(m.group(1))
+    layout = _Layout(cols, sum(c.width for c in cols), place, scale, _arith_checked(info.collective, notes))
+    region_end = _rows_end(lines, first_row, end)
+    rows, rejected = _rows(lines[first_row:region_end], head.label, layout)
+    avg, oob = _footer(lines[region_end:end])
     if not rows:
-        why = "; ".join(f"line {r.line}: {r.reason}" for r in rejected[:3]) or "no data row under it"
-        raise _fail(source, head.number, f"nccl-tests table: no row could be read ({why})")
+        raise _fail(source, head.number, f"nccl-tests table: no row could be read ({_why_no_row(rejected)})")
     table = NcclTable(
         tool=tool,
         header_line=head.number,
         columns=tuple(c.name for c in cols),
-        collective=collective,
+        collective=info.collective,
         ranks=info.ranks,
         ranks_at_least=info.ranks_at_least,
         hosts=info.hosts,
@@ -518,74 +462,137 @@ def _table(
     return table, region_end
 
 
-def _row(
-    number: int,
-    fields: list[str],
-    cols: list[_Column],
-    width: int,
-    place: dict[int, str],
-    scale: dict[str, float],
-    check: bool,
-) -> tuple[Row | None, str]:
-    if len(fields) != width:
-        return None, f"{len(fields)} fields where the column line has {width}"
-    values: dict[tuple[int, str], str] = {}
-    pos = 0
-    for c in cols:
-        values[(c.group, c.key)] = " ".join(fields[pos : pos + c.width])
-        pos += c.width
+def _units_line(lines: Sequence[Line], h: int, end: int) -> tuple[list[str] | None, int]:
+    """The units of the column line at ``h`` (the next ``#`` line, noise skipped, before any row, if it
+    starts with ``(B)``; else None) and the index of the first line that may be a row."""
+    for i in range(h + 1, end):
+        body = lines[i].body.strip()
+        if is_row_like(body):
+            break
+        if body.startswith("#"):
+            rest = body[1:].split()
+            if rest and rest[0] == "(B)":
+                return rest, i + 1
+            break
+    return None, h + 1
 
-    def bad(c: _Column, what: str) -> str:
-        return f"{c.name} {values[(c.group, c.key)]!r} is not {what}"
 
-    prefix = {c.key: c for c in cols if c.group == -1}
-    ints: dict[str, int] = {}
-    for key in ("size", "count", "root"):
-        if key in prefix:
-            tok = values[(-1, key)]
-            if not _INT.match(tok) or (key != "root" and tok.startswith("-")):
-                return None, bad(prefix[key], "an integer" if key == "root" else "a byte/element count")
-            ints[key] = int(tok)
-    for key in ("type", "redop"):
-        if key in prefix and not re.match(r"^[A-Za-z_][\w.]*$", values[(-1, key)]):
-            return None, bad(prefix[key], "a name")
-    halves: dict[str, Half] = {}
-    for g, where in place.items():
-        gcols = {c.key: c for c in cols if c.group == g}
-        nums: dict[str, float] = {}
-        for key, c in gcols.items():
-            tok = values[(g, key)]
-            if key in ("wrong", "error") and tok == "N/A":
-                continue
-            if key == "wrong":
-                v = parse_float(tok)
-                if v is None or v < 0 or v != int(v):
-                    return None, bad(c, "a count of wrong elements or N/A")
-                nums[key] = v
-                continue
-            v = parse_float(tok)
-            if v is None or (key != "error" and v < 0):
-                return None, bad(c, "a number")
-            nums[key] = v
-        time_c = gcols["time"]
-        time_us = nums["time"] * scale.get(time_c.name, 1.0)
-        if check and time_c.name == "time" and "size" in ints:
-            why = algbw_mismatch(
-                ints["size"],
-                values[(g, "time")],
-                scale.get(time_c.name, 1.0),
-                values[(g, "algbw")],
-                values[(g, "busbw")],
-            )
-            if why:
-                return None, f"{where}: {why}"
-        halves[where] = Half(
-            time_us=time_us,
-            algbw_gbs=nums["algbw"],
-            busbw_gbs=nums["busbw"],
-            wrong=int(nums["wrong"]) if "wrong" in nums else None,
-            error=nums.get("error"),
+def _time_scale(
+    cols: list[_Column], units: list[str] | None, old_2017: bool, notes: list[str], source: str, line: int
+) -> dict[str, float]:
+    """``{column name: factor to µs}`` from the units line, or the format's units when there is none."""
+    if units is not None:
+        scale, why = _read_units(cols, units)
+        if why:
+            raise _fail(source, line, f"nccl-tests units line: {why}")
+        return scale
+    if old_2017:
+        notes.append("2017 format (no units line): time in ms, bandwidths in GB/s, as that version printed")
+        return {c.name: 1000.0 for c in cols if c.key == "time"}  # 2017's %7.3f of deltaSec*1e3
+    notes.append("no units line under the column line: nccl-tests' units assumed (µs, GB/s)")
+    return {}
+
+
+def _places(
+    cols: list[_Column], titles: list[str] | None, notes: list[str], source: str, line: int
+) -> dict[int, str]:
+    """``{column group: out-of-place or in-place}``, from the title line or, with two groups and no title,
+    the tool's order."""
+    groups = sorted({c.group for c in cols if c.group >= 0})
+    if titles is not None and len(titles) != len(groups):
+        raise _fail(
+            source,
+            line,
+            f"the title names {len(titles)} column group(s) ({' '.join(titles)}), the column line has "
+            f"{len(groups)}",
         )
+    if titles is None:
+        if len(groups) != 2:
+            raise _fail(
+                source,
+                line,
+                "one time/algbw/busbw group and no out-of-place/in-place title: cannot tell which it is",
+            )
+        titles = ["out-of-place", "in-place"]
+        notes.append("no out-of-place/in-place title line: the tool's order (out-of-place first) assumed")
+    return dict(zip(groups, titles, strict=True))
+
+
+def _arith_checked(collective: str | None, notes: list[str]) -> bool:
+    """Whether the rows of ``collective``'s table are checked for algbw = size/time."""
+    if collective is None or collective in _COLLECTIVES_ARITH_OK:
+        return True
+    notes.append(f"{collective}: algbw is not size/time, rows not checked against it")
+    return False
+
+
+def _rows_end(lines: Sequence[Line], first_row: int, end: int) -> int:
+    """Where the rows end: the first ``#`` line after them (footer, next run's preamble), or ``end``."""
+    for i in range(first_row, end):
+        body = lines[i].body.strip()
+        if body.startswith("#") or _OOB.match(body) or _AVG.match(body):
+            return i
+    return end
+
+
+def _rows(lines: Sequence[Line], label: str | None, layout: _Layout) -> tuple[list[Row], list[Rejected]]:
+    """The rows of ``lines`` that can be read and the refused ones (noise skipped); ``label``: the task of the
+    column line, whose rows alone are the table's."""
+    rows: list[Row] = []
+    rejected: list[Rejected] = []
+    for ln in lines:
+        body = ln.body.strip()
+        if not is_row_like(body):
+            continue
+        if ln.label is not None and label is not None and ln.label != label:
+            rejected.append(Rejected(ln.number, f"from task {ln.label}; the table is task {label}'s"))
+            continue
+        row, reason = _row(ln.number, body.split(), layout)
+        if row is None:
+            rejected.append(Rejected(ln.number, reason))
+        else:
+            rows.append(row)
+    return rows, rejected
+
+
+def _footer(lines: Sequence[Line]) -> tuple[float | None, int | None]:
+    """``# Avg bus bandwidth`` and ``# Out of bounds values`` below the rows (the first of each)."""
+    avg: float | None = None
+    oob: int | None = None
+    for ln in lines:
+        body = ln.body.strip()
+        if (m := _OOB.match(body)) and oob is None:
+            oob = int(m.group(1))
+        elif (m := _AVG.match(body)) and avg is None:
+            avg = parse_float(m.group(1))
+    return avg, oob
+
+
+def _why_no_row(rejected: Sequence[Rejected]) -> str:
+    """The first refusals, or that there is no row at all."""
+    return "; ".join(f"line {r.line}: {r.reason}" for r in rejected[:3]) or "no data row under it"
+
+
+_Values = dict[tuple[int, str], str]
+"""A row's fields by column: ``{(group, key): text}`` (the timestamp's two fields joined)."""
+
+
+def _row(number: int, fields: list[str], layout: _Layout) -> tuple[Row | None, str]:
+    """The row of line ``number``, or None and why it is refused."""
+    if len(fields) != layout.width:
+        return None, f"{len(fields)} fields where the column line has {layout.width}"
+    values = _by_column(fields, layout.cols)
+    prefix = {c.key: c for c in layout.cols if c.group == -1}
+    ints, why = _prefix_counts(values, prefix)
+    why = why or _prefix_names_bad(values, prefix)
+    if why:
+        return None, why
+    halves: dict[str, Half] = {}
+    for g, where in layout.place.items():
+        half, why = _half(g, where, values, ints.get("size"), layout)
+        if half is None:
+            return None, why
+        halves[where] = half
     return (
         Row(
             line=number,
@@ -599,6 +606,91 @@ def _row(
         ),
         "",
     )
+
+
+def _by_column(fields: list[str], cols: list[_Column]) -> _Values:
+    """Each column's field(s) of a row whose field count is the header's."""
+    values: _Values = {}
+    pos = 0
+    for c in cols:
+        values[(c.group, c.key)] = " ".join(fields[pos : pos + c.width])
+        pos += c.width
+    return values
+
+
+def _not(c: _Column, values: _Values, what: str) -> str:
+    """Why a row is refused: column ``c``'s field is not ``what``."""
+    return f"{c.name} {values[(c.group, c.key)]!r} is not {what}"
+
+
+def _prefix_counts(values: _Values, prefix: dict[str, _Column]) -> tuple[dict[str, int], str]:
+    """The size, count and root of a row, or why one is not an integer (a count: not negative)."""
+    ints: dict[str, int] = {}
+    for key in ("size", "count", "root"):
+        if key in prefix:
+            tok = values[(-1, key)]
+            if not _INT.match(tok) or (key != "root" and tok.startswith("-")):
+                return {}, _not(
+                    prefix[key], values, "an integer" if key == "root" else "a byte/element count"
+                )
+            ints[key] = int(tok)
+    return ints, ""
+
+
+def _prefix_names_bad(values: _Values, prefix: dict[str, _Column]) -> str:
+    """Why a row's type or redop is not a name, or ``""``."""
+    for key in ("type", "redop"):
+        if key in prefix and not re.match(r"^[A-Za-z_][\w.]*$", values[(-1, key)]):
+            return _not(prefix[key], values, "a name")
+    return ""
+
+
+def _half(g: int, where: str, values: _Values, size: int | None, layout: _Layout) -> tuple[Half | None, str]:
+    """Column group ``g`` of a row (``where``: out-of-place or in-place), or None and why it is refused."""
+    gcols = {c.key: c for c in layout.cols if c.group == g}
+    nums, why = _group_numbers(g, values, gcols)
+    if why:
+        return None, why
+    time_c = gcols["time"]
+    time_us = nums["time"] * layout.scale.get(time_c.name, 1.0)
+    if layout.check and time_c.name == "time" and size is not None:
+        mismatch = algbw_mismatch(
+            size,
+            values[(g, "time")],
+            layout.scale.get(time_c.name, 1.0),
+            values[(g, "algbw")],
+            values[(g, "busbw")],
+        )
+        if mismatch:
+            return None, f"{where}: {mismatch}"
+    return (
+        Half(
+            time_us=time_us,
+            algbw_gbs=nums["algbw"],
+            busbw_gbs=nums["busbw"],
+            wrong=int(nums["wrong"]) if "wrong" in nums else None,
+            error=nums.get("error"),
+        ),
+        "",
+    )
+
+
+def _group_numbers(g: int, values: _Values, gcols: dict[str, _Column]) -> tuple[dict[str, float], str]:
+    """The numbers of column group ``g`` of a row (``N/A`` #wrong or error left out), or why one is not a
+    number (a count of wrong elements for #wrong; not negative but for error)."""
+    nums: dict[str, float] = {}
+    for key, c in gcols.items():
+        tok = values[(g, key)]
+        if key in ("wrong", "error") and tok == "N/A":
+            continue
+        v = parse_float(tok)
+        if key == "wrong":
+            if v is None or v < 0 or v != int(v):
+                return {}, _not(c, values, "a count of wrong elements or N/A")
+        elif v is None or (key != "error" and v < 0):
+            return {}, _not(c, values, "a number")
+        nums[key] = v
+    return nums, ""
 
 
 def algbw_mismatch(nbytes: int, time_tok: str, scale: float, algbw_tok: str, busbw_tok: str) -> str | None:

@@ -284,6 +284,8 @@ def _fail(source: str, line: int, reason: str) -> ParseError:
 
 
 def _table(lines: Sequence[Line], start: int, h: int, end: int, source: str) -> tuple[PerftestTable, int]:
+    """The table whose column line is ``lines[h]`` (``start``: the end of the table before; ``end``: the next
+    column line), and the index where its rows end."""
     head = lines[h]
     parsed = _header(head.body)
     assert parsed is not None
@@ -295,45 +297,10 @@ def _table(lines: Sequence[Line], start: int, h: int, end: int, source: str) -> 
     unit = next((c.unit for c in cols if c.unit), None)
     banner = _banner([ln.body for ln in lines[start:h]])
     notes: list[str] = []
-    test = banner.test or banner.program
-    if banner.test and banner.program and banner.program != banner.test:
-        notes.append(f"the command line runs {banner.program}, the banner says {banner.title!r}")
-    if test is None:
-        test = f"perftest_{kind}"
-    elif not test.endswith(kind):
-        raise _fail(source, head.number, f"a {kind} table under {test}'s banner")
-    bidirectional = banner.bidirectional
-    if banner.title is None and banner.flag_b:
-        bidirectional = True
-        notes.append("no banner: -b on the command line, figures taken as both directions summed")
-    side: str | None = None
-    if banner.waiting:
-        side = "server"
-    elif banner.tx_depth:
-        side = "client"  # perftest prints TX depth on the client, or on both sides with -b
-    else:
-        notes.append("neither `Waiting for client` nor `TX depth` above the table: the side is not known")
-    if side == "server":
-        notes.append("server side: with -a perftest's server prints only the last size; read the client's")
-    rows: list[BwRow | LatRow] = []
-    rejected: list[Rejected] = []
-    region_end = end
-    for i in range(h + 1, end):
-        ln = lines[i]
-        body = ln.body.strip()
-        if _RULE.match(body) and (rows or rejected):
-            region_end = i
-            break
-        if not is_row_like(body):
-            continue
-        if ln.label is not None and head.label is not None and ln.label != head.label:
-            rejected.append(Rejected(ln.number, f"from task {ln.label}; the table is task {head.label}'s"))
-            continue
-        row, reason = _row(ln.number, body.split(), cols, unit)
-        if row is None:
-            rejected.append(Rejected(ln.number, reason))
-        else:
-            rows.append(row)
+    test = _test(banner, kind, notes, source, head.number)
+    bidirectional = _bidirectional(banner, notes)
+    side = _side(banner, notes)
+    rows, rejected, region_end = _rows(lines, h, end, cols, unit)
     if not rows:
         why = "; ".join(f"line {r.line}: {r.reason}" for r in rejected[:3]) or "no data row under it"
         raise _fail(source, head.number, f"perftest table: no row could be read ({why})")
@@ -358,62 +325,153 @@ def _table(lines: Sequence[Line], start: int, h: int, end: int, source: str) -> 
     return table, region_end
 
 
+def _test(banner: _Banner, kind: str, notes: list[str], source: str, line: int) -> str:
+    """The test a ``kind`` table is of: the banner's, else the command line's, else ``perftest_<kind>``."""
+    test = banner.test or banner.program
+    if banner.test and banner.program and banner.program != banner.test:
+        notes.append(f"the command line runs {banner.program}, the banner says {banner.title!r}")
+    if test is None:
+        return f"perftest_{kind}"
+    if not test.endswith(kind):
+        raise _fail(source, line, f"a {kind} table under {test}'s banner")
+    return test
+
+
+def _bidirectional(banner: _Banner, notes: list[str]) -> bool:
+    """Whether the figures are both directions summed: the banner's word, or ``-b`` when there is none."""
+    if banner.title is None and banner.flag_b:
+        notes.append("no banner: -b on the command line, figures taken as both directions summed")
+        return True
+    return banner.bidirectional
+
+
+def _side(banner: _Banner, notes: list[str]) -> str | None:
+    """``server`` (``Waiting for client``), ``client`` (``TX depth``), or None."""
+    if banner.waiting:
+        notes.append("server side: with -a perftest's server prints only the last size; read the client's")
+        return "server"
+    if banner.tx_depth:
+        return "client"  # perftest prints TX depth on the client, or on both sides with -b
+    notes.append("neither `Waiting for client` nor `TX depth` above the table: the side is not known")
+    return None
+
+
+def _rows(
+    lines: Sequence[Line], h: int, end: int, cols: list[_Col], unit: str | None
+) -> tuple[list[BwRow | LatRow], list[Rejected], int]:
+    """The rows under the column line at ``h`` that can be read, the refused ones (noise skipped), and where
+    they end: the first rule line after a row, or ``end``."""
+    label = lines[h].label
+    rows: list[BwRow | LatRow] = []
+    rejected: list[Rejected] = []
+    for i in range(h + 1, end):
+        ln = lines[i]
+        body = ln.body.strip()
+        if _RULE.match(body) and (rows or rejected):
+            return rows, rejected, i
+        if not is_row_like(body):
+            continue
+        if ln.label is not None and label is not None and ln.label != label:
+            rejected.append(Rejected(ln.number, f"from task {ln.label}; the table is task {label}'s"))
+            continue
+        row, reason = _row(ln.number, body.split(), cols, unit)
+        if row is None:
+            rejected.append(Rejected(ln.number, reason))
+        else:
+            rows.append(row)
+    return rows, rejected, end
+
+
 def _row(
     number: int, fields: list[str], cols: list[_Col], unit: str | None
 ) -> tuple[BwRow | LatRow | None, str]:
+    """The row of line ``number``, or None and why it is refused."""
     if len(fields) != len(cols):
         return None, f"{len(fields)} fields where the column line has {len(cols)}"
     tok = {c.key: f for c, f in zip(cols, fields, strict=True)}
+    ints, why = _counts(tok)
+    if why:
+        return None, why
+    nums, why = _numbers(cols, tok, ints)
+    if why:
+        return None, why
+    if "bw_average" in nums:
+        return _bw_row(number, tok, ints, nums, unit)
+    return _lat_row(number, tok, ints, nums)
+
+
+def _counts(tok: dict[str, str]) -> tuple[dict[str, int], str]:
+    """A row's #bytes, #iterations and #sl, or why one is not a count."""
     ints: dict[str, int] = {}
     for key in ("bytes", "iterations", "sl"):
         if key in tok:
             if not tok[key].isdigit():
-                return None, f"{key} {tok[key]!r} is not a count"
+                return {}, f"{key} {tok[key]!r} is not a count"
             ints[key] = int(tok[key])
+    return ints, ""
+
+
+def _numbers(cols: list[_Col], tok: dict[str, str], ints: dict[str, int]) -> tuple[dict[str, float], str]:
+    """A row's other fields as numbers, or why one is not a number (not negative)."""
     nums: dict[str, float] = {}
     for c in cols:
         if c.key in ints:
             continue
         v = parse_float(tok[c.key])
         if v is None or v < 0:
-            return None, f"{c.text} {tok[c.key]!r} is not a number"
+            return {}, f"{c.text} {tok[c.key]!r} is not a number"
         nums[c.key] = v
-    if "bw_average" in nums:
-        per = BYTES_PER_UNIT[unit or ""] / 1e9
-        if "msg_rate" in nums:
-            got = nums["bw_average"] * BYTES_PER_UNIT[unit or ""]
-            want = nums["msg_rate"] * 1e6 * ints["bytes"]
-            slack = half_ulp(tok["bw_average"]) * BYTES_PER_UNIT[unit or ""]
-            slack += half_ulp(tok["msg_rate"]) * 1e6 * ints["bytes"] + want * 1e-6 + 1e-9
-            if abs(got - want) > slack:
-                return None, (
-                    f"BW average {tok['bw_average']} {unit} is not MsgRate × bytes "
-                    f"({want / BYTES_PER_UNIT[unit or '']:.6g}): a field out of its column"
-                )
-        peak = nums.get("bw_peak")
+    return nums, ""
+
+
+def _bw_row(
+    number: int, tok: dict[str, str], ints: dict[str, int], nums: dict[str, float], unit: str | None
+) -> tuple[BwRow | None, str]:
+    """A bandwidth row in GB/s, or None and why BW average is not MsgRate × bytes."""
+    per = BYTES_PER_UNIT[unit or ""] / 1e9
+    if "msg_rate" in nums:
+        why = _msg_rate_mismatch(tok, ints["bytes"], nums, unit)
+        if why:
+            return None, why
+    peak = nums.get("bw_peak")
+    return (
+        BwRow(
+            line=number,
+            bytes=ints["bytes"],
+            iterations=ints["iterations"],
+            bw_peak_gbs=round(peak * per, 9) if peak else None,
+            bw_average_gbs=round(nums["bw_average"] * per, 9),
+            msg_rate_mpps=nums.get("msg_rate"),
+            bw_min_gbs=round(nums["bw_min"] * per, 9) if "bw_min" in nums else None,
+        ),
+        "",
+    )
+
+
+def _msg_rate_mismatch(tok: dict[str, str], nbytes: int, nums: dict[str, float], unit: str | None) -> str:
+    """Why BW average is not MsgRate × bytes within the printed rounding (perftest computes both from one
+    count), or ``""``."""
+    got = nums["bw_average"] * BYTES_PER_UNIT[unit or ""]
+    want = nums["msg_rate"] * 1e6 * nbytes
+    slack = half_ulp(tok["bw_average"]) * BYTES_PER_UNIT[unit or ""]
+    slack += half_ulp(tok["msg_rate"]) * 1e6 * nbytes + want * 1e-6 + 1e-9
+    if abs(got - want) > slack:
         return (
-            BwRow(
-                line=number,
-                bytes=ints["bytes"],
-                iterations=ints["iterations"],
-                bw_peak_gbs=round(peak * per, 9) if peak else None,
-                bw_average_gbs=round(nums["bw_average"] * per, 9),
-                msg_rate_mpps=nums.get("msg_rate"),
-                bw_min_gbs=round(nums["bw_min"] * per, 9) if "bw_min" in nums else None,
-            ),
-            "",
+            f"BW average {tok['bw_average']} {unit} is not MsgRate × bytes "
+            f"({want / BYTES_PER_UNIT[unit or '']:.6g}): a field out of its column"
         )
+    return ""
+
+
+def _lat_row(
+    number: int, tok: dict[str, str], ints: dict[str, int], nums: dict[str, float]
+) -> tuple[LatRow | None, str]:
+    """A latency row in µs, or None and why its figures do not lie within t_min..t_max."""
     lo, hi = nums.get("t_min"), nums.get("t_max")
     if lo is not None and hi is not None:
-        for key in ("t_typical", "t_avg", "p99", "p99_9"):
-            v = nums.get(key)
-            if v is not None and not lo - 0.011 <= v <= hi + 0.011:
-                return (
-                    None,
-                    f"{key} {tok[key]} is outside t_min..t_max ({lo}..{hi}): a field out of its column",
-                )
-        if lo > hi:
-            return None, f"t_min {lo} is above t_max {hi}: a field out of its column"
+        why = _latency_out_of_range(tok, nums, lo, hi)
+        if why:
+            return None, why
     return (
         LatRow(
             line=number,
@@ -429,3 +487,15 @@ def _row(
         ),
         "",
     )
+
+
+def _latency_out_of_range(tok: dict[str, str], nums: dict[str, float], lo: float, hi: float) -> str:
+    """Why t_typical, t_avg or a percentile lies outside ``lo..hi`` (t_min..t_max, within the printed
+    rounding) or t_min is above t_max, or ``""``."""
+    for key in ("t_typical", "t_avg", "p99", "p99_9"):
+        v = nums.get(key)
+        if v is not None and not lo - 0.011 <= v <= hi + 0.011:
+            return f"{key} {tok[key]} is outside t_min..t_max ({lo}..{hi}): a field out of its column"
+    if lo > hi:
+        return f"t_min {lo} is above t_max {hi}: a field out of its column"
+    return ""
