@@ -102,7 +102,7 @@ class InventoryError(InputError):
 
 
 class HostlistError(InputError):
-    """A hostlist expression that ClusterShell cannot parse."""
+    """A hostlist expression that Slurm would not read (or reads unlike this project: slurm_topo.hostlist)."""
 
     def __init__(self, expression: str, reason: str):
         self.expression = expression
