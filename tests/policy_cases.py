@@ -246,10 +246,50 @@ def cases() -> list[tuple[str, dict[str, Any]]]:
         "n[1-999999999]",
         ",".join(f"n{i:02d}" for i in range(1, 13)),
         "n0123456789",
+        # every hostlist form Slurm reads (issue 43: these escaped), and what it does not
+        "n01 n12",
+        "n01\tn12",
+        "n01\nn12",
+        " n01 , n12 ",
+        "n0[1],n1[2]",
+        "n0[1-1],n12",
+        "n01,n1[2]",
+        "n[0-1][1-2]",
+        "n[01-01,12-12]",
+        "n0[1-3]",
+        "n0[4-6]",
+        "n0[5-6] n04",
+        "n[07-08]",
+        "n1[0-1]",
+        "n[1-]",
+        "n[ 1]",
+        "n[01-02",
+        "n]01",
+        "n01;n02",
+        "n[+1]",
+        "n[0000000000000001-2]",
+        "n[1-9][0-9][0-9]",
+        "n01," * 1100,
+        ",",
     ]
-    for level, nodes in itertools.product(["zone", "region:fail", "network_group", "prefer"], nodelists):
+    for level, nodes in itertools.product(
+        ["zone", "region:fail", "network_group", "nvl", "prefer"], nodelists
+    ):
         extras.append((f"nodelist {level} {nodes}", job(level, min_nodes=2, req_nodes=nodes)))
     extras.append(("exclude zone", job("zone", min_nodes=2, exc_nodes="n01")))
+    # constraints naming the features slurm-topo makes (model.LEVEL_FEATURE_PREFIXES; issue 43: nvl_ turned
+    # every required level off), with each level
+    generated = [
+        "nvl_nvl-a|nvl_nvl-c",
+        "nvl_nvl-b",
+        "nvl_nvl-a&ib",
+        "[nvl_nvl-a|nvl_nvl-c]",
+        "ng_us-east-1a.rack-a1",
+    ]
+    for level, cons, n in itertools.product(
+        ["zone", "region:fail", "network_group", "nvl", "prefer"], generated, [2, 4]
+    ):
+        extras.append((f"generated {level} {cons} -N{n}", job(level, min_nodes=n, features=cons)))
     return out + extras
 
 
@@ -295,6 +335,14 @@ UPDATES: list[dict[str, Any]] = [
     {"tres_per_job": "gres/gpu:h100:16"},
     {"min_nodes": NO_VAL, "contiguous": NO_VAL16, "num_tasks": NO_VAL},
     {"req_nodes": "n01,n12", "min_nodes": 2},
+    {"req_nodes": "n01 n12"},
+    {"req_nodes": "n0[1],n1[2]"},
+    {"req_nodes": "n0[1-1],n12"},
+    {"req_nodes": "n01,n1[2]"},
+    {"req_nodes": "n0[5-6]"},
+    {"req_nodes": "n[1-]"},
+    {"features": "nvl_nvl-a|nvl_nvl-c"},
+    {"features": "nvl_nvl-b", "min_nodes": 3},
     {"prefer": "ib"},
 ]
 
@@ -321,6 +369,7 @@ def modify_cases(data: Any) -> list[tuple[str, dict[str, Any], dict[str, Any], b
         ("zone:auto held -N7", job("zone:auto", min_nodes=7, time_limit=120)),
         ("region:auto no limit", job("region:auto", min_nodes=2)),
         ("timed partition -N3", job(None, partition="timed", min_nodes=3, time_limit=60)),
+        ("nvl -N2", job("nvl", min_nodes=2)),
     ]
     out = []
     for (name, desc), upd, admin in itertools.product(submitted, UPDATES, (False, True)):

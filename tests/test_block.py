@@ -141,7 +141,11 @@ def test_nvl_feature_is_written_on_every_release_and_absent_without_domains() ->
         nodes_conf = render_all(inv, version)["slurm-topo-nodes.conf"]
         assert "NodeName=g[01-04] Features=region_dc1,zone_dc1-a,ng_dc1-a.r0,nvl_rack-01\n" in nodes_conf
     plain = load("nodes:\n  - {name: 'g[01-04]', region: dc1, zone: dc1-a}\n")
-    assert "nvl_" not in "".join(render_all(plain, (26, 5)).values())
+    rendered = render_all(plain, (26, 5))
+    data = rendered.pop("slurm_topo_data.lua")
+    assert "nvl_" not in "".join(rendered.values())
+    # the filter's data names nvl_ once: among the prefixes of the features slurm-topo makes (owned)
+    assert data.count("nvl_") == 1 and '"leaf_","nvl_"}' in data
 
 
 def test_without_domains_the_output_is_the_tree_on_every_release() -> None:

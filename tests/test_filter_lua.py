@@ -711,3 +711,294 @@ def test_a_plan_that_is_not_one_is_left_out_and_logged_once(data_file: Path, pla
     assert bad["admin_comment"] == plain["admin_comment"] == again["admin_comment"]
     said = [m for m in f.messages("errors") if "--plan" in m]
     assert len(said) == 1 and "\n" not in said[0] and "is not a plan; not recorded" in said[0]
+
+
+# ---- named nodes (--nodelist, ReqNodeList=): every hostlist form Slurm reads, bounded (issue 43)
+
+NAME_TEXT = "abhnrxAZ-._0190"
+"""Text around brackets: digits before a bracket (``h1[8]``) and between brackets, and the name characters."""
+SEPARATORS = [",", ",", ",", " ", "\t", "\n", ", ", " ,", ",,", "  "]
+"""Slurm's hostlist separators (comma, space, tab, newline), alone and in runs (an empty item is skipped)."""
+BAD = [
+    "[",
+    "]",
+    "[1-]",
+    "[ 1]",
+    "[1 ]",
+    "[5-3]",
+    "[]",
+    "[+1]",
+    "[1,,2]",
+    "[-1]",
+    "[1[2]]",
+    ";",
+    "\r",
+    "é",
+    "@",
+    "[0000000000000001]",
+    "9999999999999999",
+    "[1-2",
+    "[a]",
+    "[1-2-3]",
+]
+"""What is not read: every one makes the list refused (not one of these is read by both sides)."""
+
+
+def _number(rng: random.Random) -> str:
+    value = rng.choice([0, 1, 2, 7, 8, 9, 10, 11, 12, 18, 99, 100, rng.randint(0, 130)])
+    return str(value).zfill(rng.choice([0, 0, 0, 1, 2, 3, 4]))
+
+
+def _range(rng: random.Random) -> str:
+    lo = _number(rng)
+    if rng.random() < 0.4:
+        return lo
+    hi = str(int(lo) + rng.randint(0, 9)).zfill(rng.choice([0, 0, 1, 2, 3]))
+    return f"{lo}-{hi}"
+
+
+def _text(rng: random.Random, least: int = 0) -> str:
+    return "".join(rng.choice(NAME_TEXT) for _ in range(rng.randint(least, 4)))
+
+
+def _item(rng: random.Random) -> str:
+    """A plain name, or text with one to three brackets of N and LO-HI items, now and then text after the
+    last."""
+    groups = rng.choice([0, 1, 1, 1, 2, 2, 3])
+    if not groups:
+        return _text(rng, least=1)
+    width = {1: 4, 2: 2, 3: 1}[groups]
+    out = _text(rng)
+    for i in range(groups):
+        out += "[" + ",".join(_range(rng) for _ in range(rng.randint(1, width))) + "]"
+        if i < groups - 1 or rng.random() < 0.1:
+            out += _text(rng)
+    return out
+
+
+def nodelists(rng: random.Random, n: int) -> list[str]:
+    """``n`` node lists of one to four items joined by Slurm's separators, a few with something not read."""
+    out = []
+    for _ in range(n):
+        text = "".join(_item(rng) + rng.choice(SEPARATORS) for _ in range(rng.randint(1, 4)))[:-1]
+        if rng.random() < 0.1:
+            text = rng.choice(SEPARATORS) + text + rng.choice(SEPARATORS)
+        if rng.random() < 0.12:
+            at = rng.randint(0, len(text))
+            text = text[:at] + rng.choice(BAD) + text[at:]
+        out.append(text)
+    return out
+
+
+def _lua_reading(read: Any, text: str, limit: int) -> tuple[str, ...] | str | None:
+    got = read(text, limit)
+    if got is None or isinstance(got, (int, float)):
+        return None if got is None else "many"
+    return tuple(got[i] for i in range(1, len(got) + 1))
+
+
+def _python_reading(text: str, limit: int) -> tuple[str, ...] | str | None:
+    from slurm_topo.policy.nodes import read_nodelist
+
+    got = read_nodelist(text, limit)
+    return "many" if isinstance(got, int) else got
+
+
+def test_the_filter_reads_node_lists_as_slurm_topo_hostlist_expands_them() -> None:
+    """Hypothesis (derandomized): 60 seeds of 200 generated node lists each (12 000): brackets with ranges and
+    lists, padding, digits before and between brackets, several brackets, text after the last, commas,
+    spaces, tabs and newlines as separators, empty items, and now and then something not read. nodes.lua's
+    reader gives the names of slurm_topo.hostlist.expand_keep_duplicates (Slurm's reading) in Slurm's order,
+    or counts past the limit before expanding, or refuses, exactly where the Python reference does."""
+    import re
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from slurm_topo import hostlist
+
+    read = LuaFilter().lua.eval('require("slurm_topo_filter.nodes").read_nodelist')
+    seen = {"names": 0, "refused": 0, "many": 0, "spaces": 0, "brackets": 0}
+
+    @settings(max_examples=60, derandomize=True, database=None, deadline=None)
+    @given(st.integers(0, 2**32 - 1))
+    def check(seed: int) -> None:
+        rng = random.Random(seed)
+        for text in nodelists(rng, 200):
+            limit = rng.choice([3, 40, 10000])
+            lua, python = _lua_reading(read, text, limit), _python_reading(text, limit)
+            assert lua == python, (text, limit, lua, python)
+            if isinstance(lua, tuple):
+                comma = re.sub(r"[ \t\n]", ",", text)
+                assert lua == tuple(hostlist.expand_keep_duplicates(comma)), text
+                seen["names"] += 1
+                seen["spaces"] += bool(re.search(r"\w[ \t\n]+\w", text))
+                seen["brackets"] += text.count("[") > 1
+            else:
+                seen["refused" if lua is None else "many"] += 1
+
+    check()
+    assert sum(seen.values()) >= 12000 - seen["spaces"] - seen["brackets"]
+    assert min(seen.values()) > 300, seen
+
+
+TRICKY_FLEET = """
+nodes:
+  - {name: "h[01-04]", region: r1, zone: r1-a, network_group: ga, nvlink_domain: d1}
+  - {name: "h[05-08]", region: r1, zone: r1-b, network_group: gb, nvlink_domain: d1}
+  - {name: "h[09-12]", region: r2, zone: r2-a, network_group: gc, nvlink_domain: d2}
+  - {name: "h[13-20]", region: r2, zone: r2-b, network_group: gd}
+  - {name: "gpu[1-9]", region: r1, zone: r1-a, network_group: ge, nvlink_domain: d3}
+  - {name: "gpu10", region: r2, zone: r2-a, network_group: gf, nvlink_domain: d2}
+  - {name: "gpu18", region: r2, zone: r2-a, network_group: gf, nvlink_domain: d2}
+  - {name: "gpu19", region: r1, zone: r1-b, network_group: gb}
+  - {name: "gpu110", region: r2, zone: r2-b, network_group: gd}
+  - {name: "gpu111", region: r1, zone: r1-a, network_group: ga, nvlink_domain: d1}
+  - {name: "n[001-003]", region: r1, zone: r1-b, network_group: gg, nvlink_domain: d4}
+  - {name: "n[01-03]", region: r2, zone: r2-a, network_group: gh, nvlink_domain: d4}
+  - {name: "n1-ib", region: r1, zone: r1-a, network_group: gi}
+  - {name: "login", region: r2, zone: r2-b, network_group: gj}
+  - {name: "spare1"}
+"""
+"""Names whose digits begin before a bracket (gpu1 8, gpu1 10), two paddings of one prefix (n001, n01), a name
+with text after its digits, names without digits, a node with no location, an NVLink domain across zones."""
+
+
+def _spelled(rng: random.Random, name: str) -> str:
+    """One name in a form Slurm reads as that name: plain, or its digits cut into one or two brackets (h1[8],
+    h[1][8], gpu[1]1[0])."""
+    digits = len(name) - len(name.rstrip("0123456789"))
+    if not digits or rng.random() < 0.25:
+        return name
+    head, tail = name[: len(name) - digits], name[len(name) - digits :]
+    cut = rng.randint(0, digits - 1)
+    if cut and rng.random() < 0.3:  # two brackets
+        return (
+            f"{head}[{tail[:cut]}]{tail[cut : cut + 1]}[{tail[cut + 1 :]}]"
+            if cut + 1 < digits
+            else (f"{head}[{tail[:cut]}][{tail[cut:]}]")
+        )
+    return f"{head}{tail[:cut]}[{tail[cut:]}]"
+
+
+def test_named_nodes_are_placed_alike_in_every_spelling(tmp_path: Path) -> None:
+    """2 000 node lists over a fleet of tricky names (digits before a bracket, two paddings of one prefix, a
+    name with text after its digits, a node with no location), each name spelled one of the ways Slurm reads
+    it and joined by any separator, now and then a name the data does not have: Python and Lua decide alike
+    for every required level, and every list they accept lies in one group of the level (the inventory's own
+    say), every list across two groups is refused."""
+    from slurm_topo import merge, parse_inventory
+    from slurm_topo.model import NVL_PREFIX
+
+    inv = merge([parse_inventory(TRICKY_FLEET)])
+    data = make_context(inv, (22, 5)).policy
+    path = tmp_path / "data.lua"
+    path.write_text(render_all(inv, (22, 5))["slurm_topo_data.lua"])
+    f = LuaFilter()
+    lua_data = f.load_data(path)
+    where = {
+        n.name: {
+            "network_group": n.location.network_group and f"{n.location.zone}/{n.location.network_group}",
+            "zone": n.location.zone,
+            "region": n.location.region,
+            "nvl": n.nvlink_domain and NVL_PREFIX + n.nvlink_domain,
+        }
+        for n in inv.nodes
+    }
+    names = sorted(where)
+    rng = random.Random(43)
+    outcomes: dict[str, int] = {}
+    for _ in range(2000):
+        chosen = rng.sample(names, rng.randint(1, 3))
+        if rng.random() < 0.1:
+            chosen.append(rng.choice(["h21", "gpu11", "n1", "n0001", "gpu1-ib"]))
+        text = rng.choice(SEPARATORS).join(_spelled(rng, n) for n in chosen)
+        level = rng.choice(["zone", "region:fail", "network_group", "nvl:fail"])
+        desc = job(level, min_nodes=len(chosen), req_nodes=text)
+        expected = decide(data, JobRequest.from_job_desc(desc)).as_dict()
+        assert f.decide(lua_data, desc) == expected, (text, expected)
+        name = level.split(":")[0]
+        groups = {where[n][name] if n in where else "?" for n in chosen}
+        if expected["action"] == "amend":
+            assert len(groups) == 1 and None not in groups and "?" not in groups, (text, expected)
+            outcomes["one group"] = outcomes.get("one group", 0) + 1
+        else:
+            assert expected["action"] == "reject" and (len(groups) > 1 or groups & {None, "?"}), (
+                text,
+                expected,
+            )
+            outcomes[str(expected["record"]).split("; ")[-1]] = (
+                outcomes.get(str(expected["record"]).split("; ")[-1], 0) + 1
+            )
+    assert len(outcomes) >= 8 and min(outcomes.values()) > 5, outcomes
+
+
+COUNT_HOOK = r"""
+local place_named, data, text, li = ...
+local count = 0
+debug.sethook(function() count = count + 1 end, "", 1)
+local groups, homeless, problem = place_named(data, text, li)
+debug.sethook()
+return count, problem, #groups
+"""
+
+
+def test_a_node_list_costs_what_its_names_cost_never_what_its_ranges_say(tmp_path: Path) -> None:
+    """A list is counted before it is expanded: a range of 10^15 names, more names than the cluster has, or
+    ten thousand bracket products are refused after the count (a few thousand Lua instructions); a list of
+    the cluster's own nodes is one look-up a name (at most MAX_VISITS of them)."""
+    lines = ["nodes:"] + [
+        f"  - {{name: 'c{z}n[{r * 50:05d}-{r * 50 + 49:05d}]', region: r, zone: z{z}, "
+        f"network_group: g{z}-{r}}}"
+        for z in range(2)
+        for r in range(120)
+    ]
+    inv = merge_doc("\n".join(lines) + "\n")
+    path = tmp_path / "data.lua"
+    path.write_text(render_all(inv, (22, 5))["slurm_topo_data.lua"])
+    f = LuaFilter()
+    lua_data = f.load_data(path)
+    counted = f.lua.execute("return function(...) " + COUNT_HOOK + " end")
+    place_named = f.lua.eval('require("slurm_topo_filter.nodes").place_named')
+    hostile = {
+        "c0n[1-999999999999999]": "many",
+        "c0n[00000-05999],c0n[00000-05999]": "many",  # 12 000 names > 10 000
+        "c0n[1-9][0-9][0-9][0-9][0-9][0-9]": "many",
+        ",".join(["c0n[1-9][1-9][1-9][1-9]"] * 150): "many",
+        "c0n0000[" + ",".join(["1"] * 2000) + "]": None,  # 2 000 names, one node: read, looked up
+        "x" * 4097: "long",
+    }
+    for text, problem in hostile.items():
+        cost, got, _ = counted(place_named, lua_data, text, 2)
+        assert got == problem, (text[:60], got)
+        assert cost < (400_000 if problem is None else 150_000), (text[:60], cost)  # a text of 4 KiB at most
+    cost, got, groups = counted(place_named, lua_data, "c0n[00000-05999]", 2)  # 6 000 nodes of one zone
+    assert (got, groups) == (None, 1) and cost < 1_000_000, cost
+    print(f"\n6 000 named nodes of one zone: {cost} Lua instructions")
+    cost, got, groups = counted(place_named, lua_data, "c0n[00000-05999] c1n00000", 2)
+    assert (got, groups) == (None, 2), got
+
+
+def merge_doc(doc: str) -> Any:
+    from slurm_topo import merge, parse_inventory
+
+    return merge([parse_inventory(doc)])
+
+
+def test_the_features_slurm_topo_makes_are_one_list_the_data_carries(data_file: Path) -> None:
+    """The prefixes of the features the generator owns (region_, zone_, ng_, leaf_, nvl_: model
+    LEVEL_FEATURE_PREFIXES) reach the filter in the data file; the filter has no list of its own, and a
+    constraint naming one keeps a required level (``-C 'nvl_a|nvl_c'`` was 'unknown, not applied')."""
+    from slurm_topo.model import LEVEL_FEATURE_PREFIXES
+    from slurm_topo.policy.vocab import LOCATION_PREFIXES
+
+    assert LOCATION_PREFIXES is LEVEL_FEATURE_PREFIXES and "nvl_" in LEVEL_FEATURE_PREFIXES
+    f = LuaFilter(data_file)
+    lua_data = f.load_data(data_file)
+    assert tuple(lua_data.owned[i] for i in range(1, len(lua_data.owned) + 1)) == LEVEL_FEATURE_PREFIXES
+    for path in (JOB_SUBMIT / "slurm_topo_filter").glob("*.lua"):
+        text = path.read_text()
+        assert not any(f'"{p}"' in text for p in LEVEL_FEATURE_PREFIXES), path.name
+    rc, desc = f.submit(job("zone", min_nodes=4, features="nvl_nvl-a|nvl_nvl-c"))
+    assert rc == 0 and str(desc["features"]).startswith("(nvl_nvl-a|nvl_nvl-c)&[zone_"), desc["features"]
+    assert not [m for m in f.messages() if "not applied" in m or "unknown" in m]

@@ -383,19 +383,26 @@ def test_check_with_an_unknown_partition_applies_the_locality(tmp_path) -> None:
 
 
 def test_fit_is_not_checked_with_a_nodelist(data) -> None:  # type: ignore[no-untyped-def]
-    """With --nodelist the bracket lists every group and the record says the fit was not checked."""
+    """With --nodelist the fit is not checked (the record says so), and the bracket is the one group the named
+    nodes are in: the job's other nodes come from it too (Slurm would otherwise take another alternative
+    beside the named nodes)."""
     d = run(data, locality="zone", min_nodes=9, req_nodes="n[01-04]")
-    assert d.action == "amend" and d.features and d.features.count("|") == 4
+    assert d.action == "amend" and d.features == "[zone_us-east-1a]", d
     assert "fit not checked (--nodelist)" in d.record and d.message is None
+    d = run(data, locality="region", min_nodes=9, req_nodes="n[01-04]")
+    assert d.features == "[region_us-east]" and d.prefer and d.prefer.endswith("|region_us-east]"), d
+    # named nodes outside the partition: the bracket is left whole (Slurm refuses the nodes itself)
+    assert (
+        run(data, locality="zone", min_nodes=2, req_nodes="n01", partition="cpu").features
+        != "[zone_us-east-1a]"
+    )
 
 
 @pytest.mark.parametrize("mode", ["wait", "fail"])
 def test_nodelist_that_already_breaks_the_level_is_refused(data, mode: str) -> None:  # type: ignore[no-untyped-def]
     """`--locality=zone -N2 --nodelist=n01,n12`: the named nodes are in two zones (and two regions), so the
-    job
-    would run across them: refused at submit, naming both. Within one zone it is accepted; a name the data
-    does
-    not place, or --exclude, gets a note that the level is not checked for it."""
+    job would run across them: refused at submit, naming both. Within one zone it is accepted; --exclude gets
+    a note that the level is not checked for it."""
     d = run(data, locality=f"zone:{mode}", min_nodes=2, req_nodes="n01,n12")
     assert d.action == "reject" and d.rejection == "request", d
     assert "in more than one zone (zone_us-east-1a, zone_us-west-2c)" in (d.message or "")
@@ -403,11 +410,81 @@ def test_nodelist_that_already_breaks_the_level_is_refused(data, mode: str) -> N
     assert d.action == "amend" and d.message is None, d
     d = run(data, locality=f"network_group:{mode}", min_nodes=2, req_nodes="n[01-02],n12")
     assert d.action == "reject" and "in no network_group" in (d.message or ""), d
-    d = run(data, locality=f"zone:{mode}", min_nodes=2, req_nodes="n01,gpu-x7")
-    assert d.action == "amend" and "not in the data file" in (d.message or ""), d
     d = run(data, locality=f"zone:{mode}", min_nodes=2, exc_nodes="n01")
     assert d.action == "amend" and "with --exclude" in (d.message or ""), d
     assert run(data, locality="prefer", min_nodes=2, req_nodes="n01,n12").action == "amend"
+
+
+# Every hostlist form Slurm reads for a node list (issue 43: ``h1[8],h0[2]`` and the like escaped): read as
+# Slurm reads it, so nodes of two zones are refused whatever the spelling.
+ACROSS_ZONES = [
+    "n01,n12",
+    "n01 n12",
+    "n01\tn12",
+    "n01\nn12",
+    "n01, n12",
+    " n01 ,, n12 ",
+    "n0[1],n1[2]",
+    "n0[1-1],n12",
+    "n01,n1[2]",
+    "n[01,12]",
+    "n[01-02,12]",
+    "n[1-1][2-2],n01",  # two brackets: n12
+    "n[0-1][1-2]",  # n01 n02 n11 n12
+    "n[01],n[12]",
+    "n1[2],n0[1]",
+    "n[01-01,12-12]",
+]
+"""Spellings of n01 (us-east-1a) and n12 (us-west-2c)."""
+
+
+@pytest.mark.parametrize("nodes", ACROSS_ZONES)
+@pytest.mark.parametrize("level", ["zone", "region:fail", "nvl"])
+def test_every_hostlist_form_across_the_level_is_refused(data, nodes: str, level: str) -> None:  # type: ignore[no-untyped-def]
+    d = run(data, locality=level, min_nodes=2, req_nodes=nodes)
+    assert d.action == "reject" and d.rejection == "request", (nodes, d)
+    name = level.split(":")[0]
+    if name == "nvl":  # n12 is in no NVLink domain
+        assert "in no nvl" in (d.message or "") or "more than one nvl" in (d.message or ""), d
+    else:
+        assert f"in more than one {name}" in (d.message or ""), d
+
+
+@pytest.mark.parametrize(
+    ("nodes", "why"),
+    [
+        ("n99", "names 'n99', which is not in slurm-topo's data"),
+        ("n01,gpu-x7", "names 'gpu-x7', which is not in slurm-topo's data"),
+        ("n[1-]", "is not a node list slurm-topo reads"),
+        ("n[01-02", "is not a node list slurm-topo reads"),
+        ("n[01- 02]", "is not a node list slurm-topo reads"),
+        ("n[ 1]", "is not a node list slurm-topo reads"),
+        ("n01;n02", "is not a node list slurm-topo reads"),
+        ("n01\rn02", "is not a node list slurm-topo reads"),
+        ("n[02-01]", "is not a node list slurm-topo reads"),
+        ("n[+1]", "is not a node list slurm-topo reads"),
+        ("n]01", "is not a node list slurm-topo reads"),
+        (",", "is not a node list slurm-topo reads"),
+        ("n[0000000000000001-2]", "is not a node list slurm-topo reads"),
+        (
+            "n[1-999999999]",
+            "names more nodes than slurm-topo checks (13: the cluster's nodes, at most 10000)",
+        ),
+        ("n[1-9][1-9][1-9][1-9][1-9][1-9]", "names more nodes than slurm-topo checks"),
+        ("n01," * 1100, "is longer than 4096 bytes"),
+    ],
+)
+def test_a_nodelist_that_cannot_be_checked_is_refused_with_a_required_level(
+    data, nodes: str, why: str
+) -> None:  # type: ignore[no-untyped-def]
+    """Where the list cannot be read, counted or placed, a required level refuses it with the reason (it was
+    a note, and the job ran unchecked); prefer takes it as it is."""
+    for level in ("zone", "network_group:fail", "nvl"):
+        d = run(data, locality=level, min_nodes=2, req_nodes=nodes)
+        assert d.action == "reject" and d.rejection == "request", (nodes, d)
+        assert why in (d.message or "") and "is never left unchecked" in (d.message or ""), d
+        assert "--nodelist not checked" in d.record, d
+    assert run(data, locality="prefer", min_nodes=2, req_nodes=nodes).action != "reject"
 
 
 def test_locality_regions_restricts_and_filters(data) -> None:  # type: ignore[no-untyped-def]
@@ -744,6 +821,42 @@ def test_nvl_on_a_fleet_without_domains_says_so() -> None:
         ), d
 
 
-def test_nvl_with_a_nodelist_is_not_checked_and_says_so(data) -> None:  # type: ignore[no-untyped-def]
+def test_nvl_checks_a_nodelist_as_the_other_required_levels(data) -> None:  # type: ignore[no-untyped-def]
+    """--locality=nvl with a node list: nodes of two domains (n01 in nvl-a, n05 in nvl-b) are refused, as is a
+    node in no domain; nodes of one domain get that domain's bracket (it only had a note, and ran on two
+    racks)."""
     d = run(data, locality="nvl", min_nodes=2, req_nodes="n01,n05")
-    assert d.action == "amend" and "shares one NVLink domain is not checked" in (d.message or ""), d
+    assert d.action == "reject" and "in more than one nvl (nvl_nvl-a, nvl_nvl-b)" in (d.message or ""), d
+    d = run(data, locality="nvl:fail", min_nodes=2, req_nodes="n0[1],n0[9]")
+    assert d.action == "reject" and "names a node that is in no nvl" in (d.message or ""), d
+    d = run(data, locality="nvl", min_nodes=3, req_nodes="n0[2-3]")
+    assert (d.action, d.features, d.message) == ("amend", "[nvl_nvl-a]", None), d
+    d = run(data, locality="nvl", min_nodes=3, req_nodes="n04 n06")  # nvl-b spans two zones: one domain
+    assert (d.action, d.features) == ("amend", "[nvl_nvl-b]"), d
+
+
+@pytest.mark.parametrize("level", ["zone", "region:fail", "network_group", "nvl", "zone:auto"])
+@pytest.mark.parametrize(
+    "constraint", ["nvl_nvl-a|nvl_nvl-c", "nvl_nvl-a", "nvl_nvl-b&ib", "zone_us-east-1a|zone_us-west-2a"]
+)
+def test_a_constraint_naming_features_slurm_topo_makes_keeps_the_required_level(  # type: ignore[no-untyped-def]
+    data, level: str, constraint: str
+) -> None:
+    """``-C 'nvl_a|nvl_c'`` (the generator's own features, model.LEVEL_FEATURE_PREFIXES) is combined with the
+    level's bracket, its fit not counted; it was called unknown and the level was not applied."""
+    d = run(data, locality=level, min_nodes=4, features=constraint, time_limit=60)
+    name = level.split(":")[0]
+    prefix = {"network_group": "ng"}.get(name, name)
+    assert d.action == "amend" and d.message is None, d
+    assert d.features is not None and f"&[{prefix}_" in d.features, d
+    assert d.features.startswith(f"({constraint})&[" if "|" in constraint else f"{constraint}&["), d
+    assert "unknown" not in d.record and "fit not checked (constraint)" in d.record, d
+
+
+def test_a_bracket_of_another_level_is_refused_not_passed(data) -> None:  # type: ignore[no-untyped-def]
+    """A user bracket of NVLink domains with a required zone cannot be combined (Slurm allows one bracket):
+    refused with the reason, as for any other level's bracket."""
+    d = run(data, locality="zone", min_nodes=2, features="[nvl_nvl-a|nvl_nvl-c]")
+    assert d.action == "reject" and "are not all zone groups" in (d.message or ""), d
+    d = run(data, locality="nvl", min_nodes=2, features="[nvl_nvl-a|nvl_nvl-c]")
+    assert d.features == "[nvl_nvl-c|nvl_nvl-a]", d

@@ -52,6 +52,48 @@ def test_case_table_covers_every_outcome(setup) -> None:  # type: ignore[no-unty
     # (Slurm's 64-alternative / 1024-character limits are exercised in test_policy.py, with larger fleets)
 
 
+ESCAPED = [
+    "n01 n12",
+    "n01\tn12",
+    "n01\nn12",
+    " n01 , n12 ",
+    "n0[1],n1[2]",
+    "n0[1-1],n12",
+    "n01,n1[2]",
+    "n[0-1][1-2]",
+    "n[01-01,12-12]",
+    "n[1-]",
+    "n[ 1]",
+    "n[01-02",
+    "n01;n02",
+    "n99",
+]
+"""Node lists of the case table that name nodes of two zones (n01: us-east-1a, n12: us-west-2c, in no rack or
+NVLink domain) in the forms that escaped (issue 43), or that cannot be read or placed."""
+
+
+def test_the_forms_that_escaped_are_refused_alike_by_both(setup) -> None:  # type: ignore[no-untyped-def]
+    """The case table's node lists in the forms that escaped a required level, and its constraints naming
+    the features slurm-topo makes: Python and Lua both refuse the lists (every required level, nvl too), and
+    both keep the level's bracket with the constraint (they were 'unknown, not applied')."""
+    data, lua, lua_data = setup
+    refused = kept = 0
+    for name, desc in CASES:
+        words = name.split(" ", 2)
+        if words[0] == "nodelist" and words[1] != "prefer" and words[2] in ESCAPED:
+            got = lua.decide(lua_data, desc)
+            assert got["action"] == "reject" and got["rejection"] == "request", (name, got)
+            assert decide(data, JobRequest.from_job_desc(desc)).as_dict() == got, name
+            refused += 1
+        elif words[0] == "generated" and words[1] != "prefer" and not words[2].startswith("["):
+            got = lua.decide(lua_data, desc)
+            assert got["action"] == "amend" and "&[" in str(got["features"]), (name, got)
+            assert "unknown" not in str(got["record"]), (name, got)
+            assert decide(data, JobRequest.from_job_desc(desc)).as_dict() == got, name
+            kept += 1
+    assert refused == 4 * len(ESCAPED) and kept >= 30, (refused, kept)
+
+
 def test_modify_parity_over_the_case_table(setup) -> None:  # type: ignore[no-untyped-def]
     """Every update of the modify table (size, features, comment, release, partition, GPUs; by the owner and
     by an administrator) gets the same answer from decide_modify in Python and in Lua."""

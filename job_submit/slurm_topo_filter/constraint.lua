@@ -4,10 +4,8 @@ and, or, bracket, complex, invalid), whether its names can be counted against th
 a locality's terms are composed with it.
 ]]
 
-local V = require("slurm_topo_filter.vocab")
 local U = require("slurm_topo_filter.util")
 
-local LOCATION_PREFIXES = V.LOCATION_PREFIXES
 local split, is_token = U.split, U.is_token
 
 local M = {}
@@ -57,10 +55,12 @@ function M.parse_constraint(text)
   return { kind = kind, names = names, text = text }
 end
 
-function M.counted(c)
+function M.counted(c, owned)
+  -- whether node classes can be matched against it: not when it names a feature slurm-topo makes (owned: the data's
+  -- prefixes, model.LEVEL_FEATURE_PREFIXES), which are the groups' own (policy/constraint.py Constraint.counted)
   if c.kind == "complex" or c.kind == "invalid" then return false end
   for _, n in ipairs(c.names) do
-    for _, p in ipairs(LOCATION_PREFIXES) do
+    for _, p in ipairs(owned) do
       if string.sub(n, 1, #p) == p then return false end
     end
   end

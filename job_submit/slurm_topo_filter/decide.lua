@@ -11,11 +11,13 @@ slurm_topo_filter/memo.lua wraps; the rules here remember nothing.
 local V = require("slurm_topo_filter.vocab")
 local C = require("slurm_topo_filter.constraint")
 local S = require("slurm_topo_filter.scan")
-local place_named = require("slurm_topo_filter.nodes").place_named
+local N = require("slurm_topo_filter.nodes")
+local place_named, PLACE_INDEX = N.place_named, N.PLACE_INDEX
 local U = require("slurm_topo_filter.util")
 local split, num = U.split, U.num
 
 local MAX_ALTERNATIVES, MAX_CONSTRAINT, MAX_RECORD = V.MAX_ALTERNATIVES, V.MAX_CONSTRAINT, V.MAX_RECORD
+local MAX_NAMED, MAX_VISITS = V.MAX_NAMED, V.MAX_VISITS
 local LEVELS, LOCALITIES, MODES = V.LEVELS, V.LOCALITIES, V.MODES
 local AUTO_LEVELS, AUTO_INDEX, BUDGET_PREFIX = V.AUTO_LEVELS, V.AUTO_INDEX, V.BUDGET_PREFIX
 local AUTO_NO_LIMIT, AUTO_NO_PLAN, AUTO_NO_FIT, AUTO_WAITS = V.AUTO_NO_LIMIT, V.AUTO_NO_PLAN, V.AUTO_NO_FIT,
@@ -277,7 +279,7 @@ decide_inner = function(data, req)
   if c.kind == "invalid" then
     return { action = "unchanged", locality = loc, record = record(loc .. ": constraint not understood; unchanged") }
   end
-  local is_counted = counted(c)
+  local is_counted = counted(c, data.owned) -- a feature slurm-topo makes is known, never counted
   local missing = unknown_feature(data, c, is_counted)
   if missing then
     return { action = "unchanged", locality = loc,
@@ -664,8 +666,16 @@ decide_required = function(job)
     return conflict(loc, mode, "length", "slurm-topo: --locality=" .. level .. ": your constraint leaves no room for a "
       .. level .. " bracket (Slurm's " .. MAX_CONSTRAINT .. "-character limit)")
   end
-  local rejected, named = named_nodes(job)
+  local rejected, named, within = named_nodes(job)
   if rejected then return rejected end
+  if within ~= nil and (only == nil or only[within]) then
+    for _, g in ipairs(groups) do
+      if g.f == within then -- the named nodes are in one group: the job's other nodes come from it too
+        only = { [within] = true }
+        break
+      end
+    end
+  end
   local budget = MAX_CONSTRAINT - #probe + 2
   local kept, cut, length = steps.candidates(job.scan, groups, budget, only)
   job.kept_length = length -- the finer --prefer's cascade takes the kept list at once (S.taken)
@@ -731,9 +741,28 @@ required_prefer = function(job, groups, kept, budget, only)
   return compose_with(job.c, job.restrict, b)
 end
 
+-- Why a --nodelist cannot be checked (nodes.lua place_named): the message's words and the record's
+-- (policy/decide.py _NAMED_PROBLEMS)
+local NAMED_PROBLEMS = {
+  long = { "is longer than %s bytes", "too long" },
+  unread = { "is not a node list slurm-topo reads (names and name[lo-hi,n] ranges, separated by commas or spaces)",
+             "not read" },
+  many = { "names more nodes than slurm-topo checks (%s: the cluster's nodes, at most " .. MAX_VISITS .. ")",
+           "too many" },
+  unknown = { "names %s, which is not in slurm-topo's data", "node not in the data" },
+}
+
+local function refused(job, why, short)
+  -- a --nodelist refused with a required level (every mode: the request itself)
+  return { action = "reject", locality = job.loc, rejection = "request",
+           message = "slurm-topo: --locality=" .. job.loc .. ": " .. why,
+           record = record(job.loc .. ": rejected; " .. short) }
+end
+
 named_nodes = function(job)
-  -- --nodelist / --exclude with a required level: refused when the named nodes are already in two groups of
-  -- the level (or one is in none); a note for the user when it cannot be told
+  -- --nodelist / --exclude with a required level: (a refusal, a note for the user, the one group the named nodes
+  -- are in). Refused when the named nodes are in two groups of the level, when one is in none, and when the list
+  -- cannot be checked (read, counted or placed): a required level is never passed unchecked
   local level, loc, req = job.level, job.loc, job.req
   if req.nodelist == nil then
     if req.unchecked == "--exclude" then
@@ -742,26 +771,28 @@ named_nodes = function(job)
     end
     return nil, nil
   end
-  if LEVEL_INDEX[level] == nil then -- nvl: the data places nodes by network group, zone and region only
-    return nil, "slurm-topo: --locality=" .. loc .. ": whether --nodelist shares one NVLink domain is not checked"
-  end
-  local groups, homeless, unchecked = place_named(job.data, req.nodelist, LEVEL_INDEX[level])
+  local groups, homeless, problem, name, limit = place_named(job.data, req.nodelist, PLACE_INDEX[level])
   if #groups > 1 then
-    return { action = "reject", locality = loc, rejection = "request",
-             message = "slurm-topo: --locality=" .. loc .. ": the nodes of --nodelist are in more than one " .. level
-               .. " (" .. groups[1] .. ", " .. groups[2] .. "); the job would run across them",
-             record = record(loc .. ": rejected; --nodelist spans " .. level .. "s") }
+    return refused(job, "the nodes of --nodelist are in more than one " .. level .. " (" .. groups[1] .. ", "
+      .. groups[2] .. "); the job would run across them", "--nodelist spans " .. level .. "s")
   end
   if homeless then
-    return { action = "reject", locality = loc, rejection = "request",
-             message = "slurm-topo: --locality=" .. loc .. ": --nodelist names a node that is in no " .. level,
-             record = record(loc .. ": rejected; --nodelist node in no " .. level) }
+    return refused(job, "--nodelist names a node that is in no " .. level, "--nodelist node in no " .. level)
   end
-  if unchecked then
-    return nil, "slurm-topo: --locality=" .. loc .. ": some nodes of --nodelist are not in the data file; their "
-      .. level .. " is not checked"
+  if problem ~= nil then
+    local words = NAMED_PROBLEMS[problem]
+    local what = words[1]
+    if problem == "long" then
+      what = string.format(what, MAX_NAMED)
+    elseif problem == "many" then
+      what = string.format(what, limit)
+    elseif problem == "unknown" then
+      what = string.format(what, "'" .. safe(name) .. "'")
+    end
+    return refused(job, "--nodelist " .. what .. ", so whether its nodes share one " .. level .. " cannot be "
+      .. "checked; a required " .. level .. " is never left unchecked", "--nodelist not checked (" .. words[2] .. ")")
   end
-  return nil, nil
+  return nil, nil, groups[1]
 end
 
 nothing_holds = function(job, groups, only)

@@ -14,7 +14,7 @@ local MAX_CONSTRAINT = 1024
 local MAX_RECORD = 200
 local MAX_FIELD = 4096 -- longest partition list, GPU request, regions, SPANK entry or comment read
 local RECHECK_SECONDS = 10 -- how often the data file's first line is looked at again
-local DATA_FORMAT = 6 -- slurm_topo/render/filter_data.py FORMAT
+local DATA_FORMAT = 7 -- slurm_topo/render/filter_data.py FORMAT
 local SPANK_LOCALITY = "_SLURM_SPANK_OPTION_locality_locality"
 local SPANK_REGIONS = "_SLURM_SPANK_OPTION_locality_locality_regions"
 local SPANK_PLAN = "_SLURM_SPANK_OPTION_locality_plan"
@@ -41,9 +41,10 @@ local CONFLICT_NOTE = "; a required locality cannot be enforced with it: drop th
 local IMPLICIT_PARTITION = "*" -- the data was made without partitions
 local NVL_NONE = "no node of the partition is in an NVLink domain"
 local NVL_NONE_NOTE = "; no size can ever fit: use --locality=network_group or zone"
-local LOCATION_PREFIXES = { "region_", "zone_", "ng_", "leaf_" }
+-- (the prefixes of the features slurm-topo makes are the data's `owned`: model.LEVEL_FEATURE_PREFIXES, one list)
 local MAX_NAMED = 4096 -- policy/nodes.py: longest --nodelist read
-local MAX_VISITS = 10000 -- policy/nodes.py: most ranges looked at for one --nodelist
+local MAX_VISITS = 10000 -- policy/nodes.py: most names one --nodelist may name (each one look-up)
+local MAX_NAMED_DIGITS = 15 -- longest digit run of a --nodelist (Lua's numbers are exact to 2^53)
 -- policy/decide.py: the prefer cascade's levels (NVLink domains first), the zones per region a union is made
 -- from, and the order of the cascade's lists in the bracket (1-based here, 0-based there): nvl, ng, zone,
 -- unions inside a region, region, unions across regions (with families: then the bare family values)
@@ -91,8 +92,8 @@ return {
   BUDGET_PREFIX = BUDGET_PREFIX, RELAX_PREFIX = RELAX_PREFIX, PLAN_PREFIX = PLAN_PREFIX, PLAN_KEYS = PLAN_KEYS,
   AUTO_NO_LIMIT = AUTO_NO_LIMIT, AUTO_NO_PLAN = AUTO_NO_PLAN, AUTO_NO_FIT = AUTO_NO_FIT, AUTO_WAITS = AUTO_WAITS,
   CONFLICT_NOTE = CONFLICT_NOTE, IMPLICIT_PARTITION = IMPLICIT_PARTITION, NVL_NONE = NVL_NONE,
-  NVL_NONE_NOTE = NVL_NONE_NOTE, LOCATION_PREFIXES = LOCATION_PREFIXES, PREFER_LEVELS = PREFER_LEVELS,
+  NVL_NONE_NOTE = NVL_NONE_NOTE, PREFER_LEVELS = PREFER_LEVELS,
   UNION_ZONES = UNION_ZONES, UNION_EMIT = UNION_EMIT, UNION_EMIT_FAMILIES = UNION_EMIT_FAMILIES,
-  SIZE_FIELDS = SIZE_FIELDS, MAX_NAMED = MAX_NAMED, MAX_VISITS = MAX_VISITS,
+  SIZE_FIELDS = SIZE_FIELDS, MAX_NAMED = MAX_NAMED, MAX_VISITS = MAX_VISITS, MAX_NAMED_DIGITS = MAX_NAMED_DIGITS,
   record = record, safe = safe, plural = plural, without_record = without_record,
 }

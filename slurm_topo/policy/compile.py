@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from ..model import MAX_NAME, Inventory, Location, PolicyConfig, hashed_name, natural_key
 from ..topology import Topology
-from .nodes import NodeIndex, Place, build_index
+from .nodes import NodeIndex, build_index
 from .vocab import AUTO_LEVELS as AUTO
 from .vocab import IMPLICIT_PARTITION, LEVELS, NVL
 
@@ -95,6 +95,11 @@ def _bucket_name(feature: str, suffix: str) -> str:
     return name if len(name) <= MAX_NAME else hashed_name(name, name)
 
 
+_Tree = tuple[str | None, str | None, str | None]
+"""A place's group features in LEVELS order (network_group, zone, region); the node index adds the node's
+NVLink domain (nodes.py Place)."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Rows:
     """What a node's place gives it, shared by the nodes of one place (one rack): its group rows per level,
@@ -102,7 +107,7 @@ class _Rows:
 
     rows: tuple[tuple[str, str, str, Location, frozenset[str]], ...]
     parents: dict[str, tuple[str | None, str | None]]
-    place: Place
+    place: _Tree
     buckets: tuple[str, ...]
     family: str | None
 
@@ -174,7 +179,12 @@ def compile_policy(
         {k: (tuple(sorted(f)), tuple(sorted(r))) for k, (f, r) in sorted(places.areas.items())},
         places.buckets,
         everywhere,
-        build_index([(name, places.shared[slot].place) for name, slot in places.slot_of.items()]),
+        build_index(
+            [
+                (name, (*places.shared[slot].place, topology.nvl_features.get(name)))
+                for name, slot in places.slot_of.items()
+            ]
+        ),
         family_values,
         *_auto_units(inventory, config),
     )
@@ -480,7 +490,7 @@ def _value_group(value: str, counts: Mapping[int, int], classes: Sequence[NodeCl
     )
 
 
-def _place(rows: Sequence[tuple[str, str, str, Location, frozenset[str]]]) -> Place:
+def _place(rows: Sequence[tuple[str, str, str, Location, frozenset[str]]]) -> _Tree:
     """A node's group feature per level, in LEVELS order."""
     by_level = {row[0]: row[1] for row in rows}
     ng, zone, region = (by_level.get(level) for level in LEVELS)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from ..errors import InputError
 from .compile import Group, PolicyData
 from .constraint import Constraint, _class_ok, compose, parse_constraint
-from .nodes import place_named
+from .nodes import MAX_NAMED, MAX_VISITS, PLACE_LEVELS, place_named
 from .request import JobRequest, _blen
 from .vocab import (
     AUTO_NO_FIT,
@@ -682,9 +682,11 @@ def _decide_required(job: _Job) -> Decision:
             f"slurm-topo: --locality={level}: your constraint leaves no room for a {level} bracket "
             f"(Slurm's {MAX_CONSTRAINT}-character limit)",
         )
-    named = _named_nodes(job)
-    if isinstance(named, Decision):
-        return named
+    rejected, named, within = _named_nodes(job)
+    if rejected is not None:
+        return rejected
+    if within is not None and (only is None or within in only) and any(g.feature == within for g in groups):
+        only = {within}  # the named nodes are in one group: the job's other nodes come from it too
     kept, cut = job.scan.candidates(groups, MAX_CONSTRAINT - len(probe) + 2, only)
     if kept:
         return Decision(
@@ -719,45 +721,82 @@ def _required_prefer(job: _Job, kept: Sequence[tuple[Group, int]], budget: int) 
     return _terms(job, _bracket(alternatives))
 
 
-def _named_nodes(job: _Job) -> Decision | str | None:
-    """--nodelist / --exclude with a required level: refused when the named nodes are already in two groups of
-    the level (or one is in none); a note for the user when it cannot be told."""
+_NAMED_PROBLEMS = {
+    "long": ("is longer than {limit} bytes", "too long"),
+    "unread": (
+        "is not a node list slurm-topo reads (names and name[lo-hi,n] ranges, separated by commas or spaces)",
+        "not read",
+    ),
+    "many": (
+        "names more nodes than slurm-topo checks ({limit}: the cluster's nodes, at most "
+        + str(MAX_VISITS)
+        + ")",
+        "too many",
+    ),
+    "unknown": ("names {name}, which is not in slurm-topo's data", "node not in the data"),
+}
+"""Why a --nodelist cannot be checked (nodes.Named.problem): the message's words and the record's."""
+
+
+def _named_nodes(job: _Job) -> tuple[Decision | None, str | None, str | None]:
+    """--nodelist / --exclude with a required level: (a refusal, a note for the user, the one group the named
+    nodes are in). Refused when the named nodes are in two groups of the level, when one is in none, and when
+    the list cannot be checked (read, counted or placed): a required level is never passed unchecked."""
     level, loc, req = job.level, job.loc, job.req
     if req.nodelist is None:
         if req.unchecked == "--exclude":
             return (
+                None,
                 f"slurm-topo: --locality={loc}: with --exclude, whether a {level} can still hold the job is "
-                "not checked"
+                "not checked",
+                None,
             )
-        return None
-    if level not in LEVELS:  # nvl: the data places nodes by network group, zone and region only
-        return f"slurm-topo: --locality={loc}: whether --nodelist shares one NVLink domain is not checked"
-    named = place_named(job.data.nodes, req.nodelist, LEVELS.index(level))
+        return None, None, None
+    named = place_named(job.data.nodes, req.nodelist, PLACE_LEVELS.index(level))
     if len(named.groups) > 1:
-        return Decision(
-            "reject",
-            loc,
-            message=f"slurm-topo: --locality={loc}: the nodes of --nodelist are in more than one {level} "
-            f"({named.groups[0]}, {named.groups[1]}); the job would run across them",
-            record=_record(f"{loc}: rejected; --nodelist spans {level}s"),
-            level=level,
-            rejection="request",
+        return (
+            _refused(
+                job,
+                f"the nodes of --nodelist are in more than one {level} ({named.groups[0]}, "
+                f"{named.groups[1]}); the job would run across them",
+                f"--nodelist spans {level}s",
+            ),
+            None,
+            None,
         )
     if named.homeless:
-        return Decision(
-            "reject",
-            loc,
-            message=f"slurm-topo: --locality={loc}: --nodelist names a node that is in no {level}",
-            record=_record(f"{loc}: rejected; --nodelist node in no {level}"),
-            level=level,
-            rejection="request",
-        )
-    if named.unchecked:
         return (
-            f"slurm-topo: --locality={loc}: some nodes of --nodelist are not in the data file; their {level} "
-            "is not checked"
+            _refused(job, f"--nodelist names a node that is in no {level}", f"--nodelist node in no {level}"),
+            None,
+            None,
         )
-    return None
+    if named.problem is not None:
+        what, short = _NAMED_PROBLEMS[named.problem]
+        limit = MAX_NAMED if named.problem == "long" else named.limit
+        text = what.format(limit=limit, name=f"'{safe(named.name or '')}'")
+        return (
+            _refused(
+                job,
+                f"--nodelist {text}, so whether its nodes share one {level} cannot be checked; a required "
+                f"{level} is never left unchecked",
+                f"--nodelist not checked ({short})",
+            ),
+            None,
+            None,
+        )
+    return None, None, named.groups[0] if named.groups else None
+
+
+def _refused(job: _Job, why: str, short: str) -> Decision:
+    """A --nodelist refused with a required level (every mode: the request itself)."""
+    return Decision(
+        "reject",
+        job.loc,
+        message=f"slurm-topo: --locality={job.loc}: {why}",
+        record=_record(f"{job.loc}: rejected; {short}"),
+        level=job.level,
+        rejection="request",
+    )
 
 
 def _nothing_holds(job: _Job, groups: Sequence[Group], only: set[str] | None) -> Decision:

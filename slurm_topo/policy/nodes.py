@@ -1,15 +1,19 @@
-"""Named nodes: where the nodes of a job's ``--nodelist`` are, so that a required locality they already break
-is
-refused at submit (Slurm would run such a job across groups). The Lua filter's "named nodes" section is the
-twin.
+"""Named nodes: where the nodes of a job's ``--nodelist`` (or an owner's ``ReqNodeList=`` update) are, so that
+a required level they already break is refused (Slurm would run such a job across groups). The Lua filter's
+nodes.lua is the twin.
 
 Compiled (job-independent): every node name split into a prefix and a numeric suffix, runs of consecutive
-numbers
-with the same place kept as one range per ``prefix/width`` (``n01``..``n40`` in one rack: one range), and the
-places themselves (the node's group feature per level). At submit the hostlist is read in Slurm's simple forms
-(``n01``, ``n[01-03,07]``, comma lists of these); anything else, or a name the data does not place, is said to
-be
-not checked.
+numbers with the same place kept as one range per ``prefix/width`` (``n01``..``n40`` in one rack: one range),
+and the places themselves (the node's group feature per level: network group, zone, region, NVLink domain).
+
+At submit the list is read as Slurm reads it (``slurm_topo.hostlist``, its one reader): names and bracket
+groups (``n[01-04,07]``, digits before a bracket ``h1[8]``, padding ``n[001-3]``, several brackets
+``r[1-2]n[01-04]``, text after a bracket), separated by commas, spaces, tabs or newlines (Slurm's hostlist
+separators). Its size is counted before anything is expanded. A required level is never passed unchecked:
+a list that cannot be read (a character no node name has, whitespace inside a bracket, a number of more than
+``MAX_NAMED_DIGITS`` digits, a form Slurm's reading is not sure of: ``n[1-]``, an unclosed bracket), one that
+names more nodes than the cluster has or than ``MAX_VISITS``, or a name the data does not place is refused
+with the reason, as is a list across two groups of the level.
 """
 
 from __future__ import annotations
@@ -19,15 +23,28 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from .. import hostlist
+from ..errors import HostlistError
+from .vocab import LEVELS, MAX_NAMED_DIGITS, NVL
+
 _NAME = re.compile(r"^(.*?)([0-9]+)\Z")
-_ITEM = re.compile(r"^([^\[\]]*)\[([^\[\]]*)\]\Z")
-_RANGE = re.compile(r"^([0-9]{1,9})(?:-([0-9]{1,9}))?\Z")
+_READABLE = re.compile(r"[A-Za-z0-9._\[\], \t\n-]*\Z")
+"""What a node list may hold: node-name characters (``model.NODE_NAME_RE``), brackets, and the separators."""
+_LONG_NUMBER = re.compile(f"[0-9]{{{MAX_NAMED_DIGITS + 1}}}")
+_SPACE_IN_BRACKET = re.compile(r"\[[^\]]*[ \t\n]")
+_SEPARATORS = re.compile(r"[ \t\n]")
+"""Slurm's hostlist separators besides the comma (``hostlist_create``: ``\\t``, ``,``, space; newlines too):
+outside a bracket they end a name as a comma does."""
 MAX_NAMED = 4096
-"""Longest --nodelist read (bytes); a longer one is not checked."""
+"""Longest --nodelist read (bytes); a longer one is refused with a required level."""
 MAX_VISITS = 10000
-"""Most ranges looked at for one --nodelist; past that the rest is not checked (hostile lists)."""
-Place = tuple[str | None, str | None, str | None]
-"""A node's group feature per level, in LEVELS order (network_group, zone, region); None where it has none."""
+"""Most names one --nodelist may name, counted before it is expanded (each is one look-up in the node
+index); past it, or past the cluster's node count, a required level refuses the list."""
+PLACE_LEVELS = (*LEVELS, NVL)
+"""A place's levels, in order: what ``place_named``'s ``level_index`` indexes."""
+Place = tuple[str | None, str | None, str | None, str | None]
+"""A node's group feature per level, in PLACE_LEVELS order (network_group, zone, region, nvl); None where it
+has none."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +54,8 @@ class NodeIndex:
     """``prefix/width`` -> sorted (first, last, place index) runs."""
     bare: Mapping[str, int] | None = None
     """Names without a numeric suffix -> place index."""
+    nodes: int = 0
+    """How many nodes the index places (a longer --nodelist is refused before it is expanded)."""
 
 
 def split_name(name: str) -> tuple[str, int, int] | None:
@@ -67,48 +86,41 @@ def build_index(node_places: Sequence[tuple[str, Place]]) -> NodeIndex:
             else:
                 merged.append([number, number, idx])
         ranges[key] = tuple((a, b, c) for a, b, c in merged)
-    return NodeIndex(tuple(places), ranges, dict(sorted(bare.items())))
+    return NodeIndex(tuple(places), ranges, dict(sorted(bare.items())), len(node_places))
 
 
-def _items(text: str) -> list[str]:
-    """Top-level comma items of a hostlist (commas inside brackets stay)."""
-    out, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            out.append(text[start:i])
-            start = i + 1
-    out.append(text[start:])
-    return out
+def _first(run: tuple[int, int, int]) -> int:
+    return run[0]
 
 
-def _requested(text: str) -> tuple[list[tuple[str, int, int, int]], list[str], bool]:
-    """(numbered ranges (prefix, first, last, width), bare names, whether some part was not understood)."""
-    numbered: list[tuple[str, int, int, int]] = []
-    bare: list[str] = []
-    odd = False
-    for item in _items(text):
-        m = _ITEM.match(item)
-        if m is None:
-            if "[" in item or "]" in item or item == "":
-                odd = True
-                continue
-            parts = split_name(item)
-            if parts is None:
-                bare.append(item)
-            else:
-                numbered.append((parts[0], parts[1], parts[1], parts[2]))
-            continue
-        for piece in m[2].split(","):
-            r = _RANGE.match(piece)
-            if r is None or (r[2] is not None and int(r[2]) < int(r[1])):
-                odd = True
-                continue
-            numbered.append((m[1], int(r[1]), int(r[2] or r[1]), len(r[1])))
-    return numbered, bare, odd
+def place_of(index: NodeIndex, name: str) -> int | None:
+    """The place index of one node name, None when the index does not have it."""
+    parts = split_name(name)
+    if parts is None:
+        return (index.bare or {}).get(name)
+    prefix, number, width = parts
+    runs = (index.ranges or {}).get(f"{prefix}/{width}", ())
+    i = bisect.bisect_right(runs, number, key=_first) - 1  # the last run starting at or before it
+    if i >= 0 and runs[i][1] >= number:
+        return runs[i][2]
+    return None
+
+
+def read_nodelist(text: str, limit: int) -> tuple[str, ...] | int | None:
+    """The names of a node list in Slurm's order (duplicates kept), as Slurm reads it: None when it cannot be
+    read (see the module docstring), the count (more than ``limit``) when it names too many; counted before
+    it is expanded."""
+    if not _READABLE.match(text) or _LONG_NUMBER.search(text) or _SPACE_IN_BRACKET.search(text):
+        return None
+    expression = _SEPARATORS.sub(",", text)
+    try:
+        n = hostlist.count(expression)
+        if n > limit:
+            return n
+        names = tuple(hostlist.expand_keep_duplicates(expression))
+    except HostlistError:
+        return None
+    return names or None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,50 +129,36 @@ class Named:
     """The distinct groups (features) of the level the named nodes are in, in the order met (at most 2)."""
     homeless: bool
     """A named node has no group at this level."""
-    unchecked: bool
-    """Some names were not understood or are not in the data."""
+    problem: str | None = None
+    """Why the list cannot be checked: ``long`` (over MAX_NAMED bytes), ``unread`` (not a node list the
+    filter reads), ``many`` (more names than ``limit``), ``unknown`` (``name`` is not in the data)."""
+    name: str | None = None
+    limit: int = 0
+    """With ``many``: the most names checked (the cluster's nodes, at most MAX_VISITS)."""
 
 
 def place_named(index: NodeIndex, text: str, level_index: int) -> Named:
-    """Where the nodes of ``text`` (a --nodelist) are at one level; stops at the second group."""
+    """Where the nodes of ``text`` (a --nodelist) are at one level (an index in PLACE_LEVELS), in Slurm's
+    order; stops at the second group, at a node in no group of the level, and at a name the data does not
+    place."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_NAMED:
-        return Named((), False, True)
-    numbered, bare, unchecked = _requested(text)
+        return Named((), False, "long")
+    limit = min(index.nodes, MAX_VISITS)
+    names = read_nodelist(text, limit)
+    if names is None:
+        return Named((), False, "unread")
+    if isinstance(names, int):
+        return Named((), False, "many", limit=limit)
     seen: list[str] = []
-    homeless = False
-
-    def note(place_idx: int) -> bool:
-        nonlocal homeless
-        group = index.places[place_idx][level_index]
-        if group is None:
-            homeless = True
-        elif group not in seen:
-            seen.append(group)
-        return len(seen) > 1 or homeless
-
-    for name in bare:
-        idx = (index.bare or {}).get(name)
+    for name in names:
+        idx = place_of(index, name)
         if idx is None:
-            unchecked = True
-        elif note(idx):
-            return Named(tuple(seen), homeless, unchecked)
-    visits = 0
-    for prefix, lo, hi, width in numbered:
-        runs = (index.ranges or {}).get(f"{prefix}/{width}", ())
-        i = bisect.bisect_left(runs, (lo + 1, 0, 0)) - 1  # the last run starting at or before lo
-        i = max(i, 0)
-        covered = 0
-        while i < len(runs) and runs[i][0] <= hi:
-            visits += 1
-            if visits > MAX_VISITS:
-                return Named(tuple(seen), homeless, True)
-            a, b, idx = runs[i]
-            i += 1
-            if b < lo:
-                continue
-            covered += min(b, hi) - max(a, lo) + 1
-            if note(idx):
-                return Named(tuple(seen), homeless, unchecked)
-        if covered < hi - lo + 1:
-            unchecked = True
-    return Named(tuple(seen), homeless, unchecked)
+            return Named(tuple(seen), False, "unknown", name)
+        group = index.places[idx][level_index]
+        if group is None:
+            return Named(tuple(seen), True)
+        if group not in seen:
+            seen.append(group)
+            if len(seen) > 1:
+                break
+    return Named(tuple(seen), False)

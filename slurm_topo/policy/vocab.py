@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 
 from ..errors import InputError
+from ..model import LEVEL_FEATURE_PREFIXES
 
 LEVELS = ("network_group", "zone", "region")  # finest first: the order prefer tries them
 LOCALITIES = ("prefer", "nvl", "network_group", "zone", "region", "any")
@@ -52,7 +53,14 @@ SPANK_REGIONS = "_SLURM_SPANK_OPTION_locality_locality_regions"
 SPANK_PLAN = "_SLURM_SPANK_OPTION_locality_plan"  # sbatch --plan (the filter copies it into AdminComment)
 PLAN_PREFIX = "slurm-topo-plan: "  # the plan record, first in AdminComment: explain reads it
 AUTO_INDEX = {level: i for i, level in enumerate(LEVELS, 1)}  # a level: its place in AUTO_LEVELS
-LOCATION_PREFIXES = ("region_", "zone_", "ng_", "leaf_")
+LOCATION_PREFIXES = LEVEL_FEATURE_PREFIXES
+"""The feature prefixes the generator owns (``region_``, ``zone_``, ``ng_``, ``leaf_``, ``nvl_``; family
+buckets are ``zone_<z>.<value>`` and so on): ``model.LEVEL_FEATURE_PREFIXES``, the one list, which the data
+file carries to the filter (``owned``). A constraint naming such a feature is combined with a required
+level's bracket (its fit not counted: the features are the groups'), never called unknown."""
+MAX_NAMED_DIGITS = 15
+"""Longest digit run a --nodelist may hold (policy/nodes.py): Lua's numbers are exact to 2^53, so a longer
+one is refused with a required level rather than read approximately."""
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:=,+-")
 
 

@@ -4,13 +4,17 @@ A Lua 5.1 chunk returning one table: the policy defaults, node classes and, per 
 groups in the filter's order (size, then label). Its first line is ``-- slurm-topo-data <fingerprint>``: the
 filter reads only that line to notice a new file, and reloads the whole table only when it changed. Every
 string written here has passed label validation ([A-Za-z0-9._-]) or is one of our own names, and is still
-written through ``_q`` (the node index: each name through ``_q``, the whole through ``_INDEX``).
+written through ``_q`` (the node index: each name through ``_q``, the whole through ``_INDEX``), except
+Slurm's partition names, which may hold any character Slurm takes: each byte of those that ``_q`` would
+refuse is written as a Lua decimal escape (``_slurm_name``).
 
-Format 6 (format 5 plus a family bucket's values, ``fv``) is sized for the load inside slurmctld (read,
-Adler-32 in Lua, Lua's parser: each costs about its bytes, the parser more per table field and string): the
-group lists are written by column, with what repeats (features, locations, node counts) written once and
-referred to by number, and what is derivable (labels, display text, running bracket lengths) left to the
-filter (M.prepare, once per load). The node index is one string the filter reads only for a --nodelist.
+Format 7 (format 6 plus the generator's feature prefixes, ``owned``, and each node's NVLink domain and the
+node count in the node index; format 6: format 5 plus a family bucket's values, ``fv``) is sized for the
+load inside slurmctld (read, Adler-32 in Lua, Lua's parser: each costs about its bytes, the parser more per
+table field and string): the group lists are written by column, with what repeats (features, locations,
+node counts) written once and referred to by number, and what is derivable (labels, display text, running
+bracket lengths) left to the filter (M.prepare, once per load). The node index is one string the filter
+reads only for a --nodelist.
 """
 
 from __future__ import annotations
@@ -22,10 +26,10 @@ from collections.abc import Sequence
 
 from ..policy import LEVELS, Group, PolicyData
 from ..policy.nodes import NodeIndex
-from ..policy.vocab import HOLD_NOTE, INTERACTIVE_NOTE, NVL
+from ..policy.vocab import HOLD_NOTE, INTERACTIVE_NOTE, LOCATION_PREFIXES, NVL
 from . import RenderContext, header
 
-FORMAT = 6
+FORMAT = 7
 """The data file's layout version; job_submit/slurm_topo_filter/data.lua refuses (fails open on) any other."""
 _PLAIN = re.compile(r"^[A-Za-z0-9._:*?=+/ ()-]*\Z")
 _INDEX = re.compile(r"^[A-Za-z0-9._:*?=+/ ()#|;,-]*\Z")
@@ -36,6 +40,14 @@ def _q(text: str) -> str:
     if not _PLAIN.match(text):
         raise ValueError(f"refusing to write {text!r} into Lua")  # validated upstream; never reached
     return f'"{text}"'
+
+
+def _slurm_name(text: str) -> str:
+    """A name Slurm gave (a partition's: any characters it takes, ``"``, ``\\``, ``;``, non-ASCII) as a Lua
+    string literal that holds exactly its bytes: ASCII only, every byte outside ``_PLAIN`` as a three-digit
+    decimal escape (Lua 5.1 ``\\ddd``), so nothing in it can end the string or start a line."""
+    raw = text.encode("utf-8", "surrogateescape")
+    return '"' + "".join(chr(b) if _PLAIN.match(chr(b)) else f"\\{b:03d}" for b in raw) + '"'
 
 
 def _msg(text: str) -> str:
@@ -129,14 +141,17 @@ def _name(text: str) -> str:
 
 def _node_index(nodes: NodeIndex, shared: _Shared) -> str:
     """The node index as one string, which the filter reads only for a --nodelist (M.node_index), by sections
-    ``widths#places#areas#ranges#bare``: places fixed-width (place i at (i-1)*(w1+w2)+1: its network-group
-    feature index in w1 digits, its area in w2; widths ``w1,w2``), areas ``zone,region;`` (feature indices),
-    ranges ``common|rest|first,last,place,...;`` (a key's first ``common`` characters are the previous
-    key's), bare ``name|place;``. Numbers are 1-based, 0: none."""
-    areas: dict[tuple[int, int], int] = {}
+    ``widths#places#areas#ranges#bare``: widths ``w1,w2,N`` (N: the nodes indexed), places fixed-width (place
+    i at (i-1)*(w1+w2)+1: its network-group feature index in w1 digits, its area in w2), areas
+    ``zone,region,nvl;`` (feature indices), ranges ``common|rest|first,last,place,...;`` (a key's first
+    ``common`` characters are the previous key's), bare ``name|place;``. Numbers are 1-based, 0: none."""
+    areas: dict[tuple[int, int, int], int] = {}
     rows = [
-        (shared.feature(ng), areas.setdefault((shared.feature(z), shared.feature(r)), len(areas) + 1))
-        for ng, z, r in nodes.places
+        (
+            shared.feature(ng),
+            areas.setdefault((shared.feature(z), shared.feature(r), shared.feature(v)), len(areas) + 1),
+        )
+        for ng, z, r, v in nodes.places
     ]
     w1, w2 = (len(str(max((row[i] for row in rows), default=0))) for i in (0, 1))
     places = "".join(f"{ng:0{w1}d}{area:0{w2}d}" for ng, area in rows)
@@ -146,7 +161,13 @@ def _node_index(nodes: NodeIndex, shared: _Shared) -> str:
         ranges.append(f"{common}|{key[common:]}|" + ",".join(f"{a},{b},{c + 1}" for a, b, c in runs) + ";")
         prev = key
     bare = "".join(f"{_name(k)}|{v + 1};" for k, v in (nodes.bare or {}).items())
-    sections = (f"{w1},{w2}", places, "".join(f"{z},{r};" for z, r in areas), "".join(ranges), bare)
+    sections = (
+        f"{w1},{w2},{nodes.nodes}",
+        places,
+        "".join(f"{z},{r},{v};" for z, r, v in areas),
+        "".join(ranges),
+        bare,
+    )
     text = "#".join(sections)
     if not _INDEX.match(text):
         raise ValueError("refusing to write the node index into Lua")  # every piece passed _q; never reached
@@ -160,11 +181,12 @@ def render_lua_table(data: PolicyData) -> str:
         f"format={FORMAT},\n",
         f"fingerprint={_q(data.fingerprint)},\n",
         f"default={_q(data.config.default)},\n",
-        f"default_partition={_q(data.default_partition)},\n",
-        f"everywhere={_q(data.everywhere)},\n",
+        f"default_partition={_slurm_name(data.default_partition)},\n",
+        f"everywhere={_slurm_name(data.everywhere)},\n",
         "partition_defaults={" + ",".join(f"[{_q(p)}]={_q(v)}" for p, v in data.config.partitions) + "},\n",
         "families={" + ",".join(f"{{{_q(n)},{_q(p)}}}" for n, p in data.config.families) + "},\n",
         "known=" + _set({f for cls in data.classes for f in cls.features}) + ",\n",
+        "owned={" + ",".join(_q(p) for p in LOCATION_PREFIXES) + "},\n",
         f"messages={{hold={_msg(HOLD_NOTE)},interactive={_msg(INTERACTIVE_NOTE)}}},\n",
         "classes={\n",
     ]
@@ -180,7 +202,7 @@ def render_lua_table(data: PolicyData) -> str:
         out.append(f"[{_q(label)}]={{f={{{','.join(_q(f) for f in features)}}},r={_set(regions)}}},\n")
     out.append("},\npartitions={\n")
     for pname, levels in data.partitions.items():
-        out.append(f"[{_q(pname)}]={{\n")
+        out.append(f"[{_slurm_name(pname)}]={{\n")
         for level in (lvl for lvl in (*LEVELS, NVL) if lvl in levels):  # nvl: fleets with NVLink domains
             out.append(f"{level}=" + _groups(levels[level], shared, _largest(levels[level])) + ",\n")
         if data.family_values:
@@ -211,8 +233,9 @@ def checksum(body: str) -> str:
 
 
 LEGEND = """\
--- Format 6. Keys: default, partition_defaults, families: the policy. everywhere: the partition a name the
--- data does not know counts as. known: every node feature. messages: text templates (policy/vocab.py).
+-- Format 7. Keys: default, partition_defaults, families: the policy. everywhere: the partition a name the
+-- data does not know counts as. known: every node feature. owned: the prefixes of the features slurm-topo
+-- makes (model.LEVEL_FEATURE_PREFIXES). messages: text templates (policy/vocab.py).
 -- classes: node classes {f=features, g=GPUs, t=GPU type}. areas: --locality-regions names {f=features,
 -- r=regions}. partitions[p][level]: groups in the filter's order, by column: f=feature indices, k=ranks,
 -- s=shape indices (runs {first,count,...} of values rising by 1, shapes: repeated), l={[i]=label} where
@@ -221,7 +244,7 @@ LEGEND = """\
 -- nodes,...}, u=location index}; locations: {r/z=region/zone, rf/zf=ancestor features, pz/pr=the
 -- zone/region groups holding it where not zf/rf, fv=the family values (family buckets)}; features: every
 -- group feature, once.
--- nodes: where each node is (read only for a --nodelist): "w1,w2#places#areas#ranges#bare", see
+-- nodes: where each node is (read only for a --nodelist): "w1,w2,N#places#areas#ranges#bare", see
 -- filter_data.py _node_index. auto_units[level][n] (n up to auto_max): an auto job's budget per second of
 -- time limit for each looser level in order (empty: no plan; false: the plan does not fit n nodes).
 """
