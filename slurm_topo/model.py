@@ -207,6 +207,10 @@ SLURM_NODE_KEYS = (
     "ThreadsPerCore",
     "RealMemory",
     "TmpDisk",
+    "CoreSpecCount",
+    "CpuSpecList",
+    "MemSpecLimit",
+    "CpuBind",
     "Gres",
     "Weight",
     "State",
@@ -222,6 +226,8 @@ SLURM_INT_KEYS = frozenset(
         "ThreadsPerCore",
         "RealMemory",
         "TmpDisk",
+        "CoreSpecCount",
+        "MemSpecLimit",
         "Weight",
     }
 )
@@ -241,6 +247,8 @@ SLURM_INT_RANGES: dict[str, tuple[int, int]] = {
     "ThreadsPerCore": (1, 65_533),
     "RealMemory": (0, 2**40),  # MB (uint64 in Slurm): up to 1 EiB per node
     "TmpDisk": (0, 2**32 - 3),  # MB, uint32
+    "CoreSpecCount": (0, 65_533),  # uint16, cores set aside for Slurm's daemons
+    "MemSpecLimit": (0, 2**40),  # MB (uint64), like RealMemory
     "Weight": (0, 2**32 - 2),  # uint32; Slurm itself turns INFINITE into 2**32-2
 }
 """Accepted values of the integer ``NodeName=`` attributes (both ends included); the same in 22.05 to

@@ -150,3 +150,151 @@ def test_a_detail_hint_reads_only_what_the_other_jobs_queue() -> None:
     }
     assert by_id["2"] == native.job_record(rows[1]) and by_id["2"]["NumNodes"] == "2-2"
     assert listing.listed == 3
+
+
+# ---- a relax pass through the pyslurm backend: one listing, then each due job read by its id
+
+
+class FakePyslurm:
+    """``pyslurm`` as slurm_topo.access.native calls it, over job attribute rows (the captured ones' shape)
+    and the nodes of a captured ``scontrol show node -o``; counts every load, applies every modify to its
+    rows."""
+
+    def __init__(self, rows: list[dict[str, object]], nodes_text: str) -> None:
+        from types import SimpleNamespace
+
+        from slurm_topo.access.text import parse_scontrol_nodes
+
+        self.rows = {int(r["id"]): dict(r) for r in rows}  # type: ignore[call-overload]
+        self.loads: list[str] = []
+        self.modified: list[int] = []
+        fake = self
+
+        def split(text: str) -> list[str]:
+            return [] if text == "(null)" else text.split(",")
+
+        nodes = {
+            r["NodeName"]: SimpleNamespace(
+                state=r["State"],
+                active_features=split(r["ActiveFeatures"]),
+                available_features=split(r["AvailableFeatures"]),
+                reason=r.get("Reason"),
+                address=r["NodeAddr"],
+                hostname=r["NodeHostName"],
+            )
+            for r in parse_scontrol_nodes(nodes_text)
+        }
+
+        def load_all() -> FakeJobs:
+            fake.loads.append("Jobs.load")
+            return FakeJobs(list(fake.rows.values()))
+
+        def load_nodes() -> dict[str, object]:
+            fake.loads.append("Nodes.load")
+            return nodes
+
+        class Job:
+            def __init__(self, job_id: int) -> None:
+                self.id = job_id
+
+            @staticmethod
+            def load(job_id: int) -> object:
+                fake.loads.append(f"Job.load({job_id})")
+                if job_id not in fake.rows:
+                    raise RuntimeError("Invalid job id specified")  # what pyslurm's RPCError says
+                return SimpleNamespace(**fake.rows[job_id])
+
+            def modify(self, changes: SimpleNamespace) -> None:
+                fake.modified.append(self.id)
+                fake.rows[self.id].update(vars(changes))
+
+        self.Jobs = SimpleNamespace(load=load_all)
+        self.Nodes = SimpleNamespace(load=load_nodes)
+        self.Job = Job
+        self.JobSubmitDescription = SimpleNamespace
+
+
+RELAX_BUDGET = (
+    "slurm-topo: zone:auto [us-east-1a(3n),us-east-1b(2n)]; "
+    "slurm-topo-auto: zone limit=3600s region=300s any=1800s"
+)
+NOW = 1_796_200_000
+
+
+def pending_queue(n: int, due: int) -> list[dict[str, object]]:
+    """``n`` pending jobs like the captured job 2 (not held): ``due`` auto jobs waiting past their region
+    budget (300 s), as many auto jobs just submitted, the rest without a budget."""
+    base = {**attrs()[1], "state_reason": "Resources", "priority": 1000, "max_nodes": 2}
+    rows = []
+    for i in range(n):
+        row = {**base, "id": 100 + i, "submit_time": NOW - 10, "admin_comment": None}
+        if i < 2 * due:
+            row["admin_comment"] = RELAX_BUDGET
+            row["constraints"] = ["ib&[zone_us-east-1a|zone_us-east-1b]"]
+            if i < due:
+                row["submit_time"] = NOW - 400
+        rows.append(row)
+    return rows
+
+
+def pyslurm_access(monkeypatch: pytest.MonkeyPatch, fake: FakePyslurm) -> SlurmAccess:
+    monkeypatch.setattr(native, "installed", lambda: True)
+    monkeypatch.setattr(native, "probe", lambda timeout=30.0: native.Probe(True, version="26.5.5"))
+    monkeypatch.setattr(native, "module", lambda: fake)
+    access = SlurmAccess(VersionRunner(), backend="pyslurm")
+    assert access.backend == "pyslurm"
+    return access
+
+
+NODES_26 = Path(__file__).parent / "fixtures" / "real" / "slurm-26.05" / "scontrol-show-node-o.txt"
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_a_relax_pass_lists_the_queue_once_and_reads_each_due_job_by_its_id(
+    monkeypatch: pytest.MonkeyPatch, dry_run: bool
+) -> None:
+    """Issue 42: 40 pending jobs, 3 due: one listing of the queue, then each due job read again by its id
+    (pyslurm's ``Job.load``) before it is changed and once after (the filter's trail check) — never the whole
+    queue per due job, which cost 83 s of CPU and 20 s of slurmctld's time a pass at 10 000 jobs, 200 due."""
+    from slurm_topo.relax import run_pass
+
+    fake = FakePyslurm(pending_queue(40, due=3), NODES_26.read_text())
+    p = run_pass(
+        VersionRunner(), access=pyslurm_access(monkeypatch, fake), now=NOW, load_aware=False, dry_run=dry_run
+    )
+    due = [100, 101, 102]
+    relaxed = [d for d in p.decisions if d.action == "relax"]
+    assert [int(d.job) for d in relaxed] == due and p.backend == "pyslurm"
+    assert {d.features for d in relaxed} == {"ib&[region_us-east]"}
+    reads = [f"Job.load({j})" for j in due for _ in range(1 if dry_run else 2)]
+    assert fake.loads.count("Jobs.load") == 1
+    assert sorted(x for x in fake.loads if x.startswith("Job.load")) == sorted(reads)
+    assert fake.modified == ([] if dry_run else due)
+    if not dry_run:
+        assert all(fake.rows[j]["constraints"] == "ib&[region_us-east]" for j in due)
+
+
+def test_one_job_is_read_by_its_id_and_an_unknown_id_is_no_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakePyslurm(pending_queue(5, due=1), NODES_26.read_text())
+    access = pyslurm_access(monkeypatch, fake)
+    one = access.job("102")
+    assert one is not None and one["JobId"] == "102" and one["JobState"] == "PENDING"
+    assert access.job("999") is None
+    assert fake.loads == ["Job.load(102)", "Job.load(999)"]
+
+
+def test_an_id_pyslurm_cannot_load_by_itself_is_found_in_the_listing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An array task's name (``100_3``) is no id ``Job.load`` takes; a record Slurm gives first that is not
+    the asked job's own (an array's id whose own record is gone) is not taken for it: the listing decides."""
+    rows = pending_queue(3, due=0)
+    rows[1].update(array_id=100, array_task_id=3)  # job 101 is task 3 of array 100
+    fake = FakePyslurm(rows, NODES_26.read_text())
+    access = pyslurm_access(monkeypatch, fake)
+    task = access.job("100_3")
+    assert task is not None and task["JobId"] == "101"
+    assert fake.loads == ["Jobs.load"]
+    real_load = fake.Job.load
+    monkeypatch.setattr(fake.Job, "load", staticmethod(lambda job_id: real_load(101)))
+    array = access.job("100")
+    assert array is not None and array["JobId"] == "100"
+    assert fake.loads == ["Jobs.load", "Job.load(101)", "Jobs.load"]

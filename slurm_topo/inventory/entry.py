@@ -78,6 +78,13 @@ _GRES_ITEM_RE = re.compile(
 
 _STATES = frozenset(SLURM_NODE_STATES)
 
+# CpuSpecList=<abstract CPU ids>: numbers and ranges, comma-separated (slurm.conf(5) "CpuSpecList").
+_CPU_LIST_RE = re.compile(r"^\d{1,5}(?:-\d{1,5})?(?:,\d{1,5}(?:-\d{1,5})?){0,1023}\Z")
+
+CPU_BIND_VALUES = ("none", "boards", "ldoms", "sockets", "cores", "threads")
+"""``CpuBind=`` values of a NodeName= line (slurm.conf(5); Slurm also reads the singular forms)."""
+_CPU_BINDS = frozenset(CPU_BIND_VALUES) | {v[:-1] for v in CPU_BIND_VALUES if v != "none"}
+
 _DIGITS_AT_BRACKET = re.compile(r"\d\[|\]\d|\d{20}")
 
 
@@ -480,9 +487,24 @@ def slurm_value_problem(key: str, value: str) -> str | None:
         names = [item.split(":", 1)[0] for item in value.split(",")]
         if any(n in ("mps", "shard") for n in names) and "gpu" not in names:
             return "mps and shard need a gpu GRES on the same node (Slurm drops them otherwise)"
+    elif key in ("CpuSpecList", "CpuBind"):
+        return _cpu_value_problem(key, value)
     elif key in ("NodeAddr", "NodeHostname"):
         if not _ADDRESS_RE.match(value):
             return "must be one host name or address per node"
         if (run := oversized_number(value)) is not None:
             return f"number {run[:24]} is too large for Slurm's hostlist"
+    return None
+
+
+def _cpu_value_problem(key: str, value: str) -> str | None:
+    """``CpuSpecList=`` (abstract CPU ids and ranges) and ``CpuBind=`` as slurm.conf's parser reads them."""
+    if key == "CpuBind":
+        return None if value.lower() in _CPU_BINDS else f"must be one of {', '.join(CPU_BIND_VALUES)}"
+    if not _CPU_LIST_RE.match(value):
+        return "must be CPU ids and ranges, comma-separated (0,1 or 0-3)"
+    for part in value.split(","):
+        first, _, last = part.partition("-")
+        if int(last or first) < int(first) or int(last or first) >= MAX_NODE_CPUS:
+            return f"{part}: not a range of CPU ids below {MAX_NODE_CPUS}"
     return None

@@ -500,6 +500,33 @@ def restart_ctld(base: Path) -> None:
         )
 
 
+NODES_INCLUDE = "Include slurm-topo-nodes.conf\n"
+"""The line of the launcher's slurm.conf that defines every node (the generator's file)."""
+_NODES_BEGIN = "# node definitions written by slurmctl.define_nodes: begin\n"
+_NODES_END = "# node definitions written by slurmctl.define_nodes: end\n"
+
+
+def define_nodes(cluster: Cluster, lines: str, restart: bool = False) -> None:
+    """Put ``lines`` (a site's own ``NodeName=`` lines, or :data:`NODES_INCLUDE` back) where the cluster's
+    slurm.conf defines its nodes, then ``scontrol reconfigure`` and wait for every node (slurmd re-reads the
+    file too). The node set must stay the same. ``restart``: restart slurmctld first, so that it reads every
+    attribute afresh (22.05's reconfigure keeps a node's old ``MemSpecLimit``)."""
+    conf = cluster.etc / "slurm.conf"
+    text = conf.read_text()
+    block = f"{_NODES_BEGIN}{lines.rstrip()}\n{_NODES_END}"
+    if _NODES_BEGIN in text:
+        start, end = text.index(_NODES_BEGIN), text.index(_NODES_END) + len(_NODES_END)
+        text = text[:start] + block + text[end:]
+    elif NODES_INCLUDE in text:
+        text = text.replace(NODES_INCLUDE, block, 1)
+    else:
+        raise AssertionError(f"{conf}: no {NODES_INCLUDE.strip()!r} line to replace")
+    conf.write_text(text)
+    if restart:
+        restart_ctld(cluster.base)
+    cluster.slurm.reconfigure(cluster.version)
+
+
 def cluster_pids(base: Path) -> list[int]:
     p = launcher("pids", "--base", str(base), timeout=30)
     return [int(x) for x in p.stdout.split()]
