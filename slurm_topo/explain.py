@@ -16,6 +16,11 @@
   (``sbatch --comment=plan=tp=8,pp=4,bytes=10G``, a ``plan=`` token next to any ``locality=``), else from
   a site default (``policy: {plan: ...}``, once the inventory carries one). Without a plan it says so.
 
+A heterogeneous job (``sbatch A : B``) named by its id is explained component by component (``JOBID+0``,
+``JOBID+1`` …: each has its own request, decision and nodes, since Slurm places each on its own), followed by
+where the whole job landed; ``JOBID+K`` or a component's own job id explains that component alone, as
+``scontrol show job`` shows it.
+
 The parsing functions are pure (text in, values out); ``explain_job``/``explain_full`` are the only ones that
 call the runner.
 """
@@ -27,12 +32,12 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .access import SlurmAccess
+from .access import JobListing, SlurmAccess
 from .access import argv as slurm_argv
 from .access.text import parse_nodes
 from .capacity import NodeState
 from .cost import DEFAULT_TABLE, LinkTable
-from .errors import CommandError, InputError
+from .errors import CommandError, InputError, ParseError
 from .model import Inventory
 from .policy.vocab import PLAN_PREFIX, RECORD_PREFIX
 from .relax_plan import auto_lines
@@ -224,8 +229,30 @@ class Explanation:
     """The cost lines (plan, prediction; or why there is none), empty for a job without nodes."""
     auto: tuple[str, ...] = ()
     """A ``LEVEL:auto`` job's budget, time waited and relaxations (:func:`slurm_topo.relax.auto_lines`)."""
+    components: tuple[Explanation, ...] = ()
+    """A heterogeneous job: each component's explanation (``JOBID+0``, ``JOBID+1`` …); the fields above are
+    then component 0's (Slurm's leader), ``job_id`` the job's and ``nodes`` every component's."""
+    together: str | None = None
+    """A heterogeneous job: where all its placed components' nodes landed together."""
 
     def text(self) -> str:
+        if self.components:
+            return self._het_text()
+        return self._text()
+
+    def _het_text(self) -> str:
+        names = ", ".join(c.job_id for c in self.components)
+        lines = [
+            f"job {self.job_id}: heterogeneous, {_plural(len(self.components), 'component')} ({names}), "
+            "each placed on its own (Slurm matches a constraint per component)"
+        ]
+        if self.together:
+            lines.append(f"  together: {self.together}")
+        if self.broken:
+            lines.append(f"  BROKEN:   {self.broken}")
+        return "\n".join(lines) + "\n" + "".join(c._text() for c in self.components)
+
+    def _text(self) -> str:
         lines = [f"job {self.job_id}: {self.state}" + (f" on {self.nodes}" if self.nodes else "")]
         req = (
             f"locality {self.locality} ({self.locality_source})"
@@ -440,31 +467,198 @@ def explain_full(
     """Ask slurmctld (``scontrol show job -o``, ``scontrol show node -o`` for the job's nodes, and with an
     inventory and a plan ``scontrol -d show node -o`` for what is free now) -> the explanation and, for a
     placed job, its cost view. A failing job/node query raises the runner's CommandError; a failing state
-    query only leaves "free right now" out. None for a job slurmctld does not know."""
-    found = (access or SlurmAccess(runner)).job(job_id, timeout=30)
+    query only leaves "free right now" out. None for a job slurmctld does not know.
+
+    A heterogeneous job's id gives every component's explanation (:attr:`Explanation.components`) and where
+    they landed together; its view marks all their nodes (the cost lines are per component)."""
+    access = access or SlurmAccess(runner)
+    found, components = _read_job(access, job_id)
     if found is None:
         return Explanation(job_id, "", None, None, None, "", None, None, None, ""), None
-    job: Mapping[str, str] = found
+    if components:
+        return _explain_het(job_id, components, runner, inventory, plan, table, want_states)
+    return _explain_one(found, runner, inventory, plan, table, want_states, {}, {})
+
+
+MAX_COMPONENTS = 128
+"""The most components of one heterogeneous job that explain reads."""
+
+
+def _component_name(rec: Mapping[str, str]) -> str | None:
+    """``17+1`` for a record scontrol's text marks as a component (``HetJobId=17 HetJobOffset=1``)."""
+    het, offset = rec.get("HetJobId"), rec.get("HetJobOffset")
+    return f"{het}+{offset}" if het and offset and het.isdigit() and offset.isdigit() else None
+
+
+def _read_job(access: SlurmAccess, job_id: str) -> tuple[dict[str, str] | None, list[dict[str, str]]]:
+    """The job's record (as :meth:`SlurmAccess.job` reads it), and when ``job_id`` is a heterogeneous job's
+    id its components' records in offset order (else []).
+
+    scontrol's text names the components (``HetJobId=``, ``HetJobOffset=``) and answers a het job's id with
+    all of them; the structured backends (squeue --json, pyslurm) give a record without them, so there a
+    component is asked for by its name, ``JOBID+K`` (only a component answers to one), from K=1 until none
+    answers. Where the access layer has turned to text for one job (22.05's squeue --json lists every job,
+    24.11's every component), the job is read again so. No command is run that fails for a job that has no
+    components."""
+    listing = access.jobs(job_id, timeout=30)
+    first = _own_record(listing, job_id)
+    if first is None:
+        return None, []
+    if not job_id.isdigit():  # JOBID+K (shown by that name), an array task: that one job
+        return ({**first, "JobId": job_id} if re.fullmatch(r"\d+\+\d+", job_id) else first), []
+    if listing.backend != "text" and _reads_text(access):
+        listing = access.jobs(job_id, timeout=30)
+        if _own_record(listing, job_id) is None:
+            return first, []  # gone meanwhile
+    if listing.backend == "text":
+        return listing.jobs[0], _text_components(listing, job_id)
+    return first, _asked_components(access, job_id, first)
+
+
+def _own_record(listing: JobListing, job_id: str) -> dict[str, str] | None:
+    """The listing's first record; None when it has none (ParseError when the job's own was refused)."""
+    if listing.jobs:
+        return listing.jobs[0]
+    for jid, why in listing.refused:
+        if jid == job_id:
+            raise ParseError(f"job {job_id}", None, why)
+    return None
+
+
+def _reads_text(access: SlurmAccess) -> bool:
+    """Whether the access layer's next read of one job is scontrol's text."""
+    return access.backend == "text" or access.one_job_text
+
+
+def _text_components(listing: JobListing, job_id: str) -> list[dict[str, str]]:
+    """A heterogeneous job's components in scontrol's answer for its id, by offset, each named ``JOBID+K``;
+    [] for a job that is none (or a component named by its own job id: that one alone)."""
+    named = sorted(
+        (r for r in listing.jobs if r.get("HetJobId") == job_id and _component_name(r)),
+        key=lambda r: int(r["HetJobOffset"]),
+    )
+    if len(named) < 2:
+        return []
+    return [{**r, "JobId": _component_name(r) or r["JobId"]} for r in named]
+
+
+def _asked_components(access: SlurmAccess, job_id: str, first: dict[str, str]) -> list[dict[str, str]]:
+    """The components by name from a structured backend: a heterogeneous job has two components or more,
+    and its id is its component 0's (pyslurm gives component 0 no offset, so ``JOBID+0`` is never asked):
+    ``JOBID+1`` tells whether the job is one."""
+    parts: list[dict[str, str]] = [{**first, "JobId": f"{job_id}+0"}]
+    for k in range(1, MAX_COMPONENTS):
+        if _reads_text(access):  # 24.11's squeue listed every component for JOBID+1: scontrol names them
+            again = access.jobs(job_id, timeout=30)
+            if again.backend == "text":
+                return _text_components(again, job_id)
+        rec = _component(access, job_id, k)
+        if rec is None:
+            break
+        parts.append({**rec, "JobId": f"{job_id}+{k}"})
+    return parts if len(parts) > 1 else []
+
+
+def _component(access: SlurmAccess, job_id: str, k: int) -> dict[str, str] | None:
+    """Component K of the heterogeneous job ``job_id``, or None when it has none (or is no such job)."""
+    name = f"{job_id}+{k}"
+    try:
+        listing = access.jobs(name, timeout=30)
+    except CommandError as exc:
+        # scontrol show job -o JOBID+K of a job with no such component: exit 1, "Job 18+1 not found" (on
+        # stdout in 22.05, on stderr later)
+        if exc.returncode == 1 and ("not found" in exc.stderr.lower() or not exc.stderr.strip()):
+            return None
+        raise
+    for rec in listing.jobs:
+        # squeue --json and pyslurm match JOBID+K only to a component; scontrol answers JOBID+0 of a job
+        # that has none with that job: its record must name the het job
+        if listing.backend != "text" or rec.get("HetJobId") == job_id:
+            return rec
+    for jid, why in listing.refused:
+        if jid == name:
+            raise ParseError(f"job {name}", None, why)
+    return None
+
+
+def _node_states(runner: Runner, inventory: Inventory | None, want: bool) -> list[dict[str, str]] | None:
+    """``scontrol -d show node -o`` records (what is free now), or None when not wanted or unreadable."""
+    if inventory is None or not want:
+        return None
+    from .access.text import parse_scontrol_nodes
+    from .capacity import STATE_KEYS
+
+    try:  # -d: GresUsed=gpu:…(IDX:…), the GPUs a MIXED node has in use
+        out = runner.run(slurm_argv.show_nodes(detail=True), timeout=30)
+        return parse_scontrol_nodes(out, source="scontrol -d show node -o", keys=STATE_KEYS)
+    except (CommandError, InputError):
+        return None
+
+
+def _explain_one(
+    job: Mapping[str, str],
+    runner: Runner,
+    inventory: Inventory | None,
+    plan: str | None,
+    table: LinkTable,
+    want_states: bool,
+    states: dict[str, list[dict[str, str]] | None],
+    placed: dict[str, Sequence[str]],
+) -> tuple[Explanation, CostView | None]:
+    """One job (or component): its explanation and, when placed, its cost view. ``states``: the node
+    states, read once for all components (key ``"nodes"``); ``placed`` gets its nodes' features."""
     features = None
     nodes = _val(job, "NodeList")
     if nodes:
         features = parse_nodes(runner.run(slurm_argv.show_nodes(nodes), timeout=30))
+        placed.update(features)
     explanation = explain_record(job, features)
     if not nodes:
         return explanation, None
-    records: list[dict[str, str]] | None = None
     planned = job_plan(plan, _val(job, "Comment"), inventory, _val(job, "AdminComment"))[0] is not None
-    if inventory is not None and (want_states or planned):
-        from .access.text import parse_scontrol_nodes
-        from .capacity import STATE_KEYS
-
-        try:  # -d: GresUsed=gpu:…(IDX:…), the GPUs a MIXED node has in use
-            out = runner.run(slurm_argv.show_nodes(detail=True), timeout=30)
-            records = parse_scontrol_nodes(out, source="scontrol -d show node -o", keys=STATE_KEYS)
-        except (CommandError, InputError):
-            records = None
-    view = predict_cost(job, inventory, records, plan=plan, table=table)
+    if (want_states or planned) and "nodes" not in states:
+        states["nodes"] = _node_states(runner, inventory, True)
+    view = predict_cost(job, inventory, states.get("nodes"), plan=plan, table=table)
     return dataclasses.replace(explanation, cost=view.lines), view
+
+
+def _explain_het(
+    job_id: str,
+    components: Sequence[Mapping[str, str]],
+    runner: Runner,
+    inventory: Inventory | None,
+    plan: str | None,
+    table: LinkTable,
+    want_states: bool,
+) -> tuple[Explanation, CostView | None]:
+    """Every component, then where they landed together (a required locality broken across them is
+    flagged); the view marks all their nodes."""
+    states: dict[str, list[dict[str, str]] | None] = {}
+    parts: list[Explanation] = []
+    placed: dict[str, Sequence[str]] = {}
+    view_states = None
+    for rec in components:
+        part, view = _explain_one(rec, runner, inventory, plan, table, want_states, states, placed)
+        parts.append(part)
+        if view is not None and view.states is not None:
+            view_states = view.states
+    together = None
+    broken = None
+    if placed:
+        together = f"{landed(placed)} ({_plural(len(placed), 'node')}"
+        waiting = sum(1 for c in parts if not c.nodes)
+        together += f"; {_plural(waiting, 'component')} not placed)" if waiting else ")"
+        for part in parts:
+            why = broken_locality(part.locality, placed)
+            if why is not None and part.broken is None:
+                broken = f"component {part.job_id}: " + why.replace(
+                    "the job's nodes", "the components' nodes"
+                )
+                break
+    nodes = ",".join(c.nodes for c in parts if c.nodes) or None
+    head = dataclasses.replace(parts[0], job_id=job_id, nodes=nodes, components=tuple(parts))
+    head = dataclasses.replace(head, together=together, broken=broken, cost=(), auto=())
+    return head, (CostView((), states=view_states) if nodes else None)
 
 
 def explain_job(

@@ -441,3 +441,142 @@ def test_the_plan_of_sbatch_plan_comes_from_admin_comment_first() -> None:
     )
     # only the filter's record counts: the words inside another record (an administrator's note) do not
     assert job_plan(None, None, None, "note slurm-topo-plan: bytes=5G") == (None, None)
+
+
+# ---- heterogeneous jobs (sbatch A : B): every component, and where they landed together
+
+
+def _component(job: int, offset: int, nodes: str, record: str, state: str = "RUNNING") -> str:
+    """One component's ``scontrol show job -o`` line, keys in 22.05's order."""
+    return (
+        f"JobId={job + offset} HetJobId={job} HetJobOffset={offset} JobName=wrap HetJobIdSet={job}-{job + 1} "
+        f"UserId=nobody(65534) Priority=1 JobState={state} Reason=None Partition=main NodeList={nodes} "
+        f"NumNodes=2 Features=(null) AdminComment=slurm-topo: {record} StdErr=/dev/null"
+    )
+
+
+HET_RECORDS = ("zone:wait [us-west-2a(3n)]", "zone:wait [us-east-1a(4n)]")
+"""A job bracketed component by component (before the filter refused a required level on one)."""
+HET_NODES = {
+    hosts: "\n".join(
+        f"NodeName={n} AvailableFeatures={f} ActiveFeatures={f}"
+        for n in names
+        for f in (f"region_{region},zone_{zone},ng_{zone}.{rack}",)
+    )
+    for hosts, names, region, zone, rack in (
+        ("n[07-08]", ("n07", "n08"), "us-west", "us-west-2a", "rack-c1"),
+        ("n[01-02]", ("n01", "n02"), "us-east", "us-east-1a", "rack-a1"),
+    )
+}
+
+
+def _het_answers() -> dict[tuple[str, ...], str]:
+    c0 = _component(17, 0, "n[07-08]", HET_RECORDS[0])
+    c1 = _component(17, 1, "n[01-02]", HET_RECORDS[1])
+    return {
+        ("scontrol", "show", "job", "-o", "17"): f"{c0}\n{c1}\n",
+        ("scontrol", "show", "job", "-o", "17+1"): c1 + "\n",
+        ("scontrol", "show", "job", "-o", "18"): c1 + "\n",
+        **{("scontrol", "show", "node", "-o", k): v + "\n" for k, v in HET_NODES.items()},
+    }
+
+
+def test_explain_a_heterogeneous_job_shows_every_component_and_where_they_landed_together() -> None:
+    """``explain 17`` of a heterogeneous job: one block per component (17+0, 17+1: its own request, decision
+    and nodes), then, before them, where the components landed together; a required level the components
+    break together is BROKEN although each component alone kept it."""
+    text = explain.explain_job("17", FakeRunner(_het_answers()))
+    lines = text.splitlines()
+    assert lines[0] == (
+        "job 17: heterogeneous, 2 components (17+0, 17+1), each placed on its own (Slurm matches a "
+        "constraint per component)"
+    ), text
+    assert lines[1] == "  together: 2 regions (4 nodes)", text
+    assert lines[2] == (
+        "  BROKEN:   component 17+0: locality zone:wait asks for one zone; the components' nodes are in "
+        "2 zones"
+    ), text
+    assert "job 17+0: RUNNING on n[07-08]" in lines and "job 17+1: RUNNING on n[01-02]" in lines, text
+    assert "  decision: zone:wait [us-east-1a(4n)]" in lines, text
+    assert "  landed:   same network group us-east-1a.rack-a1 (2 nodes)" in lines, text
+    assert text.count("BROKEN") == 1, "each component alone is inside one zone"
+
+
+def test_explain_a_component_by_name_or_by_its_own_id_shows_that_component() -> None:
+    answers = _het_answers()
+    one = explain.explain_job("17+1", FakeRunner(answers))
+    assert one.splitlines()[0] == "job 17+1: RUNNING on n[01-02]" and "heterogeneous" not in one, one
+    own = explain.explain_job("18", FakeRunner(answers))
+    assert own.splitlines()[0] == "job 18: RUNNING on n[01-02]" and "heterogeneous" not in own, own
+
+
+def _het_json(*offsets: int) -> str:
+    """``squeue --json`` (v0.0.40+ numbers) listing components of the heterogeneous job 17."""
+    import json
+
+    places = {0: ("n[07-08]", HET_RECORDS[0]), 1: ("n[01-02]", HET_RECORDS[1])}
+    num = {"set": True, "infinite": False}
+    jobs = [
+        {
+            "job_id": 17 + k,
+            "het_job_id": {**num, "number": 17},
+            "het_job_offset": {**num, "number": k},
+            "job_state": ["RUNNING"],
+            "nodes": places[k][0],
+            "admin_comment": f"slurm-topo: {places[k][1]}",
+            "partition": "main",
+        }
+        for k in offsets
+    ]
+    return json.dumps({"jobs": jobs})
+
+
+def test_explain_a_heterogeneous_job_read_as_json_asks_for_each_component(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``squeue --json`` records do not name the components: where squeue answers a name with that job
+    alone, ``JOBID+1`` is asked for (only a component answers to it), then the next, until none answers;
+    where it lists more (24.11 and later list every component; 22.05 every job) the access layer reads one
+    job as scontrol's text from then on, and the job is read again so (the text names its components). No
+    command that fails for a job without components is run."""
+    monkeypatch.setenv("SLURM_TOPO_SLURM_BACKEND", "json")
+    squeue = ("squeue", "--json", "--states=all")
+    one_by_one = {
+        (*squeue, "--jobs=17"): _het_json(0),
+        (*squeue, "--jobs=17+1"): _het_json(1),
+        (*squeue, "--jobs=17+2"): _het_json(),
+        **{k: v for k, v in _het_answers().items() if k[1] == "show" and k[2] == "node"},
+    }
+    every = {**_het_answers(), (*squeue, "--jobs=17"): _het_json(0, 1)}
+    for answers in (one_by_one, every):
+        runner = FakeRunner(answers)
+        explanation, view = explain.explain_full("17", runner)
+        assert [c.job_id for c in explanation.components] == ["17+0", "17+1"], runner.calls
+        assert [c.nodes for c in explanation.components] == ["n[07-08]", "n[01-02]"]
+        assert explanation.together == "2 regions (4 nodes)" and explanation.nodes == "n[07-08],n[01-02]"
+        assert view is not None and view.lines == ()
+        assert not any(c[-1].startswith(("17+", "--jobs=17+")) for c in runner.calls[1:] if "show" in c)
+    # a job of one component: JOBID+1 answers nothing, and it is explained as ever
+    single = '{"jobs": [{"job_id": 13, "job_state": ["PENDING"], "nodes": ""}]}'
+    runner = FakeRunner({(*squeue, "--jobs=13"): single, (*squeue, "--jobs=13+1"): single})
+    explanation, _ = explain.explain_full("13", runner)
+    assert explanation.components == () and explanation.text().startswith("job 13: PENDING")
+
+
+def test_explain_json_of_a_heterogeneous_job_nests_the_components(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from slurm_topo.cli import explain as cli_explain
+
+    monkeypatch.setattr(cli_explain, "SubprocessRunner", lambda: FakeRunner(_het_answers()))
+    from slurm_topo.cli import main
+
+    main(["explain", "--json", "17"])  # returns: exit 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["known"] is True and doc["job_id"] == "17" and doc["together"] == "2 regions (4 nodes)"
+    assert [(c["job_id"], c["nodes"]) for c in doc["components"]] == [
+        ("17+0", "n[07-08]"),
+        ("17+1", "n[01-02]"),
+    ]

@@ -47,6 +47,8 @@ local memo = require("slurm_topo_filter.memo")
 memo.wrap(D.steps)
 
 local PLAN_PREFIX, without_record, to_str = V.PLAN_PREFIX, V.without_record, U.to_str
+local RECORD_PREFIX = V.RECORD_PREFIX
+local REQUIRED_LEVELS = Mo.REQUIRED_LEVELS
 local request, decide_memo, decide_modify = R.request, memo.decide_memo, Mo.decide_modify
 local load_data, log_error_once = loader.load, loader.log_once
 
@@ -122,6 +124,28 @@ local function not_applied(job_desc)
   job_desc.admin_comment = record
 end
 
+function M.het_refusal(d, offset)
+  -- A heterogeneous job (sbatch/salloc/srun A : B) reaches the filter once per component, each with its
+  -- het_job_offset, and never as a whole; Slurm then places each component on its own, a matching-OR bracket
+  -- included ([zone_a|zone_b] is matched per component: zone_a for one, zone_b for the other). So a required
+  -- level (network_group, zone, region, nvl; :wait, :fail, :auto) cannot keep the job in one group: it is
+  -- refused at submit, with why and what to do. prefer and any, and a regions restriction alone (every node in
+  -- the named regions holds for the whole job too), pass as decided. A new table: `d` may be remembered.
+  if d.action ~= "amend" and d.action ~= "hold" then return d end
+  local level = string.match(d.locality or "", "^([%a_]+):")
+  if not REQUIRED_LEVELS[level] then return d end
+  local word = level == "nvl" and "NVLink domain" or string.gsub(level, "_", " ")
+  return {
+    action = "reject", rejection = "request", locality = d.locality,
+    -- Slurm puts "OFFSET: " before each component's message (sbatch: error: 1: slurm-topo: ...)
+    message = "slurm-topo: --locality=" .. d.locality .. ": a heterogeneous job cannot be kept in one " .. word
+      .. ": Slurm places each component on its own (a constraint's [a|b] is matched per component), so its "
+      .. "components could land in different " .. word .. "s; submit it as one job (no ':' components), or "
+      .. "give the heterogeneous job --locality=prefer or --locality=any",
+    record = RECORD_PREFIX .. d.locality .. ": rejected, heterogeneous job (component " .. offset .. ")",
+  }
+end
+
 local function run(job_desc, uid)
   local data = load_data()
   if data == nil then
@@ -137,7 +161,9 @@ local function run(job_desc, uid)
       admin_comment = with
     end
   end
-  return apply(job_desc, decide_memo(data, req), admin_comment, uid)
+  local d = decide_memo(data, req)
+  if req.het_offset ~= nil then d = M.het_refusal(d, req.het_offset) end
+  return apply(job_desc, d, admin_comment, uid)
 end
 
 function M.submit(job_desc, part_list, submit_uid)

@@ -19,6 +19,11 @@ local M = {}
 
 local PASS = { action = "pass" }
 
+-- the levels a job is promised (policy/modify.py REQUIRED_LEVELS): prefer and any never delay a job
+local REQUIRED_LEVELS = { network_group = true, zone = true, region = true, nvl = true }
+M.REQUIRED_LEVELS = REQUIRED_LEVELS
+local EMPTY = {}
+
 function M.strip_bracket(features)
   -- the job's constraint without the matching-OR bracket a previous decision appended ("X&[..]" or "[..]")
   if features == nil then return nil end
@@ -118,8 +123,20 @@ local function is_auto(ours)
   return level ~= nil and AUTO_INDEX[level] ~= nil
 end
 
+local function required(d)
+  return REQUIRED_LEVELS[string.match(d.locality or "", "^([%a_]+):") or ""] ~= nil
+end
+
 local function outcome(d, req, rec, upd, admin, release, releasable)
   if d.action == "reject" then return { action = "reject", log = d.record } end
+  local het = to_int(rec.het_job_id)
+  if het ~= nil and required(d) and (d.action == "amend" or d.action == "hold") then
+    -- a component of a heterogeneous job: placed on its own, so a required level cannot be kept (refused at
+    -- submit; init.lua het_refusal): no re-plan gives it one
+    return { action = "deny", log = "job " .. het .. "+" .. (to_int(rec.het_job_offset) or 0) .. " is a "
+      .. "component of a heterogeneous job: " .. d.locality .. " cannot be enforced across its components "
+      .. "(Slurm places each on its own); update refused" }
+  end
   local give_back
   if upd.features == nil and req.features ~= to_str(rec.features) then give_back = req.features or "" end
   local features, priority
@@ -140,6 +157,18 @@ local function outcome(d, req, rec, upd, admin, release, releasable)
   end
   return { action = "apply", features = features, prefer = d.prefer, priority = priority, admin_comment = comment,
            log = d.record }
+end
+
+local function releasable(data, d, rec, orig, ours, held, release)
+  -- Whether the update (re-planned as d) releases a held job (policy/modify.py _releasable): its release, or an
+  -- update that fits a job the filter holds. The hold is the filter's when the job as it stands (before this
+  -- update) is one no group can ever hold, whoever's update put it there. An owner's update cannot write
+  -- AdminComment, so a hold made by one (a resize past every group) leaves no "held;" record, and an old
+  -- record outlives the release it led to: the record is not the judge. A job its owner held while it fitted
+  -- keeps the owner's hold.
+  if not held or release then return held end
+  if d.action == "hold" or d.action == "reject" then return false end
+  return decide(data, merged(rec, EMPTY, EMPTY, orig, ours)).action == "hold"
 end
 
 function M.decide_modify(data, rec, upd, admin)
@@ -168,9 +197,8 @@ function M.decide_modify(data, rec, upd, admin)
   if new.oversize ~= nil then return PASS end -- hostile sizes are not scanned (as at submit)
   local ours = ours_of(rec)
   local req = merged(rec, upd, new, base, ours)
-  local by_us = ours ~= nil
-    and (string.find(ours, "^[%a_]+:wait: held;") ~= nil or string.find(ours, "^[%a_]+:auto: held;") ~= nil)
-  return outcome(decide(data, req), req, rec, upd, admin, release, held and (release or by_us))
+  local d = decide(data, req)
+  return outcome(d, req, rec, upd, admin, release, releasable(data, d, rec, orig, ours, held, release))
 end
 
 return M

@@ -44,6 +44,9 @@ def explain(
     predicted communication seconds per step of its placement, of the best placement free right now (its own
     nodes counted as free) and of the best on an idle fleet.
 
+    A heterogeneous job's id (sbatch A : B) shows every component, JOBID+0, JOBID+1 …, each placed by Slurm on
+    its own, and where they landed together; JOBID+K shows that component alone.
+
     A job slurmctld does not know is an error (exit 2); with --json its object, "known": false, is printed
     first."""
     from ..explain import explain_full, write_overlay

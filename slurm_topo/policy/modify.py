@@ -80,6 +80,9 @@ class ModifyDecision:
 
 PASS = ModifyDecision("pass")
 
+REQUIRED_LEVELS = frozenset(("network_group", "zone", "region", "nvl"))
+"""The levels a job is promised (``prefer`` and ``any`` never delay a job)."""
+
 
 def strip_bracket(features: str | None) -> str | None:
     """The job's constraint without the matching-OR bracket a previous decision appended (``X&[..]`` or
@@ -113,13 +116,6 @@ def _ours(rec: Mapping[str, Any]) -> str | None:
         return None
     i = text.find(RECORD_PREFIX)
     return None if i < 0 else text[i + len(RECORD_PREFIX) :]
-
-
-def _held_by_us(ours: str | None) -> bool:
-    if ours is None:
-        return False
-    level, _, rest = ours.partition(":")
-    return level.replace("_", "").isalpha() and rest.startswith(("wait: held;", "auto: held;"))
 
 
 def _is_auto(ours: str | None) -> bool:
@@ -245,7 +241,30 @@ def decide_modify(
         return PASS  # hostile sizes are not scanned (as at submit); Slurm applies its own limits
     ours = _ours(rec)
     req = _merged(rec, upd, new, base, ours)
-    return _outcome(decide(data, req), req, rec, upd, admin, release, held and (release or _held_by_us(ours)))
+    d = decide(data, req)
+    releasable = _releasable(data, d, rec, orig, ours, held, release)
+    return _outcome(d, req, rec, upd, admin, release, releasable)
+
+
+def _releasable(
+    data: Any,
+    d: Decision,
+    rec: Mapping[str, Any],
+    orig: JobRequest,
+    ours: str | None,
+    held: bool,
+    release: bool,
+) -> bool:
+    """Whether the update (re-planned as ``d``) releases a held job: its release, or an update that fits a job
+    the filter holds. The hold is the filter's when the job as it stands (before this update) is one no group
+    can ever hold, whoever's update put it there. An owner's update cannot write AdminComment, so a hold made
+    by one (a resize past every group) leaves no ``held;`` record, and an old record outlives the release it
+    led to: the record is not the judge. A job its owner held while it fitted keeps the owner's hold."""
+    if not held or release:
+        return held
+    if d.action in ("hold", "reject"):
+        return False
+    return decide(data, _merged(rec, {}, JobRequest(), orig, ours)).action == "hold"
 
 
 def _outcome(
@@ -259,6 +278,17 @@ def _outcome(
 ) -> ModifyDecision:
     if d.action == "reject":
         return ModifyDecision("reject", log=d.record)
+    het = _int(rec.get("het_job_id"))
+    level = (d.locality or "").partition(":")[0]
+    if het is not None and level in REQUIRED_LEVELS and d.action in ("amend", "hold"):
+        # a component of a heterogeneous job: placed on its own, so a required level cannot be kept (refused
+        # at submit): no re-plan gives it one
+        return ModifyDecision(
+            "deny",
+            log=f"job {het}+{_int(rec.get('het_job_offset')) or 0} is a component of a heterogeneous job: "
+            f"{d.locality} cannot be enforced across its components (Slurm places each on its own); "
+            "update refused",
+        )
     own = req.features or ""
     give_back = own if upd.get("features") is None and req.features != _str(rec.get("features")) else None
     priority = None
