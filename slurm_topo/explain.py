@@ -507,9 +507,15 @@ def _read_job(access: SlurmAccess, job_id: str) -> tuple[dict[str, str] | None, 
     if not job_id.isdigit():  # JOBID+K (shown by that name), an array task: that one job
         return ({**first, "JobId": job_id} if re.fullmatch(r"\d+\+\d+", job_id) else first), []
     if listing.backend != "text" and _reads_text(access):
-        listing = access.jobs(job_id, timeout=30)
-        if _own_record(listing, job_id) is None:
-            return first, []  # gone meanwhile
+        try:
+            again = access.jobs(job_id, timeout=30)
+            if _own_record(again, job_id) is None:
+                return first, []  # gone meanwhile
+        except ParseError:
+            # the text refuses a record a user's field could have shaped: the structured record stands, and
+            # its components are asked for by name
+            return first, _asked_components(access, job_id, first)
+        listing = again
     if listing.backend == "text":
         return listing.jobs[0], _text_components(listing, job_id)
     return first, _asked_components(access, job_id, first)

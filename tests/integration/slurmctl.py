@@ -161,6 +161,28 @@ class Slurm:
         ).stdout
         return out.strip().split(";")[0]
 
+    def as_user(
+        self, *argv: str, timeout: int = 20, user: str = "nobody"
+    ) -> subprocess.CompletedProcess[str]:
+        """A client command run as an unprivileged ``user`` (the owner of its jobs; ``nobody`` by default),
+        with this cluster's SLURM_CONF and clients, under ``timeout`` seconds; never raises on its exit."""
+        return self.run(
+            [
+                "runuser",
+                "-u",
+                user,
+                "--",
+                "env",
+                f"PATH={self.env.get('PATH', '/usr/bin:/bin')}",
+                f"SLURM_CONF={self.env['SLURM_CONF']}",
+                "timeout",
+                str(timeout),
+                *argv,
+            ],
+            timeout=timeout + 5,
+            check=False,
+        )
+
     def submit_error(self, *sbatch_args: str, timeout: float = 20) -> str:
         """Submit a job that Slurm must reject; returns sbatch's error output."""
         p = self.run(

@@ -26,22 +26,8 @@ HET_REFUSED = "a heterogeneous job cannot be kept in one"
 
 
 def as_user(slurm: slurmctl.Slurm, *argv: str, timeout: int = 20) -> subprocess.CompletedProcess[str]:
-    """A client command run as the unprivileged ``nobody`` (the owner of its jobs), under a timeout."""
-    return slurm.run(
-        [
-            "runuser",
-            "-u",
-            USER,
-            "--",
-            "env",
-            f"SLURM_CONF={slurm.env['SLURM_CONF']}",
-            "timeout",
-            str(timeout),
-            *argv,
-        ],
-        timeout=timeout + 5,
-        check=False,
-    )
+    """A client command run as ``nobody`` (the owner of its jobs), under a timeout: ``Slurm.as_user``."""
+    return slurm.as_user(*argv, timeout=timeout, user=USER)
 
 
 def user_sbatch(slurm: slurmctl.Slurm, *args: str) -> subprocess.CompletedProcess[str]:

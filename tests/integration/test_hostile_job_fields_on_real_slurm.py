@@ -56,22 +56,7 @@ def cluster(scratch_cluster) -> Iterator[slurmctl.Cluster]:  # type: ignore[no-u
 
 
 def as_user(slurm: slurmctl.Slurm, *argv: str) -> subprocess.CompletedProcess[str]:
-    return slurm.run(
-        [
-            "runuser",
-            "-u",
-            USER,
-            "--",
-            "env",
-            f"PATH={slurm.env.get('PATH', '/usr/bin:/bin')}",
-            f"SLURM_CONF={slurm.env['SLURM_CONF']}",
-            "timeout",
-            "20",
-            *argv,
-        ],
-        timeout=25,
-        check=False,
-    )
+    return slurm.as_user(*argv, user=USER)
 
 
 def user_submit(slurm: slurmctl.Slurm, *args: str) -> str:

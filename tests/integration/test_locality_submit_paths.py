@@ -48,23 +48,9 @@ def test_named_partition_unknown_to_the_data_still_gets_its_bracket(fslurm: slur
 USER = "nobody"
 
 
-def as_user(slurm: slurmctl.Slurm, *argv: str, timeout: int = 20):  # type: ignore[no-untyped-def]
-    """A client command run as the unprivileged ``nobody`` (the owner of its jobs), under a timeout."""
-    return slurm.run(
-        [
-            "runuser",
-            "-u",
-            USER,
-            "--",
-            "env",
-            f"SLURM_CONF={slurm.env['SLURM_CONF']}",
-            "timeout",
-            str(timeout),
-            *argv,
-        ],
-        timeout=timeout + 5,
-        check=False,
-    )
+def as_user(slurm: slurmctl.Slurm, *argv: str, timeout: int = 20) -> subprocess.CompletedProcess[str]:
+    """A client command run as ``nobody`` (the owner of its jobs), under a timeout: ``Slurm.as_user``."""
+    return slurm.as_user(*argv, timeout=timeout, user=USER)
 
 
 def log_since(cluster: slurmctl.Cluster, offset: int) -> str:

@@ -96,22 +96,8 @@ def slurm(cluster: slurmctl.Cluster) -> Iterator[slurmctl.Slurm]:
 
 
 def as_user(slurm: slurmctl.Slurm, *argv: str, timeout: int = 20) -> subprocess.CompletedProcess[str]:
-    """A client command run as ``nobody`` (the owner of its jobs), under ``timeout`` seconds."""
-    return slurm.run(
-        [
-            "runuser",
-            "-u",
-            USER,
-            "--",
-            "env",
-            f"SLURM_CONF={slurm.env['SLURM_CONF']}",
-            "timeout",
-            str(timeout),
-            *argv,
-        ],
-        timeout=timeout + 5,
-        check=False,
-    )
+    """A client command run as ``nobody`` (the owner of its jobs), under a timeout: ``Slurm.as_user``."""
+    return slurm.as_user(*argv, timeout=timeout, user=USER)
 
 
 def sbatch(slurm: slurmctl.Slurm, *args: str) -> subprocess.CompletedProcess[str]:
