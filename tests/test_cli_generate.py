@@ -79,11 +79,11 @@ def test_bad_partitions_leave_an_existing_output_folder_byte_for_byte(tmp_path: 
     assert invoke(*good).exit_code == 0
     before = snapshot(out)
     parts = tmp_path / "parts.txt"
-    parts.write_text("PartitionName=gpu$ Nodes=n[01-12] Default=YES State=UP\n")
+    parts.write_text("PartitionName=gpu Nodes=n[01-12 Default=YES State=UP\n")  # a hostlist cut short
     moved = tmp_path / "moved.yaml"
     moved.write_text((REAL / "inventory.yaml").read_text().replace("rack-a2", "rack-a1"))
     result = invoke(*good[:2], str(moved), *good[3:], "--partitions-from", str(parts))
-    assert result.exit_code == 2 and "partition name 'gpu$'" in error_line(result)
+    assert result.exit_code == 2 and error_line(result).startswith(f"{parts}:1: ")
     assert snapshot(out) == before
 
 

@@ -261,15 +261,15 @@ def test_check_gpu_request_errors_are_usage_errors(args: list[str], message: str
     assert error_line(result) == f"{message} (see 'slurm-topo check --help')"
 
 
-def test_check_a_bad_partition_name_in_the_file_is_refused(tmp_path: Path) -> None:
+def test_check_takes_any_partition_name_slurm_takes(tmp_path: Path) -> None:
+    """``gpu;rm`` is a name Slurm takes (``scontrol create``): read as it is, never a refusal
+    (tests/test_partition_names.py)."""
     parts = tmp_path / "parts.txt"
-    parts.write_text("PartitionName=gpu;rm Nodes=n01 State=UP\n")
+    parts.write_text("PartitionName=gpu;rm Nodes=n01 Default=YES State=UP\n")
     result = invoke(
         "check", "-i", str(REAL / "inventory.yaml"), "--locality", "zone", "--partitions-from", str(parts)
     )
-    assert result.exit_code == 2 and error_line(result).startswith(
-        "partition name 'gpu;rm' is not 1-63 characters"
-    )
+    assert result.exit_code in (0, 1) and "error" not in result.stderr, result.stderr
 
 
 # ---- import

@@ -13,10 +13,10 @@ import click
 from ..access import argv as slurm_argv
 from ..access.text import parse_scontrol_nodes, parse_scontrol_partitions
 from ..entry import read_input
-from ..errors import CommandError, ExitCode, InputError
+from ..errors import CommandError, ExitCode, InputError, show_value
 from ..inventory import Loaded, load_inventory_file, merge, with_slurm_nodes
-from ..model import LABEL_RE, Inventory
-from ..policy import Partition
+from ..model import Inventory
+from ..policy import IMPLICIT_PARTITION, Partition
 from ..runner import SubprocessRunner
 from ..text import counted
 from ..version import DEFAULT_SLURM, __version__, format_slurm_version, parse_slurm_version
@@ -148,16 +148,32 @@ def _slurm_version(given: str | None) -> tuple[int, int]:
 
 
 def _partitions(partitions_from: str | None, scontrol: bool) -> list[Partition] | None:
+    """Slurm's partitions for the submit filter's data. Any name Slurm took is kept (``gpu+big``, ``a"b``,
+    ``débug``: the data file escapes it, ``render.filter_data``); one the data cannot hold — ``*``, the data's
+    own every-node entry, or a name Slurm printed in bytes that are not UTF-8 — is left out with one warning
+    line, and the filter treats it as a partition it does not know. Never a reason to stop regenerating:
+    an administrator's new partition must not stop ``apply --scontrol`` on every run from then on."""
     if partitions_from:
-        rows = parse_scontrol_partitions(read_input(partitions_from), source=partitions_from)
+        text = read_input(partitions_from, errors="replace")  # as scontrol's output: a stray byte is U+FFFD
+        rows = parse_scontrol_partitions(text, source=partitions_from)
     elif scontrol:
         rows = parse_scontrol_partitions(SubprocessRunner().run(slurm_argv.show_partitions()))
     else:
         return None
-    for name, _, _ in rows:
-        if not LABEL_RE.match(name):
-            raise InputError(f"partition name {name[:40]!r} is not 1-63 characters from [A-Za-z0-9._-]")
-    return [Partition(name, tuple(nodes), default) for name, nodes, default in rows]
+    kept = []
+    for name, nodes, default in rows:
+        if name == IMPLICIT_PARTITION:
+            why = f"{IMPLICIT_PARTITION!r} is the data's own name for every node"
+        elif "\ufffd" in name:
+            why = "Slurm printed it in bytes that are not UTF-8"
+        else:
+            kept.append(Partition(name, tuple(nodes), default))
+            continue
+        _warn(
+            f"warning: partition {show_value(name, 80)} left out of the submit filter's data ({why}): the "
+            "filter treats it as a partition it does not know"
+        )
+    return kept
 
 
 partitions_option = click.option(

@@ -14,7 +14,10 @@ header lists the line to add for each partition whose nodes all have a domain.
 
 from __future__ import annotations
 
+import json
+
 from .. import hostlist
+from ..model import LABEL_RE
 from ..topology import Topology
 from . import RenderContext, header
 from .topology_block import YAML, block_sizes, topology_mode
@@ -28,6 +31,12 @@ def partitions_for_blocks(ctx: RenderContext) -> list[str]:
     """Partitions (``--partitions-from``/``--scontrol``) whose every node has an NVLink domain, by name."""
     domain = ctx.topology.nvl_features
     return sorted(p.name for p in ctx.partitions if p.nodes and all(n in domain for n in p.nodes))
+
+
+def _shown(name: str) -> str:
+    """A partition name in the file's comment: as it is when it is a label, else as a JSON string of ASCII
+    (Slurm takes ``"``, ``#``, non-ASCII and control characters in a name: none may start a YAML line)."""
+    return name if LABEL_RE.match(name) else json.dumps(name)
 
 
 def _q(text: str) -> str:
@@ -59,7 +68,7 @@ def render_topology_yaml(ctx: RenderContext) -> str | None:
     out = [header("topology.yaml", ctx, summary)]
     out.append(
         f"# slurm.conf: add Topology={BLOCK_TOPOLOGY} to each partition that places by NVLink domain"
-        + (f" ({', '.join(parts)} have a domain on every node)" if parts else "")
+        + (f" ({', '.join(map(_shown, parts))} have a domain on every node)" if parts else "")
         + "; TopologyPlugin is not needed\n"
     )
     out.append("---\n")
