@@ -158,8 +158,13 @@ CASES = [
     ),
     pytest.param(
         "nodes:\n  - {name: n1, slurm: {RealMemory: 99999999999999999999}}\n",
-        "slurm.RealMemory: must be from 0",
+        "slurm.RealMemory: must be from 1",
         id="realmemory",
+    ),
+    pytest.param(  # loads, but `error: NodeNames=n1 MemSpecLimit=0 is invalid` (22.05, 24.11, 26.05)
+        "nodes:\n  - {name: n1, slurm: {RealMemory: 0}}\n",
+        "nodes[0].slurm.RealMemory: must be from 1 to 1099511627776 (what Slurm accepts) ('0')",
+        id="realmemory 0",
     ),
     pytest.param(
         "nodes:\n  - {name: n1, slurm: {TmpDisk: 4294967296}}\n",
@@ -411,7 +416,7 @@ def test_empty_inventory_writes_nothing(tmp_path: Path) -> None:
     proc = _run("generate", "-i", str(empty), "-o", str(tmp_path / "o"), "--slurm-version", "22.05")
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
-        "slurm-topo: error: the inventory has no nodes; refusing to render empty Slurm files"
+        f"slurm-topo: error: {empty}: the inventory has no nodes; refusing to render empty Slurm files"
     ]
     assert not (tmp_path / "o").exists()
 

@@ -467,6 +467,10 @@ def slurm_value_problem(key: str, value: str) -> str | None:
     ``value`` has passed the token alphabet (and is all digits for ``SLURM_INT_KEYS``)."""
     if key in SLURM_INT_RANGES:
         lo, hi = SLURM_INT_RANGES[key]
+        if key == "RealMemory":
+            # 0 loads, but MemSpecLimit (0 unless given) must be below it: `error: NodeNames=a1
+            # MemSpecLimit=0 is invalid, reset to 0` on 22.05, 24.11 and 26.05; 1 loads without a word
+            lo = max(lo, 1)
         if len(value) > 1 and value.startswith("0"):
             return "no leading zeros (Slurm would read the number as octal)"
         if not lo <= int(value[:40]) <= hi:

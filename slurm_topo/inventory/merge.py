@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +81,22 @@ def _fill_location(kept: Location, other: Location) -> Location:
     return Location(**values)
 
 
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class MergedInventory(Inventory):
+    """The merged fleet, and where its parts came from: what the checks that run after merging (at render
+    time, for a release: block sizes, Slurm's node limit, nodes without an NVLink domain) name in a refusal,
+    ``FILE: …`` as every refusal of an inventory does (``render.refusal``, which reads these fields by name:
+    the renderers do not import the loader). A node says its own entry (``Node.origin``). Compared and
+    hashed as the :class:`Inventory` it is (the sources do not count); ``dataclasses.replace`` (Slurm's node
+    records, the health effects) keeps them."""
+
+    sources: tuple[str, ...] = ()
+    """Every file merged, in the order given."""
+    sections: tuple[tuple[str, str], ...] = ()
+    """(section, file) for the top-level sections other than ``nodes`` (``nvlink``, ``policy``,
+    ``links``)."""
+
+
 def merge(loaded: Iterable[Loaded], extra_nodes: Sequence[str] = ()) -> Inventory:
     """Merge per-file records into one ``Inventory`` (ARCHITECTURE.md, "Trust")."""
     with collector_paused():
@@ -130,7 +146,8 @@ def _merge(loaded: Iterable[Loaded], extra_nodes: Sequence[str]) -> Inventory:
             by_name.setdefault(node.name, []).append(node)
         nodes, conflicts = _merge_records(by_name)
     extra = tuple(sorted({n for n in extra_nodes if n not in known}, key=natural_key))
-    return Inventory(
+    sections = (("nvlink", nvlink_source), ("policy", policy_source), ("links", links_source))
+    return MergedInventory(
         nodes=tuple(nodes),
         conflicts=tuple(conflicts),
         warnings=tuple(warnings),
@@ -138,6 +155,8 @@ def _merge(loaded: Iterable[Loaded], extra_nodes: Sequence[str]) -> Inventory:
         policy=policy,
         nvlink=nvlink,
         links=links,
+        sources=tuple(dict.fromkeys(item.source for item in items)),
+        sections=tuple((name, file) for name, file in sections if file),
     )
 
 

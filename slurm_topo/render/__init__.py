@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..errors import InputError, show_value
+from ..errors import InputError, InventoryError, show_value
 from ..model import SLURM_MAX_NODES, Inventory
 from ..policy import Partition, PolicyData, compile_policy
 from ..topology import Topology, build_topology
@@ -108,6 +108,48 @@ def header(filename: str, ctx: RenderContext, summary: str, comment: str = "#") 
     return "".join(f"{comment} {line}\n" for line in lines)
 
 
+def sources_of(inventory: Inventory) -> tuple[str, ...]:
+    """Every file ``inventory`` was merged from, in order (``inventory.merge.MergedInventory.sources``, read
+    by name: the renderers do not import the loader); empty for an inventory built in code."""
+    return tuple(getattr(inventory, "sources", ()))
+
+
+def source_of(inventory: Inventory, section: str | None = None) -> str | None:
+    """The file of a top-level section of ``inventory`` (``nvlink``, ``policy``, ``links``), or its first
+    file (no ``section``); None where there is none."""
+    if section is not None:
+        return dict(getattr(inventory, "sections", ())).get(section)
+    return next(iter(sources_of(inventory)), None)
+
+
+def refusal(
+    inventory: Inventory,
+    reason: str,
+    *,
+    node: str | None = None,
+    file_of: str | None = None,
+    section: str | None = None,
+    where: str = "",
+) -> InputError:
+    """A refusal of a check that runs after merging (for a release, at render time), naming the file as
+    every refusal of an inventory does (README: ``FILE: nodes[3]…: reason``): ``node``'s entry where the
+    refusal is about that node; else the file holding ``file_of`` (a node: its file, not its entry);
+    else the file of ``section`` (``nvlink``: ``FILE: nvlink.block_sizes: reason`` with ``where``); else the
+    first file merged. A plain ``InputError`` only for an inventory built in code (no file to name)."""
+    origins = (
+        {n.name: n.origin for n in inventory.nodes if n.name in (node, file_of)} if node or file_of else {}
+    )
+    if node is not None and origins.get(node):
+        return InventoryError(origins[node], "", reason)
+    if file_of is not None and origins.get(file_of):
+        return InventoryError(origins[file_of].rsplit(": ", 1)[0], "", reason)
+    if section is not None and (file := source_of(inventory, section)):
+        return InventoryError(file, where, reason)
+    if file := source_of(inventory):
+        return InventoryError(file, where, reason)
+    return InputError(f"{where}: {reason}" if where else reason)
+
+
 def make_context(
     inventory: Inventory,
     slurm_version: tuple[int, int],
@@ -115,13 +157,19 @@ def make_context(
     options: RenderOptions | None = None,
 ) -> RenderContext:
     if not inventory.nodes and not inventory.extra_nodes:
-        raise InputError("the inventory has no nodes; refusing to render empty Slurm files")
+        others = sources_of(inventory)[1:]
+        what = f"no nodes here nor in {', '.join(others)}" if others else "the inventory has no nodes"
+        raise refusal(inventory, f"{what}; refusing to render empty Slurm files")
     since, most = SLURM_MAX_NODES
     count = len(inventory.nodes) + len(inventory.extra_nodes)
     if slurm_version >= since and count > most:
-        raise InputError(
-            f"{count} nodes: Slurm {format_slurm_version(since)} and later hold at most {most} nodes "
-            "(MAX_SLURM_NODES); render for an older release or split the cluster"
+        past = inventory.nodes[most].name if len(inventory.nodes) > most else None  # in name order
+        raise refusal(
+            inventory,
+            f"{count} nodes{f' (node {past} is the first past the limit)' if past else ''}: Slurm "
+            f"{format_slurm_version(since)} and later hold at most {most} nodes (MAX_SLURM_NODES); render "
+            "for an older release or split the cluster",
+            node=past,
         )
     topology = build_topology(inventory)
     fp = fingerprint(inventory, slurm_version, partitions)

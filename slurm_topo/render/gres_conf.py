@@ -24,11 +24,10 @@ Rendered only when at least one node has a ``gpu_topology:``; then every GPU nod
 from __future__ import annotations
 
 from .. import hostlist
-from ..errors import InputError
 from ..gpu.affinity import Layout, gpu_sockets
 from ..gpu.links import nvlink_count
 from ..model import Inventory, Node, natural_key
-from . import RenderContext, header
+from . import RenderContext, header, refusal
 
 
 def _layout(node: Node) -> Layout | None:
@@ -118,9 +117,12 @@ def render_gres_conf(ctx: RenderContext) -> str | None:
             or any(m is None for m in (n.gpu_topology.minors or (None,) * len(n.gpu_topology.gpus)))
         ]
         if guessing:
-            raise InputError(
-                f"gres.conf: no device minor numbers for {hostlist.compress(guessing)} (a topo -m capture or "
-                "no gpu_topology has none): pass --assume-minor-equals-index to write File=/dev/nvidia<index>"
+            raise refusal(
+                ctx.inventory,
+                f"gres.conf: no device minor numbers for {hostlist.compress(guessing)} (a topo -m capture "
+                "or no gpu_topology has none): pass --assume-minor-equals-index to write "
+                "File=/dev/nvidia<index>",
+                node=guessing[0],
             )
     blocks: dict[tuple[tuple[str, ...], tuple[str, ...]], list[str]] = {}
     for node in nodes:

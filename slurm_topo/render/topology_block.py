@@ -19,10 +19,9 @@ blocks, so the order is part of the meaning and never depends on which racks hap
 
 from __future__ import annotations
 
-from ..errors import InputError
 from ..topology import Block
 from ..version import format_slurm_version
-from . import RenderContext, header
+from . import RenderContext, header, refusal
 
 BLOCK_SINCE = (23, 11)
 """topology/block ships in 23.11 (``BlockLevels=``)."""
@@ -53,27 +52,39 @@ def topology_mode(ctx: RenderContext) -> str:
     if wanted == "tree" or (not blocks and wanted == "auto"):
         return TREE
     if not blocks:
-        raise InputError("nvlink: topology: block, but no node has an nvlink_domain")
+        raise refusal(
+            ctx.inventory,
+            "block, but no node has an nvlink_domain",
+            section="nvlink",
+            where="nvlink.topology",
+        )
     if ctx.slurm_version < BLOCK_SINCE:
         if wanted == "block":
-            raise InputError(
-                f"nvlink: topology: block needs Slurm 23.11 or later (rendering for {version}); the nvl_ "
-                "node features keep jobs in one domain there (--constraint='[nvl_a|nvl_b]')"
+            raise refusal(
+                ctx.inventory,
+                f"block needs Slurm 23.11 or later (rendering for {version}); the nvl_ node features keep "
+                "jobs in one domain there (--constraint='[nvl_a|nvl_b]')",
+                section="nvlink",
+                where="nvlink.topology",
             )
         return TREE
     if ctx.slurm_version >= YAML_SINCE:
         return YAML
-    missing = [n.name for n in ctx.inventory.nodes if n.nvlink_domain is None] + list(
-        ctx.inventory.extra_nodes
-    )
+    lacking = [n.name for n in ctx.inventory.nodes if n.nvlink_domain is None]
+    missing = lacking + list(ctx.inventory.extra_nodes)
     if missing:
         shown = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
-        raise InputError(
+        raise refusal(
+            ctx.inventory,
             f"Slurm {version} has one topology per cluster and {len(missing)} node(s) have no "
             f"nvlink_domain ({shown}): a node in no block gets no block placement (only a job naming it "
             "by constraint or partition lands there). Give them a domain, set "
             "nvlink: {topology: tree} to keep the network tree (domains as nvl_ features only), or render "
-            "for Slurm 25.05+ (topology.yaml holds both)"
+            "for Slurm 25.05+ (topology.yaml holds both)",
+            # the first node without a domain; only nodes no inventory places (Slurm's): the file whose
+            # domains made this a block fleet
+            node=lacking[0] if lacking else None,
+            file_of=None if lacking else next(n.name for n in ctx.inventory.nodes if n.nvlink_domain),
         )
     return BLOCK_CONF
 
@@ -106,9 +117,11 @@ def placeholders(ctx: RenderContext) -> dict[str, tuple[str, ...]]:
     names = {n.name for n in ctx.inventory.nodes} | set(ctx.inventory.extra_nodes)
     clash = sorted(n for pads in out.values() for n in pads if n in names)
     if clash:
-        raise InputError(
+        raise refusal(
+            ctx.inventory,
             f"node {clash[0]} is named like a placeholder slurm-topo pads short NVLink blocks with "
-            f"(<block>{PAD_MARK}<k>): rename it"
+            f"(<block>{PAD_MARK}<k>): rename it",
+            node=clash[0],
         )
     return out
 
@@ -131,28 +144,38 @@ def block_sizes_problem(
     largest domain, except for sizes an administrator ``given`` on 24.x, which accepts blocks longer than
     the base (only shorter ones are fatal, checked on 24.11.5). Shorter blocks: padded on 24.x
     (:func:`placeholders`), fatal on 23.11, allowed from 25.05."""
+    return _block_sizes_problem(sizes, blocks, slurm_version, given)[0]
+
+
+def _block_sizes_problem(
+    sizes: tuple[int, ...], blocks: tuple[Block, ...], slurm_version: tuple[int, int], given: bool
+) -> tuple[str | None, Block | None]:
+    """:func:`block_sizes_problem`, and the block it is about where it is one domain's."""
     if not sizes:
-        return "is empty"
+        return "is empty", None
     if any(s < 1 for s in sizes):
-        return "sizes must be positive"
+        return "sizes must be positive", None
     for prev, size in zip(sizes, sizes[1:], strict=False):
         if size <= prev or size % prev or not _power_of_two(size // prev):
-            return f"{size} is not a power of two times {prev} (each size doubles the one before, or more)"
+            return (
+                f"{size} is not a power of two times {prev} (each size doubles the one before, or more)",
+                None,
+            )
     largest = max((len(b.nodes) for b in blocks), default=0)
     base = sizes[0]
     if largest > base and not (given and padded(slurm_version)):
         big = next(b for b in blocks if len(b.nodes) == largest)
-        return f"the base size {base} is smaller than domain {big.domain} ({largest} nodes)"
+        return f"the base size {base} is smaller than domain {big.domain} ({largest} nodes)", big
     if slurm_version < PAD_SINCE:
         short = [b for b in blocks if len(b.nodes) != base]
         if short:
             return (
                 f"domain {short[0].domain} has {len(short[0].nodes)} nodes, not {base}: on Slurm 23.11 every "
                 "block holds exactly the base block size (Slurm stops on another; 24.05+ pads short ones)"
-            )
+            ), short[0]
     if sizes[-1] > base * len(blocks):
-        return f"{sizes[-1]} nodes is more than all {len(blocks)} blocks of {base} hold"
-    return None
+        return f"{sizes[-1]} nodes is more than all {len(blocks)} blocks of {base} hold", None
+    return None, None
 
 
 def block_sizes(ctx: RenderContext) -> tuple[int, ...]:
@@ -165,12 +188,19 @@ def block_sizes(ctx: RenderContext) -> tuple[int, ...]:
     else:
         base = max(len(b.nodes) for b in blocks)
         sizes = tuple(base << k for k in range(MAX_BLOCK_LEVELS) if 1 << k <= len(blocks))
-    problem = block_sizes_problem(sizes, blocks, ctx.slurm_version, given=bool(given))
+    problem, block = _block_sizes_problem(sizes, blocks, ctx.slurm_version, bool(given))
     if problem is not None:
-        what = "nvlink.block_sizes" if given else "the NVLink domains"
-        raise InputError(
-            f"{what}: BlockSizes={','.join(map(str, sizes))} is not valid for Slurm "
+        why = (
+            f"BlockSizes={','.join(map(str, sizes))} is not valid for Slurm "
             f"{format_slurm_version(ctx.slurm_version)}: {problem}"
+        )
+        if given:  # the sizes the nvlink section gives
+            raise refusal(ctx.inventory, why, section="nvlink", where="nvlink.block_sizes")
+        # derived from the domains: the entry of the domain's first node (a domain only nvlink.domains
+        # names has none: that list)
+        first = block.nodes[0] if block is not None and block.nodes else None
+        raise refusal(
+            ctx.inventory, f"the NVLink domains: {why}", node=first, section="nvlink", where="nvlink.domains"
         )
     return sizes
 
