@@ -839,7 +839,10 @@ def test_the_proofs_limit_grows_with_the_set_and_parser_complaints_are_rejection
         "Sockets*CoresPerSocket*ThreadsPerCore. Resetting CPUs."
     )
     for benign in (
-        "slurmctld: error: Could not open job state file /tmp/p/state/job_state: No such file or directory",
+        (
+            "slurmctld: error: Could not open job state file /tmp/slurm-topo-prove-p/state/job_state: No "
+            "such file or directory"
+        ),
         "slurmctld: error:  mpi/pmix_v4: init: (null) [0]: mpi_pmix.c:195: pmi/pmix: can not load PMIx "
         "library",
         "slurmctld: error: Couldn't load specified plugin name for mpi/pmix_v4: Plugin init() callback "

@@ -131,7 +131,9 @@ def test_a_fatal_line_is_a_rejection_that_names_slurms_own_words(etc: Path, tmp_
 @needs_root
 def test_a_set_loaded_with_parser_complaints_is_a_rejection(etc: Path, tmp_path: Path) -> None:
     then = (
-        'echo "slurmctld: error: Could not open job state file /x/job_state: No such file or directory"; '
+        'echo "slurmctld: error: Could not open job state file $dir/state/job_state: No such file or '
+        'directory"; '
+        'echo "slurmctld: error: NOTE: Trying backup state save file. Jobs may be lost!"; '
         'echo "slurmctld: error: NodeNames=n01 CPUs=12 match no Sockets. Resetting CPUs."; '
         f'echo "slurmctld: {ACCEPTED_MARK}"; sleep 30'
     )
@@ -151,7 +153,7 @@ def test_a_controller_that_exits_without_a_word_is_a_rejection_with_its_exit_cod
     said = controller(tmp_path, 'echo "slurmctld: error: Unable to bind listen port"; exit 1').prove(
         etc, STAGED, 20
     )
-    assert said.verdict == "rejected" and said.error == "slurmctld: error: Unable to bind listen port"
+    assert said.verdict == "rejected" and said.error == "error: Unable to bind listen port"
 
 
 @needs_root
@@ -162,7 +164,8 @@ def test_a_controller_that_says_nothing_in_time_is_a_timeout_and_its_group_is_ki
     then = 'sleep 300 & echo "child: $!"; sleep 300'
     proof = controller(tmp_path, then).prove(etc, STAGED, 2.0)  # ample for the child to start
     assert (
-        proof.verdict == "timeout" and "no 'Running as primary controller' and no fatal: line" in proof.error
+        proof.verdict == "timeout"
+        and "no 'Running as primary controller' and no fatal: or error: line" in proof.error
     )
     (child,) = log_value(proof.log, "child: ")
     deadline = time.monotonic() + 10
