@@ -269,8 +269,9 @@ def test_a_root_is_built_once_atomically_and_shared_by_concurrent_builders(tmp_p
 
 
 def test_down_stops_a_cluster_even_when_the_checkout_does_not_import(tmp_path: Path) -> None:
-    """A half-edited checkout whose slurm_topo raises on import: `up` refuses in one line, `pids` and `down`
-    still find and stop a running cluster (they need nothing of the package)."""
+    """A half-edited checkout whose slurm_topo raises on import (first on the launcher's sys.path, as an
+    editable install of it would be): `up` refuses in one line, `pids` and `down` still find and stop a
+    running cluster (they need nothing of the package)."""
     broken = tmp_path / "repo"
     (broken / "docker-slurm").mkdir(parents=True)
     (broken / "slurm_topo").mkdir()
@@ -278,13 +279,19 @@ def test_down_stops_a_cluster_even_when_the_checkout_does_not_import(tmp_path: P
     (broken / "slurm_topo" / "__init__.py").write_text("raise ValueError('a field has a mutable default')\n")
     (broken / ".venv").symlink_to(slurmctl.REPO / ".venv")
     launcher = [sys.executable, str(broken / "docker-slurm" / "cluster")]
+    # the launcher imports the slurm_topo its Python finds (an installed one before the checkout's)
+    env = {**os.environ, "PYTHONPATH": str(broken)}
     work = Path(f"/tmp/slurm-topo-it-broken-{os.getpid()}")
     work.mkdir(mode=0o755, exist_ok=True)
     (work / "fleet.yaml").write_text(yaml.safe_dump({"nodes": FLEET["nodes"][1:]}))
     base = work / "cluster"
     try:
         refused = subprocess.run(
-            [*launcher, "up", "--base", str(work / "other")], capture_output=True, text=True, timeout=60
+            [*launcher, "up", "--base", str(work / "other")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
         )
         assert refused.returncode == 1
         assert refused.stderr.strip().splitlines() == [
@@ -295,11 +302,11 @@ def test_down_stops_a_cluster_even_when_the_checkout_does_not_import(tmp_path: P
         cluster = slurmctl.start_cluster(base, "--inventory", str(work / "fleet.yaml"), nodes_max=2)
         assert cluster.slurm.node_states() == {"v3": "idle"}
         pids = subprocess.run(
-            [*launcher, "pids", "--base", str(base)], capture_output=True, text=True, timeout=30
+            [*launcher, "pids", "--base", str(base)], capture_output=True, text=True, timeout=30, env=env
         )
         assert sorted(int(x) for x in pids.stdout.split()) == slurmctl.cluster_pids(base) != []
         down = subprocess.run(
-            [*launcher, "down", "--base", str(base)], capture_output=True, text=True, timeout=60
+            [*launcher, "down", "--base", str(base)], capture_output=True, text=True, timeout=60, env=env
         )
         assert down.returncode == 0, down.stderr
         assert slurmctl.cluster_pids(base) == [] and not base.exists()
