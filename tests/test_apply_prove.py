@@ -375,3 +375,21 @@ def test_an_include_of_a_symlink_follows_it_unless_apply_replaces_the_link(tmp_p
     ):
         out = probe_conf(f"Include {named}\n", etc, copy, "h", staged)
         assert include_of(out) == f"{copy}/{read}", named
+
+
+@root_only("the proof's preconditions are checked as root")
+def test_without_ip_the_set_is_not_proven_rather_than_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without iproute2 the namespace gets no address besides loopback and getaddrinfo (AI_ADDRCONFIG)
+    resolves no node: every set would be refused on a resolver error that says nothing about it. The proof is
+    skipped instead, and says why (the image once lacked iproute2: every apply there was refused)."""
+    from slurm_topo.apply import prove as prove_module
+
+    real_which = prove_module.shutil.which
+    monkeypatch.setattr(prove_module.shutil, "which", lambda name: None if name == "ip" else real_which(name))
+    (tmp_path / "slurm.conf").write_text("ClusterName=c\n")
+    proof = prove_module.ThrowawayController(slurmctld="/bin/true", unshare="/bin/true").prove(
+        tmp_path, {}, 5
+    )
+    assert proof.verdict == "skipped" and "ip (iproute2) not found" in proof.how
