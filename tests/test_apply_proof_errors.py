@@ -8,7 +8,6 @@ through the throwaway controller (a stand-in slurmctld that prints the log)."""
 from __future__ import annotations
 
 import stat
-import time
 from pathlib import Path
 
 import pytest
@@ -218,9 +217,10 @@ def test_an_error_line_refuses_at_once_whatever_follows(etc: Path, tmp_path: Pat
         "slurmctld: error: _xgetaddrinfo: getaddrinfo(h1:6818) failed: Temporary failure in name resolution\n"
         'slurmctld: error: slurm_set_addr: Unable to resolve "h1"\n'
     )
-    started = time.monotonic()
-    proof = replaying(tmp_path, logfile, "sleep 60").prove(etc, {}, 30)
-    assert time.monotonic() - started < 10
+    # had the proof read on past its grace, it would have seen this line 20 s later (no clock is asserted)
+    then = "sleep 20; echo 'slurmctld: Running as primary controller'; sleep 60"
+    proof = replaying(tmp_path, logfile, then).prove(etc, {}, 30)
+    assert not any("Running as primary controller" in line for line in proof.log), proof.log
     assert proof.verdict == "rejected"
     assert proof.error == (
         "error: _xgetaddrinfo: getaddrinfo(h1:6818) failed: Temporary failure in name resolution "
@@ -237,3 +237,30 @@ def test_retries_alone_refuse_when_nothing_concludes_them_in_time(etc: Path, tmp
     )
     proof = replaying(tmp_path, logfile, "sleep 60").prove(etc, {}, 2)
     assert proof.verdict == "rejected" and proof.error.endswith("attempt number -4"), proof
+
+
+@needs_root
+def test_a_namespace_without_an_address_does_not_count_resolver_lines(etc: Path, tmp_path: Path) -> None:
+    """Where the proof's namespace could not be given an address (a container without CAP_NET_ADMIN: the
+    setup prints NO_ADDRESS_MARK), getaddrinfo resolves nothing there: its lines say nothing about the set and
+    do not refuse it, and the details say address resolution was not proven. Any other error still refuses."""
+    from slurm_topo.apply.prove import NO_ADDRESS_MARK
+
+    resolver = (
+        f"{NO_ADDRESS_MARK}\n"
+        "slurmctld: error: get_addr_info: getaddrinfo() failed: Name or service not known: No error, attempt "
+        "number 3\n"
+        'slurmctld: error: slurm_set_addr: Unable to resolve "127.0.0.1"\n'
+        "slurmctld: Running as primary controller\n"
+    )
+    logfile = tmp_path / "blind.log"
+    logfile.write_text(resolver)
+    proof = replaying(tmp_path, logfile).prove(etc, {}, 20)
+    assert proof.verdict == "accepted", proof
+    assert "address resolution not proven" in proof.how
+    logfile.write_text(resolver.replace(NO_ADDRESS_MARK + "\n", ""))
+    assert replaying(tmp_path, logfile).prove(etc, {}, 20).verdict == "rejected"
+    logfile.write_text(
+        f"{NO_ADDRESS_MARK}\nslurmctld: error: NodeNames=a1 MemSpecLimit=0 is invalid, reset to 0\n"
+    )
+    assert replaying(tmp_path, logfile).prove(etc, {}, 20).verdict == "rejected"

@@ -69,6 +69,11 @@ from ..slurmconf import logical_lines, split_pairs
 from ..version import parse_slurm_version
 
 ACCEPTED_MARK = "Running as primary controller"
+NO_ADDRESS_MARK = "slurm-topo apply: no address in the proof namespace"
+"""Printed before slurmctld starts when the namespace could not be given an address (``ip addr add`` refused:
+a container without CAP_NET_ADMIN): getaddrinfo then resolves nothing there, so its lines say nothing about
+the set and are not counted (the proof's details say address resolution was not proven)."""
+_RESOLVER_RE = re.compile(r"getaddrinfo|get_addr_info|slurm_set_addr|Unable to resolve")
 """Logged by slurmctld right after read_slurm_conf() succeeded (22.05 … 26.05)."""
 MAX_COPY = 16 * 1024 * 1024
 """Files of the config directory larger than this are not copied (Slurm config files are small)."""
@@ -263,14 +268,17 @@ class ThrowawayController:
         conf = str(copy_dir / "slurm.conf")
         daemon = [self.slurmctld, "-D", "-c", "-i", "-f", conf]
         ip = shutil.which("ip") or "ip"  # checked by prove()
-        setup = []
-        if ip:  # an address besides 127.0.0.1 (and ::1), or getaddrinfo(AI_ADDRCONFIG) resolves nothing
-            setup.append(f"{ip} link set lo up && {ip} addr add {_NETNS_ADDR} dev lo")
-            if has_ipv6():  # a host without IPv6 cannot reach an IPv6 node either: the proof says so
-                setup.append(
-                    f"{ip} -6 addr add {_NETNS_ADDR6} dev lo nodad"
-                    " || echo 'slurm-topo apply: no IPv6 address in the proof namespace' >&2"
-                )
+        # an address besides 127.0.0.1 (and ::1), or getaddrinfo(AI_ADDRCONFIG) resolves nothing; where the
+        # namespace may not be given one (a container without CAP_NET_ADMIN), the proof says so and cannot
+        # judge address resolution (_Reading.blind)
+        setup = [
+            f"{{ {ip} link set lo up && {ip} addr add {_NETNS_ADDR} dev lo; }} || echo '{NO_ADDRESS_MARK}'"
+        ]
+        if has_ipv6():  # a host without IPv6 cannot reach an IPv6 node either: the proof says so
+            setup.append(
+                f"{ip} -6 addr add {_NETNS_ADDR6} dev lo nodad"
+                " || echo 'slurm-topo apply: no IPv6 address in the proof namespace' >&2"
+            )
         # every node name resolves at once from a private /etc/hosts (no DNS is reachable in there, and
         # Slurm retries an unresolvable name for about 10 s)
         setup.append(f"mount --bind {copy_dir / 'hosts'} /etc/hosts")
@@ -299,6 +307,8 @@ class ThrowawayController:
         finally:
             _kill_group(proc)
         took = f"{time.monotonic() - started:.1f}s"
+        if NO_ADDRESS_MARK in lines:
+            took += "; its namespace could not be given an address: address resolution not proven"
         tail = tuple(lines[-20:])
         if verdict == "accepted":
             return Proof("accepted", f"{how} loaded the set ({took})", log=tail)
@@ -413,6 +423,8 @@ class _Reading:
         self.until = deadline
         """When to stop reading: the deadline, or the end of the grace after the first error line."""
         self.error = self.then = self.retry = ""
+        self.blind = False
+        """The namespace has no address (:data:`NO_ADDRESS_MARK`): resolver lines are not counted."""
 
     def line(self, line: str) -> tuple[str, str] | None:
         """The verdict ``line`` settles, None while reading goes on."""
@@ -420,7 +432,9 @@ class _Reading:
             return "fatal", slurm_text(line)
         if ACCEPTED_MARK in line:
             return self.refusal() or ("accepted", "")
-        if not config_error(line):
+        if NO_ADDRESS_MARK in line:
+            self.blind = True
+        if not config_error(line) or (self.blind and _RESOLVER_RE.search(line)):
             return None
         text = slurm_text(line)
         if self.error:  # the next line that says something else (the address getaddrinfo failed on)
