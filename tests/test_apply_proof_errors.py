@@ -251,6 +251,8 @@ def test_a_namespace_without_an_address_does_not_count_resolver_lines(etc: Path,
         "slurmctld: error: get_addr_info: getaddrinfo() failed: Name or service not known: No error, attempt "
         "number 3\n"
         'slurmctld: error: slurm_set_addr: Unable to resolve "127.0.0.1"\n'
+        "slurmctld: error: slurm_get_port: Address family '0' not supported\n"
+        "slurmctld: error: _validate_slurmd_addr: failure on 127.0.0.1\n"
         "slurmctld: Running as primary controller\n"
     )
     logfile = tmp_path / "blind.log"

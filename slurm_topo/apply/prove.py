@@ -69,12 +69,17 @@ from ..slurmconf import logical_lines, split_pairs
 from ..version import parse_slurm_version
 
 ACCEPTED_MARK = "Running as primary controller"
+"""Logged by slurmctld right after read_slurm_conf() succeeded (22.05 … 26.05)."""
 NO_ADDRESS_MARK = "slurm-topo apply: no address in the proof namespace"
 """Printed before slurmctld starts when the namespace could not be given an address (``ip addr add`` refused:
 a container without CAP_NET_ADMIN): getaddrinfo then resolves nothing there, so its lines say nothing about
 the set and are not counted (the proof's details say address resolution was not proven)."""
-_RESOLVER_RE = re.compile(r"getaddrinfo|get_addr_info|slurm_set_addr|Unable to resolve")
-"""Logged by slurmctld right after read_slurm_conf() succeeded (22.05 … 26.05)."""
+_RESOLVER_RE = re.compile(
+    r"getaddrinfo|get_addr_info|slurm_set_addr|Unable to resolve|slurm_get_port: Address family"
+    r"|_validate_slurmd_addr: failure on"
+)
+"""What getaddrinfo's failure makes slurmctld log (22.05: the retries, ``Unable to resolve``, then
+``slurm_get_port: Address family '0' not supported`` and ``_validate_slurmd_addr: failure on ADDR``)."""
 MAX_COPY = 16 * 1024 * 1024
 """Files of the config directory larger than this are not copied (Slurm config files are small)."""
 

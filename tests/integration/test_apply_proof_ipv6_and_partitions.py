@@ -91,6 +91,7 @@ def timed(
 V6 = [f"NodeName=v{i} NodeAddr=fd00::{i} CPUs=1" for i in range(1, 41)]
 
 
+@pytest.mark.netns  # the proof's namespace must get its addresses (CAP_NET_ADMIN): not in the CI image
 def test_forty_ipv6_addressed_nodes_are_proven_in_well_under_a_second_each(
     cluster: slurmctl.Cluster, tmp_path: Path
 ) -> None:
@@ -100,6 +101,7 @@ def test_forty_ipv6_addressed_nodes_are_proven_in_well_under_a_second_each(
     assert took < 10, f"{took:.1f}s: an IPv6 address was retried"
 
 
+@pytest.mark.netns  # the proof's namespace must get its addresses (CAP_NET_ADMIN): not in the CI image
 def test_addresses_the_controller_cannot_resolve_are_refused_on_slurms_error_line(
     cluster: slurmctl.Cluster, tmp_path: Path
 ) -> None:
@@ -114,6 +116,7 @@ def test_addresses_the_controller_cannot_resolve_are_refused_on_slurms_error_lin
     assert took < 25, f"{took:.1f}s"
 
 
+@pytest.mark.netns  # the proof's namespace must get its addresses (CAP_NET_ADMIN): not in the CI image
 def test_apply_refuses_an_address_slurm_cannot_resolve_and_changes_nothing(
     cluster: slurmctl.Cluster, tmp_path: Path
 ) -> None:
@@ -154,6 +157,7 @@ def test_apply_refuses_an_address_slurm_cannot_resolve_and_changes_nothing(
     assert "is UP" in cluster.slurm.out("scontrol", "ping")
 
 
+@pytest.mark.netns  # the proof's namespace must get its addresses (CAP_NET_ADMIN): not in the CI image
 @pytest.mark.native_only(
     reason="a release root's chroot reads its own /etc/hosts, not the proof's private one"
 )
