@@ -169,8 +169,7 @@ def test_an_error_under_json_is_one_stderr_line_and_nothing_on_stdout(
     """README "JSON output": errors stay one line on stderr, with the same exit codes, and stdout holds no
     object (health-sync printed an empty pass's object before its error: a caller reading stdout took the
     pass for done)."""
-    if command not in _json_commands(slurm_topo_cli):
-        pytest.skip(f"no `slurm-topo {command} --json` in this tree")
+    assert command in _json_commands(slurm_topo_cli), f"JSON_ERRORS names {command}, which has no --json"
     monkeypatch.setattr(relax_cli, "SubprocessRunner", lambda: FakeSlurm({}))
     (tmp_path / "a-file").write_text("")
     args, code = JSON_ERRORS[command]

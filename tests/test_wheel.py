@@ -30,7 +30,7 @@ from pathlib import Path
 
 import click
 import pytest
-from preconditions import in_ci
+from preconditions import in_ci, unavailable
 
 import slurm_topo
 from slurm_topo.cli import cli
@@ -59,7 +59,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if given:
         return Path(given)
     if not (REPO / "pyproject.toml").is_file():
-        pytest.skip("no source tree to build a wheel from")
+        unavailable("no source tree to build a wheel from, and no $SLURM_TOPO_WHEEL")
     out = tmp_path_factory.mktemp("wheel")
     p = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(REPO)],

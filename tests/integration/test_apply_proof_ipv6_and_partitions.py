@@ -80,12 +80,10 @@ def with_nodes(c: slurmctl.Cluster, lines: list[str], switch: str) -> dict[str, 
     return {"slurm-topo-nodes.conf": nodes.encode(), "topology.conf": topo.encode()}
 
 
-def timed(
-    c: slurmctl.Cluster, etc: Path, staged: dict[str, bytes | None], limit: float
-) -> tuple[Proof, float]:
-    started = time.monotonic()
-    proof = prover(c).prove(etc, staged, limit)
-    return proof, time.monotonic() - started
+def prove(c: slurmctl.Cluster, etc: Path, staged: dict[str, bytes | None], limit: float) -> Proof:
+    """The proof of ``staged``. An accepted verdict also says no address was retried: a getaddrinfo retry
+    line refuses the set unless Slurm's own line concludes it (no wall clock is asserted)."""
+    return prover(c).prove(etc, staged, limit)
 
 
 V6 = [f"NodeName=v{i} NodeAddr=fd00::{i} CPUs=1" for i in range(1, 41)]
@@ -96,9 +94,9 @@ def test_forty_ipv6_addressed_nodes_are_proven_in_well_under_a_second_each(
     cluster: slurmctl.Cluster, tmp_path: Path
 ) -> None:
     etc = conf_dir(cluster, tmp_path, "CommunicationParameters=EnableIPv6")
-    proof, took = timed(cluster, etc, with_nodes(cluster, V6, "v[1-40]"), 20)
-    assert proof.verdict == "accepted", (proof.error, proof.log, took)
-    assert took < 10, f"{took:.1f}s: an IPv6 address was retried"
+    proof = prove(cluster, etc, with_nodes(cluster, V6, "v[1-40]"), 20)
+    assert proof.verdict == "accepted", (proof.error, proof.log)
+    assert not any("attempt number" in line for line in proof.log), proof.log
 
 
 @pytest.mark.netns  # the proof's namespace must get its addresses (CAP_NET_ADMIN): not in the CI image
@@ -109,11 +107,10 @@ def test_addresses_the_controller_cannot_resolve_are_refused_on_slurms_error_lin
     loads the set without the nodes' addresses. That is a refusal, named by Slurm's line, after one retry
     cycle (about 10 s) — not a pass, not a timeout."""
     etc = conf_dir(cluster, tmp_path)
-    proof, took = timed(cluster, etc, with_nodes(cluster, V6[:2], "v[1-2]"), 40)
-    assert proof.verdict == "rejected", (proof, took)
+    proof = prove(cluster, etc, with_nodes(cluster, V6[:2], "v[1-2]"), 40)
+    assert proof.verdict == "rejected", proof
     assert proof.error.startswith("error: ") and "getaddrinfo" in proof.error, proof.error
     assert "Address family for hostname not supported" in proof.error, proof.error
-    assert took < 25, f"{took:.1f}s"
 
 
 @pytest.mark.netns  # the proof's namespace must get its addresses (CAP_NET_ADMIN): not in the CI image
@@ -171,9 +168,9 @@ def test_host_names_that_resolve_only_over_ipv6_are_proven(cluster: slurmctl.Clu
         "topology.conf": b"SwitchName=s Nodes=h[1-20]\n",
         "gres.conf": None,
     }
-    proof, took = timed(cluster, etc, staged, 20)
-    assert proof.verdict == "accepted", (proof.error, proof.log, took)
-    assert took < 10, f"{took:.1f}s"
+    proof = prove(cluster, etc, staged, 20)
+    assert proof.verdict == "accepted", (proof.error, proof.log)
+    assert not any("attempt number" in line for line in proof.log), proof.log
 
 
 # --------------------------------------------------------------------------------------------------
