@@ -29,7 +29,6 @@ The checks take a :class:`~slurm_topo.runner.Runner`: nothing here runs a progra
 from __future__ import annotations
 
 import re
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -40,6 +39,7 @@ from .access.text import parse_scontrol_nodes, parse_show_config
 from .apply import topology_file as topo
 from .apply.parse import features_difference, future_nodes, parse_node_lines
 from .errors import CommandError, HostlistError, ParseError
+from .render.filter_data import FORMAT, checksum
 from .runner import Runner
 from .slurmconf import parse_gres_gpus
 
@@ -136,10 +136,10 @@ def data_file_problem(data: bytes, format_now: int) -> str | None:
     )
     if m is None:
         return "has no checksum line"
-    raw = data[second_end + 1 :]
-    if int(m.group(2)) != len(raw) or f"{zlib.adler32(raw):08x}" != m.group(1):
+    body = data[second_end + 1 :].decode("utf-8", "replace")
+    if checksum(body) != f"adler32:{m.group(1)}:{m.group(2)}":  # the writer's own function
         return "fails its checksum (truncated, edited or damaged)"
-    fmt = _FORMAT_RE.search(raw.decode("utf-8", "replace"))
+    fmt = _FORMAT_RE.search(body)
     if fmt is None or int(fmt.group(1)) != format_now:
         return f"has format {fmt.group(1) if fmt else '?'}, this slurm-topo's filter reads {format_now}"
     return None
@@ -374,7 +374,6 @@ class Doctor:
                 f"slurm-topo generate --out {path.parent} (the directory of job_submit.lua)",
             )
             return
-        from .render.filter_data import FORMAT
 
         why = data_file_problem(data, FORMAT)
         if why is not None:
