@@ -23,5 +23,16 @@ def parse_slurm_version(text: str) -> tuple[int, int]:
     return major, minor
 
 
+_PATCH_RE = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+
+
+def parse_slurm_patch(text: str) -> int | None:
+    """The patch level of ``24.11.5`` (5), or None where the text gives none (``24.11``): the releases that
+    differ within a series (25.11.5 vs 25.11.6) are told apart by it, and an unknown patch counts as the
+    series' oldest."""
+    m = _PATCH_RE.search(text)
+    return int(m[3]) if m is not None else None
+
+
 def format_slurm_version(version: tuple[int, int]) -> str:
     return f"{version[0]}.{version[1]:02d}"
