@@ -189,6 +189,37 @@ def slurm_conf_node_definitions(path: Path) -> dict[str, list[str]]:
     return found
 
 
+def slurm_conf_partition_lines(path: Path) -> list[tuple[str, int, dict[str, str]]]:
+    """``PartitionName=`` lines (not ``DEFAULT``) of slurm.conf and the files it ``Include``s, in file order:
+    (file, line number, their ``Key=value`` pairs)."""
+    found: list[tuple[str, int, dict[str, str]]] = []
+    seen: set[Path] = set()
+
+    def visit(p: Path) -> None:
+        if p in seen:
+            return
+        seen.add(p)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ParseError(str(p), None, f"cannot read: {exc.strerror}") from None
+        for lineno, line in logical_lines(text):
+            word = line.split(None, 1)
+            if word[0].lower() == "include" and len(word) == 2:
+                inc = Path(word[1])
+                visit(inc if inc.is_absolute() else path.parent / inc)
+            elif line.lower().startswith("partitionname="):
+                try:
+                    pairs = split_pairs(line)
+                except ValueError as exc:
+                    raise ParseError(str(p), lineno, str(exc)) from None
+                if next(v for k, v in pairs.items() if k.lower() == "partitionname").upper() != "DEFAULT":
+                    found.append((str(p), lineno, pairs))
+
+    visit(path)
+    return found
+
+
 def parse_gres_links(text: str, source: str = "gres.conf") -> dict[str, GpuTopology]:
     """Per node, the GPU×GPU link classes from the ``Links=`` of its ``Name=gpu`` lines (index = line order).
 
