@@ -41,6 +41,7 @@ def test_units_run_the_configured_command_and_apply_keeps_the_partitions() -> No
         "slurm-topo-discover",
         "slurm-topo-health",
         "slurm-topo-health-sync",
+        "slurm-topo-metrics",
         "slurm-topo-relax",
     }
     for u in UNITS:

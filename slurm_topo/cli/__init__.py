@@ -27,6 +27,7 @@ from . import (  # noqa: F401  (each registers its commands with the group)
     generate,
     gpu,
     health,
+    metrics,
     relax,
 )
 from .common import PROG, cli
