@@ -8,10 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from slurm_topo.cost import PlanSpec, parse_links, score_placement
 from slurm_topo.cost.comm import Fabric, hop_link
-from slurm_topo.cost.links import DEFAULT_LINKS, GENERATIONS, generation_of
+from slurm_topo.cost.links import DEFAULT_LINKS, GENERATIONS, generation_of, nvlink_bw
+from slurm_topo.gpu.gpu_topology import GpuTopology
 from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
 from slurm_topo.model import Inventory, Location, Node
 
@@ -40,7 +43,13 @@ def _one_node(gpu_type: str | None, capture: str) -> Fabric:
         ("gb200", "gb200"),
         ("b200", "b200"),
         ("h200", "h200"),
-        ("l40s", None),
+        ("l40s", "l40s"),
+        ("NVIDIA-H20", "h20"),
+        ("NVIDIA-B300-SXM6-AC", "b300"),
+        ("Tesla-K40m", "k40"),
+        ("H800", "h800"),
+        ("A800-SXM4-80GB", "a800"),
+        ("NVIDIA RTX A6000", "a6000"),
         ("", None),
         (None, None),
     ],
@@ -66,8 +75,9 @@ def test_an_h800_nv18_ring_and_an_unknown_gpu_type() -> None:
     h100 = score_placement(_one_node("h100", capture), ["a"], PlanSpec(tp=8, tp_bytes=1e9))
     assert h100.terms[0].bandwidth == pytest.approx(18 * 20.6)
     unknown = score_placement(_one_node("mystery", capture), ["a"], PlanSpec(tp=8, tp_bytes=1e9))
-    assert unknown.terms[0].bandwidth == DEFAULT_LINKS["nvlink"].bandwidth
-    assert not any("NVLINK_BW" in note for note in unknown.notes)
+    # never H100's figures in silence: NCCL's own fallback (SM80_NVLINK_BW × at most 12 links), and said
+    assert unknown.terms[0].bandwidth == pytest.approx(12 * 20.0) != DEFAULT_LINKS["nvlink"].bandwidth
+    assert any("unknown GPU type 'mystery'" in note and "stated default" in note for note in unknown.notes)
 
 
 def test_a_dgx1_ring_is_paced_by_its_weakest_bonded_pair() -> None:
@@ -168,3 +178,102 @@ def test_a_profile_replaces_the_levels_the_base_set() -> None:
     base = parse_links({"nvlink": {"bandwidth": 300}})
     assert parse_links({"profile": "gcp"}, base=base).given == frozenset()
     assert parse_links({"profile": "gcp", "zone": {"bandwidth": 2}}, base=base).given == {"zone"}
+
+
+# Every GPU name the shared captures and probe outputs print (nvidia-smi, nccl-tests rank lines), the forms
+# Slurm's gres and Kubernetes labels give them, and the names the issue lists: each names a part (its compute
+# capability), or is said to be unknown.
+NAMES = {
+    "NVIDIA H100 80GB HBM3": 90,
+    "NVIDIA A100-SXM4-40GB": 80,
+    "NVIDIA H100 PCIe": 90,
+    "NVIDIA GeForce RTX 2080 Ti": 75,
+    "NVIDIA RTX A6000": 86,
+    "NVIDIA H200": 90,
+    "NVIDIA A100-PCIE-40GB": 80,
+    "Tesla T4": 75,
+    "Tesla M60": 52,
+    "Tesla V100-SXM2-16GB": 70,
+    "TITAN RTX": 75,
+    "h100": 90,
+    "a100": 80,
+    "gb200": 100,
+    "t4": 75,
+    "l4": 89,
+    "v100": 70,
+    "h200": 90,
+    "nvidia_h100_80gb_hbm3": 90,
+    "NVIDIA-H20": 90,
+    "NVIDIA-B300-SXM6-AC": 103,
+    "Tesla-K40m": 35,
+    "H800": 90,
+    "A800": 80,
+    "L40S": 89,
+    "RTX A6000": 86,
+    "a10g": 86,
+    "GH200": 90,
+    "NVIDIA GeForce RTX 5090": 120,
+    "NVIDIA GeForce RTX 4090": 89,
+    "NVIDIA GeForce RTX 3090": 86,
+    "Tesla P100-SXM2-16GB": 60,
+}
+
+
+@pytest.mark.parametrize(("name", "sm"), sorted(NAMES.items()))
+def test_every_known_name_reads_as_its_compute_capability(name: str, sm: int) -> None:
+    gen = generation_of(name)
+    assert gen is not None and not gen.assumed and gen.sm == sm, (name, gen)
+    if gen.nvlink_capable:
+        assert gen.per_link == nvlink_bw(sm)
+    else:
+        assert gen.links == 1 and gen.per_link == gen.pcie
+
+
+def test_ncclss_per_link_constants_by_compute_capability() -> None:
+    """NCCL 2.30.7 topo.h: SM60 18.0, SM70 20.0, SM80 20.0, SM86 12.0 (86 only), SM90 20.6, SM100 40.1; below
+    sm60 NCCL answers SM80's."""
+    anchors = {35: 20.0, 60: 18.0, 61: 18.0, 70: 20.0, 75: 20.0, 80: 20.0, 86: 12.0, 87: 20.0, 89: 20.0}
+    anchors |= {90: 20.6, 100: 40.1, 103: 40.1, 120: 40.1}
+    assert {sm: nvlink_bw(sm) for sm in anchors} == anchors
+
+
+def test_an_a6000_nv4_pair_runs_at_48_not_h100s_figure() -> None:
+    """RTX A6000 (sm86: 12 GB/s a link): an NV4 bridge is 48 GB/s; PCIe Gen4 24 (not H100's 450 and 48)."""
+    matrix = (("X", "NV4", "NODE"), ("NV4", "X", "NODE"), ("NODE", "NODE", "X"))
+    topology = GpuTopology(gpus=(0, 1, 2), matrix=matrix)
+    node = Node("a", Location("r", "z", "g"), gpus=3, gpu_type="NVIDIA RTX A6000", gpu_topology=topology)
+    fabric = Fabric.of(Inventory((node,)))
+    link, gen = hop_link(fabric, parse_links(None), "nvlink", ("a", 0), ("a", 1))
+    assert link.bandwidth == pytest.approx(48.0) and gen is GENERATIONS["a6000"]
+    link, _ = hop_link(fabric, parse_links(None), "pcie", ("a", 0), ("a", 2))
+    assert link.bandwidth == pytest.approx(24.0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=60))
+def test_any_name_reads_as_a_part_or_the_stated_default(name: str) -> None:
+    gen = generation_of(name)
+    if not name:
+        assert gen is None
+        return
+    assert gen is not None
+    if gen.assumed:
+        assert "unknown GPU type" in gen.describe() and "stated default" in gen.describe()
+        assert gen.nvlink == 240.0 and gen.pcie == 12.0
+    else:
+        assert gen in GENERATIONS.values()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(sorted(NAMES)),
+    st.sampled_from(["", "NVIDIA ", "nvidia_", "NVIDIA-", "tesla "]),
+    st.sampled_from(["", "-80GB", "_80gb_hbm3", " 48GB", "-SXM5-94GB"]),
+    st.booleans(),
+)
+def test_prefixes_suffixes_and_case_do_not_change_the_part(
+    name: str, pre: str, post: str, upper: bool
+) -> None:
+    text = pre + name + post
+    text = text.upper() if upper else text.lower()
+    assert generation_of(text).sm == NAMES[name], text  # type: ignore[union-attr]

@@ -32,6 +32,7 @@ network group whose GPUs sit on different rails as a ``zone`` hop.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import functools
 import math
@@ -125,57 +126,221 @@ GCP_LINKS: Mapping[str, Link] = MappingProxyType(
 @dataclass(frozen=True, slots=True)
 class Generation:
     """A GPU generation's links inside a node: ``per_link`` GB/s one direction per bonded NVLink, ``links``
-    per GPU (what an NVSwitch gives every pair), ``pcie`` GB/s of its host link (None: the table's), and
-    ``source``: where the figures come from (NCCL's own constants, which its ring search plans with)."""
+    per GPU (what an NVSwitch gives every pair; a bridged PCIe card: its bridge's links), ``pcie`` GB/s of
+    its host link (None: the table's), ``source``: where the figures come from (NCCL's own constants, which
+    its ring search plans with), ``sm``: the compute capability × 10 (``90`` = sm90) that picks NCCL's
+    constant. A GPU without NVLink (``nvlink=False``: T4, L40S, RTX 4090) meets another over PCIe only:
+    its one "link" is its host link (``links`` 1 × ``per_link`` = ``pcie``). ``assumed``: not a generation
+    the model knows but the stated default for a ``gpu_type`` it cannot read (:data:`UNKNOWN_GENERATION`)."""
 
     name: str
     per_link: float
     links: int
     pcie: float | None
     source: str
+    sm: int = 0
+    nvlink_capable: bool = True
+    assumed: bool = False
 
     @property
     def nvlink(self) -> float:
-        """GB/s of a GPU's whole NVLink (through an NVSwitch, or a pair bonded over every link)."""
+        """GB/s of a GPU's whole NVLink (through an NVSwitch, or a pair bonded over every link); without
+        NVLink, its PCIe host link."""
         return self.per_link * self.links
 
     def describe(self) -> str:
-        return f"{self.name} ({self.links} × {self.per_link:g} GB/s; {self.source})"
+        if self.assumed:
+            return (
+                f"{self.name}: {self.links} × {self.per_link:g} GB/s, PCIe {self.pcie:g} GB/s ({self.source})"
+            )
+        if not self.nvlink_capable:
+            return f"{self.name} (sm{self.sm}, no NVLink: PCIe {self.per_link:g} GB/s; {self.source})"
+        return f"{self.name} (sm{self.sm}, {self.links} × {self.per_link:g} GB/s; {self.source})"
 
 
-# Per GPU generation: NCCL's per-link NVLink bandwidth (src/graph/topo.h SMxx_NVLINK_BW, GB/s one way: what
-# NCCL's tuner plans with, below the datasheet's link rate), the links of one GPU (NVIDIA's datasheets:
-# V100 SXM2 6, A100 SXM4 12, H100/H200 SXM5 18, B200 18) and the host link's PCIe generation (NCCL topo.cc
-# kvDictPciGen: x16 Gen3 12, Gen4 24, Gen5 48 GB/s). NCCL's figures sit below the datasheets' link rates
-# and nearer what is measured (an A100 NV12 pair ~208 GB/s in nccl-tests, against 240 here and 300 nominal).
+# NCCL's per-link NVLink bandwidth by compute capability (NCCL 2.30.7, src/graph/topo.h SMxx_NVLINK_BW and
+# ncclTopoNVLinkBw: cc >= 100 SM100 40.1, >= 90 SM90 20.6, == 86 SM86 12.0, >= 80 SM80 20.0, >= 70 SM70 20.0,
+# >= 60 SM60 18.0, below: SM80's), GB/s one way: what NCCL's ring search plans with, below the datasheets'
+# link rates and nearer what is measured (an A100 NV12 pair ~208 GB/s in nccl-tests, 240 here, 300 nominal).
+SM_NVLINK_BW: Mapping[int, float] = MappingProxyType(
+    {100: 40.1, 90: 20.6, 86: 12.0, 80: 20.0, 70: 20.0, 60: 18.0}
+)
+NCCL_FALLBACK_NVLINK_BW = 20.0
+"""ncclTopoNVLinkBw's answer below sm60 (and NCCL's choice for a GPU it cannot place): SM80_NVLINK_BW."""
+# PCIe x16 per generation as NCCL reads it (src/graph/topo.cc: width × kvDictPciGen / 80; 8 GT/s 60,
+# 16 GT/s 120, 32 GT/s 240 per lane; a speed it cannot read: 60, i.e. Gen3).
+PCIE_GEN: Mapping[int, float] = MappingProxyType({3: 12.0, 4: 24.0, 5: 48.0})
+NCCL_SOURCE = "NCCL 2.30.7 topo.h"
+
+
+def nvlink_bw(sm: int) -> float:
+    """NCCL's ``ncclTopoNVLinkBw(cudaCompCap)`` (GB/s per link, one way)."""
+    if sm >= 100:
+        return SM_NVLINK_BW[100]
+    if sm >= 90:
+        return SM_NVLINK_BW[90]
+    if sm == 86:
+        return SM_NVLINK_BW[86]
+    for floor in (80, 70, 60):
+        if sm >= floor:
+            return SM_NVLINK_BW[floor]
+    return NCCL_FALLBACK_NVLINK_BW
+
+
+def _nv(name: str, sm: int, links: int, gen: int | None) -> Generation:
+    """An NVLink part: ``links`` per GPU (datasheet), NCCL's per-link constant for ``sm``, PCIe ``gen``."""
+    const = "SM100" if sm >= 100 else "SM90" if sm >= 90 else "SM86" if sm == 86 else f"SM{sm // 10 * 10}"
+    pcie = PCIE_GEN[gen] if gen is not None else None
+    host = f"; PCIe Gen{gen} x16" if gen is not None else ""
+    return Generation(
+        name, nvlink_bw(sm), links, pcie, f"{NCCL_SOURCE} {const}_NVLINK_BW {nvlink_bw(sm):g}{host}", sm
+    )
+
+
+def _pcie_only(name: str, sm: int, gen: int) -> Generation:
+    """A part without NVLink: two of them meet over their PCIe host links (NCCL topo.cc kvDictPciGen)."""
+    bw = PCIE_GEN[gen]
+    return Generation(
+        name, bw, 1, bw, f"PCIe Gen{gen} x16, NCCL topo.cc kvDictPciGen", sm, nvlink_capable=False
+    )
+
+
+# Per GPU part: compute capability (CUDA's table), NVLinks per GPU (NVIDIA's datasheets: P100 SXM2 4, V100
+# SXM2 6, A100 SXM4 12, A800 8 (400 GB/s), H100/H200/H20 SXM 18, H800 8 (400 GB/s), B200/B300 18; bridged
+# PCIe cards: the links one bridge set gives a pair, A100/H100 PCIe 12, A30 4, A6000/A40/A5000/RTX 3090 4
+# (112.5 GB/s both ways), TITAN RTX/RTX 2080 Ti/Quadro RTX 2), and the host link's PCIe generation.
 GENERATIONS: Mapping[str, Generation] = MappingProxyType(
     {
-        "v100": Generation("V100 NVLink 2", 20.0, 6, 12.0, "NCCL topo.h SM70_NVLINK_BW 20.0; PCIe Gen3 x16"),
-        "a100": Generation("A100 NVLink 3", 20.0, 12, 24.0, "NCCL topo.h SM80_NVLINK_BW 20.0; PCIe Gen4 x16"),
-        "h100": Generation("H100 NVLink 4", 20.6, 18, 48.0, "NCCL topo.h SM90_NVLINK_BW 20.6; PCIe Gen5 x16"),
-        "h200": Generation("H200 NVLink 4", 20.6, 18, 48.0, "NCCL topo.h SM90_NVLINK_BW 20.6; PCIe Gen5 x16"),
-        "b200": Generation("B200 NVLink 5", 40.1, 18, None, "NCCL topo.h SM100_NVLINK_BW 40.1"),
-        "gb200": Generation("GB200 NVLink 5", 40.1, 18, None, "NCCL topo.h SM100_NVLINK_BW 40.1"),
+        "k40": _pcie_only("K40 (Kepler)", 35, 3),
+        "k80": _pcie_only("K80 (Kepler)", 37, 3),
+        "m60": _pcie_only("M60 (Maxwell)", 52, 3),
+        "p100": _nv("P100 NVLink 1", 60, 4, 3),
+        "p100-pcie": _pcie_only("P100 PCIe", 60, 3),
+        "p40": _pcie_only("P40 (Pascal)", 61, 3),
+        "v100": _nv("V100 NVLink 2", 70, 6, 3),
+        "v100-pcie": _pcie_only("V100 PCIe", 70, 3),
+        "t4": _pcie_only("T4 (Turing)", 75, 3),
+        "rtx2080ti": _nv("RTX 2080 Ti NVLink bridge", 75, 2, 3),
+        "titanrtx": _nv("TITAN RTX NVLink bridge", 75, 2, 3),
+        "a100": _nv("A100 NVLink 3", 80, 12, 4),
+        "a100-pcie": _nv("A100 PCIe NVLink bridge", 80, 12, 4),
+        "a800": _nv("A800 NVLink 3 (8 links)", 80, 8, 4),
+        "a30": _nv("A30 NVLink bridge", 80, 4, 4),
+        "a6000": _nv("RTX A6000 NVLink bridge", 86, 4, 4),
+        "a40": _nv("A40 NVLink bridge", 86, 4, 4),
+        "a5000": _nv("RTX A5000 NVLink bridge", 86, 4, 4),
+        "rtx3090": _nv("RTX 3090 NVLink bridge", 86, 4, 4),
+        "a10": _pcie_only("A10 (Ampere)", 86, 4),
+        "l40s": _pcie_only("L40S (Ada)", 89, 4),
+        "l40": _pcie_only("L40 (Ada)", 89, 4),
+        "l4": _pcie_only("L4 (Ada)", 89, 4),
+        "rtx4090": _pcie_only("RTX 4090 (Ada)", 89, 4),
+        "rtx6000ada": _pcie_only("RTX 6000 Ada", 89, 4),
+        "h100": _nv("H100 NVLink 4", 90, 18, 5),
+        "h100-pcie": _nv("H100 PCIe/NVL NVLink bridge", 90, 12, 5),
+        "h200": _nv("H200 NVLink 4", 90, 18, 5),
+        "h20": _nv("H20 NVLink 4", 90, 18, 5),
+        "h800": _nv("H800 NVLink 4 (8 links)", 90, 8, 5),
+        "gh200": _nv("GH200 NVLink 4", 90, 18, 5),
+        "b200": _nv("B200 NVLink 5", 100, 18, None),
+        "gb200": _nv("GB200 NVLink 5", 100, 18, None),
+        "b300": _nv("B300 NVLink 5", 103, 18, None),
+        "gb300": _nv("GB300 NVLink 5", 103, 18, None),
+        "rtx5090": _pcie_only("RTX 5090 (Blackwell)", 120, 5),
+        "rtxpro6000": _pcie_only("RTX PRO 6000 Blackwell", 120, 5),
     }
 )
-"""GPU families whose NVLink and PCIe figures the model knows, by the inventory's ``gpu_type`` (its first
-word that names a family: ``h100``, ``nvidia_h100_80gb_hbm3``, ``A100-SXM4-80GB``). A level the site's
-``links:`` sets (or ``slurm-topo calibrate`` measured) wins over them."""
+"""GPU parts whose NVLink and PCIe figures the model knows, by the inventory's ``gpu_type`` (read by
+:func:`generation_of`: ``h100``, ``nvidia_h100_80gb_hbm3``, ``A100-SXM4-80GB``, ``NVIDIA-B300-SXM6-AC``,
+``Tesla-K40m``, ``NVIDIA RTX A6000``). A level the site's ``links:`` sets (or ``slurm-topo calibrate``
+measured) wins over them."""
+UNKNOWN_GENERATION = Generation(
+    "unknown GPU type",
+    NCCL_FALLBACK_NVLINK_BW,
+    12,
+    PCIE_GEN[3],
+    "stated default, NCCL's own fallbacks: ncclTopoNVLinkBw below sm60 = SM80_NVLINK_BW 20 × the pair's "
+    "bonds, at most an sm80 part's 12 (12 without a capture), PCIe Gen3 x16 12 GB/s = kvDictPciGen's "
+    "fallback; name the part in gpu_type",
+    0,
+    assumed=True,
+)
+"""What a ``gpu_type`` the model cannot read is costed as (never H100's figures): NCCL's own choices for a GPU
+it cannot place. ``cost`` and ``explain`` say so in their notes."""
 GENERATION_LEVELS = frozenset(("nvlink", "node", "pcie", "sys"))
 """The levels a GPU generation decides (inside a node, and across one multi-node NVLink domain); ``sys``
 only as far as no faster than the generation's PCIe (a path across the sockets crosses PCIe too)."""
-_FAMILY_RE = re.compile(r"[a-z]+[0-9]+")
+
+# (pattern over the gpu_type lowered with every run of other characters made one space, part), the most
+# specific first: a family is a whole word or followed by a letter (``k40m``, ``a10g``, ``v100s``), never by
+# a digit (``h20`` is not ``h200``); the form factor (``pcie``, ``nvl``) picks the bridged part.
+_PARTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern), part)
+    for pattern, part in (
+        (r"\bgb300(?![0-9])", "gb300"),
+        (r"\bb300(?![0-9])", "b300"),
+        (r"\bgb200(?![0-9])", "gb200"),
+        (r"\bb[12]00(?![0-9])", "b200"),
+        (r"\bgh200(?![0-9])", "gh200"),
+        (r"\bh100(?![0-9]).*\b(pcie|nvl)\b|\bh100 ?(pcie|nvl)\b", "h100-pcie"),
+        (r"\bh100(?![0-9])", "h100"),
+        (r"\bh200(?![0-9])", "h200"),
+        (r"\bh800(?![0-9])", "h800"),
+        (r"\bh20(?![0-9])", "h20"),
+        (r"\ba100(?![0-9]).*\bpcie\b|\ba100 ?pcie\b", "a100-pcie"),
+        (r"\ba100(?![0-9])", "a100"),
+        (r"\ba800(?![0-9])", "a800"),
+        (r"\ba30(?![0-9])", "a30"),
+        (r"\ba40(?![0-9])", "a40"),
+        (r"\ba10(?![0-9])", "a10"),
+        (r"\b(rtx ?)?a6000(?![0-9])", "a6000"),
+        (r"\b(rtx ?)?a5000(?![0-9])", "a5000"),
+        (r"\brtx ?6000 ?ada\b", "rtx6000ada"),
+        (r"\brtx ?pro ?6000\b", "rtxpro6000"),
+        (r"\bl40s\b", "l40s"),
+        (r"\bl40(?![0-9])", "l40"),
+        (r"\bl4(?![0-9])", "l4"),
+        (r"\b(rtx ?)?5090(?![0-9])", "rtx5090"),
+        (r"\b(rtx ?)?4090(?![0-9])", "rtx4090"),
+        (r"\b(rtx ?)?3090(?![0-9])", "rtx3090"),
+        (r"\b(rtx ?)?2080 ?ti\b", "rtx2080ti"),
+        (r"\btitan ?rtx\b", "titanrtx"),
+        (r"\bt4(?![0-9])", "t4"),
+        (r"\bv100(?![0-9]).*\bpcie\b|\bv100s? ?pcie\b", "v100-pcie"),
+        (r"\bv100(?![0-9])", "v100"),
+        (r"\bp100(?![0-9]).*\bpcie\b|\bp100 ?pcie\b", "p100-pcie"),
+        (r"\bp100(?![0-9])", "p100"),
+        (r"\bp40(?![0-9])", "p40"),
+        (r"\bm60(?![0-9])", "m60"),
+        (r"\bk80(?![0-9])", "k80"),
+        (r"\bk40(?![0-9])", "k40"),
+    )
+)
+_SEPARATORS = re.compile(r"[^a-z0-9]+")
+
+
+def part_of(gpu_type: str | None) -> str | None:
+    """The key in :data:`GENERATIONS` a ``gpu_type`` names, or None."""
+    if not gpu_type:
+        return None
+    text = _SEPARATORS.sub(" ", gpu_type.lower()).strip()
+    for pattern, part in _PARTS:
+        if pattern.search(text):
+            return part
+    return None
 
 
 @functools.lru_cache(maxsize=1024)
 def generation_of(gpu_type: str | None) -> Generation | None:
-    """The generation of a ``gpu_type`` (None when it names no family the model knows)."""
+    """The generation of a ``gpu_type``: the part it names (:data:`GENERATIONS`); for a name the model cannot
+    read, the stated default :data:`UNKNOWN_GENERATION` under that name (never H100's figures); None when the
+    node gives no ``gpu_type`` (the table's figures apply)."""
     if not gpu_type:
         return None
-    for word in _FAMILY_RE.findall(gpu_type.lower()):
-        if word in GENERATIONS:
-            return GENERATIONS[word]
-    return None
+    part = part_of(gpu_type)
+    if part is not None:
+        return GENERATIONS[part]
+    return dataclasses.replace(UNKNOWN_GENERATION, name=f"unknown GPU type {show_value(gpu_type[:40])}")
 
 
 PROFILES: Mapping[str, Mapping[str, Link]] = MappingProxyType({"default": DEFAULT_LINKS, "gcp": GCP_LINKS})
