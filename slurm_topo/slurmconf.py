@@ -190,8 +190,8 @@ def slurm_conf_node_definitions(path: Path) -> dict[str, list[str]]:
 
 
 def slurm_conf_partition_lines(path: Path) -> list[tuple[str, int, dict[str, str]]]:
-    """``PartitionName=`` lines (not ``DEFAULT``) of slurm.conf and the files it ``Include``s, in file order:
-    (file, line number, their ``Key=value`` pairs)."""
+    """``PartitionName=`` lines (``DEFAULT`` ones too: slurmctld reads the same keys there) of slurm.conf and
+    the files it ``Include``s, in file order: (file, line number, their ``Key=value`` pairs)."""
     found: list[tuple[str, int, dict[str, str]]] = []
     seen: set[Path] = set()
 
@@ -213,8 +213,7 @@ def slurm_conf_partition_lines(path: Path) -> list[tuple[str, int, dict[str, str
                     pairs = split_pairs(line)
                 except ValueError as exc:
                     raise ParseError(str(p), lineno, str(exc)) from None
-                if next(v for k, v in pairs.items() if k.lower() == "partitionname").upper() != "DEFAULT":
-                    found.append((str(p), lineno, pairs))
+                found.append((str(p), lineno, pairs))
 
     visit(path)
     return found

@@ -23,7 +23,7 @@ from ..render.gres_conf import gres_warnings
 from ..show import render_tree
 from ..slurmconf import parse_topology_conf
 from ..text import counted
-from ..version import parse_slurm_version
+from ..version import parse_slurm_patch, parse_slurm_version
 from .common import (
     EXIT_PROBLEMS,
     _load,
@@ -164,6 +164,7 @@ def lint(
             slurm_version=parse_slurm_version(slurm_version) if slurm_version else None,
             known_nodes=known,
             slurm_conf=conf,
+            slurm_patch=parse_slurm_patch(slurm_version) if slurm_version else None,
         )
         _lint_report(topology, problems, as_json, None)
         return
