@@ -440,8 +440,28 @@ def lint_file(
     slurm_version: tuple[int, int] | None = None,
     known_nodes: Iterable[str] | None = None,
     slurm_conf: Path | None = None,
+    slurm_patch: int | None = None,
 ) -> list[Problem]:
-    """Lint a topology.conf in tree or block syntax, or a topology.yaml (its blocks, then its tree)."""
+    """Lint a topology.conf in tree or block syntax, or a topology.yaml (its size, its topology types, its
+    blocks, then its tree); with ``slurm_conf``, also its partitions' ``Exclusive=`` for the release.
+    ``slurm_patch`` is the release's patch level where known (25.11.6 reads a 4096-byte multiple)."""
+
+    extra = _exclusive_problems(slurm_conf, slurm_version) if slurm_conf is not None else []
+    return extra + _lint_text(
+        text, source, previous_text, previous_source, slurm_version, known_nodes, slurm_conf, slurm_patch
+    )
+
+
+def _lint_text(
+    text: str,
+    source: str,
+    previous_text: str | None,
+    previous_source: str,
+    slurm_version: tuple[int, int] | None,
+    known_nodes: Iterable[str] | None,
+    slurm_conf: Path | None,
+    slurm_patch: int | None,
+) -> list[Problem]:
     from .slurmconf import parse_topology_conf
 
     if _is_yaml(text, source) or is_block_text(text):
@@ -452,7 +472,9 @@ def lint_file(
             else None
         )
         if _is_yaml(text, source):
-            return _lint_yaml(text, source, topologies, slurm_version, previous, known_nodes)
+            return _yaml_page_problems(text, slurm_version, slurm_patch) + _lint_yaml(
+                text, source, topologies, slurm_version, previous, known_nodes
+            )
         return lint_blocks(
             topologies, slurm_version=slurm_version, previous=previous, known_nodes=known_nodes
         )
@@ -481,6 +503,7 @@ def _lint_yaml(
     if not defaults:
         problems.append(Problem("no-cluster-default", "no topology has cluster_default: true"))
     for topo in doc:
+        problems += _type_problems(topo, slurm_version, known_nodes)
         tree = topo.get("tree") if isinstance(topo, dict) else None
         if isinstance(tree, dict):
             switches = [
@@ -509,3 +532,166 @@ def _expand(value: object) -> list[str]:
     from . import hostlist
 
     return hostlist.expand_keep_duplicates(str(value))
+
+
+# ------------------------------------------------------------------------------- release gates (25.05-26.05)
+
+YAML_TYPES = {"block": (25, 5), "flat": (25, 5), "tree": (25, 5), "ring": (26, 5), "torus3d": (26, 5)}
+"""topology.yaml(5): each topology has exactly one of these keys; the release that first reads it (ring and
+torus3d are 26.05's, as is ``flat`` given as a mapping of options)."""
+RING_MAX_NODES = 16
+"""topology.yaml(5) 26.05, "Ring definitions": "A maximum of 16 nodes can be specified per ring"."""
+EXCLUSIVE_SINCE = (26, 5)
+"""A partition's ``Exclusive=NO|NODE|USER|TOPO`` (``read_config.c`` 26.05; NONE is read as NO); earlier
+releases do not know the key and stop on it."""
+EXCLUSIVE_VALUES = ("NO", "NONE", "NODE", "USER", "TOPO")
+
+
+def _yaml_page_problems(text: str, version: tuple[int, int] | None, patch: int | None) -> list[Problem]:
+    """A topology.yaml whose size is a multiple of 4096 bytes, for a release that stops on it (or an unknown
+    release): ``render.topology_yaml.YAML_PAGE``."""
+    from .render.topology_yaml import YAML_PAGE, yaml_page_bug
+
+    size = len(text.encode())
+    if size == 0 or size % YAML_PAGE or (version is not None and not yaml_page_bug(version, patch)):
+        return []
+    return [
+        Problem(
+            "yaml-page-size",
+            f"the file is {size} bytes, a multiple of {YAML_PAGE}: slurmctld 25.05 to 25.11.5 stop on it "
+            '("Something wrong with reading topology.yaml"; fixed in 25.11.6 and 26.05); add a comment line '
+            "(slurm-topo generate pads it)",
+        )
+    ]
+
+
+def _type_problems(
+    topo: object, version: tuple[int, int] | None, known_nodes: Iterable[str] | None
+) -> list[Problem]:
+    """One topology's type: exactly one of ``YAML_TYPES``, one this release reads, and a ring or torus3d
+    shaped as topology.yaml(5) says."""
+    if not isinstance(topo, dict):
+        return []
+    name = topo.get("topology")
+    kinds = [k for k in YAML_TYPES if k in topo]
+    if len(kinds) != 1:
+        return [
+            Problem(
+                "topology-type",
+                f"topology {name}: has {', '.join(kinds) or 'none'} of {', '.join(sorted(YAML_TYPES))}; "
+                "topology.yaml(5) asks for exactly one",
+            )
+        ]
+    kind = kinds[0]
+    since = (26, 5) if kind == "flat" and isinstance(topo[kind], dict) else YAML_TYPES[kind]
+    if version is not None and version < since:
+        what = "flat with options" if kind == "flat" and since == (26, 5) else kind
+        return [
+            Problem(
+                "topology-type-release",
+                f"topology {name}: {what} needs Slurm {since[0]}.{since[1]:02d} (the file is for "
+                f"{version[0]}.{version[1]:02d})",
+            )
+        ]
+    if kind == "ring":
+        return _ring_problems(str(name), topo[kind], known_nodes)
+    if kind == "torus3d":
+        return _torus_problems(str(name), topo[kind])
+    return []
+
+
+def _ring_problems(name: str, ring: object, known_nodes: Iterable[str] | None) -> list[Problem]:
+    rings = ring.get("rings") if isinstance(ring, dict) else None
+    if not isinstance(rings, list) or not rings:
+        return [Problem("bad-ring", f"topology {name}: ring needs a rings: list")]
+    problems: list[Problem] = []
+    seen: Counter[str] = Counter()
+    placed: set[str] = set()
+    for i, r in enumerate(rings):
+        if not isinstance(r, dict) or not isinstance(r.get("ring"), str):
+            problems.append(Problem("bad-ring", f"topology {name}: rings[{i}] has no 'ring:' name"))
+            continue
+        seen[r["ring"]] += 1
+        nodes = _expand(r["nodes"]) if r.get("nodes") else []
+        placed.update(nodes)
+        if len(nodes) > RING_MAX_NODES:
+            problems.append(
+                Problem(
+                    "bad-ring",
+                    f"topology {name}: ring {r['ring']} has {len(nodes)} nodes (at most {RING_MAX_NODES})",
+                )
+            )
+    problems += [
+        Problem("bad-ring", f"topology {name}: ring {ring_name} is defined {n} times")
+        for ring_name, n in seen.items()
+        if n > 1
+    ]
+    if known_nodes is not None:
+        problems += [
+            Problem("unknown-node", f"topology {name}: node {node} is not a node Slurm knows")
+            for node in sorted(placed - set(known_nodes))
+        ]
+    return problems
+
+
+def _dims(value: object) -> tuple[int, int, int] | None:
+    if not isinstance(value, dict):
+        return None
+    axes = [value.get(a) for a in ("x", "y", "z")]
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in axes):
+        return None
+    return (int(axes[0]), int(axes[1]), int(axes[2]))  # type: ignore[arg-type]
+
+
+def _torus_problems(name: str, torus: object) -> list[Problem]:
+    toruses = torus.get("toruses") if isinstance(torus, dict) else None
+    if not isinstance(toruses, list) or not toruses:
+        return [Problem("bad-torus", f"topology {name}: torus3d needs a toruses: list")]
+    problems: list[Problem] = []
+    for i, t in enumerate(toruses):
+        where = f"topology {name}: toruses[{i}]"
+        dims = _dims(t.get("dims")) if isinstance(t, dict) else None
+        if not isinstance(t, dict) or not isinstance(t.get("name"), str) or dims is None:
+            problems.append(Problem("bad-torus", f"{where} needs a name and dims with positive x, y and z"))
+            continue
+        if ("nodes" in t) == ("regions" in t):
+            problems.append(Problem("bad-torus", f"{where}: give exactly one of nodes and regions"))
+            continue
+        cells = dims[0] * dims[1] * dims[2]
+        count = len(_expand(t["nodes"])) if t.get("nodes") else 0
+        if count > cells:
+            problems.append(
+                Problem(
+                    "bad-torus", f"{where}: {count} nodes in {cells} cells ({dims[0]}x{dims[1]}x{dims[2]})"
+                )
+            )
+    return problems
+
+
+def _exclusive_problems(slurm_conf: Path, version: tuple[int, int] | None) -> list[Problem]:
+    """Partition lines of slurm.conf (and its includes) with an ``Exclusive=`` this release stops on: the key
+    before 26.05, a value other than ``EXCLUSIVE_VALUES`` on 26.05."""
+    from .slurmconf import slurm_conf_partition_lines
+
+    problems: list[Problem] = []
+    for path, lineno, pairs in slurm_conf_partition_lines(slurm_conf):
+        value = next((v for k, v in pairs.items() if k.lower() == "exclusive"), None)
+        if value is None:
+            continue
+        where = f"{path}:{lineno}: PartitionName={pairs.get('PartitionName', '?')}"
+        if version is not None and version < EXCLUSIVE_SINCE:
+            problems.append(
+                Problem(
+                    "exclusive-release",
+                    f"{where}: Exclusive= is read from Slurm 26.05 on; use ExclusiveUser=/ExclusiveTopo=/"
+                    "OverSubscribe=EXCLUSIVE for this release",
+                )
+            )
+        elif value.upper() not in EXCLUSIVE_VALUES:
+            problems.append(
+                Problem(
+                    "bad-exclusive",
+                    f"{where}: Exclusive={value[:40]} is not NO, NODE, USER or TOPO (slurmctld stops)",
+                )
+            )
+    return problems

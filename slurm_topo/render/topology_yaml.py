@@ -26,6 +26,36 @@ from .topology_conf import _largest_first
 TREE_TOPOLOGY = "fabric"
 BLOCK_TOPOLOGY = "nvl"
 
+YAML_PAGE = 4096
+"""Slurm 25.05.0 to 25.11.5 read a YAML configuration file through ``create_mmap_buf`` and then
+``strlen()`` it (``serializer_yaml.c`` ``serialize_p_string_to_data``): a file whose size is an exact multiple
+of the page size has no NUL after its last byte, the parse fails with EINVAL and slurmctld stops ("Something
+wrong with reading topology.yaml", ``src/interfaces/topology.c``). Fixed by SchedMD commit 79a81a8a7e in
+25.11.6 (cherry-pick of 7043f48859, in 26.05.0; ticket 25019): "Prevent fataling if the size of a yaml
+configuration file is a multiple of 4096 bytes". No 25.05 release has the fix."""
+YAML_PAGE_BUG = ((25, 5), (25, 11), 5)
+"""The affected releases: 25.05.x and 25.11.0 to 25.11.5 (first series, last series, its last bad patch)."""
+PAD_LINE = "# padded: Slurm 25.05 to 25.11.5 stop on a YAML file whose size is a multiple of 4096 bytes\n"
+"""Appended to a YAML file Slurm reads when its size would be a multiple of ``YAML_PAGE``; shorter than a
+page, so the padded size is never a multiple."""
+
+
+def yaml_page_bug(version: tuple[int, int], patch: int | None = None) -> bool:
+    """True where this Slurm stops on a YAML file whose size is a multiple of 4096 bytes; a 25.11 without its
+    patch level (``--slurm-version 25.11``) counts as affected."""
+    first, last, last_patch = YAML_PAGE_BUG
+    if not first <= version <= last:
+        return False
+    return version < last or patch is None or patch <= last_patch
+
+
+def pad_yaml(text: str, version: tuple[int, int], patch: int | None = None) -> str:
+    """``text`` with ``PAD_LINE`` added where ``version`` would stop on its size (every YAML file Slurm reads
+    goes through it); unchanged otherwise."""
+    if yaml_page_bug(version, patch) and len(text.encode()) % YAML_PAGE == 0:
+        return text + PAD_LINE
+    return text
+
 
 def partitions_for_blocks(ctx: RenderContext) -> list[str]:
     """Partitions (``--partitions-from``/``--scontrol``) whose every node has an NVLink domain, by name."""
@@ -88,4 +118,4 @@ def render_topology_yaml(ctx: RenderContext) -> str | None:
         nodes = [n for n in b.nodes if n not in degraded]
         if nodes:
             out.append(f"        nodes: {_q(hostlist.compress(nodes))}\n")
-    return "".join(out)
+    return pad_yaml("".join(out), ctx.slurm_version)
