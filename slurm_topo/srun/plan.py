@@ -2,8 +2,8 @@
 
 The steps, each its own function below:
 
-1. *Sizes* (:func:`_check_sizes`, :func:`_world`, :func:`_check_nodes`): TP × PP × DP against the task
-   count and each node's GPUs.
+1. *Sizes* (:func:`_check_sizes`, :func:`_world`, :func:`_check_nodes`, :func:`_expert_sizes`): TP × CP ×
+   PP × DP against the task count and each node's GPUs; EP as Megatron-LM forms it (below).
 2. *TP groups → GPUs* (:func:`_tp_slots`): on every node, TP-group GPU sets are carved out of the allocated
    GPUs one after the other by ``pick_devices`` (best-connected free set, so one NVLink island when one is
    free), disjoint by construction; among equally good sets, the ones earlier nodes took (same local GPUs,
@@ -16,10 +16,23 @@ The steps, each its own function below:
    those slots. DP replicas spread across. With domains, a pipeline that must span two of them gets a
    warning, and the plan suggests ``--segment`` (24.05+ block topology) of one replica's node count.
 4. *Rank coordinates* (:func:`coordinates`, :func:`_rank_rows`): ``--order`` lists the dimensions fastest
-   first. Megatron's default ``tp-cp-ep-dp-pp``: ``rank = tp + TP·(dp + DP·pp)`` (cp = ep = 1 here):
-   consecutive ranks form a TP group, a whole DP replica set of one stage comes before the next stage.
+   first. Megatron's default ``tp-cp-ep-dp-pp``: ``rank = tp + TP·(cp + CP·(dp + DP·pp))``: consecutive
+   ranks form a TP group, a whole DP replica set of one stage comes before the next stage.
    ``tp-pp-dp``: ``rank = tp + TP·(pp + PP·dp)``: one pipeline's stages are consecutive
    (DeepSpeed/torchtitan).
+
+*Expert and context parallelism* (Megatron-LM ``megatron/core/parallel_state.py``,
+``initialize_model_parallel`` and ``RankGenerator``): the world is ``tp × cp × dp × pp`` (EP is no factor of
+it); the dense layers' groups come from a ``RankGenerator(tp, ep=1, dp, pp, cp, order)``, the expert layers'
+from a second one, ``RankGenerator(etp=tp, ep, edp, pp, cp=1, order)`` with ``edp = world / (tp·ep·pp)``, so
+EP must divide ``cp × dp`` (Megatron: "world_size is not divisible by expert_tensor_model_pipeline_parallel
+size"), and, unless the order ends with ``pp`` (or ``pp = 1``), ``edp = dp``. With the default order an
+expert-parallel group is ``ep`` consecutive (cp, dp) positions of one stage and TP index. The pipelines of
+one EP or CP group (their union: :func:`_pipeline_blocks`) are placed as one *block*: at every stage their
+TP groups are carved together on one node (:func:`_tp_slots`, ``pick_devices`` over the whole block: one
+NVLink island when one is free), else gathered in the smallest subtree (NVLink domain first), and the
+blocks' stages are placed as pipelines are (:func:`_place_blocks`); an EP group outside one NVLink island or
+domain gets one warning line (:func:`_ep_warning`).
 5. *srun* (:func:`_srun_argv`): ``srun -m arbitrary -n <ranks> [passed options] python -m
    slurm_topo.srun_shim -- COMMAND`` with ``SLURM_HOSTFILE``, no ``-N``: the hostfile names the nodes (22.05
    takes them from it; 24.05 and later refuse ``--nodes is incompatible with --distribution=arbitrary``,
@@ -37,7 +50,7 @@ from __future__ import annotations
 import shlex
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ClusterShell.RangeSet import RangeSet
 
@@ -72,6 +85,10 @@ class RankRow:
     dp: int
     tp_level: str  # lowest common level of the rank's TP group: gpu | island | node
     pp_level: str  # ... of its pipeline: node | <switch> | - (no common switch)
+    cp: int = 0
+    ep: int = 0  # expert-parallel rank (Megatron's expert RankGenerator)
+    edp: int = 0  # expert data-parallel index: the ranks of one EP group share (tp, pp, edp)
+    ep_level: str = "-"  # lowest common level of its EP group: gpu | island | node | <domain> | <switch>
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +119,9 @@ def parse_order(order: str) -> tuple[str, ...]:
 
 
 def coordinates(rank: int, order: Sequence[str], sizes: Mapping[str, int]) -> dict[str, int]:
-    out = {}
+    """Rank -> its index in each dimension (``order`` fastest first); a dimension not in the order (of size
+    1, as Megatron appends it) is 0."""
+    out = dict.fromkeys(_DIMS, 0)
     for dim in order:
         out[dim] = rank % sizes[dim]
         rank //= sizes[dim]
@@ -112,9 +131,15 @@ def coordinates(rank: int, order: Sequence[str], sizes: Mapping[str, int]) -> di
 # ---- 1. sizes
 
 
-def _check_sizes(tp: int, pp: int, dp: int | None, gpus_per_task: int) -> None:
+def _check_sizes(tp: int, pp: int, dp: int | None, gpus_per_task: int, cp: int = 1, ep: int = 1) -> None:
     """Every size at least 1."""
-    for name, value in (("--tp", tp), ("--pp", pp), ("--gpus-per-task", gpus_per_task)):
+    for name, value in (
+        ("--tp", tp),
+        ("--pp", pp),
+        ("--gpus-per-task", gpus_per_task),
+        ("--cp", cp),
+        ("--ep", ep),
+    ):
         if value < 1:
             raise InputError(f"{name} {value}: must be at least 1")
     if dp is not None and dp < 1:
@@ -141,15 +166,29 @@ def _check_nodes(alloc: Allocation, tp: int, gpus_per_task: int) -> None:
             )
 
 
+def _model(tp: int, pp: int, cp: int) -> tuple[int, str]:
+    """The ranks of one data-parallel replica and their words (``--tp 4 × --pp 2``, ``× --cp 2`` when
+    given)."""
+    words = f"--tp {tp} × --pp {pp}" + (f" × --cp {cp}" if cp > 1 else "")
+    return tp * pp * cp, words
+
+
 def _world(
-    alloc: Allocation, tp: int, pp: int, dp: int | None, gpus_per_task: int, ntasks: int | None
+    alloc: Allocation,
+    tp: int,
+    pp: int,
+    dp: int | None,
+    gpus_per_task: int,
+    ntasks: int | None,
+    cp: int = 1,
 ) -> tuple[int, int]:
-    """(dp, ranks), checked against the task count."""
+    """(dp, ranks), checked against the task count: ranks = tp × cp × pp × dp (Megatron's world)."""
+    model, words = _model(tp, pp, cp)
     if dp is not None:
-        ranks = tp * pp * dp
+        ranks = model * dp
         if ntasks is not None and ranks > ntasks:
             raise InputError(
-                f"--tp {tp} × --pp {pp} × --dp {dp} = {ranks} ranks, more than the {ntasks} tasks of "
+                f"{words} × --dp {dp} = {ranks} ranks, more than the {ntasks} tasks of "
                 "the allocation (SLURM_NTASKS)"
             )
         return dp, ranks
@@ -164,12 +203,43 @@ def _world(
                 f"at --gpus-per-task {gpus_per_task}"
             ),
         )
-    if tasks < tp * pp or tasks % (tp * pp):
+    if tasks < model or tasks % model:
         raise InputError(
-            f"--tp {tp} × --pp {pp} = {tp * pp} does not divide the {what}: give --dp, or sizes "
+            f"{words} = {model} does not divide the {what}: give --dp, or sizes "
             "whose product is the task count"
         )
-    return tasks // (tp * pp), tasks
+    return tasks // model, tasks
+
+
+def _expert_sizes(dims: Sequence[str], tp: int, cp: int, ep: int, dp: int, pp: int) -> dict[str, int]:
+    """The sizes of Megatron-LM's expert ``RankGenerator`` (``parallel_state.initialize_model_parallel``):
+    ``etp = tp``, ``ep``, ``edp = tp·cp·dp·pp / (tp·ep·pp)``, ``pp``, ``cp = 1``, over the same order; refused
+    as Megatron refuses: a size above 1 missing from the order, EP not dividing ``cp × dp``, and an order
+    that does not end with ``pp`` while ``pp > 1`` and ``edp ≠ dp``. EP also needs ``tp`` first (the expert
+    groups' TP index must be the dense one: the shim binds one TP group per rank)."""
+    for name, size in (("cp", cp), ("ep", ep)):
+        if size > 1 and name not in dims:
+            raise InputError(
+                f"--{name} {size} but --order {'-'.join(dims)} has no {name}: name it (e.g. {DEFAULT_ORDER})"
+            )
+    if (cp * dp) % ep:
+        raise InputError(
+            f"--ep {ep} does not divide --cp {cp} × --dp {dp} = {cp * dp}: Megatron-LM forms the expert-"
+            f"parallel groups inside the data- and context-parallel ranks of a stage (the world, tp × cp × "
+            f"dp × pp = {tp * cp * dp * pp}, must divide by tp × ep × pp = {tp * ep * pp})"
+        )
+    edp = cp * dp // ep
+    if ep > 1 and dims[0] != "tp":
+        raise InputError(
+            f"--ep {ep} with --order {'-'.join(dims)}: put tp first (the expert layers' tensor-parallel "
+            "groups are then the dense layers' TP groups)"
+        )
+    if pp > 1 and dims[-1] != "pp" and edp != dp:
+        raise InputError(
+            f"--order {'-'.join(dims)} does not end with pp, so Megatron-LM needs the expert data-parallel "
+            f"size (cp × dp / ep = {edp}) to equal --dp {dp}: end the order with pp or give --ep = --cp"
+        )
+    return {"tp": tp, "cp": 1, "ep": ep, "dp": edp, "pp": pp}
 
 
 # ---- 2. TP groups -> GPUs
@@ -185,17 +255,23 @@ def _tp_slots(
     per_group: int,
     topologies: Mapping[str, GpuTopology],
     most: Mapping[str, int] | None = None,
-) -> list[Slot]:
+    blocks: Sequence[int] = (1,),
+) -> tuple[list[Slot], list[list[int]]]:
     """Per node, disjoint GPU sets of ``per_group`` GPUs, best connected first; in allocation order; at most
-    ``most[node]`` of them on a node (the TP groups Slurm's tasks per node hold there).
+    ``most[node]`` of them on a node (the TP groups Slurm's tasks per node hold there). Also the slot
+    indices carved together: with ``blocks`` (TP groups per block, largest first; ``(1,)`` without EP/CP) a
+    node takes the largest block its free GPUs and tasks hold as one best-connected set of
+    ``per_group × block`` GPUs (one NVLink island when one is free), then splits it into TP groups.
 
     Among equally good sets (``pick_devices`` rule 3a) a node takes the sets earlier nodes took, the one at
     the same position first: group ``m`` of every node on the same local GPUs where the allocation allows it,
     so a DP ring between nodes stays on one rail of a rail-optimised fabric."""
     slots: list[Slot] = []
+    carved: list[list[int]] = []
     # per pick position, the distinct sets earlier nodes took there; and every distinct set, in order
     at: list[dict[tuple[int, ...], None]] = []
     taken: dict[tuple[int, ...], None] = {}
+    took_blocks: dict[tuple[int, ...], None] = {}  # the blocks earlier nodes took, to take again (rails)
     for node in alloc.nodes:
         free = list(alloc.gpus[node])
         topo = _linked(topologies, node)
@@ -209,22 +285,43 @@ def _tp_slots(
         mine: list[tuple[int, ...]] = []
         cap = (most or {}).get(node)
         while len(free) >= per_group and (cap is None or len(mine) < cap):
-            m = len(mine)
-            prefer = [*at[m], *taken] if m < len(at) else list(taken)
-            if topo is not None:
-                chosen = pick_devices(topo, free, per_group, prefer=prefer)
-            else:  # no link data: every set ties, so the first preferred one that is free, else the lowest
-                have = set(free)
-                chosen = next((x for x in prefer if have.issuperset(x)), tuple(free[:per_group]))
-            mine.append(tuple(sorted(chosen)))
-            slots.append((node, mine[-1]))
-            free = [g for g in free if g not in chosen]
+            b = next(
+                k
+                for k in (*blocks, 1)
+                if len(free) >= per_group * k and (cap is None or len(mine) + k <= cap)
+            )
+            pool = free
+            if b > 1:
+                same = [x for x in took_blocks if len(x) == per_group * b]
+                pool = sorted(_pick(topo, free, per_group * b, same))
+                took_blocks.setdefault(tuple(pool))
+            first = len(slots)
+            for _ in range(b):
+                m = len(mine)
+                prefer = [*at[m], *taken] if m < len(at) else list(taken)
+                chosen = _pick(topo, pool, per_group, prefer)
+                mine.append(tuple(sorted(chosen)))
+                slots.append((node, mine[-1]))
+                pool = [g for g in pool if g not in chosen]
+                free = [g for g in free if g not in chosen]
+            carved.append(list(range(first, len(slots))))
         for m, x in enumerate(mine):
             if m == len(at):
                 at.append({})
             at[m].setdefault(x)
             taken.setdefault(x)
-    return slots
+    return slots, carved
+
+
+def _pick(
+    topo: GpuTopology | None, free: Sequence[int], k: int, prefer: Sequence[tuple[int, ...]]
+) -> tuple[int, ...]:
+    """``k`` of ``free``: ``pick_devices`` with link data; without, every set ties, so the first preferred
+    one that is free, else the lowest."""
+    if topo is not None:
+        return pick_devices(topo, free, k, prefer=prefer)
+    have = set(free)
+    return next((x for x in prefer if len(x) == k and have.issuperset(x)), tuple(free[:k]))
 
 
 def _group_islands(topo: GpuTopology | None, gpus: Sequence[int]) -> list[frozenset[int]]:
@@ -296,26 +393,105 @@ def _place_pipelines(
 ) -> dict[tuple[int, int], int]:
     """(stage, replica) -> slot index: each pipeline in the smallest subtree with ``pp`` free slots (a node,
     an NVLink domain, then the switches upwards)."""
+    groups = _group([(node,) for node, _ in slots], tree, pp, dp, domains)
+    return {(s, d): i for d, members in enumerate(groups) for s, i in enumerate(members)}
+
+
+def _group(
+    members: Sequence[tuple[str, ...]],
+    tree: SwitchTree,
+    size: int,
+    count: int,
+    domains: Mapping[str, str] | None = None,
+) -> list[list[int]]:
+    """Up to ``count`` groups of ``size`` of the ``members`` (each on the nodes it names), one after the
+    other, each in the smallest subtree with ``size`` free members: one node, an NVLink domain, then the
+    switches upwards (first fit in member order). A member is in a subtree when all its nodes are."""
     subtrees: dict[tuple[int, str], list[int]] = {}
-    for i, (node, _) in enumerate(slots):
-        subtrees.setdefault((-2, "node:" + node), []).append(i)
-        if domains and node in domains:
-            subtrees.setdefault((-1, "nvl:" + domains[node]), []).append(i)
-        for sw in tree.path(node):
-            subtrees.setdefault((tree.level.get(sw, 0), sw), []).append(i)
+    for i, nodes in enumerate(members):
+        first = nodes[0]
+        if all(n == first for n in nodes):
+            subtrees.setdefault((-2, "node:" + first), []).append(i)
+        if domains and first in domains and all(domains.get(n) == domains[first] for n in nodes):
+            subtrees.setdefault((-1, "nvl:" + domains[first]), []).append(i)
+        paths = [set(tree.path(n)) for n in set(nodes) - {first}]
+        for sw in tree.path(first):
+            if all(sw in p for p in paths):
+                subtrees.setdefault((tree.level.get(sw, 0), sw), []).append(i)
         subtrees.setdefault((1 << 30, "*"), []).append(i)
     candidates = sorted(subtrees.items(), key=lambda kv: (kv[0][0], kv[1][0]))
     used: set[int] = set()
-    stage_slot: dict[tuple[int, int], int] = {}
-    for d in range(dp):
-        for _, members in candidates:
-            free_here = [i for i in members if i not in used]
-            if len(free_here) >= pp:
-                for s, i in enumerate(free_here[:pp]):
-                    stage_slot[(s, d)] = i
-                    used.add(i)
+    out: list[list[int]] = []
+    for _ in range(count):
+        for _, inside in candidates:
+            free_here = [i for i in inside if i not in used]
+            if len(free_here) >= size:
+                out.append(free_here[:size])
+                used.update(free_here[:size])
                 break
-    return stage_slot
+    return out
+
+
+def _pipeline_blocks(
+    dims: Sequence[str], sizes: Mapping[str, int], expert: Mapping[str, int]
+) -> list[list[int]]:
+    """The pipelines (``j = cp + CP·dp``) that must be placed together, as lists ordered so that each EP
+    group is consecutive: the unions of the EP groups (ranks of one stage and TP index sharing the expert
+    generator's ``edp``) and the CP groups (sharing ``dp``), read off the ranks of TP index 0 of stage 0."""
+    cp, dp, tp = sizes["cp"], sizes["dp"], sizes["tp"]
+    parent = list(range(cp * dp))
+
+    def root(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    first: dict[tuple[str, int], int] = {}
+    where: dict[int, tuple[int, int]] = {}
+    for rank in range(tp * cp * dp * sizes["pp"]):
+        c = coordinates(rank, dims, sizes)
+        if c["tp"] or c["pp"]:
+            continue
+        e = coordinates(rank, dims, expert)
+        j = c["cp"] + cp * c["dp"]
+        where[j] = (e["dp"], e["ep"])
+        for key in (("ep", e["dp"]), ("cp", c["dp"])):
+            k = first.setdefault(key, j)
+            parent[root(j)] = root(k)
+    blocks: dict[int, list[int]] = {}
+    for j in range(cp * dp):
+        blocks.setdefault(root(j), []).append(j)
+    return [sorted(js, key=lambda j: where[j]) for js in blocks.values()]
+
+
+def _place_blocks(
+    slots: Sequence[Slot],
+    carved: Sequence[Sequence[int]],
+    tree: SwitchTree,
+    pp: int,
+    blocks: Sequence[Sequence[int]],
+    domains: Mapping[str, str] | None,
+) -> dict[tuple[int, int], int] | None:
+    """(stage, pipeline) -> slot index with the pipelines of each block placed together: a *unit* is one
+    stage of one block (as many TP groups as the block has pipelines): the blocks :func:`_tp_slots` carved
+    whole on one node first, then units gathered from the other slots, each in the smallest subtree
+    (:func:`_group`); then every block takes ``pp`` units as a pipeline takes ``pp`` slots. None when the
+    slots do not hold them."""
+    width = len(blocks[0])
+    units = [list(c) for c in carved if len(c) == width]
+    rest = [i for c in carved if len(c) != width for i in c]
+    more = _group([(slots[i][0],) for i in rest], tree, width, len(rest) // width, domains)
+    units += [[rest[i] for i in grp] for grp in more]
+    chosen = _group([tuple(slots[i][0] for i in u) for u in units], tree, pp, len(blocks), domains)
+    if len(chosen) < len(blocks):
+        return None
+    out: dict[tuple[int, int], int] = {}
+    for js, stages in zip(blocks, chosen, strict=False):
+        for s, u in enumerate(stages):
+            for j, i in zip(js, units[u], strict=True):
+                out[(s, j)] = i
+    return out
 
 
 ALIGN_ROUNDS = 32
@@ -459,7 +635,8 @@ def _domain_notes(
 
 @dataclass(frozen=True, slots=True)
 class _Layout:
-    """What the rows are computed from: the sizes, the slots and where each pipeline stage went."""
+    """What the rows are computed from: the sizes (dense and expert), the slots and where each pipeline
+    stage went (pipeline ``j = cp + CP·dp``)."""
 
     dims: tuple[str, ...]
     sizes: Mapping[str, int]
@@ -467,6 +644,7 @@ class _Layout:
     slots: Sequence[Slot]
     stage_slot: Mapping[tuple[int, int], int]
     pipe_level: Mapping[int, str]
+    expert: Mapping[str, int] | None = None
 
 
 def _rank_rows(
@@ -479,10 +657,20 @@ def _rank_rows(
     rows: list[RankRow] = []
     rank_entries: list[str] = []
     g = layout.gpus_per_task
-    world = layout.sizes["tp"] * layout.sizes["pp"] * layout.sizes["dp"]
+    sizes = layout.sizes
+    expert = layout.expert or {**sizes, "dp": sizes["cp"] * sizes["dp"], "cp": 1, "ep": 1}
+    world = sizes["tp"] * sizes["cp"] * sizes["pp"] * sizes["dp"]
     for rank in range(world):
-        c = coordinates(rank, layout.dims, layout.sizes)
-        slot = layout.stage_slot[(c["pp"], c["dp"])]
+        c = coordinates(rank, layout.dims, sizes)
+        e = coordinates(rank, layout.dims, expert)
+        if e["pp"] != c["pp"] or e["tp"] != c["tp"]:
+            raise InputError(
+                f"--order {'-'.join(layout.dims)}: rank {rank} would be in another pipeline stage or TP "
+                "group for the expert layers than for the dense ones (Megatron-LM refuses it): end the "
+                "order with pp"
+            )
+        j = c["cp"] + sizes["cp"] * c["dp"]
+        slot = layout.stage_slot[(c["pp"], j)]
         node, gpus = layout.slots[slot]
         space = [sorted_alloc[node].index(x) for x in gpus] if local_indices else list(gpus)
         cvd = ",".join(map(str, space))
@@ -504,7 +692,10 @@ def _rank_rows(
                 c["pp"],
                 c["dp"],
                 tp_level,
-                layout.pipe_level[c["dp"]],
+                layout.pipe_level[j],
+                c["cp"],
+                e["ep"],
+                e["dp"],
             )
         )
         rank_entries.append(f"{slot_ids[slot]}:{c['tp']}")
@@ -513,6 +704,51 @@ def _rank_rows(
         RANKS_VAR: ",".join(rank_entries),
     }
     return rows, env
+
+
+def _ep_levels(
+    rows: Sequence[RankRow],
+    topologies: Mapping[str, GpuTopology],
+    tree: SwitchTree,
+    domains: Mapping[str, str] | None,
+) -> tuple[list[RankRow], dict[tuple[int, int], str]]:
+    """Each row with the level its EP group (the ranks sharing tp, pp and edp) meets at: ``gpu``, ``island``
+    (one NVLink island of one node), ``node``, the NVLink domain, a switch or ``-``; and each group's level
+    by (pp, edp)."""
+    members: dict[tuple[int, int], list[RankRow]] = {}
+    for r in rows:
+        members.setdefault((r.pp, r.edp), []).append(r)
+    level: dict[tuple[int, int], str] = {}
+    for key, group in members.items():
+        nodes = {r.node for r in group}
+        if len(nodes) > 1:
+            level[key] = _common_level(tree, nodes, domains)
+            continue
+        gpus = {x for r in group for x in r.gpus}
+        topo = _linked(topologies, next(iter(nodes)))
+        isl = _group_islands(topo, sorted(gpus))
+        level[key] = "gpu" if len(gpus) == 1 else ("island" if topo is not None and len(isl) == 1 else "node")
+    return [replace(r, ep_level=level[(r.pp, r.edp)]) for r in rows], level
+
+
+def _ep_warning(
+    rows: Sequence[RankRow], level: Mapping[tuple[int, int], str], ep: int, domains: Mapping[str, str] | None
+) -> str | None:
+    """One line when EP groups leave one NVLink island or domain: how many, on which nodes, and the GPUs
+    one group needs; None when each is inside one (or there is no EP)."""
+    if ep < 2:
+        return None
+    inside = {"gpu", "island"} | set((domains or {}).values())
+    out = sorted(k for k, lvl in level.items() if lvl not in inside)
+    if not out:
+        return None
+    nodes = sorted({r.node for r in rows if (r.pp, r.edp) in set(out)})
+    need = len([r for r in rows if (r.pp, r.edp) == out[0]]) * len(rows[0].gpus)
+    return (
+        f"warning: --ep {ep}: {len(out)} of {counted(len(level), 'expert-parallel group')} of {need} GPUs "
+        f"leave one NVLink island or domain ({hostlist.compress(nodes)}): their all-to-all crosses slower "
+        "links (allocate nodes whose islands or NVLink domain hold a whole group)"
+    )
 
 
 # ---- 5. srun
@@ -633,18 +869,24 @@ def plan_srun(
     link_source: str = "link data",
     domains: Mapping[str, str] | None = None,
     tasks_per_node: Mapping[str, int] | None = None,
+    cp: int = 1,
+    ep: int = 1,
 ) -> Plan:
     """The whole plan, without running anything: srun argv and environment, hostfile lines, per-rank table.
 
     ``tasks_per_node``: Slurm's tasks per node for the job (``SLURM_TASKS_PER_NODE``); a node holds at most
-    ``tasks // tp`` TP groups, so the plan never puts more ranks on a node than Slurm gave it tasks."""
-    _check_sizes(tp, pp, dp, gpus_per_task)
+    ``tasks // tp`` TP groups, so the plan never puts more ranks on a node than Slurm gave it tasks.
+    ``cp``, ``ep``: context- and expert-parallel sizes, as Megatron-LM forms their groups (module
+    docstring)."""
+    _check_sizes(tp, pp, dp, gpus_per_task, cp, ep)
     dims = parse_order(order)
     check_srun_options(srun_options)
     topologies = topologies or {}
     tree = tree or SwitchTree()
     per_group = tp * gpus_per_task
-    dp, world = _world(alloc, tp, pp, dp, gpus_per_task, ntasks)
+    dp, world = _world(alloc, tp, pp, dp, gpus_per_task, ntasks, cp)
+    sizes = {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": 1}
+    expert = _expert_sizes(dims, tp, cp, ep, dp, pp)
     _check_nodes(alloc, tp, gpus_per_task)
 
     warnings: list[str] = []
@@ -654,13 +896,11 @@ def plan_srun(
             f"warning: no GPU link data for {hostlist.compress(no_links)} ({link_source}): TP groups "
             "take the lowest allocated indices"
         )
-    most = {n: t // tp for n, t in (tasks_per_node or {}).items()}
-    slots = _tp_slots(alloc, per_group, topologies, most)
-    if pp * dp > len(slots):
-        raise InputError(_no_fit(alloc, slots, tp, pp, dp, per_group, tasks_per_node))
-    stage_slot = _align_replicas(_place_pipelines(slots, tree, pp, dp, domains), slots, tree, pp, dp, domains)
-    stage_slot = _chain_stages(stage_slot, slots, topologies, pp, dp)
-    used = [stage_slot[(s, d)] for d in range(dp) for s in range(pp)]
+    pipes = cp * dp
+    stage_slot, slots = _placement(
+        alloc, per_group, topologies, tree, domains, tasks_per_node, dims, sizes, expert
+    )
+    used = [stage_slot[(s, j)] for j in range(pipes) for s in range(pp)]
     span = _island_warning([slots[i] for i in used], topologies, tp)
     if span:
         warnings.append(span)
@@ -668,12 +908,17 @@ def plan_srun(
     if rails:
         warnings.append(rails)
     pipe_level = {
-        d: _common_level(tree, {slots[stage_slot[(s, d)]][0] for s in range(pp)}, domains) for d in range(dp)
+        j: _common_level(tree, {slots[stage_slot[(s, j)]][0] for s in range(pp)}, domains)
+        for j in range(pipes)
     }
-    warnings += _domain_notes(slots, stage_slot, pp, dp, domains)
-    sizes = {"tp": tp, "pp": pp, "dp": dp, "cp": 1, "ep": 1}
-    layout = _Layout(dims, sizes, gpus_per_task, slots, stage_slot, pipe_level)
+    warnings += _domain_notes(slots, stage_slot, pp, pipes, domains)
+    layout = _Layout(dims, sizes, gpus_per_task, slots, stage_slot, pipe_level, expert)
     rows, shim_env = _rank_rows(layout, alloc, topologies, local_indices)
+    if ep > 1:
+        rows, levels = _ep_levels(rows, topologies, tree, domains)
+        ep_note = _ep_warning(rows, levels, ep, domains)
+        if ep_note:
+            warnings.append(ep_note)
 
     hostfile_lines = tuple(r.node for r in rows)
     used_nodes = sorted(set(hostfile_lines), key=alloc.nodes.index)
@@ -688,7 +933,7 @@ def plan_srun(
         gpus=gpus,
     )
     summary = (
-        f"{PROG}: job {alloc.job_id}: {counted(world, 'rank')} = tp {tp} × pp {pp} × dp {dp} "
+        f"{PROG}: job {alloc.job_id}: {counted(world, 'rank')} = {_sizes_words(sizes, expert)} "
         f"(order {'-'.join(dims)}, {counted(gpus_per_task, 'GPU')} per task) on "
         f"{counted(len(used_nodes), 'node')} {hostlist.compress(used_nodes)}; "
         f"CUDA_VISIBLE_DEVICES {'local' if local_indices else 'global'} indices"
@@ -697,8 +942,56 @@ def plan_srun(
     return Plan(argv, shim_env, unset, HOSTFILE, hostfile_lines, tuple(rows), summary, tuple(warnings))
 
 
+def _sizes_words(sizes: Mapping[str, int], expert: Mapping[str, int]) -> str:
+    """``tp 8 × pp 2 × dp 2``; with CP ``tp 8 × cp 2 × pp 2 × dp 2``; with EP also
+    ``; experts: ep 4 × edp 1``."""
+    words = f"tp {sizes['tp']}" + (f" × cp {sizes['cp']}" if sizes["cp"] > 1 else "")
+    words += f" × pp {sizes['pp']} × dp {sizes['dp']}"
+    if expert["ep"] > 1:
+        words += f"; experts: ep {expert['ep']} × edp {expert['dp']}"
+    return words
+
+
+def _placement(
+    alloc: Allocation,
+    per_group: int,
+    topologies: Mapping[str, GpuTopology],
+    tree: SwitchTree,
+    domains: Mapping[str, str] | None,
+    tasks_per_node: Mapping[str, int] | None,
+    dims: Sequence[str],
+    sizes: Mapping[str, int],
+    expert: Mapping[str, int],
+) -> tuple[dict[tuple[int, int], int], list[Slot]]:
+    """(stage, pipeline) -> slot, and the slots: steps 2 and 3. Without EP and CP each pipeline is placed on
+    its own, then DP peers are aligned and one-node pipelines chained; with them, the pipelines of one EP/CP
+    block are placed together (:func:`_place_blocks`) and left as placed."""
+    tp, pp, dp, cp, ep = sizes["tp"], sizes["pp"], sizes["dp"], sizes["cp"], expert["ep"]
+    most = {n: t // tp for n, t in (tasks_per_node or {}).items()}
+    blocks = _pipeline_blocks(dims, sizes, expert) if cp * ep > 1 else [[j] for j in range(dp)]
+    width = len(blocks[0])
+    slots, carved = _tp_slots(
+        alloc, per_group, topologies, most, sorted({width, ep if width % ep == 0 else 1}, reverse=True)
+    )
+    if pp * dp * cp > len(slots):
+        raise InputError(_no_fit(alloc, slots, tp, pp, dp * cp, per_group, tasks_per_node))
+    if width == 1:
+        stage_slot = _place_pipelines(slots, tree, pp, dp, domains)
+        stage_slot = _align_replicas(stage_slot, slots, tree, pp, dp, domains)
+        return _chain_stages(stage_slot, slots, topologies, pp, dp), slots
+    placed = _place_blocks(slots, carved, tree, pp, blocks, domains)
+    if placed is None:
+        raise InputError(
+            f"{len(blocks) * pp} groups of {width} TP groups (--pp {pp} × {len(blocks)} blocks of the EP/CP "
+            f"groups) do not fit together: the allocation holds {len(slots)} TP groups of {per_group} GPUs"
+        )
+    return placed, slots
+
+
 def format_plan(plan: Plan) -> str:
-    """The plan as text: summary, the srun command, one table row per rank."""
+    """The plan as text: summary, the srun command, one table row per rank (with ``cp``, ``ep``, ``edp`` and
+    ``ep_group`` columns when the plan has CP or EP)."""
+    moe = any(r.cp or r.ep for r in plan.rows)
     head = (
         "rank",
         "node",
@@ -711,7 +1004,7 @@ def format_plan(plan: Plan) -> str:
         "dp",
         "tp_group",
         "pp_group",
-    )
+    ) + (("cp", "ep", "edp", "ep_group") if moe else ())
     table = [head] + [
         (
             str(r.rank),
@@ -726,6 +1019,7 @@ def format_plan(plan: Plan) -> str:
             r.tp_level,
             r.pp_level,
         )
+        + ((str(r.cp), str(r.ep), str(r.edp), r.ep_level) if moe else ())
         for r in plan.rows
     ]
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
