@@ -275,6 +275,34 @@ class Explanation:
         return "\n".join(lines) + "\n"
 
 
+TOPOLOGY_REASONS = {
+    "Required nodes lack available resources": "the nodes the job names (-w) are busy or lack what it asks",
+    "Required nodes do not fit topology": "the nodes the job names (-w) are not inside one topology unit",
+    "No suitable topology unit found": "no block or switch can hold the whole job now",
+    "No suitable topology unit found for segment": "no block can hold one of the job's --segment pieces",
+    "Insufficient resources in topology unit": "the best topology unit lacks free resources for the job",
+    "Weight-based selection could not satisfy request within topology unit": (
+        "the weighted node choice found no fit inside one topology unit"
+    ),
+    "Exceeded maximum node limit during topology allocation": "the job's node limit stopped the topology fit",
+    "No available nodes in topology": "no node of the partition's topology is available",
+}
+"""Slurm 26.05's topology pending reasons (``ESLURM_TOPO_*`` 7201-7208, their texts in
+``src/common/slurm_errno.c``, SchedMD commit dbbc3cf4bf "Add error codes for topology eval_nodes
+rejections"): ``node_scheduler.c`` sets ``state_reason=WAIT_RESOURCES`` and ``state_desc`` to the text, and
+``scontrol show job`` prints ``state_desc`` as ``Reason=`` with every blank turned into ``_``
+(``src/scontrol/info_job.c``). Earlier releases print ``Reason=Resources`` for all of them."""
+
+
+def topology_reason(reason: str | None) -> str | None:
+    """Slurm's own topology reason (26.05) in ``reason`` (``scontrol``'s ``_`` form or squeue's blanks) with
+    what it means, else None."""
+    text = reason.replace("_", " ") if reason else None
+    if text not in TOPOLOGY_REASONS:
+        return None
+    return f"Slurm's topology reason: {text} ({TOPOLOGY_REASONS[text]})"
+
+
 def _val(kv: Mapping[str, str], key: str) -> str | None:
     v = kv.get(key)
     return None if v in (None, "", NULL, "None") else v
@@ -305,6 +333,8 @@ def explain_record(job: Mapping[str, str], node_features: Mapping[str, Sequence[
             outcome += f", held by the locality filter: {record.split(': held; ', 1)[1]}"
         elif reason in ("JobHeldUser", "JobHeldAdmin"):
             outcome += " (held)"
+        elif (why := topology_reason(reason)) is not None:
+            outcome += f"; {why}"
         elif (
             reason in ("Resources", "Priority", "None")
             and record
