@@ -1,8 +1,8 @@
 """The one communication cost model (ARCHITECTURE.md, "One cost model"): pure, no I/O.
 
 * :mod:`.links`: link levels, their constants (defaults cite their source) and the ``links:`` validator;
-* :mod:`.model`: ring all-reduce, a TP × PP × DP plan over a placement (ranks as ``gpulayer-srun`` lays
-  them out) -> seconds per step per term;
+* :mod:`.comm`: ring all-reduce, EP all-to-all, the CP ring, a TP × CP × EP × PP × DP plan over a placement
+  (ranks as ``gpulayer-srun`` lays them out) -> seconds per step per term;
 * :mod:`.search`: the tightest placement of a shape on a fleet, by groups;
 * :mod:`.step`: the step around the communication (compute, DP overlap): slowdowns are of the step.
 
@@ -22,6 +22,8 @@ from .comm import (
     Rank,
     StepCost,
     Term,
+    all_to_all_seconds,
+    cp_ring_seconds,
     gpus_per_node,
     network_level,
     pair_level,
@@ -38,6 +40,8 @@ from .search import Found, best_nodes
 from .step import DEFAULT_COMM_SHARE, StepModel, step_model
 
 __all__ = [
+    "all_to_all_seconds",
+    "cp_ring_seconds",
     "level_words",
     "DEFAULT_COMM_SHARE",
     "DEFAULT_LINKS",

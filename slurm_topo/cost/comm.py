@@ -8,7 +8,14 @@ scheduling concept; NCCL ``tuning.cc`` has the same shape), with ``B`` the slowe
 * ``pp``: each pipeline sends ``pp_bytes`` between consecutive stages (``α + n/B`` per stage boundary, the
   boundaries one after the other; one pipeline per TP index and DP replica);
 * ``dp``: each DP group all-reduces its share of the gradient: ``allreduce_bytes / (TP·PP)`` (every rank
-  holds ``1/(TP·PP)`` of the model), ring over the DP replicas.
+  holds ``1/(TP·PP)`` of the model), ring over the DP replicas (with CP: over the ``dp × cp`` ranks of
+  Megatron's ``dp-cp`` group, which reduces the weight gradients of the CP ranks too);
+* ``ep`` (expert parallelism, :func:`all_to_all_seconds`): each EP group exchanges ``ep_bytes`` per rank in
+  all-to-alls: ``(p−1)·α + (p−1)/p · n/B`` at the group's bottleneck link (any two of its ranks exchange, so
+  the slowest pair sets the pace);
+* ``cp`` (context parallelism, :func:`cp_ring_seconds`): each CP group passes KV chunks around a ring in CP
+  rank order (Megatron's ring attention sends to the next CP rank): ``p−1`` steps of ``α + n/B`` with
+  ``n = cp_bytes``, the slowest hop of the ring setting the pace.
 
 Groups of one term run at the same time, so a term costs what its slowest group costs; the terms are added
 (no overlap of communication with computation: an upper bound, and the same bound for every placement, so
@@ -318,6 +325,18 @@ class PlanSpec:
     """Exposed communication's share of the step on the best placement (``comm=``; :mod:`.step`)."""
     overlap: float = 0.0
     """The share of the compute during which DP's all-reduce runs (``overlap=``; :mod:`.step`)."""
+    ep: int = 1
+    """Expert-parallel size (``ep=``): divides ``cp × dp`` (Megatron-LM: :mod:`slurm_topo.srun.plan`)."""
+    cp: int = 1
+    """Context-parallel size (``cp=``): a factor of the world, as TP, PP and DP."""
+    ep_bytes: float | None = None
+    """Bytes each rank of an EP group exchanges per step in its all-to-alls (``ep_bytes=``): the tokens it
+    dispatches to and combines from the experts, summed over the MoE layers and micro-batches of a step —
+    about ``2 (dispatch + combine) × 2 (forward + backward) × tokens per rank × top-k × hidden × bytes per
+    element × MoE layers on the stage``."""
+    cp_bytes: float | None = None
+    """Bytes one rank passes its ring neighbour per ring step of context parallelism (``cp_bytes=``): its
+    chunk's K and V, summed over the layers and micro-batches of a step (forward and backward)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,13 +347,16 @@ class Rank:
     tp: int
     pp: int
     dp: int
+    cp: int = 0
+    ep: int = 0  # expert-parallel rank
+    edp: int = 0  # expert data-parallel index: one EP group = the ranks sharing (tp, pp, edp)
 
 
 @dataclass(frozen=True, slots=True)
 class Term:
     """One kind of traffic: ``groups`` groups of ``ranks`` ranks each; the slowest group's ``seconds``."""
 
-    kind: str  # tp | pp | dp
+    kind: str  # tp | cp | ep | pp | dp
     groups: int
     ranks: int
     bytes: float
@@ -376,11 +398,17 @@ class StepCost:
 
     @property
     def sizes(self) -> dict[str, int]:
-        return {
+        """tp, pp and dp; cp and ep too when above 1."""
+        out = {
             "tp": max((r.tp for r in self.ranks), default=0) + 1,
             "pp": max((r.pp for r in self.ranks), default=0) + 1,
             "dp": max((r.dp for r in self.ranks), default=0) + 1,
         }
+        for key in ("cp", "ep"):
+            size = max((getattr(r, key) for r in self.ranks), default=0) + 1
+            if size > 1:
+                out[key] = size
+        return out
 
 
 def switch_tree(nodes: Iterable[Node]) -> SwitchTree:
@@ -475,9 +503,11 @@ def place_ranks(
     node_objs = [fabric.node(n) for n in nodes]
     alloc = Allocation("cost", tuple(nodes), _same_gpus(node_objs, g, cache))
     topologies = {n.name: n.gpu_topology for n in node_objs if n.gpu_topology is not None}
-    if spec.dp is None and (len(nodes) * g) % (spec.tp * spec.pp):
+    model = spec.tp * spec.pp * spec.cp
+    if spec.dp is None and (len(nodes) * g) % model:
+        cp = f" × --cp {spec.cp}" if spec.cp > 1 else ""
         raise InputError(
-            f"--tp {spec.tp} × --pp {spec.pp} = {spec.tp * spec.pp} does not divide the "
+            f"--tp {spec.tp} × --pp {spec.pp}{cp} = {model} does not divide the "
             f"{len(nodes) * g} GPUs of {len(nodes)} nodes × {g}: give --dp"
         )
     plan = plan_srun(
@@ -489,8 +519,11 @@ def place_ranks(
         topologies=topologies,
         tree=switch_tree(node_objs),
         ntasks=len(nodes) * g,
+        domains={n: d for n in nodes if (d := fabric.domains.get(n)) is not None},
+        cp=spec.cp,
+        ep=spec.ep,
     )
-    return tuple(Rank(r.rank, r.node, r.gpus[0], r.tp, r.pp, r.dp) for r in plan.rows)
+    return tuple(Rank(r.rank, r.node, r.gpus[0], r.tp, r.pp, r.dp, r.cp, r.ep, r.edp) for r in plan.rows)
 
 
 def _term(
@@ -523,62 +556,149 @@ def pipeline_chain(
     return seconds, _measured(fabric, ends, table, Hop(*own))
 
 
+def all_to_all_seconds(p: int, nbytes: float, link: Link) -> float:
+    """``(p−1)·α + (p−1)/p · n/B``: an all-to-all of ``n`` bytes per rank over ``p`` ranks as ``p−1`` pairwise
+    exchanges of ``n/p`` bytes (the pairwise-exchange algorithm of Thakur, Rabenseifner and Gropp,
+    "Optimization of Collective Communication Operations in MPICH", IJHPCA 2005; NCCL's all-to-all is the
+    same ``p−1`` send/receive pairs per rank); 0 for one rank."""
+    if p <= 1:
+        return 0.0
+    return (p - 1) * link.latency_s + (p - 1) / p * nbytes / link.bytes_per_s
+
+
+def cp_ring_seconds(p: int, nbytes: float, link: Link) -> float:
+    """``(p−1)·(α + n/B)``: ring attention's KV pass, ``p−1`` steps in which every rank sends its neighbour
+    one chunk of ``n`` bytes (Liu et al., "Ring Attention with Blockwise Transformers", 2023; Megatron-LM's
+    ``cp_comm_type=p2p``); 0 for one rank."""
+    if p <= 1:
+        return 0.0
+    return (p - 1) * (link.latency_s + nbytes / link.bytes_per_s)
+
+
+def all_to_all(
+    fabric: Fabric, group: Sequence[Position], nbytes: float, table: LinkTable
+) -> tuple[float, Hop]:
+    """Seconds of an all-to-all of ``nbytes`` per rank over ``group`` and its bottleneck: every pair of its
+    ranks exchanges, so the slowest pair (its own constants, :func:`hop_link`, and measured rate) sets the
+    pace (:func:`all_to_all_seconds`)."""
+    p = len(group)
+    if p < 2:
+        return 0.0, Hop("nvlink", table["nvlink"])
+    seen: dict[tuple[Position, Position], tuple[str, Link, Generation | None]] = {}
+    for i, a in enumerate(group):
+        for b in group[i + 1 :]:
+            level = pair_level(fabric, a, b, table)
+            seen[(a, b)] = (level, *hop_link(fabric, table, level, a, b))
+    hop = slowest_hop(seen.values(), lambda link: all_to_all_seconds(p, nbytes, link))
+    hop = _measured(fabric, [(h[0], a[0], b[0]) for (a, b), h in seen.items()], table, hop)
+    return all_to_all_seconds(p, nbytes, hop.link), hop
+
+
+def cp_ring(fabric: Fabric, ring: Sequence[Position], nbytes: float, table: LinkTable) -> tuple[float, Hop]:
+    """Seconds of the CP ring's KV pass over ``ring`` (in CP rank order, last back to first) and its slowest
+    hop (:func:`cp_ring_seconds`)."""
+    p = len(ring)
+    if p < 2:
+        return 0.0, Hop("nvlink", table["nvlink"])
+    pairs = [(ring[k], ring[(k + 1) % p]) for k in range(p)]
+    levels = [pair_level(fabric, a, b, table) for a, b in pairs]
+    links = [(lvl, *hop_link(fabric, table, lvl, a, b)) for lvl, (a, b) in zip(levels, pairs, strict=True)]
+    hop = slowest_hop(links, lambda link: cp_ring_seconds(p, nbytes, link))
+    hop = _measured(
+        fabric, [(lvl, a[0], b[0]) for lvl, (a, b) in zip(levels, pairs, strict=True)], table, hop
+    )
+    return cp_ring_seconds(p, nbytes, hop.link), hop
+
+
+def _slowest(results: Iterable[tuple[float, Hop]]) -> tuple[float, Hop]:
+    return max(results, key=lambda x: (x[0], -x[1].link.bandwidth))
+
+
+@dataclass(frozen=True, slots=True)
+class _Grid:
+    """Placed ranks by (tp, cp, dp, pp), and the sizes."""
+
+    by_coord: Mapping[tuple[int, int, int, int], Rank]
+    tp: int
+    cp: int
+    dp: int
+    pp: int
+
+    def pos(self, t: int, c: int, d: int, p: int) -> Position:
+        r = self.by_coord[(t, c, d, p)]
+        return (r.node, r.gpu)
+
+    def groups(self, fixed: str) -> list[list[Position]]:
+        """The groups of one dimension (``tp``, ``cp``, ``dp`` with cp folded in, or ``pp``): positions in
+        that dimension's order, one list per combination of the others."""
+        out: dict[tuple[int, ...], list[tuple[int, Position]]] = {}
+        for (t, c, d, p), r in self.by_coord.items():
+            coord = {"tp": t, "cp": c, "dp": d + self.dp * c, "pp": p}[fixed]
+            key = {"tp": (p, d, c), "cp": (t, p, d), "dp": (t, p), "pp": (t, d, c)}[fixed]
+            out.setdefault(key, []).append((coord, (r.node, r.gpu)))
+        return [[x for _, x in sorted(v)] for _, v in sorted(out.items())]
+
+
+def _grid(ranks: Sequence[Rank]) -> _Grid:
+    by_coord = {(r.tp, r.cp, r.dp, r.pp): r for r in ranks}
+    tp, cp = 1 + max(r.tp for r in ranks), 1 + max(r.cp for r in ranks)
+    dp, pp = 1 + max(r.dp for r in ranks), 1 + max(r.pp for r in ranks)
+    if len(by_coord) != tp * cp * dp * pp or len(ranks) != len(by_coord):
+        what = "TP × CP × PP × DP" if cp > 1 else "TP × PP × DP"
+        raise InputError(f"the ranks do not form a whole {what} grid")
+    return _Grid(by_coord, tp, cp, dp, pp)
+
+
 def score_ranks(
     fabric: Fabric, ranks: Sequence[Rank], spec: PlanSpec, table: LinkTable = DEFAULT_TABLE
 ) -> StepCost:
     """The step's terms for ranks already placed (see the module docstring)."""
-    by_coord = {(r.tp, r.pp, r.dp): r for r in ranks}
-    tp = 1 + max(r.tp for r in ranks)
-    pp = 1 + max(r.pp for r in ranks)
-    dp = 1 + max(r.dp for r in ranks)
-    if len(by_coord) != tp * pp * dp:
-        raise InputError("the ranks do not form a whole TP × PP × DP grid")
-
-    def pos(t: int, p: int, d: int) -> Position:
-        r = by_coord[(t, p, d)]
-        return (r.node, r.gpu)
-
+    grid = _grid(ranks)
+    tp, cp, dp, pp = grid.tp, grid.cp, grid.dp, grid.pp
     terms: list[Term] = []
     notes: list[str] = []
     if tp > 1:
         if spec.tp_bytes is None:
             notes.append("no --tp-bytes: tensor-parallel traffic not counted")
         else:
-            worst = max(
-                (
-                    ring_allreduce(fabric, [pos(t, p, d) for t in range(tp)], spec.tp_bytes, table)
-                    for p in range(pp)
-                    for d in range(dp)
-                ),
-                key=lambda x: (x[0], -x[1].link.bandwidth),
-            )
-            terms.append(_term("tp", pp * dp, tp, spec.tp_bytes, worst, notes))
+            worst = _slowest(ring_allreduce(fabric, g, spec.tp_bytes, table) for g in grid.groups("tp"))
+            terms.append(_term("tp", cp * pp * dp, tp, spec.tp_bytes, worst, notes))
+    if cp > 1:
+        if spec.cp_bytes is None:
+            notes.append("no cp_bytes: context-parallel (KV ring) traffic not counted")
+        else:
+            worst = _slowest(cp_ring(fabric, g, spec.cp_bytes, table) for g in grid.groups("cp"))
+            terms.append(_term("cp", tp * pp * dp, cp, spec.cp_bytes, worst, notes))
+    ep_groups = _ep_groups(ranks)
+    if ep_groups and len(ep_groups[0]) > 1:
+        if spec.ep_bytes is None:
+            notes.append("no ep_bytes: expert-parallel (all-to-all) traffic not counted")
+        else:
+            worst = _slowest(all_to_all(fabric, g, spec.ep_bytes, table) for g in ep_groups)
+            terms.append(_term("ep", len(ep_groups), len(ep_groups[0]), spec.ep_bytes, worst, notes))
     if pp > 1:
         if spec.pp_bytes is None:
             notes.append("no --pp-bytes: pipeline traffic not counted")
         else:
             chains = [
-                pipeline_chain(
-                    fabric, table, [(pos(t, s, d), pos(t, s + 1, d)) for s in range(pp - 1)], spec.pp_bytes
-                )
-                for t in range(tp)
-                for d in range(dp)
+                pipeline_chain(fabric, table, list(zip(g, g[1:], strict=False)), spec.pp_bytes)
+                for g in grid.groups("pp")
             ]
-            worst = max(chains, key=lambda x: (x[0], -x[1].link.bandwidth))
-            terms.append(_term("pp", tp * dp, pp, spec.pp_bytes, worst, notes))
-    if dp > 1:
+            terms.append(_term("pp", tp * cp * dp, pp, spec.pp_bytes, _slowest(chains), notes))
+    if dp * cp > 1:
         share = spec.allreduce_bytes / (tp * pp)
-        worst = max(
-            (
-                ring_allreduce(fabric, [pos(t, p, d) for d in range(dp)], share, table)
-                for t in range(tp)
-                for p in range(pp)
-            ),
-            key=lambda x: (x[0], -x[1].link.bandwidth),
-        )
-        terms.append(_term("dp", tp * pp, dp, share, worst, notes))
+        worst = _slowest(ring_allreduce(fabric, g, share, table) for g in grid.groups("dp"))
+        terms.append(_term("dp", tp * pp, dp * cp, share, worst, notes))
     nodes = tuple(dict.fromkeys(r.node for r in sorted(ranks, key=lambda r: r.rank)))
     return StepCost(nodes, tuple(ranks), tuple(terms), tuple(notes))
+
+
+def _ep_groups(ranks: Sequence[Rank]) -> list[list[Position]]:
+    """The EP groups: ranks sharing (tp, pp, edp), in EP rank order."""
+    out: dict[tuple[int, int, int], list[tuple[int, Position]]] = {}
+    for r in ranks:
+        out.setdefault((r.tp, r.pp, r.edp), []).append((r.ep, (r.node, r.gpu)))
+    return [[x for _, x in sorted(v)] for _, v in sorted(out.items())]
 
 
 def score_placement(
@@ -674,11 +794,18 @@ PLAN_KEYS = frozenset(
         "overlap",
     )
 )
-"""The keys a plan may give (the filter's vocab.lua PLAN_KEYS checks a --plan's text against the same set)."""
+"""The keys a job's ``--plan`` may give: the filter's vocab.lua PLAN_KEYS checks its text against the same
+set."""
+
+MOE_PLAN_KEYS = frozenset(("ep", "cp", "ep_bytes", "cp_bytes"))
+"""Expert and context parallelism: read by :func:`parse_plan` (``cost``, ``explain``, site plans, budgets);
+not yet in the filter's PLAN_KEYS (a job's ``--plan`` with them is refused at submit until vocab.lua
+has them)."""
 
 
 def parse_plan(text: str) -> PlanSpec:
-    """``tp=8,pp=4,dp=2,bytes=10G,tp_bytes=1G,pp_bytes=100M,order=tp-pp-dp,compute=0.4s,overlap=0.5`` ->
+    """``tp=8,pp=4,dp=2,bytes=10G,tp_bytes=1G,pp_bytes=100M,order=tp-pp-dp,compute=0.4s,overlap=0.5``
+    (and ``ep=8,ep_bytes=2G,cp=2,cp_bytes=500M``) ->
     :class:`PlanSpec` (a SPANK ``--plan`` value or a site default; ``bytes`` is the gradient all-reduced
     across DP; ``compute`` the seconds a step computes, or ``comm`` the share of the step that is
     communication on the best placement, ``overlap`` the share of compute DP's all-reduce hides behind:
@@ -692,7 +819,7 @@ def parse_plan(text: str) -> PlanSpec:
         if not sep or key in fields:
             raise InputError(f"plan {text[:60]!r}: expected key=value pairs, each once (tp=8,pp=4,bytes=10G)")
         fields[key] = value.strip()
-    known = PLAN_KEYS
+    known = PLAN_KEYS | MOE_PLAN_KEYS
     unknown = sorted(set(fields) - known)
     if unknown:
         raise InputError(
@@ -721,4 +848,8 @@ def parse_plan(text: str) -> PlanSpec:
         compute_s=parse_duration(fields["compute"], "plan compute") if "compute" in fields else None,
         comm_share=parse_share(fields["comm"], "plan comm", zero=False) if "comm" in fields else None,
         overlap=parse_share(fields["overlap"], "plan overlap", zero=True) if "overlap" in fields else 0.0,
+        ep=count("ep") or 1,
+        cp=count("cp") or 1,
+        ep_bytes=parse_bytes(fields["ep_bytes"], "plan ep_bytes") if "ep_bytes" in fields else None,
+        cp_bytes=parse_bytes(fields["cp_bytes"], "plan cp_bytes") if "cp_bytes" in fields else None,
     )

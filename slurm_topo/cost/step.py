@@ -1,10 +1,11 @@
 """Step time, not only communication: what a placement costs a training step (pure: no I/O).
 
-A step computes for ``c`` seconds and communicates for ``C = tp + pp + dp`` seconds (the terms of
-:func:`.model.score_ranks`). Tensor-parallel and pipeline traffic sit on the critical path; the DP gradient
-all-reduce can overlap the backward pass, so a share ``o`` of the compute hides that much of it:
+A step computes for ``c`` seconds and communicates for ``C = tp + cp + ep + pp + dp`` seconds (the terms of
+:func:`.comm.score_ranks`). Tensor-parallel, context-parallel (KV ring), expert-parallel (all-to-all) and
+pipeline traffic sit on the critical path; the DP gradient all-reduce can overlap the backward pass, so a
+share ``o`` of the compute hides that much of it:
 
-    step = c + tp + pp + max(0, dp − o·c)
+    step = c + tp + cp + ep + pp + max(0, dp − o·c)
 
 The slowdown of a placement is ``step(placement) / step(best placement)``: a job whose step is mostly
 compute barely notices a slower link, which is what the ADR's measurement on GCP shows (two regions cost
@@ -55,7 +56,7 @@ class StepModel:
 
 
 def exposed_seconds(cost: StepCost, compute_s: float, overlap: float) -> float:
-    """``tp + pp + max(0, dp − overlap·compute)``."""
+    """``tp + cp + ep + pp + max(0, dp − overlap·compute)``: every term but DP on the critical path."""
     hidden = overlap * compute_s
     out = 0.0
     for term in cost.terms:
@@ -65,8 +66,9 @@ def exposed_seconds(cost: StepCost, compute_s: float, overlap: float) -> float:
 
 def compute_from_share(cost: StepCost, share: float, overlap: float) -> float:
     """The compute seconds ``c`` at which exposed communication is ``share`` of the step on ``cost``'s
-    placement: ``E(c) = share · (c + E(c))`` with ``E(c) = a + max(0, d − o·c)`` (``a`` = TP + PP seconds,
-    ``d`` = DP seconds). Solved in closed form: first with DP not fully hidden, else with DP hidden."""
+    placement: ``E(c) = share · (c + E(c))`` with ``E(c) = a + max(0, d − o·c)`` (``a`` = the other terms'
+    seconds, ``d`` = DP seconds). Solved in closed form: first with DP not fully hidden, else with DP
+    hidden."""
     if not 0 < share <= 1:
         raise ValueError(f"share {share}: expected (0, 1]")
     d = sum(t.seconds for t in cost.terms if t.kind == "dp")

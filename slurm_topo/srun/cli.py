@@ -74,8 +74,8 @@ def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog=PROG,
         allow_abbrev=False,
-        usage=f"{PROG} --tp N [--pp N] [--dp N] [OPTIONS] [SRUN OPTIONS] -- COMMAND...",
-        description="Run COMMAND with one Slurm task per rank, ranks ordered by TP/PP/DP over the "
+        usage=f"{PROG} --tp N [--pp N] [--dp N] [--cp N] [--ep N] [OPTIONS] [SRUN OPTIONS] -- COMMAND...",
+        description="Run COMMAND with one Slurm task per rank, ranks ordered by TP/CP/EP/DP/PP over the "
         "allocation's "
         "NVLink islands and switch tree. Unknown options are passed to srun untouched.",
     )
@@ -86,7 +86,20 @@ def _parser() -> argparse.ArgumentParser:
         "--pp", type=_positive, default=1, help="pipeline-parallel size (stages inside one leaf if possible)"
     )
     p.add_argument(
-        "--dp", type=_positive, default=None, help="data-parallel size (default: task count / (tp × pp))"
+        "--dp",
+        type=_positive,
+        default=None,
+        help="data-parallel size (default: task count / (tp × cp × pp))",
+    )
+    p.add_argument(
+        "--cp", type=_positive, default=1, help="context-parallel size (default 1; a factor of the world)"
+    )
+    p.add_argument(
+        "--ep",
+        type=_positive,
+        default=1,
+        help="expert-parallel size (default 1): divides cp × dp, as Megatron-LM forms expert groups; "
+        "each group inside one NVLink island or domain when one holds it",
     )
     p.add_argument("--gpus-per-task", type=_positive, default=1, help="GPUs per rank (default 1)")
     p.add_argument(
@@ -197,6 +210,8 @@ def build_plan(
         link_source=link_source,
         domains=domains,
         tasks_per_node=tasks_per_node,
+        cp=args.cp,
+        ep=args.ep,
     )
     return plan, args
 
