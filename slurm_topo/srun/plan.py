@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import shlex
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ClusterShell.RangeSet import RangeSet
@@ -472,22 +472,21 @@ def _place_blocks(
     pp: int,
     blocks: Sequence[Sequence[int]],
     domains: Mapping[str, str] | None,
-) -> dict[tuple[int, int], int] | None:
+) -> dict[tuple[int, int], int]:
     """(stage, pipeline) -> slot index with the pipelines of each block placed together: a *unit* is one
     stage of one block (as many TP groups as the block has pipelines): the blocks :func:`_tp_slots` carved
     whole on one node first, then units gathered from the other slots, each in the smallest subtree
-    (:func:`_group`); then every block takes ``pp`` units as a pipeline takes ``pp`` slots. None when the
-    slots do not hold them."""
+    (:func:`_group`); then every block takes ``pp`` units as a pipeline takes ``pp`` slots. The units always
+    suffice when the slots do (``pp × cp × dp`` of them, checked before): carved units are whole and the rest
+    are gathered anywhere, so there are ``slots // width`` units."""
     width = len(blocks[0])
     units = [list(c) for c in carved if len(c) == width]
     rest = [i for c in carved if len(c) != width for i in c]
     more = _group([(slots[i][0],) for i in rest], tree, width, len(rest) // width, domains)
     units += [[rest[i] for i in grp] for grp in more]
     chosen = _group([tuple(slots[i][0] for i in u) for u in units], tree, pp, len(blocks), domains)
-    if len(chosen) < len(blocks):
-        return None
     out: dict[tuple[int, int], int] = {}
-    for js, stages in zip(blocks, chosen, strict=False):
+    for js, stages in zip(blocks, chosen, strict=True):
         for s, u in enumerate(stages):
             for j, i in zip(js, units[u], strict=True):
                 out[(s, j)] = i
@@ -732,14 +731,20 @@ def _ep_levels(
 
 
 def _ep_warning(
-    rows: Sequence[RankRow], level: Mapping[tuple[int, int], str], ep: int, domains: Mapping[str, str] | None
+    rows: Sequence[RankRow],
+    level: Mapping[tuple[int, int], str],
+    ep: int,
+    domains: Mapping[str, str] | None,
+    unlinked: Collection[str] = (),
 ) -> str | None:
     """One line when EP groups leave one NVLink island or domain: how many, on which nodes, and the GPUs
-    one group needs; None when each is inside one (or there is no EP)."""
+    one group needs; None when each is inside one (or there is no EP). A group on one node without link data
+    (``unlinked``: its islands are unknown, and the no-link-data warning says so) is not counted."""
     if ep < 2:
         return None
     inside = {"gpu", "island"} | set((domains or {}).values())
-    out = sorted(k for k, lvl in level.items() if lvl not in inside)
+    blind = {(r.pp, r.edp) for r in rows if r.node in unlinked and level[(r.pp, r.edp)] == "node"}
+    out = sorted(k for k, lvl in level.items() if lvl not in inside and k not in blind)
     if not out:
         return None
     nodes = sorted({r.node for r in rows if (r.pp, r.edp) in set(out)})
@@ -916,7 +921,7 @@ def plan_srun(
     rows, shim_env = _rank_rows(layout, alloc, topologies, local_indices)
     if ep > 1:
         rows, levels = _ep_levels(rows, topologies, tree, domains)
-        ep_note = _ep_warning(rows, levels, ep, domains)
+        ep_note = _ep_warning(rows, levels, ep, domains, set(no_links))
         if ep_note:
             warnings.append(ep_note)
 
@@ -979,13 +984,7 @@ def _placement(
         stage_slot = _place_pipelines(slots, tree, pp, dp, domains)
         stage_slot = _align_replicas(stage_slot, slots, tree, pp, dp, domains)
         return _chain_stages(stage_slot, slots, topologies, pp, dp), slots
-    placed = _place_blocks(slots, carved, tree, pp, blocks, domains)
-    if placed is None:
-        raise InputError(
-            f"{len(blocks) * pp} groups of {width} TP groups (--pp {pp} × {len(blocks)} blocks of the EP/CP "
-            f"groups) do not fit together: the allocation holds {len(slots)} TP groups of {per_group} GPUs"
-        )
-    return placed, slots
+    return _place_blocks(slots, carved, tree, pp, blocks, domains), slots
 
 
 def format_plan(plan: Plan) -> str:
