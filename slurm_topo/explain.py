@@ -375,6 +375,14 @@ def plan_of_admin_comment(admin_comment: str | None) -> str | None:
     return m.group(1) if m else None
 
 
+def plan_words(sizes: Mapping[str, int]) -> str:
+    """``tp 8 × pp 2 × dp 4``; ``tp 8 × cp 2 × pp 2 × dp 4, ep 8`` with context or expert parallelism (EP
+    divides cp × dp: it is no factor of the rank count)."""
+    words = f"tp {sizes['tp']}" + (f" × cp {sizes['cp']}" if sizes.get("cp", 1) > 1 else "")
+    words += f" × pp {sizes['pp']} × dp {sizes['dp']}"
+    return words + (f", ep {sizes['ep']}" if sizes.get("ep", 1) > 1 else "")
+
+
 def job_plan(
     given: str | None, comment: str | None, inventory: Inventory | None, admin_comment: str | None = None
 ) -> tuple[str, str] | tuple[None, None]:
@@ -465,9 +473,8 @@ def _predict_cost(
         idle, now = predict_job(fabric, nodes, spec, table, free_now=free)
     except InputError as exc:
         return CostView((f"plan {text} ({source}); not predicted: {exc}",))
-    sizes = idle.current.sizes
     head = (
-        f"plan tp {sizes['tp']} × pp {sizes['pp']} × dp {sizes['dp']} on {_plural(len(nodes), 'node')} × "
+        f"plan {plan_words(idle.current.sizes)} on {_plural(len(nodes), 'node')} × "
         f"{_plural(g, 'GPU')} ({source}: {text})"
     )
     lines = [head, *describe(idle, now)]

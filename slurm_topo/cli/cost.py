@@ -81,6 +81,7 @@ def _cost_json(prediction, spec) -> dict[str, object]:  # type: ignore[no-untype
 
 def _cost_text(prediction, spec) -> str:  # type: ignore[no-untyped-def]
     from ..cost import level_words
+    from ..explain import plan_words
     from ..hostlist import compress
 
     cur, best = prediction.current, prediction.best
@@ -88,7 +89,7 @@ def _cost_text(prediction, spec) -> str:  # type: ignore[no-untyped-def]
     lines = [
         f"placement: {counted(len(cur.nodes), 'node')} {compress(cur.nodes)} × "
         f"{counted(spec.gpus_per_node or 0, 'GPU')}, "
-        f"tp {s['tp']} × pp {s['pp']} × dp {s['dp']}: {_seconds(cur.seconds)} of communication per step"
+        f"{plan_words(s)}: {_seconds(cur.seconds)} of communication per step"
     ]
     for t in cur.terms:
         lines.append(
@@ -132,12 +133,24 @@ def _cost_text(prediction, spec) -> str:  # type: ignore[no-untyped-def]
 @click.option("--tp", default=1, show_default=True, type=click.IntRange(1), help="Tensor-parallel size.")
 @click.option("--pp", default=1, show_default=True, type=click.IntRange(1), help="Pipeline stages.")
 @click.option("--dp", type=click.IntRange(1), help="Data-parallel replicas (default: what the GPUs hold).")
+@click.option("--cp", default=1, show_default=True, type=click.IntRange(1), help="Context-parallel size.")
+@click.option(
+    "--ep",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Expert-parallel size (divides cp × dp).",
+)
 @click.option("--order", default="tp-cp-ep-dp-pp", show_default=True, help="Rank order, as gpulayer-srun.")
 @click.option(
     "--allreduce-bytes", required=True, metavar="B", help="Gradient bytes all-reduced per step (10G)."
 )
 @click.option("--tp-bytes", metavar="B", help="Bytes each TP group all-reduces per step.")
 @click.option("--pp-bytes", metavar="B", help="Bytes one stage sends the next per step.")
+@click.option(
+    "--ep-bytes", metavar="B", help="Bytes each rank of an EP group exchanges per step (all-to-all)."
+)
+@click.option("--cp-bytes", metavar="B", help="Bytes one rank passes its CP ring neighbour per ring step.")
 @click.option(
     "--compute",
     metavar="SECONDS",
@@ -166,10 +179,14 @@ def cost(
     tp: int,
     pp: int,
     dp: int | None,
+    cp: int,
+    ep: int,
     order: str,
     allreduce_bytes: str,
     tp_bytes: str | None,
     pp_bytes: str | None,
+    ep_bytes: str | None,
+    cp_bytes: str | None,
     compute: str | None,
     comm_share: str | None,
     overlap: str | None,
@@ -204,6 +221,10 @@ def cost(
         compute_s=parse_duration(compute, "--compute") if compute is not None else None,
         comm_share=parse_share(comm_share, "--comm-share", zero=False) if comm_share is not None else None,
         overlap=parse_share(overlap, "--overlap", zero=True) if overlap is not None else 0.0,
+        ep=ep,
+        cp=cp,
+        ep_bytes=parse_bytes(ep_bytes, "--ep-bytes") if ep_bytes is not None else None,
+        cp_bytes=parse_bytes(cp_bytes, "--cp-bytes") if cp_bytes is not None else None,
     )
     if compute is not None and comm_share is not None:
         raise InputError("give --compute or --comm-share, not both (one fixes the other)")
