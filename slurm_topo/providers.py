@@ -7,17 +7,40 @@ level).
 provider  listing                                          location taken from
 ========= ================================================ ===================================================
 ``gcp``   ``gcloud compute instances list --format=json``   ``zone`` (a URL or a bare name; last path part) ->
-                                                           zone ``europe-west1-b``, region ``europe-west1``
-``aws``   ``aws ec2 describe-instances`` (JSON)             ``Placement.AvailabilityZone`` -> zone, its
-                                                           region; ``Placement.GroupName`` (when not empty)
-                                                           -> network group. ``terminated``/``shutting-down``
-                                                           instances are left out (their names are reused by
-                                                           replacements)
+                                                           zone ``europe-west1-b``, region ``europe-west1``;
+                                                           ``resourceStatus.physicalHostTopology``: ``block``
+                                                           -> network group, ``subblock`` -> NVLink domain on
+                                                           A4X (``a4x-*`` machine types: a sub-block is one
+                                                           NVL72 domain), ``cluster`` kept in ``found_by``
+``aws``   ``aws ec2 describe-instances`` (JSON)             ``Placement.AvailabilityZoneId`` -> zone (the
+                                                           physical zone, the same in every account; the name
+                                                           ``Placement.AvailabilityZone`` gives the region and
+                                                           is kept as ``found_by.zone_name``; without an id
+                                                           the name is the zone, with a warning);
+                                                           ``Placement.GroupName`` (when not empty) -> network
+                                                           group. ``terminated``/``shutting-down`` instances
+                                                           are left out (their names are reused)
+          ``--topology``: ``aws ec2                          joined by ``InstanceId``: ``NetworkNodes[0]`` (the
+          describe-instance-topology``                       top layer) -> network group, ``CapacityBlockId``
+                                                           (UltraServer) -> NVLink domain, ``ZoneId`` -> zone
+                                                           where describe-instances has no id (one that
+                                                           disagrees is an error); a null ``CapacityBlockId``,
+                                                           no ``NetworkNodes`` or an instance the topology
+                                                           lacks is a ``notes:`` line, never a guess
 ``azure`` ``az vm list -d`` (JSON)                          ``location`` -> region; ``zones[0]`` -> zone
                                                            ``<location>-<zone>``;
                                                            ``proximityPlacementGroup.id`` (last path part) ->
                                                            network group
+          ``--zone-map``: ``az account list-locations``      ``availabilityZoneMappings``: the logical zone ->
+                                                           this subscription's physical zone
+                                                           (``westeurope-az2``), the logical one kept as
+                                                           ``found_by.zone_name``
 ========= ================================================ ===================================================
+
+Network node ids are hashed per AWS account: they are compared only within one account's topology listing
+(two accounts' listings never share a group by accident, and the same switch seen from two accounts is two
+groups). Layers below the top one (AWS's 2 to 3 lower network nodes, GCE's non-A4X sub-block and host) are not
+rendered yet: the network group is the provider's block.
 
 **Instance name -> Slurm node name** (``NameRule``): the instance name is ``name`` (gcp, azure) or, for aws,
 the value chosen by ``aws_name``: ``tag:Name`` (default; any ``tag:KEY``), ``private-dns`` (the first label of
@@ -114,6 +137,13 @@ class _Instance:
     group: str | None = None
     ident: str = ""
     extra: dict[str, str] = field(default_factory=dict)
+    """``found_by`` keys beside ``location``: the zone's name where the zone is keyed by its id, the GCE
+    cluster."""
+    domain: str | None = None
+    """The NVLink domain the provider names (an A4X sub-block, an UltraServer's capacity block)."""
+    notes: tuple[str, ...] = ()
+    """What the provider's listings left unknown (a null capacity block, an instance the topology listing
+    lacks): written as the entry's ``notes``, never guessed."""
 
 
 def _fail(source: str, where: str, reason: str, value: object) -> InventoryError:
@@ -142,9 +172,36 @@ def _gcp(doc: Any, source: str) -> Iterator[_Instance]:
         if region is None:
             raise _fail(source, f"{where}.zone", "does not name a region", zone)
         name = inst.get("name")
-        yield _Instance(
+        found = _Instance(
             where, name if isinstance(name, str) else None, zone, region, None, str(inst.get("id", ""))
         )
+        _gcp_physical(inst, found, source)
+        yield found
+
+
+GCE_NVL_MACHINES = ("a4x-",)
+"""Machine types whose sub-block is an NVLink domain (A4X: GB200 NVL72, a sub-block of 18 VMs; Compute
+Engine, "A4X machine series" / "View VM topology")."""
+
+
+def _gcp_physical(inst: dict[str, Any], found: _Instance, source: str) -> None:
+    """``resourceStatus.physicalHostTopology {cluster, block, subblock, host}`` (Compute Engine API v1,
+    ``ResourceStatusPhysicalHostTopology``): the block is the network group, an A4X sub-block the NVLink
+    domain, the cluster a ``found_by`` note; absent (a VM without a placement on such hardware): nothing."""
+    status = inst.get("resourceStatus")
+    topo = status.get("physicalHostTopology") if isinstance(status, dict) else None
+    if topo is None:
+        return
+    where = f"{found.where}.resourceStatus.physicalHostTopology"
+    if not isinstance(topo, dict):
+        raise _fail(source, where, "must be an object", topo)
+    if topo.get("block") is not None:
+        found.group = _label(source, f"{where}.block", topo["block"])
+    if topo.get("cluster") is not None:
+        found.extra["cluster"] = _label(source, f"{where}.cluster", topo["cluster"])
+    machine = _last_part(inst.get("machineType"))
+    if topo.get("subblock") is not None and isinstance(machine, str) and machine.startswith(GCE_NVL_MACHINES):
+        found.domain = _label(source, f"{where}.subblock", topo["subblock"])
 
 
 def _aws(doc: Any, source: str, aws_name: str) -> Iterator[_Instance]:
@@ -175,14 +232,101 @@ def _aws(doc: Any, source: str, aws_name: str) -> Iterator[_Instance]:
             group = placement.get("GroupName") or None
             if group is not None:
                 group = _label(source, f"{where}.Placement.GroupName", group)
+            zone, extra = az, {}
+            if placement.get("AvailabilityZoneId") is not None:  # the physical zone: same in every account
+                zone = _label(
+                    source, f"{where}.Placement.AvailabilityZoneId", placement["AvailabilityZoneId"]
+                )
+                extra["zone_name"] = az
             yield _Instance(
                 where,
                 _aws_instance_name(inst, aws_name),
-                az,
+                zone,
                 m["region"],
                 group,
                 str(inst.get("InstanceId", "")),
+                extra,
             )
+
+
+@dataclass(frozen=True, slots=True)
+class _AwsTopology:
+    """One instance of ``aws ec2 describe-instance-topology`` (EC2 API ``InstanceTopology``)."""
+
+    where: str
+    network_nodes: tuple[str, ...]
+    zone_id: str | None
+    has_block: bool
+    """``CapacityBlockId`` is in the record (UltraServer instances only), null or not."""
+    capacity_block: str | None
+
+
+def _aws_topology(doc: Any, source: str) -> dict[str, _AwsTopology]:
+    """Instance id -> its topology record; a record without an id, a repeated id or a bad value raises."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("Instances"), list):
+        raise _fail(
+            source, "", "must be an object with an Instances list (aws ec2 describe-instance-topology)", doc
+        )
+    out: dict[str, _AwsTopology] = {}
+    for i, rec in enumerate(doc["Instances"]):
+        where = f"Instances[{i}]"
+        if not isinstance(rec, dict):
+            raise _fail(source, where, "must be an object", rec)
+        ident = _label(source, f"{where}.InstanceId", rec.get("InstanceId"))
+        if ident in out:
+            raise _fail(source, f"{where}.InstanceId", f"is listed twice (also {out[ident].where})", ident)
+        nodes = rec.get("NetworkNodes") or []  # null or empty: type not supported, or not running
+        if not isinstance(nodes, list):
+            raise _fail(source, f"{where}.NetworkNodes", "must be a list", nodes)
+        zone_id = rec.get("ZoneId")
+        block = rec.get("CapacityBlockId")
+        out[ident] = _AwsTopology(
+            where,
+            tuple(_label(source, f"{where}.NetworkNodes[{j}]", n) for j, n in enumerate(nodes)),
+            _label(source, f"{where}.ZoneId", zone_id) if zone_id is not None else None,
+            "CapacityBlockId" in rec,
+            _label(source, f"{where}.CapacityBlockId", block) if block is not None else None,
+        )
+    return out
+
+
+def _join_aws_topology(
+    instances: list[_Instance], topology: dict[str, _AwsTopology], source: str
+) -> list[str]:
+    """Each instance's network nodes (the top layer is its network group), its capacity block (its NVLink
+    domain) and its zone id, joined by instance id; the warnings. What the topology listing does not say is a
+    note on the node; a zone id that disagrees with describe-instances raises."""
+    warnings: list[str] = []
+    for inst in instances:
+        rec = topology.get(inst.ident)
+        if rec is None:
+            inst.notes += ("not in the describe-instance-topology listing: network nodes unknown",)
+            continue
+        if rec.zone_id is not None and rec.zone_id != inst.zone:
+            if "zone_name" in inst.extra:  # both are zone ids, and they disagree
+                raise _fail(
+                    source,
+                    f"{rec.where}.ZoneId",
+                    f"{inst.ident} is in {inst.zone} in describe-instances",
+                    rec.zone_id,
+                )
+            inst.extra["zone_name"], inst.zone = inst.zone or "", rec.zone_id
+        if rec.network_nodes:
+            inst.group = rec.network_nodes[0]
+        else:
+            inst.notes += ("no NetworkNodes (instance type not supported, or not running)",)
+        if rec.capacity_block is not None:
+            inst.domain = rec.capacity_block
+        elif rec.has_block:
+            inst.notes += ("CapacityBlockId is null (not yet known right after launch): no NVLink domain",)
+    known = {inst.ident for inst in instances}
+    extra = sorted(set(topology) - known)
+    if extra:
+        warnings.append(
+            f"{source}: {len(extra)} instance(s) of the topology listing are not in describe-instances, "
+            f"left out: {_some(extra)}"
+        )
+    return warnings
 
 
 def _aws_instance_name(inst: dict[str, Any], aws_name: str) -> str | None:
@@ -201,6 +345,32 @@ def _aws_instance_name(inst: dict[str, Any], aws_name: str) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def azure_zone_map(doc: Any, source: str) -> dict[tuple[str, str], str]:
+    """``az account list-locations`` (Azure Resource Manager Subscriptions API, ``Location`` with
+    ``availabilityZoneMappings[] {logicalZone, physicalZone}``) -> (location name, logical zone) -> physical
+    zone."""
+    if not isinstance(doc, list):
+        raise _fail(source, "", "must be a JSON list (az account list-locations)", doc)
+    out: dict[tuple[str, str], str] = {}
+    for i, loc in enumerate(doc):
+        where = f"[{i}]"
+        if not isinstance(loc, dict):
+            raise _fail(source, where, "must be an object", loc)
+        mappings = loc.get("availabilityZoneMappings") or []
+        if not mappings:
+            continue
+        name = _label(source, f"{where}.name", loc.get("name"))
+        if not isinstance(mappings, list):
+            raise _fail(source, f"{where}.availabilityZoneMappings", "must be a list", mappings)
+        for j, m in enumerate(mappings):
+            at = f"{where}.availabilityZoneMappings[{j}]"
+            if not isinstance(m, dict):
+                raise _fail(source, at, "must be an object", m)
+            logical = _label(source, f"{at}.logicalZone", m.get("logicalZone"))
+            out[(name, logical)] = _label(source, f"{at}.physicalZone", m.get("physicalZone"))
+    return out
+
+
 def _azure(doc: Any, source: str) -> Iterator[_Instance]:
     if not isinstance(doc, list):
         raise _fail(source, "", "must be a JSON list (az vm list -d)", doc)
@@ -213,14 +383,58 @@ def _azure(doc: Any, source: str) -> Iterator[_Instance]:
         if not isinstance(zones, list):
             raise _fail(source, f"{where}.zones", "must be a list", zones)
         zone = _label(source, f"{where}.zones[0]", f"{location}-{zones[0]}") if zones else None
+        logical = {"logical_zone": str(zones[0])} if zones else {}
         ppg = inst.get("proximityPlacementGroup")
         group = None
         if isinstance(ppg, dict) and ppg.get("id"):
             group = _label(source, f"{where}.proximityPlacementGroup.id", _last_part(ppg["id"]))
         name = inst.get("name")
         yield _Instance(
-            where, name if isinstance(name, str) else None, zone, location, group, str(inst.get("vmId", ""))
+            where,
+            name if isinstance(name, str) else None,
+            zone,
+            location,
+            group,
+            str(inst.get("vmId", "")),
+            logical,
         )
+
+
+def _apply_zone_map(instances: list[_Instance], zones: dict[tuple[str, str], str], source: str) -> list[str]:
+    """Azure: each zonal VM's logical zone -> its subscription's physical zone (the zone, the logical one kept
+    as ``zone_name``); a VM whose location the map lacks keeps its logical zone, with a warning."""
+    unmapped: list[str] = []
+    for inst in instances:
+        logical = inst.extra.pop("logical_zone", None)
+        if logical is None or inst.region is None:
+            continue
+        physical = zones.get((inst.region, logical))
+        if physical is None:
+            unmapped.append(inst.name or inst.where)
+            continue
+        inst.extra["zone_name"], inst.zone = inst.zone or "", physical
+    if not unmapped:
+        return []
+    return [
+        f"{source}: {len(unmapped)} VM(s) in a location or zone the zone map lacks keep their logical zone "
+        f"(subscriptions may map it to other physical zones): {_some(unmapped)}"
+    ]
+
+
+def _json(text: str, source: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise InventoryError(source, "", f"not valid JSON: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Companion:
+    """A second listing read beside the instance listing: its text and its name in messages
+    (``--topology FILE`` for aws, ``--zone-map FILE`` for azure)."""
+
+    text: str
+    source: str
 
 
 def import_listing(
@@ -230,28 +444,51 @@ def import_listing(
     source: str = "<listing>",
     name_rule: NameRule | None = None,
     aws_name: str = "tag:Name",
+    topology: Companion | None = None,
+    zone_map: Companion | None = None,
 ) -> ImportResult:
     """A cloud instance listing (JSON text) -> an inventory (``source: provider``); see the module docstring.
 
-    ``source`` names the file in messages. Raises ``InputError``/``InventoryError`` for an unknown provider,
-    text that is not JSON of the documented shape, a bad value, or two instances mapped to one node at two
-    places.
+    ``source`` names the file in messages; ``topology`` is aws's ``describe-instance-topology`` listing,
+    ``zone_map`` azure's ``az account list-locations``. Raises ``InputError``/``InventoryError`` for an
+    unknown provider, text that is not JSON of the documented shape, a bad value, a companion listing for
+    another provider, or two instances mapped to one node at two places.
     """
     rule = name_rule or NameRule()
     if provider not in PROVIDERS:
         raise InputError(f"unknown provider {provider!r} (known: {', '.join(PROVIDERS)})")
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise InventoryError(source, "", f"not valid JSON: {exc}") from None
+    if topology is not None and provider != "aws":
+        raise InputError("a topology listing (describe-instance-topology) is read for aws only")
+    if zone_map is not None and provider != "azure":
+        raise InputError("a zone map (az account list-locations) is read for azure only")
+    doc = _json(text, source)
+    warnings: list[str] = []
     if provider == "gcp":
         instances = list(_gcp(doc, source))
     elif provider == "aws":
         instances = list(_aws(doc, source, aws_name))
+        if topology is not None:
+            topo = _aws_topology(_json(topology.text, topology.source), topology.source)
+            warnings += _join_aws_topology(instances, topo, topology.source)
     else:
         instances = list(_azure(doc, source))
+        if zone_map is not None:
+            zones = azure_zone_map(_json(zone_map.text, zone_map.source), zone_map.source)
+            warnings += _apply_zone_map(instances, zones, zone_map.source)
+    placed = _place(instances, rule, source, aws_name, warnings)
+    by_name = [inst.ident or node for node, (_, inst) in placed.items() if "zone_name" not in inst.extra]
+    if provider == "aws" and by_name:
+        warnings.append(
+            f"{source}: {len(by_name)} instance(s) without Placement.AvailabilityZoneId: their zone is the "
+            f"AZ name, which may be another physical zone in another account: {_some(sorted(by_name))}"
+        )
+    return _result(provider, placed, source, warnings)
 
-    warnings: list[str] = []
+
+def _place(
+    instances: list[_Instance], rule: NameRule, source: str, aws_name: str, warnings: list[str]
+) -> dict[str, tuple[Location, _Instance]]:
+    """Node name -> (location, instance); instances without a name or a rule left out (a warning each)."""
     unnamed: list[str] = []
     unmatched: list[str] = []
     placed: dict[str, tuple[Location, _Instance]] = {}
@@ -271,13 +508,13 @@ def import_listing(
                 node,
             )
         loc = Location(inst.region, inst.zone, inst.group)
-        if node in placed and placed[node][0] != loc:
+        if node in placed and (placed[node][0], placed[node][1].domain) != (loc, inst.domain):
             other = placed[node][1]
             raise _fail(
                 source,
                 inst.where,
-                f"node {node} is at {loc.describe()} here but at "
-                f"{placed[node][0].describe()} in {other.where}",
+                f"node {node} is at {_describe(loc, inst.domain)} here but at "
+                f"{_describe(placed[node][0], other.domain)} in {other.where}",
                 inst.name,
             )
         placed[node] = (loc, inst)
@@ -288,20 +525,37 @@ def import_listing(
         warnings.append(
             f"{source}: {len(unmatched)} instance(s) matched no --name-map rule, left out: {_some(unmatched)}"
         )
+    return placed
 
-    by_loc: dict[Location, list[str]] = {}
-    for node, (loc, _) in placed.items():
-        by_loc.setdefault(loc, []).append(node)
+
+def _describe(loc: Location, domain: str | None) -> str:
+    return loc.describe() + (f", nvlink_domain={domain}" if domain is not None else "")
+
+
+def _result(
+    provider: str, placed: dict[str, tuple[Location, _Instance]], source: str, warnings: list[str]
+) -> ImportResult:
+    """The inventory text: one entry per location, NVLink domain, ``found_by`` and notes (hostlist-folded,
+    sorted), checked by the inventory loader."""
+    groups: dict[tuple[Location, str | None, tuple[tuple[str, str], ...], tuple[str, ...]], list[str]] = {}
+    for node, (loc, inst) in placed.items():
+        key = (loc, inst.domain, tuple(sorted(inst.extra.items())), inst.notes)
+        groups.setdefault(key, []).append(node)
     entries = []
-    for loc, names in sorted(
-        by_loc.items(), key=lambda kv: (kv[0].describe(), natural_key(min(kv[1], key=natural_key)))
+    for (loc, domain, extra, notes), names in sorted(
+        groups.items(),
+        key=lambda kv: (_describe(kv[0][0], kv[0][1]), natural_key(min(kv[1], key=natural_key)), kv[0][2:]),
     ):
         entry: dict[str, Any] = {"name": hostlist.compress(sorted(names, key=natural_key))}
         for lvl, value in (("region", loc.region), ("zone", loc.zone), ("network_group", loc.network_group)):
             if value is not None:
                 entry[lvl] = value
+        if domain is not None:
+            entry["nvlink_domain"] = domain
         entry["source"] = "provider"
-        entry["found_by"] = {"location": f"{provider} instance listing"}
+        entry["found_by"] = {"location": f"{provider} instance listing", **dict(extra)}
+        if notes:
+            entry["notes"] = list(notes)
         entries.append(entry)
     header = f"# slurm-topo import {provider}: {len(placed)} node(s) from the provider's instance listing\n"
     body = yaml.safe_dump({"nodes": entries}, sort_keys=False, default_flow_style=False, width=1000)

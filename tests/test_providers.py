@@ -39,7 +39,9 @@ def test_aws_listing_az_group_and_terminated_left_out() -> None:
         "gpu-use1a-02": Location("us-east-1", "us-east-1a", "pg-train-1"),
         "gpu-use1b-01": Location("us-east-1", "us-east-1b"),
     }
-    assert result.warnings == () and result.nodes == 3
+    assert result.nodes == 3
+    (warning,) = result.warnings  # no AvailabilityZoneId in this listing: zones keyed by their names
+    assert "3 instance(s) without Placement.AvailabilityZoneId" in warning
 
 
 def test_azure_listing_location_zone_and_proximity_group() -> None:

@@ -1,0 +1,181 @@
+"""The provider's own fabric and zone identity (issue 47): GCE physical host topology, AWS zone ids and
+instance topology, Azure's logical -> physical zone map. Listings: tests/fixtures/providers/ (its README says
+which API reference each follows)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from slurm_topo import InventoryError, Location, Source, merge, parse_inventory
+from slurm_topo.providers import Companion, import_listing
+from slurm_topo.topology import build_topology
+
+HERE = Path(__file__).parent / "fixtures"
+PROV = HERE / "providers"
+
+
+def _read(name: str) -> str:
+    return (PROV / name).read_text()
+
+
+def _aws_a(topology: bool = True):  # type: ignore[no-untyped-def]
+    topo = (
+        Companion(_read("aws-account-a-describe-instance-topology.json"), "topo-a.json") if topology else None
+    )
+    return import_listing(
+        "aws", _read("aws-account-a-describe-instances.json"), source="aws-a.json", topology=topo
+    )
+
+
+def _nodes(text: str):  # type: ignore[no-untyped-def]
+    return {n.name: n for n in parse_inventory(text).nodes}
+
+
+def test_gcp_block_is_the_network_group_and_an_a4x_sub_block_the_nvlink_domain() -> None:
+    result = import_listing("gcp", _read("gcp-instances-physical-topology.json"), source="gcp.json")
+    nodes = _nodes(result.text)
+    doc = json.loads(_read("gcp-instances-physical-topology.json"))
+    for inst in doc:
+        node = nodes[inst["name"]]
+        assert node.source == Source.PROVIDER
+        topo = inst.get("resourceStatus", {}).get("physicalHostTopology")
+        assert node.location.network_group == (topo["block"] if topo else None)
+        nvl = inst["machineType"].rsplit("/", 1)[1].startswith("a4x-")
+        assert node.nvlink_domain == (topo["subblock"] if topo and nvl else None)
+    assert result.warnings == ()
+    assert "cluster: us-central1-cluster-7f3q" in result.text  # kept in found_by
+    topo = build_topology(merge([parse_inventory(result.text)]))
+    assert len(topo.blocks) == 2  # two A4X sub-blocks; the A3 Ultra sub-block is not an NVLink domain
+
+
+def test_aws_zones_keyed_by_az_id_and_two_accounts_us_east_1a_stay_two_zones() -> None:
+    a = _aws_a(topology=False)
+    b = import_listing("aws", _read("aws-account-b-describe-instances.json"), source="aws-b.json")
+    assert b.warnings == ()
+    fleet = merge([parse_inventory(a.text, source="a.yaml"), parse_inventory(b.text, source="b.yaml")])
+    zones = {n.name: n.location.zone for n in fleet.nodes}
+    assert zones["p5-a-01"] == "use1-az1" and zones["p5-b-01"] == "use1-az4"
+    topo = build_topology(fleet)
+    assert topo.node_features["p5-a-01"] != topo.node_features["p5-b-01"]
+    assert {sw.name for sw in topo.switches} >= {"zone_use1-az1", "zone_use1-az4", "zone_use1-az2"}
+    assert "zone_name: us-east-1a" in a.text and "zone_name: us-east-1a" in b.text  # the name stays a label
+
+
+def test_aws_topology_top_network_node_capacity_block_and_notes() -> None:
+    result = _aws_a()
+    nodes = _nodes(result.text)
+    topo = json.loads(_read("aws-account-a-describe-instance-topology.json"))["Instances"]
+    names = {
+        inst["InstanceId"]: inst["Tags"][0]["Value"]
+        for inst in json.loads(_read("aws-account-a-describe-instances.json"))["Reservations"][0]["Instances"]
+    }
+    for rec in topo:
+        node = nodes[names[rec["InstanceId"]]]
+        assert node.location.network_group == rec["NetworkNodes"][0]
+        assert node.location.zone == rec["ZoneId"]
+        assert node.nvlink_domain == rec.get("CapacityBlockId")
+        assert any("CapacityBlockId is null" in n for n in node.notes) == (
+            "CapacityBlockId" in rec and rec["CapacityBlockId"] is None
+        )
+    missing = nodes["p5-a-09"]  # in describe-instances only: placed by its zone, a note, no group
+    assert missing.location == Location("us-east-1", "use1-az2")
+    assert any("not in the describe-instance-topology listing" in n for n in missing.notes)
+    assert result.warnings == ()
+
+
+def test_topology_instances_not_in_describe_instances_are_a_warning() -> None:
+    doc = json.loads(_read("aws-account-a-describe-instance-topology.json"))
+    doc["Instances"].append(dict(doc["Instances"][0], InstanceId="i-0ffffffffffffff01"))
+    result = import_listing(
+        "aws",
+        _read("aws-account-a-describe-instances.json"),
+        topology=Companion(json.dumps(doc), "topo.json"),
+    )
+    assert any(
+        "1 instance(s) of the topology listing are not in describe-instances" in w for w in result.warnings
+    )
+
+
+def test_a_zone_id_that_disagrees_is_refused_and_a_name_keyed_zone_takes_the_topologys_id() -> None:
+    doc = json.loads(_read("aws-account-a-describe-instance-topology.json"))
+    doc["Instances"][0]["ZoneId"] = "use1-az6"
+    with pytest.raises(InventoryError, match=r"Instances\[0\]\.ZoneId.*describe-instances"):
+        import_listing(
+            "aws",
+            _read("aws-account-a-describe-instances.json"),
+            topology=Companion(json.dumps(doc), "t.json"),
+        )
+    listing = json.loads(_read("aws-account-a-describe-instances.json"))
+    for inst in listing["Reservations"][0]["Instances"]:
+        del inst["Placement"]["AvailabilityZoneId"]
+    result = import_listing(
+        "aws",
+        json.dumps(listing),
+        topology=Companion(_read("aws-account-a-describe-instance-topology.json"), "t.json"),
+    )
+    nodes = _nodes(result.text)
+    assert nodes["p5-a-01"].location.zone == "use1-az1"  # from the topology listing's ZoneId
+    assert nodes["p5-a-09"].location.zone == "us-east-1b"  # nothing says its id: its name, with a warning
+    assert any("1 instance(s) without Placement.AvailabilityZoneId" in w for w in result.warnings)
+
+
+@given(
+    field=st.sampled_from(["NetworkNodes", "ZoneId", "CapacityBlockId", "InstanceId"]),
+    value=st.one_of(st.just("bad value"), st.just("x" * 64), st.integers(), st.just({"a": 1})),
+)
+def test_a_bad_topology_value_is_refused_by_its_path(field: str, value: object) -> None:
+    doc = json.loads(_read("aws-account-a-describe-instance-topology.json"))
+    doc["Instances"][5][field] = [value] if field == "NetworkNodes" and not isinstance(value, dict) else value
+    with pytest.raises(InventoryError, match=rf"t\.json: Instances\[5\]\.{field}"):
+        import_listing(
+            "aws",
+            _read("aws-account-a-describe-instances.json"),
+            topology=Companion(json.dumps(doc), "t.json"),
+        )
+
+
+def test_azure_logical_zone_becomes_the_subscriptions_physical_zone() -> None:
+    vms = (HERE / "clouds" / "azure-vm-list-d.json").read_text()
+    zones = Companion(_read("azure-account-list-locations.json"), "locations.json")
+    result = import_listing("azure", vms, source="vms.json", zone_map=zones)
+    nodes = _nodes(result.text)
+    mapping = {
+        (loc["name"], m["logicalZone"]): m["physicalZone"]
+        for loc in json.loads(zones.text)
+        for m in loc.get("availabilityZoneMappings") or []
+    }
+    for vm in json.loads(vms):
+        node = nodes[vm["name"]]
+        logical = (vm.get("zones") or [None])[0]
+        want = mapping.get((vm["location"], logical)) if logical else None
+        assert node.location.zone == want
+    assert result.warnings == ()
+    assert "zone_name: westeurope-1" in result.text
+    plain = _nodes(import_listing("azure", vms).text)
+    assert plain["gpu-weu1-01"].location.zone == "westeurope-1"  # without a map: the logical zone, as before
+
+
+def test_companion_listings_belong_to_their_provider() -> None:
+    from slurm_topo import InputError
+
+    with pytest.raises(InputError, match="aws only"):
+        import_listing("gcp", "[]", topology=Companion("{}", "t.json"))
+    with pytest.raises(InputError, match="azure only"):
+        import_listing("aws", '{"Reservations": []}', zone_map=Companion("[]", "z.json"))
+
+
+def test_a_self_record_does_not_move_a_provider_node_out_of_its_block() -> None:
+    result = import_listing("gcp", _read("gcp-instances-physical-topology.json"))
+    self_doc = (
+        "nodes:\n  - {name: a4x-01, region: us-central1, zone: us-central1-b, network_group: rack-9, "
+        "nvlink_domain: other, source: self}\n"
+    )
+    fleet = merge([parse_inventory(result.text, source="p.yaml"), parse_inventory(self_doc, source="s.yaml")])
+    node = next(n for n in fleet.nodes if n.name == "a4x-01")
+    assert node.location.network_group == "a1b2c3d4e5f60718293a4b5c6d7e8f90"
+    assert node.nvlink_domain == "5e1c0a93d7b24f6e8a1b2c3d4e5f6071"
