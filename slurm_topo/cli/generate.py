@@ -304,6 +304,19 @@ def discover(
     help="AWS: where an instance's name comes from.",
 )
 @click.option(
+    "--topology",
+    "topology_file",
+    metavar="FILE",
+    help="AWS: `aws ec2 describe-instance-topology` output, joined by instance id (network nodes, "
+    "capacity blocks).",
+)
+@click.option(
+    "--zone-map",
+    "zone_map_file",
+    metavar="FILE",
+    help="Azure: `az account list-locations` output (logical zone -> physical zone).",
+)
+@click.option(
     "--json", "as_json", is_flag=True, help="One JSON object instead of text (README: JSON output)."
 )
 def import_cmd(
@@ -312,20 +325,36 @@ def import_cmd(
     name_map: tuple[str, ...],
     strip_suffix: str | None,
     aws_name: str,
+    topology_file: str | None,
+    zone_map_file: str | None,
     as_json: bool,
 ) -> None:
     """Turn a cloud's own instance listing (gcloud/aws/az JSON, from a file) into a trusted provider
     inventory. PROVIDER: gcp, aws or azure."""
-    from ..providers import NameRule, import_listing
+    from ..providers import Companion, NameRule, import_listing
 
     if name_map and strip_suffix:
         raise click.UsageError("give --name-map or --strip-suffix, not both")
-    try:
-        text = Path(listing).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{listing}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+
+    def read(path: str) -> str:
+        try:
+            return Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+
+    text = read(listing)
+    topology = Companion(read(topology_file), topology_file) if topology_file else None
+    zones = Companion(read(zone_map_file), zone_map_file) if zone_map_file else None
     rule = NameRule.strip_suffix(strip_suffix) if strip_suffix else NameRule.parse(name_map)
-    result = import_listing(provider, text, source=listing, name_rule=rule, aws_name=aws_name)
+    result = import_listing(
+        provider,
+        text,
+        source=listing,
+        name_rule=rule,
+        aws_name=aws_name,
+        topology=topology,
+        zone_map=zones,
+    )
     if as_json:  # the same inventory as a JSON object, and the warnings in it
         import yaml
 
