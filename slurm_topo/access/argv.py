@@ -3,6 +3,9 @@ commands read and write through :class:`slurm_topo.runner.Runner` with these arg
 :mod:`slurm_topo.access.text` / :mod:`slurm_topo.access.jobs` parse what they print. No module outside
 ``slurm_topo.access`` names these programs (``tests/test_layout.py``).
 
+Accounting: finished jobs from ``sacct`` (``--json``; a text form of fixed-grammar fields, with each job's
+free-text fields asked one field of one job a call).
+
 Reads: nodes (``-o``: one line a node; without: the multi-line form whose ``Reason=`` has a line of its
 own), partitions, topology, config, the jobs as text and their ids, a job's detail, the version, the pending
 jobs' constraints, ping. Writes: a job's fields, a node's fields, a reconfigure."""
@@ -13,6 +16,7 @@ from collections.abc import Sequence
 
 SCONTROL = "scontrol"
 SQUEUE = "squeue"
+SACCT = "sacct"
 
 
 def show_nodes(names: str | None = None, *, one_line: bool = True, detail: bool = False) -> list[str]:
@@ -98,3 +102,62 @@ def sbatch_help() -> list[str]:
 def sbatch_test_only(*options: str) -> list[str]:
     """``sbatch --test-only OPTIONS --wrap true``: the submit filter decides, nothing is queued."""
     return [SBATCH, "--test-only", *options, "--wrap", "true"]
+
+
+# ---- accounting (sacct): finished jobs for `slurm-topo report`
+
+SACCT_TEXT_FIELDS = (
+    "JobIDRaw",
+    "User",
+    "Partition",
+    "State",
+    "Submit",
+    "Start",
+    "End",
+    "ElapsedRaw",
+    "NNodes",
+    "NodeList",
+    "AllocTRES",
+)
+"""The fields :func:`sacct_text` asks for: none a job's owner writes (names, comments, paths are left out),
+so ``-P``'s ``|`` can only come from Slurm."""
+SACCT_FREE_TEXT = ("AdminComment", "Comment")
+"""The fields a job's owner (Comment) or its record (AdminComment) may fill with any text: asked one field of
+one job a call (:func:`sacct_field`), never beside another field."""
+SACCT_FIELD_WIDTH = 16384
+
+
+def _window(since: str, until: str) -> list[str]:
+    return ["--allusers", "--allocations", f"--starttime={since}", f"--endtime={until}"]
+
+
+def sacct_json(since: str, until: str) -> list[str]:
+    """``sacct --json`` of every user's jobs in the window (the release's data_parser: 22.05's
+    dbv0.0.38, 24.11's v0.0.42, 26.05's v0.0.45)."""
+    return [SACCT, "--json", *_window(since, until)]
+
+
+def sacct_text(since: str, until: str) -> list[str]:
+    """``sacct -n -P`` of :data:`SACCT_TEXT_FIELDS` (one line a job allocation), for a sacct without JSON."""
+    return [
+        SACCT,
+        "--noheader",
+        "--parsable2",
+        *_window(since, until),
+        f"--format={','.join(SACCT_TEXT_FIELDS)}",
+    ]
+
+
+def sacct_field(job: str, field: str) -> list[str]:
+    """One free-text field (:data:`SACCT_FREE_TEXT`) of one job's allocation, alone on its line(s)."""
+    if field not in SACCT_FREE_TEXT:
+        raise ValueError(f"sacct field {field!r}: one of {', '.join(SACCT_FREE_TEXT)}")
+    return [
+        SACCT,
+        "--noheader",
+        "--parsable2",
+        "--allusers",
+        "--allocations",
+        f"--jobs={job}",
+        f"--format={field}%{SACCT_FIELD_WIDTH}",
+    ]
