@@ -3,39 +3,35 @@ level).
 
 ``slurm-topo import gcp|aws|azure FILE`` reads a listing the admin saved (no cloud SDK or API call is made):
 
-========= ================================================ ===================================================
-provider  listing                                          location taken from
-========= ================================================ ===================================================
-``gcp``   ``gcloud compute instances list --format=json``   ``zone`` (a URL or a bare name; last path part) ->
-                                                           zone ``europe-west1-b``, region ``europe-west1``;
-                                                           ``resourceStatus.physicalHostTopology``: ``block``
-                                                           -> network group, ``subblock`` -> NVLink domain on
-                                                           A4X (``a4x-*`` machine types: a sub-block is one
-                                                           NVL72 domain), ``cluster`` kept in ``found_by``
-``aws``   ``aws ec2 describe-instances`` (JSON)             ``Placement.AvailabilityZoneId`` -> zone (the
-                                                           physical zone, the same in every account; the name
-                                                           ``Placement.AvailabilityZone`` gives the region and
-                                                           is kept as ``found_by.zone_name``; without an id
-                                                           the name is the zone, with a warning);
-                                                           ``Placement.GroupName`` (when not empty) -> network
-                                                           group. ``terminated``/``shutting-down`` instances
-                                                           are left out (their names are reused)
-          ``--topology``: ``aws ec2                          joined by ``InstanceId``: ``NetworkNodes[0]`` (the
-          describe-instance-topology``                       top layer) -> network group, ``CapacityBlockId``
-                                                           (UltraServer) -> NVLink domain, ``ZoneId`` -> zone
-                                                           where describe-instances has no id (one that
-                                                           disagrees is an error); a null ``CapacityBlockId``,
-                                                           no ``NetworkNodes`` or an instance the topology
-                                                           lacks is a ``notes:`` line, never a guess
-``azure`` ``az vm list -d`` (JSON)                          ``location`` -> region; ``zones[0]`` -> zone
-                                                           ``<location>-<zone>``;
-                                                           ``proximityPlacementGroup.id`` (last path part) ->
-                                                           network group
-          ``--zone-map``: ``az account list-locations``      ``availabilityZoneMappings``: the logical zone ->
-                                                           this subscription's physical zone
-                                                           (``westeurope-az2``), the logical one kept as
-                                                           ``found_by.zone_name``
-========= ================================================ ===================================================
+========= ================================== ==============================================================
+provider  listing                            location taken from
+========= ================================== ==============================================================
+``gcp``   ``gcloud compute instances list    ``zone`` (a URL or a bare name; last path part) -> zone
+          --format=json``                    ``europe-west1-b``, region ``europe-west1``;
+                                             ``resourceStatus.physicalHostTopology``: ``block`` -> network
+                                             group, ``subblock`` -> NVLink domain on A4X (``a4x-*`` machine
+                                             types: a sub-block is one NVL72 domain), ``cluster`` kept in
+                                             ``found_by``
+``aws``   ``aws ec2 describe-instances``     ``Placement.AvailabilityZoneId`` -> zone (the physical zone,
+          (JSON)                             the same in every account; the name
+                                             ``Placement.AvailabilityZone`` gives the region and is kept as
+                                             ``found_by.zone_name``; without an id the name is the zone,
+                                             with a warning); ``Placement.GroupName`` (when not empty) ->
+                                             network group. ``terminated``/``shutting-down`` instances are
+                                             left out (their names are reused)
+          ``--topology FILE``: ``aws ec2     joined by ``InstanceId``: ``NetworkNodes[0]`` (the top layer)
+          describe-instance-topology``       -> network group, ``CapacityBlockId`` (UltraServer) -> NVLink
+                                             domain, ``ZoneId`` -> zone where describe-instances has no id
+                                             (one that disagrees is an error); a null ``CapacityBlockId``,
+                                             no ``NetworkNodes`` or an instance the topology lacks is a
+                                             ``notes:`` line, never a guess
+``azure`` ``az vm list -d`` (JSON)           ``location`` -> region; ``zones[0]`` -> zone
+                                             ``<location>-<zone>``; ``proximityPlacementGroup.id`` (last
+                                             path part) -> network group
+          ``--zone-map FILE``: ``az account  ``availabilityZoneMappings``: the logical zone -> this
+          list-locations``                   subscription's physical zone (``westeurope-az2``), the logical
+                                             one kept as ``found_by.zone_name``
+========= ================================== ==============================================================
 
 Network node ids are hashed per AWS account: they are compared only within one account's topology listing
 (two accounts' listings never share a group by accident, and the same switch seen from two accounts is two
