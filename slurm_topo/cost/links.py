@@ -37,11 +37,13 @@ import datetime
 import functools
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from ..errors import InputError, show_value
+from ..gpu.gpu_topology import GpuTopology
+from ..gpu.nccl_rings import LinkSpeeds, RingPlan, plan_rings
 
 LINK_LEVELS: tuple[str, ...] = ("nvlink", "node", "pcie", "sys", "network_group", "zone", "region", "any")
 """Every level, fastest first (inside a node, then the network from the leaf up)."""
@@ -574,3 +576,33 @@ def _check_monotone(table: Mapping[str, Link], source: str) -> None:
                 f"{source}: {outer} latency_us ({b.latency_us:g}) is below {inner} ({a.latency_us:g}); "
                 "a level further out must not be nearer"
             )
+
+
+def link_speeds(gen: Generation | None, table: LinkTable = DEFAULT_TABLE) -> LinkSpeeds:
+    """What a node's links carry for NCCL's ring plan (:mod:`slurm_topo.gpu.nccl_rings`): the GPU part's
+    NVLink and PCIe (:func:`generation_of`), the table's where the node names none or the site set the level
+    (``nvlink``: a GPU's whole NVLink, split over the part's links), and the table's ``sys`` across the
+    sockets, never above PCIe."""
+    per_link, links, sm = DEFAULT_LINKS["nvlink"].bandwidth / 18, 18, 90  # the table's: an H100 board
+    pcie = table["pcie"].bandwidth
+    if gen is not None:
+        per_link, links, sm = gen.per_link, gen.links, gen.sm
+        if gen.pcie is not None and "pcie" not in table.given:
+            pcie = gen.pcie
+    if "nvlink" in table.given or gen is None:
+        per_link = table["nvlink"].bandwidth / links
+    return LinkSpeeds(per_link, links, pcie, min(table["sys"].bandwidth, pcie), sm)
+
+
+def node_plan(
+    topology: GpuTopology | None,
+    gpus: Sequence[int],
+    gpu_type: str | None,
+    table: LinkTable = DEFAULT_TABLE,
+    *,
+    closed: bool = True,
+) -> RingPlan | None:
+    """NCCL's plan of rings over ``gpus`` of one node (:func:`slurm_topo.gpu.nccl_rings.plan_rings`) with the
+    node's GPU part's figures: its ``bandwidth`` is what a collective over them moves per GPU at once
+    (several rings, not one ring's slowest hop); None without link data."""
+    return plan_rings(topology, gpus, link_speeds(generation_of(gpu_type), table), closed=closed)

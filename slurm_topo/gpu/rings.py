@@ -1,16 +1,17 @@
 """Rings and chains through the GPUs of one node, as the collective library builds them: which level two GPUs
 meet at (NVLink, PCIe, SYS), and the order a ring (or a pipeline's chain) passes them so that its slowest hop
-is fastest. Used by the cost model (``cost.comm.ring_positions``) and by gpulayer-srun's plan (pipeline
-stages on one node), so both follow the same order."""
+is fastest — by bandwidth, not by level: NV2 before NV1, PIX before NODE (``gpu.links.link_bandwidth``'s
+order). Used by the cost model (``cost.comm.ring_positions``) and by gpulayer-srun's plan (pipeline stages on
+one node), so both follow the same order. How many rings NCCL runs at once over them, and so the node's
+bandwidth for a collective: :mod:`.nccl_rings`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
 from .gpu_topology import GpuTopology
-from .links import is_nvlink
+from .links import is_nvlink, link_bandwidth
 
-_LEVEL_RANK = {"nvlink": 0, "pcie": 1, "sys": 2, "node": 3}
 _ORDER_CACHE: dict[tuple[tuple[int, ...], bool, tuple[int, ...]], tuple[int, ...]] = {}
 """(GPUs, closed, the level of every pair of them) -> order: keyed by what decides the answer, never by a
 topology's ``id()`` (a freed topology's address is reused by the next one, whose links may differ)."""
@@ -56,14 +57,17 @@ def _hamiltonian(
 def gpu_order(topo: GpuTopology | None, gpus: Sequence[int], closed: bool) -> tuple[int, ...]:
     """The order a ring passes ``gpus`` of one node, as the collective library searches it: the cycle
     (``closed``: the ring is this node alone) or the path (the ring enters and leaves the node) whose slowest
-    hop is fastest (NVLink before PCIe before SYS), the lowest indices first among equals. On a DGX-1
-    hybrid cube mesh an all-NVLink ring of 8 exists (0-1-5-4-6-7-3-2…) although index order crosses SYS.
+    hop is fastest by bandwidth (NV2 before NV1 before PCIe before SYS; ``link_bandwidth``'s order of the
+    classes), the lowest indices first among equals. On a DGX-1 hybrid cube mesh an all-NV2 ring of 8 exists
+    (0-3-2-1-5-6-7-4) although index order crosses SYS and other NVLink rings take NV1 hops.
     Cached by the GPUs and the levels between them (any topology with the same links shares an entry); a
     bounded depth-first search (:data:`MAX_ORDER_STEPS`)."""
     order = tuple(sorted(gpus))
     if topo is None or not topo.has_links or len(order) < 3 or any(g not in topo.gpus for g in order):
         return order
-    rank = {(a, b): _LEVEL_RANK[gpu_level(topo, a, b)] for a in order for b in order if a != b}
+    speed = {(a, b): link_bandwidth(topo.link(a, b)) for a in order for b in order if a != b}
+    ladder = sorted(set(speed.values()), reverse=True)
+    rank = {pair: ladder.index(bw) for pair, bw in speed.items()}
     key = (order, closed, tuple(rank.values()))
     hit = _ORDER_CACHE.get(key)
     if hit is not None:
