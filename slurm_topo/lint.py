@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from .slurmconf import SwitchLine, slurm_conf_node_definitions
+from .slurmconf import SwitchLine
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}\Z")
 
@@ -165,6 +165,8 @@ def _known_nodes(known: set[str], placed: set[str]) -> list[Problem]:
 
 def _defined_twice(slurm_conf: Path) -> list[Problem]:
     """A node with two NodeName= lines across slurm.conf and its includes: fatal to slurmctld."""
+    from .slurmconf_files import slurm_conf_node_definitions  # reads files: loaded by this check alone
+
     problems: list[Problem] = []
     seen: dict[str, str] = {}
     for path, names in slurm_conf_node_definitions(slurm_conf).items():
@@ -671,7 +673,7 @@ def _torus_problems(name: str, torus: object) -> list[Problem]:
 def _exclusive_problems(slurm_conf: Path, version: tuple[int, int] | None) -> list[Problem]:
     """Partition lines of slurm.conf (and its includes) with an ``Exclusive=`` this release stops on: the key
     before 26.05, a value other than ``EXCLUSIVE_VALUES`` on 26.05."""
-    from .slurmconf import slurm_conf_partition_lines
+    from .slurmconf_files import slurm_conf_partition_lines  # reads files: loaded by this check alone
 
     problems: list[Problem] = []
     for path, lineno, pairs in slurm_conf_partition_lines(slurm_conf):

@@ -2,7 +2,8 @@
 (and the ``Key=value`` splitting the readers of Slurm's output share: :mod:`slurm_topo.access.text` parses
 what live Slurm prints).
 
-Pure functions from text to values; they never run a command.
+Pure functions from text to values; they never run a command or read a file (slurm.conf and the files it
+includes are read by :mod:`slurm_topo.slurmconf_files`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import re
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from . import hostlist
 from .errors import HostlistError, ParseError
@@ -149,74 +149,6 @@ def parse_gres_gpus(text: str, *, source: str = "gres.conf") -> dict[str, list[d
         for node in names:
             out.setdefault(node, []).append(pairs)
     return out
-
-
-def slurm_conf_node_definitions(path: Path) -> dict[str, list[str]]:
-    """Node names defined by ``NodeName=`` lines in slurm.conf and the files it ``Include``s:
-    file -> names."""
-    found: dict[str, list[str]] = {}
-    seen: set[Path] = set()
-
-    def visit(p: Path) -> None:
-        if p in seen:
-            return
-        seen.add(p)
-        try:
-            text = p.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ParseError(str(p), None, f"cannot read: {exc.strerror}") from None
-        for lineno, line in logical_lines(text):
-            word = line.split(None, 1)
-            if word[0].lower() == "include" and len(word) == 2:
-                inc = Path(word[1])
-                visit(inc if inc.is_absolute() else path.parent / inc)
-                continue
-            if not line.lower().startswith("nodename="):
-                continue
-            try:
-                pairs = split_pairs(line)
-            except ValueError as exc:
-                raise ParseError(str(p), lineno, str(exc)) from None
-            expr = next(v for k, v in pairs.items() if k.lower() == "nodename")
-            if expr.upper() == "DEFAULT":
-                continue
-            try:
-                found.setdefault(str(p), []).extend(hostlist.expand(expr))
-            except Exception as exc:  # noqa: BLE001 - any hostlist problem is a parse error here
-                raise ParseError(str(p), lineno, str(exc)) from None
-
-    visit(path)
-    return found
-
-
-def slurm_conf_partition_lines(path: Path) -> list[tuple[str, int, dict[str, str]]]:
-    """``PartitionName=`` lines (``DEFAULT`` ones too: slurmctld reads the same keys there) of slurm.conf and
-    the files it ``Include``s, in file order: (file, line number, their ``Key=value`` pairs)."""
-    found: list[tuple[str, int, dict[str, str]]] = []
-    seen: set[Path] = set()
-
-    def visit(p: Path) -> None:
-        if p in seen:
-            return
-        seen.add(p)
-        try:
-            text = p.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ParseError(str(p), None, f"cannot read: {exc.strerror}") from None
-        for lineno, line in logical_lines(text):
-            word = line.split(None, 1)
-            if word[0].lower() == "include" and len(word) == 2:
-                inc = Path(word[1])
-                visit(inc if inc.is_absolute() else path.parent / inc)
-            elif line.lower().startswith("partitionname="):
-                try:
-                    pairs = split_pairs(line)
-                except ValueError as exc:
-                    raise ParseError(str(p), lineno, str(exc)) from None
-                found.append((str(p), lineno, pairs))
-
-    visit(path)
-    return found
 
 
 def parse_gres_links(text: str, source: str = "gres.conf") -> dict[str, GpuTopology]:

@@ -85,6 +85,7 @@ PURE_CORE = (
     "slurm_topo.srun.plan",
     "slurm_topo.relax_plan",
     "slurm_topo.health.effects",
+    "slurm_topo.apply.plan",  # what apply would change and why it would refuse: no prover, runner, access
 )
 """The modules whose import must stay pure: values in, values out."""
 
@@ -115,6 +116,8 @@ def test_the_pure_core_loads_no_module_with_effects() -> None:
         "slurm_topo.runner",
         "slurm_topo.access",
         "slurm_topo.inventory.document",  # reads the inventory files
+        "slurm_topo.apply.prove",  # runs a throwaway slurmctld
+        "slurm_topo.slurmconf_files",  # reads slurm.conf and its includes
         "slurm_topo.srun_shim",
     } <= effects
     code = (

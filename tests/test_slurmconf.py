@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_topo import slurmconf
+from slurm_topo import slurmconf, slurmconf_files
 from slurm_topo.access import text as slurm_text
 from slurm_topo.errors import ParseError
 
@@ -163,7 +163,7 @@ def test_slurm_conf_node_definitions_follow_includes(tmp_path: Path) -> None:
         "NodeName=DEFAULT CPUs=4\nNodeName=n[1-2] CPUs=4\nInclude more.conf\n"
     )
     (tmp_path / "more.conf").write_text("NodeName=n3\n")
-    found = slurmconf.slurm_conf_node_definitions(tmp_path / "slurm.conf")
+    found = slurmconf_files.slurm_conf_node_definitions(tmp_path / "slurm.conf")
     assert found == {str(tmp_path / "slurm.conf"): ["n1", "n2"], str(tmp_path / "more.conf"): ["n3"]}
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from slurm_topo import explain, slurmconf, version
+from slurm_topo import explain, slurmconf, slurmconf_files, version
 from slurm_topo.access import text as slurm_text
 from slurm_topo.errors import ParseError
 
@@ -197,7 +197,7 @@ def test_cli_reads_the_captured_node_list(cap: Capture, tmp_path: Path) -> None:
     )
     assert gen.returncode == 0, gen.stdout + gen.stderr
     assert set(
-        slurmconf.slurm_conf_node_definitions(tmp_path / "slurm-topo-nodes.conf").get(
+        slurmconf_files.slurm_conf_node_definitions(tmp_path / "slurm-topo-nodes.conf").get(
             str(tmp_path / "slurm-topo-nodes.conf"), []
         )
     ) == set(cap.facts["nodes"])

@@ -8,10 +8,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ExitCode, SlurmTopoError
-from .prove import Prover
+
+if TYPE_CHECKING:  # the prover runs a throwaway slurmctld: the options name its type, not its module
+    from .prove import Prover
 
 TOPOLOGY, NODES, GRES, DATA = "topology.conf", "slurm-topo-nodes.conf", "gres.conf", "slurm_topo_data.lua"
 TOPOLOGY_YAML = "topology.yaml"

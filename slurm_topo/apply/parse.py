@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .. import hostlist
-from ..access.text import parse_scontrol_nodes, parse_show_topology
 from ..errors import HostlistError, ParseError
 from ..slurmconf import logical_lines as _logical_lines
 from ..slurmconf import parse_gres_gpus, parse_topology_conf, split_pairs
@@ -79,6 +78,8 @@ def topology_difference(written: str, shown: str) -> list[str]:
     """What ``scontrol show topology`` lacks or has more than the written topology.conf (empty: equal).
     Inner switches are compared by their child switches (Slurm lists every node below them), leaves by
     nodes."""
+    from ..access.text import parse_show_topology  # the access layer: loaded by verification, not planning
+
     want = _written_topology(written)
     have = parse_show_topology(shown)
     diff = [f"switch {n} missing in slurmctld" for n in sorted(set(want) - set(have))]
@@ -100,6 +101,8 @@ def topology_difference(written: str, shown: str) -> list[str]:
 
 
 def features_difference(written_nodes: Mapping[str, frozenset[str]], scontrol_nodes_text: str) -> list[str]:
+    from ..access.text import parse_scontrol_nodes  # the access layer: loaded by verification, not planning
+
     live = {
         r["NodeName"]: r.get("AvailableFeatures", "(null)") for r in parse_scontrol_nodes(scontrol_nodes_text)
     }
