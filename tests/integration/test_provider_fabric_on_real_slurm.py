@@ -1,0 +1,106 @@
+"""A fleet imported from the providers' own fabric runs on real Slurm (issue 47).
+
+The inventory is what ``slurm-topo import`` makes of tests/fixtures/providers/: a GCE listing with
+``physicalHostTopology`` blocks and sub-blocks (four A4X VMs in one block, two sub-blocks = two NVLink
+domains;
+two A3 Ultra VMs in another block; a login VM with none) and an AWS account's ``describe-instances`` with its
+``describe-instance-topology`` (zones by AZ id; the top network node as the network group; an UltraServer's
+capacity block as the NVLink domain). Slurm's own view is asserted: ``scontrol show topology`` has the
+provider's blocks as leaf switches under the zones' ids, and jobs that ask ``--locality`` (through the submit
+filter) land inside one block / one NVLink domain (``scontrol show job -d``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import slurmctl
+import yaml
+
+from slurm_topo.providers import Companion, import_listing
+
+pytestmark = pytest.mark.slurm
+
+PROV = Path(__file__).parent.parent / "fixtures" / "providers"
+HW = {"CPUs": 2, "RealMemory": 1000}
+
+
+def _fleet() -> dict[str, object]:
+    gcp = import_listing("gcp", (PROV / "gcp-instances-physical-topology.json").read_text())
+    aws = import_listing(
+        "aws",
+        (PROV / "aws-account-a-describe-instances.json").read_text(),
+        topology=Companion((PROV / "aws-account-a-describe-instance-topology.json").read_text(), "topo"),
+    )
+    nodes = yaml.safe_load(gcp.text)["nodes"] + yaml.safe_load(aws.text)["nodes"]
+    for entry in nodes:
+        entry["slurm"] = dict(HW)
+    return {"nvlink": {"topology": "tree"}, "nodes": nodes}
+
+
+FLEET = _fleet()
+COUNT = 17  # 7 GCE VMs, 10 EC2 instances
+B1, B2 = "a1b2c3d4e5f60718293a4b5c6d7e8f90", "0f9e8d7c6b5a49382716f5e4d3c2b1a0"
+GROUPS = {
+    f"ng_us-central1-b.{B1}": {"a4x-01", "a4x-02", "a4x-03", "a4x-04"},
+    f"ng_us-central1-b.{B2}": {"a3u-01", "a3u-02"},
+    "ng_use1-az1.nn-1a11111111example": {"p5-a-01", "p5-a-02"},
+    "ng_use1-az1.nn-1b22222222example": {"p5-a-03", "p5-a-04"},
+    "ng_use1-az1.nn-1c66666666example": {"b200-a-01", "b200-a-02"},
+    "ng_use1-az1.nn-1d00000000example": {"gb200-a-01", "gb200-a-02", "gb200-a-03"},
+}
+DOMAINS = {
+    "5e1c0a93d7b24f6e8a1b2c3d4e5f6071": {"a4x-01", "a4x-02"},
+    "7d2e4f6a8b0c1d3e5f708192a3b4c5d6": {"a4x-03", "a4x-04"},
+    "cr-0ccc000000000001": {"gb200-a-01", "gb200-a-02"},
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(scratch_cluster) -> Iterator[slurmctl.Cluster]:  # type: ignore[no-untyped-def]
+    with scratch_cluster("fabric", FLEET, "--with-filter", nodes_max=COUNT) as c:
+        yield c
+
+
+@pytest.fixture
+def slurm(cluster: slurmctl.Cluster) -> Iterator[slurmctl.Slurm]:
+    s = cluster.slurm
+    s.quiesce()
+    yield s
+    s.quiesce()
+
+
+def test_slurm_shows_the_providers_blocks_under_the_zone_ids(slurm: slurmctl.Slurm) -> None:
+    topo = slurm.topology()
+    for name, members in GROUPS.items():
+        assert topo[name].nodes == members, name
+        assert topo[name].level == 0
+    assert topo["zone_use1-az1"].level == 1 and topo["zone_use1-az2"].nodes == {"p5-a-09"}
+    assert topo["zone_us-central1-b"].nodes >= GROUPS[f"ng_us-central1-b.{B1}"]
+    assert "zone_us-east-1a" not in topo  # the AZ name is a label, not the zone
+
+
+def test_network_group_locality_keeps_a_job_inside_one_block(slurm: slurmctl.Slurm) -> None:
+    filler = slurm.submit("--locality=any", "--exclusive", "-w", "gb200-a-01", "--wrap", "sleep 300")
+    slurm.wait_state(filler, "RUNNING")
+    job = slurm.submit("--locality=network_group", "--exclusive", "-N3", "--wrap", "sleep 300")
+    slurm.wait_state(job, "RUNNING")
+    nodes = set(slurm.allocation_of(job).nodes)
+    assert len(nodes) == 3
+    assert nodes <= GROUPS[f"ng_us-central1-b.{B1}"], nodes  # the one block with 3 free nodes
+    slurm.cancel(job, filler)
+
+
+def test_nvl_locality_keeps_a_job_inside_one_sub_block_or_capacity_block(slurm: slurmctl.Slurm) -> None:
+    fillers = [
+        slurm.submit("--locality=any", "--exclusive", "-w", n, "--wrap", "sleep 300")
+        for n in ("a4x-01", "gb200-a-02")
+    ]
+    for f in fillers:
+        slurm.wait_state(f, "RUNNING")
+    job = slurm.submit("--locality=nvl", "--exclusive", "-N2", "--wrap", "sleep 300")
+    slurm.wait_state(job, "RUNNING")
+    nodes = set(slurm.allocation_of(job).nodes)
+    assert nodes == DOMAINS["7d2e4f6a8b0c1d3e5f708192a3b4c5d6"], nodes  # the one domain with 2 free
+    slurm.cancel(job, *fillers)
