@@ -308,20 +308,30 @@ def plan_rings(
     topo: GpuTopology | None, gpus: Sequence[int], speeds: LinkSpeeds, *, closed: bool = True
 ) -> RingPlan | None:
     """NCCL's plan over ``gpus`` of one node (rings when ``closed``; chains that enter and leave the node
-    otherwise), or None without link data for them or with fewer than two GPUs. Cached by the GPUs, the link
-    classes between them and ``speeds``."""
+    otherwise), or None without link data for them or with fewer than two GPUs. Cached by the link classes
+    between the GPUs in order (not their numbers: any 8 GPUs of an NVSwitch board share one entry) and
+    ``speeds``."""
     order = tuple(sorted(set(gpus)))
     if topo is None or not topo.has_links or len(order) < 2 or any(g not in topo.gpus for g in order):
         return None
     classes = tuple(topo.link(a, b) for a in order for b in order if a != b)
-    key = (order, classes, speeds, closed)
-    if key in _PLAN_CACHE:
-        return _PLAN_CACHE[key]
-    plan = _search(_graph(topo, order, speeds), speeds, closed)
-    if len(_PLAN_CACHE) > 65536:
-        _PLAN_CACHE.clear()
-    _PLAN_CACHE[key] = plan
-    return plan
+    key = (len(order), classes, speeds, closed)
+    if key not in _PLAN_CACHE:
+        if len(_PLAN_CACHE) > 65536:
+            _PLAN_CACHE.clear()
+        positions = tuple(range(len(order)))
+        shape = GpuTopology(
+            gpus=positions,
+            matrix=tuple(
+                tuple("X" if i == j else topo.link(a, b) for j, b in enumerate(order))
+                for i, a in enumerate(order)
+            ),
+        )
+        _PLAN_CACHE[key] = _search(_graph(shape, positions, speeds), speeds, closed)
+    plan = _PLAN_CACHE[key]
+    if plan is None:
+        return None
+    return RingPlan(tuple(tuple(order[k] for k in ring) for ring in plan.rings), plan.speed, closed)
 
 
 def _search(graph: _Graph, speeds: LinkSpeeds, closed: bool) -> RingPlan | None:
@@ -338,7 +348,10 @@ def _search(graph: _Graph, speeds: LinkSpeeds, closed: bool) -> RingPlan | None:
     best: RingPlan | None = None
     while i < len(ladder):
         want = min(MAX_CHANNELS, int(total / ladder[i] + _EPS), _more(graph, ladder[i]))
-        rings = _rings_at(graph, ladder[i], closed, want, MAX_STEPS)
+        if best is not None and want * ladder[i] <= best.bandwidth + _EPS:
+            rings: tuple[tuple[int, ...], ...] = ()  # cannot beat the plan found: NCCL's answer stays
+        else:
+            rings = _rings_at(graph, ladder[i], closed, want, MAX_STEPS)
         if rings and (best is None or len(rings) * ladder[i] > best.bandwidth + _EPS):
             best = RingPlan(rings, ladder[i], closed)
         if best is not None and best.bandwidth >= total - _EPS:
