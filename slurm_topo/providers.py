@@ -554,10 +554,18 @@ def _result(
             entry["notes"] = list(notes)
         entries.append(entry)
     header = f"# slurm-topo import {provider}: {len(placed)} node(s) from the provider's instance listing\n"
-    body = yaml.safe_dump({"nodes": entries}, sort_keys=False, default_flow_style=False, width=1000)
+    doc: dict[str, Any] = {"nodes": entries}
+    if provider in LINK_PROFILES:  # how the provider's VMs talk (cost/links.py PROFILES; docs/cost.md)
+        doc["links"] = {"profile": LINK_PROFILES[provider]}
+    body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=1000)
     out = header + body
     parse_inventory(out, source=f"{source} (imported)")  # what we hand out must load; a bug here raises
     return ImportResult(out, tuple(warnings), len(placed))
+
+
+LINK_PROFILES = {"gcp": "gcp"}
+"""The ``links: {profile: …}`` an import writes: Google Cloud VMs over the VPC (TCP, egress-capped; the
+``gcp`` table). AWS and Azure GPU instances run EFA/InfiniBand: the default table, so nothing is written."""
 
 
 def _some(items: Sequence[str], limit: int = 5) -> str:
