@@ -29,6 +29,7 @@ from . import (  # noqa: F401  (each registers its commands with the group)
     health,
     metrics,
     relax,
+    report,
 )
 from .common import PROG, cli
 
