@@ -20,9 +20,10 @@ slurmctld and never runs a command. Algorithm:
      ``compute.zone`` the zone, recorded as ``<location>-<zone>``.
 
    Anything else (including a missing DMI folder, normal in containers and some VMs) sends **no** request and
-   adds a note. Each provider has one total time budget (``budget_s``, 1 s): every socket operation gets the
-   time left as its timeout and the body is read against the same deadline, so a hanging or trickling server
-   costs at most about the budget. No answer in time, a refused connection or an HTTP error status is not an
+   adds a note. Each provider has one total time budget (``budget_s``, 1 s, read on ``clock``:
+   ``time.monotonic`` unless a test injects one): every socket operation gets the time left as its timeout
+   and the body is read against the same deadline, so a hanging or trickling server costs at most about the
+   budget. No answer in time, a refused connection or an HTTP error status is not an
    error: the record is returned without the cloud's values and with a note (the node may still be placed by a
    trusted record). An answer that *is* given but is garbage (not UTF-8, not the documented shape, a value
    that is not a valid label, a zone outside its region) raises ``MetadataError`` (exit 2) and no record is
@@ -191,12 +192,15 @@ def detect_cloud(
 # ------------------------------------------------------------------------------------------------------- HTTP
 
 
-def _http(method: str, url: str, headers: Mapping[str, str], deadline: float) -> tuple[int, bytes]:
-    """One request against an absolute deadline; raises ``_NoAnswer`` when there is no timely answer."""
+def _http(
+    method: str, url: str, headers: Mapping[str, str], deadline: float, clock: Callable[[], float]
+) -> tuple[int, bytes]:
+    """One request against an absolute deadline (on ``clock``); raises ``_NoAnswer`` when there is no timely
+    answer."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InputError(f"metadata URL {show_value(url)}: must be http://HOST[:PORT]/PATH")
-    remaining = deadline - time.monotonic()
+    remaining = deadline - clock()
     if remaining <= 0:
         raise _NoAnswer("no answer within the time budget")
     cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
@@ -206,11 +210,11 @@ def _http(method: str, url: str, headers: Mapping[str, str], deadline: float) ->
         path += "?" + parts.query
     try:
         conn.request(method, path, headers=dict(headers))
-        _retime(conn, deadline)
+        _retime(conn, deadline, clock)
         resp = conn.getresponse()
         body = b""
         while True:
-            _retime(conn, deadline)
+            _retime(conn, deadline, clock)
             chunk = resp.read1(4096)
             if not chunk:
                 break
@@ -226,8 +230,8 @@ def _http(method: str, url: str, headers: Mapping[str, str], deadline: float) ->
         conn.close()
 
 
-def _retime(conn: http.client.HTTPConnection, deadline: float) -> None:
-    remaining = deadline - time.monotonic()
+def _retime(conn: http.client.HTTPConnection, deadline: float, clock: Callable[[], float]) -> None:
+    remaining = deadline - clock()
     if remaining <= 0:
         raise TimeoutError
     if conn.sock is not None:
@@ -237,14 +241,15 @@ def _retime(conn: http.client.HTTPConnection, deadline: float) -> None:
 class _Client:
     """Requests of one provider, sharing its deadline."""
 
-    def __init__(self, provider: str, deadline: float):
+    def __init__(self, provider: str, deadline: float, clock: Callable[[], float]):
         self.provider = provider
         self.deadline = deadline
+        self.clock = clock
 
     def text(
         self, method: str, url: str, headers: Mapping[str, str], *, missing_ok: bool = False
     ) -> str | None:
-        status, body = _http(method, url, headers, self.deadline)
+        status, body = _http(method, url, headers, self.deadline, self.clock)
         if status == 404 and missing_ok:
             return None
         if status != 200:
@@ -408,8 +413,10 @@ def _from_metadata(
     hypervisor_uuid: Path,
     urls: Mapping[str, str],
     budget_s: float,
+    clock: Callable[[], float],
 ) -> None:
-    """The levels not given, from the cloud's metadata service (detected from DMI, within ``budget_s``);
+    """The levels not given, from the cloud's metadata service (detected from DMI, within ``budget_s`` on
+    ``clock``);
     what was given explicitly wins, with a note where the two disagree."""
     cloud, why = detect_cloud(dmi_root, hypervisor_uuid)
     if cloud is None:
@@ -417,7 +424,7 @@ def _from_metadata(
         return
     found_by["cloud"] = f"{cloud} ({why})"
     origin, fetch = _PROVIDERS[cloud]
-    client = _Client(cloud, time.monotonic() + budget_s)
+    client = _Client(cloud, clock() + budget_s, clock)
     try:
         meta = fetch(urls[cloud], client)
     except _NoAnswer as exc:
@@ -476,6 +483,7 @@ def discover_node(
     aws_url: str = AWS_URL,
     azure_url: str = AZURE_URL,
     budget_s: float = 1.0,
+    clock: Callable[[], float] = time.monotonic,
     hostname: Callable[[], str] = socket.gethostname,
     nvlink_domain: str | None = None,
     nvml: Any = None,
@@ -494,7 +502,7 @@ def discover_node(
         notes.append("all levels given explicitly; no metadata asked")
     else:
         urls = {"gce": gce_url, "aws": aws_url, "azure": azure_url}
-        _from_metadata(values, found_by, notes, dmi_root, hypervisor_uuid, urls, budget_s)
+        _from_metadata(values, found_by, notes, dmi_root, hypervisor_uuid, urls, budget_s, clock)
     _reconcile(values, found_by, notes)
     domain = _nvlink_domain(nvlink_domain, env, nvml, found_by, notes)
     return NodeRecord(

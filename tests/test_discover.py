@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -19,7 +18,7 @@ from slurm_topo.model import Location, Source
 
 REAL_VM = Path(__file__).parent / "fixtures" / "real" / "h200-vm-1gpu"
 
-TRICKLE = 299  # a status the fake answers by trickling a never-ending body
+TRICKLE = 299  # a status the fake answers with 200 and its body trickled, a byte every 0.05 s
 
 # A handler gets (method, path, headers) and returns (status, body) or None to hang.
 Answer = Callable[[str, str, dict[str, str]], "tuple[int, bytes] | None"]
@@ -42,12 +41,14 @@ class FakeMetadata:
                     fake.release.wait(10)
                     return
                 status, body = result
-                self.send_response(status)
-                if status == TRICKLE:  # headers, then one byte every 0.1 s, never finishing
-                    self.send_header("Content-Length", "1000000")
+                self.send_response(200 if status == TRICKLE else status)
+                if status == TRICKLE:  # headers, then the body a byte every 0.05 s
+                    self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
-                    while not fake.release.wait(0.1):
-                        self.wfile.write(b"x")
+                    for i in range(len(body)):
+                        if fake.release.wait(0.05):
+                            return
+                        self.wfile.write(body[i : i + 1])
                         self.wfile.flush()
                     return
                 self.send_header("Content-Length", str(len(body)))
@@ -282,14 +283,32 @@ def test_real_h200_vm_capture_has_no_dmi_folder_and_that_is_normal(
     assert srv.requests == [] and rec.region is None
 
 
+class StepClock:
+    """The clock injected into discover_node: ``times`` in turn, then the last one again and again; counts its
+    reads."""
+
+    def __init__(self, *times: float, step: float = 0.0):
+        self.times, self.step, self.reads = list(times), step, 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        if len(self.times) > 1:
+            return self.times.pop(0)
+        self.times[0] += self.step
+        return self.times[0] - self.step
+
+
 @pytest.mark.parametrize("cloud", ["gce", "aws", "azure"])
-def test_hanging_server_returns_within_budget_with_a_note(
+def test_hanging_server_is_waited_for_only_the_time_left_with_a_note(
     tmp_path: Path, fake: Callable[[Answer], FakeMetadata], cloud: str
 ) -> None:
-    """A metadata server that never answers costs about the 1 s budget; the record carries a note."""
+    """A metadata server that never answers costs the time left on the budget, not more: the injected clock
+    says 0.05 s of the 30 s budget are left when the request is made, so the socket waits 0.05 s and the
+    record carries the budget's note. A client that waited longer (the whole budget, or no timeout) would meet
+    the fake's own end at 10 s, a dropped connection, and another note."""
     srv = fake(lambda m, p, h: None)
     files = {"gce": GCE_DMI, "aws": AWS_DMI, "azure": AZURE_DMI}[cloud]
-    start = time.monotonic()
+    clock = StepClock(100.0, 129.95)  # the deadline is 130; every later read leaves 0.05 s
     rec = discover_node(
         node_name="n",
         zone="hall-a",
@@ -299,23 +318,37 @@ def test_hanging_server_returns_within_budget_with_a_note(
         gce_url=srv.url,
         aws_url=srv.url,
         azure_url=srv.url,
+        budget_s=30.0,
+        clock=clock,
     )
-    assert time.monotonic() - start < 1.2
-    assert any("no answer within the time budget" in n for n in rec.notes)
+    assert [n for n in rec.notes if "metadata:" in n] == [
+        f"{cloud} metadata: no answer within the time budget (budget 30 s); no location from metadata"
+    ]
     assert (rec.region, rec.zone) == ("dc1", "hall-a")
+    assert len(srv.requests) == 1 and clock.reads >= 3  # the deadline, the request, the wait for the answer
 
 
 def test_trickling_server_is_cut_at_the_budget(
     tmp_path: Path, fake: Callable[[Answer], FakeMetadata]
 ) -> None:
-    """A server that sends headers, then a byte every 0.1 s forever, is also cut at the budget."""
-    srv = fake(lambda m, p, h: (TRICKLE, b""))
-    start = time.monotonic()
+    """A server that sends headers, then its answer a byte every 0.05 s, is cut when the budget is spent on
+    the injected clock (each read of it 7 s later: the 30 s budget is over after four reads), with a note and
+    no location. A client that read the body without its deadline would get the whole, valid, answer (a
+    zone and its region) after 2.2 s."""
+    answer = b"projects/123456789012/zones/europe-west1-b"
+    srv = fake(lambda m, p, h: (TRICKLE, answer))
+    clock = StepClock(0.0, step=7.0)
     rec = discover_node(
-        node_name="n", environ={}, dmi_root=dmi(tmp_path, **GCE_DMI), gce_url=srv.url, budget_s=0.5
+        node_name="n",
+        environ={},
+        dmi_root=dmi(tmp_path, **GCE_DMI),
+        gce_url=srv.url,
+        budget_s=30.0,
+        clock=clock,
     )
-    assert time.monotonic() - start < 0.8 and rec.region is None
-    assert any("no answer within the time budget" in n for n in rec.notes)
+    assert rec.region is None and rec.zone is None
+    assert any("no answer within the time budget" in n for n in rec.notes), rec.notes
+    assert len(srv.requests) == 1 and clock.reads == 6  # deadline, request, answer, 2 chunks, the cut
 
 
 def test_refused_connection_is_a_note(tmp_path: Path) -> None:
