@@ -71,12 +71,12 @@ function M.class_ok(cls, c, is_counted)
   if not is_counted or c.kind == "none" then return true end
   if c.kind == "or" then
     for _, n in ipairs(c.names) do
-      if cls.f[n] then return true end
+      if cls.features[n] then return true end
     end
     return false
   end
   for _, n in ipairs(c.names) do
-    if not cls.f[n] then return false end
+    if not cls.features[n] then return false end
   end
   return true
 end

@@ -90,114 +90,76 @@ local function read_all(path)
   return text
 end
 
--- Format 5 (and 6: a family bucket's location also names its values, fv) writes the group lists by column,
--- with what repeats written once and referred to by number (format 4's
--- table per group, with its location strings, display text and running length, cost Lua's parser most of a
--- 100 000-node load): M.prepare makes the tables the decisions read, once per load. Each group keeps 7 fields (8
--- once its label is derived; its shape's counts and location shared), L the list's running bracket lengths:
--- slurmctld's Lua collector walks all of it.
+-- The data file writes the group lists by column, with what repeats written once and referred to by number
+-- (shapes, locations, features): its load runs inside slurmctld and costs about its bytes. M.prepare decodes
+-- them once per load into the tables the decisions read, with named fields (ARCHITECTURE.md "The work bound"):
+--   group     {feature, rank, nodes, gpus, most, counts = {class, nodes, ...} (its shape's, shared), loc (its
+--             location, shared), label (where the data writes one; else derived on first display)}
+--   location  {region, zone, region_feature, zone_feature, zone_parent, region_parent, family}
+--   class     {features = {[name] = true}, gpus, gpu_type}
+--   list      the groups in the filter's order (nodes, then rank), list.index = {[feature] = group}
 
--- Each list also indexes its groups by size (the first shape of the same n, g, m and class counts: `sizes`, made
--- by prepare; groups of one size fit a job alike): `sizes` the distinct ones in order of first appearance,
--- `at[size]` the positions of that size's groups, ascending. A scan visits only the groups of sizes that can hold
--- the job (scan.lua).
+local LOCATION_FIELDS = { r = "region", z = "zone", rf = "region_feature", zf = "zone_feature",
+                          pz = "zone_parent", pr = "region_parent", fv = "family" }
 
--- A list of few sizes (at most 4, and at most 4 096 groups in all its sublists: a small part of the load) also keeps, for each
--- set of its sizes, the sublist of the groups of those sizes: sub[mask] (bit j: sizes[j]; the whole set is the list
--- itself, the empty set absent), with its own L and joined. A scan of a GPU job (every group of a fitting size
--- fits, not only every group) is then a compiled cut of the sublist of the sizes that fit (scan.lua candidates).
-local function sub_lists(list, distinct, at)
-  local count, n = #distinct, #list
-  if count < 2 or count > 4 or n * (2 ^ count - 2) > 4096 then return nil end -- no Python twin: the load's room
-  local full = 2 ^ count - 1
-  local sub = { [full] = list }
-  local bit_of = {}
-  for j, size in ipairs(distinct) do bit_of[size] = 2 ^ (j - 1) end
-  for mask = 1, full - 1 do
-    local part, L, length, names = {}, {}, 0, {}
-    for i = 1, n do
-      local g = list[i]
-      if math.floor(mask / bit_of[g.z]) % 2 == 1 then
-        local k = #part + 1
-        part[k] = g
-        length = length + #g.f + 1
-        L[k] = length
-        names[k] = g.f
-      end
-    end
-    part.L, part.joined = L, table.concat(names, "|")
-    sub[mask] = part
-  end
-  return sub
+local function decode_location(u)
+  local loc = {}
+  for short, name in pairs(LOCATION_FIELDS) do loc[name] = u[short] end
+  return loc
 end
 
-local function group_list(col, features, shapes, sizes)
-  -- a list's columns (f feature indices, k ranks: runs rising by 1; s shapes: runs of one; l labels where not
-  -- derived) -> its groups in order {f, k, n, g, m, c, u, z (l)}: n nodes, g GPUs, m most GPUs on a node, c counts
-  -- and u location are the shape's (c and u shared), z its size; L = the running bracket length through each
-  -- group; sizes and at as above; joined = the features joined by "|"; rooted: whether every group has a zone
-  -- (z) or region (r) above it
-  local fr, kr, sr = col.f, col.k, col.s
-  local list, L, length, n, names = { big = col.big }, {}, 0, 0, {}
-  local distinct, at = {}, {}
-  local ki, k, kleft, si, s, sleft = -1, 0, 0, -1, nil, 0
-  local in_zone, in_region = true, true -- every group has a zone (a region) above it
-  for j = 1, #fr, 2 do
-    local fi = fr[j]
-    for _ = 1, fr[j + 1] do
-      if kleft == 0 then ki = ki + 2; k, kleft = kr[ki], kr[ki + 1] end
-      if sleft == 0 then
-        si = si + 2
-        s, sleft = shapes[sr[si]], sr[si + 1]
-        local u = s.u
-        if u.pz == nil and u.zf == nil then in_zone = false end
-        if u.pr == nil and u.rf == nil then in_region = false end
-      end
-      local feature, size = features[fi], sizes[s]
+local function run_values(runs, step, count)
+  -- {first, length, ...} runs of values rising by step (0: repeated) -> an array of count values
+  local out, n = {}, 0
+  for j = 1, #runs, 2 do
+    local v = runs[j]
+    for _ = 1, runs[j + 1] do
       n = n + 1
-      list[n] = { f = feature, k = k, n = s.n, g = s.g, m = s.m, c = s.c, u = s.u, z = size }
-      length = length + #feature + 1
-      L[n] = length
-      names[n] = feature
-      local positions = at[size]
-      if positions == nil then
-        positions = {}
-        at[size] = positions
-        distinct[#distinct + 1] = size
-      end
-      positions[#positions + 1] = n
-      fi, k, kleft, sleft = fi + 1, k + 1, kleft - 1, sleft - 1
+      out[n] = v
+      v = v + step
     end
   end
-  if ki + 1 ~= #kr or si + 1 ~= #sr or kleft ~= 0 or sleft ~= 0 then error("data: group columns do not match") end
-  for i, l in pairs(col.l) do list[i].l = l end
-  if n <= 1024 then -- the few regions and zones: every label derived now, not in a decision that first shows it
-    for i = 1, n do label_of(list[i]) end
+  if n ~= count then error("data: group columns do not match") end
+  return out
+end
+
+local function group_list(col, features, shapes)
+  -- a list's columns (f feature indices and k ranks: runs rising by 1; s shape indices: runs of one; l labels
+  -- where not derived) -> its groups in order, indexed by feature
+  local count = 0
+  for j = 2, #col.f, 2 do count = count + col.f[j] end
+  local fs, ks, ss = run_values(col.f, 1, count), run_values(col.k, 1, count), run_values(col.s, 0, count)
+  local list, index = {}, {}
+  for i = 1, count do
+    local s = shapes[ss[i]]
+    if s == nil then error("data: group " .. i .. " has no shape") end
+    local g = { feature = features[fs[i]], rank = ks[i], nodes = s.n, gpus = s.g, most = s.m, counts = s.c,
+                loc = s.u, label = col.l[i] }
+    list[i] = g
+    index[g.feature] = g
   end
-  list.L, list.sizes, list.at = L, distinct, at
-  list.rooted = { z = in_zone, r = in_region } -- scan.lua parent_of finds a parent for every group
-  list.joined = table.concat(names, "|") -- a run of groups i..j as bracket text: sub(joined, L[i-1] + 1, L[j] - 1)
-  list.sub = sub_lists(list, distinct, at)
+  list.index = index
   return list
 end
 
 function M.prepare(data)
-  -- the loaded data file's table, ready for decide (in place, once): group lists and each shape's location (the
-  -- node index waits for a --nodelist: nodes.lua node_index); an error here is a broken data file (load_data fails open)
+  -- the loaded data file's table, ready for decide (in place, once); an error here is a broken data file (load
+  -- fails open)
   if data.ready then return data end
   local features, locations, shapes = data.features, data.locations, data.shapes
-  local sizes, by_key = {}, {} -- per shape: the first shape of the same n, g, m and class counts
+  for i, u in ipairs(locations) do locations[i] = decode_location(u) end
   for i, s in ipairs(shapes) do
     s.u = locations[s.u]
     if type(s.u) ~= "table" then error("data: shape " .. i .. " has no location") end
-    local key = s.n .. ":" .. s.g .. ":" .. s.m .. ":" .. table.concat(s.c, ",")
-    sizes[s] = by_key[key] or s
-    by_key[key] = sizes[s]
+  end
+  for i, cls in ipairs(data.classes) do
+    data.classes[i] = { features = cls.f, gpus = cls.g, gpu_type = cls.t }
   end
   for _, levels in pairs(data.partitions) do
-    for key, col in pairs(levels) do levels[key] = group_list(col, features, shapes, sizes) end
+    for key, col in pairs(levels) do levels[key] = group_list(col, features, shapes) end
   end
-  S.prepare_class_sets(data) -- data.every (a scan where every class counts) and the GPU requests' class sets
+  S.gpu_sets(data) -- the class sets of GPU requests without a constraint
+  data.has_values = #data.families > 0
   data.default_names = { data.default_partition } -- a job that names no partition
   data.ready = true
   return data

@@ -3,9 +3,8 @@ slurm_topo_filter/decide.lua - the decision (slurm_topo/policy/decide.py): the s
 the locality, the constraint, the regions, then prefer or a required level), the prefer cascade with its zone
 unions, a required level's bracket and --prefer, named nodes, and what is said when no group can hold the job.
 
-The steps that repeat for a repeated request (a level's candidate list, the largest group, the prefer cascade,
-a required level's finer --prefer, and the formatting of a shared list) are called through M.steps, which
-slurm_topo_filter/memo.lua wraps; the rules here remember nothing.
+Every list is looked at through scan.lua's bounded walks (ARCHITECTURE.md "The work bound"); the rules here
+remember nothing (memo.lua remembers whole decisions by the request's shape).
 ]]
 
 local V = require("slurm_topo_filter.vocab")
@@ -26,17 +25,16 @@ local CONFLICT_NOTE, IMPLICIT_PARTITION, NVL_NONE, NVL_NONE_NOTE = V.CONFLICT_NO
   V.NVL_NONE, V.NVL_NONE_NOTE
 local PREFER_LEVELS, UNION_ZONES, UNION_EMIT, UNION_EMIT_FAMILIES = V.PREFER_LEVELS, V.UNION_ZONES, V.UNION_EMIT,
   V.UNION_EMIT_FAMILIES
+local LOOKS_LIST, LOOKS_FINER, UNION_ROWS, UNION_TRIES, MAX_MERGED = V.LOOKS_LIST, V.LOOKS_FINER, V.UNION_ROWS,
+  V.UNION_TRIES, V.MAX_MERGED
 local record, safe, plural = V.record, V.safe, V.plural
 local parse_constraint, counted, compose = C.parse_constraint, C.counted, C.compose
-local needs, new_scan, label_of, scan_allowed, scan_eligible = S.needs, S.new_scan, S.label_of, S.allowed, S.eligible
-local cascade, level_groups, family_values, NO_GROUPS = S.cascade, S.level_groups, S.family_values, S.NO_GROUPS
-local any_fits, nodes_of, taken, wanted = S.any_fits, S.nodes_of, S.taken, S.wanted
+local needs, new_scan, label_of, eligible, holds = S.needs, S.new_scan, S.label_of, S.eligible, S.holds
+local candidates, largest_first, cascade, bracket_text = S.candidates, S.largest_first, S.cascade, S.bracket_text
+local level_source, values_source, named_source, has, NO_GROUPS = S.level_source, S.values_source, S.named_source,
+  S.has, S.NO_GROUPS
 
 local M = {}
-
--- The steps memo.lua wraps, each called as steps.NAME (filled in below, after the functions they name).
-local steps = {}
-M.steps = steps
 
 local function describe_request(req)
   local nodes, gpus, _, gtype = needs(req)
@@ -50,33 +48,29 @@ local function describe_request(req)
   return text
 end
 
-function steps.bracket(kept)
-  -- "[f1|f2|...]" of a list (scan.lua bracket_text: runs of a compiled list are pieces of its joined text)
-  return S.bracket_text(kept)
-end
-
-function steps.shown(kept, cut, sc)
-  -- the record is cut at 200 characters: stop formatting once past that (same text after the cut); the nodes
-  -- shown are those that count for the scan sc (kept comes from it, so the memo by kept holds)
+local function shown(kept, nodes, cut)
+  -- the record's list, label(Nn) each: formatting stops once past the record's 200 characters (same text
+  -- after the cut)
   local parts, length = {}, 0
-  local cs = sc.cs -- a group's text depends on the classes that count only: kept per class set (S.shown_texts)
-  local texts = cs and S.shown_texts(cs)
   for i, g in ipairs(kept) do
     if length > MAX_RECORD then break end
-    local part = texts and texts[g]
-    if part == nil then
-      part = label_of(g) .. "(" .. num(nodes_of(sc, g)) .. "n)"
-      if texts and g.sp == nil then -- a zone union is made per decision: not kept
-        texts[g] = part
-        texts.count = texts.count + 1
-      end
-    end
+    local part = label_of(g) .. "(" .. num(nodes[i]) .. "n)"
     parts[i] = part
     length = length + #part + 1
   end
   local text = "[" .. table.concat(parts, ",") .. "]"
   if cut then text = "first " .. #kept .. " kept (Slurm's limits) " .. text end
   return text
+end
+
+local function bound_tag(sc, unchecked)
+  -- the record's word on the work bound, before its list (the record is cut at 200 characters): how many walks
+  -- of this decision stopped at their looks, and whether a required level's bracket was taken unchecked
+  if sc.bounded == 0 then return "" end
+  local s, fit = "s", ""
+  if sc.bounded == 1 then s = "" end
+  if unchecked and unchecked > 0 then fit = "; fit not checked" end
+  return " [bound: " .. sc.bounded .. " walk" .. s .. " cut" .. fit .. "]"
 end
 
 local function terms(...)
@@ -202,6 +196,19 @@ local function area_of(data, req, loc)
 end
 
 local decide_inner, decide_prefer, decide_required, nothing_holds, named_nodes, required_prefer
+
+local function many_partitions(loc, level, count)
+  -- a -p list of more partitions than the filter merges: prefer leaves the job alone, a required level is refused
+  if level == "prefer" then
+    return { action = "unchanged", locality = loc,
+             record = record("prefer: " .. count .. " partitions (over " .. MAX_MERGED .. "); unchanged") }
+  end
+  return { action = "reject", locality = loc, rejection = "request",
+           message = "slurm-topo: --locality=" .. loc .. ": the job names " .. count .. " partitions; slurm-topo "
+             .. "checks a " .. level .. " over at most " .. MAX_MERGED .. ": name fewer partitions, or use "
+             .. "--locality=prefer",
+           record = record(loc .. ": rejected; " .. count .. " partitions (over " .. MAX_MERGED .. ")") }
+end
 local LOC = {} -- "level:mode", built once
 for level in pairs(LOCALITIES) do
   LOC[level] = { wait = level .. ":wait", fail = level .. ":fail", auto = level .. ":auto" }
@@ -275,6 +282,7 @@ decide_inner = function(data, req)
   if level == "any" and req.regions == nil then
     return { action = "unchanged", locality = loc, record = RECORD_ANY }
   end
+  if #partitions > MAX_MERGED and level ~= "any" then return many_partitions(loc, level, #partitions) end
   local c = parse_constraint(req.features)
   if c.kind == "invalid" then
     return { action = "unchanged", locality = loc, record = record(loc .. ": constraint not understood; unchanged") }
@@ -313,288 +321,275 @@ end
 
 -- Zone unions (policy/decide.py _zone_unions): alternatives "(zone_a|zone_b[|zone_c])" of 2-3 zones that can
 -- ever hold the job; Slurm reads a parenthesised OR inside a matching-OR bracket as one alternative. Made from the
--- UNION_ZONES zones with the most eligible nodes per region (unions inside one region, never all of its zones:
--- that is the region's own alternative) and across regions; each list by (regions, zones, size, features).
-local function before(n, g, b)
-  -- the order of the zone rows: most eligible nodes first, then the smaller zone, then the data's rank (a zone g
-  -- with n eligible nodes against row b)
-  if n ~= b.n then return n > b.n end
-  if g.n ~= b.g.n then return g.n < b.g.n end
-  return g.k < b.g.k
+-- UNION_ROWS largest zones with eligible nodes, the UNION_ZONES with the most per region (unions inside one region,
+-- never all of its zones: that is the region's own alternative) and per family value across regions; at most
+-- UNION_TRIES combinations in all; each list by (regions, zones, size, features).
+
+local function row_before(a, b)
+  -- the rows' order: most eligible nodes first, then the smaller zone, then the data's rank
+  if a.n ~= b.n then return a.n > b.n end
+  if a.g.nodes ~= b.g.nodes then return a.g.nodes < b.g.nodes end
+  return a.g.rank < b.g.rank
 end
 
-local function keep_top(list, r)
-  -- list: the first UNION_ZONES rows seen so far in row order; r goes in where it belongs (no whole sort)
-  local m = #list
-  if m == UNION_ZONES then
-    list[m] = nil
-    m = m - 1
+local function zone_rows(sc, zones)
+  local rows = {}
+  for _, g in ipairs(largest_first(sc, zones, UNION_ROWS)) do
+    local n, gp, most = eligible(sc, g)
+    if n > 0 then rows[#rows + 1] = { g = g, n = n, gp = gp, most = most } end
   end
-  local j = m
-  while j >= 1 and before(r.n, r.g, list[j]) do
-    list[j + 1] = list[j]
-    j = j - 1
+  table.sort(rows, row_before)
+  return rows
+end
+
+local function grouped(rows, key)
+  -- rows by key(row), the keys in the order of their first row
+  local by, keys = {}, {}
+  for _, r in ipairs(rows) do
+    local k = key(r)
+    if by[k] == nil then
+      by[k] = {}
+      keys[#keys + 1] = k
+    end
+    local list = by[k]
+    list[#list + 1] = r
   end
-  list[j + 1] = r
+  return by, keys
 end
 
-local function makes_top(list, n, g)
-  return #list < UNION_ZONES or before(n, g, list[UNION_ZONES])
+local function region_key(r) return (r.g.loc.region or "") .. "\0" .. (r.g.loc.family or "") end
+local function family_key(r) return r.g.loc.family or false end
+
+local function spread_of(combo)
+  local seen, spread = {}, 0
+  for _, r in ipairs(combo) do
+    local region = r.g.loc.region or false
+    if not seen[region] then
+      seen[region] = true
+      spread = spread + 1
+    end
+  end
+  return spread
 end
 
-local function add_unions(sc, rows, cross, out, k)
-  local m = #rows
+local function try_union(sc, combo, cross, out)
+  local spread = spread_of(combo)
+  if cross and spread < 2 then return end
+  local n, gp, most = 0, 0, 0
+  for _, r in ipairs(combo) do
+    n, gp = n + r.n, gp + r.gp
+    if r.most > most then most = r.most end
+  end
+  if not holds(sc, n, gp, most) then return end
+  local fs, ls = {}, {}
+  for i, r in ipairs(combo) do fs[i], ls[i] = r.g.feature, label_of(r.g) end
+  out[#out + 1] = { spread = spread, k = #combo, nodes = n, gpus = gp, most = most, union = true,
+                    feature = "(" .. table.concat(fs, "|") .. ")", label = table.concat(ls, "+") }
+end
+
+local function combinations(m, k)
+  -- the k-subsets of 1..m in itertools.combinations order, as an iterator of index arrays
+  local idx = {}
+  for i = 1, k do idx[i] = i end
+  local first = true
+  return function()
+    if first then
+      first = false
+      if k > m then return nil end
+      return idx
+    end
+    local i = k
+    while i >= 1 and idx[i] == m - k + i do i = i - 1 end
+    if i < 1 then return nil end
+    idx[i] = idx[i] + 1
+    for j = i + 1, k do idx[j] = idx[j - 1] + 1 end
+    return idx
+  end
+end
+
+local function add_unions(sc, rows, cross, k, out, tries)
+  -- unions of k of rows (the first UNION_ZONES) that can hold the job; each combination takes one try
+  local m = math.min(#rows, UNION_ZONES)
   if not cross and k >= m then return end
-  local function try(combo)
-    local n, gp, most, regions, spread = 0, 0, 0, {}, 0
-    for _, r in ipairs(combo) do
-      n, gp = n + r.n, gp + r.gp
-      if r.most > most then most = r.most end
-      local region = r.g.u.r or false
-      if not regions[region] then
-        regions[region] = true
-        spread = spread + 1
-      end
-    end
-    if cross and spread < 2 then return end
-    local need, total = sc.nodes, sc.total_gpus
-    if total > 0 then
-      if most == 0 then return end
-      need = math.max(need, math.ceil(total / most))
-    end
-    if n < need or gp < total then return end
-    local fs, ls = {}, {}
-    for i, r in ipairs(combo) do fs[i], ls[i] = r.g.f, label_of(r.g) end
-    local label = table.concat(ls, "+")
-    out[#out + 1] = { sp = spread, k = #combo, n = n, f = "(" .. table.concat(fs, "|") .. ")", l = label, g = gp,
-                      m = most } -- shown as label(n): shown_text
-  end
-  if k == 2 then
-    for a = 1, m do
-      for b = a + 1, m do try({ rows[a], rows[b] }) end
-    end
-    return
-  end
-  for a = 1, m do
-    for b = a + 1, m do
-      for c = b + 1, m do try({ rows[a], rows[b], rows[c] }) end
-    end
+  for idx in combinations(m, k) do
+    if tries.left == 0 then return end
+    tries.left = tries.left - 1
+    if tries.left == 0 then sc.bounded = sc.bounded + 1 end
+    local combo = {}
+    for i = 1, k do combo[i] = rows[idx[i]] end
+    try_union(sc, combo, cross, out)
   end
 end
 
 local function union_order(a, b)
-  if a.sp ~= b.sp then return a.sp < b.sp end
+  if a.spread ~= b.spread then return a.spread < b.spread end
   if a.k ~= b.k then return a.k < b.k end
-  if a.n ~= b.n then return a.n < b.n end
-  return a.f < b.f
+  if a.nodes ~= b.nodes then return a.nodes < b.nodes end
+  return a.feature < b.feature
 end
 
-local function as_kept(list)
+local function as_walk(list)
   table.sort(list, union_order)
-  return list
+  local nodes = {}
+  for i, u in ipairs(list) do nodes[i] = u.nodes end
+  return { kept = list, nodes = nodes, cut = false }
 end
 
-function steps.zone_rows(sc, zones)
-  -- {by_region, names, by_family, values, lead}: the zones with eligible nodes, each kept in its region's and its
-  -- family value's first UNION_ZONES in row order (policy/decide.py sorts them all; only these and the first row
-  -- are read), per family value its zones and regions; what nodes count decides it, not the job's size (the
-  -- memo's key: the zone list and the scan's classes)
-  local by_region, names, by_family, values, lead = {}, {}, {}, {}, nil
-  for _, g in ipairs(zones) do
-    local n, gp, most = 0, 0, 0
-    if scan_allowed(sc, g) then n, gp, most = scan_eligible(sc, g) end
-    if n > 0 then
-      local u = g.u
-      local fv, region = u.fv or false, u.rk
-      if region == nil then -- (region, family values), once per location: no label holds a NUL
-        region = (u.r or "") .. "\0" .. tostring(fv)
-        u.rk = region
-      end
-      local list = by_region[region]
-      if list == nil then
-        list = {}
-        by_region[region] = list
-        names[#names + 1] = region
-      end
-      local fam = by_family[fv]
-      if fam == nil then
-        fam = { top = {}, regions = {}, spread = 0, zones = 0 }
-        by_family[fv] = fam
-        values[#values + 1] = fv
-      end
-      local first, in_region, in_family = lead == nil or before(n, g, lead), makes_top(list, n, g),
-        makes_top(fam.top, n, g)
-      if first or in_region or in_family then
-        local r = { g = g, n = n, gp = gp, most = most }
-        if first then lead = r end
-        if in_region then keep_top(list, r) end
-        if in_family then keep_top(fam.top, r) end
-      end
-      fam.zones = fam.zones + 1
-      local key = u.r or false
-      if not fam.regions[key] then
-        fam.regions[key] = true
-        fam.spread = fam.spread + 1
-      end
-    end
+local function regions_of(list)
+  local seen, count = {}, 0
+  for _, r in ipairs(list) do
+    local region = r.g.loc.region or false
+    if not seen[region] then seen[region], count = true, count + 1 end
   end
-  return { by_region, names, by_family, values, lead }
+  return count
 end
 
-local function zone_unions(sc, zones, room, families)
-  -- room: the alternatives the level lists leave; unions that could never be kept are not made (and without
-  -- families, whose spans the rows give, no zone row is read: no union, so no lead either). With families
-  -- the zones are family buckets and a union joins one value's buckets only (u.fv): prefer never mixes versions
-  if not sc.check or (room <= 0 and not families) then return NO_GROUPS, NO_GROUPS, nil, NO_GROUPS end
-  local rows = steps.zone_rows(sc, zones)
-  local by_region, names, by_family, values, lead = rows[1], rows[2], rows[3], rows[4], rows[5]
-  local inside, across = {}, {}
+local EMPTY_WALK = { kept = {}, nodes = {}, cut = false } -- shared, read-only
+
+local function zone_unions(sc, zones, room)
+  -- (unions inside one region, unions across regions, the lead row, the spans by feature)
+  if not sc.check then return EMPTY_WALK, EMPTY_WALK, nil, {} end
+  local rows = zone_rows(sc, zones)
+  local by_region, regions = grouped(rows, region_key)
+  local by_family, values = grouped(rows, family_key)
+  local tries, inside, across = { left = UNION_TRIES }, {}, {}
   for k = 2, 3 do
     if #inside >= room then break end
-    for _, region in ipairs(names) do add_unions(sc, by_region[region], false, inside, k) end
+    for _, key in ipairs(regions) do add_unions(sc, by_region[key], false, k, inside, tries) end
   end
   -- per family value (one, false, without families): its zones in two regions or more; a union of all of them is
   -- the bare value's (the plain tree's) own alternative and is not made
   local tops = {}
   for _, fv in ipairs(values) do
-    local fam = by_family[fv]
-    if fam.spread >= 2 then tops[#tops + 1] = fam end
+    if regions_of(by_family[fv]) >= 2 then tops[#tops + 1] = by_family[fv] end
   end
   for k = 2, 3 do
     if #tops == 0 or #inside + #across >= room then break end
-    for _, fam in ipairs(tops) do
-      if k < fam.zones then add_unions(sc, fam.top, true, across, k) end
+    for _, top in ipairs(tops) do
+      if k < #top then add_unions(sc, top, true, k, across, tries) end
     end
   end
-  -- what each family value's eligible zones span (by_spread; a union carries its own, sp and k)
   local spans = {}
   for _, fv in ipairs(values) do
-    if fv then spans[fv] = { by_family[fv].spread, by_family[fv].zones } end
+    if fv then spans[fv] = { regions_of(by_family[fv]), #by_family[fv] } end
   end
-  return as_kept(inside), as_kept(across), lead, spans
+  for _, u in ipairs(across) do spans[u.feature] = { u.spread, u.k } end
+  local lead = rows[1] and { g = rows[1].g, n = rows[1].n }
+  return as_walk(inside), as_walk(across), lead, spans
 end
 
-local function span_of(alt, spans)
-  -- (regions, zones) of an alternative of the bracket's tail: a union across regions, or a bare family value
-  if alt.sp ~= nil then
-    if alt.sp >= 2 then return alt.sp, alt.k end
-    return nil
-  end
-  local fam = spans[alt.f]
-  if fam ~= nil then return fam[1], fam[2] end
-  return nil
-end
-
-local function by_spread(kept, spans)
-  -- policy/decide.py _by_spread: the bracket's tail (unions across regions, then the bare family values) by
-  -- the (regions, zones) each spans, unions before a value of the same span; a new list (kept may be remembered)
+local function by_spread(kept, nodes, spans)
+  -- policy/decide.py _by_spread: the bracket's tail (unions across regions, then the bare family values) by the
+  -- (regions, zones) each spans, unions before a value of the same span
   local start = #kept + 1
   for i = 1, #kept do
-    if span_of(kept[i], spans) ~= nil then
+    if spans[kept[i].feature] ~= nil then
       start = i
       break
     end
   end
   local tail = {}
   for i = start, #kept do
-    local r, z = span_of(kept[i], spans)
-    tail[#tail + 1] = { g = kept[i], r = r or MAX_ALTERNATIVES, z = z or MAX_ALTERNATIVES, i = i }
+    local span = spans[kept[i].feature] or { MAX_ALTERNATIVES, MAX_ALTERNATIVES }
+    tail[#tail + 1] = { g = kept[i], n = nodes[i], r = span[1], z = span[2], i = i }
   end
   table.sort(tail, function(a, b)
     if a.r ~= b.r then return a.r < b.r end
     if a.z ~= b.z then return a.z < b.z end
     return a.i < b.i
   end)
-  local out = {}
-  for i = 1, start - 1 do out[i] = kept[i] end
-  for j, t in ipairs(tail) do
-    local i = start - 1 + j
-    out[i] = t.g
-  end
-  return out
+  for j, t in ipairs(tail) do kept[start - 1 + j], nodes[start - 1 + j] = t.g, t.n end
 end
 
--- A bracket must not start with a union (policy/decide.py _lead): 22.05's submit check narrows the usable nodes
--- to the union's first zone and rejects a job that zone cannot hold; the largest zone leads instead (too small
--- for the job: Slurm passes over it), the last alternatives giving way when that breaks the limits.
-local function lead_bracket(kept, lead, budget)
-  if #kept == 0 or string.sub(kept[1].f, 1, 1) ~= "(" or lead == nil then return kept, false end
-  local out = { lead.g }
-  for i = 1, #kept do
-    out[i + 1] = kept[i]
-  end
+local function bracket_length(kept)
   local length = 1
-  for i = 1, #out do length = length + #out[i].f + 1 end
+  for _, g in ipairs(kept) do length = length + #g.feature + 1 end
+  return length
+end
+
+local function lead_bracket(kept, nodes, lead, budget)
+  -- policy/decide.py _lead: a bracket must not start with a union (22.05's submit check narrows the usable nodes
+  -- to the union's first zone); the largest zone leads instead, the last unions (then the last alternatives)
+  -- giving way when that breaks the limits
+  if #kept == 0 or not kept[1].union or lead == nil then return kept, nodes, false end
+  table.insert(kept, 1, lead.g)
+  table.insert(nodes, 1, lead.n)
   local cut = false
-  while #out > MAX_ALTERNATIVES or length > budget do
-    -- the last union goes first: a region bucket or a bare family value keeps the job off the plain tree
-    local n, k = #out, #out
-    for i = n, 2, -1 do
-      if string.sub(out[i].f, 1, 1) == "(" then
-        k = i
+  while #kept > MAX_ALTERNATIVES or bracket_length(kept) > budget do
+    local last = #kept
+    for i = #kept, 2, -1 do
+      if kept[i].union then
+        last = i
         break
       end
     end
-    length = length - #out[k].f - 1
-    for i = k, n - 1 do out[i] = out[i + 1] end
-    out[n] = nil
+    table.remove(kept, last)
+    table.remove(nodes, last)
     cut = true
   end
-  return out, cut
+  return kept, nodes, cut
 end
 
-function steps.prefer_cascade(job, first, budget)
-  -- {kept, cut, levels used}: the prefer bracket's groups, `first` the network-group list (the memo's key).
-  -- The lists are asked for coarsest first (the family values, regions, zones, network groups, NVLink domains:
-  -- the order the cascade keeps them in), each for at most what the cascade can still take + 1 (S.taken): the
-  -- same bracket, cut flag and union room as from whole lists, without scanning what would be dropped
+local function taken(kept, alternatives, room)
+  -- how many of kept the cascade takes with `alternatives` and `room` characters left, and the characters
+  local n = 0
+  for _, g in ipairs(kept) do
+    if n == alternatives or #g.feature + 1 > room then break end
+    room, n = room - #g.feature - 1, n + 1
+  end
+  return n, room
+end
+
+local function prefer_walks(job, budget)
+  -- the walks of the cascade (given finest first), walked coarsest first (the order the cascade keeps them in),
+  -- each for at most what the cascade can still take and one more (policy/decide.py _coarsest_first); their
+  -- names, and whether the fleet has families
   local data, partitions, sc = job.data, job.partitions, job.scan
-  local lists, used = {}, {}
-  local values = family_values(data, partitions)
-  local alternatives, room = MAX_ALTERNATIVES, budget - 1
-  if values ~= nil then -- with families: the bare values after the region buckets, largest first
-    local fkept, fcut, flength, fitn, fitlen = steps.candidates(sc, values, budget, nil, nil, nil, true,
-      wanted(alternatives), room)
-    local n, left, after = taken(fkept, alternatives, room, flength, fitn, fitlen)
-    lists[#PREFER_LEVELS + 1] = { fkept, fcut, n, room - after }
-    alternatives, room = left, after
-  end
-  for i = #PREFER_LEVELS, 1, -1 do
-    local groups = first
-    if i == 1 and values ~= nil then
-      groups = NO_GROUPS -- not with families: a domain is no family bucket, and prefer never mixes versions
-    elseif i ~= 2 then
-      groups = level_groups(data, partitions, PREFER_LEVELS[i])
-    end
-    local kept, cut, length, fitn, fitlen = steps.candidates(sc, groups, budget, nil, nil, nil, nil,
-      wanted(alternatives), room)
-    local n, left, after = taken(kept, alternatives, room, length, fitn, fitlen)
-    lists[i] = { kept, cut, n, room - after }
-    alternatives, room = left, after
-  end
+  local values = values_source(data, partitions)
+  local sources, names = {}, {}
   for i, lvl in ipairs(PREFER_LEVELS) do
-    if #lists[i][1] > 0 then used[#used + 1] = lvl end
+    sources[i], names[i] = NO_GROUPS, lvl
+    if not (lvl == "nvl" and values) then sources[i] = level_source(data, partitions, lvl) end
   end
-  local emit = UNION_EMIT
-  if values ~= nil then
-    if #lists[#lists][1] > 0 then used[#used + 1] = "family" end
-    emit = UNION_EMIT_FAMILIES
+  if values then sources[#sources + 1], names[#names + 1] = values, "family" end
+  local walks, alternatives, room = {}, MAX_ALTERNATIVES, budget - 1
+  for j = #sources, 1, -1 do
+    walks[j] = candidates(sc, sources[j], budget, LOOKS_LIST, nil, nil, false, alternatives + 1)
+    local n
+    n, room = taken(walks[j].kept, alternatives, room)
+    alternatives = alternatives - n
   end
-  -- zone unions (of one value's buckets with families) between the zones and the regions, and after the regions:
-  -- in the alternatives the whole lists leave (none when a list stopped at its limit: they fill the bracket)
-  local left = MAX_ALTERNATIVES
-  for _, l in ipairs(lists) do left = left - #l[1] end
-  if left < 0 then left = 0 end
-  local inside, across, lead, spans = zone_unions(sc, level_groups(data, partitions, "zone"), left, values ~= nil)
-  if #inside > 0 or #across > 0 then used[#used + 1] = "unions" end
-  local parts = { { inside, false }, { across, false } }
-  for _, l in ipairs(lists) do parts[#parts + 1] = l end
-  local kept, cut = cascade(parts, budget, 2, emit)
-  if values ~= nil then kept = by_spread(kept, spans) end
+  return walks, names, values ~= nil
+end
+
+local function levels_used(walks, names)
+  local used, seen = {}, {}
+  for i, w in ipairs(walks) do
+    if #w.kept > 0 and not seen[names[i]] then
+      seen[names[i]] = true
+      used[#used + 1] = names[i]
+    end
+  end
+  return used
+end
+
+local function prefer_cascade(job, budget)
+  -- kept, nodes, cut, levels used ("nvl+network_group+..."): the prefer bracket's alternatives
+  local sc = job.scan
+  local walks, names, families = prefer_walks(job, budget)
+  local room = MAX_ALTERNATIVES
+  for _, w in ipairs(walks) do room = room - #w.kept end
+  if room < 0 then room = 0 end
+  local inside, across, lead, spans = zone_unions(sc, level_source(job.data, job.partitions, "zone"), room)
+  local parts = { inside, across }
+  for _, w in ipairs(walks) do parts[#parts + 1] = w end
+  local kept, nodes, cut = cascade(parts, budget, 2, families and UNION_EMIT_FAMILIES or UNION_EMIT)
+  if families then by_spread(kept, nodes, spans) end
   local led_cut
-  kept, led_cut = lead_bracket(kept, lead, budget)
-  cut = cut or led_cut
-  return { kept, cut, table.concat(used, "+") }
+  kept, nodes, led_cut = lead_bracket(kept, nodes, lead, budget)
+  walks[#walks + 1], names[#names + 1] = inside, "unions"
+  walks[#walks + 1], names[#names + 1] = across, "unions"
+  return kept, nodes, cut or led_cut, table.concat(levels_used(walks, names), "+")
 end
 
 decide_prefer = function(job)
@@ -619,18 +614,12 @@ decide_prefer = function(job)
   elseif c.kind == "bracket" or c.kind == "complex" then
     why = "constraint has brackets or parentheses"
   else
-    -- the cascade: every level's groups that can ever hold the job, finest level first, smallest first within a
-    -- level (with families: then the bare family values, largest first); 22.05 tries a matching OR alternative
-    -- by alternative, so the job lands in the finest group with room now
     local probe = compose_with(c, restrict, "[]")
-    local budget = MAX_CONSTRAINT - #probe + 2
-    local first = level_groups(job.data, job.partitions, LEVELS[1])
-    local hit = steps.prefer_cascade(job, first, budget)
-    local kept, cut = hit[1], hit[2]
+    local kept, nodes, cut, used = prefer_cascade(job, MAX_CONSTRAINT - #probe + 2)
     if #kept > 0 then
       return { action = "amend", locality = loc, features = base,
-               prefer = compose_with(c, restrict, steps.bracket(kept)),
-               record = record("prefer " .. hit[3] .. " " .. steps.shown(kept, cut, job.scan) .. job.note),
+               prefer = compose_with(c, restrict, bracket_text(kept)),
+               record = record("prefer " .. used .. bound_tag(job.scan) .. " " .. shown(kept, nodes, cut) .. job.note),
                kept = kept }
     end
     why = "no group fits; topology/tree packs"
@@ -640,105 +629,91 @@ decide_prefer = function(job)
   return { action = action, locality = loc, features = base, record = record("prefer: " .. why) }
 end
 
-decide_required = function(job)
-  -- nvl / network_group / zone / region: the matching-OR bracket of the groups that can ever hold the job
-  local level, loc, mode, c = job.level, job.loc, job.mode, job.c
-  local groups = level_groups(job.data, job.partitions, level)
-  local only
-  if c.kind == "bracket" then
-    local level_features = {}
-    for _, g in ipairs(groups) do level_features[g.f] = true end
-    only = {}
-    for _, x in ipairs(c.inside) do
-      if not level_features[x] then
-        return conflict(loc, mode, "bracket", "slurm-topo: --locality=" .. level .. ": the brackets in your "
-          .. "constraint are not all " .. level .. " groups (Slurm allows one bracket set)")
-      end
-      only[x] = true
+local function user_bracket(job, src)
+  -- the names of the user's own bracket, all groups of the level, or a conflict
+  local c, level = job.c, job.level
+  if c.kind ~= "bracket" then return nil end
+  local only, seen = {}, {}
+  for _, x in ipairs(c.inside) do
+    if not has(src, x) then
+      return nil, conflict(job.loc, job.mode, "bracket", "slurm-topo: --locality=" .. level .. ": the brackets in "
+        .. "your constraint are not all " .. level .. " groups (Slurm allows one bracket set)")
+    end
+    if not seen[x] then
+      seen[x] = true
+      only[#only + 1] = x
     end
   end
-  local probe = compose_with(c, job.restrict, "[]")
+  return only
+end
+
+local function probe_conflict(job, probe)
+  local level = job.level
   if probe == nil then
-    return conflict(loc, mode, "constraint", "slurm-topo: --locality=" .. level .. ": your constraint cannot be "
-      .. "combined with a " .. level .. " bracket")
+    return conflict(job.loc, job.mode, "constraint", "slurm-topo: --locality=" .. level .. ": your constraint cannot "
+      .. "be combined with a " .. level .. " bracket")
   end
   if #probe >= MAX_CONSTRAINT then
-    return conflict(loc, mode, "length", "slurm-topo: --locality=" .. level .. ": your constraint leaves no room for a "
-      .. level .. " bracket (Slurm's " .. MAX_CONSTRAINT .. "-character limit)")
+    return conflict(job.loc, job.mode, "length", "slurm-topo: --locality=" .. level .. ": your constraint leaves no "
+      .. "room for a " .. level .. " bracket (Slurm's " .. MAX_CONSTRAINT .. "-character limit)")
   end
+  return nil
+end
+
+local function within_only(only, within)
+  if only == nil then return true end
+  for _, x in ipairs(only) do
+    if x == within then return true end
+  end
+  return false
+end
+
+decide_required = function(job)
+  -- nvl / network_group / zone / region: the matching-OR bracket of the groups that can ever hold the job
+  local level, loc = job.level, job.loc
+  local src = level_source(job.data, job.partitions, level)
+  local only, bad = user_bracket(job, src)
+  if bad then return bad end
+  local probe = compose_with(job.c, job.restrict, "[]")
+  bad = probe_conflict(job, probe)
+  if bad then return bad end
   local rejected, named, within = named_nodes(job)
   if rejected then return rejected end
-  if within ~= nil and (only == nil or only[within]) then
-    for _, g in ipairs(groups) do
-      if g.f == within then -- the named nodes are in one group: the job's other nodes come from it too
-        only = { [within] = true }
-        break
-      end
-    end
+  if within ~= nil and within_only(only, within) and has(src, within) then
+    only = { within } -- the named nodes are in one group: the job's other nodes come from it too
   end
+  local walked = src
+  if only ~= nil then walked = named_source(src, only) end
   local budget = MAX_CONSTRAINT - #probe + 2
-  local kept, cut, length = steps.candidates(job.scan, groups, budget, only)
-  job.kept_length = length -- the finer --prefer's cascade takes the kept list at once (S.taken)
-  -- every group of the level that holds the job is kept (no cut, no user bracket, no area): a finer group that
-  -- holds the job lies inside one of them (its parent has at least its nodes and GPUs), so `inside` need not
-  -- be looked at (steps.finer)
-  job.kept_whole = not cut and only == nil and job.scan.area == nil
-  if #kept > 0 then
-    return { action = "amend", locality = loc, features = compose_with(c, job.restrict, steps.bracket(kept)),
-             prefer = required_prefer(job, groups, kept, budget, only),
-             message = named, record = record(loc .. " " .. steps.shown(kept, cut, job.scan) .. job.note), kept = kept }
-  end
-  return nothing_holds(job, groups, only)
+  local w = candidates(job.scan, walked, budget, LOOKS_LIST, nil, nil, true)
+  if #w.kept == 0 then return nothing_holds(job, walked) end
+  local prefer = required_prefer(job, w.kept, budget) -- before the record: its walks count in the bound note
+  return { action = "amend", locality = loc, features = compose_with(job.c, job.restrict, bracket_text(w.kept)),
+           prefer = prefer, message = named,
+           record = record(loc .. bound_tag(job.scan, w.unchecked) .. " " .. shown(w.kept, w.nodes, w.cut) .. job.note),
+           kept = w.kept }
 end
 
 local LEVEL_INDEX = { network_group = 1, zone = 2, region = 3 }
-local UP = { zone = "z", region = "r" }
+local UP = { zone = "zone", region = "region" }
 
-function steps.finer(job, kept, budget)
-  -- "[finer groups inside the kept ones...|the kept ones]", or false when nothing finer can hold the job (the
-  -- memo's key: the level list and the user's bracket kept was made from, passed after budget)
-  local level, sc = job.level, job.scan
-  local levels, any = {}, false
-  for i = 1, LEVEL_INDEX[level] - 1 do
-    levels[i] = level_groups(job.data, job.partitions, LEVELS[i])
-    any = any or any_fits(sc, levels[i])
-  end
-  if not any then return false end -- no finer group can hold the job anywhere: the set below is not built
-  local inside -- the kept groups' features, made when a list needs them (kept_whole: none does)
-  -- coarsest first, each finer list for at most what the cascade can still take + 1 (as prefer_cascade)
-  local taken_kept, alternatives, room = taken(kept, MAX_ALTERNATIVES, budget - 1, job.kept_length)
-  local kept_chars = budget - 1 - room
-  local lists, finer = {}, false
-  for i = #levels, 1, -1 do
-    local within, rooted = nil, levels[i].rooted -- a merged list (several partitions) says nothing
-    if not (job.kept_whole and rooted and rooted[UP[level]]) then -- kept_whole: implied by fitting
-      if inside == nil then
-        inside = {}
-        for j = 1, #kept do inside[kept[j].f] = true end
-      end
-      within = inside
-    end
-    local k, cut, length, fitn, fitlen = steps.candidates(sc, levels[i], budget, nil, within, UP[level], nil,
-      wanted(alternatives), room)
-    local n, left, after = taken(k, alternatives, room, length, fitn, fitlen)
-    lists[i] = { k, cut, n, room - after }
-    finer = finer or #k > 0
-    alternatives, room = left, after
-  end
-  if not finer then return false end
-  lists[#lists + 1] = { kept, false, taken_kept, kept_chars }
-  -- the kept list whole is the level's own bracket, formatted already (steps.bracket, remembered): its text
-  return S.bracket_text((cascade(lists, budget)), kept, string.sub(steps.bracket(kept), 2, -2))
-end
-
-required_prefer = function(job, groups, kept, budget, only)
+required_prefer = function(job, kept, budget)
   -- a required zone or region also gets --prefer=<hard>&[finer groups inside the kept ones...|the kept ones]:
-  -- every alternative lies inside one group of the level; nil with the user's own --prefer, or when nothing
-  -- finer can hold the job (the --prefer would repeat the constraint).
-  if job.req.prefer ~= nil or UP[job.level] == nil then return nil end -- network_group, nvl: nothing finer inside
-  local b = steps.finer(job, kept, budget, groups, only)
-  if not b then return nil end
-  return compose_with(job.c, job.restrict, b)
+  -- every alternative lies inside one group of the level; nil with the user's own --prefer, or when nothing finer
+  -- can hold the job (the --prefer would repeat the constraint). Each finer list looks at LOOKS_FINER groups.
+  local level = job.level
+  if job.req.prefer ~= nil or UP[level] == nil then return nil end -- network_group, nvl: nothing finer inside
+  local inside = {}
+  for _, g in ipairs(kept) do inside[g.feature] = true end
+  local lists, finer = {}, false
+  for i = 1, LEVEL_INDEX[level] - 1 do
+    lists[i] = candidates(job.scan, level_source(job.data, job.partitions, LEVELS[i]), budget, LOOKS_FINER, inside,
+      UP[level])
+    finer = finer or #lists[i].kept > 0
+  end
+  if not finer then return nil end
+  lists[#lists + 1] = { kept = kept, nodes = {}, cut = false }
+  return compose_with(job.c, job.restrict, bracket_text((cascade(lists, budget))))
 end
 
 -- Why a --nodelist cannot be checked (nodes.lua place_named): the message's words and the record's
@@ -795,10 +770,10 @@ named_nodes = function(job)
   return nil, nil, groups[1]
 end
 
-nothing_holds = function(job, groups, only)
+nothing_holds = function(job, src)
   -- no group of the level can ever hold the job: :fail and interactive allocations are rejected, :wait held
   local level, loc = job.level, job.loc
-  local best, bn, bg = steps.largest(job.scan, groups, only)
+  local best, bn, bg = S.largest(job.scan, src)
   local why
   if best == nil and level == "nvl" then -- no size can ever fit: refused at submit whatever the mode
     return { action = "reject", locality = loc, message = "slurm-topo: --locality=" .. loc .. ": " .. NVL_NONE
@@ -822,6 +797,5 @@ nothing_holds = function(job, groups, only)
            record = record(loc .. ": held; " .. why) }
 end
 
-steps.candidates, steps.largest = S.candidates, S.largest
 
 return M

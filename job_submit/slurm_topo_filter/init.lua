@@ -19,11 +19,11 @@ one module per Python module:
   request.lua     policy/request.py     what a job_desc asks for
   constraint.lua  policy/constraint.py  the user's constraint
   nodes.lua       policy/nodes.py       where --nodelist's nodes are
-  scan.lua        policy/decide.py      _Scan, the level lists and the cascade
+  scan.lua        policy/scan.py        bounded walks of the level lists, the cascade
   decide.lua      policy/decide.py      the decision
   modify.lua      policy/modify.py      an update of a pending job
   data.lua        render/filter_data.py's reader: load, checksum, format, fail open, log once
-  memo.lua                              the memos, wrapped around decide and its steps
+  memo.lua                              whole decisions remembered by the request's shape
 and this file, the entry points job_submit.lua calls (submit, modify) and the functions tests call.
 
 Use it from a site's own job_submit.lua:
@@ -43,8 +43,6 @@ local D = require("slurm_topo_filter.decide")
 local Mo = require("slurm_topo_filter.modify")
 local loader = require("slurm_topo_filter.data")
 local memo = require("slurm_topo_filter.memo")
-
-memo.wrap(D.steps)
 
 local PLAN_PREFIX, without_record, to_str = V.PLAN_PREFIX, V.without_record, U.to_str
 local RECORD_PREFIX = V.RECORD_PREFIX

@@ -50,6 +50,12 @@ local MAX_NAMED_DIGITS = 15 -- longest digit run of a --nodelist (Lua's numbers 
 -- unions inside a region, region, unions across regions (with families: then the bare family values)
 local PREFER_LEVELS = { "nvl", "network_group", "zone", "region" }
 local UNION_ZONES = 8
+local LOOKS_LIST = 96 -- policy/vocab.py: the work bound (scan.lua), groups one walk of a level's list looks at
+local LOOKS_FINER = 48 -- each finer list of a required zone's or region's --prefer
+local LOOKS_LARGEST = 48 -- the largest-group search of a refusal
+local UNION_ROWS = 32 -- zones prefer's unions are made from (the largest)
+local UNION_TRIES = 96 -- zone combinations prefer's unions try, in all
+local MAX_MERGED = 16 -- most partitions of a -p list the filter merges
 local UNION_EMIT = { 3, 4, 5, 1, 6, 2 }
 local UNION_EMIT_FAMILIES = { 3, 4, 5, 1, 6, 2, 7 }
 -- policy/modify.py _SIZE_FIELDS: what an update may change that the decision depends on
@@ -93,7 +99,8 @@ return {
   AUTO_NO_LIMIT = AUTO_NO_LIMIT, AUTO_NO_PLAN = AUTO_NO_PLAN, AUTO_NO_FIT = AUTO_NO_FIT, AUTO_WAITS = AUTO_WAITS,
   CONFLICT_NOTE = CONFLICT_NOTE, IMPLICIT_PARTITION = IMPLICIT_PARTITION, NVL_NONE = NVL_NONE,
   NVL_NONE_NOTE = NVL_NONE_NOTE, PREFER_LEVELS = PREFER_LEVELS,
-  UNION_ZONES = UNION_ZONES, UNION_EMIT = UNION_EMIT, UNION_EMIT_FAMILIES = UNION_EMIT_FAMILIES,
+  UNION_ZONES = UNION_ZONES, LOOKS_LIST = LOOKS_LIST, LOOKS_FINER = LOOKS_FINER, LOOKS_LARGEST = LOOKS_LARGEST,
+  UNION_ROWS = UNION_ROWS, UNION_TRIES = UNION_TRIES, MAX_MERGED = MAX_MERGED, UNION_EMIT = UNION_EMIT, UNION_EMIT_FAMILIES = UNION_EMIT_FAMILIES,
   SIZE_FIELDS = SIZE_FIELDS, MAX_NAMED = MAX_NAMED, MAX_VISITS = MAX_VISITS, MAX_NAMED_DIGITS = MAX_NAMED_DIGITS,
   record = record, safe = safe, plural = plural, without_record = without_record,
 }

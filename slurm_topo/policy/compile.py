@@ -70,6 +70,21 @@ class PolicyData:
     a node count the plan does not fit."""
     auto_max: int = 0
 
+    _indexes: dict[tuple[str, str], dict[str, Group]] = field(default_factory=dict, compare=False, repr=False)
+
+    def feature_index(self, partition: str, level: str) -> Mapping[str, Group]:
+        """A partition's groups of ``level`` (``family``: its bare family values) by feature (made once)."""
+        key = (partition, level)
+        ix = self._indexes.get(key)
+        if ix is None:
+            groups = (
+                self.family_values.get(partition, ())
+                if level == "family"
+                else self.partitions[partition].get(level, ())
+            )
+            ix = self._indexes[key] = {g.feature: g for g in groups}
+        return ix
+
     @property
     def known_features(self) -> frozenset[str]:
         """Every node feature of the cluster (own features; location features are the groups')."""
@@ -432,9 +447,11 @@ def _nvl_groups(
         counts[class_of[name]] = counts.get(class_of[name], 0) + 1
         loc = where[name]
         locs.setdefault(feature, set()).add((loc.region, loc.zone))
-    ranked = sorted(acc, key=lambda f: (natural_key(domain_of[f]), f))
+    # ranked fleet-wide, as the tree's levels are: a domain has one rank in every partition (one tie rule)
+    rank_of = {f: i for i, f in enumerate(sorted(domain_of, key=lambda f: (natural_key(domain_of[f]), f)))}
     groups = []
-    for rank, feature in enumerate(ranked):
+    for feature in sorted(acc, key=rank_of.__getitem__):
+        rank = rank_of[feature]
         counts_t = tuple(sorted(acc[feature].items()))
         regions = {r for r, _ in locs[feature]}
         region = next(iter(regions)) if len(regions) == 1 else None

@@ -3,17 +3,16 @@ section)."""
 
 from __future__ import annotations
 
-import bisect
 import itertools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ..errors import InputError
 from .compile import Group, PolicyData
-from .constraint import Constraint, _class_ok, compose, parse_constraint
+from .constraint import Constraint, compose, parse_constraint
 from .nodes import MAX_NAMED, MAX_VISITS, PLACE_LEVELS, place_named
 from .request import JobRequest, _blen
+from .scan import NO_GROUPS, Scan, Source, level_source, named_source, needs, values_source
 from .vocab import (
     AUTO_NO_FIT,
     AUTO_NO_LIMIT,
@@ -24,13 +23,17 @@ from .vocab import (
     IMPLICIT_PARTITION,
     INTERACTIVE_NOTE,
     LEVELS,
+    LOOKS_FINER,
     MAX_ALTERNATIVES,
     MAX_CONSTRAINT,
+    MAX_MERGED,
     MAX_RECORD,
     NVL,
     NVL_NONE,
     NVL_NONE_NOTE,
     RECORD_PREFIX,
+    UNION_ROWS,
+    UNION_TRIES,
     budget_record,
     parse_locality,
     safe,
@@ -79,143 +82,23 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def _needs(req: JobRequest) -> tuple[int, int, int, str | None]:
-    """(nodes at least, total GPUs, GPUs per node at least, GPU type)."""
-    nodes = req.min_nodes or 1
-    gpu = req.gpu
-    if gpu is None:
-        return nodes, 0, 0, None
-    if gpu.scope == "node":
-        return nodes, gpu.count * nodes, gpu.count, gpu.gpu_type
-    if gpu.scope == "task":
-        return nodes, gpu.count * (req.num_tasks or nodes), 1, gpu.gpu_type
-    return nodes, gpu.count, 1, gpu.gpu_type
-
-
 def describe_request(req: JobRequest) -> str:
-    nodes, gpus, _, gtype = _needs(req)
+    nodes, gpus, _, gtype = needs(req)
     text = _plural(nodes, "node")
     if gpus:
         text += f" with {gpus} {gtype + ' ' if gtype else ''}GPU{'' if gpus == 1 else 's'}"
     return text
 
 
-class _Scan:
-    """Per-request evaluation of groups (see the module docstring for the algorithm)."""
-
-    def __init__(
-        self,
-        data: PolicyData,
-        req: JobRequest,
-        c: Constraint,
-        area_features: frozenset[str] | None,
-        wanted: set[str] | None,
-    ):
-        self.data = data
-        self.nodes, self.total_gpus, self.per_node, self.gpu_type = _needs(req)
-        self.check = req.unchecked is None and c.counted
-        self.area_features = area_features
-        self.ok = [
-            _class_ok(cls, c)
-            and (
-                not self.per_node
-                or (cls.gpus >= self.per_node and (self.gpu_type is None or cls.gpu_type == self.gpu_type))
-            )
-            for cls in data.classes
-        ]
-        self.wanted = wanted
-
-    def allowed(self, g: Group) -> bool:
-        """Inside a --locality-regions area, or a region group holding one."""
-        if self.area_features is None:
-            return True
-        return bool(g.location_features & self.area_features) or (
-            g.zone is None and self.wanted is not None and g.region in self.wanted
-        )
-
-    def eligible(self, g: Group) -> tuple[int, int, int]:
-        n = gp = most = 0
-        for idx, count in g.counts:
-            if self.ok[idx]:
-                cls = self.data.classes[idx]
-                n += count
-                gp += count * cls.gpus
-                most = max(most, cls.gpus)
-        return n, gp, most
-
-    def fits(self, g: Group) -> tuple[bool, int]:
-        n, gp, most = self.eligible(g)
-        if not self.check:
-            return True, n
-        need = self.nodes
-        if self.total_gpus:
-            if most == 0:
-                return False, n
-            need = max(need, math.ceil(self.total_gpus / most))
-        return n >= need and gp >= self.total_gpus, n
-
-    def candidates(
-        self,
-        groups: Sequence[Group],
-        budget: int,
-        only: set[str] | None = None,
-        inside: tuple[int, set[str]] | None = None,
-        ascending: bool = True,
-    ) -> tuple[list[tuple[Group, int]], bool]:
-        """Up to 64 fitting groups within ``budget`` characters of bracket; (kept, cut short). ``inside``:
-        (parent index, features) keeps only groups inside those zone (0) or region (1) groups; ``ascending``:
-        the list is sorted by size, so the scan starts at the first group as large as the job."""
-        start = bisect.bisect_left([g.nodes for g in groups], self.nodes) if self.check and ascending else 0
-        kept: list[tuple[Group, int]] = []
-        length = 2
-        for g in groups[start:]:
-            if (only is not None and g.feature not in only) or not self.allowed(g):
-                continue
-            if inside is not None and g.parents[inside[0]] not in inside[1]:
-                continue
-            ok, n = self.fits(g)
-            if not ok:
-                continue
-            extra = len(g.feature) + (1 if kept else 0)
-            if len(kept) == MAX_ALTERNATIVES or length + extra > budget:
-                return kept, True
-            kept.append((g, n))
-            length += extra
-        return kept, False
-
-    def largest(self, groups: Sequence[Group]) -> tuple[Group, int, int] | None:
-        best: tuple[Group, int, int] | None = None
-        for g in groups:
-            if not self.allowed(g):
-                continue
-            n, gp, _ = self.eligible(g)
-            if best is None or (n, gp) > (best[1], best[2]):
-                best = (g, n, gp)
-        return best
-
-
-def _groups(data: PolicyData, partitions: Sequence[str], level: str) -> tuple[Group, ...]:
-    if len(partitions) == 1:
-        return data.partitions[partitions[0]].get(level, ())  # nvl: only where the fleet has domains
+def _all_groups(data: PolicyData, partitions: Sequence[str], level: str) -> tuple[Group, ...]:
+    """Every group of a level for the job's partitions, in the filter's order (each feature once: its largest
+    copy, ties to the first partition): what ``survey`` lists. A decision walks them instead (scan.py)."""
     merged: dict[str, Group] = {}
     for p in partitions:
         for g in data.partitions[p].get(level, ()):
             if g.feature not in merged or g.nodes > merged[g.feature].nodes:
                 merged[g.feature] = g
     return tuple(sorted(merged.values(), key=lambda g: (g.nodes, g.rank)))
-
-
-def _family_values(data: PolicyData, partitions: Sequence[str]) -> tuple[Group, ...]:
-    if not data.family_values:
-        return ()
-    if len(partitions) == 1:
-        return data.family_values[partitions[0]]
-    merged: dict[str, Group] = {}
-    for p in partitions:
-        for g in data.family_values[p]:
-            if g.feature not in merged or g.nodes > merged[g.feature].nodes:
-                merged[g.feature] = g
-    return tuple(sorted(merged.values(), key=lambda g: (-g.nodes, g.rank)))
 
 
 def _cascade(
@@ -257,17 +140,30 @@ UNION_EMIT_FAMILIES = (*UNION_EMIT, 6)
 """With families: the same, then the bare family values (the coarsest alternatives), that tail ordered by
 what each spans (:func:`_by_spread`)."""
 UNION_ZONES = 8
-"""Zones a union is made from: per region, and across regions, the 8 with the most eligible nodes (ties: the
-data's order). 2- and 3-zone unions of 8 zones are 84 per set: the cost of a submit stays bounded."""
+"""Zones a union is made from, per region and across regions: the 8 rows with the most eligible nodes."""
 
 
 Spans = dict[str, tuple[int, int]]
 """Per alternative across regions (a union's feature, or a bare family value): the (regions, zones) it spans,
 its eligible zones' for a bare value."""
+Row = tuple[Group, int, int, int]
+"""A zone with eligible nodes: (zone, nodes, GPUs, most GPUs on a node)."""
+
+
+def _zone_rows(scan: Scan, zones: Source) -> list[Row]:
+    """The ``UNION_ROWS`` largest zones (from the largest down) with eligible nodes, by eligible nodes (most
+    first), then size, then rank."""
+    rows = []
+    for g in scan.largest_first(zones, UNION_ROWS):
+        n, gp, most = scan.eligible(g)
+        if n > 0:
+            rows.append((g, n, gp, most))
+    rows.sort(key=lambda r: (-r[1], r[0].nodes, r[0].rank))
+    return rows
 
 
 def _zone_unions(
-    scan: _Scan, zones: Sequence[Group], room: int = MAX_ALTERNATIVES
+    scan: Scan, zones: Source, room: int = MAX_ALTERNATIVES
 ) -> tuple[list[tuple[Group, int]], list[tuple[Group, int]], tuple[Group, int] | None, Spans]:
     """Unions of 2-3 zones that can ever hold the job, as alternatives ``(zone_a|zone_b)`` (Slurm reads a
     parenthesised OR inside a matching-OR bracket as one alternative: all nodes in the union): (those inside
@@ -279,28 +175,26 @@ def _zone_unions(
     most eligible nodes: what leads a bracket that would start with a union (see ``_lead``); the fourth, the
     :data:`Spans` of the unions across regions and of each family value (:func:`_by_spread`). ``room``: the
     alternatives the level lists leave; unions that could never be kept are not made (3-zone unions only
-    while the 2-zone ones leave room, those across regions only while those inside leave room)."""
+    while the 2-zone ones leave room, those across regions only while those inside leave room).
+
+    Bounded: the rows are the largest zones (``UNION_ROWS`` looks), the regions taken in the order of their
+    first row, and at most ``UNION_TRIES`` combinations are tried in all (inside regions first)."""
     if not scan.check:
         return [], [], None, {}
-    rows = []
-    for g in zones:
-        if scan.allowed(g):
-            n, gp, most = scan.eligible(g)
-            if n > 0:
-                rows.append((g, n, gp, most))
-    rows.sort(key=lambda r: (-r[1], r[0].nodes, r[0].rank))
-    by_region: dict[tuple[str | None, str | None], list[tuple[Group, int, int, int]]] = {}
-    by_family: dict[str | None, list[tuple[Group, int, int, int]]] = {}
+    rows = _zone_rows(scan, zones)
+    by_region: dict[tuple[str | None, str | None], list[Row]] = {}
+    by_family: dict[str | None, list[Row]] = {}
     for r in rows:
         by_region.setdefault((r[0].region, r[0].family), []).append(r)
         by_family.setdefault(r[0].family, []).append(r)
+    tries = _Tries(scan)
     inside: list[tuple[tuple[int, int, int, str], tuple[Group, int]]] = []
     across: list[tuple[tuple[int, int, int, str], tuple[Group, int]]] = []
     for k in (2, 3):
         if len(inside) >= room:
             break
         for members in by_region.values():
-            inside += _unions(scan, members[:UNION_ZONES], False, k)
+            inside += _unions(scan, members[:UNION_ZONES], False, k, tries)
     # per family value (one, None, without families): its zones in two regions or more; a union of all of
     # them is the bare value's (the plain tree's) own alternative and is not made
     tops = [
@@ -311,13 +205,30 @@ def _zone_unions(
             break
         for top, count in tops:
             if k < count:
-                across += _unions(scan, top, True, k)
+                across += _unions(scan, top, True, k, tries)
     inside.sort(key=lambda x: x[0])
     across.sort(key=lambda x: x[0])
     lead = (rows[0][0], rows[0][1]) if rows else None
     spans = {fv: (len({r[0].region for r in top}), len(top)) for fv, top in by_family.items() if fv}
     spans.update({u.feature: (key[0], key[1]) for key, (u, _) in across})
     return [x[1] for x in inside], [x[1] for x in across], lead, spans
+
+
+class _Tries:
+    """The combinations prefer's unions may still try (``UNION_TRIES``); running out counts once as a walk
+    stopped by its bound."""
+
+    def __init__(self, scan: Scan):
+        self.left = UNION_TRIES
+        self.scan = scan
+
+    def take(self) -> bool:
+        if self.left == 0:
+            return False
+        self.left -= 1
+        if self.left == 0:
+            self.scan.bounded += 1
+        return True
 
 
 def _by_spread(kept: list[tuple[Group, int]], spans: Spans) -> list[tuple[Group, int]]:
@@ -353,31 +264,28 @@ def _lead(
 
 
 def _unions(
-    scan: _Scan, rows: Sequence[tuple[Group, int, int, int]], cross: bool, k: int
+    scan: Scan, rows: Sequence[Row], cross: bool, k: int, tries: _Tries
 ) -> list[tuple[tuple[int, int, int, str], tuple[Group, int]]]:
     """Unions of ``k`` of ``rows`` that can hold the job; inside a region, not all of its zones (that is the
     region's own alternative); across regions, spanning two or more. Keyed by (regions, zones, size,
-    features)."""
+    features). Each combination looked at takes one of ``tries``."""
     out: list[tuple[tuple[int, int, int, str], tuple[Group, int]]] = []
     if not cross and k >= len(rows):
         return out
     for combo in itertools.combinations(rows, k):
+        if not tries.take():
+            break
         spread = len({r[0].region for r in combo})
         if cross and spread < 2:
             continue
         n = sum(r[1] for r in combo)
-        gp = sum(r[2] for r in combo)
-        most = max(r[3] for r in combo)
-        need = scan.nodes
-        if scan.total_gpus:
-            if most == 0:
-                continue
-            need = max(need, math.ceil(scan.total_gpus / most))
-        if n < need or gp < scan.total_gpus:
+        if not scan.holds(n, sum(r[2] for r in combo), max(r[3] for r in combo)):
             continue
         feature = "(" + "|".join(r[0].feature for r in combo) + ")"
         label = "+".join(r[0].label for r in combo)
-        union = Group(feature, label, None, None, frozenset(), (), n, gp, most)
+        union = Group(
+            feature, label, None, None, frozenset(), (), n, sum(r[2] for r in combo), max(r[3] for r in combo)
+        )
         out.append(((spread, k, n, feature), (union, n)))
     return out
 
@@ -465,7 +373,7 @@ class _Job:
     partitions: list[str]
     note: str
     restrict: str | None
-    scan: _Scan
+    scan: Scan
 
 
 def _decide(data: PolicyData, req: JobRequest) -> Decision:
@@ -484,6 +392,8 @@ def _decide(data: PolicyData, req: JobRequest) -> Decision:
     loc = f"{level}:{mode}"
     if level == "any" and req.regions is None:
         return Decision("unchanged", loc, record=_record("any"))
+    if len(partitions) > MAX_MERGED and level != "any":
+        return _many_partitions(loc, level, len(partitions))
     c = parse_constraint(req.features)
     if c.kind == "invalid":
         return Decision("unchanged", loc, record=_record(f"{loc}: constraint not understood; unchanged"))
@@ -522,11 +432,28 @@ def _decide(data: PolicyData, req: JobRequest) -> Decision:
     if unknown is not None:
         note += f"; partition '{safe(unknown)}' not in the data: all nodes counted"
     job = _Job(
-        data, req, c, loc, level, mode, partitions, note, restrict, _Scan(data, req, c, area_features, wanted)
+        data, req, c, loc, level, mode, partitions, note, restrict, Scan(data, req, c, area_features, wanted)
     )
     if level in ("prefer", "any"):
         return _decide_prefer(job)
     return _decide_required(job)
+
+
+def _many_partitions(loc: str, level: str, count: int) -> Decision:
+    """A -p list of more partitions than the filter merges (``MAX_MERGED``): prefer leaves the job alone, a
+    required level is refused (never passed unchecked)."""
+    if level == "prefer":
+        return Decision(
+            "unchanged", loc, record=_record(f"prefer: {count} partitions (over {MAX_MERGED}); unchanged")
+        )
+    return Decision(
+        "reject",
+        loc,
+        message=f"slurm-topo: --locality={loc}: the job names {count} partitions; slurm-topo checks a "
+        f"{level} over at most {MAX_MERGED}: name fewer partitions, or use --locality=prefer",
+        record=_record(f"{loc}: rejected; {count} partitions (over {MAX_MERGED})"),
+        rejection="request",
+    )
 
 
 def _locality(data: PolicyData, req: JobRequest, names: Sequence[str]) -> tuple[str, str] | Decision:
@@ -585,6 +512,16 @@ def _terms(job: _Job, bracket: str) -> str | None:
     return compose(job.c, *(t for t in (job.restrict, bracket) if t))
 
 
+def _bound_tag(scan: Scan, unchecked: int = 0) -> str:
+    """The record's word on the work bound, before its list (the record is cut at 200 characters): how
+    many walks of this decision stopped at their looks, and whether a required level's bracket was taken
+    unchecked."""
+    if not scan.bounded:
+        return ""
+    walks = f"{scan.bounded} walk{'' if scan.bounded == 1 else 's'} cut"
+    return f" [bound: {walks}{'; fit not checked' if unchecked else ''}]"
+
+
 def _decide_prefer(job: _Job) -> Decision:
     """prefer (and any with regions): never delays the job; --prefer at the finest level some group fits."""
     c, loc, restrict = job.c, job.loc, job.restrict
@@ -604,60 +541,86 @@ def _decide_prefer(job: _Job) -> Decision:
     elif c.kind in ("bracket", "complex"):
         why = "constraint has brackets or parentheses"
     else:
-        # The cascade: every level's groups that can ever hold the job, finest level first, smallest first
-        # within a level (with families: then the bare family values, largest first). 22.05 tries a matching
-        # OR alternative by alternative, so the job lands in the finest group with room now.
         probe = _terms(job, "[]")
         assert probe is not None
-        budget = MAX_CONSTRAINT - len(probe) + 2
-        # NVLink domains first where the fleet has them (none: an empty list, the bracket as before); not with
-        # families: a domain is no family bucket, and prefer never mixes versions
-        values = _family_values(job.data, job.partitions)
-        lists = [
-            job.scan.candidates(
-                () if lvl == NVL and values else _groups(job.data, job.partitions, lvl), budget
-            )
-            for lvl in PREFER_LEVELS
-        ]
-        names = [*PREFER_LEVELS]
-        if values:  # with families: the bare values after the region buckets, largest first
-            lists.append(job.scan.candidates(values, budget, ascending=False))
-            names.append("family")
-        # zone unions (of one value's buckets with families) between the zones and the regions, and after
-        # the regions
-        room = max(0, MAX_ALTERNATIVES - sum(len(k) for k, _ in lists))
-        inside, across, lead, spans = _zone_unions(job.scan, _groups(job.data, job.partitions, "zone"), room)
-        parts = [(inside, False), (across, False), *lists]
-        kept, cut = _cascade(parts, budget, extra=2, emit=UNION_EMIT_FAMILIES if values else UNION_EMIT)
-        if values:
-            kept = _by_spread(kept, spans)
-        kept, led_cut = _lead(kept, lead, budget)
-        cut = cut or led_cut
-        lists += [(inside, False), (across, False)]
-        names += ["unions", "unions"]
-        if kept:
-            used = list(dict.fromkeys(lvl for lvl, (k, _) in zip(names, lists, strict=True) if k))
-            return Decision(
-                "amend",
-                loc,
-                features=base,
-                prefer=_terms(job, _bracket(kept)),
-                record=_record(f"prefer {'+'.join(used)} {_shown(kept, cut)}{job.note}"),
-                candidates=tuple((g.label, n, g.gpus) for g, n in kept),
-                level=used[0],
-            )
+        d = _prefer_cascade(job, base, MAX_CONSTRAINT - len(probe) + 2)
+        if d is not None:
+            return d
         why = "no group fits; topology/tree packs"
     return Decision("amend" if base else "unchanged", loc, features=base, record=_record(f"prefer: {why}"))
 
 
+def _prefer_cascade(job: _Job, base: str | None, budget: int) -> Decision | None:
+    """The cascade: every level's groups that can ever hold the job, finest level first, smallest first
+    within a level (with families: then the bare family values, largest first). 22.05 tries a matching OR
+    alternative by alternative, so the job lands in the finest group with room now. NVLink domains first
+    where the fleet has them (not with families: a domain is no family bucket, and prefer never mixes
+    versions); zone unions (of one value's buckets with families) between the zones and the regions, and
+    after the regions. None when no group fits."""
+    scan = job.scan
+    values = values_source(job.data, job.partitions)
+    sources = [
+        NO_GROUPS if lvl == NVL and values else level_source(job.data, job.partitions, lvl)
+        for lvl in PREFER_LEVELS
+    ]
+    names = [*PREFER_LEVELS]
+    if values is not None:
+        sources.append(values)
+        names.append("family")
+    lists = _coarsest_first(scan, sources, budget)
+    room = max(0, MAX_ALTERNATIVES - sum(len(k) for k, _ in lists))
+    inside, across, lead, spans = _zone_unions(scan, level_source(job.data, job.partitions, "zone"), room)
+    parts = [(inside, False), (across, False), *lists]
+    kept, cut = _cascade(parts, budget, extra=2, emit=UNION_EMIT_FAMILIES if values else UNION_EMIT)
+    if values:
+        kept = _by_spread(kept, spans)
+    kept, led_cut = _lead(kept, lead, budget)
+    cut = cut or led_cut
+    lists += [(inside, False), (across, False)]
+    names += ["unions", "unions"]
+    if not kept:
+        return None
+    used = list(dict.fromkeys(lvl for lvl, (k, _) in zip(names, lists, strict=True) if k))
+    return Decision(
+        "amend",
+        job.loc,
+        features=base,
+        prefer=_terms(job, _bracket(kept)),
+        record=_record(f"prefer {'+'.join(used)}{_bound_tag(scan)} {_shown(kept, cut)}{job.note}"),
+        candidates=tuple((g.label, n, g.gpus) for g, n in kept),
+        level=used[0],
+    )
+
+
+def _coarsest_first(
+    scan: Scan, sources: Sequence[Source], budget: int
+) -> list[tuple[list[tuple[Group, int]], bool]]:
+    """The cascade's walks, given finest first, walked coarsest first (the order the cascade keeps them
+    in), each for at most what the cascade can still take and one more: the same bracket as from whole
+    lists, without looking at what would be dropped."""
+    out: list[tuple[list[tuple[Group, int]], bool]] = [([], False)] * len(sources)
+    alternatives, room = MAX_ALTERNATIVES, budget - 1
+    for j in reversed(range(len(sources))):
+        w = scan.candidates(sources[j], budget, limit=alternatives + 1)
+        n = 0
+        for g, _ in w.kept:
+            if n == alternatives or len(g.feature) + 1 > room:
+                break
+            room -= len(g.feature) + 1
+            n += 1
+        alternatives -= n
+        out[j] = (w.kept, w.cut)
+    return out
+
+
 def _decide_required(job: _Job) -> Decision:
-    """network_group / zone / region: the matching-OR bracket of the groups that can ever hold the job."""
+    """nvl / network_group / zone / region: the matching-OR bracket of the groups that can ever hold the
+    job."""
     level, loc, mode, c = job.level, job.loc, job.mode, job.c
-    groups = _groups(job.data, job.partitions, level)
-    only: set[str] | None = None
+    src = level_source(job.data, job.partitions, level)
+    only: list[str] | None = None
     if c.kind == "bracket":
-        level_features = {g.feature for g in groups}
-        if not all(x in level_features for x in c.inside):
+        if not all(src.has(x) for x in c.inside):
             return _conflict(
                 loc,
                 mode,
@@ -665,7 +628,7 @@ def _decide_required(job: _Job) -> Decision:
                 f"slurm-topo: --locality={level}: the brackets in your "
                 f"constraint are not all {level} groups (Slurm allows one bracket set)",
             )
-        only = set(c.inside)
+        only = list(dict.fromkeys(c.inside))
     probe = _terms(job, "[]")
     if probe is None:
         return _conflict(
@@ -685,39 +648,41 @@ def _decide_required(job: _Job) -> Decision:
     rejected, named, within = _named_nodes(job)
     if rejected is not None:
         return rejected
-    if within is not None and (only is None or within in only) and any(g.feature == within for g in groups):
-        only = {within}  # the named nodes are in one group: the job's other nodes come from it too
-    kept, cut = job.scan.candidates(groups, MAX_CONSTRAINT - len(probe) + 2, only)
-    if kept:
+    if within is not None and (only is None or within in only) and src.has(within):
+        only = [within]  # the named nodes are in one group: the job's other nodes come from it too
+    walked = src if only is None else named_source(src, only)
+    budget = MAX_CONSTRAINT - len(probe) + 2
+    w = job.scan.candidates(walked, budget, unchecked_after=True)
+    if w.kept:
         return Decision(
             "amend",
             loc,
-            features=_terms(job, _bracket(kept)),
-            prefer=_required_prefer(job, kept, MAX_CONSTRAINT - len(probe) + 2),
+            features=_terms(job, _bracket(w.kept)),
+            prefer=_required_prefer(job, w.kept, budget),
             message=named,
-            record=_record(f"{loc} {_shown(kept, cut)}{job.note}"),
-            candidates=tuple((g.label, n, g.gpus) for g, n in kept),
+            record=_record(f"{loc}{_bound_tag(job.scan, w.unchecked)} {_shown(w.kept, w.cut)}{job.note}"),
+            candidates=tuple((g.label, n, g.gpus) for g, n in w.kept),
             level=level,
         )
-    return _nothing_holds(job, groups, only)
+    return _nothing_holds(job, walked)
 
 
 def _required_prefer(job: _Job, kept: Sequence[tuple[Group, int]], budget: int) -> str | None:
     """A required zone or region also gets ``--prefer=<hard>&[finer groups inside the kept ones…|the kept
     ones]``: every alternative lies inside one group of the level, so locality holds, and the job lands in
     the finest group with room now. None with the user's own --prefer, or when nothing finer can hold the
-    job."""
+    job. Each finer list looks at ``LOOKS_FINER`` groups at most."""
     if job.req.prefer is not None or job.level not in LEVELS[1:]:
         return None  # network_group and nvl: nothing finer is known to lie inside
     at = LEVELS.index(job.level)
     inside = (at - 1, {g.feature for g, _ in kept})
-    lists = [
-        job.scan.candidates(_groups(job.data, job.partitions, lvl), budget, inside=inside)
+    walks = [
+        job.scan.candidates(level_source(job.data, job.partitions, lvl), budget, LOOKS_FINER, inside=inside)
         for lvl in LEVELS[:at]
     ]
-    if not any(k for k, _ in lists):
+    if not any(w.kept for w in walks):
         return None  # nothing finer can hold the job: the --prefer would repeat the constraint
-    alternatives, _ = _cascade([*lists, (list(kept), False)], budget)
+    alternatives, _ = _cascade([*((w.kept, w.cut) for w in walks), (list(kept), False)], budget)
     return _terms(job, _bracket(alternatives))
 
 
@@ -799,11 +764,11 @@ def _refused(job: _Job, why: str, short: str) -> Decision:
     )
 
 
-def _nothing_holds(job: _Job, groups: Sequence[Group], only: set[str] | None) -> Decision:
+def _nothing_holds(job: _Job, src: Source) -> Decision:
     """No group of the level can ever hold the job: :fail and interactive allocations are rejected, :wait
     held."""
     level, loc = job.level, job.loc
-    largest = job.scan.largest([g for g in groups if only is None or g.feature in only])
+    largest = job.scan.largest(src)
     if largest is None and level == NVL:  # no size can ever fit: refused at submit whatever the mode
         return Decision(
             "reject",
@@ -857,10 +822,10 @@ def survey(data: PolicyData, req: JobRequest, level: str) -> Survey:
         names = [r for r in req.regions.split(",") if r in data.areas]
         area = frozenset(f for r in names for f in data.areas[r][0])
         wanted = {region for r in names for region in data.areas[r][1]}
-    scan = _Scan(data, req, parse_constraint(req.features), area, wanted)
+    scan = Scan(data, req, parse_constraint(req.features), area, wanted)
     fitting: list[tuple[str, int, int]] = []
     small: list[tuple[str, int, int]] = []
-    for g in _groups(data, partitions, level):
+    for g in _all_groups(data, partitions, level):
         if not scan.allowed(g):
             continue
         ok, n = scan.fits(g)

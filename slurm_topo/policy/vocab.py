@@ -19,6 +19,20 @@ MODES = ("wait", "fail", "auto")  # auto: decided as wait, plus the budget recor
 MAX_ALTERNATIVES = 64  # a matching-OR bracket is a 64-bit bitmap in slurmctld; more corrupts memory
 MAX_CONSTRAINT = 1024  # longest features / prefer string slurmctld accepts
 MAX_RECORD = 200
+LOOKS_LIST = 96
+"""The work bound (policy/scan.py): groups one walk of a level's list looks at — a required level's, each list
+of the prefer cascade."""
+LOOKS_FINER = 48
+"""Groups each finer list of a required zone's or region's --prefer looks at."""
+LOOKS_LARGEST = 48
+"""Groups the largest-group search of a refusal looks at (from the largest down)."""
+UNION_ROWS = 32
+"""Zones prefer's unions are made from: the largest, looked at from the largest down."""
+UNION_TRIES = 96
+"""Zone combinations prefer's unions try, in all."""
+MAX_MERGED = 16
+"""Most partitions a job's -p list may name for the filter to count them (each walk step compares one
+group per partition); a longer list is decided as every node (prefer) or refused (a required level)."""
 MAX_FIELD = 4096
 """Longest partition list, GPU request, regions list, SPANK entry or comment the filter reads: a longer one is
 not scanned (hostile sizes cost what a normal request costs); Slurm has its own, larger limits for these."""
