@@ -29,8 +29,9 @@ sys.path.insert(0, sys.argv[1])
 from test_apply import FakeSlurm
 from slurm_topo.apply import ApplyOptions, CONFIG_ORDER, run_apply
 
-etc, state, new_dir, lock_wait, pause = sys.argv[2:7]
+etc, state, new_dir, lock_wait, pause, waited = sys.argv[2:8]
 pause = Path(pause) if pause != "-" else None
+waited = Path(waited) if waited != "-" else None
 
 def hook(step):
     if pause is not None and step == "staged":
@@ -39,11 +40,18 @@ def hook(step):
         while not (pause / "release").exists() and time.monotonic() < deadline:
             time.sleep(0.02)
 
+def sleep(seconds):
+    # the run's sleeps: between tries of a held --slurm-dir lock (the first sleep a run makes), then the
+    # verification's retries; `waited` tells the test the run has found the directory locked
+    if waited is not None:
+        waited.touch()
+    time.sleep(min(seconds, 0.02))
+
 fake = FakeSlurm(Path(etc))
 rendered = {p.name: p.read_text() for p in Path(new_dir).iterdir()}
 options = ApplyOptions(
     slurm_dir=Path(etc), state_dir=Path(state), min_interval=0, verify_timeout=0.5,
-    lock_wait=float(lock_wait), step_hook=hook, sleep=lambda s: None,
+    lock_wait=float(lock_wait), step_hook=hook, sleep=sleep,
 )
 res = run_apply(options, rendered, fake)
 print(json.dumps({"code": int(res.exit_code), "status": res.status, "summary": res.summary,
@@ -52,10 +60,12 @@ sys.exit(int(res.exit_code))
 """
 
 
-def start(etc: Path, state: Path, new: Path, lock_wait: float, pause: Path | None) -> subprocess.Popen[str]:
+def start(
+    etc: Path, state: Path, new: Path, lock_wait: float, pause: Path | None, waited: Path | None = None
+) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", CHILD, str(TESTS), str(etc), str(state), str(new), str(lock_wait)]
-        + [str(pause) if pause else "-"],
+        + [str(pause) if pause else "-", str(waited) if waited else "-"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -106,8 +116,8 @@ def test_two_applies_with_different_state_dirs_on_one_slurm_dir_serialize(tmp_pa
         assert f"another slurm-topo apply is writing {etc}" in refused["summary"]
         assert refused["reconfigured"] == []
 
-        b = start(etc, tmp_path / "state-b", dirs["b"], 60, None)
-        time.sleep(1.5)
+        b = start(etc, tmp_path / "state-b", dirs["b"], 60, None, waited=pause / "b-waited")
+        wait_for(pause / "b-waited")  # B tried the directory's lock, found it held, and sleeps between tries
         assert b.poll() is None, "the second writer did not wait for the first"
         assert snapshot(etc) == while_a_holds, "the second writer wrote while the first held the directory"
     finally:

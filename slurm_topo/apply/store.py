@@ -8,7 +8,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -104,12 +104,14 @@ class _DirLock:
     Two runs with different state directories on one config directory would otherwise interleave their
     renames (a mixed live set). The lock is taken on an ``O_DIRECTORY`` descriptor, so nothing is created in
     the config directory; a second run waits up to ``wait`` seconds, then is refused. Taken after the
-    state-dir lock, always in this order.
+    state-dir lock, always in this order. Between tries it calls ``sleep`` (the options' own: a test sees
+    that a run found the directory locked).
     """
 
-    def __init__(self, slurm_dir: Path, wait: float):
+    def __init__(self, slurm_dir: Path, wait: float, sleep: Callable[[float], None] = time.sleep):
         self.dir = slurm_dir
         self.wait = wait
+        self.sleep = sleep
         self.fd: int | None = None
 
     def __enter__(self) -> _DirLock:
@@ -130,7 +132,7 @@ class _DirLock:
                         f"another slurm-topo apply is writing {self.dir} (its lock on the directory was "
                         f"held for {self.wait:g}s; another --state-dir?)"
                     ) from None
-                time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+                self.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
             except OSError as exc:
                 os.close(self.fd)
                 self.fd = None
@@ -144,7 +146,7 @@ class _DirLock:
 @contextmanager
 def _locked(options: ApplyOptions) -> Iterator[None]:
     """Both locks of a writing run: the state directory's, then the config directory's."""
-    with _Lock(options.state_dir), _DirLock(options.slurm_dir, options.lock_wait):
+    with _Lock(options.state_dir), _DirLock(options.slurm_dir, options.lock_wait, options.sleep):
         yield
 
 
