@@ -1094,26 +1094,34 @@ def test_a_foreign_topology_conf_is_retired_only_with_adopt(tmp_path: Path) -> N
     assert res.status == "applied" and not (etc / TOPOLOGY).exists(), res
 
 
-def test_a_long_proof_reports_that_it_is_still_running() -> None:
+def test_a_long_proof_reports_that_it_is_still_running(tmp_path: Path) -> None:
     """The throwaway slurmctld's watcher calls back while it waits (apply prints a line each time), and still
-    takes the answer when it comes."""
+    takes the answer when it comes. The fake controller answers only once the watcher has called back."""
     from slurm_topo.apply.prove import ACCEPTED_MARK, _watch
 
+    called = tmp_path / "called"
     child = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            f"import time; time.sleep(0.6); print('slurmctld: {ACCEPTED_MARK}', flush=True)",
+            "import os, sys, time\n"
+            "while not os.path.exists(sys.argv[1]):\n"
+            "    time.sleep(0.01)\n"
+            f"print('slurmctld: {ACCEPTED_MARK}', flush=True)",
+            str(called),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
     calls: list[tuple[float, float]] = []
     lines: list[str] = []
+
+    def progress(elapsed: float, limit: float) -> None:
+        calls.append((elapsed, limit))
+        called.touch()
+
     try:
-        verdict, _ = _watch(
-            child, lines, time.monotonic() + 60, lambda e, lim: calls.append((e, lim)), every=0.1
-        )
+        verdict, _ = _watch(child, lines, time.monotonic() + 60, progress, every=0.1)
     finally:
         child.kill()
         child.wait()
