@@ -903,8 +903,8 @@ def section(r: FleetResult) -> list[str]:
 
 def summary(results: Sequence[FleetResult]) -> list[str]:
     lines = [
-        "| fleet | nodes | decisions over 500 000 instructions | p50 | p99 | max (CPU) | data load ms (max) "
-        "| load instructions | generate s CPU |",
+        "| fleet | nodes | decisions over 500 000 instructions | p50 | p99 | max (slowest CPU) "
+        "| data load ms (max) | load instructions | generate s CPU |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
