@@ -31,6 +31,7 @@ from .cost import (
     PlanSpec,
     Prediction,
     gpus_per_node,
+    network_level,
     parse_plan,
     predict,
     score_placement,
@@ -135,6 +136,39 @@ class Predictor:
     def __init__(self, fabric: Fabric, table: LinkTable = DEFAULT_TABLE) -> None:
         self.fabric, self.table = fabric, table
         self._best: dict[tuple[Any, ...], Prediction] = {}
+        self._scores: dict[tuple[Any, ...], Any] = {}
+        self._topologies: dict[int, int] = {}  # id(gpu_topology) -> a number per distinct topology
+        self._seen: dict[int, Any] = {}  # id -> the topology (kept: its id stays its own)
+
+    def _node_key(self, name: str) -> tuple[Any, ...]:
+        node = self.fabric.node(name)
+        topo = node.gpu_topology
+        if topo is None:
+            tid = -1
+        else:
+            tid = self._topologies.get(id(topo), -2)
+            if tid == -2:
+                same = [k for k in self._topologies if self._seen[k] == topo]
+                tid = self._topologies[same[0]] if same else len(set(self._topologies.values()))
+                self._topologies[id(topo)] = tid
+                self._seen[id(topo)] = topo
+        return (node.gpu_type, node.gpus, tid, node.net_ratio)
+
+    def score(self, nodes: Sequence[str], spec: PlanSpec) -> Any:
+        """:func:`slurm_topo.cost.score_placement` of the placement, shared by placements of one structure:
+        the same plan, the same hardware node by node (GPU type and count, link matrix, measured port rate)
+        and the same level between every two nodes in rank order. The model reads a placement through
+        nothing else (node names never enter a cost)."""
+        fabric = self.fabric
+        n = [fabric.node(x) for x in nodes]
+        pairs = tuple(
+            network_level(n[i], n[j], fabric.domains) for i in range(len(n)) for j in range(i + 1, len(n))
+        )
+        key = (spec, tuple(self._node_key(x) for x in nodes), pairs, fabric.rail_optimised)
+        found = self._scores.get(key)
+        if found is None:
+            found = self._scores[key] = score_placement(fabric, nodes, spec, self.table)
+        return found
 
     def __call__(self, nodes: Sequence[str], spec: PlanSpec) -> Prediction:
         fabric = self.fabric
@@ -147,7 +181,7 @@ class Predictor:
             if ref.best is not ref.current:  # a searched best: the same for every job of the key
                 self._best[key] = ref
             return ref
-        current = score_placement(fabric, nodes, spec, self.table)
+        current = self.score(nodes, spec)
         assert ref.best is not None
         if ref.best.seconds > current.seconds:
             from .cost import step_model
