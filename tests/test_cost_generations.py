@@ -81,13 +81,15 @@ def test_an_h800_nv18_ring_and_an_unknown_gpu_type() -> None:
 
 
 def test_a_dgx1_ring_is_paced_by_its_weakest_bonded_pair() -> None:
-    """V100 hybrid cube mesh (NV1 and NV2 pairs): the ring's pace is per pair (20 or 40 GB/s), never the six
-    links of an NVSwitch (120)."""
+    """V100 hybrid cube mesh (NV1 and NV2 pairs): NCCL plans 6 link-disjoint rings × 20 GB/s = 120 GB/s over
+    the 8 GPUs (the issue's figure: each GPU's six links, bond-aware), not one ring's slowest pair (20)."""
     cost = score_placement(
         _one_node("v100", "dgx1-v100-8gpu-hybridcube-1nic-oneflow.txt"), ["a"], PlanSpec(tp=8, tp_bytes=1e9)
     )
     assert cost.terms[0].level == "nvlink"
-    assert cost.terms[0].bandwidth in (20.0, 40.0)
+    assert cost.terms[0].bandwidth == pytest.approx(6 * 20.0)
+    # the seconds are the ring formula at the plan's bandwidth and the NVLink latency
+    assert cost.terms[0].seconds == pytest.approx(2 * 7 * 1e-6 + 2 * 7 / 8 * 1e9 / 120e9)
 
 
 def test_pcie_takes_the_generations_host_link() -> None:

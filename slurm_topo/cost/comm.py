@@ -41,7 +41,16 @@ from ..gpu.pick import pick_devices
 from ..gpu.rings import gpu_level, gpu_order
 from ..model import Inventory, Node
 from ..srun.plan import DEFAULT_ORDER, plan_srun
-from .links import DEFAULT_TABLE, GENERATION_LEVELS, LINK_LEVELS, Generation, Link, LinkTable, generation_of
+from .links import (
+    DEFAULT_TABLE,
+    GENERATION_LEVELS,
+    LINK_LEVELS,
+    Generation,
+    Link,
+    LinkTable,
+    generation_of,
+    node_plan,
+)
 
 Position = tuple[str, int]
 """Where one rank runs: (node, GPU index)."""
@@ -297,7 +306,23 @@ def ring_allreduce(
     links = [(level, *hop_link(fabric, table, level, a, b)) for level, a, b in placed]
     hop = slowest_hop(links, lambda link: ring_allreduce_seconds(p, nbytes, link))
     hop = _measured(fabric, [(level, a[0], b[0]) for level, a, b in placed], table, hop)
+    hop = _planned(fabric, ring, table, hop)
     return ring_allreduce_seconds(p, nbytes, hop.link), hop
+
+
+def _planned(fabric: Fabric, ring: Sequence[Position], table: LinkTable, hop: Hop) -> Hop:
+    """``hop`` with NCCL's intra-node plan where the whole ring is inside one node: several link-disjoint
+    rings at once (:func:`.links.node_plan`), so the bandwidth is ``rings × speed`` over the GPUs' link
+    graph, not one ring's slowest pair (a DGX-1's 8 GPUs: 6 rings × 20 = 120 GB/s, not 20). Only at the
+    levels a GPU generation decides and the site did not set (a calibrated or given figure stands), and
+    only where the plan is faster (a plan never lowers the pace the hops give)."""
+    nodes = {pos[0] for pos in ring}
+    if len(nodes) == 1 and hop.level in ("nvlink", "pcie", "sys") and hop.level not in table.given:
+        node = fabric.node(next(iter(nodes)))
+        plan = node_plan(node.gpu_topology, [g for _, g in ring], node.gpu_type, table)
+        if plan is not None and plan.bandwidth > hop.link.bandwidth:
+            return Hop(hop.level, Link(plan.bandwidth, hop.link.latency_us), hop.generation)
+    return hop
 
 
 # ---- a plan over a placement
