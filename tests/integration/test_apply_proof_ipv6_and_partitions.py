@@ -201,6 +201,26 @@ def odd_partitions(cluster: slurmctl.Cluster) -> Iterator[dict[str, str]]:
         cluster.slurm.reconfigure(cluster.version)
 
 
+def decided_on_the_new_data(slurm: slurmctl.Slurm, partition: str) -> str:
+    """A held --locality=zone job in ``partition``, once the filter decides it on the data file apply wrote:
+    the filter rereads a changed file within RECHECK seconds, and until then the old data does not know the
+    partition (it rejects the job, or counts all nodes with a note in the record). Each try that meets the
+    old data is cancelled; the job the new data decided is returned."""
+    deadline = time.monotonic() + 4 * RECHECK
+    argv = ["timeout", "20", "sbatch", "--parsable", "-o", "/dev/null", "-p", partition, "-N2", "-H"]
+    while True:
+        p = slurm.run([*argv, "--locality=zone", "--wrap", "true"], timeout=25, check=False)
+        if p.returncode == 0:
+            job = p.stdout.strip().split(";")[0]
+            if "not in the data" not in slurm.out("scontrol", "show", "job", "-o", job):
+                return job
+            slurm.cancel(job)
+        else:
+            assert "not in slurm-topo's data" in p.stderr, p.stderr
+        assert time.monotonic() < deadline, f"the filter never decided on the new data: {p.stderr}"
+        time.sleep(0.5)
+
+
 def test_odd_partition_names_keep_generate_and_apply_working_and_the_filter_finds_them(
     cluster: slurmctl.Cluster, odd_partitions: dict[str, str], tmp_path: Path
 ) -> None:
@@ -228,9 +248,8 @@ def test_odd_partition_names_keep_generate_and_apply_working_and_the_filter_find
     again = cli(cluster, *args)  # the next cron run: nothing to do, still no error
     assert again.returncode == 0 and "unchanged" in again.stderr + again.stdout, again.stderr
 
-    time.sleep(RECHECK + 1)  # the filter rereads its data file
     slurm = cluster.slurm
-    job = slurm.submit("-p", 'a"b', "-N2", "-H", "--locality=zone", "--wrap", "true")
+    job = decided_on_the_new_data(slurm, 'a"b')
     info = slurm.job(job)
     assert info["Partition"] == 'a"b', info
     assert info["Features"] == "[zone_z2]", info  # the zones of a"b's nodes (q[3-4]) only
