@@ -250,6 +250,25 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
             "--slurm-version 25.05",
         ),
     ),
+    "slurm-topo metrics": (
+        (
+            "The textfile for node_exporter, with capacity and the data file (the timer's form):",
+            "slurm-topo metrics -i fleet.yaml --shape 4x8 --data-file /etc/slurm/slurm_topo_data.lua "
+            "--textfile /var/lib/node_exporter/textfile/slurm_topo.prom",
+        ),
+        ("A scrape endpoint on the controller:", "slurm-topo metrics -i fleet.yaml --listen 9788"),
+    ),
+    "slurm-topo report": (
+        (
+            "The last 30 days, a plan for jobs without one, and a page:",
+            "slurm-topo report -i fleet.yaml --since now-30days --plan tp=8,pp=4,bytes=10G "
+            "--html report.html",
+        ),
+        (
+            "Before and after the filter's install, as JSON:",
+            "slurm-topo report -i fleet.yaml --split-at 2026-11-15 --json",
+        ),
+    ),
     "slurm-topo relax": (
         ("One pass, the systemd timer's form:", "slurm-topo relax --once"),
         ("What a pass would change, as JSON, changing nothing:", "slurm-topo relax --once --dry-run --json"),
@@ -299,7 +318,8 @@ SHIPPED = {
     "job_submit": "the submit filter (job_submit.lua and its modules) and the SPANK plugin's source",
     "gres": "how gres.conf is generated from a node's GPU topology, with example gres.conf files",
     "examples": "example inventories",
-    "contrib": "systemd units and timers (and a cron entry) for apply, relax, discover, health, health-sync",
+    "contrib": "systemd units and timers (and a cron entry) for apply, relax, discover, health, health-sync, "
+    "metrics",
 }
 """What each folder ``files`` ships holds (keyed as ``slurm_topo.files.GROUPS``)."""
 
