@@ -333,7 +333,7 @@ def test_gpu_parse_takes_a_file_or_nvml_not_both() -> None:
 
 README_COMMANDS = {
     "generate", "lint", "show", "discover", "import", "check", "apply", "explain", "cost", "calibrate",
-    "capacity", "gpu", "health", "health-sync", "relax", "files", "doctor",
+    "capacity", "gpu", "health", "health-sync", "relax", "files", "doctor", "metrics", "report",
 }  # fmt: skip
 
 
