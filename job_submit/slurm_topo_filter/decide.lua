@@ -333,32 +333,51 @@ local function row_before(a, b)
 end
 
 local function zone_rows(sc, zones)
+  -- the UNION_ROWS largest zones with eligible nodes, in row order (an insertion sort: from the largest down
+  -- they come nearly sorted already)
   local rows = {}
   for _, g in ipairs(largest_first(sc, zones, UNION_ROWS)) do
     local n, gp, most = eligible(sc, g)
-    if n > 0 then rows[#rows + 1] = { g = g, n = n, gp = gp, most = most } end
+    if n > 0 then
+      local r, j = { g = g, n = n, gp = gp, most = most }, #rows
+      while j >= 1 and row_before(r, rows[j]) do
+        rows[j + 1] = rows[j]
+        j = j - 1
+      end
+      rows[j + 1] = r
+    end
   end
-  table.sort(rows, row_before)
   return rows
 end
 
-local function grouped(rows, key)
-  -- rows by key(row), the keys in the order of their first row
-  local by, keys = {}, {}
+local function grouped(rows)
+  -- the rows by (region, family value) and by family value, each key in the order of its first row
+  local regions, by_region, values, by_family = {}, {}, {}, {}
   for _, r in ipairs(rows) do
-    local k = key(r)
-    if by[k] == nil then
-      by[k] = {}
-      keys[#keys + 1] = k
+    local loc = r.g.loc
+    local fv = loc.family or false
+    local per = by_region[loc.region or false]
+    if per == nil then
+      per = {}
+      by_region[loc.region or false] = per
     end
-    local list = by[k]
+    local list = per[fv]
+    if list == nil then
+      list = {}
+      per[fv] = list
+      regions[#regions + 1] = list
+    end
     list[#list + 1] = r
+    local fam = by_family[fv]
+    if fam == nil then
+      fam = {}
+      by_family[fv] = fam
+      values[#values + 1] = fv
+    end
+    fam[#fam + 1] = r
   end
-  return by, keys
+  return regions, by_family, values
 end
-
-local function region_key(r) return (r.g.loc.region or "") .. "\0" .. (r.g.loc.family or "") end
-local function family_key(r) return r.g.loc.family or false end
 
 local function spread_of(combo)
   local seen, spread = {}, 0
@@ -414,7 +433,6 @@ local function add_unions(sc, rows, cross, k, out, tries)
   for idx in combinations(m, k) do
     if tries.left == 0 then return end
     tries.left = tries.left - 1
-    if tries.left == 0 then sc.bounded = sc.bounded + 1 end
     local combo = {}
     for i = 1, k do combo[i] = rows[idx[i]] end
     try_union(sc, combo, cross, out)
@@ -448,14 +466,13 @@ local EMPTY_WALK = { kept = {}, nodes = {}, cut = false } -- shared, read-only
 
 local function zone_unions(sc, zones, room)
   -- (unions inside one region, unions across regions, the lead row, the spans by feature)
-  if not sc.check then return EMPTY_WALK, EMPTY_WALK, nil, {} end
+  if not sc.check or room <= 0 then return EMPTY_WALK, EMPTY_WALK, nil, {} end -- no union could be kept
   local rows = zone_rows(sc, zones)
-  local by_region, regions = grouped(rows, region_key)
-  local by_family, values = grouped(rows, family_key)
+  local regions, by_family, values = grouped(rows)
   local tries, inside, across = { left = UNION_TRIES }, {}, {}
   for k = 2, 3 do
     if #inside >= room then break end
-    for _, key in ipairs(regions) do add_unions(sc, by_region[key], false, k, inside, tries) end
+    for _, list in ipairs(regions) do add_unions(sc, list, false, k, inside, tries) end
   end
   -- per family value (one, false, without families): its zones in two regions or more; a union of all of them is
   -- the bare value's (the plain tree's) own alternative and is not made

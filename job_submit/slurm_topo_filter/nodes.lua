@@ -160,26 +160,16 @@ function M.read_nodelist(text, limit)
 end
 
 function M.node_index(data)
-  -- where each node is, from the data's node index string (filter_data.py _node_index), read on the first
-  -- --nodelist after a load and kept with the data: the places stay in the string (fixed width, read where
-  -- needed: place_group), ranges map "prefix/width" to their runs (kept as text until first looked up)
+  -- where each node is, from the data's node index (filter_data.py _node_index), read on the first --nodelist
+  -- after a load and kept with the data: the places stay in the head string (fixed width, read where needed:
+  -- place_group); the ranges and bare names are tables Lua's parser built at load, a key's runs text until
+  -- first looked up (range_runs)
   local index = data.node_index
   if index then return index end
-  local w1, w2, total, places, a_text, r_text, b_text = string.match(data.nodes,
-    "^(%d+),(%d+),(%d+)#(%d*)#([^#]*)#([^#]*)#([^#]*)$")
-  local features, areas, ranges, bare, prev = data.features, {}, {}, {}, ""
-  for z, r, d in string.gmatch(a_text, "(%d+),(%d+),(%d+);") do
-    areas[#areas + 1] = { features[tonumber(z)] or false, features[tonumber(r)] or false,
-                          features[tonumber(d)] or false }
-  end
-  for common, rest, runs in string.gmatch(r_text, "(%d+)|([^|;]*)|([%d,]*);") do
-    local key = string.sub(prev, 1, tonumber(common)) .. rest
-    ranges[key] = runs
-    prev = key
-  end
-  for name, place in string.gmatch(b_text, "([^|;]*)|(%d+);") do bare[name] = tonumber(place) end
-  index = { features = features, places = places, w1 = tonumber(w1), w = tonumber(w1) + tonumber(w2),
-            areas = areas, ranges = ranges, bare = bare, nodes = tonumber(total) }
+  local raw = data.nodes
+  local w1, w2, total, places = string.match(raw.head, "^(%d+),(%d+),(%d+)#(%d*)$")
+  index = { features = data.features, places = places, w1 = tonumber(w1), w = tonumber(w1) + tonumber(w2),
+            areas = raw.areas, ranges = raw.ranges, bare = raw.bare, nodes = tonumber(total) }
   data.node_index = index
   return index
 end
@@ -188,7 +178,8 @@ local function place_group(index, idx, li)
   -- place idx's group feature at level index li (false: none), from its fixed-width record
   local at, w1 = (idx - 1) * index.w, index.w1
   if li == 1 then return index.features[tonumber(string.sub(index.places, at + 1, at + w1))] or false end
-  return index.areas[tonumber(string.sub(index.places, at + w1 + 1, at + index.w))][li - 1]
+  local area = index.areas[tonumber(string.sub(index.places, at + w1 + 1, at + index.w))]
+  return index.features[area[li - 1]] or false
 end
 
 local function range_runs(index, key)

@@ -335,13 +335,17 @@ local function walk_plain(sc, walk, cur, budget, left, limit, unchecked_after)
   -- one list, every class counts, no area, nothing to lie inside: a group's own totals decide (the common case,
   -- without a call a group)
   local list, pos, check, need, total = cur.lists[1], cur.pos, sc.check, sc.nodes, sc.total_gpus
+  local kept, nodes, length = walk.kept, walk.nodes, walk.length
   local i = pos[1]
   while true do
     local g = list[i]
-    if g == nil then return walk end
+    if g == nil then
+      walk.length = length
+      return walk
+    end
     i = i + 1
     if left == 0 then
-      pos[1] = i
+      pos[1], walk.length = i, length
       return out_of_looks(sc, walk, g, cur, budget, unchecked_after)
     end
     left = left - 1
@@ -351,9 +355,14 @@ local function walk_plain(sc, walk, cur, budget, left, limit, unchecked_after)
       if total > 0 and most > 0 then want = math.max(need, math.ceil(total / most)) end
       ok = (total == 0 or most > 0) and g.nodes >= want and g.gpus >= total
     end
-    if ok and not keeps(walk, g, g.nodes, budget, limit) then
-      walk.cut = true
-      return walk
+    if ok then
+      local count, extra = #kept, #g.feature
+      if count > 0 then extra = extra + 1 end
+      if count == limit or length + extra > budget then
+        walk.cut, walk.length = true, length
+        return walk
+      end
+      kept[count + 1], nodes[count + 1], length = g, g.nodes, length + extra
     end
   end
 end
@@ -385,16 +394,12 @@ function M.candidates(sc, src, budget, looks, inside, up, unchecked_after, limit
 end
 
 function M.largest_first(sc, src, looks)
-  -- the groups of src inside the area from the largest down, at most `looks` steps: an array (a walk stopped
-  -- by its looks counts in sc.bounded)
+  -- the groups of src inside the area from the largest down, at most `looks` steps: an array
   local out, cur, left = {}, cursor(sc, src, true), looks
   while true do
     local g = cursor_next(cur)
     if g == nil then return out end
-    if left == 0 then
-      sc.bounded = sc.bounded + 1
-      return out
-    end
+    if left == 0 then return out end -- by design (the largest are asked for): not counted in sc.bounded
     left = left - 1
     if g and allowed(sc, g) then out[#out + 1] = g end
   end

@@ -179,8 +179,8 @@ def _zone_unions(
 
     Bounded: the rows are the largest zones (``UNION_ROWS`` looks), the regions taken in the order of their
     first row, and at most ``UNION_TRIES`` combinations are tried in all (inside regions first)."""
-    if not scan.check:
-        return [], [], None, {}
+    if not scan.check or room <= 0:
+        return [], [], None, {}  # no union could be kept: no row is read (family values keep their order)
     rows = _zone_rows(scan, zones)
     by_region: dict[tuple[str | None, str | None], list[Row]] = {}
     by_family: dict[str | None, list[Row]] = {}
@@ -215,8 +215,7 @@ def _zone_unions(
 
 
 class _Tries:
-    """The combinations prefer's unions may still try (``UNION_TRIES``); running out counts once as a walk
-    stopped by its bound."""
+    """The combinations prefer's unions may still try (``UNION_TRIES``)."""
 
     def __init__(self, scan: Scan):
         self.left = UNION_TRIES
@@ -226,8 +225,6 @@ class _Tries:
         if self.left == 0:
             return False
         self.left -= 1
-        if self.left == 0:
-            self.scan.bounded += 1
         return True
 
 
@@ -569,7 +566,8 @@ def _prefer_cascade(job: _Job, base: str | None, budget: int) -> Decision | None
         names.append("family")
     lists = _coarsest_first(scan, sources, budget)
     room = max(0, MAX_ALTERNATIVES - sum(len(k) for k, _ in lists))
-    inside, across, lead, spans = _zone_unions(scan, level_source(job.data, job.partitions, "zone"), room)
+    zones = level_source(job.data, job.partitions, "zone")
+    inside, across, lead, spans = _zone_unions(scan, zones, room)
     parts = [(inside, False), (across, False), *lists]
     kept, cut = _cascade(parts, budget, extra=2, emit=UNION_EMIT_FAMILIES if values else UNION_EMIT)
     if values:

@@ -175,7 +175,7 @@ class Scan:
         ]
         self.wanted = wanted
         self.bounded = 0
-        """Walks of this decision stopped by their looks (the record says how many)."""
+        """Candidate walks of this decision stopped by their looks (the record says how many)."""
 
     def allowed(self, g: Group) -> bool:
         """Inside a --locality-regions area, or a region group holding one."""
@@ -291,13 +291,12 @@ class Scan:
         return best
 
     def largest_first(self, src: Source, looks: int) -> Iterator[Group]:
-        """The groups of ``src`` from the largest down, inside the area, at most ``looks`` steps (a walk
-        stopped by them counts in ``bounded``)."""
+        """The groups of ``src`` from the largest down, inside the area, at most ``looks`` steps (by design:
+        the largest are what is asked for, so it is not counted in ``bounded``)."""
         left = looks
         down = Source(src.lists, src.index, _largest_first)
         for g in down.steps([len(lst) - 1 for lst in src.lists], -1):
             if left == 0:
-                self.bounded += 1
                 return
             left -= 1
             if g is not None and self.allowed(g):

@@ -8,18 +8,17 @@ written through ``_q`` (the node index: each name through ``_q``, the whole thro
 Slurm's partition names, which may hold any character Slurm takes: each byte of those that ``_q`` would
 refuse is written as a Lua decimal escape (``_slurm_name``).
 
-Format 7 (format 6 plus the generator's feature prefixes, ``owned``, and each node's NVLink domain and the
-node count in the node index; format 6: format 5 plus a family bucket's values, ``fv``) is sized for the
-load inside slurmctld (read, Adler-32 in Lua, Lua's parser: each costs about its bytes, the parser more per
+Format 8 (format 7 with the node index's ranges and bare names as Lua tables, built by the parser at load
+so that no decision parses them; format 7: the generator's feature prefixes, ``owned``, and each node's
+NVLink domain and the node count in the node index; format 6: a family bucket's values, ``fv``) is sized
+for the load inside slurmctld (read, Adler-32 in Lua, Lua's parser: each costs about its bytes, the parser more per
 table field and string): the group lists are written by column, with what repeats (features, locations,
 node counts) written once and referred to by number, and what is derivable (labels, display text, running
-bracket lengths) left to the filter (M.prepare, once per load). The node index is one string the filter
-reads only for a --nodelist.
+bracket lengths) left to the filter (M.prepare, once per load).
 """
 
 from __future__ import annotations
 
-import os
 import re
 import zlib
 from collections.abc import Sequence
@@ -29,7 +28,7 @@ from ..policy.nodes import NodeIndex
 from ..policy.vocab import HOLD_NOTE, INTERACTIVE_NOTE, LOCATION_PREFIXES, NVL
 from . import RenderContext, header
 
-FORMAT = 7
+FORMAT = 8
 """The data file's layout version; job_submit/slurm_topo_filter/data.lua refuses (fails open on) any other."""
 _PLAIN = re.compile(r"^[A-Za-z0-9._:*?=+/ ()-]*\Z")
 _INDEX = re.compile(r"^[A-Za-z0-9._:*?=+/ ()#|;,-]*\Z")
@@ -140,11 +139,12 @@ def _name(text: str) -> str:
 
 
 def _node_index(nodes: NodeIndex, shared: _Shared) -> str:
-    """The node index as one string, which the filter reads only for a --nodelist (M.node_index), by sections
-    ``widths#places#areas#ranges#bare``: widths ``w1,w2,N`` (N: the nodes indexed), places fixed-width (place
-    i at (i-1)*(w1+w2)+1: its network-group feature index in w1 digits, its area in w2), areas
-    ``zone,region,nvl;`` (feature indices), ranges ``common|rest|first,last,place,...;`` (a key's first
-    ``common`` characters are the previous key's), bare ``name|place;``. Numbers are 1-based, 0: none."""
+    """The node index (read only for a --nodelist), built by Lua's own parser when the file loads, so that
+    no decision parses it: ``{head="w1,w2,N#places", areas={{zone,region,nvl},...}, ranges={["prefix/width"]=
+    "first,last,place,..."}, bare={[name]=place}}``. ``head``: widths ``w1,w2,N`` (N: the nodes indexed),
+    places fixed-width (place i at (i-1)*(w1+w2)+1: its network-group feature index in w1 digits, its area
+    in w2); areas are feature indices; a range key's runs stay text until a --nodelist names that key.
+    Numbers are 1-based, 0: none."""
     areas: dict[tuple[int, int, int], int] = {}
     rows = [
         (
@@ -155,23 +155,16 @@ def _node_index(nodes: NodeIndex, shared: _Shared) -> str:
     ]
     w1, w2 = (len(str(max((row[i] for row in rows), default=0))) for i in (0, 1))
     places = "".join(f"{ng:0{w1}d}{area:0{w2}d}" for ng, area in rows)
-    ranges, prev = [], ""
-    for key, runs in (nodes.ranges or {}).items():
-        common = len(os.path.commonprefix([prev, _name(key)]))
-        ranges.append(f"{common}|{key[common:]}|" + ",".join(f"{a},{b},{c + 1}" for a, b, c in runs) + ";")
-        prev = key
-    bare = "".join(f"{_name(k)}|{v + 1};" for k, v in (nodes.bare or {}).items())
-    sections = (
-        f"{w1},{w2},{nodes.nodes}",
-        places,
-        "".join(f"{z},{r},{v};" for z, r, v in areas),
-        "".join(ranges),
-        bare,
+    head = "#".join((f"{w1},{w2},{nodes.nodes}", places))
+    if not _INDEX.match(head):
+        raise ValueError("refusing to write the node index into Lua")  # digits and separators; never reached
+    ranges = ",".join(
+        f'[{_q(_name(key))}]="' + ",".join(f"{a},{b},{c + 1}" for a, b, c in runs) + '"'
+        for key, runs in (nodes.ranges or {}).items()
     )
-    text = "#".join(sections)
-    if not _INDEX.match(text):
-        raise ValueError("refusing to write the node index into Lua")  # every piece passed _q; never reached
-    return f'"{text}"'
+    bare = ",".join(f"[{_q(_name(k))}]={v + 1}" for k, v in (nodes.bare or {}).items())
+    area_rows = ",".join(f"{{{z},{r},{v}}}" for z, r, v in areas)
+    return f'{{head="{head}",\nareas={{{area_rows}}},\nranges={{{ranges}}},\nbare={{{bare}}}}}'
 
 
 def render_lua_table(data: PolicyData) -> str:
@@ -233,7 +226,7 @@ def checksum(body: str) -> str:
 
 
 LEGEND = """\
--- Format 7. Keys: default, partition_defaults, families: the policy. everywhere: the partition a name the
+-- Format 8. Keys: default, partition_defaults, families: the policy. everywhere: the partition a name the
 -- data does not know counts as. known: every node feature. owned: the prefixes of the features slurm-topo
 -- makes (model.LEVEL_FEATURE_PREFIXES). messages: text templates (policy/vocab.py).
 -- classes: node classes {f=features, g=GPUs, t=GPU type}. areas: --locality-regions names {f=features,
@@ -244,9 +237,10 @@ LEGEND = """\
 -- nodes,...}, u=location index}; locations: {r/z=region/zone, rf/zf=ancestor features, pz/pr=the
 -- zone/region groups holding it where not zf/rf, fv=the family values (family buckets)}; features: every
 -- group feature, once.
--- nodes: where each node is (read only for a --nodelist): "w1,w2,N#places#areas#ranges#bare", see
--- filter_data.py _node_index. auto_units[level][n] (n up to auto_max): an auto job's budget per second of
--- time limit for each looser level in order (empty: no plan; false: the plan does not fit n nodes).
+-- nodes: where each node is (read only for a --nodelist): {head="w1,w2,N#places", areas={{z,r,nvl}},
+-- ranges={["prefix/width"]="first,last,place,..."}, bare={[name]=place}}, see filter_data.py _node_index.
+-- auto_units[level][n] (n up to auto_max): an auto job's budget per second of time limit for each looser
+-- level in order (empty: no plan; false: the plan does not fit n nodes).
 """
 
 
