@@ -11,10 +11,10 @@ refuse is written as a Lua decimal escape (``_slurm_name``).
 Format 8 (format 7 with the node index's ranges and bare names as Lua tables, built by the parser at load
 so that no decision parses them; format 7: the generator's feature prefixes, ``owned``, and each node's
 NVLink domain and the node count in the node index; format 6: a family bucket's values, ``fv``) is sized
-for the load inside slurmctld (read, Adler-32 in Lua, Lua's parser: each costs about its bytes, the parser more per
-table field and string): the group lists are written by column, with what repeats (features, locations,
-node counts) written once and referred to by number, and what is derivable (labels, display text, running
-bracket lengths) left to the filter (M.prepare, once per load).
+for the load inside slurmctld (read, Adler-32 in Lua, Lua's parser: each costs about its bytes, the parser
+more per table field and string): the group lists are written by column, with what repeats (features,
+locations, node counts) written once and referred to by number, and what is derivable (labels) left to
+the filter (M.prepare, once per load).
 """
 
 from __future__ import annotations
