@@ -19,32 +19,35 @@ end
 
 local NO_CONSTRAINT = { kind = "none", names = {} } -- shared, read-only
 
+local function parse_bracket(t, text, open, close, complex)
+  -- "a&[x|y]&b": the names outside (ANDed) and inside the one bracket; complex when it is anything else
+  if not (open and close) or close < open or string.find(t, "[", open + 1, true)
+    or string.find(t, "]", close + 1, true) or string.find(t, "(", 1, true) or string.find(t, "*", 1, true) then
+    return complex
+  end
+  local pre, inner, post = string.sub(t, 1, open - 1), string.sub(t, open + 1, close - 1), string.sub(t, close + 1)
+  if (pre ~= "" and string.sub(pre, -1) ~= "&") or (post ~= "" and string.sub(post, 1, 1) ~= "&") then
+    return complex
+  end
+  local outside = {}
+  if pre ~= "" then
+    for _, x in ipairs(split(string.sub(pre, 1, -2), "&")) do outside[#outside + 1] = x end
+  end
+  if post ~= "" then
+    for _, x in ipairs(split(string.sub(post, 2), "&")) do outside[#outside + 1] = x end
+  end
+  local inside = split(inner, "|")
+  if not all_tokens(outside) or not all_tokens(inside) then return complex end
+  return { kind = "bracket", names = outside, inside = inside, text = text }
+end
+
 function M.parse_constraint(text)
   if text == nil then return NO_CONSTRAINT end
   local t = string.gsub(text, ",", "&")
   if string.find(t, "[ \t\n]") then return { kind = "invalid", text = text, names = {} } end
   local complex = { kind = "complex", text = text, names = {} }
   local open, close = string.find(t, "[", 1, true), string.find(t, "]", 1, true)
-  if open or close then
-    if not (open and close) or close < open or string.find(t, "[", open + 1, true)
-      or string.find(t, "]", close + 1, true) or string.find(t, "(", 1, true) or string.find(t, "*", 1, true) then
-      return complex
-    end
-    local pre, inner, post = string.sub(t, 1, open - 1), string.sub(t, open + 1, close - 1), string.sub(t, close + 1)
-    if (pre ~= "" and string.sub(pre, -1) ~= "&") or (post ~= "" and string.sub(post, 1, 1) ~= "&") then
-      return complex
-    end
-    local outside = {}
-    if pre ~= "" then
-      for _, x in ipairs(split(string.sub(pre, 1, -2), "&")) do outside[#outside + 1] = x end
-    end
-    if post ~= "" then
-      for _, x in ipairs(split(string.sub(post, 2), "&")) do outside[#outside + 1] = x end
-    end
-    local inside = split(inner, "|")
-    if not all_tokens(outside) or not all_tokens(inside) then return complex end
-    return { kind = "bracket", names = outside, inside = inside, text = text }
-  end
+  if open or close then return parse_bracket(t, text, open, close, complex) end
   if string.find(t, "[()*]") or (string.find(t, "|", 1, true) and string.find(t, "&", 1, true)) then
     return complex
   end

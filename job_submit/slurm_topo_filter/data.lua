@@ -177,6 +177,41 @@ function M.why()
   return state.why
 end
 
+local function checksum_ok(text)
+  -- the file's second line "-- slurm-topo-checksum adler32:SUM:LEN" against the bytes after it
+  local line = string.match(text, "^([^\n]*)\n") or ""
+  local sum_at = #line + 2
+  local sum_line_end = string.find(text, "\n", sum_at, true)
+  if not sum_line_end then return false end
+  local want_sum, want_len = string.match(string.sub(text, sum_at, sum_line_end - 1),
+    "^%-%- slurm%-topo%-checksum adler32:(%x%x%x%x%x%x%x%x):(%d+)$")
+  return want_sum ~= nil and tonumber(want_len) == #text - sum_line_end
+    and M.adler32(text, sum_line_end + 1) == want_sum
+end
+
+local function table_of(text, path, fp)
+  -- the data table of a checked text: loaded without globals, its format and fingerprint checked, prepared;
+  -- (nil, why, key, message) when it does not load
+  local chunk, err = loadstring(text, "=" .. path)
+  local ok, data = false, err
+  if chunk then
+    setfenv(chunk, {}) -- the data file is a table literal: it gets no globals at all
+    ok, data = pcall(chunk)
+  end
+  if ok and type(data) == "table" and data.format ~= DATA_FORMAT then
+    return nil, "format", "slurm-topo: data file %s has format %s, this filter reads %s: regenerate it with the "
+      .. "matching slurm-topo; jobs pass unchanged", tostring(data.format)
+  end
+  if ok and type(data) == "table" and data.fingerprint == fp and type(data.partitions) == "table" then
+    ok, data = pcall(M.prepare, data) -- a table whose columns do not add up is broken too
+  end
+  if not ok or type(data) ~= "table" or data.fingerprint ~= fp or type(data.partitions) ~= "table" then
+    return nil, "broken", "slurm-topo: data file %s (fingerprint %s) does not load: %s; jobs pass unchanged",
+      tostring(data)
+  end
+  return data
+end
+
 function M.load()
   -- the data to decide with, nil (fail open) when there is none that loads
   local now = os.time()
@@ -193,35 +228,16 @@ function M.load()
   local text = read_all(path) or ""
   line = string.match(text, "^([^\n]*)\n") or "" -- the file may have been replaced since its first line was read
   fp = string.match(line, "^%-%- slurm%-topo%-data (%x+)$") or fp
-  local sum_at = #line + 2
-  local sum_line_end = string.find(text, "\n", sum_at, true)
-  local want_sum, want_len
-  if sum_line_end then
-    want_sum, want_len = string.match(string.sub(text, sum_at, sum_line_end - 1),
-      "^%-%- slurm%-topo%-checksum adler32:(%x%x%x%x%x%x%x%x):(%d+)$")
-  end
-  if want_sum == nil or tonumber(want_len) ~= #text - sum_line_end or M.adler32(text, sum_line_end + 1) ~= want_sum then
+  if not checksum_ok(text) then
     return fail_open("data file " .. path .. " fails its checksum", "checksum:" .. fp, "slurm-topo: data file %s (fingerprint %s) fails its checksum or has none "
       .. "(corrupted, truncated, edited, or written by an older slurm-topo): regenerate it; jobs pass unchanged", path, fp)
   end
-  local chunk, err = loadstring(text, "=" .. path)
-  local ok, data = false, nil
-  if chunk then
-    setfenv(chunk, {}) -- the data file is a table literal: it gets no globals at all
-    ok, data = pcall(chunk)
-  else
-    data = err
-  end
-  if ok and type(data) == "table" and data.format ~= DATA_FORMAT then
-    return fail_open("data file " .. path .. " has another format", "format:" .. fp, "slurm-topo: data file %s has format %s, this filter reads %s: regenerate "
-      .. "it with the matching slurm-topo; jobs pass unchanged", path, tostring(data.format), tostring(DATA_FORMAT))
-  end
-  if ok and type(data) == "table" and data.fingerprint == fp and type(data.partitions) == "table" then
-    ok, data = pcall(M.prepare, data) -- a table whose columns do not add up is broken too
-  end
-  if not ok or type(data) ~= "table" or data.fingerprint ~= fp or type(data.partitions) ~= "table" then
-    return fail_open("data file " .. path .. " does not load", "broken:" .. fp, "slurm-topo: data file %s (fingerprint %s) does not load: %s; jobs pass "
-      .. "unchanged", path, fp, tostring(data))
+  local data, why, message, detail = table_of(text, path, fp)
+  if data == nil then
+    if why == "format" then
+      return fail_open("data file " .. path .. " has another format", "format:" .. fp, message, path, detail, tostring(DATA_FORMAT))
+    end
+    return fail_open("data file " .. path .. " does not load", "broken:" .. fp, message, path, fp, detail)
   end
   state.data, state.fingerprint, state.why = data, fp, nil
   return data

@@ -46,91 +46,108 @@ function M.parse_gpu_tres(text)
   return nil, nil
 end
 
+local function spank_values(env)
+  -- the SPANK entries (policy/request.py _spank_values): locality, regions, plan; 0-indexed, as slurmctld builds
+  -- the list, at most 1 000 entries read
+  local locality, regions, plan
+  if type(env) ~= "table" then return nil end
+  local i = 0
+  while i < 1000 and env[i] ~= nil do
+    local kv = env[i]
+    i = i + 1
+    if type(kv) == "string" and #kv <= MAX_FIELD then
+      local k, v = string.match(kv, "^([^=]*)=(.*)$")
+      if k == SPANK_LOCALITY and locality == nil then locality = v
+      elseif k == SPANK_REGIONS and regions == nil then regions = v
+      elseif k == SPANK_PLAN and plan == nil then plan = v end
+    end
+  end
+  return locality, regions, plan
+end
+
+local function environment_values(job, locality, regions)
+  -- the batch environment, only when the SPANK entries name no locality (slurmctld logs a complaint for every
+  -- srun/salloc job whose environment is read)
+  local environment = job.environment
+  if type(environment) ~= "table" then return locality, regions end
+  locality = to_str(environment["SLURM_SPANK_" .. SPANK_LOCALITY])
+  if regions == nil then regions = to_str(environment["SLURM_SPANK_" .. SPANK_REGIONS]) end
+  return locality, regions
+end
+
+local function comment_values(comment, locality, regions)
+  -- locality= and locality-regions= in the job's comment (policy/request.py _comment_values); a comment longer
+  -- than the filter reads is not read
+  if comment ~= nil then comment = to_str(comment) end
+  if comment == nil or #comment > MAX_FIELD then return locality, regions end
+  for token in string.gmatch(comment, "[^ \t\n\v\f\r]+") do
+    local k, v = string.match(token, "^([^=]*)=(.*)$")
+    if k == "locality" and locality == nil then locality = v
+    elseif k == "locality-regions" and regions == nil then regions = v end
+  end
+  return locality, regions
+end
+
+local function gpu_of(per_job, per_node, per_task)
+  -- the GPU request (policy/request.py _gpu): per job, else per node, else per task
+  if per_job == nil and per_node == nil and per_task == nil then return nil end
+  local scope, gtype, count = "job", M.parse_gpu_tres(per_job)
+  if count == nil then scope, gtype, count = "node", M.parse_gpu_tres(per_node) end
+  if count == nil then scope, gtype, count = "task", M.parse_gpu_tres(per_task) end
+  if count == nil then return nil end
+  return { scope = scope, gpu_type = gtype, count = count }
+end
+
+local function set(value) return value ~= nil and to_str(value) ~= nil end
+
+local function unchecked_of(job, nodelist)
+  -- why the fit is not checked (policy/request.py _unchecked): named or excluded nodes, a reservation, contiguous
+  local contiguous = job.contiguous -- read whatever comes first (the field reads stay the same for every job)
+  if contiguous ~= nil then contiguous = to_int(contiguous) end
+  if nodelist ~= nil then return "--nodelist" end
+  if set(job.exc_nodes) then return "--exclude" end
+  if set(job.reservation) then return "--reservation" end
+  if contiguous ~= nil and contiguous < NO_VAL16 then return "--contiguous" end
+  return nil
+end
+
+local function het_offset_of(het)
+  if het ~= nil and (het == 0 or to_int(het) ~= nil) then return math.floor(het) end
+  return nil
+end
+
+local function maybe(convert, value)
+  if value == nil then return nil end
+  return convert(value)
+end
+
 function M.request(job, comment_override)
-  -- comment_override: the comment an update would give the job (modify), in place of job.comment
-  -- each field once (in slurmctld every read copies the value out of the job): hostile sizes are not scanned
+  -- what a job_desc asks for (policy/request.py JobRequest.from_job_desc), each field read once (in slurmctld
+  -- every read copies the value out of the job): hostile sizes are not scanned. comment_override: the comment
+  -- an update would give the job (modify), in place of job.comment
   local features, prefer, partition = job.features, job.prefer, job.partition
   local per_job, per_node, per_task = job.tres_per_job, job.tres_per_node, job.tres_per_task
-  if features ~= nil or prefer ~= nil or partition ~= nil or per_job ~= nil or per_node ~= nil or per_task ~= nil then
-    local oversize = oversize_of(features, prefer, partition, per_job, per_node, per_task)
-    if oversize then return { oversize = oversize } end
-  end
-  local locality, regions, plan
+  local oversize = oversize_of(features, prefer, partition, per_job, per_node, per_task)
+  if oversize then return { oversize = oversize } end
   local interactive = job.script == nil -- salloc/srun: no batch script, no batch environment
-  local env = job.spank_job_env
-  if type(env) == "table" then
-    local i = 0
-    while i < 1000 and env[i] ~= nil do -- 0-indexed, as slurmctld builds it
-      local kv = env[i]
-      i = i + 1
-      if type(kv) == "string" and #kv <= MAX_FIELD then
-        local k, v = string.match(kv, "^([^=]*)=(.*)$")
-        if k == SPANK_LOCALITY and locality == nil then locality = v
-        elseif k == SPANK_REGIONS and regions == nil then regions = v
-        elseif k == SPANK_PLAN and plan == nil then plan = v end
-      end
-    end
-  end
-  -- The batch environment only when the SPANK entries say nothing (slurmctld logs a complaint for every
-  -- srun/salloc job whose environment is read).
-  local environment
-  if locality == nil and not interactive then environment = job.environment end
-  if type(environment) == "table" then
-    locality = to_str(environment["SLURM_SPANK_" .. SPANK_LOCALITY])
-    if regions == nil then regions = to_str(environment["SLURM_SPANK_" .. SPANK_REGIONS]) end
-  end
+  local locality, regions, plan = spank_values(job.spank_job_env)
+  if locality == nil and not interactive then locality, regions = environment_values(job, locality, regions) end
   local comment = comment_override
   if comment == nil then comment = job.comment end
-  if comment ~= nil then comment = to_str(comment) end
-  if comment ~= nil and #comment <= MAX_FIELD then -- a longer comment is not read
-    for token in string.gmatch(comment, "[^ \t\n\v\f\r]+") do
-      local k, v = string.match(token, "^([^=]*)=(.*)$")
-      if k == "locality" and locality == nil then locality = v
-      elseif k == "locality-regions" and regions == nil then regions = v end
-    end
-  end
-  -- (most fields are unset: a nil skips the helper call; what the submit path costs: results/submit.md)
-  if regions ~= nil then regions = to_str(regions) end
+  locality, regions = comment_values(comment, locality, regions)
+  regions = maybe(to_str, regions)
   if regions ~= nil and #regions > MAX_FIELD then return { oversize = "--locality-regions" } end
-  local gpu
-  if per_job ~= nil or per_node ~= nil or per_task ~= nil then
-    local scope, gtype, count = "job", M.parse_gpu_tres(per_job)
-    if count == nil then scope, gtype, count = "node", M.parse_gpu_tres(per_node) end
-    if count == nil then scope, gtype, count = "task", M.parse_gpu_tres(per_task) end
-    if count ~= nil then gpu = { scope = scope, gpu_type = gtype, count = count } end
-  end
-  local unchecked
-  local nodelist = job.req_nodes
-  if nodelist ~= nil then nodelist = to_str(nodelist) end
-  if nodelist ~= nil then
-    unchecked = "--nodelist"
-  else
-    local exc = job.exc_nodes
-    if exc ~= nil and to_str(exc) ~= nil then
-      unchecked = "--exclude"
-    else
-      local resv = job.reservation
-      if resv ~= nil and to_str(resv) ~= nil then unchecked = "--reservation" end
-    end
-  end
-  local contiguous = job.contiguous
-  if contiguous ~= nil then contiguous = to_int(contiguous) end
-  if unchecked == nil and contiguous ~= nil and contiguous < NO_VAL16 then unchecked = "--contiguous" end
-  local het, het_offset = job.het_job_offset, nil
-  if het ~= nil and (het == 0 or to_int(het) ~= nil) then het_offset = math.floor(het) end
-  -- the task count matters only to GPUs per task (needs): read only then (every field read costs slurmctld a
-  -- lookup by name)
+  local gpu = gpu_of(per_job, per_node, per_task)
+  local nodelist = maybe(to_str, job.req_nodes)
+  -- the task count matters only to GPUs per task: read only then (every field read costs slurmctld a lookup)
   local num_tasks
   if gpu ~= nil and gpu.scope == "task" then num_tasks = job.num_tasks end
-  local min_nodes, time_limit = job.min_nodes, job.time_limit
   return { -- one constructor: the table is sized once
-    locality = locality ~= nil and to_str(locality) or nil, regions = regions,
-    features = features ~= nil and to_str(features) or nil, prefer = prefer ~= nil and to_str(prefer) or nil,
-    partition = partition ~= nil and to_str(partition) or nil,
-    min_nodes = min_nodes ~= nil and to_int(min_nodes) or nil,
-    num_tasks = num_tasks ~= nil and to_int(num_tasks) or nil,
-    gpu = gpu, unchecked = unchecked, het_offset = het_offset, interactive = interactive,
-    nodelist = nodelist, time_limit = time_limit ~= nil and to_int(time_limit) or nil, plan = plan,
+    locality = maybe(to_str, locality), regions = regions, features = maybe(to_str, features),
+    prefer = maybe(to_str, prefer), partition = maybe(to_str, partition), min_nodes = maybe(to_int, job.min_nodes),
+    num_tasks = maybe(to_int, num_tasks), gpu = gpu, unchecked = unchecked_of(job, nodelist),
+    het_offset = het_offset_of(job.het_job_offset), interactive = interactive, nodelist = nodelist,
+    time_limit = maybe(to_int, job.time_limit), plan = plan,
   }
 end
 

@@ -412,7 +412,7 @@ function M.largest(sc, src)
   for _, g in ipairs(M.largest_first(sc, src, LOOKS_LARGEST)) do
     if best ~= nil and g.nodes < bn then break end
     local n, gp = eligible(sc, g)
-    if best == nil or n > bn or (n == bn and gp > bg) then best, bn, bg = g, n, gp end
+    if best == nil or n > bn or (n == bn and gp >= bg) then best, bn, bg = g, n, gp end -- ties: the first in order
   end
   return best, bn, bg
 end

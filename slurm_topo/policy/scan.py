@@ -286,7 +286,7 @@ class Scan:
             if best is not None and g.nodes < best[1]:
                 break
             n, gp, _ = self.eligible(g)
-            if best is None or (n, gp) > (best[1], best[2]):
+            if best is None or (n, gp) >= (best[1], best[2]):  # ties: the first in the filter's order
                 best = (g, n, gp)
         return best
 
