@@ -98,7 +98,8 @@ static int _valid_regions(const char *arg)
 /* "tp=8,pp=2,bytes=10G,compute=450ms,comm=30%": known keys, values of [A-Za-z0-9.%-] (the cost model's own
  * parser checks the numbers; this keeps the text one token a record can carry) */
 static const char *plan_keys[] = { "tp", "pp", "dp", "bytes", "allreduce_bytes", "tp_bytes", "pp_bytes",
-				   "order", "gpus_per_node", "compute", "comm", "overlap", NULL };
+				   "order", "gpus_per_node", "compute", "comm", "overlap", "ep", "cp", "ep_bytes",
+				   "cp_bytes", NULL };
 #define MAX_PLAN 200
 
 static int _value_char(char c)
@@ -185,7 +186,8 @@ static int _opt_plan(int val, const char *optarg, int remote)
 	if (optarg && _valid_plan(optarg))
 		return ESPANK_SUCCESS;
 	slurm_error("--plan: invalid value '%s': use KEY=VALUE[,KEY=VALUE], KEY one of tp, pp, dp, bytes, "
-		    "allreduce_bytes, tp_bytes, pp_bytes, order, gpus_per_node, compute, comm, overlap; values of "
+		    "allreduce_bytes, tp_bytes, pp_bytes, order, gpus_per_node, compute, comm, overlap, ep, cp, "
+		    "ep_bytes, cp_bytes; values of "
 		    "letters, digits, '.', '%%', '-' "
 		    "(at most %d characters)", optarg ? _shown(optarg, buf, sizeof(buf)) : "", MAX_PLAN);
 	return ESPANK_BAD_ARG;
@@ -201,7 +203,8 @@ static struct spank_option options[] = {
 	  1, 0, (spank_opt_cb_f) _opt_regions },
 	{ "plan", "tp=N,pp=N,dp=N,bytes=B[,compute=S]",
 	  "The job's parallel plan, for slurm-topo's cost model (explain): tp, pp, dp sizes, the gradient bytes "
-	  "all-reduced a step, and optionally tp_bytes, pp_bytes, compute, comm, overlap (slurm-topo)",
+	  "all-reduced a step, and optionally tp_bytes, pp_bytes, compute, comm, overlap, ep, cp, ep_bytes, cp_bytes "
+	  "(slurm-topo)",
 	  1, 0, (spank_opt_cb_f) _opt_plan },
 	SPANK_OPTIONS_TABLE_END
 };

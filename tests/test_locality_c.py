@@ -80,7 +80,7 @@ def test_the_c_tables_equal_the_python_vocabulary() -> None:
         ('"region", "any", NULL', '"region", NULL'),  # a level dropped
         ('"wait", "fail", "auto", NULL', '"wait", "fail", NULL'),  # a mode dropped
         ('"network_group", "zone"', '"zone", "network_group"'),  # the order changed
-        ('"overlap", NULL', '"overlap", "ep", NULL'),  # a plan key the cost model does not read
+        ('"cp_bytes", NULL', '"cp_bytes", "sp", NULL'),  # a plan key the cost model does not read
         ("#define MAX_LABEL 63", "#define MAX_LABEL 64"),
         ('"prefer|nvl|network_group|zone|region|any"', '"prefer|nvl|zone|region|any"'),
     ],

@@ -27,7 +27,8 @@ local BUDGET_PREFIX = "slurm-topo-auto: " -- slurm_topo/relax.py: the budget rec
 local RELAX_PREFIX = "slurm-topo-relax: " -- slurm_topo/relax.py: one per relaxation
 local PLAN_PREFIX = "slurm-topo-plan: " -- the --plan record, first in AdminComment (explain reads it)
 local PLAN_KEYS = { tp = true, pp = true, dp = true, bytes = true, allreduce_bytes = true, tp_bytes = true,
-  pp_bytes = true, order = true, gpus_per_node = true, compute = true, comm = true, overlap = true }
+  pp_bytes = true, order = true, gpus_per_node = true, compute = true, comm = true, overlap = true, ep = true,
+  cp = true, ep_bytes = true, cp_bytes = true }
 local AUTO_NO_LIMIT = "; auto: no time limit, no budget (waits as :wait)"
 local AUTO_NO_PLAN = "; auto: no site plan, no budget (waits as :wait)"
 local AUTO_NO_FIT = "; auto: the site plan does not fit this job, no budget (waits as :wait)"

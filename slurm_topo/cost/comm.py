@@ -817,15 +817,17 @@ PLAN_KEYS = frozenset(
         "compute",
         "comm",
         "overlap",
+        "ep",
+        "cp",
+        "ep_bytes",
+        "cp_bytes",
     )
 )
-"""The keys a job's ``--plan`` may give: the filter's vocab.lua PLAN_KEYS checks its text against the same
-set."""
+"""The keys a job's ``--plan`` may give: the filter's vocab.lua PLAN_KEYS and the SPANK plugin's
+``plan_keys[]`` check its text against the same set (tests/test_lua_constants.py, tests/test_locality_c.py)."""
 
 MOE_PLAN_KEYS = frozenset(("ep", "cp", "ep_bytes", "cp_bytes"))
-"""Expert and context parallelism: read by :func:`parse_plan` (``cost``, ``explain``, site plans, budgets);
-not yet in the filter's PLAN_KEYS (a job's ``--plan`` with them is refused at submit until vocab.lua
-has them)."""
+"""Expert and context parallelism's keys (part of :data:`PLAN_KEYS`)."""
 
 
 def parse_plan(text: str) -> PlanSpec:
@@ -844,7 +846,7 @@ def parse_plan(text: str) -> PlanSpec:
         if not sep or key in fields:
             raise InputError(f"plan {text[:60]!r}: expected key=value pairs, each once (tp=8,pp=4,bytes=10G)")
         fields[key] = value.strip()
-    known = PLAN_KEYS | MOE_PLAN_KEYS
+    known = PLAN_KEYS
     unknown = sorted(set(fields) - known)
     if unknown:
         raise InputError(
