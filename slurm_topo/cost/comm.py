@@ -824,7 +824,8 @@ PLAN_KEYS = frozenset(
     )
 )
 """The keys a job's ``--plan`` may give: the filter's vocab.lua PLAN_KEYS and the SPANK plugin's
-``plan_keys[]`` check its text against the same set (tests/test_lua_constants.py, tests/test_locality_c.py)."""
+``plan_keys[]`` check its text against the same set (tests/test_lua_constants.py,
+tests/test_locality_c.py)."""
 
 MOE_PLAN_KEYS = frozenset(("ep", "cp", "ep_bytes", "cp_bytes"))
 """Expert and context parallelism's keys (part of :data:`PLAN_KEYS`)."""
