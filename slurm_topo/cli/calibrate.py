@@ -30,7 +30,21 @@ if TYPE_CHECKING:
     help="Nodes to measure among (default: this allocation's, $SLURM_JOB_NODELIST).",
 )
 @click.option("--output", "-o", "output", metavar="FILE", help="Write the table here (default: stdout).")
-@click.option("--probe", type=click.Choice(["tcp"]), default="tcp", show_default=True, help="The probe.")
+@click.option(
+    "--probe",
+    type=click.Choice(["tcp", "nccl", "perftest", "auto"]),
+    default="tcp",
+    show_default=True,
+    help="tcp (built in); nccl (nccl-tests all_reduce_perf: GPU links and the network); perftest "
+    "(ib_write_bw/ib_write_lat per rail); auto: nccl, else perftest, else tcp, by what the nodes have.",
+)
+@click.option(
+    "--tool-arg",
+    "tool_args",
+    multiple=True,
+    metavar="ARG",
+    help="Extra argument for every nccl-tests/perftest command (e.g. -x 3, RoCE's GID index); repeat.",
+)
 @click.option("--bytes", "nbytes", default="64M", show_default=True, metavar="B", help="Bytes per transfer.")
 @click.option(
     "--repeats", default=5, show_default=True, type=click.IntRange(1, 100), help="Transfers a pair."
@@ -62,16 +76,19 @@ def calibrate(
     time_limit: int,
     links_file: str | None,
     as_json: bool,
+    tool_args: tuple[str, ...],
 ) -> None:
     """Measure each link level among the nodes (one pair per level, a probe step through srun) and write a
     links: table with the measured figures, the date, the probe and the pairs. Run it inside an
-    allocation (salloc) or give --nodes. Guide: README "Calibrating the cost model"."""
+    allocation (salloc) or give --nodes. Guide: README "Calibrating the cost model", docs/cost.md
+    "Calibrating"."""
     import os
     import shlex
 
     from ..access import SlurmAccess
     from ..cost import parse_bytes
-    from ..cost.calibrate import run_calibration
+    from ..cost.calibrate import detect_tools, run_calibration
+    from ..cost.calibrate_probes import choose_probe
     from ..hostlist import expand
 
     given = nodelist or os.environ.get("SLURM_JOB_NODELIST")
@@ -92,6 +109,8 @@ def calibrate(
         why = "reading the nodes' addresses" + (f": {tail}" if tail else "")
         raise CommandError(exc.argv, exc.returncode, why, timeout=exc.timeout) from None
     addresses = {name: rec.get("NodeAddr") or name for name, rec in records.items() if name in set(nodes)}
+    found = detect_tools(runner, nodes, command, srun_args=srun_args) if probe != "tcp" else {}
+    choice = choose_probe(probe, found, sorted(dict.fromkeys(nodes)))
     done = run_calibration(
         inventory,
         nodes,
@@ -104,6 +123,10 @@ def calibrate(
         repeats=repeats,
         srun_args=srun_args,
         time_limit_min=time_limit,
+        probe=choice.probe,
+        tools=found,
+        tool_args=tool_args,
+        choice=choice.reasons,
     )
     if output:
         target = Path(output)
@@ -125,6 +148,8 @@ def calibrate(
                         for m in done.measured
                     ],
                     "notes": list(done.notes),
+                    "probe": done.probe,
+                    "probe_choice": list(done.choice),
                     **({"output": output} if output else {}),
                 },
                 sort_keys=True,
@@ -134,6 +159,8 @@ def calibrate(
     if not output:
         click.echo(done.text, nl=False)
         return
+    for reason in done.choice:
+        click.echo(f"probe {reason}")
     for m in done.measured:
         click.echo(f"{m.pair.level:<14} {m.pair.text():<28} {m.bandwidth:9.3f} GB/s {m.latency_us:10.1f} µs")
     for note in done.notes:
@@ -173,6 +200,54 @@ def probe_tcp(
         timeout=timeout,
     )
     click.echo(line)
+
+
+@probe.command("tools")
+def probe_tools() -> None:
+    """One node's measuring tools (nccl-tests, perftest on PATH; active RDMA devices), as one JSON line."""
+    import os
+
+    from ..probes.tools import tools_task
+    from ..runner import SubprocessRunner
+
+    click.echo(tools_task(os.environ, SubprocessRunner()))
+
+
+@probe.command("tool", context_settings={"ignore_unknown_options": True})
+@click.option("--gpus", "gpus", multiple=True, metavar="NODE=I,J", help="The node's GPUs for the tool.")
+@click.option("--env", "variables", multiple=True, metavar="NAME=VALUE", help="A variable for the tool.")
+@click.option("--serve", is_flag=True, help="Task 0 serves, task 1 connects (perftest).")
+@click.option("--address", "addresses", multiple=True, metavar="NODE=ADDR")
+@click.option("--timeout", default=300.0, type=click.FloatRange(1, 7200))
+@click.argument("argv", nargs=-1, type=click.UNPROCESSED, required=True)
+def probe_tool(
+    gpus: tuple[str, ...],
+    variables: tuple[str, ...],
+    serve: bool,
+    addresses: tuple[str, ...],
+    timeout: float,
+    argv: tuple[str, ...],
+) -> None:
+    """One task's run of a measuring tool (after --), reported as one JSON line with its whole output."""
+    import os
+
+    from ..probes import parse_addresses
+    from ..probes.tools import parse_gpus, parse_variables, tool_task
+    from ..runner import SubprocessRunner
+
+    env_vars = parse_variables(variables)
+    click.echo(
+        tool_task(
+            os.environ,
+            SubprocessRunner(),
+            argv,
+            gpus=parse_gpus(gpus),
+            variables=env_vars,
+            serve=serve,
+            addresses=parse_addresses(addresses),
+            timeout=timeout,
+        )
+    )
 
 
 @probe.command("ring")

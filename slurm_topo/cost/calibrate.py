@@ -16,6 +16,13 @@
    as an inventory file holding only ``links:`` with a ``measured:`` record (date, probe, pairs, each
    repeat's rate), which ``cost``/``explain`` (``--links FILE``, or as one of the inventory files) read and
    name in their output.
+
+``--probe nccl|perftest|auto`` (:mod:`.calibrate_probes`): a ``probe tools`` step on every node says which
+tools are there (:func:`detect_tools`); nccl-tests measures GPU pairs per link class inside a node and a GPU
+on each node per network level, perftest each rail's NICs per network level, both directions at once; each
+run is a step of ``slurm-topo probe tool`` (:func:`tool_step_argv`), whose JSON line carries the tool's whole
+output and the node it ran on; the table's ``measured:`` record gains each level's tool, version and
+command, and ``runs``: every run's figures.
 """
 
 from __future__ import annotations
@@ -33,10 +40,24 @@ import yaml
 from ..errors import CommandError, InputError, PlacementError, show_value
 from ..model import Inventory, Node
 from ..runner import Runner
+from .calibrate_probes import (
+    NCCL_TOOL,
+    NodeTools,
+    Result,
+    Run,
+    level_figures,
+    nccl_runs,
+    perftest_runs,
+    read_nccl,
+    read_perftest_bw,
+    read_perftest_lat,
+    read_tools,
+    runs_notes_for,
+)
 from .comm import Fabric, network_level
 from .links import MEASURED_KEY, NETWORK_LEVELS, NODE_LEVELS, Link, LinkTable
 
-PROBES = ("tcp",)
+PROBES = ("tcp", "nccl", "perftest")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +127,79 @@ def node_level_notes(inventory: Inventory, nodes: Sequence[str]) -> list[str]:
     return [f"{', '.join(NODE_LEVELS)}: the tcp probe cannot measure {what} (kept from the base table)"]
 
 
+def srun_prefix(
+    nodes: Sequence[str], ntasks: int, time_limit_min: int, srun_args: Sequence[str] = ()
+) -> list[str]:
+    """The ``srun`` options of every calibrate step: ``ntasks`` tasks over ``nodes``, spread evenly."""
+    return [
+        "srun",
+        f"--nodes={len(nodes)}",
+        f"--ntasks={ntasks}",
+        f"--ntasks-per-node={max(ntasks // len(nodes), 1)}",
+        f"--nodelist={','.join(nodes)}",
+        "--job-name=slurm-topo-calibrate",
+        f"--time={time_limit_min}",
+        "--kill-on-bad-exit=1",
+        # inside an allocation the batch step holds the job's CPUs and memory on its node: a probe step
+        # (light tasks) shares them rather than waiting for them forever (Slurm >= 20.11)
+        "--overlap",
+        *srun_args,
+    ]
+
+
+def tools_argv(
+    nodes: Sequence[str],
+    probe_command: Sequence[str],
+    *,
+    time_limit_min: int = 2,
+    srun_args: Sequence[str] = (),
+) -> list[str]:
+    """The step that asks every node which tools it has (``slurm-topo probe tools``, one task a node)."""
+    chosen = sorted(dict.fromkeys(nodes))
+    return [*srun_prefix(chosen, len(chosen), time_limit_min, srun_args), *probe_command, "probe", "tools"]
+
+
+def tool_step_argv(
+    run: Run,
+    argv: Sequence[str],
+    probe_command: Sequence[str],
+    addresses: Mapping[str, str],
+    *,
+    time_limit_min: int = 5,
+    srun_args: Sequence[str] = (),
+) -> list[str]:
+    """The step that runs one tool (``argv``: the run's own, or its latency companion) through ``slurm-topo
+    probe tool``: one task per node (a GPU pair: one task driving both GPUs; a served tool: server on the
+    first node, client on the second)."""
+    out = [
+        *srun_prefix(run.nodes, len(run.nodes), time_limit_min, srun_args),
+        *probe_command,
+        "probe",
+        "tool",
+        "--timeout",
+        str(time_limit_min * 60),
+    ]
+    for node, gpus in (run.gpus or {}).items():
+        out += ["--gpus", f"{node}={','.join(str(g) for g in gpus)}"]
+    if run.tool == NCCL_TOOL:
+        out += ["--env", "NCCL_DEBUG=VERSION"]  # NCCL prints its version: the run's provenance
+    if run.serve:
+        out.append("--serve")
+        out += ["--address", f"{run.nodes[0]}={addresses.get(run.nodes[0]) or run.nodes[0]}"]
+    return [*out, "--", *argv]
+
+
+def detect_tools(
+    runner: Runner,
+    nodes: Sequence[str],
+    probe_command: Sequence[str],
+    *,
+    srun_args: Sequence[str] = (),
+) -> dict[str, NodeTools]:
+    """Every node's ``probe tools`` report (a node whose task printed none has no tool)."""
+    return read_tools(runner.run(tools_argv(nodes, probe_command, srun_args=srun_args), timeout=150))
+
+
 def probe_argv(
     pair: Pair,
     probe_command: Sequence[str],
@@ -121,18 +215,7 @@ def probe_argv(
     ``addresses``: node -> the address its serving task is reached at (Slurm's NodeAddr)."""
     nodes = [pair.a] if pair.a == pair.b else [pair.a, pair.b]
     argv = [
-        "srun",
-        f"--nodes={len(nodes)}",
-        "--ntasks=2",
-        f"--ntasks-per-node={2 if len(nodes) == 1 else 1}",
-        f"--nodelist={','.join(nodes)}",
-        "--job-name=slurm-topo-calibrate",
-        f"--time={time_limit_min}",
-        "--kill-on-bad-exit=1",
-        # inside an allocation the batch step holds the job's CPUs and memory on its node: a probe step
-        # (two light tasks) shares them rather than waiting for them forever (Slurm >= 20.11)
-        "--overlap",
-        *srun_args,
+        *srun_prefix(nodes, 2, time_limit_min, srun_args),
         *probe_command,
         "probe",
         "tcp",
@@ -211,6 +294,8 @@ def render(
     probe: str,
     notes: Sequence[str],
     now: datetime | None = None,
+    runs: Sequence[Mapping[str, Any]] = (),
+    choice: Sequence[str] = (),
 ) -> str:
     """The calibrated table as an inventory file: ``links:`` (every level, the rails kept) with its
     ``measured:`` record, and ``nodes: []`` (it holds no nodes; merge it with the fleet's files)."""
@@ -235,6 +320,8 @@ def render(
             for m in measured
         },
         **({"notes": list(notes)} if notes else {}),
+        **({"probe_choice": list(choice)} if choice else {}),
+        **({"runs": [dict(r) for r in runs]} if runs else {}),
     }
     head = (
         f"# slurm-topo calibrate, {when}: link constants measured with the {probe} probe.\n"
@@ -290,6 +377,9 @@ class Outcome:
     measured: tuple[Measurement, ...]
     notes: tuple[str, ...]
     text: str
+    probe: str = "tcp"
+    choice: tuple[str, ...] = ()
+    """Why this probe (and not another): ``calibrate --probe auto``'s reasons."""
 
 
 def run_calibration(
@@ -306,11 +396,29 @@ def run_calibration(
     srun_args: Sequence[str] = (),
     time_limit_min: int = 5,
     now: datetime | None = None,
+    probe: str = "tcp",
+    tools: Mapping[str, NodeTools] | None = None,
+    tool_args: Sequence[str] = (),
+    choice: Sequence[str] = (),
 ) -> Outcome:
     """Measure one pair per level among ``nodes`` through ``runner`` (``srun`` steps, one after another)
     and build the calibrated table. A pair whose step fails is a note, not the end: the other levels are
     still measured. Raises :class:`NoLevelMeasured` (a :class:`CommandError`) when no level could be
-    measured."""
+    measured. ``probe`` ``nccl``/``perftest`` (chosen with :func:`.calibrate_probes.choose_probe` from
+    ``tools``, :func:`detect_tools`) runs those tools instead of the TCP probe
+    (:func:`run_tool_calibration`)."""
+    if probe != "tcp":
+        return run_tool_calibration(
+            inventory,
+            nodes,
+            runner,
+            ToolSettings(
+                probe, base, probe_command, addresses, port, nbytes, srun_args, time_limit_min, tool_args
+            ),
+            tools or {},
+            now=now,
+            choice=choice,
+        )
     pairs, notes = choose_pairs(inventory, nodes)
     notes += node_level_notes(inventory, nodes)
     measured: list[Measurement] = []
@@ -338,5 +446,150 @@ def run_calibration(
         *notes,
         *held,
     ]
-    text = render(table, measured, probe="tcp", notes=notes, now=now)
-    return Outcome(table, tuple(measured), tuple(notes), text)
+    text = render(table, measured, probe="tcp", notes=notes, now=now, choice=choice)
+    return Outcome(table, tuple(measured), tuple(notes), text, "tcp", tuple(choice))
+
+
+# ---- nccl-tests and perftest
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSettings:
+    """How the tool steps run: the probe, the base table, how nodes start slurm-topo, addresses, the port
+    (perftest), the largest size, extra srun arguments, the time limit, extra tool arguments."""
+
+    probe: str
+    base: LinkTable
+    probe_command: Sequence[str]
+    addresses: Mapping[str, str]
+    port: int
+    nbytes: int
+    srun_args: Sequence[str] = ()
+    time_limit_min: int = 5
+    tool_args: Sequence[str] = ()
+
+    def step(self, run: Run, argv: Sequence[str]) -> list[str]:
+        return tool_step_argv(
+            run,
+            argv,
+            self.probe_command,
+            self.addresses,
+            time_limit_min=self.time_limit_min,
+            srun_args=self.srun_args,
+        )
+
+
+def plan_tool_runs(
+    inventory: Inventory, nodes: Sequence[str], settings: ToolSettings, tools: Mapping[str, NodeTools]
+) -> tuple[list[Run], list[str]]:
+    """The runs of ``settings.probe`` among ``nodes``, and a note per level it does not measure."""
+    pairs, notes = choose_pairs(inventory, nodes)
+    network = [(p.level, p.a, p.b) for p in pairs]
+    if settings.probe == "nccl":
+        runs, more = nccl_runs(
+            inventory, nodes, network, settings.base, nbytes=settings.nbytes, tool_args=settings.tool_args
+        )
+    elif settings.probe == "perftest":
+        runs, more = perftest_runs(
+            network,
+            tools,
+            settings.base,
+            nbytes=settings.nbytes,
+            port=settings.port,
+            tool_args=settings.tool_args,
+        )
+    else:
+        raise InputError(f"calibrate: no tool probe {show_value(settings.probe)}")
+    return runs, [*notes, *runs_notes_for(settings.probe), *more]
+
+
+def _measure(runner: Runner, settings: ToolSettings, run: Run, notes: list[str]) -> Result:
+    """One run's steps (perftest: bandwidth, then latency) and what they measured."""
+    timeout = settings.time_limit_min * 60 + 30
+    output = runner.run(settings.step(run, run.argv), timeout=timeout)
+    if run.tool == NCCL_TOOL:
+        return read_nccl(run, output)
+    result = read_perftest_bw(run, output)
+    if run.companion is None:
+        notes.append(f"{run.level} ({run.text()}): ib_write_lat is not on both nodes: latency not measured")
+        return result
+    try:
+        latency = read_perftest_lat(run, runner.run(settings.step(run, run.companion), timeout=timeout))
+    except (CommandError, InputError, PlacementError) as exc:
+        notes.append(f"{run.level} ({run.text()}) latency: {failure_reason(exc)} (not measured)")
+        return result
+    detail = {**dict(result.detail), "latency_command": " ".join(run.companion)}
+    return Result(run, result.bandwidth, latency, result.version, detail)
+
+
+def _run_record(r: Result) -> dict[str, Any]:
+    """One run for the ``measured.runs`` list: where, what, the tool's command and version, the figures."""
+    return {
+        "level": r.run.level,
+        "what": r.run.what or None,
+        "nodes": list(r.run.nodes),
+        **({"gpus": {n: list(g) for n, g in r.run.gpus.items()}} if r.run.gpus else {}),
+        "tool": r.run.tool,
+        "version": r.version,
+        "command": " ".join(r.run.argv),
+        "bandwidth": round(r.bandwidth, 4),
+        "latency_us": None if r.latency_us is None else round(r.latency_us, 2),
+    }
+
+
+def run_tool_calibration(
+    inventory: Inventory,
+    nodes: Sequence[str],
+    runner: Runner,
+    settings: ToolSettings,
+    tools: Mapping[str, NodeTools],
+    *,
+    now: datetime | None = None,
+    choice: Sequence[str] = (),
+) -> Outcome:
+    """:func:`run_calibration` with nccl-tests or perftest: every run of :func:`plan_tool_runs` one after
+    another (a failed one is a note), each level's figure from its runs
+    (:func:`.calibrate_probes.level_figures`), the table written with each level's tool, version and
+    command and every run in ``measured.runs``."""
+    runs, notes = plan_tool_runs(inventory, nodes, settings, tools)
+    results: list[Result] = []
+    failures: list[tuple[Pair, str]] = []
+    for run in runs:
+        try:
+            results.append(_measure(runner, settings, run, notes))
+        except (CommandError, InputError, PlacementError) as exc:
+            pair = Pair(run.level, run.nodes[0], run.nodes[-1], _pair_gpus(run))
+            failures.append((pair, f"{run.what + ': ' if run.what else ''}{failure_reason(exc)}"))
+    figures, held = level_figures(results, settings.probe)
+    measured = [
+        Measurement(
+            Pair(f.level, f.run.nodes[0], f.run.nodes[-1], _pair_gpus(f.run)),
+            settings.probe,
+            f.bandwidth,
+            f.latency_us if f.latency_us is not None else settings.base[f.level].latency_us,
+            {
+                **dict(f.detail),
+                **({} if f.latency_us is not None else {"latency": "not measured: the base table's"}),
+            },
+        )
+        for f in figures
+    ]
+    if not measured:
+        raise NoLevelMeasured(failures, [*held, *notes])
+    table, monotone = calibrated_table(settings.base, measured)
+    notes = [
+        *(f"{pair.level} ({pair.text()}): {why} (not measured)" for pair, why in failures),
+        *held,
+        *notes,
+        *monotone,
+    ]
+    runs_done = [_run_record(r) for r in results]
+    text = render(table, measured, probe=settings.probe, notes=notes, now=now, runs=runs_done, choice=choice)
+    return Outcome(table, tuple(measured), tuple(notes), text, settings.probe, tuple(choice))
+
+
+def _pair_gpus(run: Run) -> tuple[int, int] | None:
+    if len(run.nodes) == 1 and run.gpus:
+        gpus = tuple(run.gpus[run.nodes[0]])
+        return (gpus[0], gpus[1]) if len(gpus) == 2 else None
+    return None
