@@ -162,8 +162,7 @@ end
 function M.node_index(data)
   -- where each node is, from the data's node index (filter_data.py _node_index), read on the first --nodelist
   -- after a load and kept with the data: the places stay in the head string (fixed width, read where needed:
-  -- place_group); the ranges and bare names are tables Lua's parser built at load, a key's runs text until
-  -- first looked up (range_runs)
+  -- place_group); the ranges and bare names are tables Lua's parser built at load
   local index = data.node_index
   if index then return index end
   local raw = data.nodes
@@ -183,15 +182,8 @@ local function place_group(index, idx, li)
 end
 
 local function range_runs(index, key)
-  -- {first,last,place,...} of a "prefix/width" key, nil when none
-  local runs = index.ranges[key]
-  if type(runs) == "string" then
-    local list = {}
-    for v in string.gmatch(runs, "%d+") do list[#list + 1] = tonumber(v) end
-    index.ranges[key] = list
-    runs = list
-  end
-  return runs
+  -- {first,last,place,...} of a "prefix/width" key (sorted), nil when none
+  return index.ranges[key]
 end
 
 local function place_of(index, name, hint)

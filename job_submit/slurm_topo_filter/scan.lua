@@ -331,10 +331,26 @@ local function out_of_looks(sc, walk, g, cur, budget, unchecked_after)
   return walk
 end
 
-local function walk_plain(sc, walk, cur, budget, left, limit, unchecked_after)
-  -- one list, every class counts, no area, nothing to lie inside: a group's own totals decide (the common case,
-  -- without a call a group)
+local function counts_of(ok, classes, g)
+  -- a group's eligible nodes, GPUs and most GPUs on a node (ok: the class flags; false: every class counts)
+  if not ok then return g.nodes, g.gpus, g.most end
+  local n, gp, most, counts = 0, 0, 0, g.counts
+  for i = 1, #counts, 2 do
+    local idx = counts[i]
+    if ok[idx] then
+      local count, cg = counts[i + 1], classes[idx].gpus
+      n, gp = n + count, gp + count * cg
+      if cg > most then most = cg end
+    end
+  end
+  return n, gp, most
+end
+
+local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after)
+  -- one list, no area, nothing to lie inside (the common case): a group's counts decide, without a call a group
+  -- where every class counts
   local list, pos, check, need, total = cur.lists[1], cur.pos, sc.check, sc.nodes, sc.total_gpus
+  local ok, classes = sc.ok, sc.classes
   local kept, nodes, length = walk.kept, walk.nodes, walk.length
   local i = pos[1]
   while true do
@@ -349,20 +365,22 @@ local function walk_plain(sc, walk, cur, budget, left, limit, unchecked_after)
       return out_of_looks(sc, walk, g, cur, budget, unchecked_after)
     end
     left = left - 1
-    local ok = not check
+    local n, gp, most = g.nodes, g.gpus, g.most
+    if ok then n, gp, most = counts_of(ok, classes, g) end
+    local fit = not check
     if check then
-      local most, want = g.most, need
+      local want = need
       if total > 0 and most > 0 then want = math.max(need, math.ceil(total / most)) end
-      ok = (total == 0 or most > 0) and g.nodes >= want and g.gpus >= total
+      fit = (total == 0 or most > 0) and n >= want and gp >= total
     end
-    if ok then
+    if fit then
       local count, extra = #kept, #g.feature
       if count > 0 then extra = extra + 1 end
       if count == limit or length + extra > budget then
         walk.cut, walk.length = true, length
         return walk
       end
-      kept[count + 1], nodes[count + 1], length = g, g.nodes, length + extra
+      kept[count + 1], nodes[count + 1], length = g, n, length + extra
     end
   end
 end
@@ -375,8 +393,8 @@ function M.candidates(sc, src, budget, looks, inside, up, unchecked_after, limit
   local cur = cursor(sc, src, false)
   local left = looks or LOOKS_LIST
   limit = limit or MAX_ALTERNATIVES
-  if #src.lists == 1 and not sc.ok and sc.area == nil and inside == nil then
-    return walk_plain(sc, walk, cur, budget, left, limit, unchecked_after)
+  if #src.lists == 1 and sc.area == nil and inside == nil then
+    return walk_one(sc, walk, cur, budget, left, limit, unchecked_after)
   end
   while true do
     local g = cursor_next(cur)

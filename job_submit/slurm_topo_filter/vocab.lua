@@ -51,9 +51,9 @@ local MAX_NAMED_DIGITS = 15 -- longest digit run of a --nodelist (Lua's numbers 
 -- unions inside a region, region, unions across regions (with families: then the bare family values)
 local PREFER_LEVELS = { "nvl", "network_group", "zone", "region" }
 local UNION_ZONES = 8
-local LOOKS_LIST = 96 -- policy/vocab.py: the work bound (scan.lua), groups one walk of a level's list looks at
-local LOOKS_FINER = 48 -- each finer list of a required zone's or region's --prefer
-local LOOKS_LARGEST = 48 -- the largest-group search of a refusal
+local LOOKS_LIST = 64 -- policy/vocab.py: the work bound (scan.lua), groups one walk of a level's list looks at
+local LOOKS_FINER = 32 -- each finer list of a required zone's or region's --prefer
+local LOOKS_LARGEST = 32 -- the largest-group search of a refusal
 local UNION_ROWS = 32 -- zones prefer's unions are made from (the largest)
 local UNION_TRIES = 96 -- zone combinations prefer's unions try, in all
 local MAX_MERGED = 16 -- most partitions of a -p list the filter merges

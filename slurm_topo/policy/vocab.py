@@ -19,12 +19,12 @@ MODES = ("wait", "fail", "auto")  # auto: decided as wait, plus the budget recor
 MAX_ALTERNATIVES = 64  # a matching-OR bracket is a 64-bit bitmap in slurmctld; more corrupts memory
 MAX_CONSTRAINT = 1024  # longest features / prefer string slurmctld accepts
 MAX_RECORD = 200
-LOOKS_LIST = 96
+LOOKS_LIST = 64
 """The work bound (policy/scan.py): groups one walk of a level's list looks at — a required level's, each list
 of the prefer cascade."""
-LOOKS_FINER = 48
+LOOKS_FINER = 32
 """Groups each finer list of a required zone's or region's --prefer looks at."""
-LOOKS_LARGEST = 48
+LOOKS_LARGEST = 32
 """Groups the largest-group search of a refusal looks at (from the largest down)."""
 UNION_ROWS = 32
 """Zones prefer's unions are made from: the largest, looked at from the largest down."""

@@ -141,9 +141,9 @@ def _name(text: str) -> str:
 def _node_index(nodes: NodeIndex, shared: _Shared) -> str:
     """The node index (read only for a --nodelist), built by Lua's own parser when the file loads, so that
     no decision parses it: ``{head="w1,w2,N#places", areas={{zone,region,nvl},...}, ranges={["prefix/width"]=
-    "first,last,place,..."}, bare={[name]=place}}``. ``head``: widths ``w1,w2,N`` (N: the nodes indexed),
+    {first,last,place,...}}, bare={[name]=place}}``. ``head``: widths ``w1,w2,N`` (N: the nodes indexed),
     places fixed-width (place i at (i-1)*(w1+w2)+1: its network-group feature index in w1 digits, its area
-    in w2); areas are feature indices; a range key's runs stay text until a --nodelist names that key.
+    in w2); areas are feature indices; a key's runs are sorted, searched by halving.
     Numbers are 1-based, 0: none."""
     areas: dict[tuple[int, int, int], int] = {}
     rows = [
@@ -159,7 +159,7 @@ def _node_index(nodes: NodeIndex, shared: _Shared) -> str:
     if not _INDEX.match(head):
         raise ValueError("refusing to write the node index into Lua")  # digits and separators; never reached
     ranges = ",".join(
-        f'[{_q(_name(key))}]="' + ",".join(f"{a},{b},{c + 1}" for a, b, c in runs) + '"'
+        f"[{_q(_name(key))}]={{" + ",".join(f"{a},{b},{c + 1}" for a, b, c in runs) + "}"
         for key, runs in (nodes.ranges or {}).items()
     )
     bare = ",".join(f"[{_q(_name(k))}]={v + 1}" for k, v in (nodes.bare or {}).items())
@@ -238,7 +238,7 @@ LEGEND = """\
 -- zone/region groups holding it where not zf/rf, fv=the family values (family buckets)}; features: every
 -- group feature, once.
 -- nodes: where each node is (read only for a --nodelist): {head="w1,w2,N#places", areas={{z,r,nvl}},
--- ranges={["prefix/width"]="first,last,place,..."}, bare={[name]=place}}, see filter_data.py _node_index.
+-- ranges={["prefix/width"]={first,last,place,...}}, bare={[name]=place}}, see filter_data.py _node_index.
 -- auto_units[level][n] (n up to auto_max): an auto job's budget per second of time limit for each looser
 -- level in order (empty: no plan; false: the plan does not fit n nodes).
 """
