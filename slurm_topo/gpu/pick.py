@@ -32,22 +32,14 @@ Algorithm overview (``pick_devices``):
    thus orders it by (2), (3), (4) at once, and the best k-set is a knapsack over the groups
    (:func:`_complete_pick`), each group's best subset per size read from its subsets pre-sorted by (2), (4)
    (groups of ≤ ``_PART_MAX`` GPUs).
-3. *Subset table* (9-16 GPUs, where step 2 does not apply: irregular matrices — random link classes, NV18
-   boxes with demoted links, bridges across PCIe switches — and busy sets that leave a component of a
-   regular box incomplete): :mod:`.pick_table`. Once per
-   topology every one of the 2^n subsets gets its bandwidth sum and slowest link as one integer (a sum over
-   pairs, built by doubling); once per k the C(n, k) sets are sorted by (1), (2), (4). A pick is then the
-   first entry without a busy GPU — two ``bytes.translate`` passes, an OR and a ``bytes.find``, in C over at
-   most C(16, 8) = 12 870 entries — and, when whole islands are free, the fewest broken among the entries
-   that tie it on (1), (2) (a few passes in C over that tie group). Once built for a k, the table answers
-   every pick of that k on the topology (step 2 is not tried first). No branch of it depends on the matrix
-   or the busy set: the cost is a fixed number of passes over C(n, k) entries, measured ≤ 0.2 ms on every
-   16-GPU case of ``benchmarks/results/pick_worst.md``. Building it costs 15-20 ms, so the first pick of a
-   k on a link matrix (what a one-shot command makes) runs step 4's search instead while it opens at most
-   ``_COLD_BRANCHES`` branches, and builds the table only when the search grows past them; the next pick of
-   that k builds it (``_first_search``).
-4. *Otherwise* (up to 8 GPUs; more than 16): depth-first branch-and-bound over cliques with
-   bitmask candidate sets, members added in ascending index order, so cliques are visited in lexicographic
+3. *Lanes* (9-16 GPUs, every k from 3 to free-1): :mod:`.pick_lanes` scores every subset of the free GPUs
+   at once in fixed-width lanes of Python integers (size, a thermometer code of the slowest link, the
+   bandwidth sum, the islands broken) and takes the largest by a tournament, a fixed number of passes in C
+   over 2^free lanes whatever the matrix or the busy set: no search, no table built ahead of it, so the
+   first pick of a k costs what any other does (``benchmarks/results/pick_worst.md``). Steps 1, 2 and 4
+   are not tried there, and their tables are never made.
+4. *Otherwise* (up to 8 GPUs; more than 16), after steps 1 and 2: depth-first branch-and-bound over
+   cliques with bitmask candidate sets, members added in ascending index order, so cliques are visited in lexicographic
    order; the incumbent is replaced only when strictly better on (2, 3), which makes the first optimum found
    the lexicographically lowest (4). A branch is cut when too few candidates remain, or when its bound on (2)
    — partial sum plus, per remaining candidate, its weight to the members and half its r-1 best links to other
@@ -64,16 +56,13 @@ With ``prefer``, the optimum without it is found as above, then each preferred s
 is scored once (:func:`order_key`, O(k² + islands)) and returned if it ties on (1)-(3): the optimum of (1)-(3)
 is unique as a value, so a tie means the set is optimal too. Without ``prefer`` nothing more is done.
 
-Complexity: step 2 costs O(Σ 2^|group|) (at most 2^10 per group) plus O(groups · k · |group|); step 3 a
-fixed number of C passes over C(n, k) ≤ 12 870 entries plus O(n · islands) in Python; step 4 is O(T · C(n, k)
-· k) in the worst case like the exhaustive search, reached only on ≤ 8 GPUs (or more than 16). Preparation
-(bandwidth matrix, adjacency bitmasks and per-level link steps, twins, groups with their subsets sorted) is
-O(n³ + Σ 2^|group| log) and cached per topology object; step 3's table is 2^n list additions per topology
-(5-8 ms for 16 GPUs) plus, per k, C(n, k) keys and a sort (7-10 ms at k = 8-9), built by the second pick of
-a k (or the first, when its bounded search grows), shared by topology objects with the same link matrix and
-kept for the last ``_TABLES_KEPT`` matrices (a few MB each). So a one-shot command on an irregular 16-GPU node
-pays the bounded search, or some 15-20 ms once when that grows (``benchmarks/results/pick_worst.md``,
-preparation); regular boxes whose picks step 2 answers build no table.
+Complexity: step 2 costs O(Σ 2^|group|) (at most 2^10 per group) plus O(groups · k · |group|); step 3
+O(2^free) lane operations in C (about 50 machine instructions per lane in all) plus O(free²) Python steps;
+step 4 is O(T · C(n, k) · k) in the worst case like the exhaustive search, reached only on ≤ 8 GPUs (or
+more than 16). Preparation (bandwidth matrix, levels, islands) is O(n²), remembered per topology object and
+shared by topologies with the same links; the search's tables (adjacency and per-level link steps, twins,
+groups with their subsets sorted, O(n³ + Σ 2^|group| log)) are made on the first search. A pick's answer
+is remembered per link matrix, free set and k (``_PICKED_KEPT``), so a repeated pick is a lookup.
 ``pick_exhaustive`` is the O(C(n, k) · k²) reference, used by the tests and the benchmark.
 """
 
@@ -81,27 +70,51 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import combinations
 
 from ..errors import InputError
 from .gpu_topology import GpuTopology
-from .links import DEFAULT_BANDWIDTH, bandwidth_table, islands, link_bandwidth
-from .pick_table import Ranked, build
-from .pick_table import best as _table_best
+from .links import DEFAULT_BANDWIDTH, bandwidth_table, is_nvlink, link_bandwidth
+from .pick_lanes import best as _lanes_best
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class _Prepared:
+    """What every pick on one link matrix reads; the search's tables (steps 1, 2 and 4) are made on first
+    use, so a node whose picks the lanes answer (9-16 GPUs) never pays for them."""
+
     n: int
     position: Mapping[int, int]  # GPU index -> row
     weight: tuple[tuple[int, ...], ...]  # MB/s per pair, 0 on the diagonal
     levels: tuple[int, ...]  # distinct pair bandwidths, descending
-    adjacency: tuple[tuple[int, ...], ...]  # per level, per row: bitmask of rows joined at >= level
-    largest: tuple[int, ...]  # per level: 1 + the largest degree (no clique at that level is larger)
-    steps: tuple[tuple[tuple[tuple[int, int], ...], ...], ...]  # per level, per row: see _Search.branch
-    later_twins: tuple[int, ...]  # per row: bitmask of higher rows with the same weight to every other row
     islands: tuple[int, ...]  # bitmask per island
     parts: dict[int, tuple[_Part, ...] | None] = field(default_factory=dict)  # per level, filled on demand
+    picked: dict[tuple[int, int], int] = field(default_factory=dict)  # (free rows, k) -> the rows chosen
+
+    @cached_property
+    def adjacency(self) -> tuple[tuple[int, ...], ...]:
+        """Per level, per row: bitmask of rows joined at >= level."""
+        n, weight = self.n, self.weight
+        return tuple(
+            tuple(sum(1 << j for j in range(n) if j != i and weight[i][j] >= t) for i in range(n))
+            for t in self.levels
+        )
+
+    @cached_property
+    def largest(self) -> tuple[int, ...]:
+        """Per level: 1 + the largest degree (no clique at that level is larger)."""
+        return tuple(1 + max((a.bit_count() for a in rows), default=0) for rows in self.adjacency)
+
+    @cached_property
+    def steps(self) -> tuple[tuple[tuple[tuple[int, int], ...], ...], ...]:
+        """Per level, per row: see _Search.branch."""
+        return _steps(self.adjacency, self.levels, self.n)
+
+    @cached_property
+    def later_twins(self) -> tuple[int, ...]:
+        """Per row: bitmask of higher rows with the same weight to every other row."""
+        return _twins(self.weight)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,54 +186,10 @@ def _parts(p: _Prepared, level: int) -> tuple[_Part, ...] | None:
 
 
 _CACHE: dict[tuple[int, int], tuple[GpuTopology, Mapping[str, float] | None, _Prepared]] = {}
-_TABLE_GPUS = range(9, 17)  # nodes whose picks read a table of every subset (pick_table)
-_TABLES: dict[int, tuple[_Prepared, Ranked]] = {}  # per prepared topology object, its table (a few MB)
-_BY_WEIGHT: dict[tuple[tuple[int, ...], ...], Ranked] = {}  # per link matrix: nodes alike share one table
-_TABLES_KEPT = 8  # entries of each, the oldest dropped first
-
-
-_COLD_BRANCHES = 1024  # what the search may open before a table of its k is built (_best_rows)
-
-
-_SEARCHED: dict[tuple[tuple[tuple[int, ...], ...], int], None] = {}  # link matrices and ks searched once
-
-
-def _first_search(p: _Prepared, k: int) -> bool:
-    """Whether a pick of k on this link matrix may still be searched before its table is built: the first
-    pick of each k (per process, for the last ``_TABLES_KEPT`` matrices and ks)."""
-    key = (p.weight, k)
-    if key in _SEARCHED:
-        return False
-    if len(_SEARCHED) >= _TABLES_KEPT * 16:
-        del _SEARCHED[next(iter(_SEARCHED))]
-    _SEARCHED[key] = None
-    return True
-
-
-def _table_of(p: _Prepared, k: int) -> Ranked | None:
-    """The subset table of this topology's link matrix when it holds k already, else None."""
-    hit = _TABLES.get(id(p))
-    table = hit[1] if hit is not None and hit[0] is p else _BY_WEIGHT.get(p.weight)
-    return table if table is not None and k in table.by_k else None
-
-
-def _ranked(p: _Prepared) -> Ranked:
-    """The subset table of a prepared topology (:mod:`slurm_topo.gpu.pick_table`), built on first use and
-    shared by topology objects with the same link matrix (a job's nodes read from gres.conf are one object
-    each)."""
-    hit = _TABLES.get(id(p))
-    if hit is not None and hit[0] is p:
-        return hit[1]
-    table = _BY_WEIGHT.get(p.weight)
-    if table is None:
-        table = build(p.weight, p.levels)
-        if len(_BY_WEIGHT) >= _TABLES_KEPT:
-            del _BY_WEIGHT[next(iter(_BY_WEIGHT))]
-        _BY_WEIGHT[p.weight] = table
-    if len(_TABLES) >= _TABLES_KEPT:
-        del _TABLES[next(iter(_TABLES))]
-    _TABLES[id(p)] = (p, table)
-    return table
+_BY_LINKS: dict[tuple[object, ...], _Prepared] = {}  # nodes alike (one object each) share one
+_KEPT = 256  # entries of each cache, all dropped when full
+_LANE_GPUS = range(9, 17)  # nodes whose picks the lanes answer (pick_lanes)
+_PICKED_KEPT = 4096  # answers remembered per link matrix
 
 
 def _twins(weight: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
@@ -240,21 +209,29 @@ def _twins(weight: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
 
 
 def _prepare(topo: GpuTopology, bandwidth: Mapping[str, float] | None) -> _Prepared:
-    """The tables every pick on ``topo`` reads, remembered per (topology, bandwidth) object."""
+    """The tables every pick on ``topo`` reads, remembered per (topology, bandwidth) object and shared by
+    topologies with the same GPUs, links and bandwidth table (a job's nodes read from gres.conf are one
+    object each). Keyed by value or by an object it keeps, never by a bare ``id()``."""
     key = (id(topo), id(bandwidth))
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is topo and hit[1] is bandwidth:
         return hit[2]
-    prepared = _tables(topo, DEFAULT_BANDWIDTH if bandwidth is None else bandwidth_table(bandwidth))
-    if len(_CACHE) > 256:
+    links = (topo.gpus, topo.matrix, tuple(sorted(bandwidth.items())) if bandwidth is not None else None)
+    prepared = _BY_LINKS.get(links)
+    if prepared is None:
+        prepared = _tables(topo, DEFAULT_BANDWIDTH if bandwidth is None else bandwidth_table(bandwidth))
+        if len(_BY_LINKS) >= _KEPT:
+            _BY_LINKS.clear()
+        _BY_LINKS[links] = prepared
+    if len(_CACHE) >= _KEPT:
         _CACHE.clear()
     _CACHE[key] = (topo, bandwidth, prepared)
     return prepared
 
 
 def _tables(topo: GpuTopology, table: Mapping[str, float]) -> _Prepared:
-    """Link weights (bandwidth in MB/s, 0 on the diagonal), their distinct levels (best first), the
-    adjacency at each level, the per-level steps the score adds, twins and NVLink islands."""
+    """Link weights (bandwidth in MB/s, 0 on the diagonal), their distinct levels (best first) and NVLink
+    islands; the search's tables come later, on demand (:class:`_Prepared`)."""
     n = len(topo.gpus)
     position = {g: i for i, g in enumerate(topo.gpus)}
     if topo.matrix and (len(topo.matrix) != n or any(len(row) != n for row in topo.matrix)):
@@ -263,13 +240,29 @@ def _tables(topo: GpuTopology, table: Mapping[str, float]) -> _Prepared:
     levels = tuple(
         sorted({w for i, row in enumerate(weight) for j, w in enumerate(row) if i != j}, reverse=True)
     )
-    adjacency = tuple(
-        tuple(sum(1 << j for j in range(n) if j != i and weight[i][j] >= t) for i in range(n)) for t in levels
-    )
-    island_masks = tuple(sum(1 << position[g] for g in isl) for isl in islands(topo)) if topo.matrix else ()
-    largest = tuple(1 + max((a.bit_count() for a in rows), default=0) for rows in adjacency)
-    steps = _steps(adjacency, levels, n)
-    return _Prepared(n, position, weight, levels, adjacency, largest, steps, _twins(weight), island_masks)
+    return _Prepared(n, position, weight, levels, _island_masks(topo.matrix))
+
+
+def _island_masks(matrix: tuple[tuple[str, ...], ...]) -> tuple[int, ...]:
+    """Row bitmasks of the NVLink islands (:func:`slurm_topo.gpu.links.islands`, by row), by lowest row."""
+    nv = {c: is_nvlink(c) for row in matrix for c in set(row)}
+    parent = list(range(len(matrix)))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for i, row in enumerate(matrix):
+        for j in range(i + 1, len(row)):
+            if nv[row[j]]:
+                a, b = find(i), find(j)
+                parent[max(a, b)] = min(a, b)
+    groups: dict[int, int] = {}
+    for i in range(len(matrix)):
+        groups[find(i)] = groups.get(find(i), 0) | 1 << i
+    return tuple(groups[r] for r in sorted(groups))
 
 
 def _weights(topo: GpuTopology, table: Mapping[str, float]) -> tuple[tuple[int, ...], ...]:
@@ -490,10 +483,6 @@ def _complete_levels(
     return best[1] if best is not None else None
 
 
-class _OverBudget(Exception):
-    """A bounded search (``_Search.left``) opened all the branches it was allowed."""
-
-
 class _Search:
     """Branch and bound for the best k-clique of one threshold graph (step 3 of the module docstring).
 
@@ -519,7 +508,6 @@ class _Search:
         "best_sum",
         "best_broken",
         "met",
-        "left",
     )
 
     def __init__(self, p: _Prepared, level: int, adj: list[int], fmask: int, whole: list[int]) -> None:
@@ -528,7 +516,6 @@ class _Search:
         self.whole, self.fmask = whole, fmask
         self.best_mask, self.best_sum, self.best_broken = 0, -1, 1 << 30
         self.met = True
-        self.left = -1  # branches the search may still open (-1: no bound; _OverBudget past it)
 
     def seed(self, mask: int, total: int) -> None:
         self.best_mask, self.best_sum, self.best_broken = mask, total, _broken(mask, self.whole)
@@ -571,9 +558,6 @@ class _Search:
         top: tuple[tuple[tuple[int, int], ...], ...],
         r: int,
     ) -> None:
-        if self.left == 0:
-            raise _OverBudget
-        self.left -= 1
         # bound: each of the r still to come adds its weight to the members plus half its r-1 best links
         # (``vals``); when fewer than r candidates are left out (u < r), also the same bound taken from the
         # side of the u left out (``outs``, see _Search docstring), which is the tighter one there
@@ -690,31 +674,19 @@ def _best_pair(p: _Prepared, gpus: tuple[int, ...], rows: list[int], whole: list
 
 
 def _search(
-    p: _Prepared,
-    level: int,
-    adj: list[int],
-    comps: list[int],
-    fmask: int,
-    whole: list[int],
-    k: int,
-    budget: int = -1,
-) -> tuple[int | None, int]:
-    """Step 4: the best k-clique of the live components at this level (a row mask; 0 when there is none),
-    None when ``budget`` (branches, -1: no bound) runs out first; and the budget left."""
+    p: _Prepared, level: int, adj: list[int], comps: list[int], fmask: int, whole: list[int], k: int
+) -> int:
+    """Step 4: the best k-clique of the live components at this level (a row mask; 0 when there is none)."""
     alive = 0
     for comp in comps:
         alive |= comp
     search = _Search(p, level, adj, fmask, whole)
-    search.left = budget
     if alive.bit_count() >= _SEED_FROM:  # below, the search is quick and a seed costs more than it saves
         start = _greedy(p.weight, adj, alive, k)
         if start is not None:
             search.seed(*start)
-    try:
-        search.run(0, alive, 0, [0] * p.n, k)
-    except _OverBudget:
-        return None, 0
-    return search.best_mask, search.left
+    search.run(0, alive, 0, [0] * p.n, k)
+    return search.best_mask
 
 
 def pick_devices(
@@ -789,14 +761,23 @@ def _pick(
 
 
 def _best_rows(p: _Prepared, fmask: int, whole: list[int], k: int) -> int:
-    """Steps 1-4 of the module docstring for 3 <= k < free rows: the chosen rows as a bitmask. Once the
-    subset table of this k is built (9-16 GPUs), it answers every pick of that k."""
-    tabled = p.n in _TABLE_GPUS
-    if tabled and _table_of(p, k) is not None:
-        return _table_best(_ranked(p), k, fmask, whole)
-    searching: bool | None = None  # whether this pick may search before the table is built (asked once, when
-    # the knapsack does not answer: a pick it answers is no search)
-    left = _COLD_BRANCHES  # shared by the levels it searches
+    """Steps 1-4 of the module docstring for 3 <= k < free rows: the chosen rows as a bitmask, remembered
+    per link matrix, free rows and k."""
+    key = (fmask, k)
+    got = p.picked.get(key)
+    if got is None:
+        if p.n in _LANE_GPUS:
+            got = _lanes_best(p.weight, [i for i in range(p.n) if fmask >> i & 1], k, whole)
+        else:
+            got = _searched(p, fmask, whole, k)
+        if len(p.picked) >= _PICKED_KEPT:
+            p.picked.clear()
+        p.picked[key] = got
+    return got
+
+
+def _searched(p: _Prepared, fmask: int, whole: list[int], k: int) -> int:
+    """Steps 1, 2 and 4: per level from the fastest, the complete-component knapsack or the search."""
     for level, adjacency in enumerate(p.adjacency):
         if p.largest[level] < k:
             continue
@@ -805,18 +786,8 @@ def _best_rows(p: _Prepared, fmask: int, whole: list[int], k: int) -> int:
         if not comps:
             continue
         found = _complete_levels(p, level, adj, comps, whole, k)
-        if found is None and tabled:
-            # no table of this k yet: the first pick of this k on this link matrix (a one-shot command) is
-            # the search while it stays small; a later one, or a search that grows, builds the table, which
-            # then answers every pick of this k
-            if searching is None:
-                searching = _first_search(p, k)
-            if searching:
-                found, left = _search(p, level, adj, comps, fmask, whole, k, left)
-            if found is None:
-                found = _table_best(_ranked(p), k, fmask, whole)
         if found is None:
-            found, _ = _search(p, level, adj, comps, fmask, whole, k)
+            found = _search(p, level, adj, comps, fmask, whole, k)
         if found:
             return found
     raise AssertionError("unreachable: the lowest threshold joins every pair")
