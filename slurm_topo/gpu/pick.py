@@ -38,19 +38,19 @@ Algorithm overview (``pick_devices``):
    over 2^free lanes whatever the matrix or the busy set: no search, no table built ahead of it, so the
    first pick of a k costs what any other does (``benchmarks/results/pick_worst.md``). Steps 1, 2 and 4
    are not tried there, and their tables are never made.
-4. *Otherwise* (up to 8 GPUs; more than 16), after steps 1 and 2: depth-first branch-and-bound over
-   cliques with bitmask candidate sets, members added in ascending index order, so cliques are visited in lexicographic
-   order; the incumbent is replaced only when strictly better on (2, 3), which makes the first optimum found
-   the lexicographically lowest (4). A branch is cut when too few candidates remain, or when its bound on (2)
-   — partial sum plus, per remaining candidate, its weight to the members and half its r-1 best links to other
-   candidates (counted per level with bitmask popcounts) — cannot beat the incumbent, or ties it while the
-   islands it has already broken for sure are no fewer than the incumbent's. While fewer candidates would be
-   left out than taken, a second bound counts from the left-out side (exact when none is left out). The
-   search starts from a greedy k-clique (:func:`_greedy`) as incumbent (from ``_SEED_FROM`` live GPUs), which
-   a tie met earlier in index order displaces, so (4) still holds. *Twins* (GPUs with the same link to every
-   third GPU) are interchangeable: once a GPU is left out, its higher twins are too. Its worst case is
-   exponential (the degree bounds are loose on irregular matrices at k near n/2, which is why 9-16 GPUs take
-   step 3); on 8 GPUs it is ≤ 50 µs at p99 on every real capture.
+4. *Otherwise* (up to 8 GPUs; more than 16), after steps 1 and 2: depth-first branch-and-bound over cliques
+   with bitmask candidate sets, members added in ascending index order, so cliques are visited in
+   lexicographic order; the incumbent is replaced only when strictly better on (2, 3), which makes the first
+   optimum found the lexicographically lowest (4). A branch is cut when too few candidates remain, or when its
+   bound on (2) — partial sum plus, per remaining candidate, its weight to the members and half its r-1 best
+   links to other candidates (counted per level with bitmask popcounts) — cannot beat the incumbent, or ties
+   it while the islands it has already broken for sure are no fewer than the incumbent's. While fewer
+   candidates would be left out than taken, a second bound counts from the left-out side (exact when none is
+   left out). The search starts from a greedy k-clique (:func:`_greedy`) as incumbent (from ``_SEED_FROM``
+   live GPUs), which a tie met earlier in index order displaces, so (4) still holds. *Twins* (GPUs with the
+   same link to every third GPU) are interchangeable: once a GPU is left out, its higher twins are too. Its
+   worst case is exponential (the degree bounds are loose on irregular matrices at k near n/2, which is why
+   9-16 GPUs take step 3); on 8 GPUs it is ≤ 50 µs at p99 on every real capture.
 
 With ``prefer``, the optimum without it is found as above, then each preferred set that is free and of size k
 is scored once (:func:`order_key`, O(k² + islands)) and returned if it ties on (1)-(3): the optimum of (1)-(3)
