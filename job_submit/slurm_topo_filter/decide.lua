@@ -379,63 +379,44 @@ local function grouped(rows)
   return regions, by_family, values
 end
 
-local function spread_of(combo)
-  local seen, spread = {}, 0
-  for _, r in ipairs(combo) do
-    local region = r.g.loc.region or false
-    if not seen[region] then
-      seen[region] = true
-      spread = spread + 1
-    end
-  end
-  return spread
-end
+local function region_of(r) return r.g.loc.region or false end
 
-local function try_union(sc, combo, cross, out)
-  local spread = spread_of(combo)
-  if cross and spread < 2 then return end
-  local n, gp, most = 0, 0, 0
-  for _, r in ipairs(combo) do
-    n, gp = n + r.n, gp + r.gp
-    if r.most > most then most = r.most end
+local function add_union(sc, out, cross, a, b, c)
+  -- the union of rows a, b (and c) when it can hold the job; across regions only when it spans two or more
+  local ra, rb = region_of(a), region_of(b)
+  local spread = (ra == rb) and 1 or 2
+  local n, gp, most = a.n + b.n, a.gp + b.gp, math.max(a.most, b.most)
+  if c ~= nil then
+    local rc = region_of(c)
+    if rc ~= ra and rc ~= rb then spread = spread + 1 end
+    n, gp, most = n + c.n, gp + c.gp, math.max(most, c.most)
   end
-  if not holds(sc, n, gp, most) then return end
-  local fs, ls = {}, {}
-  for i, r in ipairs(combo) do fs[i], ls[i] = r.g.feature, label_of(r.g) end
-  out[#out + 1] = { spread = spread, k = #combo, nodes = n, gpus = gp, most = most, union = true,
-                    feature = "(" .. table.concat(fs, "|") .. ")", label = table.concat(ls, "+") }
-end
-
-local function combinations(m, k)
-  -- the k-subsets of 1..m in itertools.combinations order, as an iterator of index arrays
-  local idx = {}
-  for i = 1, k do idx[i] = i end
-  local first = true
-  return function()
-    if first then
-      first = false
-      if k > m then return nil end
-      return idx
-    end
-    local i = k
-    while i >= 1 and idx[i] == m - k + i do i = i - 1 end
-    if i < 1 then return nil end
-    idx[i] = idx[i] + 1
-    for j = i + 1, k do idx[j] = idx[j - 1] + 1 end
-    return idx
-  end
+  if (cross and spread < 2) or not holds(sc, n, gp, most) then return end
+  local feature, label = "(" .. a.g.feature .. "|" .. b.g.feature, label_of(a.g) .. "+" .. label_of(b.g)
+  if c ~= nil then feature, label = feature .. "|" .. c.g.feature, label .. "+" .. label_of(c.g) end
+  out[#out + 1] = { spread = spread, k = c and 3 or 2, nodes = n, gpus = gp, most = most, union = true,
+                    feature = feature .. ")", label = label }
 end
 
 local function add_unions(sc, rows, cross, k, out, tries)
-  -- unions of k of rows (the first UNION_ZONES) that can hold the job; each combination takes one try
+  -- unions of k of rows (the first UNION_ZONES) that can hold the job, in itertools.combinations order; each
+  -- combination takes one try
   local m = math.min(#rows, UNION_ZONES)
   if not cross and k >= m then return end
-  for idx in combinations(m, k) do
-    if tries.left == 0 then return end
-    tries.left = tries.left - 1
-    local combo = {}
-    for i = 1, k do combo[i] = rows[idx[i]] end
-    try_union(sc, combo, cross, out)
+  for i = 1, m do
+    for j = i + 1, m do
+      if k == 2 then
+        if tries.left == 0 then return end
+        tries.left = tries.left - 1
+        add_union(sc, out, cross, rows[i], rows[j])
+      else
+        for l = j + 1, m do
+          if tries.left == 0 then return end
+          tries.left = tries.left - 1
+          add_union(sc, out, cross, rows[i], rows[j], rows[l])
+        end
+      end
+    end
   end
 end
 
