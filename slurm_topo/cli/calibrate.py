@@ -82,12 +82,13 @@ def calibrate(
     links: table with the measured figures, the date, the probe and the pairs. Run it inside an
     allocation (salloc) or give --nodes. Guide: README "Calibrating the cost model", docs/cost.md
     "Calibrating"."""
+    import dataclasses
     import os
     import shlex
 
     from ..access import SlurmAccess
     from ..cost import parse_bytes
-    from ..cost.calibrate import detect_tools, run_calibration
+    from ..cost.calibrate import detect_tools, failure_reason, run_calibration
     from ..cost.calibrate_probes import choose_probe
     from ..hostlist import expand
 
@@ -109,8 +110,17 @@ def calibrate(
         why = "reading the nodes' addresses" + (f": {tail}" if tail else "")
         raise CommandError(exc.argv, exc.returncode, why, timeout=exc.timeout) from None
     addresses = {name: rec.get("NodeAddr") or name for name, rec in records.items() if name in set(nodes)}
-    found = detect_tools(runner, nodes, command, srun_args=srun_args) if probe != "tcp" else {}
+    found, failed = {}, ""
+    if probe != "tcp":
+        try:
+            found = detect_tools(runner, nodes, command, srun_args=srun_args)
+        except CommandError as exc:  # auto goes on with what runs everywhere; a named probe cannot
+            if probe != "auto":
+                raise
+            failed = f"the probe tools step failed: {failure_reason(exc)}"
     choice = choose_probe(probe, found, sorted(dict.fromkeys(nodes)))
+    if failed:
+        choice = dataclasses.replace(choice, reasons=(failed, *choice.reasons))
     done = run_calibration(
         inventory,
         nodes,

@@ -1,7 +1,8 @@
 """`slurm-topo calibrate` inside a real allocation: an sbatch job on one node of each location class of
 docker-slurm/fleet.yaml runs calibrate, which runs one two-task srun step per level; each task reports the
 node slurmd started it on (SLURMD_NODENAME) and calibrate refuses a step that ran elsewhere. Asserted: Slurm
-ran the job on the nodes asked (scontrol show job), the table it wrote names each level's pair, every
+ran the job on the nodes asked (scontrol show job), ``--probe auto`` asked every node which tools it has
+and fell back to the TCP probe saying why, the table it wrote names each level's pair, every
 figure is a real measurement (positive, each repeat recorded), and cost reads the file and says it is
 measured. The test cluster's nodes share one host, so the levels' rates are loopback's: telling levels apart
 needs shaped links (the issue's testbed), not this test."""
@@ -54,7 +55,7 @@ def test_calibrate_measures_one_pair_per_level_in_an_allocation(slurm: slurmctl.
         script.write_text(
             "#!/bin/sh\nset -e\n"
             f"{cli} calibrate -i {work}/fleet.yaml -o {work}/links.yaml --bytes 4M --repeats 2 --time 2 "
-            f"--port {port} --probe-command '{probe}'\n"
+            f"--port {port} --probe-command '{probe}' --probe auto\n"
         )
         slurm.quiesce()
         job = slurm.submit(
@@ -70,6 +71,10 @@ def test_calibrate_measures_one_pair_per_level_in_an_allocation(slurm: slurmctl.
         doc = yaml.safe_load((work / "links.yaml").read_text())
         measured = doc["links"]["measured"]
         assert measured["probe"] == "tcp"
+        # --probe auto asked every node (a probe tools step on each) and fell back to tcp, saying why
+        assert "probe tcp: the built-in probe (Python sockets) runs everywhere" in printed
+        assert "probe nccl not used: all_reduce_perf is not on the PATH of n01, n02, n04, n05, n07" in printed
+        assert measured["probe_choice"][0].startswith("tcp: the built-in probe")
         assert {level: rec["pair"] for level, rec in measured["levels"].items()} == PAIRS
         for level, rec in measured["levels"].items():
             assert rec["bandwidth"] > 0 and rec["latency_us"] > 0, (level, rec)
