@@ -468,7 +468,7 @@ def test_every_hostlist_form_across_the_level_is_refused(data, nodes: str, level
         ("n[0000000000000001-2]", "is not a node list slurm-topo reads"),
         (
             "n[1-999999999]",
-            "names more nodes than slurm-topo checks (13: the cluster's nodes, at most 10000)",
+            "names more nodes than slurm-topo checks (13: the cluster's nodes, at most 256)",
         ),
         ("n[1-9][1-9][1-9][1-9][1-9][1-9]", "names more nodes than slurm-topo checks"),
         ("n01," * 1100, "is longer than 4096 bytes"),

@@ -44,7 +44,7 @@ local NVL_NONE = "no node of the partition is in an NVLink domain"
 local NVL_NONE_NOTE = "; no size can ever fit: use --locality=network_group or zone"
 -- (the prefixes of the features slurm-topo makes are the data's `owned`: model.LEVEL_FEATURE_PREFIXES, one list)
 local MAX_NAMED = 4096 -- policy/nodes.py: longest --nodelist read
-local MAX_VISITS = 10000 -- policy/nodes.py: most names one --nodelist may name (each one look-up)
+local MAX_VISITS = 256 -- policy/nodes.py: most names one --nodelist may name (each one look-up)
 local MAX_NAMED_DIGITS = 15 -- longest digit run of a --nodelist (Lua's numbers are exact to 2^53)
 -- policy/decide.py: the prefer cascade's levels (NVLink domains first), the zones per region a union is made
 -- from, and the order of the cascade's lists in the bracket (1-based here, 0-based there): nvl, ng, zone,

@@ -37,9 +37,10 @@ _SEPARATORS = re.compile(r"[ \t\n]")
 outside a bracket they end a name as a comma does."""
 MAX_NAMED = 4096
 """Longest --nodelist read (bytes); a longer one is refused with a required level."""
-MAX_VISITS = 10000
+MAX_VISITS = 256
 """Most names one --nodelist may name, counted before it is expanded (each is one look-up in the node
-index); past it, or past the cluster's node count, a required level refuses the list."""
+index: the work bound, ARCHITECTURE.md); past it, or past the cluster's node count, a required level refuses
+the list."""
 PLACE_LEVELS = (*LEVELS, NVL)
 """A place's levels, in order: what ``place_named``'s ``level_index`` indexes."""
 Place = tuple[str | None, str | None, str | None, str | None]
