@@ -154,6 +154,7 @@ JSON_ERRORS: dict[str, tuple[list[str], int]] = {
     "files": (["--copy", "{tmp}/a-file/copy"], 4),
     "doctor": (["-i", MISSING], 2),
     "probe parse": ([MISSING], 2),
+    "report": (["-i", str(FLEET), "--sacct-json", MISSING], 2),
 }
 
 
