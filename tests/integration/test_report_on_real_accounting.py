@@ -12,6 +12,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import slurmctl
@@ -65,7 +66,7 @@ def test_jobs_with_and_without_the_filter_appear_with_the_levels_slurm_allocated
             break
         time.sleep(1)
     inventory = accounted.etc / "inventory.yaml"
-    doc: dict[str, object] = {}
+    doc: dict[str, Any] = {}
     for _ in range(30):  # slurmctld hands the end records to slurmdbd a moment after the jobs end
         p = subprocess.run(
             [*slurmctl.slurm_topo_cli(), "report", "-i", str(inventory), "--since", since, "--json"],
@@ -77,10 +78,10 @@ def test_jobs_with_and_without_the_filter_appear_with_the_levels_slurm_allocated
         )
         assert p.returncode == 0, p.stderr
         doc = json.loads(p.stdout)
-        if {ids["zone"], ids["region"], ids["no_filter"]} <= {r["job_id"] for r in doc["jobs"]}:  # type: ignore[index]
+        if {ids["zone"], ids["region"], ids["no_filter"]} <= {r["job_id"] for r in doc["jobs"]}:
             break
         time.sleep(1)
-    rows = {r["job_id"]: r for r in doc["jobs"]}  # type: ignore[union-attr]
+    rows = {r["job_id"]: r for r in doc["jobs"]}
     assert set(rows) == {ids["zone"], ids["region"], ids["no_filter"]}, doc
     fabric = Fabric.of(load_inventories([inventory]))
     for tag in ("zone", "region", "no_filter"):
@@ -102,10 +103,61 @@ def test_jobs_with_and_without_the_filter_appear_with_the_levels_slurm_allocated
             ]
         ).stdout.rstrip("\n")
         assert rows[jid]["record"] == filter_record(admin), (tag, admin, rows[jid])
-    zone = rows[ids["zone"]]
-    assert zone["locality"] in ("zone:wait", "not applied"), zone  # not applied: the filter failed open
-    if zone["locality"] == "zone:wait":
-        assert zone["level"] in ("node", "network_group", "zone")  # the filter kept it in one zone
+    the_filters_decision(accounted, rows[ids["zone"]], fabric)
+    assert rows[ids["region"]]["locality"] == "region:wait", rows[ids["region"]]
     assert rows[ids["region"]]["plan_source"] == "from the job's comment"
     assert rows[ids["region"]]["slowdown"] is not None
     assert rows[ids["no_filter"]]["locality"] != "zone:wait"
+
+
+def the_filters_decision(cluster: slurmctl.Cluster, row: dict[str, Any], fabric: Fabric) -> None:
+    """The zone job's row is the filter's real decision, not a fail-open pass: the record is the one
+    ``slurm-topo check`` (the filter's specification, ``policy/``) makes of the same request on the cluster's
+    inventory and partitions, slurmctld kept the constraint it set (``sacct``'s own Constraints), and
+    the nodes Slurm allocated lie in one zone of the required bracket."""
+    slurm = cluster.slurm
+    parts = cluster.base / "partitions.txt"
+    parts.write_text(slurm.run(["scontrol", "show", "partition", "-o"]).stdout)
+    p = subprocess.run(
+        [
+            *slurmctl.slurm_topo_cli(),
+            "check",
+            "-i",
+            str(cluster.etc / "inventory.yaml"),
+            "--partitions-from",
+            str(parts),
+            "--locality",
+            "zone",
+            "-N",
+            "2",
+            "--gpus-per-node",
+            "2",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert p.returncode == 0, p.stderr
+    want = json.loads(p.stdout)
+    assert want["locality"] == "zone:wait" and want["features"].startswith("[zone_"), want
+    assert row["locality"] == "zone:wait", row  # "not applied" here: the filter failed open
+    assert f"slurm-topo: {row['record']}" == want["record"], (row, want)
+    constraint = slurm.run(
+        [
+            "sacct",
+            "--noheader",
+            "--parsable2",
+            "--allocations",
+            f"--jobs={row['job_id']}",
+            "--format=Constraints%4096",
+        ]
+    ).stdout.strip()
+    # Slurm keeps the constraint the job started with: the filter's --prefer (finer groups of those zones
+    # first) when the job could start under it, else the required bracket; a job the filter passed has none
+    assert constraint in (want["prefer"], want["features"]), (constraint, want)
+    zones = {c["group"] for c in want["candidates"]}
+    landed = {fabric.node(n).location.zone for n in hostlist.expand(row["nodes"])}
+    assert len(landed) == 1 and landed <= zones, (row, zones)
+    assert row["level"] in ("node", "network_group", "zone"), row
