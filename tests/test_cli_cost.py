@@ -298,8 +298,9 @@ def test_calibrate_measures_one_pair_per_level_and_writes_a_table_cost_reads(
     )
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0].split()[:2] == ["network_group", "n01"] and "40.000 GB/s" in lines[0]
-    assert lines[1].split()[:2] == ["zone", "n01"] and "20.000 GB/s" in lines[1]
+    assert lines[0].startswith("probe tcp: "), lines[0]  # no --probe: tcp, said first
+    assert lines[1].split()[:2] == ["network_group", "n01"] and "40.000 GB/s" in lines[1]
+    assert lines[2].split()[:2] == ["zone", "n01"] and "20.000 GB/s" in lines[2]
     assert lines[-1] == f"wrote {table}"
     srun = [c for c in steps.calls if c[0] == "srun"]
     assert len(srun) == 2 and all("--address" in c and "n01=127.0.0.1" in c for c in srun)
