@@ -372,7 +372,10 @@ def test_the_merged_walk_equals_a_linear_scan_of_the_merged_list(
     lists = []
     for part in parts:
         groups = sorted(
-            ({"feature": f"g{r}", "rank": r, "nodes": n, "gpus": 0, "most": 0} for r, n in part),
+            (
+                {"feature": f"g{r}", "rank": r, "nodes": n, "gpus": 0, "most": 0, "chars": len(f"g{r}") + 1}
+                for r, n in part
+            ),
             key=lambda g: (g["nodes"], g["rank"]),
         )
         lists.append(groups)

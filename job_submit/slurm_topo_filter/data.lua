@@ -94,7 +94,8 @@ end
 -- (shapes, locations, features): its load runs inside slurmctld and costs about its bytes. M.prepare decodes
 -- them once per load into the tables the decisions read, with named fields (ARCHITECTURE.md "The work bound"):
 --   group     {feature, rank, nodes, gpus, most, counts = {class, nodes, ...} (its shape's, shared), loc (its
---             location, shared), label (where the data writes one; else derived on first display)}
+--             location, shared), label (where the data writes one; else derived on first display), chars (the
+--             feature's length and a separator: what it costs a bracket)}
 --   location  {region, zone, region_feature, zone_feature, zone_parent, region_parent, family}
 --   class     {features = {[name] = true}, gpus, gpu_type}
 --   list      the groups in the filter's order (nodes, then rank), list.index = {[feature] = group}
@@ -133,8 +134,9 @@ local function group_list(col, features, shapes)
   for i = 1, count do
     local s = shapes[ss[i]]
     if s == nil then error("data: group " .. i .. " has no shape") end
-    local g = { feature = features[fs[i]], rank = ks[i], nodes = s.n, gpus = s.g, most = s.m, counts = s.c,
-                loc = s.u, label = col.l[i] }
+    local feature = features[fs[i]]
+    local g = { feature = feature, rank = ks[i], nodes = s.n, gpus = s.g, most = s.m, counts = s.c, loc = s.u,
+                label = col.l[i], chars = #feature + 1 }
     list[i] = g
     index[g.feature] = g
   end

@@ -333,21 +333,27 @@ local function row_before(a, b)
 end
 
 local function zone_rows(sc, zones)
-  -- the UNION_ROWS largest zones with eligible nodes, in row order (an insertion sort: from the largest down
-  -- they come nearly sorted already)
+  -- the UNION_ROWS largest zones with eligible nodes, in row order
   local rows = {}
   for _, g in ipairs(largest_first(sc, zones, UNION_ROWS)) do
     local n, gp, most = eligible(sc, g)
-    if n > 0 then
-      local r, j = { g = g, n = n, gp = gp, most = most }, #rows
-      while j >= 1 and row_before(r, rows[j]) do
-        rows[j + 1] = rows[j]
-        j = j - 1
-      end
-      rows[j + 1] = r
-    end
+    if n > 0 then rows[#rows + 1] = { g = g, n = n, gp = gp, most = most } end
   end
+  table.sort(rows, row_before)
   return rows
+end
+
+local function too_large_for_unions(sc, zones)
+  -- whether the job has more nodes than any three zones together (the three largest of each partition's list
+  -- bound every union's nodes): then no union is tried and no row read (policy/decide.py)
+  local top = {}
+  for _, list in ipairs(zones.lists) do
+    for i = math.max(1, #list - 2), #list do top[#top + 1] = list[i].nodes end
+  end
+  table.sort(top)
+  local sum = 0
+  for i = math.max(1, #top - 2), #top do sum = sum + top[i] end
+  return sum < sc.nodes
 end
 
 local function grouped(rows)
@@ -447,7 +453,9 @@ local EMPTY_WALK = { kept = {}, nodes = {}, cut = false } -- shared, read-only
 
 local function zone_unions(sc, zones, room)
   -- (unions inside one region, unions across regions, the lead row, the spans by feature)
-  if not sc.check or room <= 0 then return EMPTY_WALK, EMPTY_WALK, nil, {} end -- no union could be kept
+  if not sc.check or room <= 0 or too_large_for_unions(sc, zones) then -- no union could be kept
+    return EMPTY_WALK, EMPTY_WALK, nil, {}
+  end
   local rows = zone_rows(sc, zones)
   local regions, by_family, values = grouped(rows)
   local tries, inside, across = { left = UNION_TRIES }, {}, {}
@@ -555,9 +563,9 @@ local function prefer_walks(job, budget)
     walks[j] = candidates(sc, sources[j], budget, LOOKS_LIST, nil, nil, false, alternatives + 1)
     local n
     n, room = taken(walks[j].kept, alternatives, room)
-    alternatives = alternatives - n
+    walks[j].taken, alternatives = n, alternatives - n
   end
-  return walks, names, values ~= nil
+  return walks, names, values ~= nil, { alternatives = alternatives, room = room }
 end
 
 local function levels_used(walks, names)
@@ -574,14 +582,15 @@ end
 local function prefer_cascade(job, budget)
   -- kept, nodes, cut, levels used ("nvl+network_group+..."): the prefer bracket's alternatives
   local sc = job.scan
-  local walks, names, families = prefer_walks(job, budget)
+  local walks, names, families, left = prefer_walks(job, budget)
   local room = MAX_ALTERNATIVES
   for _, w in ipairs(walks) do room = room - #w.kept end
   if room < 0 then room = 0 end
   local inside, across, lead, spans = zone_unions(sc, level_source(job.data, job.partitions, "zone"), room)
   local parts = { inside, across }
   for _, w in ipairs(walks) do parts[#parts + 1] = w end
-  local kept, nodes, cut = cascade(parts, budget, 2, families and UNION_EMIT_FAMILIES or UNION_EMIT)
+  -- the level lists' shares are the walks' own (taken, left): only the unions are counted here
+  local kept, nodes, cut = cascade(parts, budget, 2, families and UNION_EMIT_FAMILIES or UNION_EMIT, left)
   if families then by_spread(kept, nodes, spans) end
   local led_cut
   kept, nodes, led_cut = lead_bracket(kept, nodes, lead, budget)

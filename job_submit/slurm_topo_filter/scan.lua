@@ -351,14 +351,10 @@ local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after)
   -- where every class counts
   local list, pos, check, need, total = cur.lists[1], cur.pos, sc.check, sc.nodes, sc.total_gpus
   local ok, classes = sc.ok, sc.classes
-  local kept, nodes, length = walk.kept, walk.nodes, walk.length
-  local i = pos[1]
-  while true do
+  local kept, nodes, length, count = walk.kept, walk.nodes, walk.length, 0
+  local i, last = pos[1], #list
+  while i <= last do
     local g = list[i]
-    if g == nil then
-      walk.length = length
-      return walk
-    end
     i = i + 1
     if left == 0 then
       pos[1], walk.length = i, length
@@ -369,20 +365,25 @@ local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after)
     if ok then n, gp, most = counts_of(ok, classes, g) end
     local fit = not check
     if check then
-      local want = need
-      if total > 0 and most > 0 then want = math.max(need, math.ceil(total / most)) end
-      fit = (total == 0 or most > 0) and n >= want and gp >= total
+      if total == 0 then
+        fit = n >= need
+      elseif most > 0 then
+        fit = gp >= total and n >= need and n * most >= total -- n >= ceil(total / most)
+      end
     end
     if fit then
-      local count, extra = #kept, #g.feature
-      if count > 0 then extra = extra + 1 end
-      if count == limit or length + extra > budget then
+      local extra = g.chars -- #feature + 1 (a separator)
+      if count == limit or length + extra - 1 > budget or (count > 0 and length + extra > budget) then
         walk.cut, walk.length = true, length
         return walk
       end
-      kept[count + 1], nodes[count + 1], length = g, n, length + extra
+      if count == 0 then extra = extra - 1 end
+      count = count + 1
+      kept[count], nodes[count], length = g, n, length + extra
     end
   end
+  walk.length = length
+  return walk
 end
 
 function M.candidates(sc, src, budget, looks, inside, up, unchecked_after, limit)
@@ -437,23 +438,39 @@ end
 
 -- The cascade ------------------------------------------------------------------------------------------------
 
-function M.cascade(lists, budget, extra, emit)
+local function share(list, alternatives, room)
+  -- how many of a list's groups the cascade takes with `alternatives` and `room` characters left
+  local n = 0
+  for _, g in ipairs(list.kept) do
+    if n == alternatives or #g.feature + 1 > room then break end
+    room, n = room - #g.feature - 1, n + 1
+  end
+  return n, room
+end
+
+function M.cascade(lists, budget, extra, emit, left)
   -- policy/decide.py _cascade: one bracket from per-level walks given finest first; within Slurm's limits the
   -- coarsest are kept whole first, what does not fit dropped from the tail of the finest; the first `extra`
-  -- lists (zone unions) come last in that order; emit: the lists' order in the bracket. (kept, nodes, cut)
+  -- lists (zone unions) come last in that order; emit: the lists' order in the bracket. left: the level lists'
+  -- shares were counted already (each list's `taken`, then {alternatives, room} left): only the first `extra`
+  -- are counted here. (kept, nodes, cut)
   extra = extra or 0
   local alternatives, room, counts, cut = MAX_ALTERNATIVES, budget - 1, {}, false
-  local order = {}
-  for j = #lists, extra + 1, -1 do order[#order + 1] = j end
-  for j = 1, extra do order[#order + 1] = j end
-  for _, j in ipairs(order) do
-    local kept, n = lists[j].kept, 0
-    for _, g in ipairs(kept) do
-      if n == alternatives or #g.feature + 1 > room then break end
-      room, n = room - #g.feature - 1, n + 1
+  for j = #lists, extra + 1, -1 do
+    local n = lists[j].taken
+    if left == nil then
+      n, room = share(lists[j], alternatives, room)
+      alternatives = alternatives - n
     end
+    cut = cut or lists[j].cut or n < #lists[j].kept
+    counts[j] = n
+  end
+  if left ~= nil then alternatives, room = left.alternatives, left.room end
+  for j = 1, extra do
+    local n
+    n, room = share(lists[j], alternatives, room)
     alternatives = alternatives - n
-    cut = cut or lists[j].cut or n < #kept
+    cut = cut or lists[j].cut or n < #lists[j].kept
     counts[j] = n
   end
   local out, nodes = {}, {}

@@ -179,7 +179,7 @@ def _zone_unions(
 
     Bounded: the rows are the largest zones (``UNION_ROWS`` looks), the regions taken in the order of their
     first row, and at most ``UNION_TRIES`` combinations are tried in all (inside regions first)."""
-    if not scan.check or room <= 0:
+    if not scan.check or room <= 0 or _too_large_for_unions(scan, zones):
         return [], [], None, {}  # no union could be kept: no row is read (family values keep their order)
     rows = _zone_rows(scan, zones)
     by_region: dict[tuple[str | None, str | None], list[Row]] = {}
@@ -212,6 +212,13 @@ def _zone_unions(
     spans = {fv: (len({r[0].region for r in top}), len(top)) for fv, top in by_family.items() if fv}
     spans.update({u.feature: (key[0], key[1]) for key, (u, _) in across})
     return [x[1] for x in inside], [x[1] for x in across], lead, spans
+
+
+def _too_large_for_unions(scan: Scan, zones: Source) -> bool:
+    """Whether the job has more nodes than any three zones together (the three largest of each partition's
+    list bound every union's nodes): then no union is tried and no row read."""
+    top = sorted(g.nodes for lst in zones.lists for g in lst[-3:])[-3:]
+    return sum(top) < scan.nodes
 
 
 class _Tries:
