@@ -113,11 +113,10 @@ end
 
 -- One group --------------------------------------------------------------------------------------------------
 
-function M.eligible(sc, g)
-  -- a group's nodes, GPUs and most GPUs on a node of the classes that count
-  local ok = sc.ok
+local function counts_of(ok, classes, g)
+  -- a group's eligible nodes, GPUs and most GPUs on a node (ok: the class flags; false: every class counts)
   if not ok then return g.nodes, g.gpus, g.most end
-  local n, gp, most, counts, classes = 0, 0, 0, g.counts, sc.classes
+  local n, gp, most, counts = 0, 0, 0, g.counts
   for i = 1, #counts, 2 do
     local idx = counts[i]
     if ok[idx] then
@@ -127,6 +126,11 @@ function M.eligible(sc, g)
     end
   end
   return n, gp, most
+end
+
+function M.eligible(sc, g)
+  -- a group's nodes, GPUs and most GPUs on a node of the classes that count
+  return counts_of(sc.ok, sc.classes, g)
 end
 local eligible = M.eligible
 
@@ -329,21 +333,6 @@ local function out_of_looks(sc, walk, g, cur, budget, unchecked_after)
   walk.cut, walk.bound, sc.bounded = true, true, sc.bounded + 1
   if unchecked_after and #walk.kept == 0 then take_unchecked(sc, walk, g, cur, budget) end
   return walk
-end
-
-local function counts_of(ok, classes, g)
-  -- a group's eligible nodes, GPUs and most GPUs on a node (ok: the class flags; false: every class counts)
-  if not ok then return g.nodes, g.gpus, g.most end
-  local n, gp, most, counts = 0, 0, 0, g.counts
-  for i = 1, #counts, 2 do
-    local idx = counts[i]
-    if ok[idx] then
-      local count, cg = counts[i + 1], classes[idx].gpus
-      n, gp = n + count, gp + count * cg
-      if cg > most then most = cg end
-    end
-  end
-  return n, gp, most
 end
 
 local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after)
