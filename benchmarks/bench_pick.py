@@ -207,7 +207,7 @@ def main() -> None:
             continue
         cold = float("inf")  # first call on a topology: preparation included (cache emptied each time)
         for _ in range(args.repeat):
-            for cache in ("_CACHE", "_TABLES", "_BY_WEIGHT", "_SEARCHED"):  # by object and by link matrix
+            for cache in ("_CACHE", "_BY_LINKS"):  # by object and by link matrix
                 getattr(pick_module, cache, {}).clear()
             t0 = time.process_time()
             pick_devices(topo, topo.gpus[1:], n // 2 + 2)

@@ -1,31 +1,35 @@
 #!/usr/bin/env python3
-"""pick_devices at its worst: irregular 16-GPU matrices and every real 8-GPU capture, CPU time per call.
+"""pick_devices at its worst: first, second and warm picks on irregular 9-16 GPU matrices and on every real
+capture, CPU time per call and instructions.
 
-16 GPUs: the families of ``tests/pick_cases.py`` (bridged PCIe trees, NV18 boxes with links demoted to NV1,
-random link classes from all eleven classes and from three), ``--seeds`` matrices each, plus the four
-regular 16-GPU layouts of ``bench_pick.py``. Per matrix: all free and ``--masks`` seeded random busy sets
-(1-8 busy) × every k. Every pick is checked equal to the exhaustive reference (``SubsetTable``, every subset
-looked at); the script stops on the first difference. Goal: worst ≤ 1000 µs.
+Matrices. 16 GPUs: the families of ``tests/pick_cases.py`` (bridged PCIe trees, NV18 boxes with links demoted
+to NV1, random link classes from all eleven classes and from three, nearly regular islands), ``--seeds``
+matrices each, and the four regular 16-GPU layouts of ``bench_pick.py``; 12 GPUs: the random families cut to
+their first 12 GPUs (9-15 GPUs take the same path with fewer lanes). Real captures: every ``nvidia-smi topo
+-m`` capture under ``tests/fixtures/real/topo`` the parser reads (1-8 GPUs).
 
-8 GPUs: every capture with 8 GPUs under ``tests/fixtures/real/topo`` (DGX-1 P100/V100, DGX A100 ×2, HGX
-H100, H800, PCIe boxes): every free mask × every k, checked against ``pick_exhaustive``. Goal: p99 ≤ 50 µs.
+Cases. Per matrix: all free and ``--masks`` seeded random busy sets (1-8 busy; every free mask for the
+captures) × every k. Per case three picks, each CPU time of this process (``time.process_time``, so other
+processes on a loaded host do not count, though their load still slows it):
 
-A case's time is the least of ``--repeat`` timings of ``--number`` calls, CPU time of this process
-(``time.process_time``), so other processes on a loaded host do not count; the tables give median, p95,
-p99 and worst per family and the worst case itself (matrix seed, busy GPUs, k).
+- *first*: the first pick in a process that has seen nothing: every cache emptied, a new topology object
+  (preparation included);
+- *second*: the same k and busy set on another node of the same model (a new object with the same links, as
+  gres.conf gives each node its own), then the same k on another busy set of it (the slower of the two is
+  kept): what the launcher does on its second node;
+- *warm*: the same call again on the first object (least of ``--repeat`` timings).
 
-Preparation (what a one-shot command pays once): per 16-GPU matrix, the first call with every cache emptied
-(all free, k = 8: the tables of the topology and of that k built inside it) and then the first call of every
-other k on that object (the per-k part alone), one timing each; median and worst per family.
+Every answer is checked equal to the exhaustive reference (``SubsetTable`` for 9-16 GPUs, ``pick_exhaustive``
+for the captures); the script stops on the first difference. Goal: every pick ≤ 1000 µs.
 
 Instruction counts (repeatable where CPU times wobble with the host's load): ``--callgrind-only CASE ...``
-runs each case (``family:seed:busy:k``, busy GPUs joined by ``+``, e.g. ``bridged:3::9`` or
-``demoted:1:0+9:8``) under ``valgrind --tool=callgrind`` (PYTHONHASHSEED=0) three times — no pick, one
-first pick, one first pick and ``--callgrind-calls`` more — and prints the instructions of the first pick
-(preparation included) and per later pick.
+runs each case (``family:seed:busy:k``, busy GPUs joined by ``+``, e.g. ``bridged:3::8``) under
+``valgrind --tool=callgrind`` (PYTHONHASHSEED=0) four times — no pick, the first pick, the first and the
+second (another object, the same links, another busy set), and those and one warm pick — and prints the
+instructions of each pick by difference.
 
     python benchmarks/bench_pick_worst.py [--seeds 40] [--masks 4] [--repeat 3] [--out FILE]
-    python benchmarks/bench_pick_worst.py --callgrind-only bridged:3::9 [--callgrind-calls 20]
+    python benchmarks/bench_pick_worst.py --callgrind-only bridged:3::8 ...
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -45,7 +49,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from bench_pick import blocks, callgrind_total, pcie_tree, per_call_us, two_cubes  # noqa: E402
+from bench_pick import blocks, callgrind_total, pcie_tree, two_cubes  # noqa: E402
 
 from slurm_topo.gpu import pick as pick_module  # noqa: E402
 from slurm_topo.gpu.gpu_topology import GpuTopology  # noqa: E402
@@ -54,112 +58,137 @@ from slurm_topo.gpu.pick import pick_devices, pick_exhaustive  # noqa: E402
 from tests.pick_cases import FAMILIES, SubsetTable  # noqa: E402
 
 CAPTURES = HERE.parent / "tests" / "fixtures" / "real" / "topo"
+GOAL_US = 1000.0
 
 
 @dataclass
 class Tally:
-    """Per-case times of one family and its worst case."""
+    """Per-case CPU µs of the first, second and warm picks of one family, and the worst case of each."""
 
     name: str
-    goal: str
-    times: list[float] = field(default_factory=list)
-    worst: tuple[float, str] = (0.0, "")
+    times: dict[str, list[float]] = field(default_factory=lambda: {"first": [], "second": [], "warm": []})
+    worst: dict[str, tuple[float, str]] = field(default_factory=dict)
 
-    def add(self, us: float, case: str) -> None:
-        self.times.append(us)
-        if us > self.worst[0]:
-            self.worst = (us, case)
+    def add(self, kind: str, us: float, case: str) -> None:
+        self.times[kind].append(us)
+        if us > self.worst.get(kind, (-1.0, ""))[0]:
+            self.worst[kind] = (us, case)
 
     def row(self) -> str:
-        t = sorted(self.times)
-        q = [t[min(len(t) - 1, round(f * (len(t) - 1)))] for f in (0.95, 0.99)]
-        met = t[-1] <= 1000 if self.goal.startswith("worst") else q[1] <= 50
+        cells = []
+        for kind in ("first", "second", "warm"):
+            t = sorted(self.times[kind])
+            p99 = t[min(len(t) - 1, round(0.99 * (len(t) - 1)))]
+            cells.append(f"{statistics.median(t):.0f} / {p99:.0f} / {t[-1]:.0f}")
+        met = max(max(t) for t in self.times.values()) <= GOAL_US
         return (
-            f"| {self.name} | {len(t)} | {statistics.median(t):.1f} | {q[0]:.1f} | {q[1]:.1f} | "
-            f"{t[-1]:.1f} | "
-            f"{self.worst[1]} | {self.goal} | {'yes' if met else 'NO'} |"
+            f"| {self.name} | {len(self.times['first'])} | {' | '.join(cells)} | {'yes' if met else 'NO'} |"
         )
+
+    def worst_row(self) -> str:
+        return (
+            f"| {self.name} | "
+            + " | ".join(f"{self.worst[k][1]}" for k in ("first", "second", "warm"))
+            + " |"
+        )
+
+
+def _clear() -> None:
+    for cache in ("_CACHE", "_BY_LINKS"):
+        getattr(pick_module, cache).clear()
+
+
+def _cpu_us(call: Callable[[], object]) -> float:
+    t0 = time.process_time()
+    call()
+    return (time.process_time() - t0) * 1e6
 
 
 def free_sets(n: int, masks: int, rng: random.Random) -> Iterator[tuple[int, ...]]:
     yield tuple(range(n))
     for _ in range(masks):
-        busy = set(rng.sample(range(n), rng.randint(1, 8)))
+        busy = set(rng.sample(range(n), rng.randint(1, min(8, n - 2))))
         yield tuple(g for g in range(n) if g not in busy)
 
 
-def sixteen(args: argparse.Namespace) -> list[Tally]:
-    matrices: list[tuple[str, list[tuple[str, GpuTopology]]]] = [
-        (name, [(f"seed {s}", fam(random.Random(s))) for s in range(args.seeds)])
-        for name, fam in FAMILIES.items()
-    ]
+def measure(
+    tally: Tally, topo: GpuTopology, cases: list[tuple[tuple[int, ...], int]], check: Callable[..., object]
+) -> None:
+    """The three picks of every case on ``topo`` (see the module docstring), each checked."""
+    rng = random.Random(topo.source)
+    for free, k in cases:
+        want = check(free, k)
+        _clear()
+        first = replace(topo)
+        us = _cpu_us(lambda: pick_devices(first, free, k))  # noqa: B023
+        got = pick_devices(first, free, k)
+        assert got == want, (tally.name, topo.source, free, k, got, want)
+        label = f"{topo.source}, busy {sorted(set(topo.gpus) - set(free))}, k={k}"
+        tally.add("first", us, label)
+        second = replace(topo)
+        other = tuple(sorted(rng.sample(topo.gpus, min(len(topo.gpus), max(k, len(free))))))
+        us2 = _cpu_us(lambda: pick_devices(second, free, k))  # noqa: B023
+        assert pick_devices(second, free, k) == want
+        us3 = _cpu_us(lambda: pick_devices(second, other, k))  # noqa: B023
+        assert pick_devices(second, other, k) == check(other, k), (tally.name, topo.source, other, k)
+        tally.add("second", max(us2, us3), label)
+        warm = min(_cpu_us(lambda: pick_devices(first, free, k)) for _ in range(3))  # noqa: B023
+        tally.add("warm", warm, label)
+
+
+def family_matrices(args: argparse.Namespace) -> Iterator[tuple[str, list[GpuTopology]]]:
+    for name, fam in FAMILIES.items():
+        yield (
+            f"16 GPU {name}",
+            [replace(fam(random.Random(s)), source=f"seed {s}") for s in range(args.seeds)],
+        )
     regular = [
-        ("NVSwitch NV6", blocks(16, 16, "NV6", "SYS", "")),
-        ("2×8 NV18 + SYS", blocks(16, 8, "NV18", "SYS", "")),
-        ("two DGX-1 cube-meshes", two_cubes()),
-        ("PCIe tree", pcie_tree()),
+        replace(blocks(16, 16, "NV6", "SYS", ""), source="NVSwitch NV6"),
+        replace(blocks(16, 8, "NV18", "SYS", ""), source="2×8 NV18 + SYS"),
+        replace(two_cubes(), source="two DGX-1 cube-meshes"),
+        replace(pcie_tree(), source="PCIe tree"),
     ]
-    matrices.append(("regular (4 layouts)", regular))
+    yield "16 GPU regular (4 layouts)", regular
+    for name in ("random, all classes", "random, 3 classes"):
+        cut = []
+        for s in range(args.seeds // 2):
+            t = FAMILIES[name](random.Random(s))
+            cut.append(GpuTopology(t.gpus[:12], tuple(r[:12] for r in t.matrix[:12]), source=f"seed {s}"))
+        yield f"12 GPU {name}", cut
+
+
+def nine_to_sixteen(args: argparse.Namespace) -> list[Tally]:
     out = []
-    for name, topos in matrices:
-        tally = Tally(f"16 GPU {name}", "worst ≤ 1000")
-        for label, topo in topos:
+    for name, topos in family_matrices(args):
+        tally = Tally(name)
+        for topo in topos:
             table = SubsetTable(topo)
-            for free in free_sets(16, args.masks, random.Random(label)):
-                for k in range(1, len(free) + 1):
-                    got = pick_devices(topo, free, k)
-                    assert got == table.pick(free, k), (name, label, free, k, got, table.pick(free, k))
-                    us = per_call_us(lambda: pick_devices(topo, free, k), 1, args.repeat)  # noqa: B023
-                    busy = sorted(set(range(16)) - set(free))
-                    tally.add(us, f"{label}, busy {busy}, k={k}")
+            n = len(topo.gpus)
+            cases = [
+                (free, k)
+                for free in free_sets(n, args.masks, random.Random(topo.source))
+                for k in range(1, len(free) + 1)
+            ]
+            measure(tally, topo, cases, table.pick)
         print(tally.row(), flush=True)
         out.append(tally)
     return out
 
 
-def first_calls(args: argparse.Namespace) -> list[str]:
-    """Per family: CPU µs of the first call on a fresh topology object (k = 8, all free) and of the first
-    call of each other k on it."""
-    rows = []
-    for name, fam in FAMILIES.items():
-        fresh, per_k = [], []
-        for s in range(args.seeds):
-            topo = replace(fam(random.Random(s)))
-            for cache in ("_CACHE", "_TABLES", "_BY_WEIGHT", "_SEARCHED"):  # nothing cached for it
-                getattr(pick_module, cache, {}).clear()
-            t0 = time.process_time()
-            pick_devices(topo, range(16), 8)
-            fresh.append((time.process_time() - t0) * 1e6)
-            for k in (*range(3, 8), *range(9, 16)):
-                t0 = time.process_time()
-                pick_devices(topo, range(16), k)
-                per_k.append((time.process_time() - t0) * 1e6)
-        rows.append(
-            f"| 16 GPU {name} | {len(fresh)} | {statistics.median(fresh):.0f} | {max(fresh):.0f} | "
-            f"{statistics.median(per_k):.0f} | {max(per_k):.0f} |"
-        )
-        print(rows[-1], flush=True)
-    return rows
-
-
-def eight(args: argparse.Namespace) -> list[Tally]:
+def captures() -> list[Tally]:
     out = []
     for path in sorted(CAPTURES.glob("*.txt")):
         try:
-            topo = parse_topo_matrix(path.read_text(), source=path.name)
+            topo = parse_topo_matrix(path.read_text(), source=path.stem)
         except Exception:  # noqa: BLE001 - a capture this parser refuses is not a pick case
             continue
-        if len(topo.gpus) != 8:
-            continue
-        tally = Tally(f"8 GPU {path.stem}", "p99 ≤ 50")
-        gpus = topo.gpus
-        for m in range(1, 256):
+        gpus, n = topo.gpus, len(topo.gpus)
+        cases = []
+        for m in range(1, 1 << n):
             free = tuple(g for i, g in enumerate(gpus) if m >> i & 1)
-            for k in range(1, len(free) + 1):
-                got = pick_devices(topo, free, k)
-                assert got == pick_exhaustive(topo, free, k), (path.name, free, k)
-                us = per_call_us(lambda: pick_devices(topo, free, k), args.number, args.repeat)  # noqa: B023
-                tally.add(us, f"busy {sorted(set(gpus) - set(free))}, k={k}")
+            cases += [(free, k) for k in range(1, len(free) + 1)]
+        tally = Tally(f"{n} GPU {path.stem}")
+        measure(tally, topo, cases, lambda free, k: pick_exhaustive(topo, free, k))  # noqa: B023
         print(tally.row(), flush=True)
         out.append(tally)
     return out
@@ -167,79 +196,80 @@ def eight(args: argparse.Namespace) -> list[Tally]:
 
 CALLGRIND_SNIPPET = """
 import random, sys
+from dataclasses import replace
 sys.path.insert(0, {root!r})
 from tests.pick_cases import FAMILIES
 from slurm_topo.gpu.pick import pick_devices
 topo = FAMILIES[{family!r}](random.Random({seed}))
 free = [g for g in topo.gpus if g not in {busy!r}]
-for _ in range({calls}):
+other = sorted(random.Random(1).sample(topo.gpus, len(free)))
+second = replace(topo)
+if {calls} >= 1:
+    pick_devices(topo, free, {k})
+if {calls} >= 2:
+    pick_devices(second, other, {k})
+if {calls} >= 3:
     pick_devices(topo, free, {k})
 """
 
 
-def callgrind_case(case: str, calls: int) -> str:
-    """One table row: instructions of the first pick of ``case`` and per later pick (see the docstring)."""
+def callgrind_case(case: str) -> str:
+    """One table row: instructions of the first, second and warm picks of ``case``."""
     family, seed, busy_text, k = case.split(":")
     busy = tuple(int(g) for g in busy_text.split("+") if g)
-
-    def total(n_calls: int) -> int:
-        return callgrind_total(
+    totals = [
+        callgrind_total(
             CALLGRIND_SNIPPET.format(
-                root=str(HERE.parent), family=family, seed=int(seed), busy=busy, k=int(k), calls=n_calls
+                root=str(HERE.parent), family=family, seed=int(seed), busy=busy, k=int(k), calls=c
             )
         )
-
-    none, first, more = total(0), total(1), total(1 + calls)
-    later = (more - first) / calls
-    return f"| {family} | seed {seed}, busy {list(busy)}, k={k} | {first - none:,} | {later:,.0f} |"
+        for c in range(4)
+    ]
+    first, second, warm = (totals[i + 1] - totals[i] for i in range(3))
+    return f"| {family} | seed {seed}, busy {list(busy)}, k={k} | {first:,} | {second:,} | {warm:,} |"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", type=int, default=40, help="matrices per irregular 16-GPU family")
-    ap.add_argument("--masks", type=int, default=4, help="random busy sets per 16-GPU matrix")
-    ap.add_argument("--number", type=int, default=20, help="calls per timing (8-GPU cases)")
-    ap.add_argument("--repeat", type=int, default=3, help="timings per case, the least is kept")
-    ap.add_argument("--out", default=str(HERE / "results" / "pick_worst.md"))
+    ap.add_argument("--seeds", type=int, default=40, help="matrices per 16-GPU family")
+    ap.add_argument("--masks", type=int, default=4, help="random busy sets per matrix")
+    ap.add_argument("--repeat", type=int, default=3, help="timings of a warm pick, the least is kept")
+    ap.add_argument("--out", default=str(HERE / "results" / "pick_worst_run.md"))
     ap.add_argument("--callgrind-only", nargs="+", metavar="CASE", help="count instructions of these cases")
-    ap.add_argument("--callgrind-calls", type=int, default=20)
     args = ap.parse_args()
     if args.callgrind_only:
-        print("| family | case | instructions, first pick | instructions per later pick |")
-        print("|---|---|---|---|")
+        print("| family | case | first pick | second pick | warm pick |")
+        print("|---|---|---|---|---|")
         for case in args.callgrind_only:
-            print(callgrind_case(case, args.callgrind_calls), flush=True)
+            print(callgrind_case(case), flush=True)
         return
     t0 = time.process_time()
-    rows = [t.row() for t in sixteen(args)] + [t.row() for t in eight(args)]
-    prep = first_calls(args)
-    command = (
-        f"python benchmarks/bench_pick_worst.py --seeds {args.seeds} --masks {args.masks} "
-        f"--number {args.number} --repeat {args.repeat}"
+    tallies = nine_to_sixteen(args) + captures()
+    command = "python benchmarks/bench_pick_worst.py " + (
+        f"--seeds {args.seeds} --masks {args.masks} --repeat {args.repeat}"
+    )
+    header = (
+        "| matrices | cases | first p50 / p99 / worst µs | second p50 / p99 / worst µs "
+        "| warm p50 / p99 / worst µs | all ≤ 1000 µs |"
     )
     text = "\n".join(
         [
-            "# pick_devices at its worst",
+            "# pick_devices at its worst (run)",
             "",
             f"Command: `{command}`  ",
             f"Machine: {os.cpu_count()} CPUs, Python {platform.python_version()} ({platform.system()} "
             f"{platform.release()}); load average at the end {os.getloadavg()[0]:.1f}; "
             f"{time.process_time() - t0:.0f} s CPU in all.",
             "",
-            "CPU µs per call (process_time, least of the repeats). Every case was checked equal to the "
-            "exhaustive reference.",
-            "",
-            "| family | cases | median µs | p95 µs | p99 µs | worst µs | worst case | goal | met |",
-            "|---|---|---|---|---|---|---|---|---|",
-            *rows,
-            "",
-            "Preparation: CPU µs of the first call with every cache emptied (all free, k = 8), and of the "
-            "first call of each other k (3-15) on that object afterwards; one timing each.",
-            "",
-            "| family | matrices | first call median µs | first call worst µs | first call of another k "
-            "median µs | worst µs |",
+            header,
             "|---|---|---|---|---|---|",
-            *prep,
+            *[t.row() for t in tallies],
+            "",
+            "Worst cases (first, second, warm):",
+            "",
+            "| matrices | first | second | warm |",
+            "|---|---|---|---|",
+            *[t.worst_row() for t in tallies],
             "",
         ]
     )

@@ -4,39 +4,41 @@ built ahead of it.
 
 The free rows ``f_0 < f_1 < … < f_(m-1)`` (m <= 16) index 2^m *lanes*: lane ``s`` is the subset holding
 ``f_i`` for every bit i of s. A lane is ``B`` bits of a Python integer (B = 30, one CPython digit, or a
-multiple of it when the fields below need more), and its fields, high to low, are::
+multiple of it when the fields need more), and its fields, high to low, are::
 
-    guard (1) | size (5) | bad flags (d) | sum (SB) | islands (wi)
+    guard (1) | flags (d) | sum (SB) | islands (wi)
 
-- *size*: the GPUs of the subset;
-- *bad flags*: one bit per link level ``ℓ_0 > … > ℓ_(d-1)`` between ``hi`` (no k-set can have a slowest
-  link above it: each of its k GPUs needs k-1 free links that fast) and ``lo`` (the slowest link of a
-  k-clique found greedily): bit j is set when some pair of the subset is slower than ``ℓ_j``. Flipped at
-  the end, the flags are a thermometer code of the subset's slowest link: the more bits, the faster (rule 1);
+- *flags*: one bit per link level ``ℓ_0 > … > ℓ_(d-1)`` between ``hi`` (no k-set can have a slowest link
+  above it: each of its k GPUs needs k-1 free links that fast) and ``lo`` (the slowest link of a k-set
+  found greedily; rows without k-1 links that fast to such rows are left out first): bit j is cleared when
+  a pair of the subset is slower than ``ℓ_j``. The flags are a thermometer code of the subset's slowest
+  link: the more bits, the faster (rule 1);
 - *sum*: the sum over the subset's pairs of ``(bandwidth - lo) / g`` (g the gcd of those differences), which
-  orders the sets of one size and one slowest link by their bandwidth sum (rule 2);
-- *islands*: ``len(whole) - broken`` where ``broken`` counts the previously whole free islands the subset
-  takes part of but not all (rule 3).
+  orders the sets of one slowest link by their bandwidth sum (rule 2);
+- *islands*: ``len(whole) - broken``, ``broken`` the previously whole free islands the subset takes part of
+  but not all (rule 3).
 
-The lanes are built by doubling: the lanes of the subsets of the first i+1 rows are those of the first i
-rows followed by the same lanes plus row i's contribution ``T_i`` (its size unit, its pairs to the rows
-already there, OR-ed flags), itself built by doubling over the rows below it. The island field needs one
-trick: row r of island I adds -1 when it is the first row of I in the subset (``T_r`` carries a bit that
-the rows of I below r switch off) and its last row adds +1 when every row of I is there (a bit in the guard
-position that the absent rows of I switch off) — so a subset's field is ``len(whole)`` minus its touched
-islands plus its whole ones, exactly. Lanes are kept in a list of integers of 2^10 lanes each (``_CHUNK``),
-so no operation copies more than one chunk and no broadcast constant is larger than one.
+The lanes are built by doubling: those of the subsets of the first i+1 rows are those of the first i rows
+followed by the same lanes plus row i's contribution ``T_i`` (its pairs to the rows already there: an
+addition, and an AND that clears flags), itself built by doubling over the rows below it. The island field:
+a row of island I adds -1 unless a row of I below it is there (so a set adds -1 per island it touches), and
+I's highest row adds +1 when all of I is there — bits while T is built over the low rows, one number after
+that. Lanes are kept in a list of integers of 2^10 lanes each (``_CHUNK``; the list index holds the high
+rows, so no operation copies more than one chunk and no broadcast constant is larger than one); a chunk
+whose sets all hold more than k rows is not built.
 
-A pick is then the largest lane after one XOR (size k becomes the top value of the size field, the flags
-are flipped): a tournament halves the lanes (compare by subtraction with the guard bit, select by mask), an
-upper lane winning ties. The last round decides bit 0 (row ``f_0``), the one before it bit 1, and so on, so
-among equal keys the winner holds the lowest rows — the lexicographically lowest set (rule 4). Its index is
-read back from the rounds' selection bits.
+A pick is the largest lane among the sets of k rows: each chunk keeps its lanes of k rows (an AND with a
+fixed mask), chunks with different numbers of high rows then hold disjoint lanes and are ORed together, and
+a tournament (compare by subtraction against the guard bit, select by mask) takes the largest lane by lane
+across the rest, then within the one integer left, an upper lane winning ties: its last round decides bit 0
+(row ``f_0``), the one before bit 1, … so among equal keys the winner holds the lowest rows. The lane's
+index is read back from those rounds; the chunk, among those whose lane reaches the key, is the one with the
+lowest high rows (rule 4).
 
-Cost: every step is a pass over at most 2^m lanes in C (additions, logic operations, shifts within one
-chunk): about a dozen passes for the build and one tournament (below 50 machine instructions per lane in
-all its rounds), whatever the matrix, the busy set or k, plus O(m^2) Python steps for the bounds and the
-pair values and O(m^2 + 2^m / 2^10) Python steps for the loops (``benchmarks/results/pick_worst.md``).
+Cost: passes in C over at most 2^m lanes — about four per row's contribution and lane step, a dozen for the
+tournament — whatever the matrix, the busy set or k, plus O(m^2) Python steps for the bounds and the pair
+values and O(m·2^m / 2^10) for the loops: at most ~7 million machine instructions for 16 free GPUs
+(``benchmarks/results/pick_worst.md``).
 """
 
 from __future__ import annotations
@@ -45,7 +47,6 @@ from dataclasses import dataclass
 from math import gcd
 
 _CHUNK = 10  # lanes per integer of the lane list: 2^10
-_SIZE_BITS = 5  # subsets of up to 16 GPUs (31 is the size field's top value)
 _DIGIT = 30  # CPython's digit: a lane width of a multiple keeps chunk shifts aligned
 
 _ONES: dict[tuple[int, int], int] = {}  # (lane width, j): a 1 in each of 2^j lanes
@@ -67,14 +68,17 @@ class _Layout:
 
     width: int  # B
     sum: int  # position of the sum field (the island field below it starts at bit 0)
-    flags: int  # position of the bad flags
+    flags: int  # position of the flags
     nflags: int  # d
-    size: int  # position of the size field
     guard: int  # position of the guard bit
 
     @property
     def flag_mask(self) -> int:
         return ((1 << self.nflags) - 1) << self.flags
+
+    @property
+    def lane(self) -> int:
+        return (1 << self.width) - 1
 
 
 def best(weight: tuple[tuple[int, ...], ...], rows: list[int], k: int, whole: list[int]) -> int:
@@ -85,7 +89,7 @@ def best(weight: tuple[tuple[int, ...], ...], rows: list[int], k: int, whole: li
         raise ValueError(f"pick_lanes: {k} of {len(rows)} rows (3 <= k < rows <= 16)")
     every = sum(1 << r for r in rows)
     whole = [isl for isl in whole if isl & (isl - 1) and isl != every]
-    lo, seed = _greedy(weight, rows, k)
+    lo = _greedy(weight, rows, k)
     rows = _peel(weight, rows, k, lo)
     if len(rows) == k:  # only the greedy set is left
         return sum(1 << r for r in rows)
@@ -101,26 +105,29 @@ def best(weight: tuple[tuple[int, ...], ...], rows: list[int], k: int, whole: li
     lay = _layout(len(levels), max(1, (m * (m - 1) // 2 * (present[0] - lo) // g).bit_length()), len(whole))
     values = {w: _pair_value(w, levels, lo, g, lay) for w in present}
     lanes = _build(weight, values, rows, k, whole, lay)
-    floor = _key(weight, seed, values, whole, lay)
-    pos = _tournament(lanes, k, lay, min(m, _CHUNK), floor)
+    pos = _tournament(lanes, k, lay, min(m, _CHUNK))
     return sum(1 << r for i, r in enumerate(rows) if pos >> i & 1)
 
 
-def _greedy(weight: tuple[tuple[int, ...], ...], rows: list[int], k: int) -> tuple[int, list[int]]:
-    """A k-set built greedily (the fastest pair, then each time the row whose slowest link to the set is
-    fastest) and its slowest link: some k-set is at least that fast. O(k·m) after the first pair."""
-    low, a, b = max((weight[x][y], x, y) for i, x in enumerate(rows) for y in rows[i + 1 :])
-    chosen = [a, b]
-    to_set = {x: min(weight[x][a], weight[x][b]) for x in rows if x not in (a, b)}
+def _greedy(weight: tuple[tuple[int, ...], ...], rows: list[int], k: int) -> int:
+    """The slowest link of a k-set built greedily (the fastest pair, then each time the row whose slowest
+    link to the set is fastest): some k-set is at least that fast. O(k·m) after the first pair."""
+    low, a, b = 0, rows[0], rows[1]
+    for i, x in enumerate(rows[:-1]):
+        after = rows[i + 1 :]
+        ws = list(map(weight[x].__getitem__, after))
+        top = max(ws)
+        if top > low:
+            low, a, b = top, x, after[ws.index(top)]
+    to_set = {x: min(weight[x][a], weight[x][b]) for x in rows if x != a and x != b}
     for _ in range(k - 2):
         x = max(to_set, key=to_set.__getitem__)
         low = min(low, to_set.pop(x))
-        chosen.append(x)
         wx = weight[x]
         for y, w in to_set.items():
             if wx[y] < w:
                 to_set[y] = wx[y]
-    return low, sorted(chosen)
+    return low
 
 
 def _peel(weight: tuple[tuple[int, ...], ...], rows: list[int], k: int, lo: int) -> list[int]:
@@ -128,57 +135,37 @@ def _peel(weight: tuple[tuple[int, ...], ...], rows: list[int], k: int, lo: int)
     other such rows (repeated). The greedy set of that floor is among them."""
     live = list(rows)
     while True:
-        keep = [r for r in live if sum(1 for x in live if weight[r][x] >= lo) >= k - 1]  # 0 on the diagonal
-        if len(keep) == len(live):
+        keep = [r for r in live if sum(map(lo.__le__, map(weight[r].__getitem__, live))) >= k - 1]
+        if len(keep) == len(live):  # (0 on the diagonal is below lo)
             return live
         live = keep
 
 
-def _key(
-    weight: tuple[tuple[int, ...], ...],
-    seed: list[int],
-    values: dict[int, tuple[int, int]],
-    whole: list[int],
-    lay: _Layout,
-) -> int:
-    """The tournament key of one k-set at the floor (its slowest link ``lo``): the lowest flag, its sum, its
-    island field."""
-    total = sum(values[weight[a][b]][0] for i, a in enumerate(seed) for b in seed[i + 1 :])
-    mask = sum(1 << r for r in seed)
-    broken = sum(1 for isl in whole if isl & mask and isl & ~mask)
-    top = (1 << _SIZE_BITS) - 1
-    return top << lay.size | 1 << lay.flags | total | (len(whole) - broken)
-
-
 def _present(weight: tuple[tuple[int, ...], ...], rows: list[int]) -> list[int]:
     """The distinct bandwidths between free rows, fastest first."""
-    return sorted({weight[a][b] for i, a in enumerate(rows) for b in rows[i + 1 :]}, reverse=True)
+    return sorted(set().union(*(map(weight[r].__getitem__, rows) for r in rows)) - {0}, reverse=True)
 
 
 def _ceiling(weight: tuple[tuple[int, ...], ...], rows: list[int], k: int) -> int:
     """No k-set of ``rows`` has a slowest link above this: each of its rows has k-1 links at least that
     fast, so it is at most the k-th largest of the rows' (k-1)-th fastest links."""
-    kth = []
-    for r in rows:
-        wr = weight[r]
-        kth.append(sorted([wr[x] for x in rows if x != r], reverse=True)[k - 2])
-    kth.sort(reverse=True)
-    return kth[k - 1]
+    kth = sorted((sorted(map(weight[r].__getitem__, rows), reverse=True)[k - 2] for r in rows), reverse=True)
+    return kth[k - 1]  # (each row's 0 on the diagonal sorts last)
 
 
 def _layout(nflags: int, sum_bits: int, islands: int) -> _Layout:
     isl_bits = max(2, islands.bit_length()) if islands else 0  # a row's T holds 0-2 there during a build
     flags = isl_bits + sum_bits
-    size = flags + nflags
-    guard = size + _SIZE_BITS
-    return _Layout(_DIGIT * (guard // _DIGIT + 1), isl_bits, flags, nflags, size, guard)
+    guard = flags + nflags
+    return _Layout(_DIGIT * (guard // _DIGIT + 1), isl_bits, flags, nflags, guard)
 
 
 def _pair_value(w: int, levels: list[int], lo: int, g: int, lay: _Layout) -> tuple[int, int]:
-    """What a pair of bandwidth ``w`` adds to the sum field and ORs into the bad flags."""
-    slower = sum(1 for t in levels if t > w)  # the levels this pair is too slow for, the fastest first
+    """What a pair of bandwidth ``w`` adds to the sum field, and the lane it ANDs in: every bit but the
+    flags of the levels it is too slow for (the fastest first); 0 when it clears none."""
+    slower = sum(1 for t in levels if t > w)
     bad = ((1 << slower) - 1) << (lay.nflags - slower)
-    return ((w - lo) // g if w >= lo else 0) << lay.sum, bad << lay.flags
+    return ((w - lo) // g if w >= lo else 0) << lay.sum, lay.lane ^ bad << lay.flags if bad else 0
 
 
 class _Broadcast:
@@ -213,57 +200,79 @@ def _rows(
     whole: list[int],
 ) -> list[_Row]:
     live = sum(1 << r for r in rows)
-    home = {}
+    home = [0] * len(rows)  # per position: its whole island (a row mask), 0 when none
     for isl in whole:
         for i, r in enumerate(rows):
             if isl >> r & 1:
                 home[i] = isl
     out = []
     for i, r in enumerate(rows):
-        wr = weight[r]
-        isl = home.get(i, 0)
-        mates = sum(1 << j for j in range(i) if home.get(j) == isl) if isl else 0
+        isl = home[i]
+        mates = sum(1 << j for j in range(i) if home[j] == isl) if isl else 0
         last = bool(isl) and isl & live == isl and isl >> (r + 1) == 0  # a peeled row is never there
-        out.append(_Row([values[wr[x]] for x in rows[:i]], mates, bool(isl), last))
+        pairs = list(map(values.__getitem__, map(weight[r].__getitem__, rows[:i])))
+        out.append(_Row(pairs, mates, bool(isl), last))
     return out
 
 
-def _contribution(row: _Row, b: int, lay: _Layout, bc: _Broadcast, c: int) -> list[int]:
-    """T for one row: its lanes over the subsets of the rows below it, as a list of chunks of 2^c lanes
-    (one chunk, of 2^b lanes, while b <= c)."""
-    guard = 1 << lay.guard
-    keep = ((1 << lay.width) - 1) ^ guard  # clears the island's "all there" bit (in the guard position)
-    t = (1 << lay.size) | (guard if row.last else 0)
-    for b2 in range(min(b, c)):
-        add, orv = row.values[b2]
-        mate = row.mates >> b2 & 1
-        low = t & bc(keep, b2) if mate and row.last else t
-        up = t + bc(add, b2) if add else t
-        orv |= mate  # the island's "touched below" bit (the field's unit)
-        if orv:
-            up |= bc(orv, b2)
-        t = low | up << ((1 << b2) * lay.width)
-    chunks = [t]
+def _contribution(row: _Row, b: int, lay: _Layout, bc: _Broadcast, c: int) -> tuple[list[int], list[int]]:
+    """T for one row over the subsets of the rows below it, in two parts: what it adds (sum, island field)
+    and the lanes it ANDs in (the flags it clears), each a list of chunks of 2^c lanes (one chunk, of 2^b
+    lanes, while b <= c). Over the low rows the island bits are bits ("touched below" at the field's unit,
+    "all there" in the guard position); they become a number once (-1, the "all there" bit moved to the
+    unit), and over the high rows each chunk then adds what its high rows change, by chunk."""
+    j = min(b, c)
+    add_part, and_part = _low_part(row, j, lay, bc)
+    touched_low = all_low = 0
+    if row.island:
+        unit = bc(1, j)
+        touched_low = unit ^ (add_part & unit)  # what "touched" adds where no low mate is there
+        if row.last:
+            there = add_part & bc(1 << lay.guard, j)
+            all_low = there >> lay.guard  # the +1 of "all there", where the low mates are
+            add_part ^= there
+            add_part += all_low
+        add_part -= unit
+    adds, ands = [add_part], [and_part]
+    touched, whole = [False], [True]  # per chunk: a high mate is in it; every high mate so far is
     for b2 in range(c, b):
-        add, orv = row.values[b2]
-        mate = row.mates >> b2 & 1
-        orv |= mate
-        lower = chunks
-        if mate and row.last:
-            kept = bc(keep, c)
-            lower = [x & kept for x in chunks]
-        upper = chunks
+        add, clear = row.values[b2]
+        lower, upper = adds, adds
         if add:
             plus = bc(add, c)
-            upper = [x + plus for x in upper]
-        if orv:
-            bits = bc(orv, c)
-            upper = [x | bits for x in upper]
-        chunks = lower + upper
-    if row.last:  # the "all there" bit moves from the guard position to the island field's unit
-        gb = bc(guard, min(b, c))
-        chunks = [(x ^ (x & gb)) + ((x & gb) >> lay.guard) for x in chunks]
-    return chunks
+            upper = [x + plus for x in adds]
+        if row.mates >> b2 & 1:
+            upper = [x if t else x + touched_low for x, t in zip(upper, touched, strict=True)]
+            if row.last:
+                lower = [x - all_low if w else x for x, w in zip(lower, whole, strict=True)]
+            touched, whole = touched + [True] * len(touched), [False] * len(whole) + whole
+        else:
+            touched, whole = touched + touched, whole + whole
+        adds = lower + upper
+        if clear:
+            bits = bc(clear, c)
+            ands = ands + [x & bits for x in ands]
+        else:
+            ands = ands + ands
+    return adds, ands
+
+
+def _low_part(row: _Row, j: int, lay: _Layout, bc: _Broadcast) -> tuple[int, int]:
+    """T over the 2^j subsets of the low rows below the row: the adds (the island bits as bits) and ands."""
+    guard = 1 << lay.guard
+    keep = lay.lane ^ guard  # clears the island's "all there" bit (in the guard position)
+    add_part, and_part = guard if row.last else 0, lay.lane
+    for b2 in range(j):
+        add, clear = row.values[b2]
+        mate = row.mates >> b2 & 1
+        shift = (1 << b2) * lay.width
+        low = add_part & bc(keep, b2) if mate and row.last else add_part
+        up = add_part + bc(add, b2) if add else add_part
+        if mate:  # the island's "touched below" bit (the field's unit)
+            up |= bc(1, b2)
+        add_part = low | up << shift
+        and_part |= (and_part & bc(clear, b2) if clear else and_part) << shift
+    return add_part, and_part
 
 
 def _build(
@@ -278,27 +287,37 @@ def _build(
     subsets all hold more than k rows is None."""
     c = min(len(rows), _CHUNK)
     bc = _Broadcast(lay.width)
-    lanes: list[int | None] = [len(whole)]  # the empty set: every whole island untouched
+    lanes: list[int | None] = [len(whole) | lay.flag_mask]  # the empty set: no island touched, no pair slow
     for b, row in enumerate(_rows(weight, values, rows, whole)):
-        t = _contribution(row, b, lay, bc, c)
-        j = min(b, c)
-        fm = bc(lay.flag_mask, j)
-        minus = bc(1, j) if row.island else 0  # the -1 of a row of a whole island (see the docstring)
+        adds, ands = _contribution(row, b, lay, bc, c)
         if b < c:
-            v, tt = lanes[0], t[0]
+            v = lanes[0]
             assert v is not None
-            tf = tt & fm
-            lanes = [v | ((v | tf) + (tt ^ tf) - minus) << ((1 << b) * lay.width)]
+            lanes = [v | ((v & ands[0]) + adds[0]) << ((1 << b) * lay.width)]
             continue
         up: list[int | None] = []
-        for i, (v, tt) in enumerate(zip(lanes, t, strict=True)):
+        for i, (v, add, keep) in enumerate(zip(lanes, adds, ands, strict=True)):
             if v is None or i.bit_count() >= k:  # with this row, more than k rows in every lane
                 up.append(None)
-                continue
-            tf = tt & fm
-            up.append((v | tf) + (tt ^ tf) - minus)
+            else:
+                up.append((v & keep) + add)
         lanes += up
     return lanes
+
+
+_POP: dict[tuple[int, int, int], int] = {}  # (lane width, c, p): all-ones lanes where p of c bits are set
+
+
+def _pop(width: int, c: int, p: int) -> int:
+    key = (width, c, p)
+    got = _POP.get(key)
+    if got is None:
+        if c == 0:
+            got = (1 << width) - 1 if p == 0 else 0
+        else:
+            got = _pop(width, c - 1, p) | (_pop(width, c - 1, p - 1) if p else 0) << ((1 << (c - 1)) * width)
+        _POP[key] = got
+    return got
 
 
 def _duel(high: int, low: int, guard_bits: int, guard: int) -> tuple[int, int]:
@@ -308,46 +327,50 @@ def _duel(high: int, low: int, guard_bits: int, guard: int) -> tuple[int, int]:
     return won, low ^ ((high ^ low) & (won - (won >> guard)))
 
 
-def _tournament(lanes: list[int | None], k: int, lay: _Layout, c: int, floor: int) -> int:
-    """The index of the largest lane after the XOR that makes size k the top of the size field and flips
-    the flags (see the module docstring): the rounds halve the lane list, then the one chunk left. A chunk
-    without a lane at least ``floor`` (a k-set's key) drops out first."""
+def _tournament(lanes: list[int | None], k: int, lay: _Layout, c: int) -> int:
+    """The index of the best k-set: the largest lane among those of k rows. Each chunk keeps its lanes of
+    k rows (the others become 0); chunks whose sets have different numbers of high rows keep disjoint
+    lanes, so they are ORed into as few integers as the most numerous such group has chunks; the largest of
+    those, lane by lane, then within the one integer left (its lane: the low rows, the lowest set among
+    equals), then the lowest high rows among the chunks that reach it."""
+    stacks: dict[int, list[int]] = {}  # per number of high rows: that group's kept chunks, in index order
+    for i, v in enumerate(lanes):
+        q = i.bit_count()
+        if v is not None and 0 <= k - q <= c:
+            stacks.setdefault(q, []).append(v & _pop(lay.width, c, k - q))
+    merged = [0] * max(len(group) for group in stacks.values())
+    for group in stacks.values():
+        for j, x in enumerate(group):
+            merged[j] |= x
     bc = _Broadcast(lay.width)
-    xor = bc(((k ^ ((1 << _SIZE_BITS) - 1)) << lay.size) | lay.flag_mask, c)
-    keys = [None if v is None or i.bit_count() + c < k else v ^ xor for i, v in enumerate(lanes)]
     guards = bc(1 << lay.guard, c)
-    least = bc(floor, c)
-    keys = [None if x is None or not ((x | guards) - least) & guards else x for x in keys]
-    rounds: list[list[int]] = []  # per round over the list: the high chunk's won lanes (-1: all of it)
-    while len(keys) > 1:
-        half = len(keys) // 2
-        sel, out = [], []
-        for low, high in zip(keys[:half], keys[half:], strict=True):
-            if high is None or low is None:
-                sel.append(0 if high is None else -1)
-                out.append(low if high is None else high)
-                continue
-            won, best = _duel(high, low, guards, lay.guard)
-            sel.append(won)
-            out.append(best)
-        rounds.append(sel)
-        keys = out
-    key = keys[0]
-    assert key is not None, "pick_lanes: no lane of size k"
+    while len(merged) > 1:  # lane by lane the largest (an odd one out waits for the next round)
+        half = len(merged) // 2
+        rest = merged[2 * half :]
+        merged = [
+            _duel(h, lo, guards, lay.guard)[1]
+            for lo, h in zip(merged[:half], merged[half : 2 * half], strict=True)
+        ]
+        merged += rest
+    key = merged[0]
     inner = []
     for j in range(c - 1, -1, -1):
         h = (1 << j) * lay.width
         won, key = _duel(key >> h, key & ((1 << h) - 1), bc(1 << lay.guard, j), lay.guard)
         inner.append(won)
-    top = (1 << _SIZE_BITS) - 1
-    assert key >> lay.size & top == top and key & lay.flag_mask, "pick_lanes: no k-clique at the floor"
+    assert key & lay.flag_mask, "pick_lanes: no k-clique at the floor"
     pos = 0
     for j, won in enumerate(reversed(inner)):
         if won >> (pos * lay.width + lay.guard) & 1:
             pos += 1 << j
-    chunk = 0
-    for j, sel in enumerate(reversed(rounds)):
-        won = sel[chunk]
-        if won == -1 or won >> (pos * lay.width + lay.guard) & 1:
-            chunk += 1 << j
-    return chunk << c | pos
+    q = k - pos.bit_count()
+    shift = pos * lay.width
+    reach = [
+        i
+        for i, v in enumerate(lanes)
+        if v is not None and i.bit_count() == q and v >> shift & lay.lane == key
+    ]
+    assert reach, "pick_lanes: the best lane is in no chunk"
+    high = (len(lanes) - 1).bit_length()
+    # the lowest set holds the lowest high row where two differ: the largest chunk index read backwards
+    return max(reach, key=lambda i: int(f"{i:0{high}b}"[::-1] or "0", 2)) << c | pos
