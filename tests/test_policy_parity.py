@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 from luafilter import LuaFilter
 from policy_cases import PARTITIONS, cases, inventory, job, modify_cases
 
-from slurm_topo import merge, parse_inventory, render_all
+from slurm_topo import load_inventories, merge, parse_inventory, render_all
 from slurm_topo.policy import JobRequest, Partition, decide, decide_modify
 from slurm_topo.render import make_context
 
@@ -528,3 +529,48 @@ def _decide_one_after_another(  # type: ignore[no-untyped-def]
         assert lua.decide(lua_data, desc) == expected, desc
         actions.add(expected["action"])
     assert {"amend", "reject"} <= actions
+
+
+def _world(seed: int, nodes: int):  # type: ignore[no-untyped-def]
+    """A fleet and request shapes from benchmarks/bench_filter_world.py's seeded generators (overlapping
+    partitions, families, NVLink racks, CPU nodes in GPU racks, irregular names, every field the filter
+    reads), as the benchmark draws them."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import bench_filter_world as world
+
+    fleet = world.make_fleet(world.draw_spec(seed, nodes))
+    return world, fleet
+
+
+@pytest.mark.parametrize("seed", [11, 23, 37, 51, 64])
+def test_parity_on_seeded_world_fleets(tmp_path, seed: int) -> None:  # type: ignore[no-untyped-def]
+    """Python and Lua decide alike on fleets and shapes drawn by the world benchmark's generators (not the
+    case table's fixed fleet): 400 shapes a fleet, each field of the request space, the partitions as
+    `scontrol show partition -o` prints them."""
+    from slurm_topo.access.text import parse_scontrol_partitions
+
+    world, fleet = _world(seed, 800 + 97 * seed)
+    inv_path = tmp_path / "fleet.yaml"
+    inv_path.write_text(world.inventory_yaml(fleet))
+    text = world.partitions_text(fleet)
+    parts = (
+        [Partition(n, tuple(nodes), d) for n, nodes, d in parse_scontrol_partitions(text) if n != "*"]
+        if text
+        else None
+    )
+    inv = load_inventories([inv_path])
+    data_path = tmp_path / "data.lua"
+    data_path.write_text(render_all(inv, (22, 5), parts)["slurm_topo_data.lua"])
+    data = make_context(inv, (22, 5), parts).policy
+    lua = LuaFilter()
+    lua_data = lua.load_data(data_path)
+    shapes = world.make_shapes(fleet, 400, seed)
+    mismatches = []
+    for shape in shapes:
+        expected = decide(data, JobRequest.from_job_desc(shape.job)).as_dict()
+        got = lua.decide(lua_data, shape.job)
+        if got != expected:
+            mismatches.append((shape.text, expected, got))
+    assert mismatches == [], f"{len(mismatches)} of {len(shapes)}, first: {mismatches[0]}"
