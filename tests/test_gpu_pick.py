@@ -461,9 +461,10 @@ def test_hub_gpu_busy() -> None:
             assert pick_devices(topo, free, k) == table.pick(free, k), (busy, k)
 
 
-def test_nine_to_sixteen_gpus_never_search(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """On 9-16 GPUs every pick of 3 <= k < free is the lanes' (a cost that does not depend on the matrix):
-    the search and the knapsack are never entered, their tables never made."""
+def test_up_to_sixteen_gpus_never_search(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Up to 16 GPUs every pick of 3 <= k < free is the lanes' (a cost that does not depend on the
+    matrix): the search and the knapsack are never entered, their tables never made — on the families and
+    on every real capture."""
 
     def refuse(*args: object) -> None:
         raise AssertionError("searched")
@@ -475,6 +476,26 @@ def test_nine_to_sixteen_gpus_never_search(monkeypatch) -> None:  # type: ignore
         for k in (3, 8, 9, 15):
             assert pick_devices(topo, topo.gpus, k) == table.pick(topo.gpus, k)
         assert "adjacency" not in vars(pick_module._prepare(topo, None))
+    for topo in REAL_TOPOS.values():
+        for k in range(3, len(topo.gpus)):
+            assert pick_devices(topo, topo.gpus[1:], k) == pick_exhaustive(topo, topo.gpus[1:], k)
+        assert "adjacency" not in vars(pick_module._prepare(topo, None))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(17, 18), st.data())
+def test_more_than_sixteen_gpus_search_exactly(n: int, data: st.DataObject) -> None:
+    """Past 16 GPUs the lanes would be too many: the branch and bound (steps 1, 2, 4) answers, equal to the
+    exhaustive search (small k keeps the reference quick)."""
+    palette = data.draw(st.lists(st.sampled_from(CLASSES), min_size=1, max_size=3, unique=True))
+    m = [["X"] * n for _ in range(n)]
+    for i in range(n):
+        for j in range(i + 1, n):
+            m[i][j] = m[j][i] = data.draw(st.sampled_from(palette))
+    topo = GpuTopology(tuple(range(n)), tuple(tuple(r) for r in m))
+    free = data.draw(st.sets(st.sampled_from(topo.gpus), min_size=5))
+    k = data.draw(st.integers(3, 4))
+    assert pick_devices(topo, free, k) == pick_exhaustive(topo, free, k)
 
 
 @st.composite

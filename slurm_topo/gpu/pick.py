@@ -32,13 +32,14 @@ Algorithm overview (``pick_devices``):
    thus orders it by (2), (3), (4) at once, and the best k-set is a knapsack over the groups
    (:func:`_complete_pick`), each group's best subset per size read from its subsets pre-sorted by (2), (4)
    (groups of ≤ ``_PART_MAX`` GPUs).
-3. *Lanes* (9-16 GPUs, every k from 3 to free-1): :mod:`.pick_lanes` scores every subset of the free GPUs
+3. *Lanes* (up to 16 GPUs, every k from 3 to free-1): :mod:`.pick_lanes` scores every subset of the free GPUs
    at once in fixed-width lanes of Python integers (size, a thermometer code of the slowest link, the
    bandwidth sum, the islands broken) and takes the largest by a tournament, a fixed number of passes in C
    over 2^free lanes whatever the matrix or the busy set: no search, no table built ahead of it, so the
    first pick of a k costs what any other does (``benchmarks/results/pick_worst.md``). Steps 1, 2 and 4
-   are not tried there, and their tables are never made.
-4. *Otherwise* (up to 8 GPUs; more than 16), after steps 1 and 2: depth-first branch-and-bound over cliques
+   are not tried there, and their tables are never made (on an 8-GPU capture they cost more than the pick:
+   the knapsack's groups alone up to 0.5 ms on a first pick).
+4. *Otherwise* (more than 16 GPUs), after steps 1 and 2: depth-first branch-and-bound over cliques
    with bitmask candidate sets, members added in ascending index order, so cliques are visited in
    lexicographic order; the incumbent is replaced only when strictly better on (2, 3), which makes the first
    optimum found the lexicographically lowest (4). A branch is cut when too few candidates remain, or when its
@@ -50,16 +51,16 @@ Algorithm overview (``pick_devices``):
    live GPUs), which a tie met earlier in index order displaces, so (4) still holds. *Twins* (GPUs with the
    same link to every third GPU) are interchangeable: once a GPU is left out, its higher twins are too. Its
    worst case is exponential (the degree bounds are loose on irregular matrices at k near n/2, which is why
-   9-16 GPUs take step 3); on 8 GPUs it is ≤ 50 µs at p99 on every real capture.
+   up to 16 GPUs take step 3).
 
 With ``prefer``, the optimum without it is found as above, then each preferred set that is free and of size k
 is scored once (:func:`order_key`, O(k² + islands)) and returned if it ties on (1)-(3): the optimum of (1)-(3)
 is unique as a value, so a tie means the set is optimal too. Without ``prefer`` nothing more is done.
 
 Complexity: step 2 costs O(Σ 2^|group|) (at most 2^10 per group) plus O(groups · k · |group|); step 3
-O(2^free) lane operations in C (about 50 machine instructions per lane in all) plus O(free²) Python steps;
-step 4 is O(T · C(n, k) · k) in the worst case like the exhaustive search, reached only on ≤ 8 GPUs (or
-more than 16). Preparation (bandwidth matrix, levels, islands) is O(n²), remembered per topology object and
+O(2^free) lane operations in C (about 100 machine instructions per lane in all) plus O(free²) Python
+steps; step 4 is O(T · C(n, k) · k) in the worst case like the exhaustive search, reached only on more than
+16 GPUs. Preparation (bandwidth matrix, levels, islands) is O(n²), remembered per topology object and
 shared by topologies with the same links; the search's tables (adjacency and per-level link steps, twins,
 groups with their subsets sorted, O(n³ + Σ 2^|group| log)) are made on the first search. A pick's answer
 is remembered per link matrix, free set and k (``_PICKED_KEPT``), so a repeated pick is a lookup.
@@ -82,7 +83,7 @@ from .pick_lanes import best as _lanes_best
 @dataclass(frozen=True)
 class _Prepared:
     """What every pick on one link matrix reads; the search's tables (steps 1, 2 and 4) are made on first
-    use, so a node whose picks the lanes answer (9-16 GPUs) never pays for them."""
+    use, so a node whose picks the lanes answer (up to 16 GPUs) never pays for them."""
 
     n: int
     position: Mapping[int, int]  # GPU index -> row
@@ -188,7 +189,7 @@ def _parts(p: _Prepared, level: int) -> tuple[_Part, ...] | None:
 _CACHE: dict[tuple[int, int], tuple[GpuTopology, Mapping[str, float] | None, _Prepared]] = {}
 _BY_LINKS: dict[tuple[object, ...], _Prepared] = {}  # nodes alike (one object each) share one
 _KEPT = 256  # entries of each cache, all dropped when full
-_LANE_GPUS = range(9, 17)  # nodes whose picks the lanes answer (pick_lanes)
+_LANE_GPUS = range(3, 17)  # nodes whose picks the lanes answer (pick_lanes)
 _PICKED_KEPT = 4096  # answers remembered per link matrix
 
 
@@ -236,16 +237,19 @@ def _tables(topo: GpuTopology, table: Mapping[str, float]) -> _Prepared:
     position = {g: i for i, g in enumerate(topo.gpus)}
     if topo.matrix and (len(topo.matrix) != n or any(len(row) != n for row in topo.matrix)):
         raise InputError(f"{topo.source or 'topology'}: matrix is not {n}×{n}")
-    weight = _weights(topo, table)
-    levels = tuple(
-        sorted({w for i, row in enumerate(weight) for j, w in enumerate(row) if i != j}, reverse=True)
+    classes = set().union(*topo.matrix) - {"X"}
+    per_class = {c: round(link_bandwidth(c, table) * 1000) for c in classes}
+    weight = tuple(
+        tuple(0 if i == j else per_class[c] for j, c in enumerate(row)) for i, row in enumerate(topo.matrix)
     )
-    return _Prepared(n, position, weight, levels, _island_masks(topo.matrix))
+    levels = tuple(sorted({per_class[c] for c in classes}, reverse=True))
+    nvlink = {c for c in classes if is_nvlink(c)}
+    return _Prepared(n, position, weight, levels, _island_masks(topo.matrix, nvlink))
 
 
-def _island_masks(matrix: tuple[tuple[str, ...], ...]) -> tuple[int, ...]:
-    """Row bitmasks of the NVLink islands (:func:`slurm_topo.gpu.links.islands`, by row), by lowest row."""
-    nv = {c: is_nvlink(c) for row in matrix for c in set(row)}
+def _island_masks(matrix: tuple[tuple[str, ...], ...], nvlink: set[str]) -> tuple[int, ...]:
+    """Row bitmasks of the NVLink islands (:func:`slurm_topo.gpu.links.islands`, by row; ``nvlink``: the
+    NVLink classes present), by lowest row."""
     parent = list(range(len(matrix)))
 
     def find(x: int) -> int:
@@ -256,22 +260,13 @@ def _island_masks(matrix: tuple[tuple[str, ...], ...]) -> tuple[int, ...]:
 
     for i, row in enumerate(matrix):
         for j in range(i + 1, len(row)):
-            if nv[row[j]]:
+            if row[j] in nvlink:
                 a, b = find(i), find(j)
                 parent[max(a, b)] = min(a, b)
     groups: dict[int, int] = {}
     for i in range(len(matrix)):
         groups[find(i)] = groups.get(find(i), 0) | 1 << i
     return tuple(groups[r] for r in sorted(groups))
-
-
-def _weights(topo: GpuTopology, table: Mapping[str, float]) -> tuple[tuple[int, ...], ...]:
-    per_class = {
-        c: round(link_bandwidth(c, table) * 1000) for row in topo.matrix for c in set(row) if c != "X"
-    }
-    return tuple(
-        tuple(0 if i == j else per_class[c] for j, c in enumerate(row)) for i, row in enumerate(topo.matrix)
-    )
 
 
 def _steps(

@@ -290,17 +290,18 @@ def _build(
     lanes: list[int | None] = [len(whole) | lay.flag_mask]  # the empty set: no island touched, no pair slow
     for b, row in enumerate(_rows(weight, values, rows, whole)):
         adds, ands = _contribution(row, b, lay, bc, c)
+        clears = any(clear for _, clear in row.values)  # else every AND keeps every lane
         if b < c:
             v = lanes[0]
             assert v is not None
-            lanes = [v | ((v & ands[0]) + adds[0]) << ((1 << b) * lay.width)]
+            lanes = [v | ((v & ands[0] if clears else v) + adds[0]) << ((1 << b) * lay.width)]
             continue
         up: list[int | None] = []
         for i, (v, add, keep) in enumerate(zip(lanes, adds, ands, strict=True)):
             if v is None or i.bit_count() >= k:  # with this row, more than k rows in every lane
                 up.append(None)
             else:
-                up.append((v & keep) + add)
+                up.append((v & keep) + add if clears else v + add)
         lanes += up
     return lanes
 
