@@ -329,9 +329,13 @@ local function take_unchecked(sc, walk, g, cur, budget)
   end
 end
 
-local function out_of_looks(sc, walk, g, cur, budget, unchecked_after)
-  walk.cut, walk.bound, sc.bounded = true, true, sc.bounded + 1
-  if unchecked_after and #walk.kept == 0 then take_unchecked(sc, walk, g, cur, budget) end
+local function out_of_looks(sc, walk, g, cur, budget, unchecked_after, limit)
+  -- the looks ran out with groups left: cut; the bound (counted) only when short of what the walk may keep
+  walk.cut = true
+  if #walk.kept < limit then
+    walk.bound, sc.bounded = true, sc.bounded + 1
+    if unchecked_after and #walk.kept == 0 then take_unchecked(sc, walk, g, cur, budget) end
+  end
   return walk
 end
 
@@ -347,7 +351,7 @@ local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after)
     i = i + 1
     if left == 0 then
       pos[1], walk.length = i, length
-      return out_of_looks(sc, walk, g, cur, budget, unchecked_after)
+      return out_of_looks(sc, walk, g, cur, budget, unchecked_after, limit)
     end
     left = left - 1
     local n, gp, most = g.nodes, g.gpus, g.most
@@ -389,7 +393,7 @@ function M.candidates(sc, src, budget, looks, inside, up, unchecked_after, limit
   while true do
     local g = cursor_next(cur)
     if g == nil then return walk end
-    if left == 0 then return out_of_looks(sc, walk, g, cur, budget, unchecked_after) end
+    if left == 0 then return out_of_looks(sc, walk, g, cur, budget, unchecked_after, limit) end
     left = left - 1
     if admitted(sc, g, inside, up) then
       local ok, n = fits(sc, g)

@@ -240,10 +240,12 @@ class Scan:
         steps = src.steps(self.starts(src, ascending), 1)
         for g in steps:
             if left == 0:
-                walk.cut = walk.bound = True
-                self.bounded += 1
-                if unchecked_after and not walk.kept:
-                    self._unchecked(walk, g, steps, budget)
+                walk.cut = True
+                if len(walk.kept) < limit:  # stopped short of what it may keep: the bound, counted
+                    walk.bound = True
+                    self.bounded += 1
+                    if unchecked_after and not walk.kept:
+                        self._unchecked(walk, g, steps, budget)
                 return walk
             left -= 1
             if g is None or not self.allowed(g):
