@@ -27,10 +27,22 @@ MAX_NAME = 64
 NVL_PREFIX = "nvl_"
 """Prefix of an NVLink domain's node feature and block name (``nvl_<domain>``)."""
 
-LEVEL_FEATURE_PREFIXES = ("region_", "zone_", "ng_", "leaf_", NVL_PREFIX)
+SWITCH_PREFIX = "leaf_"
+"""Prefix of the switches below a network group (``switches:``, the provider's deeper layers) and of the
+extra leaves: ``leaf_<zone|region>.<label>`` is a switch and a node feature, ``leaf_<zone|region>`` the
+zone's (region's) own leaf."""
+
+LEVEL_FEATURE_PREFIXES = ("region_", "zone_", "ng_", SWITCH_PREFIX, NVL_PREFIX)
 """Feature prefixes the generator owns: location features (``region_*``, ``zone_*``, ``ng_*``), the bucket
-features built on them (``zone_<z>.<family value>``), the extra leaves' names and NVLink domain features.
-No input may carry a feature with one of these prefixes: a node's location is never its own say."""
+features built on them (``zone_<z>.<family value>``), the switches below a network group and the extra
+leaves (``leaf_*``) and NVLink domain features. No input may carry a feature with one of these prefixes: a
+node's location is never its own say."""
+
+MAX_SWITCH_LAYERS = 4
+"""At most this many switch layers below a network group (``switches:``): AWS lists 3 network nodes (4 for
+p6-b200/p6-b300), the top one being the network group; GCE a sub-block and a host below the block. With the
+root, region, zone and group the tree stays far below the 20 passes Slurm's level resolution allows
+(``lint``: ``too-deep``)."""
 
 MAX_NODES = 262_144
 """At most this many nodes in all the inputs of one run (2**18). A hostlist expression is counted before it
@@ -290,6 +302,11 @@ class Node:
     net_ratio: float = 1.0
     """Its network ports' measured rate over the expected one (a health record; 1.0 when unknown or full):
     the cost model scales the node's network hops by it."""
+    switches: tuple[str, ...] = ()
+    """The switch layers below its network group, top first (``switches:``; a provider's sub-block and host,
+    AWS's lower network nodes): labels, each scoped by the ones above it. Empty without a network group."""
+    switches_source: Source | None = None
+    """Who supplied ``switches`` when another record filled them in; None means ``source`` did."""
 
     @property
     def located_by(self) -> Source:
@@ -319,6 +336,8 @@ _NODE_FIELDS = (
     "nvlink_source",
     "degraded",
     "net_ratio",
+    "switches",
+    "switches_source",
 )
 if Node.__slots__ != _NODE_FIELDS:  # pragma: no cover - a field added to Node must be added to nodes_alike
     raise AssertionError("model.nodes_alike sets every field of Node: update it with Node's fields")
@@ -338,6 +357,7 @@ def nodes_alike(
     notes: tuple[str, ...],
     gpu_topology: Any,
     nvlink_domain: str | None,
+    switches: tuple[str, ...] = (),
 ) -> list[Node]:
     """``[Node(name=names[i], slurm=slurm[i], location=location, ...) for i ...]``, equal to what the
     constructor makes (the other fields at their defaults), at 40 % of its CPU: one entry of an inventory
@@ -356,6 +376,7 @@ def nodes_alike(
     set_gpu_topology, set_location_source = _SET["gpu_topology"], _SET["location_source"]
     set_nvlink_domain, set_nvlink_source = _SET["nvlink_domain"], _SET["nvlink_source"]
     set_degraded, set_net_ratio = _SET["degraded"], _SET["net_ratio"]
+    set_switches, set_switches_source = _SET["switches"], _SET["switches_source"]
     out: list[Node] = []
     append = out.append
     for name, attrs in zip(names, slurm, strict=True):
@@ -376,6 +397,8 @@ def nodes_alike(
         set_nvlink_source(node, None)
         set_degraded(node, False)
         set_net_ratio(node, 1.0)
+        set_switches(node, switches)
+        set_switches_source(node, None)
         append(node)
     return out
 
@@ -398,12 +421,17 @@ class Conflict:
     kept_domain: str | None = None
     ignored_domain: str | None = None
     """The NVLink domains, set only when the two records disagree on it."""
+    kept_switches: tuple[str, ...] = ()
+    ignored_switches: tuple[str, ...] = ()
+    """The switch layers below the network group, set only when the two records disagree on them."""
 
     def message(self) -> str:
         fields = [lvl for lvl in LEVELS if self.kept.value(lvl) != self.ignored.value(lvl)]
         said = [(lvl, self.ignored.value(lvl), self.kept.value(lvl)) for lvl in fields]
         if self.kept_domain != self.ignored_domain:
             said.append(("nvlink_domain", self.ignored_domain, self.kept_domain))
+        if self.kept_switches != self.ignored_switches:
+            said.append(("switches", "/".join(self.ignored_switches), "/".join(self.kept_switches)))
         diff = "; ".join(
             f"{lvl}: {self.ignored_source.label} says {ignored or '(none)'}, "
             f"{self.kept_source.label} says {kept or '(none)'}"

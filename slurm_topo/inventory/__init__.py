@@ -8,6 +8,7 @@ Slurm hostlist expression) and, optionally, ``policy`` (the submit filter's defa
         region: europe-west1
         zone: europe-west1-b
         network_group: rack-3        # or labels: {gpulayer.dev/network-group: rack-3}
+        switches: [row-2, tor-17]    # switch layers below the network group, top first (docs/providers.md)
         nvlink_domain: nvl-07        # NVLink scale-up domain (an NVL72 rack); docs/nvlink-domains.md
         features: [torch-2.4]
         gpus: 8
@@ -30,7 +31,8 @@ before it is expanded (``model.MAX_NODES`` in all), and every message quotes at 
 
 Merging (ARCHITECTURE.md, "Trust"): records for the same node at the same trust level must agree on the
 location; across trust levels the most trusted record wins, lower ones only fill gaps that agree with it, and
-every disagreement becomes a ``Conflict``.
+every disagreement becomes a ``Conflict``. ``switches`` (the layers below the network group) follow the same
+rule: a less trusted record fills them only under the same network group, and never replaces them.
 
 The package, one concern per module: ``yaml_safe`` (reading YAML safely), ``entry`` (one ``nodes:`` entry),
 ``document`` (one inventory file), ``merge`` (inventories into one, by trust), ``slurm_nodes`` (Slurm's own

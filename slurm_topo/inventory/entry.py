@@ -17,6 +17,7 @@ from ..model import (
     LEVEL_FEATURE_PREFIXES,
     LEVELS,
     MAX_NAME,
+    MAX_SWITCH_LAYERS,
     NODE_NAME_RE,
     SLURM_INT_KEYS,
     SLURM_INT_RANGES,
@@ -50,6 +51,7 @@ ENTRY_KEYS = frozenset(
         "notes",
         "gpu_topology",
         "nvlink_domain",
+        "switches",
     }
 )
 
@@ -134,6 +136,7 @@ class Entry:
         expr, names = self.names(raw)
         location = self.location(raw)
         domain = self.nvlink_domain(raw)
+        switches = self.switches(raw.get("switches"), location)
         if location.region is None:
             self.warnings.append(
                 f"{self.source}: {self.where}: {show_value(expr)} has no region or zone; placed in the "
@@ -170,7 +173,27 @@ class Entry:
             notes=notes,
             gpu_topology=topology,
             nvlink_domain=domain,
+            switches=switches,
         )
+
+    def switches(self, raw: object, location: Location) -> tuple[str, ...]:
+        """``switches:``: the switch layers below the network group, top first (1 to ``MAX_SWITCH_LAYERS``
+        labels, none twice); only with a network group to hang under."""
+        if raw is None:
+            return ()
+        if not isinstance(raw, list) or not raw:
+            raise self.fail("switches", "must be a non-empty list of switch labels, top first", raw)
+        if len(raw) > MAX_SWITCH_LAYERS:
+            raise self.fail(
+                "switches", f"at most {MAX_SWITCH_LAYERS} layers below the network group, not {len(raw)}", raw
+            )
+        labels = tuple(self.label(f"switches[{i}]", item) for i, item in enumerate(raw))
+        if len(set(labels)) != len(labels):
+            twice = next(x for x, n in Counter(labels).items() if n > 1)
+            raise self.fail("switches", f"names switch {twice} twice on one path", twice)
+        if location.network_group is None:
+            raise self.fail("switches", "needs a network_group to hang under", labels[0])
+        return labels
 
     def gpu_topology(self, raw: object) -> Any:
         """A ``nvidia-smi topo -m`` capture, relative to the inventory's folder; parsed once per file."""

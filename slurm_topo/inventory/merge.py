@@ -38,6 +38,13 @@ def _merge_same_trust(a: Node, b: Node) -> Node:
             f"node {b.name} is in NVLink domain {b.nvlink_domain} here but in {a.nvlink_domain} "
             f"in {a.origin} (both {a.source.label} records)",
         )
+    if a.switches and b.switches and a.switches != b.switches:
+        raise InventoryError(
+            b.origin,
+            "",
+            f"node {b.name} is under switches {'/'.join(b.switches)} here but under "
+            f"{'/'.join(a.switches)} in {a.origin} (both {a.source.label} records)",
+        )
     if a.location != b.location:
         raise InventoryError(
             b.origin,
@@ -68,6 +75,12 @@ def _fill(kept: Node, other: Node) -> Node:
             kept.nvlink_source
             if kept.nvlink_domain or not other.nvlink_domain
             else (other.nvlink_source if other.nvlink_source is not None else other.source)
+        ),
+        switches=kept.switches or other.switches,
+        switches_source=(
+            kept.switches_source
+            if kept.switches or not other.switches
+            else (other.switches_source if other.switches_source is not None else other.source)
         ),
     )
 
@@ -205,7 +218,8 @@ def _merge_records(by_name: dict[str, list[Node]]) -> tuple[list[Node], list[Con
                 )
             else:
                 if other.location != NO_LOCATION:
-                    other = replace(other, nvlink_domain=None)  # a record that is elsewhere says nothing here
+                    # a record that is elsewhere says nothing here: neither its domain nor its switches
+                    other = replace(other, nvlink_domain=None, switches=())
                     conflicts.append(
                         Conflict(
                             name,
@@ -218,23 +232,45 @@ def _merge_records(by_name: dict[str, list[Node]]) -> tuple[list[Node], list[Con
                         )
                     )
                 best = _fill(best, other)
-            if other.nvlink_domain and best.nvlink_domain != other.nvlink_domain:
-                conflicts.append(
-                    Conflict(
-                        name,
-                        best.location,
-                        best.source,
-                        best.origin,
-                        best.location,
-                        other.source,
-                        other.origin,
-                        best.nvlink_domain,
-                        other.nvlink_domain,
-                    )
-                )
+            conflicts += _below_location_conflicts(best, other)
         merged.append(best)
     merged.sort(key=lambda n: natural_key(n.name))
     return merged, conflicts
+
+
+def _below_location_conflicts(best: Node, other: Node) -> list[Conflict]:
+    """A less trusted record that names another NVLink domain, or other switches below the same network
+    group, than the kept one: a conflict each (the kept values stay)."""
+    out = []
+    if other.nvlink_domain and best.nvlink_domain != other.nvlink_domain:
+        out.append(
+            Conflict(
+                best.name,
+                best.location,
+                best.source,
+                best.origin,
+                best.location,
+                other.source,
+                other.origin,
+                best.nvlink_domain,
+                other.nvlink_domain,
+            )
+        )
+    if other.switches and best.switches != other.switches:
+        out.append(
+            Conflict(
+                best.name,
+                best.location,
+                best.source,
+                best.origin,
+                best.location,
+                other.source,
+                other.origin,
+                kept_switches=best.switches,
+                ignored_switches=other.switches,
+            )
+        )
+    return out
 
 
 def load_inventories(paths: Sequence[str | Path], extra_nodes: Sequence[str] = ()) -> Inventory:

@@ -86,6 +86,8 @@ def fingerprint(
         )
         if n.nvlink_domain is not None:  # only then: fleets without domains keep their fingerprints
             h.update(f"nvlink_domain={n.nvlink_domain}".encode())
+        if n.switches:  # only then: fleets without switches below the group keep their fingerprints
+            h.update(f"switches={'/'.join(n.switches)}".encode())
         h.update(b"\n")
     h.update(repr(inventory.extra_nodes).encode())
     if inventory.policy is not None and inventory.policy.plan is not None:

@@ -29,10 +29,12 @@ def render_topology_conf(ctx: RenderContext) -> str | None:
 def render_tree_conf(ctx: RenderContext) -> str:
     topo = ctx.topology
     nodes = sum(len(sw.nodes) for sw in topo.switches)
+    below = sum(1 for sw in topo.switches if sw.kind == "switch")
     summary = (
-        f"topology/tree: root -> region -> zone -> network group (leaf) -> nodes; "
-        f"{len(topo.switches)} switches, {nodes} nodes"
-    )
+        "topology/tree: root -> region -> zone -> network group (leaf) -> nodes; "
+        if not below
+        else "topology/tree: root -> region -> zone -> network group -> its switches (leaf) -> nodes; "
+    ) + f"{len(topo.switches)} switches, {nodes} nodes"
     out = [header("topology.conf", ctx, summary)]
     for sw in sorted(topo.switches, key=_largest_first(topo.switches)):
         if sw.nodes:
@@ -42,9 +44,15 @@ def render_tree_conf(ctx: RenderContext) -> str:
     return "".join(out)
 
 
-def _largest_first(switches: Sequence[Switch]) -> Callable[[Switch], tuple[int, int]]:
-    """Sort key for the switch lines: leaves, then zones, regions and the root (as ``build_topology`` lists
-    them), each level depth first from the root with the larger subtree (more nodes) first, ties by name.
+def _largest_first(switches: Sequence[Switch]) -> Callable[[Switch], tuple[int, int, int]]:
+    """Sort key for the switch lines: leaves (and the switches below the network groups, a group with
+    switches below it after them: children before parents), then zones, regions and the root (as
+    ``build_topology`` lists them), each level depth first from the root with the larger subtree (more nodes)
+    first, ties by name.
+
+    Children before parents: Slurm resolves switch levels in passes over the lines, a switch in the pass that
+    finds all its children resolved, and stops with "Switch configuration is not a tree" after 21 passes
+    (``lint``: ``too-deep``); in this order one pass does.
 
     Slurm 22.05's tree selection breaks ties between equally good switches by their line here; with the larger
     region's switches first an unconstrained 8-node job stayed in one region in 19 of 20 busy patterns on the
@@ -71,5 +79,16 @@ def _largest_first(switches: Sequence[Switch]) -> Callable[[Switch], tuple[int, 
     for sw in switches:  # nothing is outside the root's tree; kept for safety
         if sw.name not in position:
             visit(sw.name)
-    levels = {"leaf": 0, "network_group": 0, "zone": 1, "region": 2, "root": 3}
-    return lambda sw: (levels[sw.kind], position[sw.name])
+    height: dict[str, int] = {}
+
+    def above_nodes(name: str) -> int:  # 0 for a switch with nodes
+        if name not in height:
+            height[name] = 1 + max(map(above_nodes, by_name[name].switches)) if by_name[name].switches else 0
+        return height[name]
+
+    levels = {"leaf": 0, "network_group": 0, "switch": 0, "zone": 1, "region": 2, "root": 3}
+    return lambda sw: (
+        levels[sw.kind],
+        above_nodes(sw.name) if levels[sw.kind] == 0 else 0,
+        position[sw.name],
+    )
