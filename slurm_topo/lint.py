@@ -50,6 +50,7 @@ def lint_topology(
             leaf_of.setdefault(node, []).append(sw.name)
     problems += _shared_children(child_of, leaf_of, defined)
     problems += _reachability(switches, counts, child_of, defined)
+    problems += _level_passes(switches)
     if known_nodes is not None:
         problems += _known_nodes(set(known_nodes), set(leaf_of))
     if slurm_conf is not None:
@@ -149,6 +150,44 @@ def _reachability(
         if sw.name not in reachable and counts[sw.name] == 1
     ]
     return problems
+
+
+SLURM_LEVEL_PASSES = 21
+"""Slurm's switch levels are resolved in passes over the switch lines in file order (``topology_tree.c``
+22.05 ``_validate_switches``, ``switch_record.c`` from 23.11: ``for (depth = 1; ; depth++)``): a switch with
+nodes is level 0 at once, another is resolved in the pass that finds all its children resolved (earlier lines
+of the same pass count), and after the 21st unfinished pass slurmctld stops: "Switch configuration is not a
+tree"."""
+
+
+def _level_passes(switches: list[SwitchLine]) -> list[Problem]:
+    """A tree whose levels Slurm cannot resolve in ``SLURM_LEVEL_PASSES`` passes: deep, with parents written
+    before their children (fatal). Cycles and undefined children are their own problems."""
+    level: dict[str, int] = {sw.name: 0 for sw in switches if not sw.switches}
+    pending = [sw for sw in switches if sw.switches]
+    passes = 1
+    while pending:
+        left = []
+        for sw in pending:
+            kids = sw.switches or ()
+            if all(c in level for c in kids):
+                level[sw.name] = 1 + max(level[c] for c in kids)
+            else:
+                left.append(sw)
+        if len(left) == len(pending):
+            return []  # a cycle or an undefined child: reported as such
+        pending = left
+        passes += bool(pending)
+    if passes <= SLURM_LEVEL_PASSES:
+        return []
+    return [
+        Problem(
+            "too-deep",
+            f"Slurm resolves switch levels in at most {SLURM_LEVEL_PASSES} passes over the lines and stops "
+            f'("Switch configuration is not a tree"); this file needs {passes}: write children before '
+            "their parents or make the tree shallower",
+        )
+    ]
 
 
 def _known_nodes(known: set[str], placed: set[str]) -> list[Problem]:

@@ -9,7 +9,8 @@ provider  listing                            location taken from
 ``gcp``   ``gcloud compute instances list    ``zone`` (a URL or a bare name; last path part) -> zone
           --format=json``                    ``europe-west1-b``, region ``europe-west1``;
                                              ``resourceStatus.physicalHostTopology``: ``block`` -> network
-                                             group, ``subblock`` -> NVLink domain on A4X (``a4x-*`` machine
+                                             group, ``subblock`` then ``host`` -> ``switches`` below it,
+                                             ``subblock`` also the NVLink domain on A4X (``a4x-*`` machine
                                              types: a sub-block is one NVL72 domain), ``cluster`` kept in
                                              ``found_by``
 ``aws``   ``aws ec2 describe-instances``     ``Placement.AvailabilityZoneId`` -> zone (the physical zone,
@@ -20,7 +21,9 @@ provider  listing                            location taken from
                                              network group. ``terminated``/``shutting-down`` instances are
                                              left out (their names are reused)
           ``--topology FILE``: ``aws ec2     joined by ``InstanceId``: ``NetworkNodes[0]`` (the top layer)
-          describe-instance-topology``       -> network group, ``CapacityBlockId`` (UltraServer) -> NVLink
+          describe-instance-topology``       -> network group, ``NetworkNodes[1:]`` -> ``switches`` below
+                                             it (2, or 3 for p6-b200/p6-b300; the last is the instance's
+                                             leaf), ``CapacityBlockId`` (UltraServer) -> NVLink
                                              domain, ``ZoneId`` -> zone where describe-instances has no id
                                              (one that disagrees is an error); a null ``CapacityBlockId``,
                                              no ``NetworkNodes`` or an instance the topology lacks is a
@@ -35,8 +38,9 @@ provider  listing                            location taken from
 
 Network node ids are hashed per AWS account: they are compared only within one account's topology listing
 (two accounts' listings never share a group by accident, and the same switch seen from two accounts is two
-groups). Layers below the top one (AWS's 2 to 3 lower network nodes, GCE's non-A4X sub-block and host) are not
-rendered yet: the network group is the provider's block.
+groups). Layers below the top one (AWS's lower network nodes, GCE's sub-block and host) are the entry's
+``switches:``: switch levels under the network group in the tree and node features (``leaf_<zone>.<id>``), not
+a level of the submit filter.
 
 **Instance name -> Slurm node name** (``NameRule``): the instance name is ``name`` (gcp, azure) or, for aws,
 the value chosen by ``aws_name``: ``tag:Name`` (default; any ``tag:KEY``), ``private-dns`` (the first label of
@@ -67,7 +71,14 @@ import yaml
 from . import hostlist
 from .errors import InputError, InventoryError
 from .inventory import parse_inventory
-from .model import LABEL_RE, NODE_NAME_RE, Location, natural_key, region_of_zone
+from .model import (
+    LABEL_RE,
+    MAX_SWITCH_LAYERS,
+    NODE_NAME_RE,
+    Location,
+    natural_key,
+    region_of_zone,
+)
 
 PROVIDERS = ("gcp", "aws", "azure")
 _AWS_GONE = frozenset({"terminated", "shutting-down"})
@@ -140,6 +151,9 @@ class _Instance:
     notes: tuple[str, ...] = ()
     """What the provider's listings left unknown (a null capacity block, an instance the topology listing
     lacks): written as the entry's ``notes``, never guessed."""
+    switches: tuple[str, ...] = ()
+    """The provider's layers below the network group, top first (GCE sub-block and host, AWS's lower
+    network nodes): the entry's ``switches``."""
 
 
 def _fail(source: str, where: str, reason: str, value: object) -> InventoryError:
@@ -182,8 +196,11 @@ Engine, "A4X machine series" / "View VM topology")."""
 
 def _gcp_physical(inst: dict[str, Any], found: _Instance, source: str) -> None:
     """``resourceStatus.physicalHostTopology {cluster, block, subblock, host}`` (Compute Engine API v1,
-    ``ResourceStatusPhysicalHostTopology``): the block is the network group, an A4X sub-block the NVLink
-    domain, the cluster a ``found_by`` note; absent (a VM without a placement on such hardware): nothing."""
+    ``ResourceStatusPhysicalHostTopology``): the block is the network group, the sub-block and the host the
+    switches below it ("instances in the same sub-block experience lower network latency than instances in
+    the same block"), an A4X sub-block also the NVLink domain, the cluster a ``found_by`` note; absent (a VM
+    without a placement on such hardware): nothing. A sub-block or host without a block hangs nowhere: a
+    note."""
     status = inst.get("resourceStatus")
     topo = status.get("physicalHostTopology") if isinstance(status, dict) else None
     if topo is None:
@@ -195,9 +212,28 @@ def _gcp_physical(inst: dict[str, Any], found: _Instance, source: str) -> None:
         found.group = _label(source, f"{where}.block", topo["block"])
     if topo.get("cluster") is not None:
         found.extra["cluster"] = _label(source, f"{where}.cluster", topo["cluster"])
+    below = tuple(
+        _label(source, f"{where}.{key}", topo[key])
+        for key in ("subblock", "host")
+        if topo.get(key) is not None
+    )
+    if below and found.group is None:
+        found.notes += ("physicalHostTopology has a sub-block or host but no block: no switches",)
+    elif below:
+        found.switches = _switch_path(source, where, below)
     machine = _last_part(inst.get("machineType"))
     if topo.get("subblock") is not None and isinstance(machine, str) and machine.startswith(GCE_NVL_MACHINES):
         found.domain = _label(source, f"{where}.subblock", topo["subblock"])
+
+
+def _switch_path(source: str, where: str, labels: tuple[str, ...]) -> tuple[str, ...]:
+    """The layers below the network group as the inventory takes them: at most ``MAX_SWITCH_LAYERS``, none
+    twice (a path, top first)."""
+    if len(labels) > MAX_SWITCH_LAYERS:
+        raise _fail(source, where, f"more than {MAX_SWITCH_LAYERS} layers below the top one", list(labels))
+    if len(set(labels)) != len(labels):
+        raise _fail(source, where, "names one layer twice", list(labels))
+    return labels
 
 
 def _aws(doc: Any, source: str, aws_name: str) -> Iterator[_Instance]:
@@ -276,9 +312,14 @@ def _aws_topology(doc: Any, source: str) -> dict[str, _AwsTopology]:
             raise _fail(source, f"{where}.NetworkNodes", "must be a list", nodes)
         zone_id = rec.get("ZoneId")
         block = rec.get("CapacityBlockId")
+        path = tuple(_label(source, f"{where}.NetworkNodes[{j}]", n) for j, n in enumerate(nodes))
+        if path:
+            _switch_path(source, f"{where}.NetworkNodes", path[1:])
+            if path[0] in path[1:]:
+                raise _fail(source, f"{where}.NetworkNodes", "names one layer twice", nodes)
         out[ident] = _AwsTopology(
             where,
-            tuple(_label(source, f"{where}.NetworkNodes[{j}]", n) for j, n in enumerate(nodes)),
+            path,
             _label(source, f"{where}.ZoneId", zone_id) if zone_id is not None else None,
             "CapacityBlockId" in rec,
             _label(source, f"{where}.CapacityBlockId", block) if block is not None else None,
@@ -309,6 +350,7 @@ def _join_aws_topology(
             inst.extra["zone_name"], inst.zone = inst.zone or "", rec.zone_id
         if rec.network_nodes:
             inst.group = rec.network_nodes[0]
+            inst.switches = rec.network_nodes[1:]
         else:
             inst.notes += ("no NetworkNodes (instance type not supported, or not running)",)
         if rec.capacity_block is not None:
@@ -504,13 +546,17 @@ def _place(
                 node,
             )
         loc = Location(inst.region, inst.zone, inst.group)
-        if node in placed and (placed[node][0], placed[node][1].domain) != (loc, inst.domain):
+        if node in placed and (placed[node][0], placed[node][1].domain, placed[node][1].switches) != (
+            loc,
+            inst.domain,
+            inst.switches,
+        ):
             other = placed[node][1]
             raise _fail(
                 source,
                 inst.where,
-                f"node {node} is at {_describe(loc, inst.domain)} here but at "
-                f"{_describe(placed[node][0], other.domain)} in {other.where}",
+                f"node {node} is at {_describe(loc, inst.domain, inst.switches)} here but at "
+                f"{_describe(placed[node][0], other.domain, other.switches)} in {other.where}",
                 inst.name,
             )
         placed[node] = (loc, inst)
@@ -524,28 +570,38 @@ def _place(
     return placed
 
 
-def _describe(loc: Location, domain: str | None) -> str:
-    return loc.describe() + (f", nvlink_domain={domain}" if domain is not None else "")
+def _describe(loc: Location, domain: str | None, switches: tuple[str, ...] = ()) -> str:
+    return (
+        loc.describe()
+        + (f", switches={'/'.join(switches)}" if switches else "")
+        + (f", nvlink_domain={domain}" if domain is not None else "")
+    )
 
 
 def _result(
     provider: str, placed: dict[str, tuple[Location, _Instance]], source: str, warnings: list[str]
 ) -> ImportResult:
-    """The inventory text: one entry per location, NVLink domain, ``found_by`` and notes (hostlist-folded,
-    sorted), checked by the inventory loader."""
-    groups: dict[tuple[Location, str | None, tuple[tuple[str, str], ...], tuple[str, ...]], list[str]] = {}
+    """The inventory text: one entry per location, switches, NVLink domain, ``found_by`` and notes
+    (hostlist-folded, sorted), checked by the inventory loader."""
+    groups: dict[_EntryKey, list[str]] = {}
     for node, (loc, inst) in placed.items():
-        key = (loc, inst.domain, tuple(sorted(inst.extra.items())), inst.notes)
+        key = (loc, inst.switches, inst.domain, tuple(sorted(inst.extra.items())), inst.notes)
         groups.setdefault(key, []).append(node)
     entries = []
-    for (loc, domain, extra, notes), names in sorted(
+    for (loc, switches, domain, extra, notes), names in sorted(
         groups.items(),
-        key=lambda kv: (_describe(kv[0][0], kv[0][1]), natural_key(min(kv[1], key=natural_key)), kv[0][2:]),
+        key=lambda kv: (
+            _describe(kv[0][0], kv[0][2], kv[0][1]),
+            natural_key(min(kv[1], key=natural_key)),
+            kv[0][3:],
+        ),
     ):
         entry: dict[str, Any] = {"name": hostlist.compress(sorted(names, key=natural_key))}
         for lvl, value in (("region", loc.region), ("zone", loc.zone), ("network_group", loc.network_group)):
             if value is not None:
                 entry[lvl] = value
+        if switches:
+            entry["switches"] = list(switches)
         if domain is not None:
             entry["nvlink_domain"] = domain
         entry["source"] = "provider"
@@ -562,6 +618,9 @@ def _result(
     parse_inventory(out, source=f"{source} (imported)")  # what we hand out must load; a bug here raises
     return ImportResult(out, tuple(warnings), len(placed))
 
+
+_EntryKey = tuple[Location, tuple[str, ...], str | None, tuple[tuple[str, str], ...], tuple[str, ...]]
+"""One entry of an import: location, switches, NVLink domain, ``found_by`` beside the location, notes."""
 
 LINK_PROFILES = {"gcp": "gcp"}
 """The ``links: {profile: …}`` an import writes: Google Cloud VMs over the VPC (TCP, egress-capped; the

@@ -47,6 +47,7 @@ def test_gcp_block_is_the_network_group_and_an_a4x_sub_block_the_nvlink_domain()
         assert node.location.network_group == (topo["block"] if topo else None)
         nvl = inst["machineType"].rsplit("/", 1)[1].startswith("a4x-")
         assert node.nvlink_domain == (topo["subblock"] if topo and nvl else None)
+        assert node.switches == ((topo["subblock"], topo["host"]) if topo else ())
     assert result.warnings == ()
     assert "cluster: us-central1-cluster-7f3q" in result.text  # kept in found_by
     topo = build_topology(merge([parse_inventory(result.text)]))
@@ -77,6 +78,8 @@ def test_aws_topology_top_network_node_capacity_block_and_notes() -> None:
     for rec in topo:
         node = nodes[names[rec["InstanceId"]]]
         assert node.location.network_group == rec["NetworkNodes"][0]
+        assert node.switches == tuple(rec["NetworkNodes"][1:])  # 2 layers, 3 for p6-b200
+        assert len(node.switches) == (3 if rec["InstanceType"].startswith("p6-b200") else 2)
         assert node.location.zone == rec["ZoneId"]
         assert node.nvlink_domain == rec.get("CapacityBlockId")
         assert any("CapacityBlockId is null" in n for n in node.notes) == (
@@ -179,3 +182,75 @@ def test_a_self_record_does_not_move_a_provider_node_out_of_its_block() -> None:
     node = next(n for n in fleet.nodes if n.name == "a4x-01")
     assert node.location.network_group == "a1b2c3d4e5f60718293a4b5c6d7e8f90"
     assert node.nvlink_domain == "5e1c0a93d7b24f6e8a1b2c3d4e5f6071"
+
+
+def test_the_providers_layers_below_the_block_are_switches_and_features() -> None:
+    """GCE: block > sub-block > host; AWS: NetworkNodes[0] > [1] > [2] (> [3]). Each layer a switch under the
+    network group (``leaf_<zone>.<id>``), a feature of the nodes under it; the instance's last layer its
+    leaf."""
+    gcp = parse_inventory(import_listing("gcp", _read("gcp-instances-physical-topology.json")).text)
+    fleet = merge([gcp, parse_inventory(_aws_a().text)])
+    topo = build_topology(fleet)
+    sw = {s.name: s for s in topo.switches}
+    assert sw["ng_use1-az1.nn-1a11111111example"].switches == (
+        "leaf_use1-az1.nn-2a33333333example",
+        "leaf_use1-az1.nn-2a34343434example",
+    )
+    assert sw["leaf_use1-az1.nn-2a34343434example"].switches == (
+        "leaf_use1-az1.nn-3a55555555example",
+        "leaf_use1-az1.nn-3a55555556example",
+    )
+    assert sw["leaf_use1-az1.nn-3a55555555example"].nodes == ("p5-a-05",)
+    assert sw["leaf_use1-az1.nn-3d00000002example"].nodes == ("gb200-a-01", "gb200-a-02", "gb200-a-03")
+    assert topo.node_features["b200-a-01"][3:] == (
+        "leaf_use1-az1.nn-2c77777777example",
+        "leaf_use1-az1.nn-3c88888888example",
+        "leaf_use1-az1.nn-4c99999991example",
+    )
+    b1 = "ng_us-central1-b.a1b2c3d4e5f60718293a4b5c6d7e8f90"
+    assert sw[b1].switches == (
+        "leaf_us-central1-b.5e1c0a93d7b24f6e8a1b2c3d4e5f6071",
+        "leaf_us-central1-b.7d2e4f6a8b0c1d3e5f708192a3b4c5d6",
+    )
+    assert sw["leaf_us-central1-b.c0ffee00h03aa11bb22cc33dd44ee55ff"].nodes == ("a4x-03",)
+    assert topo.node_features["login-01"] == ("region_us-central1", "zone_us-central1-b")
+    assert topo.node_features["p5-a-09"] == ("region_us-east-1", "zone_use1-az2")
+
+
+def test_a_self_report_never_moves_an_imported_node_to_other_switches() -> None:
+    me = parse_inventory(
+        "nodes:\n  - {name: p5-a-01, zone: use1-az1, region: us-east-1, network_group: nn-1a11111111example,"
+        " switches: [nn-2a34343434example, mine], source: self}\n",
+        source="self.yaml",
+    )
+    fleet = merge([parse_inventory(_aws_a().text, source="aws.yaml"), me])
+    node = next(n for n in fleet.nodes if n.name == "p5-a-01")
+    assert node.switches == ("nn-2a33333333example", "nn-3a55555551example")
+    assert any("switches: self says nn-2a34343434example/mine" in c.message() for c in fleet.conflicts)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "reason"),
+    [
+        ([f"nn-{i}" for i in range(6)], "more than 4 layers below the top one"),
+        (["nn-1", "nn-2", "nn-2"], "names one layer twice"),
+        (["nn-1", "nn-2", "nn-1"], "names one layer twice"),
+    ],
+)
+def test_network_nodes_the_tree_cannot_take_are_refused(nodes: list[str], reason: str) -> None:
+    doc = json.loads(_read("aws-account-a-describe-instance-topology.json"))
+    doc["Instances"][0]["NetworkNodes"] = nodes
+    with pytest.raises(InventoryError, match=rf"t\.json: Instances\[0\]\.NetworkNodes: {reason}"):
+        import_listing(
+            "aws",
+            _read("aws-account-a-describe-instances.json"),
+            topology=Companion(json.dumps(doc), "t.json"),
+        )
+
+
+def test_a_gce_sub_block_without_a_block_is_a_note_not_a_switch() -> None:
+    doc = json.loads(_read("gcp-instances-physical-topology.json"))
+    del doc[0]["resourceStatus"]["physicalHostTopology"]["block"]
+    node = _nodes(import_listing("gcp", json.dumps(doc)).text)[doc[0]["name"]]
+    assert node.switches == () and node.location.network_group is None
+    assert any("no block: no switches" in n for n in node.notes)
