@@ -4,10 +4,12 @@ The inventory is what ``slurm-topo import`` makes of tests/fixtures/providers/: 
 ``physicalHostTopology`` blocks and sub-blocks (four A4X VMs in one block, two sub-blocks = two NVLink
 domains;
 two A3 Ultra VMs in another block; a login VM with none) and an AWS account's ``describe-instances`` with its
-``describe-instance-topology`` (zones by AZ id; the top network node as the network group; an UltraServer's
-capacity block as the NVLink domain). Slurm's own view is asserted: ``scontrol show topology`` has the
-provider's blocks as leaf switches under the zones' ids, and jobs that ask ``--locality`` (through the submit
-filter) land inside one block / one NVLink domain (``scontrol show job -d``)."""
+``describe-instance-topology`` (zones by AZ id; the top network node as the network group, the lower ones as
+switches below it; an UltraServer's capacity block as the NVLink domain). Slurm's own view is asserted:
+``scontrol show topology`` has the provider's blocks as switches under the zones' ids and the layers below
+them (GCE sub-block and host, AWS's lower network nodes) as switches under the blocks, jobs that ask
+``--locality`` (through the submit filter) land inside one block / one NVLink domain, and a job kept to one
+block that fits under one deeper switch is placed inside it by the tree (``scontrol show job -d``)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import pytest
 import slurmctl
 import yaml
 
+from slurm_topo import hostlist
 from slurm_topo.providers import Companion, import_listing
 
 pytestmark = pytest.mark.slurm
@@ -40,12 +43,12 @@ def _fleet() -> dict[str, object]:
 
 
 FLEET = _fleet()
-COUNT = 17  # 7 GCE VMs, 10 EC2 instances
+COUNT = 19  # 7 GCE VMs, 12 EC2 instances
 B1, B2 = "a1b2c3d4e5f60718293a4b5c6d7e8f90", "0f9e8d7c6b5a49382716f5e4d3c2b1a0"
 GROUPS = {
     f"ng_us-central1-b.{B1}": {"a4x-01", "a4x-02", "a4x-03", "a4x-04"},
     f"ng_us-central1-b.{B2}": {"a3u-01", "a3u-02"},
-    "ng_use1-az1.nn-1a11111111example": {"p5-a-01", "p5-a-02"},
+    "ng_use1-az1.nn-1a11111111example": {"p5-a-01", "p5-a-02", "p5-a-05", "p5-a-06"},
     "ng_use1-az1.nn-1b22222222example": {"p5-a-03", "p5-a-04"},
     "ng_use1-az1.nn-1c66666666example": {"b200-a-01", "b200-a-02"},
     "ng_use1-az1.nn-1d00000000example": {"gb200-a-01", "gb200-a-02", "gb200-a-03"},
@@ -71,24 +74,93 @@ def slurm(cluster: slurmctl.Cluster) -> Iterator[slurmctl.Slurm]:
     s.quiesce()
 
 
+def _below() -> dict[str, tuple[str, ...]]:
+    """Each imported node's layers below its block, top first, as the listings give them."""
+    return {
+        name: tuple(entry.get("switches") or ())
+        for entry in FLEET["nodes"]  # type: ignore[attr-defined]
+        for name in hostlist.expand(entry["name"])
+    }
+
+
 def test_slurm_shows_the_providers_blocks_under_the_zone_ids(slurm: slurmctl.Slurm) -> None:
     topo = slurm.topology()
+    below = _below()
     for name, members in GROUPS.items():
-        assert topo[name].nodes == members, name
-        assert topo[name].level == 0
-    assert topo["zone_use1-az1"].level == 1 and topo["zone_use1-az2"].nodes == {"p5-a-09"}
+        assert topo[name].nodes == members, name  # a parent lists every node below it
+        assert topo[name].level == max(len(below[n]) for n in members), name  # one level a layer below
+    assert topo["zone_use1-az1"].level == 4  # above b200's block, the deepest: 3 layers below it
+    assert topo["zone_use1-az2"].nodes == {"p5-a-09"} and topo["zone_use1-az2"].level == 1
     assert topo["zone_us-central1-b"].nodes >= GROUPS[f"ng_us-central1-b.{B1}"]
     assert "zone_us-east-1a" not in topo  # the AZ name is a label, not the zone
 
 
+def test_slurm_shows_the_layers_below_the_blocks(slurm: slurmctl.Slurm) -> None:
+    """Every layer of every node is a switch (``leaf_<zone>.<id>``) holding it, one level above the layer
+    below it, a child of the layer (or block) above; the last layer holds the node itself."""
+    topo = slurm.topology()
+    zone_of = {
+        n: entry["zone"]
+        for entry in FLEET["nodes"]  # type: ignore[attr-defined]
+        for n in hostlist.expand(entry["name"])
+    }
+    ng_of = {n: ng for ng, members in GROUPS.items() for n in members}
+    seen = 0
+    for node, layers in _below().items():
+        parent = ng_of.get(node)
+        for depth, label in enumerate(layers):
+            name = f"leaf_{zone_of[node]}.{label}"
+            assert node in topo[name].nodes, (node, name)
+            assert topo[name].level == len(layers) - depth - 1, name
+            assert parent is not None and name in topo[parent].switches, (parent, name)
+            parent = name
+            seen += 1
+    assert seen == 2 * 15 + 3 * 2  # 15 nodes with 2 layers (GCE, AWS p5/gb200), b200-a-0[1-2] with 3
+    leaf = topo["leaf_use1-az1.nn-3d00000002example"]
+    assert leaf.nodes == {"gb200-a-01", "gb200-a-02", "gb200-a-03"} and leaf.switches == frozenset()
+
+
 def test_network_group_locality_keeps_a_job_inside_one_block(slurm: slurmctl.Slurm) -> None:
-    filler = slurm.submit("--locality=any", "--exclusive", "-w", "gb200-a-01", "--wrap", "sleep 300")
-    slurm.wait_state(filler, "RUNNING")
+    fillers = [
+        slurm.submit("--locality=any", "--exclusive", "-w", n, "--wrap", "sleep 300")
+        for n in ("gb200-a-01", "p5-a-01", "p5-a-05")
+    ]
+    for f in fillers:
+        slurm.wait_state(f, "RUNNING")
     job = slurm.submit("--locality=network_group", "--exclusive", "-N3", "--wrap", "sleep 300")
     slurm.wait_state(job, "RUNNING")
     nodes = set(slurm.allocation_of(job).nodes)
     assert len(nodes) == 3
     assert nodes <= GROUPS[f"ng_us-central1-b.{B1}"], nodes  # the one block with 3 free nodes
+    slurm.cancel(job, *fillers)
+
+
+@pytest.mark.parametrize(
+    ("busy", "block", "inside"),
+    [
+        # layer 2 nn-2a33: p5-a-01 (busy), p5-a-02; nn-2a34: p5-a-05, p5-a-06 -> the free pair's switch
+        ("p5-a-01", "ng_use1-az1.nn-1a11111111example", {"p5-a-05", "p5-a-06"}),
+        # sub-block 1: a4x-01 (busy), a4x-02; sub-block 2: a4x-03, a4x-04
+        ("a4x-01", f"ng_us-central1-b.{B1}", {"a4x-03", "a4x-04"}),
+    ],
+)
+def test_a_job_that_fits_under_one_deeper_switch_is_placed_inside_it(
+    slurm: slurmctl.Slurm, busy: str, block: str, inside: set[str]
+) -> None:
+    """Kept to one block by its feature, a 2-node job has 3 free nodes there: one under a switch with a busy
+    node, two under the other. With the layers the tree takes the lowest switch that fits, so the pair;
+    without them (the block a flat leaf) it would take the first two free nodes by name (one of each)."""
+    filler = slurm.submit("--locality=any", "--exclusive", "-w", busy, "--wrap", "sleep 300")
+    slurm.wait_state(filler, "RUNNING")
+    job = slurm.submit("--locality=any", "--exclusive", "-N2", f"--constraint={block}", "--wrap", "sleep 300")
+    slurm.wait_state(job, "RUNNING")
+    nodes = set(slurm.allocation_of(job).nodes)
+    assert nodes == inside, nodes
+    topo = slurm.topology()
+    under = [
+        name for name, sw in topo.items() if name.startswith("leaf_") and sw.switches and nodes <= sw.nodes
+    ]
+    assert under and all(name in topo[block].switches for name in under)  # one switch below the block
     slurm.cancel(job, filler)
 
 
