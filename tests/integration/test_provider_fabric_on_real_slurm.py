@@ -176,3 +176,30 @@ def test_nvl_locality_keeps_a_job_inside_one_sub_block_or_capacity_block(slurm: 
     nodes = set(slurm.allocation_of(job).nodes)
     assert nodes == DOMAINS["7d2e4f6a8b0c1d3e5f708192a3b4c5d6"], nodes  # the one domain with 2 free
     slurm.cancel(job, *fillers)
+
+
+def _chain_conf(depth: int, nodes: str) -> str:
+    """root -> s1 -> ... -> s<depth-1> -> a leaf of every node, written parents first: ``depth`` passes."""
+    names = ["root", *(f"s{i}" for i in range(1, depth)), "leaf"]
+    lines = [f"SwitchName={a} Switches={b}\n" for a, b in zip(names[:-1], names[1:], strict=True)]
+    return "".join(lines) + f"SwitchName=leaf Nodes={nodes}\n"
+
+
+def test_lints_too_deep_exactly_where_slurmctld_stops(cluster: slurmctl.Cluster) -> None:
+    """Slurm resolves switch levels in passes over the lines and stops after the 21st: a parents-first chain
+    of 21 switches above the leaf loads, one of 22 stops slurmctld ("Switch configuration is not a tree"), and
+    ``lint`` says ``too-deep`` for the second only (a throwaway slurmctld on the cluster's own files)."""
+    from slurm_topo.apply.prove import ThrowawayController
+    from slurm_topo.lint import SLURM_LEVEL_PASSES, lint_file
+
+    wrapper = cluster.base / "clients" / "slurmctld"  # the cluster's own (the release root's for 24.11/26.05)
+    prover = ThrowawayController(slurmctld=str(wrapper) if wrapper.exists() else None, expect=cluster.version)
+    nodes = hostlist.compress(sorted(_below()))
+    for depth, verdict in ((SLURM_LEVEL_PASSES, "accepted"), (SLURM_LEVEL_PASSES + 1, "rejected")):
+        text = _chain_conf(depth, nodes)
+        codes = [p.code for p in lint_file(text, slurm_version=cluster.version)]
+        assert ("too-deep" in codes) == (verdict == "rejected"), codes
+        proof = prover.prove(cluster.etc, {"topology.conf": text.encode()}, timeout=120)
+        assert proof.verdict == verdict, proof
+        if verdict == "rejected":
+            assert "not a tree" in proof.error, proof
