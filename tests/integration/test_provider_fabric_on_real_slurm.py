@@ -203,3 +203,34 @@ def test_lints_too_deep_exactly_where_slurmctld_stops(cluster: slurmctl.Cluster)
         assert proof.verdict == verdict, proof
         if verdict == "rejected":
             assert "not a tree" in proof.error, proof
+
+
+@pytest.fixture(scope="module")
+def yaml_cluster(scratch_cluster) -> Iterator[slurmctl.Cluster]:  # type: ignore[no-untyped-def]
+    fleet = {"nodes": FLEET["nodes"]}  # nvlink: auto: topology.yaml (the tree and the NVLink blocks)
+    with scratch_cluster("fabricyaml", fleet, nodes_max=COUNT) as c:
+        yield c
+
+
+@pytest.mark.slurm_min("25.05", reason="topology.yaml")
+def test_topology_yaml_carries_the_layers_below_the_blocks(yaml_cluster: slurmctl.Cluster) -> None:
+    """The same fleet with its NVLink domains as blocks: the tree is topology.yaml's cluster default, and it
+    has the same switches below the blocks; the tree still places the 2-node job under one of them."""
+    assert (yaml_cluster.etc / "topology.yaml").exists()
+    assert not (yaml_cluster.etc / "topology.conf").exists()
+    slurm = yaml_cluster.slurm
+    slurm.quiesce()
+    topo = slurm.topology()
+    assert topo["ng_use1-az1.nn-1a11111111example"].level == 2
+    assert topo["leaf_use1-az1.nn-2a34343434example"].nodes == {"p5-a-05", "p5-a-06"}
+    assert topo["leaf_use1-az1.nn-4c99999991example"].level == 0
+    assert topo[f"leaf_us-central1-b.{'7d2e4f6a8b0c1d3e5f708192a3b4c5d6'}"].nodes == {"a4x-03", "a4x-04"}
+    filler = slurm.submit("--exclusive", "-w", "p5-a-01", "--wrap", "sleep 300")
+    slurm.wait_state(filler, "RUNNING")
+    job = slurm.submit(
+        "--exclusive", "-N2", "--constraint=ng_use1-az1.nn-1a11111111example", "--wrap", "sleep 300"
+    )
+    slurm.wait_state(job, "RUNNING")
+    assert set(slurm.allocation_of(job).nodes) == {"p5-a-05", "p5-a-06"}
+    slurm.cancel(job, filler)
+    slurm.quiesce()
