@@ -42,3 +42,44 @@ def test_equal_links_share_one_entry_and_the_cache_holds_no_topology() -> None:
     assert rings.gpu_order(one, range(4), closed=False) == rings.gpu_order(two, range(4), closed=False)
     assert len(rings._ORDER_CACHE) == 1
     assert not any(isinstance(x, GpuTopology) for key in rings._ORDER_CACHE for x in key)
+
+
+def test_real_captures_made_and_freed_in_turn_keep_their_own_order() -> None:
+    """Real 8-GPU captures (a DGX-1 hybrid cube-mesh, a two-socket PCIe box, an NVSwitch box): a topology of
+    each made (a copy of the parsed one), ordered and freed in turn 300 times: each order is the one that
+    capture gets alone (computed first with an empty cache), whatever address the topology lands at."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
+
+    topo_dir = Path(__file__).resolve().parent / "fixtures" / "real" / "topo"
+    names = (
+        "dgx1-v100-8gpu-hybridcube-1nic-oneflow.txt",
+        "rtx3090-8gpu-pcie-node-sys-dualsocket.txt",
+        "dgx-a100-8gpu-12mlx5-numa-noGpuNumaId.txt",
+    )
+    parsed = {name: parse_topo_matrix((topo_dir / name).read_text()) for name in names}
+    alone = {}
+    for name, topo in parsed.items():
+        rings._ORDER_CACHE.clear()
+        alone[name] = (
+            rings.gpu_order(topo, range(8), closed=True),
+            rings.gpu_order(topo, (0, 3, 4, 7), closed=False),
+        )
+    assert len({order for order, _ in alone.values()}) > 1, "the captures' rings should differ"
+    rings._ORDER_CACHE.clear()
+    seen: set[int] = set()
+    reused = 0
+    for i in range(300):
+        name = names[i % len(names)]
+        topo = replace(parsed[name])
+        reused += id(topo) in seen
+        seen.add(id(topo))
+        got = (
+            rings.gpu_order(topo, range(8), closed=True),
+            rings.gpu_order(topo, (0, 3, 4, 7), closed=False),
+        )
+        assert got == alone[name], (i, name)
+        del topo
+    assert reused, "no address was reused; the test proves nothing here"
