@@ -28,9 +28,10 @@ for the captures); the script stops on the first difference. Goal: every pick �
 
 Instruction counts (repeatable where CPU times wobble with the host's load): ``--callgrind-only CASE ...``
 runs each case (``family:seed:busy:k``, busy GPUs joined by ``+``, e.g. ``bridged:3::8``) under
-``valgrind --tool=callgrind`` (PYTHONHASHSEED=0) four times — no pick, the first pick, the first and the
-second (another object, the same links, another busy set), and those and one warm pick — and prints the
-instructions of each pick by difference.
+``valgrind --tool=callgrind`` (PYTHONHASHSEED=0) four times — no pick, the first pick (of the process: the
+lane constants are built in it), the first and the second (another object, the same links, another busy
+set of as many GPUs, not remembered), and those and one warm pick — and prints the instructions of each pick
+by difference.
 
     python benchmarks/bench_pick_worst.py [--seeds 40] [--masks 4] [--repeat 3] [--out FILE]
     python benchmarks/bench_pick_worst.py --callgrind-only bridged:3::8 ...
@@ -209,6 +210,7 @@ import random, sys
 from dataclasses import replace
 sys.path.insert(0, {root!r})
 from tests.pick_cases import FAMILIES
+from slurm_topo.gpu import pick as pick_module
 from slurm_topo.gpu.pick import pick_devices
 topo = FAMILIES[{family!r}](random.Random({seed}))
 free = [g for g in topo.gpus if g not in {busy!r}]
@@ -217,6 +219,7 @@ second = replace(topo)
 if {calls} >= 1:
     pick_devices(topo, free, {k})
 if {calls} >= 2:
+    pick_module._prepare(second, None).picked.clear()  # not a remembered pick, even when other == free
     pick_devices(second, other, {k})
 if {calls} >= 3:
     pick_devices(topo, free, {k})
