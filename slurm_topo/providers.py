@@ -40,7 +40,8 @@ Network node ids are hashed per AWS account: they are compared only within one a
 (two accounts' listings never share a group by accident, and the same switch seen from two accounts is two
 groups). Layers below the top one (AWS's lower network nodes, GCE's sub-block and host) are the entry's
 ``switches:``: switch levels under the network group in the tree and node features (``leaf_<zone>.<id>``), not
-a level of the submit filter.
+a level of the submit filter. A node's last layers are left out while they hold that node alone in the
+listing (``_trim_lone_layers``: a host with one VM groups nothing).
 
 **Instance name -> Slurm node name** (``NameRule``): the instance name is ``name`` (gcp, azure) or, for aws,
 the value chosen by ``aws_name``: ``tag:Name`` (default; any ``tag:KEY``), ``private-dns`` (the first label of
@@ -514,6 +515,7 @@ def import_listing(
             zones = azure_zone_map(_json(zone_map.text, zone_map.source), zone_map.source)
             warnings += _apply_zone_map(instances, zones, zone_map.source)
     placed = _place(instances, rule, source, aws_name, warnings)
+    _trim_lone_layers(placed)
     by_name = [inst.ident or node for node, (_, inst) in placed.items() if "zone_name" not in inst.extra]
     if provider == "aws" and by_name:
         warnings.append(
@@ -568,6 +570,24 @@ def _place(
             f"{source}: {len(unmatched)} instance(s) matched no --name-map rule, left out: {_some(unmatched)}"
         )
     return placed
+
+
+def _trim_lone_layers(placed: dict[str, tuple[Location, _Instance]]) -> None:
+    """Drop each node's last layers while the switch holds that node alone in the listing (a host with one VM,
+    a network leaf with one instance): a one-node switch groups nothing, and the tree without it places
+    every job alike, with one switch and one inventory entry fewer per node (GCE A3/A4 VMs are one per host:
+    ``benchmarks/results/switch_layers.md``). A layer that holds two nodes stays, and so do the layers
+    above it."""
+    count: dict[tuple[Location, tuple[str, ...]], int] = {}
+    for loc, inst in placed.values():
+        for depth in range(1, len(inst.switches) + 1):
+            key = (loc, inst.switches[:depth])
+            count[key] = count.get(key, 0) + 1
+    for loc, inst in placed.values():
+        path = inst.switches
+        while path and count[(loc, path)] == 1:
+            path = path[:-1]
+        inst.switches = path
 
 
 def _describe(loc: Location, domain: str | None, switches: tuple[str, ...] = ()) -> str:
