@@ -63,6 +63,7 @@ from ..gpu.pick import pick_devices
 from ..gpu.rings import gpu_order
 from ..text import counted
 from .options import GROUPS_VAR, PROG, RANKS_VAR, STEP_GPU_ENV, UNSET_ENV, check_srun_options
+from .orient import orient
 
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"
 HOSTFILE = "<private, in memory>"
@@ -523,13 +524,17 @@ def _align_replicas(
     """Where it costs the pipelines nothing, the DP peers of a stage on other nodes take the same local GPUs
     (one rail each on a rail-optimised fabric). Hill climbing over swaps of two (stage, replica) slots: a swap
     is kept when the pipelines' hop cost does not grow and fewer cross-node DP pairs of a stage differ in
-    GPUs. Only swaps inside one pipeline or one stage are tried (the moves that can help), at most
-    :data:`ALIGN_ROUNDS` rounds, and not past :data:`ALIGN_MAX_GROUPS` groups."""
+    GPUs. Only swaps inside one pipeline are tried (the moves that can help: a swap inside one stage keeps its
+    nodes and GPUs), at most :data:`ALIGN_ROUNDS` rounds, and not past :data:`ALIGN_MAX_GROUPS` groups."""
     if dp < 2 or pp * dp > ALIGN_MAX_GROUPS:
         return stage_slot
     at = dict(stage_slot)
     keys = sorted(at)
-    pairs = [(a, b) for i, a in enumerate(keys) for b in keys[i + 1 :] if a[0] == b[0] or a[1] == b[1]]
+    # a swap inside one stage leaves that stage's nodes and GPUs as they were, so it never lowers the
+    # mismatch: only swaps inside one pipeline can be kept
+    pairs = [(a, b) for i, a in enumerate(keys) for b in keys[i + 1 :] if a[1] == b[1]]
+    if not pairs:
+        return at
 
     def pipeline_cost(d: int) -> int:
         return sum(_hop(tree, slots[at[(s, d)]][0], slots[at[(s + 1, d)]][0], domains) for s in range(pp - 1))
@@ -983,7 +988,10 @@ def _placement(
     if width == 1:
         stage_slot = _place_pipelines(slots, tree, pp, dp, domains)
         stage_slot = _align_replicas(stage_slot, slots, tree, pp, dp, domains)
-        return _chain_stages(stage_slot, slots, topologies, pp, dp), slots
+        stage_slot = _chain_stages(stage_slot, slots, topologies, pp, dp)
+        if per_group == tp:  # one GPU a task: TP ranks and stage order by bandwidth (srun.orient)
+            stage_slot, slots = orient(stage_slot, slots, topologies, pp, dp, alloc.nodes)
+        return stage_slot, slots
     return _place_blocks(slots, carved, tree, pp, blocks, domains), slots
 
 
