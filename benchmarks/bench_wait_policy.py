@@ -41,6 +41,19 @@ does not block those behind it), the same for every policy.
     python benchmarks/bench_wait_policy.py --seed 1[,11,…] --jobs 2000 --loads 0.3,0.6,0.9[,1.2]
         [--workloads adaptdl,heavy] [--json] [--out benchmarks/results/wait_policy.md] [--pass-jobs 10000]
 
+A third (``--workloads mild``): ``heavy`` with communication shares uniform in [0.05, 0.2] (the cell where an
+independent simulator found a tail miss at load 1.2, issue 45 item 7).
+
+Paired runs (``--runs N --jitter J``, N ≥ 5): one run's cell moves by 9–66 % in p95 when arrivals shift by
+±1 s, so a cell is judged over N runs, run ``r`` moving every arrival by the same seeded U(−J, +J) for every
+policy; each run's variant is judged against the better (by mean) of prefer and zone:wait *of that run*, and
+the cell reports the paired differences' mean ± standard deviation [min, max] and a verdict: ``met`` (the
+means inside the goal), ``not met`` (a mean above its bound by more than two standard errors), else ``within
+noise``. ``--variants`` adds ``zone:auto-hold-half`` (the overload hold at half the usable nodes):
+
+    python benchmarks/bench_wait_policy.py --seed 1 --workloads mild --loads 1.2 --runs 20 --jitter 1
+        [--variants zone:auto,zone:auto-hold-half] [--json] [--out FILE]
+
 The goal each (workload, seed, load) is judged by: ``zone:auto``'s mean job completion time within 2 % of the
 better (by mean) of ``prefer`` and ``zone:wait``, and its p95 no more than 10 % above that policy's p95.
 
@@ -117,6 +130,9 @@ POLICIES = (
     "zone:auto-plain",
     "zone:auto+estimate",
 )
+EXTRA_VARIANTS = ("zone:auto-hold-half",)
+"""Variants only the paired runs (``--runs``) try: ``zone:auto-hold-half`` prices at the cap while the
+queue asks for half the usable nodes or more (the hold at 0.5×)."""
 GANGS = ROOT / "benchmarks" / "data" / "adaptdl-gang-sizes.csv"
 TEMPLATE = Node("t", gpus=8)
 GRADIENTS = ("1G", "5G", "20G")
@@ -157,7 +173,9 @@ class Job:
     placed: tuple[int, ...] = ()
 
 
-WORKLOADS = ("adaptdl", "heavy")
+WORKLOADS = ("adaptdl", "heavy", "mild")
+MILD_SHARES = (0.05, 0.2)
+"""``mild``: the ``heavy`` workload with communication shares uniform in this range (issue 45 item 7)."""
 HEAVY_NODES = ((1, 40), (2, 20), (3, 15), (4, 12), (5, 5), (6, 8))
 
 Draft = tuple[int, float, float, str, float]  # nodes, runtime, limit, plan, communication share
@@ -178,8 +196,11 @@ def adaptdl_drafts(rng: random.Random, count: int, max_runtime: float) -> list[D
     return drafts
 
 
-def heavy_drafts(rng: random.Random, count: int, max_runtime: float) -> list[Draft]:
-    """The independent workload (module docstring): heavy-tailed runtimes, mixed sizes, shares 0.05–0.6."""
+def heavy_drafts(
+    rng: random.Random, count: int, max_runtime: float, shares: tuple[float, float] = (0.05, 0.6)
+) -> list[Draft]:
+    """The independent workload (module docstring): heavy-tailed runtimes, mixed sizes, shares 0.05–0.6
+    (``mild``: :data:`MILD_SHARES`)."""
     population = [n for n, w in HEAVY_NODES for _ in range(w)]
     drafts = []
     for _ in range(count):
@@ -187,17 +208,18 @@ def heavy_drafts(rng: random.Random, count: int, max_runtime: float) -> list[Dra
         runtime = min(max_runtime, 48 * 3600.0, 600.0 * rng.paretovariate(1.3))
         limit = runtime * rng.uniform(1.1, 3.0)
         plan = f"tp=8,bytes={rng.randint(1, 40)}G"
-        share = round(rng.uniform(0.05, 0.6), 2)
+        share = round(rng.uniform(*shares), 2)
         drafts.append((nodes, runtime, limit, plan, share))
     return drafts
 
 
 def arrivals(rng: random.Random, workload: str, rate: float, count: int) -> list[float]:
-    """Arrival times at ``rate`` jobs per second: Poisson (adaptdl), Poisson bursts of 1-4 jobs (heavy)."""
+    """Arrival times at ``rate`` jobs per second: Poisson (adaptdl), Poisson bursts of 1-4 jobs (heavy,
+    mild)."""
     out: list[float] = []
     t = 0.0
     while len(out) < count:
-        if workload == "heavy":
+        if workload in ("heavy", "mild"):
             burst = rng.randint(1, 4)
             t += rng.expovariate(rate / 2.5)  # 2.5 jobs per burst on average
             out += [t] * min(burst, count - len(out))
@@ -208,20 +230,32 @@ def arrivals(rng: random.Random, workload: str, rate: float, count: int) -> list
 
 
 def make_jobs(
-    seed: int, count: int, load: float, max_runtime: float = 24 * 3600.0, workload: str = "adaptdl"
+    seed: int,
+    count: int,
+    load: float,
+    max_runtime: float = 24 * 3600.0,
+    workload: str = "adaptdl",
+    jitter: tuple[int, float] | None = None,
 ) -> list[Job]:
+    """The seeded workload; ``jitter`` = (run, seconds): every arrival moved by U(−seconds, +seconds) drawn
+    from its own generator (seeded by the seed and the run), the same moves for every policy of that run
+    (paired runs: :func:`paired`)."""
     rng = random.Random(seed)
     if workload == "heavy":
         drafts = heavy_drafts(rng, count, max_runtime)
+    elif workload == "mild":
+        drafts = heavy_drafts(rng, count, max_runtime, MILD_SHARES)
     else:
         drafts = adaptdl_drafts(rng, count, max_runtime)
     cache: dict[tuple[int, str, float], tuple[dict[str, float], Budget]] = {}
     mean_work = statistics.fmean(n * r for n, r, *_ in drafts)
     rate = load * len(FLEET) / mean_work
+    times = arrivals(rng, workload, rate, count)
+    if jitter is not None:
+        shift = random.Random(f"jitter:{seed}:{jitter[0]}")
+        times = [max(0.0, t + shift.uniform(-jitter[1], jitter[1])) for t in times]
     jobs = []
-    for i, ((nodes, runtime, limit, plan, share), t) in enumerate(
-        zip(drafts, arrivals(rng, workload, rate, count), strict=True)
-    ):
+    for i, ((nodes, runtime, limit, plan, share), t) in enumerate(zip(drafts, times, strict=True)):
         key = (nodes, plan, share)
         if key not in cache:
             steps = level_step_seconds(TEMPLATE, nodes, parse_plan(plan))
@@ -310,11 +344,15 @@ def pass_busy(free: set[int], queue: Sequence[Job]) -> float:
 
 
 def _target(
-    policy: str, j: Job, now: float, load_now: float, idle: float, release: list[float]
+    policy: str, j: Job, now: float, load_now: float, idle: float, release: list[float], queue: Sequence[Job]
 ) -> str | None:
     """The level one relaxer pass moves job ``j`` to under ``policy`` (None: it stays)."""
     if policy == "zone:auto":  # the live relaxer's default: the load-aware timer
         return due(j.budget, j.level, now - j.arrival, load_now)
+    if policy == "zone:auto-hold-half":  # a candidate: the overload hold at half the usable nodes
+        busy = 1 - idle if idle > 1 - MAX_BUSY else MAX_BUSY
+        queued = sum(q.nodes for q in queue)
+        return due(j.budget, j.level, now - j.arrival, pass_load(busy, 2 * queued, len(FLEET)))
     if policy == "zone:auto-linear":  # the timer before: budget × 1/(1 − ρ), no overload hold
         return due(j.budget, j.level, (now - j.arrival) * idle)
     if policy == "zone:auto-plain":
@@ -339,7 +377,7 @@ def _relax_pass(policy: str, queue: list[Job], free: set[int], expected_end: lis
     for j in queue:
         if j.nodes == 1:  # one node: every level is the same placement
             continue
-        target = _target(policy, j, now, load_now, idle, release)
+        target = _target(policy, j, now, load_now, idle, release, queue)
         if target is not None:
             j.level = target
 
@@ -383,7 +421,7 @@ class _Sim:
 def _summary(jobs: list[Job], busy: float) -> dict[str, float]:
     jct = [j.end - j.arrival for j in jobs if j.end is not None]
     wait = [j.start - j.arrival for j in jobs if j.start is not None]
-    makespan = max(j.end for j in jobs if j.end is not None) - jobs[0].arrival
+    makespan = max(j.end for j in jobs if j.end is not None) - min(j.arrival for j in jobs)
     return {
         "mean_jct": statistics.fmean(jct),
         "p95_jct": statistics.quantiles(jct, n=20)[-1],
@@ -460,6 +498,96 @@ def verdict(results: list[dict[str, object]]) -> list[str]:
                 f"{mean_d:+.1f} % | {p95_d:+.1f} % | {'met' if ok else 'not met'} |"
             )
     return lines
+
+
+PAIRED_POLICIES = ("prefer", "zone:wait")
+
+
+def paired(
+    seed: int,
+    count: int,
+    load: float,
+    workload: str,
+    runs: int,
+    jitter: float,
+    variants: Sequence[str] = ("zone:auto",),
+) -> list[dict[str, object]]:
+    """One (workload, load) cell over ``runs`` paired runs: run ``r`` moves every arrival by the same seeded
+    U(−jitter, +jitter) for every policy (:func:`make_jobs`), and each variant is judged against the better
+    (by mean) of prefer and zone:wait *of the same run* (:func:`judge`). One row per run and variant."""
+    rows: list[dict[str, object]] = []
+    for r in range(runs):
+        out: dict[str, dict[str, float]] = {}
+        for policy in (*PAIRED_POLICIES, *variants):
+            jobs = make_jobs(seed, count, load, workload=workload, jitter=(r, jitter))
+            out[policy] = simulate(policy, jobs)
+        by = {k: v["mean_jct"] for k, v in out.items()}
+        p95 = {k: v["p95_jct"] for k, v in out.items()}
+        for variant in variants:
+            mean_d, p95_d, ok = judge(by, p95, variant)
+            rows.append(
+                {
+                    "workload": workload,
+                    "seed": seed,
+                    "load": load,
+                    "run": r,
+                    "variant": variant,
+                    "mean_pct": round(mean_d, 2),
+                    "p95_pct": round(p95_d, 2),
+                    "met": ok,
+                    "relaxed": out[variant]["relaxed"],
+                }
+            )
+    return rows
+
+
+def spread(values: Sequence[float]) -> tuple[float, float, float]:
+    """Mean, standard error of the mean and sample standard deviation (0 for one value)."""
+    mean = statistics.fmean(values)
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return mean, sd / math.sqrt(len(values)), sd
+
+
+def cell_verdict(mean_pcts: Sequence[float], p95_pcts: Sequence[float]) -> str:
+    """``met`` when the paired means are inside the goal (mean ≤ 2 %, p95 ≤ 10 %); ``not met`` when one of
+    them is above its bound by more than two standard errors; else ``within noise``."""
+    m, m_se, _ = spread(mean_pcts)
+    q, q_se, _ = spread(p95_pcts)
+    if m <= 2.0 and q <= 10.0:
+        return "met"
+    if m - 2 * m_se > 2.0 or q - 2 * q_se > 10.0:
+        return "not met"
+    return "within noise"
+
+
+def paired_lines(rows: Sequence[dict[str, object]]) -> list[str]:
+    """One Markdown row per (workload, seed, load, variant): the paired runs' mean ± standard deviation
+    [min, max] of the mean and p95 differences, runs met, relaxations a run, the verdict."""
+    cells: dict[tuple[str, int, float, str], list[dict[str, object]]] = {}
+    for r in rows:
+        key = (str(r["workload"]), int(r["seed"]), float(r["load"]), str(r["variant"]))  # type: ignore[call-overload]
+        cells.setdefault(key, []).append(r)
+    lines = []
+    for (workload, seed, load, variant), rs in sorted(cells.items()):
+        means = [float(r["mean_pct"]) for r in rs]  # type: ignore[arg-type]
+        p95s = [float(r["p95_pct"]) for r in rs]  # type: ignore[arg-type]
+        m, _, m_sd = spread(means)
+        q, _, q_sd = spread(p95s)
+        relaxed = statistics.fmean(float(r["relaxed"]) for r in rs)  # type: ignore[arg-type]
+        lines.append(
+            f"| {workload} | {seed} | {load} | {variant} | {len(rs)} | {m:+.1f} ± {m_sd:.1f} "
+            f"[{min(means):+.1f}, {max(means):+.1f}] | {q:+.1f} ± {q_sd:.1f} "
+            f"[{min(p95s):+.1f}, {max(p95s):+.1f}] "
+            f"| {sum(1 for r in rs if r['met'])} | {relaxed:.1f} | {cell_verdict(means, p95s)} |"
+        )
+    return lines
+
+
+PAIRED_HEADER = (
+    "| workload | seed | load | variant | runs | mean vs better, % (± sd [min, max]) "
+    "| p95 vs better's, % (± sd [min, max]) | runs met | relaxed a run | verdict |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+)
 
 
 def pass_cost(count: int, repeat: int = 5) -> tuple[float, float, int]:
@@ -982,6 +1110,14 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--out", help="write a Markdown report here")
     ap.add_argument("--pass-jobs", type=int, default=0)
+    ap.add_argument(
+        "--runs",
+        type=int,
+        default=0,
+        help="judge each cell over this many paired runs, arrivals jittered (at least 5; 0: one run each)",
+    )
+    ap.add_argument("--jitter", type=float, default=1.0, help="seconds: arrivals move by U(-J, +J) a run")
+    ap.add_argument("--variants", default="zone:auto", help="the auto variants the paired runs judge")
     real = ap.add_argument_group("the real test cluster (--real)")
     real.add_argument(
         "--real", action="store_true", help="replay on a 30-node test cluster, beside the simulator"
@@ -1060,6 +1196,43 @@ def _write_report(args: argparse.Namespace, results: list[dict[str, object]], to
     Path(args.out).write_text("\n".join(lines) + "\n")
 
 
+def run_paired(
+    ap: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    loads: Sequence[float],
+    seeds: Sequence[int],
+    workloads: Sequence[str],
+) -> None:
+    """``--runs N``: every (workload, seed, load) cell over N paired runs (:func:`paired`), printed (or
+    ``--json``) and written to ``--out``."""
+    variants = [v for v in args.variants.split(",") if v]
+    if (
+        args.runs < 5
+        or args.jitter < 0
+        or any(v not in (*POLICIES[3:], *EXTRA_VARIANTS) for v in variants)
+        or not variants
+    ):
+        ap.error(f"--runs of at least 5, --jitter >= 0, --variants some of {','.join(POLICIES[3:])}")
+    t0 = time.perf_counter()
+    rows = [
+        r
+        for w in workloads
+        for seed in seeds
+        for load in loads
+        for r in paired(seed, args.jobs, load, w, args.runs, args.jitter, variants)
+    ]
+    took = time.perf_counter() - t0
+    lines = [*PAIRED_HEADER, *paired_lines(rows)]
+    print(json.dumps({"runs": rows}) if args.json else "\n".join(lines))
+    if args.out:
+        cmd = " ".join(["python", "benchmarks/bench_wait_policy.py", *sys.argv[1:]])
+        head = [
+            f"Command: `{cmd}` ({took:.0f} s; Python {platform.python_version()}, {platform.machine()}).",
+            "",
+        ]
+        Path(args.out).write_text("\n".join([*head, *lines]) + "\n")
+
+
 def main() -> None:
     ap = _parser()
     args = ap.parse_args()
@@ -1079,6 +1252,9 @@ def main() -> None:
         run_real(args, loads)
         return
     t0 = time.perf_counter()
+    if args.runs:
+        run_paired(ap, args, loads, seeds, workloads)
+        return
     results = [r for w in workloads for seed in seeds for r in run(seed, args.jobs, loads, w)]
     took = time.perf_counter() - t0
     if args.json:
