@@ -166,7 +166,7 @@ def _level_passes(switches: list[SwitchLine]) -> list[Problem]:
     level: dict[str, int] = {sw.name: 0 for sw in switches if not sw.switches}
     pending = [sw for sw in switches if sw.switches]
     passes = 1
-    while pending:
+    while pending and passes <= SLURM_LEVEL_PASSES:  # bounded: a deeper file is fatal whatever follows
         left = []
         for sw in pending:
             kids = sw.switches or ()
@@ -178,14 +178,16 @@ def _level_passes(switches: list[SwitchLine]) -> list[Problem]:
             return []  # a cycle or an undefined child: reported as such
         pending = left
         passes += bool(pending)
-    if passes <= SLURM_LEVEL_PASSES:
+    if not pending:
         return []
     return [
         Problem(
             "too-deep",
             f"Slurm resolves switch levels in at most {SLURM_LEVEL_PASSES} passes over the lines and stops "
-            f'("Switch configuration is not a tree"); this file needs {passes}: write children before '
+            f'("Switch configuration is not a tree"); this file needs more ({pending[0].name} and '
+            f"{len(pending) - 1} other switch(es) are unresolved after the last): write children before "
             "their parents or make the tree shallower",
+            pending[0].lineno,
         )
     ]
 
