@@ -31,10 +31,11 @@ runs each case (``family:seed:busy:k``, busy GPUs joined by ``+``, e.g. ``bridge
 ``valgrind --tool=callgrind`` (PYTHONHASHSEED=0) four times — no pick, the first pick (of the process: the
 lane constants are built in it), the first and the second (another object, the same links, another busy
 set of as many GPUs, not remembered), and those and one warm pick — and prints the instructions of each pick
-by difference.
+by difference (the cyclic collector off, so that a collection of the imported modules does not land in one).
 
     python benchmarks/bench_pick_worst.py [--seeds 40] [--masks 4] [--repeat 3] [--out FILE]
     python benchmarks/bench_pick_worst.py --callgrind-only bridged:3::8 ...
+    python benchmarks/bench_pick_worst.py --retime bridged:3::8 ... --repeat 30
 """
 
 from __future__ import annotations
@@ -206,12 +207,13 @@ def captures(args: argparse.Namespace) -> list[Tally]:
 
 
 CALLGRIND_SNIPPET = """
-import random, sys
+import gc, random, sys
 from dataclasses import replace
 sys.path.insert(0, {root!r})
 from tests.pick_cases import FAMILIES
 from slurm_topo.gpu import pick as pick_module
 from slurm_topo.gpu.pick import pick_devices
+gc.disable()  # a collection of the imported modules' objects is no part of a pick
 topo = FAMILIES[{family!r}](random.Random({seed}))
 free = [g for g in topo.gpus if g not in {busy!r}]
 other = sorted(random.Random(1).sample(topo.gpus, len(free)))
@@ -219,8 +221,11 @@ second = replace(topo)
 if {calls} >= 1:
     pick_devices(topo, free, {k})
 if {calls} >= 2:
-    pick_module._prepare(second, None).picked.clear()  # not a remembered pick, even when other == free
+    shared = pick_module._prepare(second, None).picked  # the matrix is shared with topo's
+    kept = dict(shared)
+    shared.clear()  # not a remembered pick, even when other == free
     pick_devices(second, other, {k})
+    shared.update(kept)
 if {calls} >= 3:
     pick_devices(topo, free, {k})
 """
@@ -242,6 +247,23 @@ def callgrind_case(case: str) -> str:
     return f"| {family} | seed {seed}, busy {list(busy)}, k={k} | {first:,} | {second:,} | {warm:,} |"
 
 
+def retime(case: str, repeat: int) -> str:
+    """One table row: the least of ``repeat`` genuine first picks of ``case`` (``family:seed:busy:k``) and
+    of the same pick on the prepared matrix, its remembered picks emptied."""
+    family, seed, busy_text, k_text = case.split(":")
+    busy = {int(g) for g in busy_text.split("+") if g}
+    topo = FAMILIES[family](random.Random(int(seed)))
+    free, k = [g for g in topo.gpus if g not in busy], int(k_text)
+    first = again = float("inf")
+    for _ in range(repeat):
+        _clear()
+        fresh = replace(topo)
+        first = min(first, _cpu_us(lambda: pick_devices(fresh, free, k)))  # noqa: B023
+        pick_module._prepare(fresh, None).picked.clear()
+        again = min(again, _cpu_us(lambda: pick_devices(fresh, free, k)))  # noqa: B023
+    return f"| {family}, seed {seed}, busy {sorted(busy)}, k={k} | {first:.0f} | {again:.0f} |"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=40, help="matrices per 16-GPU family")
@@ -249,7 +271,16 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="timings of a warm pick, the least is kept")
     ap.add_argument("--out", default=str(HERE / "results" / "pick_worst_run.md"))
     ap.add_argument("--callgrind-only", nargs="+", metavar="CASE", help="count instructions of these cases")
+    ap.add_argument(
+        "--retime", nargs="+", metavar="CASE", help="least of --repeat first picks of these cases"
+    )
     args = ap.parse_args()
+    if args.retime:
+        print("| case | first pick µs | the same pick on the prepared matrix, not remembered, µs |")
+        print("|---|---|---|")
+        for case in args.retime:
+            print(retime(case, args.repeat), flush=True)
+        return
     if args.callgrind_only:
         print("| family | case | first pick | second pick | warm pick |")
         print("|---|---|---|---|---|")
