@@ -20,7 +20,9 @@ import datetime
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import chain, count
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 from .access.accounting import FinishedJob
 from .cost import (
@@ -30,12 +32,17 @@ from .cost import (
     LinkTable,
     PlanSpec,
     Prediction,
+    Rank,
+    StepCost,
     gpus_per_node,
-    network_level,
+    layout_reads_locations,
     parse_plan,
+    place_ranks,
     predict,
+    score_placed,
     score_placement,
     span_level,
+    step_model,
 )
 from .cost import hardware_kind as _hardware_kind
 from .errors import InputError
@@ -128,53 +135,141 @@ def locality_mode(job: FinishedJob) -> tuple[str, str | None]:
     return "none", None
 
 
+_HARDWARE, _WHERE, _KIND = itemgetter(0), itemgetter(1), itemgetter(2)
+
+
+class Structure(NamedTuple):
+    """What the cost model reads of a placement (:meth:`Predictor.structure`)."""
+
+    hardware: tuple[Any, ...]
+    shape: tuple[int, ...]
+    kinds: tuple[Any, ...]
+
+
 class Predictor:
-    """:func:`slurm_topo.cost.predict` over many jobs: the best placement of a shape (node count, GPUs per
-    node, hardware kinds, plan) is searched once and reused; each job's own placement is scored. The result
-    equals ``predict`` for each job (tests/test_report.py compares them)."""
+    """:func:`slurm_topo.cost.predict` over many jobs (tests/test_report.py compares them job by job):
+
+    * the best placement of a shape (node count, plan, hardware kinds, GPU types) is searched once;
+    * a placement is scored once per *structure*: the plan, each node's hardware in Slurm's order (GPU type
+      and count, link matrix, measured port rate) and, level by level, which of its nodes share a region, a
+      zone, a network group, an NVLink domain (labels numbered by first appearance). The model reads a
+      placement through nothing else: node and switch names never enter a cost;
+    * the rank layout (``gpulayer-srun``'s, the costly part) is made once per structure, and once per
+      hardware sequence where it cannot depend on the locations
+      (:func:`slurm_topo.cost.layout_reads_locations`: one pipeline stage, no EP/CP blocks), then carried
+      over to the placement's own nodes and scored there."""
 
     def __init__(self, fabric: Fabric, table: LinkTable = DEFAULT_TABLE) -> None:
         self.fabric, self.table = fabric, table
         self._best: dict[tuple[Any, ...], Prediction] = {}
-        self._scores: dict[tuple[Any, ...], Any] = {}
-        self._topologies: dict[int, int] = {}  # id(gpu_topology) -> a number per distinct topology
-        self._seen: dict[int, Any] = {}  # id -> the topology (kept: its id stays its own)
+        self._scores: dict[tuple[Any, ...], StepCost] = {}
+        self._layouts: dict[tuple[Any, ...], tuple[tuple[Rank, int], ...]] = {}
+        self._spans: dict[tuple[Any, ...], str] = {}
+        self._plans: dict[tuple[str, int], PlanSpec] = {}
+        self._nodes: dict[str, tuple[Any, ...]] = {}  # name -> (hardware key, location labels, kind)
+        self._topologies: list[Any] = []  # the distinct GPU topologies: a node's number is its index
+        self._last: tuple[tuple[str, ...], Structure] | None = None
+        self._tags: dict[tuple[str | None, ...], int] = {}  # a level's group -> a number (cheap to hash)
 
-    def _node_key(self, name: str) -> tuple[Any, ...]:
-        node = self.fabric.node(name)
-        topo = node.gpu_topology
-        if topo is None:
-            tid = -1
-        else:
-            tid = self._topologies.get(id(topo), -2)
-            if tid == -2:
-                same = [k for k in self._topologies if self._seen[k] == topo]
-                tid = self._topologies[same[0]] if same else len(set(self._topologies.values()))
-                self._topologies[id(topo)] = tid
-                self._seen[id(topo)] = topo
-        return (node.gpu_type, node.gpus, tid, node.net_ratio)
+    def _node(self, name: str) -> tuple[Any, ...]:
+        """(hardware key, its (region, zone, network group, NVLink domain) as numbers, one per group of a
+        level, None where there is none, (hardware kind, GPU type))."""
+        got = self._nodes.get(name)
+        if got is None:
+            node = self.fabric.node(name)
+            topo = node.gpu_topology
+            if topo is None:
+                tid = -1
+            else:
+                tid = next((i for i, t in enumerate(self._topologies) if t is topo or t == topo), -1)
+                if tid == -1:
+                    tid = len(self._topologies)
+                    self._topologies.append(topo)
+            loc = node.location
+            r, z, g = loc.region, loc.zone, loc.network_group
+            d = self.fabric.domains.get(name)
+            tags = (
+                None if r is None else ("region", r),
+                None if r is None or z is None else ("zone", r, z),
+                None if r is None or z is None or g is None else ("network_group", r, z, g),
+                None if d is None else ("nvlink", d),
+            )
+            where = tuple(None if t is None else self._tags.setdefault(t, len(self._tags)) for t in tags)
+            kind = (_hardware_kind(node), node.gpu_type)
+            got = self._nodes[name] = ((node.gpu_type, node.gpus, tid, node.net_ratio), where, kind)
+        return got
 
-    def score(self, nodes: Sequence[str], spec: PlanSpec) -> Any:
-        """:func:`slurm_topo.cost.score_placement` of the placement, shared by placements of one structure:
-        the same plan, the same hardware node by node (GPU type and count, link matrix, measured port rate)
-        and the same level between every two nodes in rank order. The model reads a placement through
-        nothing else (node names never enter a cost)."""
-        fabric = self.fabric
-        n = [fabric.node(x) for x in nodes]
-        pairs = tuple(
-            network_level(n[i], n[j], fabric.domains) for i in range(len(n)) for j in range(i + 1, len(n))
+    def structure(self, nodes: Sequence[str]) -> Structure:
+        """The placement's structure: (each node's hardware key in order, each node's four location labels
+        numbered by first appearance — 0 where it has none —, each node's (hardware kind, GPU type))."""
+        last = self._last
+        if last is not None and last[0] is nodes:
+            return last[1]
+        get = self._nodes.get
+        infos = [get(n) or self._node(n) for n in nodes]
+        values = list(chain.from_iterable(map(_WHERE, infos)))
+        first = dict(zip(dict.fromkeys((None, *values)), count()))  # None: 0, then by first appearance
+        got = Structure(
+            tuple(map(_HARDWARE, infos)), tuple(map(first.__getitem__, values)), tuple(map(_KIND, infos))
         )
-        key = (spec, tuple(self._node_key(x) for x in nodes), pairs, fabric.rail_optimised)
+        if isinstance(nodes, tuple):
+            self._last = (nodes, got)
+        return got
+
+    def span(self, nodes: Sequence[str]) -> str:
+        """:func:`slurm_topo.cost.span_level` of the placement, once per structure."""
+        if len(set(nodes)) != len(nodes):
+            return span_level(self.fabric, nodes)
+        shape = self.structure(nodes).shape
+        got = self._spans.get(shape)
+        if got is None:
+            got = self._spans[shape] = span_level(self.fabric, nodes)
+        return got
+
+    def plan(self, text: str, nodes: Sequence[str], gpus: int) -> PlanSpec:
+        """The job's plan (:func:`slurm_topo.cost.parse_plan`) with its GPUs per node: the plan's own, else
+        the job's GPUs over its nodes where they divide, checked against the nodes
+        (:func:`slurm_topo.cost.gpus_per_node`); parsed once per text."""
+        spec = self._plans.get((text, 0))
+        if spec is None:
+            spec = self._plans[(text, 0)] = parse_plan(text)
+        g = spec.gpus_per_node or (gpus // len(nodes) if gpus % len(nodes) == 0 else None)
+        g = gpus_per_node(self.fabric, nodes, g or None)
+        out = self._plans.get((text, g))
+        if out is None:
+            out = self._plans[(text, g)] = dataclasses.replace(spec, gpus_per_node=g)
+        return out
+
+    def _ranks(self, nodes: Sequence[str], spec: PlanSpec, key: tuple[Any, ...]) -> tuple[Rank, ...]:
+        """:func:`slurm_topo.cost.place_ranks` on ``nodes``: the layout of the first placement of ``key``
+        with its nodes replaced by these, node for node."""
+        layout = self._layouts.get(key)
+        if layout is None:
+            ranks = place_ranks(self.fabric, nodes, spec)
+            at = {n: i for i, n in enumerate(nodes)}
+            self._layouts[key] = tuple((r, at[r.node]) for r in ranks)
+            return ranks
+        return tuple(Rank(r.rank, nodes[i], r.gpu, r.tp, r.pp, r.dp, r.cp, r.ep, r.edp) for r, i in layout)
+
+    def score(self, nodes: Sequence[str], spec: PlanSpec) -> StepCost:
+        """:func:`slurm_topo.cost.score_placement` of the placement, shared by placements of one structure:
+        its terms are the placement's own; its nodes, ranks and a note naming nodes are those of the first
+        placement of the structure."""
+        if len(set(nodes)) != len(nodes):
+            return score_placement(self.fabric, nodes, spec, self.table)  # refused as place_ranks refuses
+        hardware, shape, _ = self.structure(nodes)
+        key = (spec, hardware, shape)
         found = self._scores.get(key)
         if found is None:
-            found = self._scores[key] = score_placement(fabric, nodes, spec, self.table)
+            layout_key = key if layout_reads_locations(spec) else (spec, hardware)
+            ranks = self._ranks(nodes, spec, layout_key)
+            found = self._scores[key] = score_placed(self.fabric, nodes, ranks, spec, self.table)
         return found
 
     def __call__(self, nodes: Sequence[str], spec: PlanSpec) -> Prediction:
         fabric = self.fabric
-        kinds = frozenset(_hardware_kind(fabric.node(n)) for n in nodes)
-        types = frozenset(fabric.node(n).gpu_type for n in nodes)
-        key = (len(nodes), spec, kinds, types)
+        about = self.structure(nodes).kinds
+        key = (len(nodes), spec, frozenset(about))
         ref = self._best.get(key)
         if ref is None:
             ref = predict(fabric, nodes, spec, self.table)
@@ -184,17 +279,15 @@ class Predictor:
         current = self.score(nodes, spec)
         assert ref.best is not None
         if ref.best.seconds > current.seconds:
-            from .cost import step_model
-
             return Prediction(
-                current, current, span_level(fabric, nodes), step_model(spec, current, DEFAULT_COMM_SHARE)
+                current, current, self.span(nodes), step_model(spec, current, DEFAULT_COMM_SHARE)
             )
         return Prediction(current, ref.best, ref.best_level, ref.step)
 
 
-def _span(fabric: Fabric, nodes: Sequence[str]) -> str:
+def _span(predictor: Predictor, nodes: Sequence[str]) -> str:
     try:
-        return span_level(fabric, nodes)
+        return predictor.span(nodes)
     except (KeyError, InputError):
         return "unknown"
 
@@ -203,11 +296,25 @@ def job_row(
     job: FinishedJob, fabric: Fabric, inventory: Inventory, predictor: Predictor, plan: str | None
 ) -> JobRow:
     """One job's row: level spanned, locality, plan, slowdown and GPU-hours (a model error is a note)."""
-    level = _span(fabric, job.nodes)
+    level = _span(predictor, job.nodes)
     mode, record = locality_mode(job)
     text, source = job_plan(plan, job.comment, inventory, job.admin_comment)
     gpu_hours = job.elapsed * job.gpus / 3600.0
-    row = JobRow(
+    slow = lost = best_level = None
+    note = ""
+    if text is None:
+        note = "no plan"
+    elif level == "unknown":
+        note = "a node not in the inventory"
+    else:
+        try:
+            pred = predictor(job.nodes, predictor.plan(text, job.nodes, job.gpus))
+        except InputError as exc:
+            note = f"not predicted: {exc}"
+        else:
+            slow, best_level = pred.slowdown, pred.best_level
+            lost = gpu_hours * (1 - 1 / slow) if slow is not None and slow > 0 else None
+    return JobRow(
         job.job_id,
         job.user,
         job.partition,
@@ -223,21 +330,11 @@ def job_row(
         text,
         source,
         gpu_hours,
+        slow,
+        best_level,
+        lost,
+        note,
     )
-    if text is None:
-        return dataclasses.replace(row, note="no plan")
-    if level == "unknown":
-        return dataclasses.replace(row, note="a node not in the inventory")
-    try:
-        spec = parse_plan(text)
-        g = spec.gpus_per_node or (job.gpus // len(job.nodes) if job.gpus % len(job.nodes) == 0 else None)
-        spec = dataclasses.replace(spec, gpus_per_node=gpus_per_node(fabric, job.nodes, g or None))
-        pred = predictor(job.nodes, spec)
-    except InputError as exc:
-        return dataclasses.replace(row, note=f"not predicted: {exc}")
-    slow = pred.slowdown
-    lost = gpu_hours * (1 - 1 / slow) if slow is not None and slow > 0 else None
-    return dataclasses.replace(row, slowdown=slow, best_level=pred.best_level, gpu_hours_lost=lost)
 
 
 def week_of(epoch: int) -> str:

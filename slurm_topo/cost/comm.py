@@ -551,6 +551,15 @@ def place_ranks(
     return tuple(Rank(r.rank, r.node, r.gpus[0], r.tp, r.pp, r.dp, r.cp, r.ep, r.edp) for r in plan.rows)
 
 
+def layout_reads_locations(spec: PlanSpec) -> bool:
+    """Whether :func:`place_ranks`'s layout can depend on where the nodes are (their switch tree and NVLink
+    domains), not only on each node's GPUs in order: with one stage (``pp`` 1) and no EP/CP blocks
+    ``plan_srun`` gives each replica one slot in slot order and aligns replicas by GPUs alone (its tree and
+    domains then reach only the per-rank table's ``pipe_level`` and warnings, no :class:`Rank` field).
+    tests/test_report_structure.py checks it over random fleets."""
+    return spec.pp > 1 or spec.cp > 1 or spec.ep > 1
+
+
 def _term(
     kind: str, groups: int, ranks: int, nbytes: float, worst: tuple[float, Hop], notes: list[str]
 ) -> Term:
@@ -736,7 +745,18 @@ def score_placement(
     """Predicted communication seconds per step of ``spec`` on ``nodes`` (in that order, as Slurm lists
     them): the call ``explain`` and the pickers make. A plan of fewer ranks than the placement has GPUs
     (``dp`` given smaller) is costed on the GPUs its ranks take, and a note says which and how many."""
-    ranks = place_ranks(fabric, nodes, spec, cache)
+    return score_placed(fabric, nodes, place_ranks(fabric, nodes, spec, cache), spec, table)
+
+
+def score_placed(
+    fabric: Fabric,
+    nodes: Sequence[str],
+    ranks: Sequence[Rank],
+    spec: PlanSpec,
+    table: LinkTable = DEFAULT_TABLE,
+) -> StepCost:
+    """:func:`score_placement` of ``ranks`` already laid out on ``nodes`` (:func:`place_ranks`'s, or the same
+    layout carried over from a placement of one structure: :class:`slurm_topo.report.Predictor`)."""
     cost = score_ranks(fabric, ranks, spec, table)
     g = gpus_per_node(fabric, nodes, spec.gpus_per_node)
     if len(ranks) < len(nodes) * g:
