@@ -29,7 +29,8 @@ from bench_cost import make_fleet  # noqa: E402
 
 from slurm_topo import hostlist  # noqa: E402
 from slurm_topo.access.accounting import finished_from_json  # noqa: E402
-from slurm_topo.report import build_report  # noqa: E402
+from slurm_topo.cost import Fabric  # noqa: E402
+from slurm_topo.report import Predictor, build_report  # noqa: E402
 
 PLAN = "tp=4,bytes=4G"
 
@@ -99,6 +100,10 @@ def main() -> int:
     report = build_report(listing.jobs, inv, plan=PLAN)
     c2 = time.process_time()
     assert len(report.rows) == args.jobs and report.totals["predicted"] == args.jobs, report.totals
+    probe = Predictor(Fabric.of(inv))  # untimed: how many placements the model scores and lays out
+    shapes = [probe.structure(j.nodes) for j in listing.jobs]
+    structures = len({(s.hardware, s.shape) for s in shapes})
+    hardware = len({s.hardware for s in shapes})
     lines = [
         f"# slurm-topo report: {args.jobs} finished jobs on a {args.nodes}-node fleet",
         "",
@@ -114,6 +119,9 @@ def main() -> int:
         "",
         f"GPU-hours {report.totals['gpu_hours']:.0f}, lost {report.totals['gpu_hours_lost']:.0f}; "
         f"target <= 30 s CPU: {'met' if c2 - c0 <= 30 else 'NOT met'}.",
+        "",
+        f"The model scored {structures} placement structures and laid ranks out for {hardware} hardware "
+        f"sequences (`report.Predictor`; the plan has one stage) for {len(listing.jobs)} jobs.",
     ]
     text = "\n".join(lines) + "\n"
     print(text, end="")

@@ -272,10 +272,16 @@ class Predictor:
         key = (len(nodes), spec, frozenset(about))
         ref = self._best.get(key)
         if ref is None:
-            ref = predict(fabric, nodes, spec, self.table)
-            if ref.best is not ref.current:  # a searched best: the same for every job of the key
-                self._best[key] = ref
-            return ref
+            scored: list[StepCost] = []  # the placement's, then the best placement's found
+
+            def score(on: Sequence[str], plan: PlanSpec) -> StepCost:
+                scored.append(self.score(on, plan))
+                return scored[-1]
+
+            got = predict(fabric, nodes, spec, self.table, scorer=score)
+            if len(scored) == 2 and not scored[1].seconds > scored[0].seconds:
+                self._best[key] = got  # predict kept the best it found: the same for every job of the key
+            return got
         current = self.score(nodes, spec)
         assert ref.best is not None
         if ref.best.seconds > current.seconds:

@@ -147,6 +147,7 @@ def predict(
     *,
     eligible: Callable[[Node], bool] | None = None,
     default_share: float | None = DEFAULT_COMM_SHARE,
+    scorer: Callable[[Sequence[str], PlanSpec], StepCost] | None = None,
 ) -> Prediction:
     """Score ``spec`` on ``nodes`` and on the best ``len(nodes)`` nodes of the fleet that pass ``eligible``
     (default: every node, the idle fleet; pass "free now" for the best placement available now). The best
@@ -154,9 +155,16 @@ def predict(
     placement has one, and, where the placement's nodes are all of one :func:`hardware_kind`, nodes of
     that kind only. The step model (:func:`.step.step_model`) is solved on the best placement (on the
     placement itself without one); ``default_share`` is used when the plan gives no compute (None:
-    communication only)."""
+    communication only). ``scorer``: what scores a placement, called for ``nodes`` and then for the best
+    placement found (default :func:`.comm.score_placement` with ``table``; ``report.Predictor`` passes its
+    scores shared by structure)."""
     cache: dict[int, tuple[int, ...]] = {}
-    current = score_placement(fabric, nodes, spec, table, cache)
+
+    def own(on: Sequence[str], plan: PlanSpec) -> StepCost:
+        return score_placement(fabric, on, plan, table, cache)
+
+    score = scorer if scorer is not None else own
+    current = score(nodes, spec)
     g = gpus_per_node(fabric, nodes, spec.gpus_per_node)
     types = {fabric.node(n).gpu_type for n in nodes}
     gpu_type = types.pop() if len(types) == 1 else None
@@ -176,7 +184,7 @@ def predict(
     found = best_nodes(fabric, len(nodes), g, eligible=eligible, gpu_type=gpu_type)
     if found is None:
         return Prediction(current, None, None, step_model(spec, current, default_share))
-    best = score_placement(fabric, found.nodes, replace(spec, gpus_per_node=g), table, cache)
+    best = score(found.nodes, replace(spec, gpus_per_node=g))
     if best.seconds > current.seconds:  # the placement itself is the best there is
         return Prediction(
             current, current, span_level(fabric, nodes), step_model(spec, current, default_share)
