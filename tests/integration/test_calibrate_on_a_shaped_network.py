@@ -8,7 +8,13 @@ order.
 The rates are what tc enforces on the wire; a TCP flow carries about 95 % of them as payload (headers), and
 the probe is one Python process on a shared 2-core machine, so the bound is 15 % (the issue's goal).
 Latency is not shaped (this kernel has no netem): the measured latencies are the veths', a few µs to tens
-of µs, not asserted."""
+of µs, not asserted.
+
+Then a real job: torch.distributed (gloo, CPU; the ``testbed`` extra) through ``gpulayer-srun`` on a
+placement of every class, an all-reduce and a send/recv chain at 4 MiB and 256 B, against the model on the
+calibrated table plus gloo's software α per exchange (measured on one node); the same measurements must fail
+against a table whose bandwidth or latency is off by 2x (``gloo_check.py``,
+benchmarks/results/shaped_network.md)."""
 
 from __future__ import annotations
 
