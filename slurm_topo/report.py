@@ -166,6 +166,7 @@ class Predictor:
         self._layouts: dict[tuple[Any, ...], tuple[tuple[Rank, int], ...]] = {}
         self._spans: dict[tuple[Any, ...], str] = {}
         self._plans: dict[tuple[str, int], PlanSpec] = {}
+        self._counts: dict[tuple[Any, ...], int] = {}  # (hardware, GPUs asked) -> GPUs per node
         self._nodes: dict[str, tuple[Any, ...]] = {}  # name -> (hardware key, location labels, kind)
         self._topologies: list[Any] = []  # the distinct GPU topologies: a node's number is its index
         self._last: tuple[tuple[str, ...], Structure] | None = None
@@ -234,7 +235,11 @@ class Predictor:
         if spec is None:
             spec = self._plans[(text, 0)] = parse_plan(text)
         g = spec.gpus_per_node or (gpus // len(nodes) if gpus % len(nodes) == 0 else None)
-        g = gpus_per_node(self.fabric, nodes, g or None)
+        counts = (self.structure(nodes).hardware, g or None)  # it reads the nodes' GPU counts only
+        known = self._counts.get(counts)
+        if known is None:  # refused each time, naming this job's node
+            known = self._counts[counts] = gpus_per_node(self.fabric, nodes, g or None)
+        g = known
         out = self._plans.get((text, g))
         if out is None:
             out = self._plans[(text, g)] = dataclasses.replace(spec, gpus_per_node=g)
