@@ -147,7 +147,8 @@ class Structure(NamedTuple):
 
 
 class Predictor:
-    """:func:`slurm_topo.cost.predict` over many jobs (tests/test_report.py compares them job by job):
+    """:func:`slurm_topo.cost.predict` over many jobs (tests/test_report_structure.py compares them job by
+    job on random fleets):
 
     * the best placement of a shape (node count, plan, hardware kinds, GPU types) is searched once;
     * a placement is scored once per *structure*: the plan, each node's hardware in Slurm's order (GPU type
