@@ -132,7 +132,18 @@ class Slurm:
         return p
 
     def out(self, *argv: str, timeout: float = 20) -> str:
-        return self.run(argv, timeout=timeout).stdout
+        """A command's output. A query (scontrol show, squeue, sinfo, sacct) whose client died of a signal
+        with nothing said (seen once under load: scontrol -13, SIGPIPE, on 24.11) is asked once more; it
+        changes nothing, so asking again cannot hide what Slurm did."""
+        query = argv[0] in ("squeue", "sinfo", "sacct") or argv[:2] == ("scontrol", "show")
+        p = self.run(argv, timeout=timeout, check=not query)
+        if query and p.returncode < 0 and not p.stdout.strip():
+            p = self.run(argv, timeout=timeout, check=False)
+        if p.returncode != 0:
+            raise SlurmCommandError(
+                f"{list(argv)} exited {p.returncode}: {p.stderr.strip() or p.stdout.strip()}"
+            )
+        return p.stdout
 
     def daemon(self, name: str) -> list[str]:
         """argv that runs this cluster's own ``slurmd``/``slurmctld`` binary (e.g. for ``slurmd -G``): the
