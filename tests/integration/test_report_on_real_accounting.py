@@ -22,7 +22,7 @@ from slurm_topo.cost import Fabric, span_level
 from slurm_topo.explain import filter_record
 from slurm_topo.inventory import load_inventories
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.accounting]
 
 REPO = Path(__file__).resolve().parents[2]
 FLEET = REPO / "docker-slurm" / "fleet-filter.yaml"
