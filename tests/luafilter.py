@@ -67,8 +67,10 @@ class LuaFilter:
 
     def decide(self, data: Any, job: Mapping[str, Any]) -> dict[str, Any]:
         d = self.mod.decide(data, self.mod.request(self.table(job)))
-        keys = ("action", "locality", "features", "prefer", "message", "record", "rejection")
-        return {k: d[k] if k != "rejection" else (d[k] or "") for k in keys}
+        keys = ("action", "locality", "features", "prefer", "message", "record", "rejection", "segment")
+        out = {k: d[k] if k != "rejection" else (d[k] or "") for k in keys}
+        out["segment_policy"] = d["segment_policy"]
+        return out
 
     def submit(self, job: Mapping[str, Any]) -> tuple[int, Any]:
         t = self.table(job)
