@@ -3,6 +3,9 @@
  *
  *     --locality=LEVEL[:wait|:fail|:auto] LEVEL = prefer|nvl|network_group|zone|region|any
  *                                         (nvl: one NVLink domain, :wait or :fail only)
+ *     --locality=nvl:segment=N[:spread|:consolidate][:wait|:fail]
+ *                                         an nvl job larger than one domain in segments of N nodes, each in
+ *                                         one domain (the filter sets segment_size on Slurm 25.11.2+)
  *     --locality-regions=LABEL[,LABEL]  region or zone labels ([A-Za-z0-9._-], 1..63 characters)
  *     --plan=KEY=VALUE[,KEY=VALUE]      the job's parallel plan for the cost model (tp=, pp=, dp=, bytes=,
  *                                       tp_bytes=, pp_bytes=, order=, compute=, comm=, overlap=, ...)
@@ -43,6 +46,9 @@ const char locality_built_for[] = "slurm-topo locality SPANK plugin built for Sl
 
 static const char *levels[] = { "prefer", "nvl", "network_group", "zone", "region", "any", NULL };
 static const char *modes[] = { "wait", "fail", "auto", NULL };
+static const char *segment_policies[] = { "spread", "consolidate", NULL };
+#define SEGMENT_KEY "segment="
+#define MAX_SEGMENT_DIGITS 4
 
 static int _in(const char *word, size_t len, const char **list)
 {
@@ -52,9 +58,34 @@ static int _in(const char *word, size_t len, const char **list)
 	return 0;
 }
 
+/* "nvl:segment=N[:spread|:consolidate][:wait|:fail]", N 1..9999 without a leading zero (policy/vocab.py
+ * parse_segment); arg points past "nvl:segment=" */
+static int _valid_segment(const char *arg)
+{
+	size_t digits = strspn(arg, "0123456789");
+	const char *p = arg + digits;
+	const char *colon;
+
+	if (digits == 0 || digits > MAX_SEGMENT_DIGITS || arg[0] == '0')
+		return 0;
+	if (!*p)
+		return 1;
+	if (*p++ != ':')
+		return 0;
+	colon = strchr(p, ':');
+	if (_in(p, colon ? (size_t) (colon - p) : strlen(p), segment_policies)) {
+		if (!colon)
+			return 1;
+		p = colon + 1;
+	}
+	return !strcmp(p, "wait") || !strcmp(p, "fail");
+}
+
 /* "zone", "zone:fail", "prefer:wait" ... */
 static int _valid_locality(const char *arg)
 {
+	if (!strncmp(arg, "nvl:" SEGMENT_KEY, strlen("nvl:" SEGMENT_KEY)))
+		return _valid_segment(arg + strlen("nvl:" SEGMENT_KEY));
 	const char *colon = strchr(arg, ':');
 	size_t len = colon ? (size_t) (colon - arg) : strlen(arg);
 
@@ -153,6 +184,12 @@ static int _opt_locality(int val, const char *optarg, int remote)
 		return ESPANK_SUCCESS;
 	if (optarg && _valid_locality(optarg))
 		return ESPANK_SUCCESS;
+	if (optarg && !strncmp(optarg, "nvl:" SEGMENT_KEY, strlen("nvl:" SEGMENT_KEY))) {
+		slurm_error("--locality=nvl:segment=N[:spread|:consolidate][:wait|:fail]: N a whole number from 1 "
+			    "to 9999 (the nodes of one segment, kept in one NVLink domain), not '%s'",
+			    _shown(optarg, buf, sizeof(buf)));
+		return ESPANK_BAD_ARG;
+	}
 	if (optarg && !strcmp(optarg, "nvl:auto")) {
 		slurm_error("--locality=nvl:auto: an NVLink domain has no looser level to relax to; use nvl "
 			    "(waits) or nvl:fail, or LEVEL:auto with LEVEL network_group, zone or region");
@@ -196,7 +233,9 @@ static int _opt_plan(int val, const char *optarg, int remote)
 static struct spank_option options[] = {
 	{ "locality", "LEVEL[:wait|:fail|:auto]",
 	  "Keep the job's nodes together: LEVEL = " LEVELS " (default set by the site); :wait holds a job "
-	  "no group can ever hold, :fail rejects it, :auto waits as :wait for a time budget (slurm-topo)",
+	  "no group can ever hold, :fail rejects it, :auto waits as :wait for a time budget; "
+	  "nvl:segment=N[:spread|:consolidate] runs a job larger than one NVLink domain in segments of N "
+	  "nodes, each in one domain (slurm-topo)",
 	  1, 0, (spank_opt_cb_f) _opt_locality },
 	{ "locality-regions", "REGION[,REGION]",
 	  "Keep every node of the job in these regions or zones (slurm-topo)",

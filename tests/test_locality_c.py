@@ -59,6 +59,13 @@ def differences(source: str) -> list[str]:
     usage = "LEVEL[" + "|".join(f":{m}" for m in vocab.MODES) + "]"
     if f'"{usage}"' not in literals:
         out.append(f"the --locality usage does not read {usage!r}")
+    policies = c_list(source, "segment_policies")
+    if policies != vocab.SEGMENT_POLICIES:
+        out.append(f"segment_policies[] {policies} != vocab.SEGMENT_POLICIES {vocab.SEGMENT_POLICIES}")
+    if c_define(source, "SEGMENT_KEY") != vocab.SEGMENT_KEY:
+        out.append(f"SEGMENT_KEY {c_define(source, 'SEGMENT_KEY')!r} != {vocab.SEGMENT_KEY!r}")
+    if int(c_define(source, "MAX_SEGMENT_DIGITS")) != len(str(vocab.MAX_SEGMENT)):
+        out.append(f"MAX_SEGMENT_DIGITS is not the digits of vocab.MAX_SEGMENT ({vocab.MAX_SEGMENT})")
     plan_keys = c_list(source, "plan_keys")
     if frozenset(plan_keys) != PLAN_KEYS or len(plan_keys) != len(PLAN_KEYS):
         out.append(f"plan_keys[] {sorted(plan_keys)} != cost.comm.PLAN_KEYS {sorted(PLAN_KEYS)}")
@@ -82,6 +89,8 @@ def test_the_c_tables_equal_the_python_vocabulary() -> None:
         ('"network_group", "zone"', '"zone", "network_group"'),  # the order changed
         ('"cp_bytes", NULL', '"cp_bytes", "sp", NULL'),  # a plan key the cost model does not read
         ("#define MAX_LABEL 63", "#define MAX_LABEL 64"),
+        ('{ "spread", "consolidate", NULL }', '{ "spread", NULL }'),  # a segment policy dropped
+        ("#define MAX_SEGMENT_DIGITS 4", "#define MAX_SEGMENT_DIGITS 5"),
         ('"prefer|nvl|network_group|zone|region|any"', '"prefer|nvl|zone|region|any"'),
     ],
 )
@@ -205,9 +214,61 @@ def test_the_c_check_accepts_exactly_what_parse_locality_accepts(c_check: list[s
     assert len(accepted) == len(vocab.LOCALITIES) * (1 + len(vocab.MODES)) - 1
 
 
+def segment_spellings() -> list[str]:
+    """``nvl:segment=N…`` and near misses: every size form, policy and mode, in and out of order."""
+    sizes = ["1", "2", "18", "9999", "10000", "0", "02", "", "x", "2x", "-1", "+2", " 2", "１"]
+    tails = [
+        "",
+        ":",
+        "::",
+        ":wait",
+        ":fail",
+        ":auto",
+        ":spread",
+        ":consolidate",
+        ":spread:wait",
+        ":consolidate:fail",
+        ":spread:auto",
+        ":wait:spread",
+        ":spread:spread",
+        ":spread:",
+        ":fail:",
+        ":Spread",
+        ":spread:fail:x",
+    ]
+    heads = [
+        "nvl:segment=",
+        "nvl:Segment=",
+        "nvl:segment",
+        "zone:segment=",
+        "nvl:segments=",
+        "nvl:fail:segment=",
+    ]
+    return [h + n + t for h in heads for n in sizes for t in tails]
+
+
+def test_the_c_check_reads_the_segment_form_as_parse_segment_does(c_check: list[str]) -> None:
+    values = segment_spellings()
+    accepted = [v for v, ok in zip(values, c_accepts(c_check, values), strict=True) if ok]
+    assert accepted == [v for v in values if python_accepts(v)]
+    assert "nvl:segment=2:consolidate:fail" in accepted and "nvl:segment=9999" in accepted  # not vacuous
+    # 4 sizes x (bare, :wait, :fail, :spread, :consolidate, :spread:wait, :consolidate:fail) under one head
+    assert len(accepted) == 4 * 7
+
+
 # Strings over the characters the levels and modes are made of, ':' and a few others: most are near misses.
-_ALPHABET = sorted(set("".join(vocab.LOCALITIES + vocab.MODES)) | set(":_- AZ"))
-_TOKENS = [*vocab.LOCALITIES, *vocab.MODES, ":", "_", "nvl"]
+_ALPHABET = sorted(set("".join(vocab.LOCALITIES + vocab.MODES + vocab.SEGMENT_POLICIES)) | set(":_- AZ=0129"))
+_TOKENS = [
+    *vocab.LOCALITIES,
+    *vocab.MODES,
+    *vocab.SEGMENT_POLICIES,
+    ":",
+    "_",
+    "nvl",
+    "nvl:segment=",
+    "2",
+    "0",
+]
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)

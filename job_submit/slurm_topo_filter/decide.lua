@@ -107,6 +107,13 @@ local function locality_of(data, req, names)
     end
     locality = locality or data.default
   end
+  local size, policy, smode = V.parse_segment(locality)
+  if size then return "nvl", smode, size, policy end
+  if size == false then
+    return nil, nil, nil, nil, { action = "reject", locality = safe(locality), message = "slurm-topo: "
+             .. V.SEGMENT_ADVICE, record = record("rejected locality '" .. safe(locality) .. "'"),
+             rejection = "request" }
+  end
   local level, mode = string.match(locality, "^([^:]*):(.*)$")
   if level == nil then level, mode = locality, "wait" end -- "zone:" is refused, as the SPANK plugin refuses it
   if not LOCALITIES[level] or not MODES[mode] or (level == "nvl" and mode == "auto") then
@@ -116,7 +123,7 @@ local function locality_of(data, req, names)
       advice = "--locality=nvl:auto: an NVLink domain has no looser level to relax to; use nvl (waits) or "
         .. "nvl:fail, or LEVEL:auto with LEVEL network_group, zone or region"
     end
-    return nil, nil, { action = "reject", locality = safe(locality), message = "slurm-topo: " .. advice,
+    return nil, nil, nil, nil, { action = "reject", locality = safe(locality), message = "slurm-topo: " .. advice,
              record = record("rejected locality '" .. safe(locality) .. "'"), rejection = "request" }
   end
   return level, mode
@@ -195,7 +202,7 @@ local function area_of(data, req, loc)
   return "(" .. table.concat(feats, "|") .. ")", area_features, wanted
 end
 
-local decide_inner, decide_prefer, decide_required, nothing_holds, named_nodes, required_prefer
+local decide_inner, decide_prefer, decide_required, nothing_holds, named_nodes, required_prefer, segments
 
 local function many_partitions(loc, level, count)
   -- a -p list of more partitions than the filter merges: prefer leaves the job alone, a required level is refused
@@ -276,7 +283,7 @@ decide_inner = function(data, req)
       .. "); unchanged") }
   end
   local names, partitions, unknown = partition_names(data, req)
-  local level, mode, rejected = locality_of(data, req, names)
+  local level, mode, size, policy, rejected = locality_of(data, req, names)
   if rejected then return rejected end
   local loc = LOC[level][mode]
   if level == "any" and req.regions == nil then
@@ -314,7 +321,8 @@ decide_inner = function(data, req)
   end
   if unknown ~= nil then note = note .. "; partition '" .. safe(unknown) .. "' not in the data: all nodes counted" end
   local job = { data = data, req = req, c = c, loc = loc, level = level, mode = mode, partitions = partitions,
-                note = note, restrict = restrict, scan = new_scan(data, req, c, is_counted, area_features, wanted) }
+                note = note, restrict = restrict, scan = new_scan(data, req, c, is_counted, area_features, wanted),
+                size = size, policy = policy }
   if level == "prefer" or level == "any" then return decide_prefer(job) end
   return decide_required(job)
 end
@@ -693,6 +701,7 @@ decide_required = function(job)
   if only ~= nil then walked = named_source(src, only) end
   local budget = MAX_CONSTRAINT - #probe + 2
   local w = candidates(job.scan, walked, budget, LOOKS_LIST, nil, nil, true)
+  if #w.kept == 0 and level == "nvl" and (job.size or job.req.user_segment) then return segments(job, walked) end
   if #w.kept == 0 then return nothing_holds(job, walked) end
   local prefer = required_prefer(job, w.kept, budget) -- before the record: its walks count in the bound note
   return { action = "amend", locality = loc, features = compose_with(job.c, job.restrict, bracket_text(w.kept)),
@@ -775,6 +784,54 @@ named_nodes = function(job)
       .. "checked; a required " .. level .. " is never left unchecked", "--nodelist not checked (" .. words[2] .. ")")
   end
   return nil, nil, groups[1]
+end
+
+local function segment_refused(job, why, short)
+  return { action = "reject", locality = job.loc, message = "slurm-topo: " .. why,
+           record = record(job.loc .. ": rejected; " .. short), rejection = "request" }
+end
+
+segments = function(job, src)
+  -- policy/decide.py _segments: an nvl job no NVLink domain can hold, with a segment (nvl:segment=N, or the
+  -- job's own --segment, which wins): segment_size on 25.11.2+, refused before; N divides the node count and
+  -- fits the largest domain
+  local req = job.req
+  local best, most = S.largest(job.scan, src)
+  if best == nil then return nothing_holds(job, src) end
+  local nodes = needs(req)
+  local size, policy = req.user_segment or job.size, job.policy
+  local label = label_of(best)
+  local asked = "--locality=nvl:segment=" .. size
+  if not req.segment_ok then
+    return segment_refused(job, asked .. ": " .. plural(nodes, "node") .. " is larger than any NVLink domain "
+      .. "(the largest is " .. label .. " with " .. plural(most, "node") .. "); the filter sets the segment size "
+      .. "from Slurm " .. V.SEGMENT_RELEASE .. " (job_submit/lua cannot before); from Slurm 24.05 `sbatch "
+      .. "--segment=" .. size .. "` without --locality=nvl places each segment in one block itself",
+      "segment needs Slurm " .. V.SEGMENT_RELEASE)
+  end
+  if nodes % size ~= 0 then
+    return segment_refused(job, asked .. ": the node count " .. nodes .. " is not a multiple of the segment size "
+      .. size, nodes .. " nodes not a multiple of segment " .. size)
+  end
+  if size > most then
+    return segment_refused(job, asked .. ": the segment size " .. size .. " is larger than the largest NVLink "
+      .. "domain (" .. label .. ", " .. plural(most, "node") .. ")", "segment " .. size .. " over the largest "
+      .. "domain (" .. most .. ")")
+  end
+  local own = req.user_segment ~= nil
+  local shown = "segment=" .. size
+  if own then
+    shown, policy = shown .. " (yours)", nil
+  elseif policy then
+    shown = shown .. ":" .. policy
+  end
+  local features
+  if job.restrict then features = compose_with(job.c, job.restrict, nil) end
+  local seg
+  if not own then seg = size end
+  return { action = "amend", locality = job.loc, features = features, segment = seg, segment_policy = policy,
+           record = record(job.loc .. " " .. shown .. bound_tag(job.scan) .. " [" .. nodes .. " nodes in segments of "
+             .. size .. ", each in one NVLink domain; largest " .. label .. "(" .. most .. "n)]" .. job.note) }
 end
 
 nothing_holds = function(job, src)

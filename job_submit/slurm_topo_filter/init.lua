@@ -62,8 +62,23 @@ local function reject_code()
   return slurm.ESLURM_REQUESTED_TOPO_CONFIG_UNAVAILABLE or slurm.ESLURM_INVALID_NODE_COUNT or slurm.ERROR
 end
 
+local function set_segment(job_desc, d)
+  -- nvl:segment=N (decide.lua segments: only on a release with slurm.CONSOLIDATE_SEGMENTS, 25.11.2+):
+  -- segment_size, and the spread/consolidate job flag where the request names one and the job set neither
+  -- (job_desc.bitflags is a 64-bit mask read as a Lua number: written back only below 2^53, where it is exact)
+  job_desc.segment_size = d.segment
+  local flag = d.segment_policy == "spread" and slurm.SPREAD_SEGMENTS or slurm.CONSOLIDATE_SEGMENTS
+  if d.segment_policy == nil or flag == nil then return end
+  local flags = job_desc.bitflags
+  if type(flags) ~= "number" or flags < 0 or flags >= 2 ^ 53 then return end
+  local function has(f) return f ~= nil and math.floor(flags / f) % 2 == 1 end
+  if has(slurm.SPREAD_SEGMENTS) or has(slurm.CONSOLIDATE_SEGMENTS) then return end
+  job_desc.bitflags = flags + flag
+end
+
 local function apply(job_desc, d, old_admin_comment, uid)
   if d.features ~= nil then job_desc.features = d.features end
+  if d.segment ~= nil then set_segment(job_desc, d) end
   if d.prefer ~= nil then job_desc.prefer = d.prefer end
   if d.action == "hold" then job_desc.priority = 0 end
   if d.record ~= nil and d.record ~= "" then

@@ -24,12 +24,13 @@ local function shape_of(req)
   local key = table.concat({
     req.locality or "", req.regions or "", req.features or "", req.prefer or "", req.partition or "",
     req.unchecked or "", req.nodelist or "", gpu and gpu.scope or "", gpu and gpu.gpu_type or "",
+    req.segment_ok and "s" or "",
   }, "\0")
   if #key > DECISION_KEY then return nil end
   return key
 end
 
-local NUMBERS = { "min_nodes", "num_tasks", "time_limit", "het_offset", "interactive" }
+local NUMBERS = { "min_nodes", "num_tasks", "time_limit", "het_offset", "interactive", "user_segment" }
 
 local function memo_path(memo, key, req)
   -- the table holding the decision for this request's numbers (grown on the way), and its last key

@@ -95,6 +95,7 @@ local function merged(rec, upd, new, base, ours)
     num_tasks = to_int(upd.num_tasks) or to_int(rec.num_tasks), -- request() reads it only for GPUs per task
     gpu = new.gpu or base.gpu, unchecked = new.unchecked or base.unchecked, interactive = false,
     nodelist = new.nodelist or base.nodelist, time_limit = new.time_limit or base.time_limit,
+    segment_ok = base.segment_ok, user_segment = base.user_segment,
   }
 end
 

@@ -116,6 +116,16 @@ local function het_offset_of(het)
   return nil
 end
 
+local function segment_of(job)
+  -- (whether the release takes segment_size from job_submit/lua, the job's own --segment): 25.11.2+ is the
+  -- release with slurm.CONSOLIDATE_SEGMENTS (policy/request.py segment_ok); segment_size is read only there,
+  -- 0 and NO_VAL16 meaning not given
+  if slurm == nil or slurm.CONSOLIDATE_SEGMENTS == nil then return false, nil end
+  local n = to_int(job.segment_size)
+  if n ~= nil and n >= NO_VAL16 then n = nil end
+  return true, n
+end
+
 local function maybe(convert, value)
   if value == nil then return nil end
   return convert(value)
@@ -142,12 +152,13 @@ function M.request(job, comment_override)
   -- the task count matters only to GPUs per task: read only then (every field read costs slurmctld a lookup)
   local num_tasks
   if gpu ~= nil and gpu.scope == "task" then num_tasks = job.num_tasks end
+  local segment_ok, user_segment = segment_of(job)
   return { -- one constructor: the table is sized once
     locality = maybe(to_str, locality), regions = regions, features = maybe(to_str, features),
     prefer = maybe(to_str, prefer), partition = maybe(to_str, partition), min_nodes = maybe(to_int, job.min_nodes),
     num_tasks = maybe(to_int, num_tasks), gpu = gpu, unchecked = unchecked_of(job, nodelist),
     het_offset = het_offset_of(job.het_job_offset), interactive = interactive, nodelist = nodelist,
-    time_limit = maybe(to_int, job.time_limit), plan = plan,
+    time_limit = maybe(to_int, job.time_limit), plan = plan, segment_ok = segment_ok, user_segment = user_segment,
   }
 end
 

@@ -21,6 +21,14 @@ local SPANK_PLAN = "_SLURM_SPANK_OPTION_locality_plan"
 local LEVELS = { "network_group", "zone", "region" }
 local LOCALITIES = { prefer = true, nvl = true, network_group = true, zone = true, region = true, any = true }
 local MODES = { wait = true, fail = true, auto = true } -- auto: decided as wait, plus the budget record
+-- policy/vocab.py: --locality=nvl:segment=N[:spread|:consolidate][:wait|:fail], for an nvl job larger than one
+-- NVLink domain (segment_size, written from 25.11.2: the release with slurm.CONSOLIDATE_SEGMENTS)
+local SEGMENT_KEY = "segment="
+local SEGMENT_POLICIES = { spread = true, consolidate = true }
+local MAX_SEGMENT = 9999
+local SEGMENT_RELEASE = "25.11.2"
+local SEGMENT_ADVICE = "--locality=nvl:segment=N[:spread|:consolidate][:wait|:fail]: N a whole number from 1 to "
+  .. MAX_SEGMENT .. " (the nodes of one segment, kept in one NVLink domain)"
 local AUTO_LEVELS = { "network_group", "zone", "region", "any" } -- an auto job's budget levels, tightest first
 local AUTO_INDEX = { network_group = 1, zone = 2, region = 3 }
 local BUDGET_PREFIX = "slurm-topo-auto: " -- slurm_topo/relax.py: the budget record an auto job carries
@@ -80,6 +88,27 @@ local function plural(n, word)
   return n .. " " .. word .. "s"
 end
 
+local function parse_segment(text)
+  -- policy/vocab.py parse_segment: "nvl:segment=2:spread:fail" -> 2, "spread", "fail"; nil for a text that is
+  -- not the segment form; false for one that starts like it and does not parse
+  if string.sub(text, 1, 12) ~= "nvl:" .. SEGMENT_KEY then return nil end
+  local digits, rest = string.match(text, "^nvl:segment=([^:]*)(.*)$")
+  if not string.find(digits, "^[1-9][0-9]?[0-9]?[0-9]?$") then return false end
+  local policy, mode = nil, "wait"
+  local a, b = string.match(rest, "^:([^:]*)(.*)$")
+  if a ~= nil and SEGMENT_POLICIES[a] then
+    policy, rest = a, b
+    a, b = string.match(rest, "^:([^:]*)(.*)$")
+  end
+  if a ~= nil then
+    if b ~= "" or (a ~= "wait" and a ~= "fail") then return false end
+    mode = a
+  elseif rest ~= "" then
+    return false
+  end
+  return tonumber(digits), policy, mode
+end
+
 local function without_record(text)
   -- an AdminComment without our record (always its last part: a new decision replaces it); nil when empty
   if type(text) ~= "string" then return nil end
@@ -103,5 +132,7 @@ return {
   UNION_ZONES = UNION_ZONES, LOOKS_LIST = LOOKS_LIST, LOOKS_FINER = LOOKS_FINER, LOOKS_LARGEST = LOOKS_LARGEST,
   UNION_ROWS = UNION_ROWS, UNION_TRIES = UNION_TRIES, MAX_MERGED = MAX_MERGED, UNION_EMIT = UNION_EMIT, UNION_EMIT_FAMILIES = UNION_EMIT_FAMILIES,
   SIZE_FIELDS = SIZE_FIELDS, MAX_NAMED = MAX_NAMED, MAX_VISITS = MAX_VISITS, MAX_NAMED_DIGITS = MAX_NAMED_DIGITS,
+  SEGMENT_KEY = SEGMENT_KEY, SEGMENT_POLICIES = SEGMENT_POLICIES, MAX_SEGMENT = MAX_SEGMENT,
+  SEGMENT_RELEASE = SEGMENT_RELEASE, SEGMENT_ADVICE = SEGMENT_ADVICE, parse_segment = parse_segment,
   record = record, safe = safe, plural = plural, without_record = without_record,
 }

@@ -32,10 +32,11 @@ from .vocab import (
     NVL_NONE,
     NVL_NONE_NOTE,
     RECORD_PREFIX,
+    SEGMENT_RELEASE,
     UNION_ROWS,
     UNION_TRIES,
     budget_record,
-    parse_locality,
+    parse_segment,
     safe,
 )
 
@@ -56,6 +57,12 @@ class Decision:
     """(label, nodes, GPUs) of the groups put in the bracket, in order."""
     level: str | None = None
     """The level the bracket is at (for prefer: the finest that fits)."""
+    segment: int | None = None
+    """``segment_size`` the filter writes (``nvl:segment=N`` for a job larger than one NVLink domain, on a
+    release that takes it); None: not written (none asked, or the job's own ``--segment``)."""
+    segment_policy: str | None = None
+    """``spread`` or ``consolidate``: the job flag the filter sets with the segment (never when the job set
+    either itself)."""
     rejection: str = ""
     """For a rejection: ``size`` (no group can ever hold the job: Slurm's node-count / topology error code) or
     ``request`` (the request itself: an unknown locality or region, a conflict; Slurm's generic error, so
@@ -70,6 +77,8 @@ class Decision:
             "message": self.message,
             "record": self.record,
             "rejection": self.rejection,
+            "segment": self.segment,
+            "segment_policy": self.segment_policy,
         }
 
 
@@ -378,6 +387,8 @@ class _Job:
     note: str
     restrict: str | None
     scan: Scan
+    segment: tuple[int, str | None] | None = None
+    """``nvl:segment=N[:policy]`` (or the site's default for nvl jobs): (N, policy); None: no segment."""
 
 
 def _decide(data: PolicyData, req: JobRequest) -> Decision:
@@ -392,7 +403,7 @@ def _decide(data: PolicyData, req: JobRequest) -> Decision:
     parsed = _locality(data, req, names)
     if isinstance(parsed, Decision):
         return parsed
-    level, mode = parsed
+    level, mode, size, policy = parsed
     loc = f"{level}:{mode}"
     if level == "any" and req.regions is None:
         return Decision("unchanged", loc, record=_record("any"))
@@ -436,7 +447,17 @@ def _decide(data: PolicyData, req: JobRequest) -> Decision:
     if unknown is not None:
         note += f"; partition '{safe(unknown)}' not in the data: all nodes counted"
     job = _Job(
-        data, req, c, loc, level, mode, partitions, note, restrict, Scan(data, req, c, area_features, wanted)
+        data,
+        req,
+        c,
+        loc,
+        level,
+        mode,
+        partitions,
+        note,
+        restrict,
+        Scan(data, req, c, area_features, wanted),
+        None if size is None else (size, policy),
     )
     if level in ("prefer", "any"):
         return _decide_prefer(job)
@@ -460,15 +481,17 @@ def _many_partitions(loc: str, level: str, count: int) -> Decision:
     )
 
 
-def _locality(data: PolicyData, req: JobRequest, names: Sequence[str]) -> tuple[str, str] | Decision:
-    """(level, mode): the job's own, else its partition's default, else the cluster's; a bad one is
-    rejected."""
+def _locality(
+    data: PolicyData, req: JobRequest, names: Sequence[str]
+) -> tuple[str, str, int | None, str | None] | Decision:
+    """(level, mode, segment size, segment policy): the job's own, else its partition's default, else the
+    cluster's; a bad one is rejected."""
     locality = req.locality
     if locality is None:
         defaults = dict(data.config.partitions)
         locality = next((defaults[p] for p in names if p in defaults), data.config.default)
     try:
-        return parse_locality(locality)
+        return parse_segment(locality)
     except InputError as exc:
         return Decision(
             "reject",
@@ -669,7 +692,73 @@ def _decide_required(job: _Job) -> Decision:
             candidates=tuple((g.label, n, g.gpus) for g, n in w.kept),
             level=level,
         )
+    if level == NVL and (job.segment is not None or job.req.user_segment is not None):
+        return _segments(job, walked)
     return _nothing_holds(job, walked)
+
+
+def _segments(job: _Job, src: Source) -> Decision:
+    """An ``nvl`` job no NVLink domain can hold, with a segment (``nvl:segment=N``, or the job's own
+    ``--segment``, which wins): on a release whose job_submit/lua writes ``segment_size`` (25.11.2+) the job
+    runs in segments of N nodes, each inside one domain (Slurm's block topology places them), instead of
+    being held or refused; N must divide the node count and fit the largest domain. Before that release
+    the request is refused, saying which release is needed and what works without the filter."""
+    loc, req = job.loc, job.req
+    largest = job.scan.largest(src)
+    if largest is None:
+        return _nothing_holds(job, src)  # no domain at all: refused whatever the mode
+    g, most, _ = largest
+    nodes = req.min_nodes or needs(req)[0]
+    size, policy = job.segment if job.segment is not None else (0, None)
+    size = req.user_segment or size
+    asked = f"--locality={loc.split(':')[0]}:segment={size}"
+    if not req.segment_ok:
+        return _segment_refused(
+            job,
+            f"{asked}: {_plural(nodes, 'node')} is larger than any NVLink domain (the largest is {g.label} "
+            f"with {_plural(most, 'node')}); the filter sets the segment size from Slurm {SEGMENT_RELEASE} "
+            f"(job_submit/lua cannot before); from Slurm 24.05 `sbatch --segment={size}` without "
+            "--locality=nvl places each segment in one block itself",
+            f"segment needs Slurm {SEGMENT_RELEASE}",
+        )
+    if nodes % size:
+        return _segment_refused(
+            job,
+            f"{asked}: the node count {nodes} is not a multiple of the segment size {size}",
+            f"{nodes} nodes not a multiple of segment {size}",
+        )
+    if size > most:
+        return _segment_refused(
+            job,
+            f"{asked}: the segment size {size} is larger than the largest NVLink domain ({g.label}, "
+            f"{_plural(most, 'node')})",
+            f"segment {size} over the largest domain ({most})",
+        )
+    own = req.user_segment is not None
+    shown = f"segment={size}" + (" (yours)" if own else "") + (f":{policy}" if policy and not own else "")
+    return Decision(
+        "amend",
+        loc,
+        features=_terms(job, "") if job.restrict else None,
+        record=_record(
+            f"{loc} {shown}{_bound_tag(job.scan)} [{nodes} nodes in segments of {size}, each in one NVLink "
+            f"domain; largest {g.label}({most}n)]{job.note}"
+        ),
+        level=NVL,
+        segment=None if own else size,
+        segment_policy=None if own else policy,
+    )
+
+
+def _segment_refused(job: _Job, why: str, short: str) -> Decision:
+    return Decision(
+        "reject",
+        job.loc,
+        message=f"slurm-topo: {why}",
+        record=_record(f"{job.loc}: rejected; {short}"),
+        level=NVL,
+        rejection="request",
+    )
 
 
 def _required_prefer(job: _Job, kept: Sequence[tuple[Group, int]], budget: int) -> str | None:

@@ -203,13 +203,17 @@ def _merged(
         unchecked=new.unchecked or base.unchecked,
         nodelist=new.nodelist or base.nodelist,
         time_limit=new.time_limit or base.time_limit,
+        segment_ok=base.segment_ok,
+        user_segment=base.user_segment,
     )
 
 
 def decide_modify(
-    data: Any, rec: Mapping[str, Any] | None, upd: Mapping[str, Any], admin: bool
+    data: Any, rec: Mapping[str, Any] | None, upd: Mapping[str, Any], admin: bool, segments: bool = False
 ) -> ModifyDecision:
-    """The filter's answer to one update (see the module docstring). ``data`` is the compiled PolicyData."""
+    """The filter's answer to one update (see the module docstring). ``data`` is the compiled PolicyData.
+    ``segments``: the release takes ``segment_size`` from job_submit/lua (25.11.2+); the record's own
+    segment (one the filter set at submit included) is then the job's, kept as it is."""
     if rec is None:
         return PASS
     prio = upd.get("priority")
@@ -219,13 +223,13 @@ def decide_modify(
         return PASS
     if admin and isinstance(upd.get("features"), str) and _is_auto(_ours(rec)):
         return PASS  # an administrator's Features= update of an auto job: how the relaxer widens it
-    orig = JobRequest.from_job_desc(rec)
+    orig = JobRequest.from_job_desc(rec, segments)
     if orig.oversize is not None:
         return PASS  # hostile sizes are not scanned (as at submit)
     base = orig
     relocated = False
     if isinstance(upd.get("comment"), str):
-        again = JobRequest.from_job_desc({**rec, "comment": upd["comment"]})
+        again = JobRequest.from_job_desc({**rec, "comment": upd["comment"]}, segments)
         moved = (again.locality, again.regions) != (orig.locality, orig.regions)
         if not admin and (moved or _contradicts(upd["comment"], again)):
             return ModifyDecision("deny", log="the locality is fixed at submit; update refused")

@@ -97,11 +97,18 @@ class JobRequest:
     time_limit: int | None = None
     """--time in minutes (job_desc.time_limit); None when not given or unlimited: an ``auto`` job's budget
     is its time limit times the slowdown of each looser level."""
+    segment_ok: bool = False
+    """The release lets job_submit/lua write ``segment_size`` (25.11.2+: the Lua filter sees
+    ``slurm.CONSOLIDATE_SEGMENTS``): ``nvl:segment=N`` can be set, not only refused."""
+    user_segment: int | None = None
+    """The job's own ``--segment`` (job_desc.segment_size, read only where ``segment_ok``; 0 and NO_VAL16:
+    not given): it wins over a requested or default one, and the filter never writes it."""
 
     @classmethod
-    def from_job_desc(cls, job: Mapping[str, Any]) -> JobRequest:
+    def from_job_desc(cls, job: Mapping[str, Any], segments: bool = False) -> JobRequest:
         """The same reading as the Lua filter: SPANK env, then the job environment (batch jobs only), then
-        ``--comment``."""
+        ``--comment``. ``segments``: the release takes ``segment_size`` from job_submit/lua (the Lua filter
+        asks ``slurm.CONSOLIDATE_SEGMENTS``)."""
         interactive = job.get("script") is None
         locality, regions = _spank_values(job.get("spank_job_env"))
         # The batch environment only when the SPANK entries say nothing (slurmctld logs a complaint for every
@@ -135,7 +142,16 @@ class JobRequest:
             oversize=_oversize(job, regions),
             nodelist=_str(job.get("req_nodes")),
             time_limit=_int(job.get("time_limit")),
+            segment_ok=segments,
+            user_segment=_segment(job.get("segment_size")) if segments else None,
         )
+
+
+def _segment(value: object) -> int | None:
+    """job_desc.segment_size as the user set it: 1 .. NO_VAL16 - 1; 0 and NO_VAL16 (and anything else) are
+    "not given"."""
+    n = _int(value)
+    return n if n is not None and n < NO_VAL16 else None
 
 
 def _blen(text: str) -> int:

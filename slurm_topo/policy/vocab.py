@@ -16,6 +16,18 @@ NVL = "nvl"
 """One NVLink domain (``nvl_<domain>`` features, every release): required only (:wait or :fail), never a
 level of the prefer cascade or of an auto budget — a domain need not lie inside one network group."""
 MODES = ("wait", "fail", "auto")  # auto: decided as wait, plus the budget record (docs/relax.md)
+SEGMENT_KEY = "segment="
+"""``--locality=nvl:segment=N[:spread|:consolidate][:wait|:fail]``: an ``nvl`` job larger than one NVLink
+domain runs in segments of N nodes, each inside one domain (Slurm's ``segment_size``, set by the filter from
+25.11.2, where job_submit/lua can write it)."""
+SEGMENT_POLICIES = ("spread", "consolidate")
+"""Where a segment job's segments go (Slurm 25.11's ``--spread-segments`` / ``--consolidate-segments``: the
+job flags ``slurm.SPREAD_SEGMENTS`` / ``slurm.CONSOLIDATE_SEGMENTS``); none: Slurm's own choice."""
+MAX_SEGMENT = 9999
+"""Largest N of ``segment=N`` (1-4 digits, no leading zero): an NVLink domain is 72 GPUs or a few hundred."""
+SEGMENT_RELEASE = "25.11.2"
+"""The first release whose job_submit/lua can write ``segment_size`` (and has ``slurm.CONSOLIDATE_SEGMENTS``,
+how the filter tells it)."""
 MAX_ALTERNATIVES = 64  # a matching-OR bracket is a 64-bit bitmap in slurmctld; more corrupts memory
 MAX_CONSTRAINT = 1024  # longest features / prefer string slurmctld accepts
 MAX_RECORD = 200
@@ -91,10 +103,48 @@ def locality_advice(text: str) -> str:
     )
 
 
+SEGMENT_ADVICE = (
+    "--locality=nvl:segment=N[:spread|:consolidate][:wait|:fail]: N a whole number from 1 to "
+    f"{MAX_SEGMENT} (the nodes of one segment, kept in one NVLink domain)"
+)
+
+
+def parse_segment(text: str) -> tuple[str, str, int | None, str | None]:
+    """(level, mode, segment size, segment policy): ``nvl:segment=2:spread:fail`` -> ("nvl", "fail", 2,
+    "spread"); any other locality as ``parse_locality`` reads it, with no segment. The one grammar of the
+    segment form (the Lua filter's ``parse_segment``, locality.c's ``_valid_segment``)."""
+    if not text.startswith(NVL + ":" + SEGMENT_KEY):
+        level, mode = _parse_plain(text)
+        return level, mode, None, None
+    parts = text.split(":")
+    digits = parts[1][len(SEGMENT_KEY) :]
+    rest = parts[2:]
+    policy = None
+    if rest and rest[0] in SEGMENT_POLICIES:
+        policy = rest.pop(0)
+    mode = rest.pop(0) if rest else "wait"
+    if not _is_segment_size(digits) or rest or mode not in ("wait", "fail"):
+        raise InputError(SEGMENT_ADVICE)
+    return NVL, mode, int(digits), policy
+
+
+def _is_segment_size(digits: str) -> bool:
+    return (
+        1 <= len(digits) <= len(str(MAX_SEGMENT))
+        and digits.isascii()
+        and digits.isdigit()
+        and digits[0] != "0"
+    )
+
+
 def parse_locality(text: str) -> tuple[str, str]:
     """``zone:fail`` -> ("zone", "fail"); the mode defaults to wait (``zone:``, with nothing after the colon,
-    is
-    refused)."""
+    is refused); ``nvl:segment=N…`` (``parse_segment``) -> ("nvl", its mode)."""
+    level, mode, _, _ = parse_segment(text)
+    return level, mode
+
+
+def _parse_plain(text: str) -> tuple[str, str]:
     level, colon, mode = text.partition(":")
     mode = mode or ("" if colon else "wait")  # "zone:" is refused, as the SPANK plugin refuses it
     if level not in LOCALITIES or mode not in MODES or (level == NVL and mode == "auto"):
