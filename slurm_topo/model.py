@@ -476,6 +476,10 @@ class PolicyConfig:
     """The site's default parallelism plan (``tp=8,pp=4,bytes=10G``): ``explain``'s cost prediction and the
     filter's ``:auto`` budgets. Not in ``repr``; ``render.fingerprint`` adds it only when set, so inventories
     without a plan keep their fingerprints."""
+    nvl_segment: str | None = field(default=None, repr=False, compare=True)
+    """The site's segment for ``nvl`` jobs larger than one NVLink domain (``2``, ``8:spread``): what
+    ``--locality=nvl`` does as ``nvl:segment=…`` (the filter sets ``segment_size`` on 25.11.2+). Not in
+    ``repr``; fingerprinted only when set, like ``plan``."""
 
 
 NVLINK_TOPOLOGIES = ("auto", "tree", "block")

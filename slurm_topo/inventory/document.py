@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from ..model import (
     NvlinkConfig,
     PolicyConfig,
 )
-from ..policy.vocab import parse_locality
+from ..policy.vocab import parse_locality, parse_segment
 from .entry import FAMILY_RE, HOSTLIST_RE, Entry
 from .yaml_safe import Shown, key_text, load_yaml
 
@@ -171,7 +171,7 @@ def _parse_policy(source: str, raw: object) -> PolicyConfig:
     if not isinstance(raw, Mapping):
         raise fail("", f"must be a mapping, not {type(raw).__name__}", raw)
     for key in raw:
-        if key not in ("default", "partitions", "families", "plan"):
+        if key not in ("default", "partitions", "families", "plan", "nvl_segment"):
             raise fail(f".{key_text(key)}", "unknown key", key)
     default = locality(".default", raw.get("default", "prefer"))
     parts: list[tuple[str, str]] = []
@@ -199,7 +199,25 @@ def _parse_policy(source: str, raw: object) -> PolicyConfig:
             parse_plan(plan)
         except InputError as exc:
             raise fail(".plan", str(exc)[:200], plan) from None
-    return PolicyConfig(default, tuple(sorted(parts)), tuple(sorted(fams)), plan)
+    return PolicyConfig(
+        default, tuple(sorted(parts)), tuple(sorted(fams)), plan, _nvl_segment(raw.get("nvl_segment"), fail)
+    )
+
+
+def _nvl_segment(value: object, fail: Callable[[str, str, object], InventoryError]) -> str | None:
+    """``policy.nvl_segment``: ``N`` or ``N:spread|consolidate`` (the segment part of
+    ``--locality=nvl:segment=…``, read by ``policy.vocab.parse_segment``); None when not given."""
+    if value is None:
+        return None
+    text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    ok = isinstance(text, str) and text.split(":")[-1] not in ("wait", "fail")
+    try:
+        ok = ok and parse_segment(f"nvl:segment={text}")[2] is not None
+    except InputError:
+        ok = False
+    if not ok:
+        raise fail(".nvl_segment", "must be N or N:spread|N:consolidate, N a whole number 1-9999", value)
+    return str(text)
 
 
 def load_inventory_file(path: str | Path, max_nodes: int = MAX_NODES) -> Loaded:

@@ -94,6 +94,8 @@ def fingerprint(
         # the site plan shapes the filter's auto budgets; outside the policy's repr so that inventories
         # without a plan keep their fingerprints
         h.update(f"plan={inventory.policy.plan}".encode())
+    if inventory.policy is not None and inventory.policy.nvl_segment is not None:
+        h.update(f"nvl_segment={inventory.policy.nvl_segment}".encode())  # only then, as the plan
     if inventory.nvlink is not None:
         h.update(repr(inventory.nvlink).encode())
     return h.hexdigest()[:16]

@@ -178,6 +178,7 @@ def render_lua_table(data: PolicyData) -> str:
         f"everywhere={_slurm_name(data.everywhere)},\n",
         "partition_defaults={" + ",".join(f"[{_q(p)}]={_q(v)}" for p, v in data.config.partitions) + "},\n",
         "families={" + ",".join(f"{{{_q(n)},{_q(p)}}}" for n, p in data.config.families) + "},\n",
+        *([f"nvl_segment={_q(data.config.nvl_segment)},\n"] if data.config.nvl_segment else []),
         "known=" + _set({f for cls in data.classes for f in cls.features}) + ",\n",
         "owned={" + ",".join(_q(p) for p in LOCATION_PREFIXES) + "},\n",
         f"messages={{hold={_msg(HOLD_NOTE)},interactive={_msg(INTERACTIVE_NOTE)}}},\n",
