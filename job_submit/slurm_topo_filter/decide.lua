@@ -285,6 +285,9 @@ decide_inner = function(data, req)
   local names, partitions, unknown = partition_names(data, req)
   local level, mode, size, policy, rejected = locality_of(data, req, names)
   if rejected then return rejected end
+  if level == "nvl" and size == nil and data.nvl_segment then -- the site's segment for nvl jobs
+    size, policy = V.parse_segment("nvl:" .. V.SEGMENT_KEY .. data.nvl_segment)
+  end
   local loc = LOC[level][mode]
   if level == "any" and req.regions == nil then
     return { action = "unchanged", locality = loc, record = RECORD_ANY }

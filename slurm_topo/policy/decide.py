@@ -32,6 +32,7 @@ from .vocab import (
     NVL_NONE,
     NVL_NONE_NOTE,
     RECORD_PREFIX,
+    SEGMENT_KEY,
     SEGMENT_RELEASE,
     UNION_ROWS,
     UNION_TRIES,
@@ -404,6 +405,8 @@ def _decide(data: PolicyData, req: JobRequest) -> Decision:
     if isinstance(parsed, Decision):
         return parsed
     level, mode, size, policy = parsed
+    if level == NVL and size is None and data.config.nvl_segment:  # the site's segment for nvl jobs
+        _, _, size, policy = parse_segment(f"nvl:{SEGMENT_KEY}{data.config.nvl_segment}")
     loc = f"{level}:{mode}"
     if level == "any" and req.regions is None:
         return Decision("unchanged", loc, record=_record("any"))
