@@ -30,6 +30,10 @@ from .errors import InputError
 from .model import Inventory, Node
 
 CAPACITY_LEVELS = ("network_group", "zone", "region", "any")
+SWITCH_LEVEL = "switch"
+"""Capacity's levels below the network group: ``switch.<k>``, one switch of the ``k``-th layer below it
+(the entry's ``switches:``: a GCE sub-block is ``switch.1``, its host ``switch.2``; AWS's second and third
+network nodes), listed deepest first before :data:`CAPACITY_LEVELS` when the fleet has such layers."""
 
 FREE, ALLOCATED, DRAINED, UNKNOWN = "free", "allocated", "drained", "unknown"
 STATE_KINDS = (FREE, ALLOCATED, DRAINED, UNKNOWN)
@@ -210,12 +214,19 @@ class ShapeCapacity:
     def shape(self) -> str:
         return f"{self.nodes}x{self.gpus_per_node}"
 
+    @property
+    def deepest(self) -> str | None:
+        """The tightest level (first of ``levels``) where at least one job of the shape could start now,
+        None where none could."""
+        return next((lv.level for lv in self.levels if lv.jobs > 0), None)
+
     def as_dict(self) -> dict[str, object]:
         return {
             "shape": self.shape,
             "nodes": self.nodes,
             "gpus_per_node": self.gpus_per_node,
             "naive_jobs": self.naive_jobs,
+            "deepest_level": self.deepest,
             "levels": [lv.as_dict() for lv in self.levels],
         }
 
@@ -238,16 +249,31 @@ class Capacity:
         }
 
 
+def switch_level(depth: int) -> str:
+    """The capacity level of one switch of the ``depth``-th layer below the network group (1: the top)."""
+    return f"{SWITCH_LEVEL}.{depth}"
+
+
+def capacity_levels(inventory: Inventory) -> tuple[str, ...]:
+    """The levels :func:`capacity` counts by default: one per switch layer below the network groups that
+    some node has (deepest first), then :data:`CAPACITY_LEVELS`; a fleet without such layers gets
+    :data:`CAPACITY_LEVELS` alone."""
+    depth = max((len(n.switches) for n in inventory.nodes if n.location.network_group), default=0)
+    return tuple(switch_level(k) for k in range(depth, 0, -1)) + CAPACITY_LEVELS
+
+
 def capacity(
     inventory: Inventory,
     states: Mapping[str, NodeState],
     shapes: Iterable[tuple[int, int]],
-    levels: Sequence[str] = CAPACITY_LEVELS,
+    levels: Sequence[str] | None = None,
     extra_nodes: Sequence[str] = (),
 ) -> Capacity:
-    """Per shape and level: jobs that could start now inside one group, naive count, stranded GPUs."""
+    """Per shape and level: jobs that could start now inside one group, naive count, stranded GPUs
+    (``levels`` None: :func:`capacity_levels`)."""
     with collector_paused():  # half its CPU at 100 000 nodes was the collector's passes over the fleet
-        return _capacity(inventory, states, shapes, levels, extra_nodes)
+        chosen = capacity_levels(inventory) if levels is None else tuple(levels)
+        return _capacity(inventory, states, shapes, chosen, extra_nodes)
 
 
 def _capacity(
@@ -303,7 +329,13 @@ def _grouped(
     grouped: dict[str, dict[tuple[str, ...], list[int]]] = {}
     for level in levels:
         groups: dict[tuple[str, ...], list[int]] = {}
-        if level == "nvlink":  # by node, not by location (no domains given here: no group)
+        depth = _switch_depth(level)
+        if depth:  # by the node's switches: the nodes of one location may have different ones
+            for node, free in free_nodes:
+                key = _switch_key(node, depth)
+                if key is not None:
+                    groups.setdefault(key, []).append(free)
+        elif level == "nvlink":  # by node, not by location (no domains given here: no group)
             for node, free in free_nodes:
                 key = level_key(node, level, {})
                 if key is not None:
@@ -315,6 +347,21 @@ def _grouped(
                     groups.setdefault(key, []).extend(frees)
         grouped[level] = groups
     return grouped
+
+
+def _switch_depth(level: str) -> int:
+    """``k`` of a ``switch.<k>`` level, 0 for any other level."""
+    head, dot, tail = level.partition(".")
+    return int(tail) if head == SWITCH_LEVEL and dot and tail.isdigit() and int(tail) > 0 else 0
+
+
+def _switch_key(node: Node, depth: int) -> tuple[str, ...] | None:
+    """The switch of the ``depth``-th layer below the network group that holds ``node`` (labels scoped by
+    the ones above), or None when it has fewer layers."""
+    group = level_key(node, "network_group", {})
+    if group is None or len(node.switches) < depth:
+        return None
+    return (*group, *node.switches[:depth])
 
 
 def format_capacity(cap: Capacity) -> str:
@@ -345,4 +392,10 @@ def format_capacity(cap: Capacity) -> str:
     lines.append(
         "jobs: could start now, each inside one group of the level; naive: free GPUs // (nodes × GPUs)"
     )
+    if any(_switch_depth(lv.level) for s in cap.shapes for lv in s.levels):
+        lines.append(
+            f"{SWITCH_LEVEL}.<k>: one switch of the k-th layer below the network group (a provider's "
+            "sub-block or host, AWS's lower network nodes); deepest level each shape fits: "
+            + ", ".join(f"{s.shape} {s.deepest or 'none'}" for s in cap.shapes)
+        )
     return "\n".join(lines) + "\n"

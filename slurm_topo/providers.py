@@ -642,9 +642,11 @@ def _result(
 _EntryKey = tuple[Location, tuple[str, ...], str | None, tuple[tuple[str, str], ...], tuple[str, ...]]
 """One entry of an import: location, switches, NVLink domain, ``found_by`` beside the location, notes."""
 
-LINK_PROFILES = {"gcp": "gcp"}
-"""The ``links: {profile: …}`` an import writes: Google Cloud VMs over the VPC (TCP, egress-capped; the
-``gcp`` table). AWS and Azure GPU instances run EFA/InfiniBand: the default table, so nothing is written."""
+LINK_PROFILES = {"gcp": "gcp", "aws": "aws", "azure": "azure"}
+"""The ``links: {profile: …}`` an import writes (``slurm_topo.cost.links.PROFILES``, docs/cost.md): Google
+Cloud VMs over the VPC (TCP, egress-capped; ``gcp``), EC2 GPU instances with EFA inside an AZ and TCP over
+ENA across AZs (``aws``), ND H100 v5 VMs with InfiniBand inside a scale set and the VM's Ethernet outside it
+(``azure``)."""
 
 
 def _some(items: Sequence[str], limit: int = 5) -> str:

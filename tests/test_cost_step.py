@@ -210,6 +210,6 @@ def test_gcp_profile_and_bad_profiles() -> None:
     assert table["zone"] == GCP_LINKS["zone"] and table["any"].latency_us == 5000
     assert table["any"].bandwidth == GCP_LINKS["any"].bandwidth
     with pytest.raises(InputError, match="not a known profile"):
-        parse_links({"profile": "azure"})
+        parse_links({"profile": "oci"})
     with pytest.raises(InputError, match="not a known profile"):
         parse_links({"profile": ["gcp"]})

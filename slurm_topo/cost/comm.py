@@ -98,13 +98,18 @@ class Fabric:
         return min(self.node(a).net_ratio, self.node(b).net_ratio)
 
 
-NETWORK_LEVELS = frozenset(("network_group", "zone", "region", "any"))
+NETWORK_LEVELS = frozenset(("switch", "network_group", "zone", "region", "any"))
 """The levels whose hops go through a node's network ports."""
 
 
-def network_level(a: Node, b: Node, domains: Mapping[str, str] | None = None) -> str:
-    """The level at which two different nodes meet: ``nvlink`` (one NVLink domain), ``network_group``,
-    ``zone``, ``region`` or ``any`` (different regions, or a node with no location)."""
+def network_level(
+    a: Node, b: Node, domains: Mapping[str, str] | None = None, *, switches: bool = False
+) -> str:
+    """The level at which two different nodes meet: ``nvlink`` (one NVLink domain), with ``switches``
+    ``switch`` (one switch below their network group: the first of their ``switches`` alike, a provider's
+    sub-block or lower network node), ``network_group``, ``zone``, ``region`` or ``any`` (different
+    regions, or a node with no location). The hops the model costs ask with ``switches``; the group
+    levels (``calibrate``'s pairs, a placement's span) without."""
     if domains:
         da, db = domains.get(a.name), domains.get(b.name)
         if da is not None and da == db:
@@ -116,7 +121,14 @@ def network_level(a: Node, b: Node, domains: Mapping[str, str] | None = None) ->
         return "region"
     if la.network_group is None or la.network_group != lb.network_group:
         return "zone"
+    if switches and a.switches and b.switches and a.switches[0] == b.switches[0]:
+        return "switch"  # labels are scoped by the ones above: the first alike = one switch in the group
     return "network_group"
+
+
+LEAF_LEVELS = frozenset(("switch", "network_group"))
+"""The levels whose hops stay below the spine: on a rail-optimised fabric a hop there between two rails goes
+up through the spine (``zone``)."""
 
 
 # ---- rails
@@ -174,9 +186,9 @@ def pair_level(fabric: Fabric, a: Position, b: Position, table: LinkTable | None
     spine, ``zone``)."""
     if a[0] == b[0]:
         return gpu_level(fabric.node(a[0]).gpu_topology, a[1], b[1])
-    level = network_level(fabric.node(a[0]), fabric.node(b[0]), fabric.domains)
+    level = network_level(fabric.node(a[0]), fabric.node(b[0]), fabric.domains, switches=True)
     if (
-        level == "network_group"
+        level in LEAF_LEVELS
         and rails_on(fabric, table)
         and gpu_rail(fabric, table, a) != gpu_rail(fabric, table, b)
     ):
@@ -275,8 +287,8 @@ def ring_positions(
         if a[0] == b[0]:
             hops.append((gpu_level(fabric.node(a[0]).gpu_topology, a[1], b[1]), a, b))
             continue
-        level = network_level(fabric.node(a[0]), fabric.node(b[0]), fabric.domains)
-        if level == "network_group" and not same_rails:
+        level = network_level(fabric.node(a[0]), fabric.node(b[0]), fabric.domains, switches=True)
+        if level in LEAF_LEVELS and not same_rails:
             level = "zone"  # across rails: through the spine
         hops.append((level, a, b))
     return hops
@@ -437,26 +449,40 @@ class StepCost:
 
 
 def switch_tree(nodes: Iterable[Node]) -> SwitchTree:
-    """The inventory's tree as Slurm would have it (leaf = network group, then zone, region, one root), for
-    ``plan_srun``'s pipeline placement."""
+    """The inventory's tree as Slurm would have it (the switches below a network group, deepest first, then
+    the network group, zone, region, one root), for ``plan_srun``'s pipeline placement. Levels count from the
+    deepest switch of the nodes given (0): a network group is at the depth of the most ``switches`` any of
+    them has, so nodes without switches get the tree they always had (leaf = network group at 0)."""
+    listed = list(nodes)
+    depth = max((len(n.switches) for n in listed if n.location.network_group is not None), default=0)
     leaf: dict[str, str] = {}
     parent: dict[str, str] = {}
-    level: dict[str, int] = {"/": 3}
-    for n in nodes:
-        loc = n.location
-        chain: list[tuple[str, int]] = []
-        if loc.region is not None:
-            if loc.zone is not None:
-                if loc.network_group is not None:
-                    chain.append((f"ng:{loc.region}/{loc.zone}/{loc.network_group}", 0))
-                chain.append((f"zone:{loc.region}/{loc.zone}", 1))
-            chain.append((f"region:{loc.region}", 2))
-        chain.append(("/", 3))
+    level: dict[str, int] = {"/": depth + 3}
+    for n in listed:
+        chain = _chain(n, depth)
         leaf[n.name] = chain[0][0]
         for (sw, lvl), (up, _) in zip(chain, chain[1:], strict=False):
             parent[sw] = up
             level[sw] = lvl
     return SwitchTree(leaf, parent, level)
+
+
+def _chain(n: Node, depth: int) -> list[tuple[str, int]]:
+    """A node's switches from its own leaf up to the root, with their levels (:func:`switch_tree`)."""
+    loc = n.location
+    chain: list[tuple[str, int]] = []
+    if loc.region is not None:
+        if loc.zone is not None:
+            if loc.network_group is not None:
+                group = f"ng:{loc.region}/{loc.zone}/{loc.network_group}"
+                below = n.switches
+                for k in range(len(below), 0, -1):  # deepest first; a label is scoped by the ones above
+                    chain.append((f"sw:{group}/" + "/".join(below[:k]), depth - k))
+                chain.append((group, depth))
+            chain.append((f"zone:{loc.region}/{loc.zone}", depth + 1))
+        chain.append((f"region:{loc.region}", depth + 2))
+    chain.append(("/", depth + 3))
+    return chain
 
 
 def node_gpus(node: Node, count: int, cache: dict[int, tuple[int, ...]] | None = None) -> tuple[int, ...]:

@@ -10,6 +10,8 @@ nvlink          same NVLink island in one node (``NV<n>`` in the node's ``gpu_to
 node            same node, no link data (``gpu_topology`` absent)
 pcie            same node, different islands, through PCIe switches or one CPU (PIX, PXB, PHB, NODE)
 sys             same node, across the CPU sockets (SYS)
+switch          different nodes under one switch below their network group (the entry's ``switches:``: a
+                provider's sub-block or host, AWS's lower network nodes; ``leaf_<zone>.<label>`` in the tree)
 network_group   different nodes under one leaf (the inventory's network group)
 zone            different network groups of one zone (through the spine)
 region          different zones of one region
@@ -45,11 +47,38 @@ from ..errors import InputError, show_value
 from ..gpu.gpu_topology import GpuTopology
 from ..gpu.nccl_rings import LinkSpeeds, RingPlan, plan_rings
 
-LINK_LEVELS: tuple[str, ...] = ("nvlink", "node", "pcie", "sys", "network_group", "zone", "region", "any")
-"""Every level, fastest first (inside a node, then the network from the leaf up)."""
+LINK_LEVELS: tuple[str, ...] = (
+    "nvlink",
+    "node",
+    "pcie",
+    "sys",
+    "switch",
+    "network_group",
+    "zone",
+    "region",
+    "any",
+)
+"""Every level, fastest first (inside a node, then the network from the deepest switch up)."""
 
 NODE_LEVELS: tuple[str, ...] = ("nvlink", "node", "pcie", "sys")
 NETWORK_LEVELS: tuple[str, ...] = ("network_group", "zone", "region", "any")
+"""The levels between nodes that ``calibrate`` measures and keeps in order (a pair under one switch is
+measured as its network group's: the ``switch`` level then follows it, :func:`parse_links`)."""
+FABRIC_LEVELS: tuple[str, ...] = ("switch", *NETWORK_LEVELS)
+"""Every level between nodes, the deepest first: none may be faster or nearer than the one inside it."""
+
+SWITCH_SAVING_US = 0.8
+"""What the ``switch`` level saves over ``network_group`` in every profile, a choice: two switch traversals
+fewer (up to the group's spine and down again) at the 0.4 µs a switch hop the ``network_group`` default
+cites (NCCL's NET latency, switch hop 0.13-0.4 µs). No provider publishes a figure: GCE says only that
+"instances in the same sub-block experience lower network latency than instances in the same block", AWS
+that the fewer the hops between network nodes, the closer the instances. The bandwidth stays the group's
+(no source gives another)."""
+
+
+def _switch(group: Link) -> Link:
+    """The ``switch`` level of a table whose ``network_group`` is ``group`` (:data:`SWITCH_SAVING_US`)."""
+    return Link(group.bandwidth, max(0.0, group.latency_us - SWITCH_SAVING_US))
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +113,9 @@ DEFAULT_LINKS: Mapping[str, Link] = MappingProxyType(
         # Across CPU sockets: NCCL topo.h inter-CPU bandwidth: Intel SPR UPI 22, ERP 40, AMD 16, SKL QPI 10;
         # 22 (Sapphire Rapids) as the default. Latency: PCI latency plus one socket hop -> 3 µs.
         "sys": Link(22.0, 3.0),
+        # Under one switch below the network group (a provider's sub-block, AWS's lower network nodes): the
+        # group's bandwidth, two switch hops fewer (SWITCH_SAVING_US, a choice) -> 50 GB/s, 4.2 µs.
+        "switch": _switch(Link(50.0, 5.0)),
         # Same leaf: one 400 Gb/s NDR port per GPU = 50 GB/s (line rate / 8; the concept's 17.5/50 = 0.35 s);
         # NCCL hwLat NET ring LL/LL128/Simple 2.7/4.0/14.0 µs, switch hop 0.13-0.4 µs -> 5 µs.
         "network_group": Link(50.0, 5.0),
@@ -117,10 +149,66 @@ DEFAULT_LINKS: Mapping[str, Link] = MappingProxyType(
 GCP_LINKS: Mapping[str, Link] = MappingProxyType(
     {
         **DEFAULT_LINKS,
+        # a GCE sub-block below its block: "lower network latency than instances in the same block" (no
+        # figure): the block's bandwidth, two switch hops fewer (SWITCH_SAVING_US, a choice)
+        "switch": _switch(Link(2.0, 50.0)),
         "network_group": Link(2.0, 50.0),
         "zone": Link(2.0, 50.0),
         "region": Link(2.0, 250.0),
         "any": Link(0.75, 3500.0),
+    }
+)
+
+# AWS GPU instances (p5: 8 H100) with EFA, as NCCL runs on them (aws-ofi-nccl). Figures and choices:
+# * switch / network_group (under one lower network node of `describe-instance-topology`, or one top node or
+#   cluster placement group): EFA. p5.48xlarge has 3200 Gbps of EFA for its 8 GPUs ("Amazon EC2 P5
+#   instances") = 400 Gb/s a GPU -> 50 GB/s, the default's NDR figure; latency the default's (NCCL's NET
+#   figure: AWS publishes no EFA latency), the lower layer two switch hops nearer (SWITCH_SAVING_US, a
+#   choice: "the fewer the hops between network nodes, the closer the instances", "How Amazon EC2 topology
+#   works").
+# * zone (one AZ, different top network nodes / placement groups): EFA still reaches every instance of the
+#   subnet ("low-latency network communications with other instances on the same subnet", ParallelCluster
+#   "Elastic Fabric Adapter"); AWS gives no figure for the spine between them: the default's 2:1 choice,
+#   25 GB/s, 100 µs.
+# * region (different AZs): "Elastic Fabric Adapter (EFA) isn't supported over different availability
+#   zones" (ParallelCluster), so NCCL falls back to TCP sockets over ENA, and "bandwidth for single-flow
+#   traffic is limited to 5 Gbps when instances are not in the same cluster placement group" ("Amazon EC2
+#   instance network bandwidth"): one flow per ring hop -> 0.625 GB/s (a choice: one flow; NCCL may open
+#   several). Latency: AZs are "single-digit millisecond" apart -> the default's 1 ms.
+# * any (different Regions): "up to 50% of the network bandwidth available" to the instance in aggregate, a
+#   flow still 5 Gbps -> 0.625 GB/s; the default's 10 ms.
+AWS_LINKS: Mapping[str, Link] = MappingProxyType(
+    {
+        **DEFAULT_LINKS,
+        "switch": _switch(Link(50.0, 5.0)),
+        "network_group": Link(50.0, 5.0),
+        "zone": Link(25.0, 100.0),
+        "region": Link(0.625, 1000.0),
+        "any": Link(0.625, 10_000.0),
+    }
+)
+
+# Azure ND H100 v5 VMs (8 H100). Figures and choices:
+# * switch / network_group (one proximity placement group, as `import azure` reads it; a VM scale set):
+#   "Each GPU within the VM is provided with its own dedicated, topology-agnostic 400 Gb/s NVIDIA Quantum-2
+#   CX7 InfiniBand connection. These connections are automatically configured between VMs occupying the same
+#   virtual machine scale set" ("ND H100 v5 series") -> 50 GB/s a GPU; latency the default's NDR figure,
+#   the lower switch two hops nearer (SWITCH_SAVING_US, a choice). That the group is one scale set is a
+#   choice: a proximity group does not itself give InfiniBand.
+# * zone, region (outside the InfiniBand of one scale set): the VM's Ethernet, "Network: 8 NICs, 80000
+#   Mbps" (ND H100 v5 specifications) shared by its 8 GPUs -> 10 Gb/s = 1.25 GB/s a GPU (the sharing a
+#   choice). Latency: in one zone no figure is published -> 50 µs (the gcp profile's in-zone figure, a
+#   choice); zones are "connected by a high-performance network with a round-trip latency of less than
+#   2ms" ("What are availability zones?") -> 1 ms one way.
+# * any (another region): no bandwidth figure below the VM's own: 1.25 GB/s; the default's 10 ms.
+AZURE_LINKS: Mapping[str, Link] = MappingProxyType(
+    {
+        **DEFAULT_LINKS,
+        "switch": _switch(Link(50.0, 5.0)),
+        "network_group": Link(50.0, 5.0),
+        "zone": Link(1.25, 50.0),
+        "region": Link(1.25, 1000.0),
+        "any": Link(1.25, 10_000.0),
     }
 )
 
@@ -345,9 +433,13 @@ def generation_of(gpu_type: str | None) -> Generation | None:
     return dataclasses.replace(UNKNOWN_GENERATION, name=f"unknown GPU type {show_value(gpu_type[:40])}")
 
 
-PROFILES: Mapping[str, Mapping[str, Link]] = MappingProxyType({"default": DEFAULT_LINKS, "gcp": GCP_LINKS})
+PROFILES: Mapping[str, Mapping[str, Link]] = MappingProxyType(
+    {"default": DEFAULT_LINKS, "gcp": GCP_LINKS, "aws": AWS_LINKS, "azure": AZURE_LINKS}
+)
 """``links: {profile: …}``: the table a site's own figures go over. ``default``: one InfiniBand/NVLink
-fabric (DGX-style nodes, the constants above); ``gcp``: Google Cloud VMs over the VPC (:data:`GCP_LINKS`)."""
+fabric (DGX-style nodes, the constants above); ``gcp``: Google Cloud VMs over the VPC (:data:`GCP_LINKS`);
+``aws``: EC2 GPU instances with EFA inside an AZ, TCP over ENA across AZs (:data:`AWS_LINKS`); ``azure``: ND
+H100 v5 VMs, InfiniBand inside a scale set, the VM's Ethernet outside it (:data:`AZURE_LINKS`)."""
 PROFILE_KEY = "profile"
 
 MEASURED_KEY = "measured"
@@ -410,6 +502,12 @@ class LinkTable:
     figures (:data:`GENERATIONS`) never replace them."""
 
     def __getitem__(self, level: str) -> Link:
+        """A level's figures. A ``switch`` level the site left out follows the ``network_group`` it set (or
+        calibrate measured): the group's bandwidth, :data:`SWITCH_SAVING_US` nearer — so a table written
+        before the level existed keeps its cost between groups, and the level under a switch is never
+        slower than the group above it."""
+        if level == "switch" and "switch" not in self.given and "network_group" in self.given:
+            return _switch(self.links["network_group"])
         return self.links[level]
 
     def with_link(self, level: str, link: Link) -> LinkTable:
@@ -418,7 +516,9 @@ class LinkTable:
         )
 
     def as_dict(self) -> dict[str, dict[str, float]]:
-        return {lvl: {"bandwidth": k.bandwidth, "latency_us": k.latency_us} for lvl, k in self.links.items()}
+        return {
+            lvl: {"bandwidth": self[lvl].bandwidth, "latency_us": self[lvl].latency_us} for lvl in self.links
+        }
 
 
 DEFAULT_TABLE = LinkTable()
@@ -518,8 +618,9 @@ def parse_links(mapping: object, *, source: str = "links", base: LinkTable | Non
     if MEASURED_KEY in mapping and measured is not None:
         # calibrate writes every level, measured or not: the site's own are the measured ones (and the base's)
         given = set((base or DEFAULT_TABLE).given) | set(measured.levels)
-    _check_monotone(table, source)
-    return LinkTable(MappingProxyType(table), rails, measured, frozenset(given))
+    out = LinkTable(MappingProxyType(table), rails, measured, frozenset(given))
+    _check_monotone({lvl: out[lvl] for lvl in table}, source)
+    return out
 
 
 def _level_of(key: object, source: str, seen: dict[str, str]) -> str:
@@ -564,7 +665,7 @@ def _link(where: str, raw: object, old: Link) -> Link:
 
 def _check_monotone(table: Mapping[str, Link], source: str) -> None:
     """The network levels must not get faster (bandwidth) or nearer (latency) going out."""
-    for inner, outer in zip(NETWORK_LEVELS, NETWORK_LEVELS[1:], strict=False):
+    for inner, outer in zip(FABRIC_LEVELS, FABRIC_LEVELS[1:], strict=False):
         a, b = table[inner], table[outer]
         if a.bandwidth < b.bandwidth:
             raise InputError(
