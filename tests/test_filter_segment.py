@@ -8,6 +8,7 @@ and what ``submit`` writes into the job_desc. Slurm's own side is
 
 from __future__ import annotations
 
+import math
 import random
 from pathlib import Path
 from typing import Any
@@ -288,3 +289,55 @@ def test_the_site_default_reaches_the_data_file_and_its_fingerprint() -> None:
 def test_a_bad_site_default_is_refused_naming_the_key(value: str) -> None:
     with pytest.raises(InventoryError, match="nvl_segment"):
         parse_inventory(FLEET + f"policy: {{nvl_segment: {value}}}\n")
+
+
+_SEGMENT_VALUES = st.one_of(
+    st.none(),
+    st.integers(min_value=-(2**53), max_value=2**53),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0, NO_VAL16, NO_VAL16 - 1, 2**16, 1.5, "2", "", True]),
+)
+_FUZZ_LUA: dict[str, Any] = {}
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    size=_SEGMENT_VALUES,
+    # whole numbers a Lua number holds exactly (below 2^53, and powers of two above, where none is written)
+    flags=st.one_of(
+        st.none(),
+        st.integers(min_value=-5, max_value=2**53 - 1),
+        st.sampled_from([2.0**53, 2.0**60, 2.0**63, 2**44 + 2**43]),
+        st.floats(),
+        st.just("x"),
+    ),
+    locality=st.sampled_from(
+        ["nvl:segment=2", "nvl:segment=3:spread", "nvl:segment=1:consolidate:fail", "nvl"]
+    ),
+    nodes=st.integers(min_value=1, max_value=20),
+)
+def test_hostile_segment_fields_never_break_the_filter(
+    size: Any, flags: Any, locality: str, nodes: int
+) -> None:
+    """Whatever job_desc.segment_size and bitflags hold (negative, fractional, NaN, huge, a string), submit on
+    26.05 ends in success or a refusal, never an internal error; the segment it writes is a whole number the
+    request named, or the job's own value is left as it was; bitflags are only ever raised by one flag."""
+    if "lua" not in _FUZZ_LUA:
+        import tempfile
+
+        tmp = Path(tempfile.mkdtemp(prefix="segfuzz-"))
+        _FUZZ_LUA["lua"] = _twins(tmp, POLICY, RELEASE_26)
+        _FUZZ_LUA["lua"][1].configure(_FUZZ_LUA["lua"][3])
+    lua: LuaFilter = _FUZZ_LUA["lua"][1]
+    desc = job(locality, min_nodes=nodes)
+    desc["segment_size"], desc["bitflags"] = size, flags
+    rc, t = lua.submit(desc)
+    assert rc in (0, -1)
+    assert not any("internal error" in e for e in lua.messages("errors")), lua.messages("errors")
+    written = t["segment_size"]
+    assert written == size or (isinstance(written, (int, float)) and written in (1, 2, 3)), (size, written)
+    after = t["bitflags"]
+    if after != flags and not (isinstance(flags, float) and math.isnan(flags) and math.isnan(after)):
+        # raised by one flag, from a whole number that held neither (never NaN, a fraction or past 2^53)
+        assert isinstance(flags, int) and 0 <= flags < 2**53 and after - flags in (SPREAD, CONSOLIDATE)
+        assert not flags & (SPREAD | CONSOLIDATE), (flags, after)

@@ -65,12 +65,13 @@ end
 local function set_segment(job_desc, d)
   -- nvl:segment=N (decide.lua segments: only on a release with slurm.CONSOLIDATE_SEGMENTS, 25.11.2+):
   -- segment_size, and the spread/consolidate job flag where the request names one and the job set neither
-  -- (job_desc.bitflags is a 64-bit mask read as a Lua number: written back only below 2^53, where it is exact)
+  -- (job_desc.bitflags is a 64-bit mask read as a Lua number: written back only as a whole number below 2^53,
+  -- where it is exact; NaN, a fraction or a negative number is left alone)
   job_desc.segment_size = d.segment
   local flag = d.segment_policy == "spread" and slurm.SPREAD_SEGMENTS or slurm.CONSOLIDATE_SEGMENTS
   if d.segment_policy == nil or flag == nil then return end
   local flags = job_desc.bitflags
-  if type(flags) ~= "number" or flags < 0 or flags >= 2 ^ 53 then return end
+  if type(flags) ~= "number" or flags ~= flags or flags < 0 or flags >= 2 ^ 53 or flags % 1 ~= 0 then return end
   local function has(f) return f ~= nil and math.floor(flags / f) % 2 == 1 end
   if has(slurm.SPREAD_SEGMENTS) or has(slurm.CONSOLIDATE_SEGMENTS) then return end
   job_desc.bitflags = flags + flag
