@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_topo import parse_inventory
+from slurm_topo import merge, parse_inventory
 from slurm_topo.access import text as slurm_text
 from slurm_topo.cli.cost import _links_table
 from slurm_topo.cost import DEFAULT_TABLE, Fabric, PlanSpec, ring_allreduce_seconds, score_placement
@@ -90,7 +90,7 @@ def _cross_zone(provider: str, links: str | None) -> tuple[float, float]:
     """Seconds of a DP all-reduce of 10 GB over the provider's two nodes in two zones (8 GPUs each), with the
     imported inventory's own links (``links`` None) or with them stripped (the default table)."""
     text = _imported(provider)
-    inv = parse_inventory(text if links is None else _without_links(text))
+    inv = merge([parse_inventory(text if links is None else _without_links(text))])
     table = inv.links or DEFAULT_TABLE
     nodes = LISTINGS[provider][2]
     assert nodes is not None
@@ -148,7 +148,7 @@ def test_cost_and_explain_read_the_profile_from_the_imported_inventory(provider:
         "AdminComment=(null) Comment=plan=bytes=10G,gpus_per_node=8 StdErr=/dev/null"
     )
     view = predict_cost(
-        slurm_text.parse_record_line(line), parse_inventory(path.read_text()), None, table=table
+        slurm_text.parse_record_line(line), merge([parse_inventory(path.read_text())]), None, table=table
     )
     actual = view.lines[1]
     assert "bottleneck: dp at region" in actual, view.lines
