@@ -132,7 +132,8 @@ def test_what_the_filter_does_with_a_segment_request_on_this_release(cluster: sl
 def test_a_segment_job_runs_with_each_segment_in_one_domain(cluster: slurmctl.Cluster) -> None:
     """26.05: with n1 busy, ``sbatch -p nvl --locality=nvl:segment=2 -N4`` runs; Slurm's record has
     SegmentSize=2 and no domain bracket, and every block (NVLink domain, ``scontrol show topology nvl``)
-    holds an even number of the job's nodes: each 2-node segment inside one domain. A size the segment does
+    holds an even number of the job's nodes: each 2-node segment inside one domain (the same job without the
+    segment gets 1 + 3 from the blocks alone). A size the segment does
     not divide, and a segment larger than every domain, are refused at submit naming both numbers."""
     slurm = cluster.slurm
     install_blocks(cluster)
@@ -141,6 +142,15 @@ def test_a_segment_job_runs_with_each_segment_in_one_domain(cluster: slurmctl.Cl
     assert set(block.values()) == {"nvl_rack-01", "nvl_rack-02", "nvl_rack-03"}, block
     filler = slurm.submit("--locality=any", "--exclusive", "-w", "n1", "--wrap", "sleep 300")
     slurm.wait_state(filler, "RUNNING")
+    # the control: the same job without a segment; the blocks alone take n2 + n4-n6 (1 + 3) here
+    control = slurm.submit("-p", "nvl", "--exclusive", "--locality=any", "-N4", "--wrap", "sleep 300")
+    slurm.wait_state(control, "RUNNING", timeout=30)
+    spread = [
+        sum(1 for n in slurm.allocation_of(control).nodes if block[n] == b) for b in set(block.values())
+    ]
+    assert any(c % 2 for c in spread), spread  # a domain with an odd share: what the segment prevents
+    slurm.cancel(control)
+    slurm.wait_state(control, "CANCELLED")
     job = slurm.submit("-p", "nvl", "--exclusive", "--locality=nvl:segment=2", "-N4", "--wrap", "sleep 300")
     slurm.wait_state(job, "RUNNING", timeout=30)
     seen = job_detail(slurm, job)
