@@ -341,3 +341,20 @@ def test_hostile_segment_fields_never_break_the_filter(
         # raised by one flag, from a whole number that held neither (never NaN, a fraction or past 2^53)
         assert isinstance(flags, int) and 0 <= flags < 2**53 and after - flags in (SPREAD, CONSOLIDATE)
         assert not flags & (SPREAD | CONSOLIDATE), (flags, after)
+
+
+def test_an_update_that_would_need_a_new_segment_is_refused(tmp_path: Path) -> None:
+    """A job nvl:segment=2 that one domain held at submit (its bracket, no segment) resized past every
+    domain: Slurm cannot set a pending job's segment size (26.05: "Update of this parameter is not
+    supported: SegmentSize"; job_modify's segment_size is not applied), so both twins refuse the update
+    instead of stripping the bracket with no segment in its place."""
+    data, lua, lua_data, _ = _twins(tmp_path, POLICY, RELEASE_26)
+    rec = job(
+        "nvl:segment=2", min_nodes=2, job_id=8, priority=1000, features="[nvl_nvl-c|nvl_nvl-a|nvl_nvl-b]"
+    )
+    rec["admin_comment"] = "slurm-topo: nvl:wait [nvl-c(2n),nvl-a(3n),nvl-b(3n)]"
+    upd = {"min_nodes": 4}
+    expected = decide_modify(data, rec, upd, False, segments=True).as_dict()
+    got = lua.decide_modify(lua_data, rec, upd, False)
+    assert got == {k: expected[k] for k in got}, (got, expected)
+    assert got["action"] == "reject" and "resubmit it (--locality=nvl:segment=2" in got["log"], got

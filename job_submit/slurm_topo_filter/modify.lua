@@ -130,6 +130,13 @@ end
 
 local function outcome(d, req, rec, upd, admin, release, releasable)
   if d.action == "reject" then return { action = "reject", log = d.record } end
+  if d.segment ~= nil then
+    -- a resize past every NVLink domain needs a segment the job does not have, and Slurm cannot give a
+    -- pending job one (policy/modify.py segment_update_refusal)
+    return { action = "reject", log = "slurm-topo: --locality=" .. d.locality .. ": the update makes the job "
+      .. "larger than any NVLink domain, and Slurm cannot give a pending job a segment size: resubmit it "
+      .. "(--locality=nvl:segment=" .. d.segment .. ", -N a multiple of " .. d.segment .. ")" }
+  end
   local het = to_int(rec.het_job_id)
   if het ~= nil and required(d) and (d.action == "amend" or d.action == "hold") then
     -- a component of a heterogeneous job: placed on its own, so a required level cannot be kept (refused at

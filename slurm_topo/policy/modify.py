@@ -80,6 +80,18 @@ class ModifyDecision:
 
 PASS = ModifyDecision("pass")
 
+
+def segment_update_refusal(locality: str, segment: int) -> str:
+    """An update that would need a segment the job does not have (a resize past every NVLink domain): Slurm
+    cannot set a pending job's segment size (``scontrol update … SegmentSize=`` is "not supported" on 26.05,
+    and job_modify's segment_size is not applied), so it is refused, saying what to do."""
+    return (
+        f"slurm-topo: --locality={locality}: the update makes the job larger than any NVLink domain, and "
+        f"Slurm cannot give a pending job a segment size: resubmit it (--locality=nvl:segment={segment}, "
+        f"-N a multiple of {segment})"
+    )
+
+
 REQUIRED_LEVELS = frozenset(("network_group", "zone", "region", "nvl"))
 """The levels a job is promised (``prefer`` and ``any`` never delay a job)."""
 
@@ -282,6 +294,8 @@ def _outcome(
 ) -> ModifyDecision:
     if d.action == "reject":
         return ModifyDecision("reject", log=d.record)
+    if d.segment is not None:
+        return ModifyDecision("reject", log=segment_update_refusal(d.locality, d.segment))
     het = _int(rec.get("het_job_id"))
     level = (d.locality or "").partition(":")[0]
     if het is not None and level in REQUIRED_LEVELS and d.action in ("amend", "hold"):

@@ -167,3 +167,21 @@ def test_a_segment_job_runs_with_each_segment_in_one_domain(cluster: slurmctl.Cl
     assert "the node count 4 is not a multiple of the segment size 3" in err, err
     err = slurm.submit_error("-p", "nvl", "--locality=nvl:segment=4", "-N8", "--wrap", "true")
     assert "the segment size 4 is larger than the largest NVLink domain (rack-01, 3 nodes)" in err, err
+
+
+@pytest.mark.slurm_min("25.11", reason="job_submit/lua writes segment_size from 25.11.2")
+def test_a_resize_past_every_domain_is_refused_not_left_without_a_segment(cluster: slurmctl.Cluster) -> None:
+    """26.05 cannot change a pending job's segment size (``scontrol update SegmentSize=`` is "not supported",
+    and job_modify's segment_size is not applied): a held ``nvl:segment=2 -N2`` job (one domain holds it: its
+    bracket, no segment) resized to 4 nodes is refused with the reason, and keeps its bracket."""
+    slurm = cluster.slurm
+    slurm.quiesce()
+    job = slurm.submit("-H", "--locality=nvl:segment=2", "-N2", "--wrap", "true")
+    before = job_detail(slurm, job)
+    assert before["Features"].startswith("[nvl_") and "SegmentSize" not in before, before
+    p = slurm.run(["scontrol", "update", f"JobId={job}", "NumNodes=4"], check=False)
+    assert p.returncode != 0, p
+    assert "Slurm cannot give a pending job a segment size: resubmit it" in p.stderr, p.stderr
+    after = job_detail(slurm, job)
+    assert after["Features"] == before["Features"] and after["NumNodes"] == before["NumNodes"], after
+    slurm.cancel(job)
