@@ -1,6 +1,6 @@
 """slurm-topo import writes the provider's link profile: an imported GCP fleet is costed as VMs over the VPC
-(links: {profile: gcp}), not as one InfiniBand fabric; AWS and Azure write theirs (links: {profile: aws|azure},
-EFA/InfiniBand inside a group, TCP or the VM's Ethernet outside it: docs/cost.md)."""
+(links: {profile: gcp}), not as one InfiniBand fabric; AWS and Azure write theirs
+(links: {profile: aws|azure}: EFA/InfiniBand inside a group, TCP or the VM's Ethernet outside it)."""
 
 from __future__ import annotations
 
