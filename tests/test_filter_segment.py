@@ -153,7 +153,8 @@ def _shape(rng: random.Random) -> dict[str, Any]:
         fields["het_job_offset"] = 0
     if rng.random() < 0.2:
         fields["script"] = None  # salloc / srun
-    return job(locality, **fields)
+    # the SPANK option, or the same text in --comment / the batch environment (clients without the plugin)
+    return job(locality, via=rng.choice(["spank", "spank", "comment", "environment"]), **fields)
 
 
 @pytest.mark.parametrize("policy", [POLICY, SITE], ids=["asked", "site-default"])
