@@ -63,7 +63,7 @@ LINK_LEVELS: tuple[str, ...] = (
 NODE_LEVELS: tuple[str, ...] = ("nvlink", "node", "pcie", "sys")
 NETWORK_LEVELS: tuple[str, ...] = ("network_group", "zone", "region", "any")
 """The levels between nodes that ``calibrate`` measures and keeps in order (a pair under one switch is
-measured as its network group's: the ``switch`` level then follows it, :func:`parse_links`)."""
+measured as its network group's: the ``switch`` level then follows it, :meth:`LinkTable.__getitem__`)."""
 FABRIC_LEVELS: tuple[str, ...] = ("switch", *NETWORK_LEVELS)
 """Every level between nodes, the deepest first: none may be faster or nearer than the one inside it."""
 
@@ -581,8 +581,9 @@ def parse_links(mapping: object, *, source: str = "links", base: LinkTable | Non
 
     A level may give either key (the other keeps its default). ``network-group``/``ng`` are read as
     ``network_group``, ``domain``/``island`` as ``nvlink``. The network levels must not get faster going
-    out: bandwidth ``network_group >= zone >= region >= any`` and latency the other way round (a table that
-    breaks this would make a tighter placement look worse)."""
+    out: bandwidth ``switch >= network_group >= zone >= region >= any`` and latency the other way round (a
+    table that breaks this would make a tighter placement look worse; a ``switch`` the site left out follows
+    its ``network_group``: :meth:`LinkTable.__getitem__`)."""
     if mapping is None:
         return base or DEFAULT_TABLE
     if not isinstance(mapping, Mapping):
