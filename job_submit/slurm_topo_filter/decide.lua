@@ -107,15 +107,17 @@ local function locality_of(data, req, names)
     end
     locality = locality or data.default
   end
-  local size, policy, smode = V.parse_segment(locality)
-  if size then return "nvl", smode, size, policy end
-  if size == false then
-    return nil, nil, nil, nil, { action = "reject", locality = safe(locality), message = "slurm-topo: "
-             .. V.SEGMENT_ADVICE, record = record("rejected locality '" .. safe(locality) .. "'"),
-             rejection = "request" }
-  end
   local level, mode = string.match(locality, "^([^:]*):(.*)$")
   if level == nil then level, mode = locality, "wait" end -- "zone:" is refused, as the SPANK plugin refuses it
+  if level == "nvl" and not MODES[mode] then -- nvl:segment=N...: read only here (every decision comes by)
+    local size, policy, smode = V.parse_segment(locality)
+    if size then return "nvl", smode, size, policy end
+    if size == false then
+      return nil, nil, nil, nil, { action = "reject", locality = safe(locality), message = "slurm-topo: "
+               .. V.SEGMENT_ADVICE, record = record("rejected locality '" .. safe(locality) .. "'"),
+               rejection = "request" }
+    end
+  end
   if not LOCALITIES[level] or not MODES[mode] or (level == "nvl" and mode == "auto") then
     local advice = "unknown locality '" .. safe(locality) .. "' (use prefer|nvl|network_group|zone|"
       .. "region|any, optionally :wait, :fail or :auto; nvl takes :wait or :fail)"

@@ -153,13 +153,15 @@ function M.request(job, comment_override)
   local num_tasks
   if gpu ~= nil and gpu.scope == "task" then num_tasks = job.num_tasks end
   local segment_ok, user_segment = segment_of(job)
-  return { -- one constructor: the table is sized once
+  local r = { -- one constructor: the table is sized once
     locality = maybe(to_str, locality), regions = regions, features = maybe(to_str, features),
     prefer = maybe(to_str, prefer), partition = maybe(to_str, partition), min_nodes = maybe(to_int, job.min_nodes),
     num_tasks = maybe(to_int, num_tasks), gpu = gpu, unchecked = unchecked_of(job, nodelist),
     het_offset = het_offset_of(job.het_job_offset), interactive = interactive, nodelist = nodelist,
-    time_limit = maybe(to_int, job.time_limit), plan = plan, segment_ok = segment_ok, user_segment = user_segment,
+    time_limit = maybe(to_int, job.time_limit), plan = plan,
   }
+  if segment_ok then r.segment_ok, r.user_segment = true, user_segment end -- 25.11.2+ only: nothing before
+  return r
 end
 
 -- sbatch --plan=KEY=VALUE,... (the SPANK option): only known keys and [A-Za-z0-9.%-] values, so the text cannot

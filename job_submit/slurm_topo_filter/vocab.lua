@@ -88,10 +88,12 @@ local function plural(n, word)
   return n .. " " .. word .. "s"
 end
 
+local SEGMENT_HEAD = "nvl:" .. SEGMENT_KEY
+
 local function parse_segment(text)
   -- policy/vocab.py parse_segment: "nvl:segment=2:spread:fail" -> 2, "spread", "fail"; nil for a text that is
   -- not the segment form; false for one that starts like it and does not parse
-  if string.sub(text, 1, 12) ~= "nvl:" .. SEGMENT_KEY then return nil end
+  if string.sub(text, 1, #SEGMENT_HEAD) ~= SEGMENT_HEAD then return nil end
   local digits, rest = string.match(text, "^nvl:segment=([^:]*)(.*)$")
   if not string.find(digits, "^[1-9][0-9]?[0-9]?[0-9]?$") then return false end
   local policy, mode = nil, "wait"
