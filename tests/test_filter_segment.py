@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from luafilter import LuaFilter
 from policy_cases import FLEET, PARTITIONS, job
@@ -359,3 +359,29 @@ def test_an_update_that_would_need_a_new_segment_is_refused(tmp_path: Path) -> N
     got = lua.decide_modify(lua_data, rec, upd, False)
     assert got == {k: expected[k] for k in got}, (got, expected)
     assert got["action"] == "reject" and "resubmit it (--locality=nvl:segment=2" in got["log"], got
+
+
+_DECIDE: dict[str, Any] = {}
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    text=st.lists(
+        st.sampled_from(_TOKENS + ["prefer", "network_group", "region"]), min_size=1, max_size=6
+    ).map("".join),
+    nodes=st.sampled_from([2, 4, 6]),
+)
+@example(text="nvl:segment=2", nodes=4)  # set: segment_size 2
+@example(text="nvl:segment=2:consolidate:fail", nodes=6)
+@example(text="zone:fail", nodes=2)  # a plain level: its bracket
+@example(text="nvl:segment=2:auto", nodes=4)  # refused alike
+def test_any_locality_text_is_accepted_or_refused_alike_by_both_twins(text: str, nodes: int) -> None:
+    """Whole ``--locality`` texts (the segment form, the plain levels and near misses of both) through both
+    twins' decisions on 26.05: the same decision, so the same texts accepted and the same refused."""
+    if "twins" not in _DECIDE:
+        import tempfile
+
+        _DECIDE["twins"] = _twins(Path(tempfile.mkdtemp(prefix="segtext-")), POLICY, RELEASE_26)
+    data, lua, lua_data, _ = _DECIDE["twins"]
+    desc = job(text, min_nodes=nodes)
+    assert lua.decide(lua_data, desc) == decide(data, JobRequest.from_job_desc(desc, True)).as_dict(), text
