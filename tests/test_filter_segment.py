@@ -21,7 +21,7 @@ from policy_cases import FLEET, PARTITIONS, job
 
 from slurm_topo import merge, parse_inventory, render_all
 from slurm_topo.errors import InputError, InventoryError
-from slurm_topo.policy import NO_VAL16, JobRequest, decide, decide_modify, vocab
+from slurm_topo.policy import NO_VAL16, JobRequest, Partition, decide, decide_modify, vocab
 from slurm_topo.render import fingerprint, make_context
 
 # Slurm 26.05's slurm.h: SPREAD_SEGMENTS SLURM_BIT(43), CONSOLIDATE_SEGMENTS SLURM_BIT(44); job_submit/lua
@@ -31,7 +31,7 @@ RELEASE_25_11_0 = "slurm.SPREAD_SEGMENTS = 2^43"  # segment_size is not writable
 SPREAD, CONSOLIDATE = 2**43, 2**44
 POLICY = "policy: {default: prefer, partitions: {cpu: 'any', big: 'nvl:segment=3:consolidate:fail'}}\n"
 SITE = "policy: {default: prefer, partitions: {cpu: 'any'}, nvl_segment: '2:spread'}\n"
-PARTS = [*PARTITIONS, PARTITIONS[0].__class__("big", tuple(f"n{i:02d}" for i in range(1, 13)))]
+PARTS = [*PARTITIONS, Partition("big", tuple(f"n{i:02d}" for i in range(1, 13)))]
 
 
 def _twins(tmp_path: Path, policy: str, release: str | None) -> tuple[Any, LuaFilter, Any, Path]:
