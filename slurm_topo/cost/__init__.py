@@ -38,7 +38,7 @@ from .comm import (
     score_ranks,
 )
 from .links import DEFAULT_LINKS, DEFAULT_TABLE, LINK_LEVELS, Link, LinkTable, parse_links
-from .search import Found, best_nodes
+from .search import Found, best_nodes, switch_depth
 from .step import DEFAULT_COMM_SHARE, StepModel, step_model
 
 __all__ = [
@@ -209,9 +209,12 @@ def predict_job(
 
 
 def level_words(level: str | None) -> str:
-    """Where the best placement's nodes meet: ``one zone``, ``one NVLink domain``; level ``any`` is nodes
-    in different regions (or without one), not a group."""
+    """Where the best placement's nodes meet: ``one zone``, ``one NVLink domain``, ``one switch (layer 2
+    below the network group)``; level ``any`` is nodes in different regions (or without one), not a group."""
     named = {"node": "one node", "nvlink": "one NVLink domain", "any": "no common region"}
+    depth = switch_depth(level or "")
+    if depth:
+        return f"one switch (layer {depth} below the network group)"
     return named.get(level or "", f"one {(level or '?').replace('_', ' ')}")
 
 

@@ -1,12 +1,16 @@
 """The best placement of a shape (N nodes × G GPUs) on a fleet, by groups, never by node subsets.
 
-Levels are tried tightest first — one NVLink domain (where domains are known), one network group, one zone,
-one region, anywhere — and the first level with a group of N eligible nodes wins: with network levels that do
-not get faster going out (:func:`~slurm_topo.cost.links.parse_links` checks it) no placement spanning a wider
-group costs less. Inside the chosen group the nodes are filled greedily, the concept's rule: whole largest
-sub-groups first, the remainder from the smallest sub-group that holds it (so a 12-node job in a zone of
-leaves 8 + 8 + 4 takes 8 + 4, not 8 + 8's half). Among equal groups, the one needing the fewest sub-groups,
-then the lowest name. Nodes inside a leaf go best intra-node links first, then in name order.
+Levels are tried tightest first — one NVLink domain (where domains are known), one switch of each layer
+below the network group (``switch.<k>``, the deepest layer first: the entry's ``switches:``, a provider's
+sub-block or host, AWS's lower network nodes; only when some eligible node has such layers), one network
+group, one zone, one region, anywhere — and the first level with a group of N eligible nodes wins: with
+network levels that do not get faster going out (:func:`~slurm_topo.cost.links.parse_links` checks it,
+``switch`` included) no placement spanning a wider group costs less. Inside the chosen group the nodes are
+filled greedily, the concept's rule: whole largest sub-groups first, the remainder from the smallest
+sub-group that holds it (so a 12-node job in a zone of leaves 8 + 8 + 4 takes 8 + 4, not 8 + 8's half), down
+through the switch layers (a node without a layer is alone at it: a provider leaves out the layers that hold
+a node alone). Among equal groups, the one needing the fewest sub-groups, then the lowest name. Nodes inside
+a leaf go best intra-node links first, then in name order.
 
 Cost: one pass over the eligible nodes per level (dict grouping) plus sorting the groups: O(n log n) for n
 nodes; the model is evaluated once, on the chosen placement.
@@ -22,12 +26,42 @@ from ..model import Node
 from .comm import Fabric, node_gpus
 
 SEARCH_LEVELS = ("nvlink", "network_group", "zone", "region", "any")
+"""The levels of a fleet without switch layers (:func:`search_levels` adds them after ``nvlink``)."""
+SWITCH_LEVEL = "switch"
+"""``switch.<k>``: one switch of the ``k``-th layer below the network group (1: the top one), as
+``slurm_topo.capacity`` names its levels."""
 
 Key = tuple[str, ...]
 
 
+def switch_level(depth: int) -> str:
+    """The search level of one switch of the ``depth``-th layer below the network group."""
+    return f"{SWITCH_LEVEL}.{depth}"
+
+
+def switch_depth(level: str) -> int:
+    """``k`` of a ``switch.<k>`` level, 0 for any other level."""
+    head, dot, tail = level.partition(".")
+    return int(tail) if head == SWITCH_LEVEL and dot and tail.isdigit() and int(tail) > 0 else 0
+
+
+def search_levels(nodes: Iterable[Node], domains: Mapping[str, str]) -> list[str]:
+    """The levels :func:`best_nodes` tries, tightest first: ``nvlink`` when ``domains`` are known, one
+    ``switch.<k>`` per layer some node of a network group has (deepest first), then the group levels. Nodes
+    without layers: :data:`SEARCH_LEVELS` as they always were."""
+    depth = max((len(n.switches) for n in nodes if n.location.network_group is not None), default=0)
+    head = [SEARCH_LEVELS[0]] if domains else []
+    return [*head, *(switch_level(k) for k in range(depth, 0, -1)), *SEARCH_LEVELS[1:]]
+
+
 def level_key(node: Node, level: str, domains: Mapping[str, str]) -> Key | None:
-    """The group ``node`` is in at ``level`` (None: it is in none, e.g. no zone)."""
+    """The group ``node`` is in at ``level`` (None: it is in none, e.g. no zone); at ``switch.<k>`` its
+    network group and its first ``k`` switches (labels are scoped by the ones above), None when it has
+    fewer."""
+    depth = switch_depth(level)
+    if depth:
+        group = level_key(node, "network_group", domains)
+        return None if group is None or len(node.switches) < depth else (*group, *node.switches[:depth])
     loc = node.location
     if level == "nvlink":
         d = domains.get(node.name)
@@ -63,6 +97,17 @@ def intra_quality(node: Node, gpus: int, cache: dict[int, tuple[int, ...]], seen
     return seen[key]
 
 
+def _sub_key(node: Node, level: str, domains: Mapping[str, str]) -> Key | None:
+    """:func:`level_key` for the fill, except that at a switch layer a node of a network group without that
+    layer is a group of its own (a provider leaves out the layers that hold a node alone)."""
+    key = level_key(node, level, domains)
+    if key is None and switch_depth(level):
+        group = level_key(node, "network_group", domains)
+        if group is not None:
+            return (*group, *node.switches, "", node.name)
+    return key
+
+
 @dataclass(frozen=True, slots=True)
 class Found:
     level: str
@@ -81,7 +126,7 @@ def _fill(
         return list(members[:need])
     groups: dict[Key | None, list[Node]] = {}
     for n in members:
-        groups.setdefault(level_key(n, levels[0], domains), []).append(n)
+        groups.setdefault(_sub_key(n, levels[0], domains), []).append(n)
     order = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0] is None, kv[0] or ()))
     out: list[Node] = []
     left = need
@@ -102,7 +147,7 @@ def _spread(members: Sequence[Node], need: int, finer: str, domains: Mapping[str
     """How many sub-groups at ``finer`` the greedy fill uses (the fewer, the tighter)."""
     sizes: dict[Key | None, int] = {}
     for n in members:
-        k = level_key(n, finer, domains)
+        k = _sub_key(n, finer, domains)
         sizes[k] = sizes.get(k, 0) + 1
     used = 0
     for size in sorted(sizes.values(), reverse=True):
@@ -124,7 +169,8 @@ def best_nodes(
 ) -> Found | None:
     """The tightest ``count`` nodes with at least ``gpus`` GPUs each (and ``gpu_type`` when given) among
     ``pool`` (default: the whole fleet) that pass ``eligible`` (default: all, the idle fleet); None when the
-    fleet has fewer."""
+    fleet has fewer. ``Found.level``: the level of :func:`search_levels` that held them (``switch.<k>``
+    for one switch of a layer below the network group), ``node`` for one node."""
     if count < 1:
         return None
     nodes, by_topo = _candidates(fabric, gpus, eligible, gpu_type, pool)
@@ -135,7 +181,7 @@ def best_nodes(
         return by_topo[id(node.gpu_topology)]
 
     domains = fabric.domains
-    levels = [lvl for lvl in SEARCH_LEVELS if lvl != "nvlink" or domains]
+    levels = search_levels(nodes, domains)
     for i, level in enumerate(levels):
         groups: dict[Key, list[Node]] = {}
         for n in nodes:
