@@ -35,11 +35,19 @@ def level_costs(
     template: Node, nodes: int, spec: PlanSpec, table: LinkTable = DEFAULT_TABLE
 ) -> dict[str, StepCost]:
     """The communication of ``spec`` on ``nodes`` copies of ``template`` whose first half sits in one group
-    and the rest in another group, meeting at each level (one node: every level costs the same)."""
+    and the rest in another group, meeting at each level (one node: every level costs the same). The copies
+    keep none of the template's ``switches``: copies alike would all sit under its one switch, and the
+    ``network_group`` level would be costed at ``switch`` (every budget level is a group level)."""
     out: dict[str, StepCost] = {}
     for level in LEVELS:
         fleet = {
-            f"x{k}": replace(template, name=f"x{k}", location=_level_location(level, int(k >= nodes // 2)))
+            f"x{k}": replace(
+                template,
+                name=f"x{k}",
+                location=_level_location(level, int(k >= nodes // 2)),
+                switches=(),
+                switches_source=None,
+            )
             for k in range(nodes)
         }
         fabric = Fabric(fleet)
