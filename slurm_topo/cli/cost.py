@@ -26,13 +26,16 @@ from .common import (
 
 
 def _links_table(inventories: tuple[str, ...], links_file: str | None):  # type: ignore[no-untyped-def]
-    """The link constants: defaults, then the inventories' ``links:`` mappings, then ``--links FILE``."""
+    """The link constants: defaults, then the inventories' ``links:`` mappings, then ``--links FILE``. Two
+    providers' imports (each ``links: {profile: …}`` alone) give per level the slower of their profiles, as
+    the merged inventory has them (``inventory.merge``)."""
     import re
 
     from ..cost import DEFAULT_TABLE, parse_links
+    from ..cost.links import profile_of, slowest
     from ..inventory import load_yaml
 
-    table, given = DEFAULT_TABLE, None
+    table, given, profiles = DEFAULT_TABLE, None, {}
     for path in (*inventories, *([links_file] if links_file else [])):
         text = read_input(path)
         has_links = re.search(r"(^|[{,])\s*[\"']?links[\"']?\s*:", text, re.MULTILINE)
@@ -44,10 +47,16 @@ def _links_table(inventories: tuple[str, ...], links_file: str | None):  # type:
             raw = doc  # a file holding the mapping itself
         if raw is None:
             continue
-        if given is not None and path != links_file and raw != given:
-            raise InputError(f"{path}: links: differs from an earlier inventory's; give links: once")
-        table = parse_links(raw, source=f"{path}: links", base=table)
-        given = raw
+        parsed = parse_links(raw, source=f"{path}: links", base=table)
+        if path != links_file:
+            name = profile_of(parsed)
+            if given is not None and raw != given and (name is None or not profiles):
+                raise InputError(f"{path}: links: differs from an earlier inventory's; give links: once")
+            if name is not None and (given is None or profiles):  # imports: the slower profile per level
+                profiles[name] = parsed
+                parsed = slowest(list(profiles.values()))
+            given = raw if given is None else given
+        table = parsed
     return table
 
 

@@ -524,6 +524,28 @@ class LinkTable:
 DEFAULT_TABLE = LinkTable()
 
 
+def profile_of(table: LinkTable) -> str | None:
+    """The name of the profile ``table`` is, unchanged (``links: {profile: NAME}`` and nothing else, what
+    ``slurm-topo import`` writes: no level the site set, no rails, no calibration); None for any other
+    table."""
+    if table.given or table.rails is not None or table.measured is not None:
+        return None
+    return next((name for name, links in PROFILES.items() if dict(table.links) == dict(links)), None)
+
+
+def slowest(tables: Sequence[LinkTable]) -> LinkTable:
+    """Per level the slower of ``tables``: the lowest bandwidth and the highest latency — the conservative
+    cost of a job that may span all of them (two providers' imports merged into one fleet). For tables of
+    :func:`profile_of`: no level is the site's, so GPU generations still apply inside a node. Network levels
+    that do not get faster going out in each table do not in the result either (checked)."""
+    links = {
+        level: Link(min(t[level].bandwidth for t in tables), max(t[level].latency_us for t in tables))
+        for level in LINK_LEVELS
+    }
+    _check_monotone(links, "links")
+    return LinkTable(MappingProxyType(links))
+
+
 def _number(where: str, raw: object, *, positive: bool) -> float:
     if isinstance(raw, bool) or not isinstance(raw, (int, float)):
         raise InputError(f"{where}: must be a number, not {show_value(raw)}")

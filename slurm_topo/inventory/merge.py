@@ -123,17 +123,9 @@ def _merge(loaded: Iterable[Loaded], extra_nodes: Sequence[str]) -> Inventory:
     policy_source = ""
     nvlink: NvlinkConfig | None = None
     nvlink_source = ""
-    links: Any = None
-    links_source = ""
     items = list(loaded)
     for item in items:
         warnings.extend(item.warnings)
-        if item.links is not None:
-            if links is not None and item.links != links:
-                raise InventoryError(
-                    item.source, "links", f"differs from the links: in {links_source}; give links: once"
-                )
-            links, links_source = item.links, item.source
         if item.nvlink is not None:
             if nvlink is not None and item.nvlink != nvlink:
                 raise InventoryError(
@@ -150,6 +142,8 @@ def _merge(loaded: Iterable[Loaded], extra_nodes: Sequence[str]) -> Inventory:
                     f"differs from the policy in {policy_source}; give the policy in one inventory",
                 )
             policy, policy_source = item.policy, item.source
+    links, links_source, note = _merged_links([(item.links, item.source) for item in items if item.links])
+    warnings.extend(note)
     every = [node for item in items for node in item.nodes]
     known = {node.name for node in every}
     if len(known) == len(every):  # the common case: each node in one record, nothing to merge
@@ -171,6 +165,38 @@ def _merge(loaded: Iterable[Loaded], extra_nodes: Sequence[str]) -> Inventory:
         sources=tuple(dict.fromkeys(item.source for item in items)),
         sections=tuple((name, file) for name, file in sections if file),
     )
+
+
+def _merged_links(given: Sequence[tuple[Any, str]]) -> tuple[Any, str, tuple[str, ...]]:
+    """The one ``links:`` table of the files that give one ((table, file) in order), the file named for it
+    and a note. Tables alike are one table. Tables that are each a provider's profile unchanged (what
+    ``slurm-topo import gcp|aws|azure`` writes: ``links: {profile: …}`` alone) are a fleet across providers:
+    per level the slower of them (``cost.links.slowest``), with a note naming each profile. Any other two
+    different tables (a site's own figures, a calibration) are refused: give ``links:`` once."""
+    if not given:
+        return None, "", ()
+    first, first_source = given[0]
+    if all(table == first for table, _ in given):
+        return first, first_source, ()
+    from ..cost.links import profile_of, slowest
+
+    profiles: dict[str, tuple[Any, str]] = {}  # each profile once: its table and the first file giving it
+    first_name = profile_of(first)
+    for table, source in given:
+        name = profile_of(table)
+        if name is not None:
+            profiles.setdefault(name, (table, source))
+        if table != first and (name is None or first_name is None):
+            raise InventoryError(
+                source, "links", f"differs from the links: in {first_source}; give links: once"
+            )
+    named = [f"{name} ({source})" for name, (_, source) in profiles.items()]
+    listed = ", ".join(named[:-1]) + f" and {named[-1]}"
+    note = (
+        f"links: the provider profiles {listed} are merged into one table, per level the slower of them "
+        "(lower bandwidth, higher latency): the cost of a job that may span them"
+    )
+    return slowest([table for table, _ in profiles.values()]), first_source, (note,)
 
 
 def _natural_order(items: Sequence[Loaded]) -> list[Node]:
