@@ -18,6 +18,7 @@ nodes; the model is evaluated once, on the chosen placement.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -39,6 +40,7 @@ def switch_level(depth: int) -> str:
     return f"{SWITCH_LEVEL}.{depth}"
 
 
+@functools.lru_cache(maxsize=256)  # asked once a node a level: a handful of level names
 def switch_depth(level: str) -> int:
     """``k`` of a ``switch.<k>`` level, 0 for any other level."""
     head, dot, tail = level.partition(".")
@@ -49,7 +51,15 @@ def search_levels(nodes: Iterable[Node], domains: Mapping[str, str]) -> list[str
     """The levels :func:`best_nodes` tries, tightest first: ``nvlink`` when ``domains`` are known, one
     ``switch.<k>`` per layer some node of a network group has (deepest first), then the group levels. Nodes
     without layers: :data:`SEARCH_LEVELS` as they always were."""
-    depth = max((len(n.switches) for n in nodes if n.location.network_group is not None), default=0)
+    return _levels(max((_layers(n) for n in nodes), default=0), domains)
+
+
+def _layers(node: Node) -> int:
+    """How many switch layers below its network group ``node`` has."""
+    return len(node.switches) if node.switches and node.location.network_group is not None else 0
+
+
+def _levels(depth: int, domains: Mapping[str, str]) -> list[str]:
     head = [SEARCH_LEVELS[0]] if domains else []
     return [*head, *(switch_level(k) for k in range(depth, 0, -1)), *SEARCH_LEVELS[1:]]
 
@@ -58,10 +68,6 @@ def level_key(node: Node, level: str, domains: Mapping[str, str]) -> Key | None:
     """The group ``node`` is in at ``level`` (None: it is in none, e.g. no zone); at ``switch.<k>`` its
     network group and its first ``k`` switches (labels are scoped by the ones above), None when it has
     fewer."""
-    depth = switch_depth(level)
-    if depth:
-        group = level_key(node, "network_group", domains)
-        return None if group is None or len(node.switches) < depth else (*group, *node.switches[:depth])
     loc = node.location
     if level == "nvlink":
         d = domains.get(node.name)
@@ -78,7 +84,11 @@ def level_key(node: Node, level: str, domains: Mapping[str, str]) -> Key | None:
         return (loc.region, loc.zone)
     if loc.network_group is None:
         return None
-    return (loc.region, loc.zone, loc.network_group)
+    group = (loc.region, loc.zone, loc.network_group)
+    depth = switch_depth(level) if level != "network_group" else 0  # the group levels never pay for it
+    if depth:
+        return None if len(node.switches) < depth else (*group, *node.switches[:depth])
+    return group
 
 
 def intra_quality(node: Node, gpus: int, cache: dict[int, tuple[int, ...]], seen: dict[int, float]) -> float:
@@ -98,10 +108,10 @@ def intra_quality(node: Node, gpus: int, cache: dict[int, tuple[int, ...]], seen
 
 
 def _sub_key(node: Node, level: str, domains: Mapping[str, str]) -> Key | None:
-    """:func:`level_key` for the fill, except that at a switch layer a node of a network group without that
+    """:func:`level_key` at a switch layer for the fill, except that a node of a network group without that
     layer is a group of its own (a provider leaves out the layers that hold a node alone)."""
     key = level_key(node, level, domains)
-    if key is None and switch_depth(level):
+    if key is None:
         group = level_key(node, "network_group", domains)
         if group is not None:
             return (*group, *node.switches, "", node.name)
@@ -125,8 +135,9 @@ def _fill(
     if not levels:
         return list(members[:need])
     groups: dict[Key | None, list[Node]] = {}
+    key_of = _sub_key if switch_depth(levels[0]) else level_key
     for n in members:
-        groups.setdefault(_sub_key(n, levels[0], domains), []).append(n)
+        groups.setdefault(key_of(n, levels[0], domains), []).append(n)
     order = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0] is None, kv[0] or ()))
     out: list[Node] = []
     left = need
@@ -146,8 +157,9 @@ def _fill(
 def _spread(members: Sequence[Node], need: int, finer: str, domains: Mapping[str, str]) -> int:
     """How many sub-groups at ``finer`` the greedy fill uses (the fewer, the tighter)."""
     sizes: dict[Key | None, int] = {}
+    key_of = _sub_key if switch_depth(finer) else level_key
     for n in members:
-        k = _sub_key(n, finer, domains)
+        k = key_of(n, finer, domains)
         sizes[k] = sizes.get(k, 0) + 1
     used = 0
     for size in sorted(sizes.values(), reverse=True):
@@ -173,7 +185,7 @@ def best_nodes(
     for one switch of a layer below the network group), ``node`` for one node."""
     if count < 1:
         return None
-    nodes, by_topo = _candidates(fabric, gpus, eligible, gpu_type, pool)
+    nodes, by_topo, depth = _candidates(fabric, gpus, eligible, gpu_type, pool)
     if len(nodes) < count:
         return None
 
@@ -181,7 +193,7 @@ def best_nodes(
         return by_topo[id(node.gpu_topology)]
 
     domains = fabric.domains
-    levels = search_levels(nodes, domains)
+    levels = _levels(depth, domains)  # search_levels(nodes, domains), the layers counted in the one pass
     for i, level in enumerate(levels):
         groups: dict[Key, list[Node]] = {}
         for n in nodes:
@@ -214,13 +226,14 @@ def _candidates(
     eligible: Callable[[Node], bool] | None,
     gpu_type: str | None,
     pool: Iterable[Node] | None,
-) -> tuple[list[Node], dict[int, float]]:
-    """The nodes that qualify, best intra-node links first (the fleet's own order within a quality), and
-    each hardware model's quality (computed once per link table)."""
+) -> tuple[list[Node], dict[int, float], int]:
+    """The nodes that qualify, best intra-node links first (the fleet's own order within a quality), each
+    hardware model's quality (computed once per link table) and the most switch layers any of them has."""
     cache: dict[int, tuple[int, ...]] = {}
     seen: dict[int, float] = {}
     by_topo: dict[int, float] = {}  # id(link table) -> quality: computed once per hardware model
     buckets: dict[float, list[Node]] = {}
+    depth = 0
     for n in pool if pool is not None else fabric.nodes.values():
         if (n.gpus or 0) < gpus or (gpu_type is not None and n.gpu_type != gpu_type):
             continue
@@ -230,4 +243,6 @@ def _candidates(
         if q is None:
             q = by_topo[id(n.gpu_topology)] = intra_quality(n, gpus, cache, seen)
         buckets.setdefault(q, []).append(n)
-    return [n for q in sorted(buckets, reverse=True) for n in buckets[q]], by_topo
+        if n.switches:
+            depth = max(depth, _layers(n))
+    return [n for q in sorted(buckets, reverse=True) for n in buckets[q]], by_topo, depth
