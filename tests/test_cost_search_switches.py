@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurm_topo import merge, parse_inventory
-from slurm_topo.cost import level_words, span_level
+from slurm_topo.cost import level_words, predict, span_level
 from slurm_topo.cost.comm import Fabric, PlanSpec, score_placement
 from slurm_topo.cost.links import DEFAULT_TABLE, LinkTable, parse_links
 from slurm_topo.cost.search import (
@@ -262,3 +262,17 @@ def test_switch_levels_named_as_capacity_names_them() -> None:
     # a profile table is monotone with the switch level inside the group
     table = parse_links({"profile": "aws"})
     assert table["switch"].latency_us < table["network_group"].latency_us
+
+
+def test_predict_compares_a_placement_across_lower_nodes_with_one_under_one() -> None:
+    """`explain`/`cost`'s comparison: p5-a-01 + p5-a-05 (two lower nodes of one top node) against the best
+    of the same pool, two under one lowest node: slower, and said so."""
+    inv = _aws()
+    pool = {"p5-a-01", "p5-a-03", "p5-a-05", "p5-a-06"}
+    plan = PlanSpec(gpus_per_node=8, allreduce_bytes=1e8)
+    got = predict(Fabric.of(inv), ["p5-a-01", "p5-a-05"], plan, _table(inv), eligible=_member(pool))
+    assert got.best_level == "switch.2" and got.best is not None
+    assert got.comm_slowdown is not None and got.comm_slowdown > 1
+    flat = _stripped(inv)
+    same = predict(Fabric.of(flat), ["p5-a-01", "p5-a-05"], plan, _table(flat), eligible=_member(pool))
+    assert same.best_level == "network_group" and same.comm_slowdown == 1  # without layers: already the best
