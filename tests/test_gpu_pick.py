@@ -14,7 +14,13 @@ from slurm_topo.errors import InputError, ParseError
 from slurm_topo.gpu import pick as pick_module
 from slurm_topo.gpu import pick_lanes
 from slurm_topo.gpu.gpu_topology import GpuTopology
-from slurm_topo.gpu.links import DEFAULT_BANDWIDTH, bandwidth_table, islands, link_bandwidth
+from slurm_topo.gpu.links import (
+    DEFAULT_BANDWIDTH,
+    bandwidth_table,
+    forget_topologies,
+    islands,
+    link_bandwidth,
+)
 from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
 from slurm_topo.gpu.pick import pick_devices, pick_exhaustive
 
@@ -608,6 +614,7 @@ def test_a_freed_topology_s_address_gets_its_own_pick() -> None:
         want = SubsetTable(topo).pick(topo.gpus, 6)
         assert pick_devices(topo, topo.gpus, 6) == want, (family, i)
         pick_module._CACHE.clear()
+        forget_topologies()  # the per-topology memo (islands) holds its topology the same way
         last = id(topo)
         del topo
     assert reused, "no address was reused; the test proves nothing here"

@@ -3,6 +3,7 @@ topology freed and another made at the same address never gets the first one's o
 
 from __future__ import annotations
 
+from slurm_topo.gpu import links as links_module
 from slurm_topo.gpu import rings
 from slurm_topo.gpu.gpu_topology import GpuTopology
 
@@ -22,16 +23,18 @@ CHAIN_B = {frozenset(p) for p in ((0, 3), (3, 1), (1, 2))}  # NVLink path 0-3-1-
 
 def test_a_freed_topology_s_order_is_not_given_to_the_next_one() -> None:
     """Make, order and free a topology many times, alternating two link layouts: CPython hands the next one
-    the freed one's address (``id``) again and again; every answer is still that topology's own chain."""
+    the freed one's address (``id``) again and again; every answer is still that topology's own chain. (The
+    per-topology memo keeps a topology alive while it holds its answers and drops them all when full, so
+    addresses come back after each drop: the loop runs past it several times.)"""
     rings._ORDER_CACHE.clear()
     reused = 0
-    last_id = None
-    for k in range(100):
+    seen: set[int] = set()
+    for k in range(4 * links_module._PER_TOPOLOGY_MAX + 8):
         links, want = (CHAIN_A, (0, 2, 1, 3)) if k % 2 == 0 else (CHAIN_B, (0, 3, 1, 2))
         topo = _topo(links)
-        reused += id(topo) == last_id
+        reused += id(topo) in seen
         assert rings.gpu_order(topo, range(4), closed=False) == want, (k, reused)
-        last_id = id(topo)
+        seen.add(id(topo))
         del topo
     assert reused, "the test never saw an address reused; it proves nothing here"
 

@@ -58,3 +58,39 @@ def test_pipeline_swaps_alone_align_as_both_kinds_do(pp: int, dp: int, rnd: obje
     chosen = rnd.sample(range(len(slots)), len(cells))  # type: ignore[attr-defined]
     at = dict(zip(cells, chosen, strict=True))
     assert _align_replicas(at, slots, TREE, pp, dp) == both_kinds(at, slots, pp, dp)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(2, 6),
+    st.integers(2, 16),
+    st.sampled_from([(1,), (2,), (4,)]),
+    st.randoms(use_true_random=False),
+)
+def test_counted_swaps_equal_the_recounted_search_on_larger_layouts(
+    pp: int, dp: int, group: tuple[int], rnd: object
+) -> None:
+    """The alignment keeps per-stage counts of nodes and GPU groups and reads a swap's change off them
+    (O(1) a swap, not O(dp)); on layouts of up to 6 × 16 cells over four nodes, with TP groups of 1, 2 and 4
+    GPUs and GPU groups shared by several replicas, it keeps exactly the swaps the recounting search keeps."""
+    size = group[0]
+    slots = [
+        (f"n{1 + k // (8 // size)}", tuple(range((k % (8 // size)) * size, (k % (8 // size) + 1) * size)))
+        for k in range(4 * 8 // size)
+    ]
+    cells = [(s, d) for s in range(pp) for d in range(dp)]
+    if len(cells) > len(slots):
+        slots = slots * (len(cells) // len(slots) + 1)  # slots named alike: pairs that match on both counts
+    chosen = rnd.sample(range(len(slots)), len(cells))  # type: ignore[attr-defined]
+    at = dict(zip(cells, chosen, strict=True))
+    got = _align_replicas(at, slots, TREE, pp, dp)
+    want = both_kinds(at, slots, pp, dp)
+    assert sorted(got.values()) == sorted(at.values())
+    assert [
+        sum(c * (c - 1) // 2 for c in Counter(slots[got[(s, d)]] for d in range(dp)).values())
+        for s in range(pp)
+    ] == [
+        sum(c * (c - 1) // 2 for c in Counter(slots[want[(s, d)]] for d in range(dp)).values())
+        for s in range(pp)
+    ]
+    assert got == want

@@ -274,3 +274,33 @@ def test_dp_partners_stay_inside_a_socket_on_a_pcie_node() -> None:
     grid = {(s, d): g for (_, s, d), g in got.items()}
     want = reference(t, [tuple(sorted(g)) for g in grid.values()], 2, 2)
     assert slowest(t, grid, 2, 2) == want
+
+
+def test_a_node_s_search_scores_at_most_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The work bound by GPU count: two nodes of 256 GPUs (NVLink quads, SYS between them), TP 2 × PP 2, 128
+    cells a node. Each node's search scores at most ``max(MIN_SCORES, SCORE_BUDGET // cells)`` layouts (not
+    rounds × variables × values), and the layout it keeps still uses every GPU once."""
+    from slurm_topo.srun import orient as mod
+
+    n = 256
+    quads = tuple(
+        tuple("X" if i == j else ("NV4" if i // 4 == j // 4 else "SYS") for j in range(n)) for i in range(n)
+    )
+    t = GpuTopology(gpus=tuple(range(n)), matrix=quads)
+    scores: dict[str, int] = {}
+    real = mod._Scorer.score
+
+    def counting(self: mod._Scorer) -> tuple[float, int, float]:
+        scores[self.node] = scores.get(self.node, 0) + 1
+        return real(self)
+
+    monkeypatch.setattr(mod._Scorer, "score", counting)
+    got = plan_grid(t, ["a", "b"], 2, 2, n // 2)
+    cells = n // 2  # TP groups of 2: 128 (stage, replica) cells a node
+    assert scores and all(v <= max(mod.MIN_SCORES, mod.SCORE_BUDGET // cells) for v in scores.values()), (
+        scores
+    )
+    assert max(scores.values()) == max(mod.MIN_SCORES, mod.SCORE_BUDGET // cells)  # the bound stopped it
+    for node in ("a", "b"):
+        used = [g for (m, _, _), group in got.items() if m == node for g in group]
+        assert sorted(used) == list(range(n))

@@ -83,11 +83,72 @@ def nvlink_count(cls: str) -> int:
     return int(m.group(1)) if m else 0
 
 
+_PER_TOPOLOGY: dict[int, tuple[GpuTopology, dict[object, object]]] = {}
+_PER_TOPOLOGY_MAX = 64
+_PER_TOPOLOGY_CELLS = 2_097_152  # GPU pairs of the topologies held: ~80 MB of bandwidth rows at most
+_held_cells = 0
+
+
+def remembered(topo: GpuTopology) -> dict[object, object]:
+    """A memo for answers about ``topo`` (its islands, its bandwidth rows, ring orders through it): the
+    launcher and the cost model ask the same questions of one node's topology once per rank or group (2 916
+    island searches for 36 nodes of 72 GPUs). Keyed by ``id()`` with the topology kept beside its memo, so
+    the address cannot be reused by another topology while the entry lives (hashing a topology by value
+    reads its whole matrix: a million cells at 1 024 GPUs). At most :data:`_PER_TOPOLOGY_MAX` topologies and
+    :data:`_PER_TOPOLOGY_CELLS` GPU pairs among them; past that every memo is dropped (and the topologies
+    freed) before the next one is made."""
+    global _held_cells
+    got = _PER_TOPOLOGY.get(id(topo))
+    if got is not None and got[0] is topo:
+        return got[1]
+    cells = len(topo.gpus) ** 2
+    if len(_PER_TOPOLOGY) >= _PER_TOPOLOGY_MAX or _held_cells + cells > _PER_TOPOLOGY_CELLS:
+        forget_topologies()
+    _held_cells += cells
+    memo: dict[object, object] = {}
+    _PER_TOPOLOGY[id(topo)] = (topo, memo)
+    return memo
+
+
+def forget_topologies() -> None:
+    """Drop every memo :func:`remembered` holds (and the topologies it keeps alive)."""
+    global _held_cells
+    _PER_TOPOLOGY.clear()
+    _held_cells = 0
+
+
+def bandwidth_rows(topo: GpuTopology) -> dict[int, dict[int, float]]:
+    """GB/s between every two GPUs of ``topo`` by GPU index (``link_bandwidth`` of their class), read once
+    per topology."""
+    memo = remembered(topo)
+    got = memo.get("bandwidth_rows")
+    if got is None:
+        by_class: dict[str, float] = {}
+        rows: dict[int, dict[int, float]] = {}
+        for g, row in zip(topo.gpus, topo.matrix, strict=True):
+            rows[g] = {
+                h: by_class[c] if c in by_class else by_class.setdefault(c, link_bandwidth(c))
+                for h, c in zip(topo.gpus, row, strict=True)
+                if h != g
+            }
+        got = memo["bandwidth_rows"] = rows
+    return got  # type: ignore[return-value]
+
+
 def islands(topo: GpuTopology) -> tuple[frozenset[int], ...]:
     """Maximal NVLink-connected groups of GPU indices, sorted by their lowest index.
 
-    Every GPU is in exactly one island; without link data each GPU is its own island.
+    Every GPU is in exactly one island; without link data each GPU is its own island. Remembered per
+    topology (:func:`remembered`).
     """
+    memo = remembered(topo)
+    got = memo.get("islands")
+    if got is None:
+        got = memo["islands"] = _islands(topo)
+    return got  # type: ignore[return-value]
+
+
+def _islands(topo: GpuTopology) -> tuple[frozenset[int], ...]:
     n = len(topo.gpus)
     parent = list(range(n))
 

@@ -287,7 +287,8 @@ def _steps(
 
 def _check(topo: GpuTopology, free: Iterable[int], k: int) -> list[int]:
     free_sorted = sorted(set(free))
-    unknown = [g for g in free_sorted if g not in topo.gpus]
+    known = frozenset(topo.gpus) if len(free_sorted) > 8 else topo.gpus
+    unknown = [g for g in free_sorted if g not in known]
     if unknown:
         raise InputError(f"free GPUs {unknown} are not on this node (GPUs: {list(topo.gpus)})")
     if k < 1:

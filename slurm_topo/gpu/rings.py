@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from .gpu_topology import GpuTopology
-from .links import is_nvlink, link_bandwidth
+from .links import bandwidth_rows, is_nvlink, remembered
 
 _ORDER_CACHE: dict[tuple[tuple[int, ...], bool, tuple[int, ...]], tuple[int, ...]] = {}
 """(GPUs, closed, the level of every pair of them) -> order: keyed by what decides the answer, never by a
@@ -63,11 +63,27 @@ def gpu_order(topo: GpuTopology | None, gpus: Sequence[int], closed: bool) -> tu
     Cached by the GPUs and the levels between them (any topology with the same links shares an entry); a
     bounded depth-first search (:data:`MAX_ORDER_STEPS`)."""
     order = tuple(sorted(gpus))
-    if topo is None or not topo.has_links or len(order) < 3 or any(g not in topo.gpus for g in order):
+    if topo is None or not topo.has_links or len(order) < 3:
         return order
-    speed = {(a, b): link_bandwidth(topo.link(a, b)) for a in order for b in order if a != b}
-    ladder = sorted(set(speed.values()), reverse=True)
-    rank = {pair: ladder.index(bw) for pair, bw in speed.items()}
+    memo = remembered(topo)  # the same question of the same topology: no O(k^2) link reads
+    if not bandwidth_rows(topo).keys() >= set(order):
+        return order
+    asked = memo.get(("gpu_order", order, closed))
+    if asked is None:
+        asked = memo[("gpu_order", order, closed)] = _order(topo, order, closed)
+    return asked  # type: ignore[return-value]
+
+
+def _order(topo: GpuTopology, order: tuple[int, ...], closed: bool) -> tuple[int, ...]:
+    rows = bandwidth_rows(topo)
+    hops = [rows[a][b] for a, b in zip(order, order[1:] + order[:1] if closed else order[1:], strict=False)]
+    if min(hops) >= _fastest(topo):  # index order already takes only the node's fastest links
+        return order
+    if min(hops) >= _ceiling(rows, order, closed):  # no ring or chain through them does better
+        return order
+    speed = {(a, b): rows[a][b] for a in order for b in order if a != b}
+    ladder = {bw: i for i, bw in enumerate(sorted(set(speed.values()), reverse=True))}
+    rank = {pair: ladder[bw] for pair, bw in speed.items()}
     key = (order, closed, tuple(rank.values()))
     hit = _ORDER_CACHE.get(key)
     if hit is not None:
@@ -89,6 +105,24 @@ def gpu_order(topo: GpuTopology | None, gpus: Sequence[int], closed: bool) -> tu
         _ORDER_CACHE.clear()
     _ORDER_CACHE[key] = best
     return best
+
+
+def _ceiling(rows: Mapping[int, Mapping[int, float]], order: tuple[int, ...], closed: bool) -> float:
+    """No cycle (``closed``) or path through ``order`` has a slowest hop above this: on a cycle every GPU has
+    two neighbours, so both of its links there are at most its second fastest to the others; on a path all but
+    the two ends do."""
+    second = sorted(sorted((rows[a][b] for b in order if b != a), reverse=True)[1] for a in order)
+    return second[0] if closed else second[min(2, len(second) - 1)]
+
+
+def _fastest(topo: GpuTopology) -> float:
+    memo = remembered(topo)
+    got = memo.get("fastest")
+    if got is None:
+        got = memo["fastest"] = max(
+            (max(r.values(), default=0.0) for r in bandwidth_rows(topo).values()), default=0.0
+        )
+    return got  # type: ignore[return-value]
 
 
 def gpu_level(topo: GpuTopology | None, i: int, j: int) -> str:

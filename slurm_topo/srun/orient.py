@@ -19,8 +19,9 @@ better, compared as a tuple:
 2. the TP ranks whose DP or PP partner on an earlier node sits on the same local GPU (rails);
 3. the sum of the bandwidths of those PP hops and ring hops.
 
-Every combination is tried when there are at most :data:`MAX_COMBOS`; else coordinate ascent (each variable
-over its values, the others fixed, at most :data:`MAX_ROUNDS` rounds). The layout as placed is the first
+Every combination is tried when there are at most :data:`MAX_COMBOS` (and the node's score budget,
+:data:`SCORE_BUDGET`, allows them); else coordinate ascent (each variable over its values, the others fixed,
+at most :data:`MAX_ROUNDS` rounds, until the budget is spent). The layout as placed is the first
 candidate of each variable and is kept unless another scores strictly more. Nodes whose situation is the
 same (the links between their GPUs, their groups, the partners' GPUs on earlier nodes) share one search."""
 
@@ -30,7 +31,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 
 from ..gpu.gpu_topology import GpuTopology
-from ..gpu.links import link_bandwidth
+from ..gpu.links import bandwidth_rows
 from ..gpu.rings import gpu_order
 
 Slot = tuple[str, tuple[int, ...]]
@@ -42,6 +43,14 @@ MAX_COMBOS = 4096
 """At most this many combinations of a node are tried exhaustively; past it, coordinate ascent."""
 MAX_ROUNDS = 8
 """Rounds of coordinate ascent."""
+SCORE_BUDGET = 16_384
+"""A node's search scores at most ``SCORE_BUDGET // cells`` layouts (at least :data:`MIN_SCORES`), a score
+reading each of the node's (stage, replica) cells once: the search of one node is O(SCORE_BUDGET) cell reads
+whatever its GPU count (36 nodes of 72 GPUs, TP 8: 9 cells, every combination up to 1 820 scores; two nodes
+of 1 024 GPUs: 128 cells, 128 scores), and a plan O(nodes). Past it the best layout found so far is kept
+(the layout as placed at worst); ``tests/test_srun_orient.py`` counts the scores."""
+MIN_SCORES = 128
+"""The fewest layouts a node's search may score, however many cells it has."""
 MAX_CELL_PERMUTATIONS = 6
 """A node of up to this many (stage, replica) cells tries every assignment of its TP groups to them (6! =
 720); more, each pipeline's stages on it among themselves (:data:`MAX_STAGE_PERMUTATIONS`)."""
@@ -65,7 +74,7 @@ def orientations(topo: GpuTopology, gpus: tuple[int, ...]) -> list[tuple[int, ..
 
 
 def _bw(topo: GpuTopology, a: int, b: int) -> float:
-    return link_bandwidth(topo.link(a, b)) if a != b else float("inf")
+    return bandwidth_rows(topo)[a][b] if a != b else float("inf")
 
 
 class _Scorer:
@@ -87,6 +96,14 @@ class _Scorer:
         self.keys = sorted(
             k for k, i in at.items() if node_of[i] == node
         )  # its cells: fixed, not their slots
+        self.replicas: dict[int, list[int]] = {}  # per stage, its replicas on this node (fixed cells)
+        for s, d in self.keys:
+            self.replicas.setdefault(s, []).append(d)
+        # per stage, the replicas on earlier nodes in replica order (fixed while this node is searched)
+        self.earlier: dict[int, list[int]] = {}
+        for (s, d), i in sorted(at.items()):
+            if node_of[i] in done and len(self.earlier.setdefault(s, [])) < 2:
+                self.earlier[s].append(d)
 
     def score(self) -> tuple[float, int, float]:
         low, same, total = float("inf"), 0, 0.0
@@ -110,14 +127,13 @@ class _Scorer:
 
     def _dp_rails(self, s: int, j: int, mine: tuple[int, ...]) -> int:
         """TP ranks on the same GPUs as the first replica of stage ``s`` on an earlier node."""
-        for d in range(self.dp):
-            other = self.at.get((s, d))
-            if other is not None and d != j and self.node_of[other] in self.done:
-                return sum(a == b for a, b in zip(mine, self.gpus[other], strict=True))
+        for d in self.earlier.get(s, ()):
+            if d != j:
+                return sum(a == b for a, b in zip(mine, self.gpus[self.at[(s, d)]], strict=True))
         return 0
 
     def _rings(self, s: int, low: float, total: float) -> tuple[float, float]:
-        here = [self.gpus[i] for d in range(self.dp) if self.node_of[i := self.at[(s, d)]] == self.node]
+        here = [self.gpus[self.at[(s, d)]] for d in self.replicas[s]]
         if len(here) < 2:
             return low, total
         closed = len(here) == self.dp
@@ -196,7 +212,8 @@ def _search(scorer: _Scorer, choices: Sequence[Choice]) -> None:
     combos = 1
     for _, _, values in choices:
         combos *= len(values)
-    if combos <= MAX_COMBOS:
+    left = max(MIN_SCORES, SCORE_BUDGET // max(1, len(scorer.keys)))
+    if combos <= min(MAX_COMBOS, left - 1):
         best, best_pick = scorer.score(), tuple(0 for _ in choices)
         for pick in itertools.product(*(range(len(v)) for _, _, v in choices)):
             for (cells, slot, values), p in zip(choices, pick, strict=True):
@@ -208,17 +225,19 @@ def _search(scorer: _Scorer, choices: Sequence[Choice]) -> None:
             put(cells, slot, values[p])
         return
     best = scorer.score()
+    left -= 1
     for _ in range(MAX_ROUNDS):
         improved = False
         for cells, slot, values in choices:
             keep = now(cells, slot)
-            for value in values:
+            for value in values[: max(0, left)]:
                 put(cells, slot, value)
                 got = scorer.score()
+                left -= 1
                 if got > best:
                     best, keep, improved = got, value, True
             put(cells, slot, keep)
-        if not improved:
+        if not improved or left <= 0:
             break
 
 
@@ -269,7 +288,7 @@ def _solve(
     (the node's keys in order)."""
     keys = sorted(k for k, i in at.items() if node_of[i] == node)
     pipes = sorted({j for _, j in keys})
-    links = tuple(topo.link(a, b) for a in topo.gpus for b in topo.gpus if a < b)
+    links = topo.matrix  # (nodes of one model have equal matrices)
     partners: list[tuple[int, str, tuple[int, ...]]] = []
     for n, (s, j) in enumerate(keys):
         for tag, t in (("prev", (s - 1, j)), ("next", (s + 1, j))):

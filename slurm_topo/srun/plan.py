@@ -47,6 +47,7 @@ when the device cgroup is constrained (``local_indices``); global otherwise.
 
 from __future__ import annotations
 
+import functools
 import shlex
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
@@ -105,7 +106,13 @@ class Plan:
 
 
 def numbers(indices: Sequence[int]) -> str:
-    """(0, 1, 2, 3, 6) -> ``0-3,6`` (ClusterShell's RangeSet); empty -> ``""``."""
+    """(0, 1, 2, 3, 6) -> ``0-3,6`` (ClusterShell's RangeSet); empty -> ``""``. Remembered: a plan writes
+    the same few GPU groups for every rank."""
+    return _numbers(tuple(indices))
+
+
+@functools.lru_cache(maxsize=4096)
+def _numbers(indices: tuple[int, ...]) -> str:
     return str(RangeSet.fromlist([str(i) for i in indices]))
 
 
@@ -539,25 +546,42 @@ def _align_replicas(
     def pipeline_cost(d: int) -> int:
         return sum(_hop(tree, slots[at[(s, d)]][0], slots[at[(s + 1, d)]][0], domains) for s in range(pp - 1))
 
-    def stage_mismatch(s: int) -> int:
-        """Cross-node DP pairs of stage ``s`` on different GPUs: all pairs, less those on one node, less those
-        on the same GPUs (two replicas never share a slot, so no pair is both)."""
-        nodes = Counter(slots[at[(s, d)]][0] for d in range(dp))
-        gpus = Counter(slots[at[(s, d)]][1] for d in range(dp))
-        same = sum(c * (c - 1) // 2 for c in (*nodes.values(), *gpus.values()))
-        return dp * (dp - 1) // 2 - same
+    # per stage, how many of its replicas sit on each node and on each GPU tuple: a pair of replicas on one
+    # node or on the same GPUs is no mismatch (two replicas never share a slot, so no pair is both), and a
+    # swap moves one replica of each of two stages, so its change is read off the counts in O(1)
+    on_node = [Counter(slots[at[(s, d)]][0] for d in range(dp)) for s in range(pp)]
+    on_gpus = [Counter(slots[at[(s, d)]][1] for d in range(dp)) for s in range(pp)]
+
+    def matched_gain(s: int, old: int, new: int) -> int:
+        """How many more same-node or same-GPU pairs stage ``s`` has when a replica moves from slot ``old`` to
+        slot ``new``."""
+        (na, ga), (nb, gb) = slots[old], slots[new]
+        gain = on_node[s][nb] - (on_node[s][na] - 1) if na != nb else 0
+        return gain + (on_gpus[s][gb] - (on_gpus[s][ga] - 1) if ga != gb else 0)
+
+    def move(s: int, old: int, new: int) -> None:
+        (na, ga), (nb, gb) = slots[old], slots[new]
+        on_node[s][na] -= 1
+        on_node[s][nb] += 1
+        on_gpus[s][ga] -= 1
+        on_gpus[s][gb] += 1
 
     for _ in range(ALIGN_ROUNDS):
         improved = False
         for a, b in pairs:
-            stages, pipes = {a[0], b[0]}, {a[1], b[1]}
-            before = (sum(map(pipeline_cost, pipes)), sum(map(stage_mismatch, stages)))
-            at[a], at[b] = at[b], at[a]
-            after = (sum(map(pipeline_cost, pipes)), sum(map(stage_mismatch, stages)))
-            if after[0] <= before[0] and after[1] < before[1]:
+            pipes = {a[1], b[1]}
+            x, y = at[a], at[b]
+            gain = matched_gain(a[0], x, y) + matched_gain(b[0], y, x)
+            if gain <= 0:  # the mismatch would not fall
+                continue
+            before = sum(map(pipeline_cost, pipes))
+            at[a], at[b] = y, x
+            if sum(map(pipeline_cost, pipes)) <= before:
                 improved = True
+                move(a[0], x, y)
+                move(b[0], y, x)
             else:
-                at[a], at[b] = at[b], at[a]
+                at[a], at[b] = x, y
         if not improved:
             break
     return at
