@@ -446,8 +446,16 @@ local function union_order(a, b)
   return a.feature < b.feature
 end
 
-local function as_walk(list)
-  table.sort(list, union_order)
+local function union_order_largest(a, b)
+  -- with families: the largest first among unions of one span (policy/decide.py _union_order)
+  if a.spread ~= b.spread then return a.spread < b.spread end
+  if a.k ~= b.k then return a.k < b.k end
+  if a.nodes ~= b.nodes then return a.nodes > b.nodes end
+  return a.feature < b.feature
+end
+
+local function as_walk(list, families)
+  table.sort(list, families and union_order_largest or union_order)
   local nodes = {}
   for i, u in ipairs(list) do nodes[i] = u.nodes end
   return { kept = list, nodes = nodes, cut = false }
@@ -494,7 +502,8 @@ local function zone_unions(sc, zones, room)
   end
   for _, u in ipairs(across) do spans[u.feature] = { u.spread, u.k } end
   local lead = rows[1] and { g = rows[1].g, n = rows[1].n }
-  return as_walk(inside), as_walk(across), lead, spans
+  local families = values[1] ~= false or values[2] ~= nil
+  return as_walk(inside, families), as_walk(across, families), lead, spans
 end
 
 local function by_spread(kept, nodes, spans)

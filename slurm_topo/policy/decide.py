@@ -4,7 +4,7 @@ section)."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from ..errors import InputError
@@ -216,12 +216,26 @@ def _zone_unions(
         for top, count in tops:
             if k < count:
                 across += _unions(scan, top, True, k, tries)
-    inside.sort(key=lambda x: x[0])
-    across.sort(key=lambda x: x[0])
+    order = _union_order(any(r[0].family for r in rows))
+    inside.sort(key=order)
+    across.sort(key=order)
     lead = (rows[0][0], rows[0][1]) if rows else None
     spans = {fv: (len({r[0].region for r in top}), len(top)) for fv, top in by_family.items() if fv}
     spans.update({u.feature: (key[0], key[1]) for key, (u, _) in across})
     return [x[1] for x in inside], [x[1] for x in across], lead, spans
+
+
+UnionKey = tuple[tuple[int, int, int, str], tuple[Group, int]]
+
+
+def _union_order(families: bool) -> Callable[[UnionKey], tuple[int, int, int, str]]:
+    """The unions' order (and what the cut keeps: the tail goes): by (regions, zones), then size — smallest
+    first without families (best fit); with families the largest first, so the unions a cut keeps of one
+    span are those most likely to have room (Slurm takes the first alternative with room; family buckets'
+    long names cut the bracket at 16-24 alternatives: benchmarks/results/family_target.md)."""
+    if families:
+        return lambda x: (x[0][0], x[0][1], -x[0][2], x[0][3])
+    return lambda x: x[0]
 
 
 def _too_large_for_unions(scan: Scan, zones: Source) -> bool:
