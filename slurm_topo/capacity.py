@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .collector import collector_paused
-from .cost.search import level_key
+from .cost.search import level_key, switch_depth
 from .errors import InputError
 from .model import Inventory, Node
 
@@ -329,13 +329,9 @@ def _grouped(
     grouped: dict[str, dict[tuple[str, ...], list[int]]] = {}
     for level in levels:
         groups: dict[tuple[str, ...], list[int]] = {}
-        depth = _switch_depth(level)
-        if depth:  # by the node's switches: the nodes of one location may have different ones
-            for node, free in free_nodes:
-                key = _switch_key(node, depth)
-                if key is not None:
-                    groups.setdefault(key, []).append(free)
-        elif level == "nvlink":  # by node, not by location (no domains given here: no group)
+        if switch_depth(level) or level == "nvlink":
+            # by node: the nodes of one location may have different switches (no NVLink domains given
+            # here: no group)
             for node, free in free_nodes:
                 key = level_key(node, level, {})
                 if key is not None:
@@ -347,21 +343,6 @@ def _grouped(
                     groups.setdefault(key, []).extend(frees)
         grouped[level] = groups
     return grouped
-
-
-def _switch_depth(level: str) -> int:
-    """``k`` of a ``switch.<k>`` level, 0 for any other level."""
-    head, dot, tail = level.partition(".")
-    return int(tail) if head == SWITCH_LEVEL and dot and tail.isdigit() and int(tail) > 0 else 0
-
-
-def _switch_key(node: Node, depth: int) -> tuple[str, ...] | None:
-    """The switch of the ``depth``-th layer below the network group that holds ``node`` (labels scoped by
-    the ones above), or None when it has fewer layers."""
-    group = level_key(node, "network_group", {})
-    if group is None or len(node.switches) < depth:
-        return None
-    return (*group, *node.switches[:depth])
 
 
 def format_capacity(cap: Capacity) -> str:
@@ -392,7 +373,7 @@ def format_capacity(cap: Capacity) -> str:
     lines.append(
         "jobs: could start now, each inside one group of the level; naive: free GPUs // (nodes × GPUs)"
     )
-    if any(_switch_depth(lv.level) for s in cap.shapes for lv in s.levels):
+    if any(switch_depth(lv.level) for s in cap.shapes for lv in s.levels):
         lines.append(
             f"{SWITCH_LEVEL}.<k>: one switch of the k-th layer below the network group (a provider's "
             "sub-block or host, AWS's lower network nodes); deepest level each shape fits: "
