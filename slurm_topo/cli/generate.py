@@ -18,6 +18,7 @@ from ..errors import ExitCode, InputError
 from ..lint import is_block_text, lint_file, lint_topology
 from ..output import write_files
 from ..policy import GpuAsk, JobRequest, decide, parse_locality, survey
+from ..policy.vocab import SEGMENT_RELEASE
 from ..render import RenderOptions, make_context, render_all
 from ..render.gres_conf import gres_warnings
 from ..show import render_tree
@@ -26,6 +27,7 @@ from ..text import counted
 from ..version import parse_slurm_patch, parse_slurm_version
 from .common import (
     EXIT_PROBLEMS,
+    _check_slurm_version,
     _load,
     _partitions,
     _slurm_nodes,
@@ -38,6 +40,7 @@ from .common import (
     records_option,
     scontrol_option,
     slurm_version_option,
+    supported_slurm_text,
 )
 from .explain import render_check
 
@@ -379,6 +382,17 @@ def import_cmd(
 @click.option("--partition", "-p", metavar="P", help="Partition (default: the default partition).")
 @partitions_option
 @scontrol_option
+@click.option(
+    "--slurm-version",
+    metavar="X.Y[.Z]",
+    callback=_check_slurm_version,
+    help=(
+        "Release the filter runs on (default: 22.05's rules). From 25.11.2 the filter sets segment_size "
+        "for --locality nvl:segment=N (a job larger than one NVLink domain); before, it refuses it. "
+        "25.11 without a patch level counts as 25.11.0 (refused): give 25.11.2. "
+        f"One of {supported_slurm_text()}."
+    ),
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
 @click.option("--verbose", "-v", is_flag=True, help="Also name the groups that are too small.")
 def check(
@@ -392,6 +406,7 @@ def check(
     partition: str | None,
     partitions_from: str | None,
     scontrol: bool,
+    slurm_version: str | None,
     as_json: bool,
     verbose: bool,
 ) -> None:
@@ -405,9 +420,16 @@ def check(
         if not count.isdigit() or int(count) < 1:
             raise click.UsageError(f"--gpus-per-node: expected [TYPE:]N, got {gpus_per_node!r}")
         gpu = GpuAsk("node", gtype or None, int(count))
-    ctx = make_context(_load(inventories), (22, 5), _partitions(partitions_from, scontrol))
+    release = parse_slurm_version(slurm_version) if slurm_version else (22, 5)
+    ctx = make_context(_load(inventories), release, _partitions(partitions_from, scontrol))
     req = JobRequest(
-        locality=locality, regions=regions, features=constraint, partition=partition, min_nodes=nodes, gpu=gpu
+        locality=locality,
+        regions=regions,
+        features=constraint,
+        partition=partition,
+        min_nodes=nodes,
+        gpu=gpu,
+        segment_ok=takes_segments(slurm_version),
     )
     decision = decide(ctx.policy, req)
     level = decision.level or parse_locality(locality)[0]
@@ -416,6 +438,17 @@ def check(
     click.echo(render_check(decision, found, level, verbose, as_json), nl=False)
     if decision.action == "reject":
         sys.exit(EXIT_PROBLEMS)
+
+
+def takes_segments(slurm_version: str | None) -> bool:
+    """Whether the filter on ``slurm_version`` (``X.Y`` or ``X.Y.Z``) can write ``segment_size``: from
+    :data:`~slurm_topo.policy.vocab.SEGMENT_RELEASE` (25.11.2) on; a release without its patch level counts
+    as the series' first (25.11 is 25.11.0)."""
+    if not slurm_version:
+        return False
+    given = (*parse_slurm_version(slurm_version), parse_slurm_patch(slurm_version) or 0)
+    first = (*parse_slurm_version(SEGMENT_RELEASE), parse_slurm_patch(SEGMENT_RELEASE) or 0)
+    return given >= first
 
 
 @cli.command("files")
