@@ -7,6 +7,9 @@
   Slurm reports them (``region_*``, ``zone_*``, ``ng_*`` in ``scontrol show node -o``), phrased like
   "same zone us-east-1a, 2 network groups" (nodes without a group of a level are counted apart); a placement
   that breaks a required locality (a zone job whose nodes span zones, e.g. with ``--nodelist``) is flagged;
+  a segment job (the filter's record ``nvl:wait segment=N …``, or ``segment=N (yours)`` for the job's own
+  ``--segment``) is judged by its segments, not by one domain: each NVLink domain's share of its nodes a
+  multiple of N (every segment inside one domain), the domains and shares named either way;
   for a pending job, Slurm's ``Reason=`` (and for a held one the record, which says why);
 * the cost (with ``-i FILE``: the fleet's inventory): for a placed job that carries a parallelism plan, the
   predicted communication seconds per step of its placement, of the best placement free right now (its
@@ -38,8 +41,8 @@ from .access.text import parse_nodes
 from .capacity import NodeState
 from .cost import DEFAULT_TABLE, LinkTable
 from .errors import CommandError, InputError, ParseError
-from .model import Inventory
-from .policy.vocab import PLAN_PREFIX, RECORD_PREFIX
+from .model import Inventory, natural_key
+from .policy.vocab import NVL, PLAN_PREFIX, RECORD_PREFIX, SEGMENT_KEY, parse_segment
 from .relax_plan import auto_lines
 from .runner import Runner
 from .text import NULL
@@ -192,11 +195,103 @@ def _landed_tree(node_features: Mapping[str, Sequence[str]]) -> str:
 REQUIRED_LEVELS = ("network_group", "zone", "region")
 
 
-def broken_locality(locality: str | None, node_features: Mapping[str, Sequence[str]]) -> str | None:
-    """Why a placement breaks a required locality (``zone:wait`` and the nodes span zones), else None."""
+@dataclass(frozen=True)
+class Segment:
+    """A segment job's segment, as the filter recorded it (or the job's ``--comment`` asked it)."""
+
+    size: int
+    yours: bool = False
+    """The job's own ``--segment`` (the filter's ``segment=N (yours)``): Slurm's, the filter set nothing."""
+    policy: str | None = None
+    """``spread`` / ``consolidate`` (the filter set Slurm's flag), None: Slurm's own choice."""
+
+    def words(self) -> str:
+        text = f"{SEGMENT_KEY}{self.size}"
+        if self.yours:
+            return text + " (the job's own --segment)"
+        return text + (f":{self.policy}" if self.policy else "")
+
+
+SEGMENT_RECORD_RE = re.compile(
+    r"nvl:(?:wait|fail) segment=([1-9][0-9]{0,3})(?P<own> \(yours\))?(?::(?P<policy>spread|consolidate))?"
+    r"(?: \[bound: [0-9a-z ;]{1,60}\])? \[[1-9][0-9]{0,5} nodes in segments of \1, each in one NVLink domain"
+)
+"""The head of the filter's record of a segment job (``policy/decide.py`` ``_segments``), read from the
+record's first character: the record is slurmctld's (AdminComment, written by the filter), and its head is
+the filter's own words (the partition names a user gives come after it), so no job name or comment can make
+a record say ``segment=``."""
+
+
+def segment_of_record(record: str | None) -> Segment | None:
+    """``nvl:wait segment=2 [4 nodes in segments of 2, …`` -> Segment(2); ``… segment=2 (yours) […`` ->
+    Segment(2, yours=True); ``… segment=2:spread […`` -> Segment(2, policy="spread"); else None."""
+    m = SEGMENT_RECORD_RE.match(record or "")
+    if m is None or (m.group("own") and m.group("policy")):
+        return None
+    return Segment(int(m.group(1)), bool(m.group("own")), m.group("policy"))
+
+
+def segment_of_comment(locality: str | None) -> Segment | None:
+    """``--comment=locality=nvl:segment=2:spread`` (read only where the job has no record) -> its segment."""
+    if not locality or not locality.startswith(f"{NVL}:{SEGMENT_KEY}"):
+        return None
+    try:
+        _, _, size, policy = parse_segment(locality)
+    except InputError:
+        return None
+    return Segment(size, policy=policy) if size is not None else None
+
+
+def domain_shares(node_features: Mapping[str, Sequence[str]]) -> tuple[dict[str, int], int]:
+    """How many of the nodes each NVLink domain holds (by label), and how many are in none (a node with two
+    ``nvl_`` features is in no one domain: counted as in none)."""
+    shares: dict[str, int] = {}
+    none = 0
+    for feats in node_features.values():
+        found = _level_values(feats, NVL_PREFIX)
+        if len(found) != 1:
+            none += 1
+            continue
+        label = _label(next(iter(found)), NVL_PREFIX)
+        shares[label] = shares.get(label, 0) + 1
+    return shares, none
+
+
+def judge_segments(
+    locality: str | None, segment: Segment, node_features: Mapping[str, Sequence[str]]
+) -> tuple[str | None, str | None]:
+    """A segment job by Slurm's allocation: (the line saying the segments hold, None) when every NVLink
+    domain's share of the nodes is a multiple of the segment size (the nodes then split into segments each
+    inside one domain), else (None, what broke). Both name the domains and their shares."""
+    shares, none = domain_shares(node_features)
+    size = segment.size
+    ordered = sorted(shares.items(), key=lambda x: natural_key(x[0]))
+    named = ", ".join(f"{d} {_plural(n, 'node')}" for d, n in ordered)
+    odd = [f"{d}'s {n}" for d, n in ordered if n % size]
+    head = f"{_plural(len(node_features), 'node')} in segments of {size}"
+    if not odd and not none:
+        return f"hold: {head}, each inside one NVLink domain: {named} (each share a multiple of {size})", None
+    why = [f"{' and '.join(odd)} not a multiple of {size}"] if odd else []
+    why += [f"{_plural(none, 'node')} in no NVLink domain"] if none else []
+    where = (
+        f"{named}" + (f" + {_plural(none, 'node')} in none" if none else "") if shares else "no NVLink domain"
+    )
+    return None, (
+        f"locality {locality or NVL} {segment.words()} keeps each segment of {size} nodes in one NVLink "
+        f"domain; the job's nodes are in {where}: {'; '.join(why)}"
+    )
+
+
+def broken_locality(
+    locality: str | None, node_features: Mapping[str, Sequence[str]], segment: Segment | None = None
+) -> str | None:
+    """Why a placement breaks a required locality (``zone:wait`` and the nodes span zones; a segment job
+    whose segments cannot each be inside one NVLink domain), else None."""
     if not locality or not node_features:
         return None
     level = locality.split(":", 1)[0]
+    if level == NVL and segment is not None:
+        return judge_segments(locality, segment, node_features)[1]
     if level == "nvl":
         domains = nvlink_domains(node_features)
         if domains is not None and domains.startswith("NVLink domain ") and " + " not in domains:
@@ -234,6 +329,10 @@ class Explanation:
     then component 0's (Slurm's leader), ``job_id`` the job's and ``nodes`` every component's."""
     together: str | None = None
     """A heterogeneous job: where all its placed components' nodes landed together."""
+    segment: Segment | None = None
+    """A segment job's segment (the filter's record, else the job's ``--comment`` locality)."""
+    segments: str | None = None
+    """A placed segment job whose segments hold: the line that says so, naming the domains and shares."""
 
     def text(self) -> str:
         if self.components:
@@ -259,6 +358,10 @@ class Explanation:
             if self.locality
             else ("no locality recorded (the filter did not see this job, or its data was unusable)")
         )
+        if self.locality and self.segment is not None:
+            req = req.replace(
+                f"locality {self.locality} ", f"locality {self.locality} {self.segment.words()} ", 1
+            )
         if self.features:
             req += f"; constraint {self.features}"
         if self.comment:
@@ -266,6 +369,8 @@ class Explanation:
         lines.append(f"  request:  {req}")
         lines.append(f"  decision: {self.record if self.record else '(none recorded)'}")
         lines.append(f"  {'landed:   ' if self.nodes else 'waiting:  '}{self.outcome}")
+        if self.segments:
+            lines.append(f"  segments: {self.segments}")
         if self.broken:
             lines.append(f"  BROKEN:   {self.broken}")
         for i, line in enumerate(self.auto):
@@ -308,23 +413,32 @@ def _val(kv: Mapping[str, str], key: str) -> str | None:
     return None if v in (None, "", NULL, "None") else v
 
 
+def _requested(record: str | None, comment: str | None) -> tuple[str | None, str, Segment | None]:
+    """The locality, where it was read and its segment: the filter's record, else the job's ``--comment``
+    (the segment from the same place as the locality, never the comment beside a record)."""
+    locality = locality_of_record(record) if record is not None else None
+    if locality is not None:
+        return locality, "as the filter read it", segment_of_record(record)
+    asked = locality_of_comment(comment)
+    if asked:
+        return asked, "from --comment", segment_of_comment(asked)
+    return None, "", None
+
+
 def explain_record(job: Mapping[str, str], node_features: Mapping[str, Sequence[str]] | None) -> Explanation:
     """Pure: the parsed job line (and its nodes' features, when it has nodes) -> an Explanation."""
     record = filter_record(job.get("AdminComment"))
     comment = _val(job, "Comment")
-    locality, source = None, ""
-    if record is not None:
-        locality = locality_of_record(record)
-        source = "as the filter read it"
-    if locality is None and locality_of_comment(comment):
-        locality, source = locality_of_comment(comment), "from --comment"
+    locality, source, segment = _requested(record, comment)
     state = job.get("JobState", "UNKNOWN")
     reason = _val(job, "Reason")
     nodes = _val(job, "NodeList")
-    broken = None
+    broken = segments = None
     if nodes and node_features:
         outcome = f"{landed(node_features)} ({_plural(len(node_features), 'node')})"
-        broken = broken_locality(locality, node_features)
+        broken = broken_locality(locality, node_features, segment)
+        if segment is not None and broken is None and (locality or "").startswith(NVL + ":"):
+            segments = judge_segments(locality, segment, node_features)[0]
     elif nodes:
         outcome = "nodes known, but their features could not be read"
     else:
@@ -354,6 +468,8 @@ def explain_record(job: Mapping[str, str], node_features: Mapping[str, Sequence[
         outcome,
         broken,
         auto=tuple(auto_lines(job)),
+        segment=segment,
+        segments=segments,
     )
 
 
@@ -692,6 +808,8 @@ def _explain_het(
         waiting = sum(1 for c in parts if not c.nodes)
         together += f"; {_plural(waiting, 'component')} not placed)" if waiting else ")"
         for part in parts:
+            if part.segment is not None:  # judged on its own nodes: segments are a component's own
+                continue
             why = broken_locality(part.locality, placed)
             if why is not None and part.broken is None:
                 broken = f"component {part.job_id}: " + why.replace(

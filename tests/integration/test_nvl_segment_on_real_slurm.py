@@ -12,8 +12,10 @@ node's block)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import slurmctl
@@ -35,6 +37,9 @@ for entry in FLEET["nodes"]:  # type: ignore[attr-defined]
     entry["slurm"] = HW
 
 SEGMENT_RELEASE = (25, 11)  # 25.11.2: the first patch level whose job_submit/lua writes segment_size
+CAPTURE_ENV = "SLURM_TOPO_CAPTURE_SEGMENT"
+"""A folder: the 26.05 run test writes Slurm's own outputs for its jobs there, byte for byte (the captures of
+tests/fixtures/real/slurm-26.05/segment-job/, README there)."""
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +63,33 @@ def job_detail(slurm: slurmctl.Slurm, job: str) -> dict[str, str]:
             if eq and key not in out:
                 out[key] = value
     return out
+
+
+def explain(cluster: slurmctl.Cluster, job: str) -> str:
+    """``slurm-topo explain JOB`` against the cluster, its output (exit 0 asserted)."""
+    p = subprocess.run(
+        [*slurmctl.slurm_topo_cli(), "explain", job],
+        env=dict(cluster.env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    return p.stdout
+
+
+def capture(slurm: slurmctl.Slurm, name: str, job: str) -> None:
+    """With $SLURM_TOPO_CAPTURE_SEGMENT set: Slurm's outputs for ``job`` written there unedited
+    (``NAME-show-job-d.txt``, ``NAME-show-job-o.txt``, ``NAME-show-node-o.txt`` of its nodes)."""
+    folder = os.environ.get(CAPTURE_ENV)
+    if not folder:
+        return
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}-show-job-d.txt").write_text(slurm.out("scontrol", "show", "job", "-d", job))
+    (out / f"{name}-show-job-o.txt").write_text(slurm.out("scontrol", "show", "job", "-o", job))
+    nodes = ",".join(slurm.allocation_of(job).nodes)
+    (out / f"{name}-show-node-o.txt").write_text(slurm.out("scontrol", "show", "node", "-o", nodes))
 
 
 def install_blocks(cluster: slurmctl.Cluster) -> None:
@@ -149,6 +181,7 @@ def test_a_segment_job_runs_with_each_segment_in_one_domain(cluster: slurmctl.Cl
         sum(1 for n in slurm.allocation_of(control).nodes if block[n] == b) for b in set(block.values())
     ]
     assert any(c % 2 for c in spread), spread  # a domain with an odd share: what the segment prevents
+    capture(slurm, "control", control)
     slurm.cancel(control)
     slurm.wait_state(control, "CANCELLED")
     job = slurm.submit("-p", "nvl", "--exclusive", "--locality=nvl:segment=2", "-N4", "--wrap", "sleep 300")
@@ -162,11 +195,48 @@ def test_a_segment_job_runs_with_each_segment_in_one_domain(cluster: slurmctl.Cl
     per_block = {b: sum(1 for n in nodes if block[n] == b) for b in set(block.values())}
     assert all(c % 2 == 0 for c in per_block.values()), (nodes, per_block)
     assert sum(1 for c in per_block.values() if c) == 2, per_block  # 4 nodes: two domains, 2 + 2
-    slurm.cancel(job, filler)
+    capture(slurm, "segment", job)
+    if os.environ.get(CAPTURE_ENV):
+        Path(os.environ[CAPTURE_ENV], "show-topology-nvl.txt").write_text(
+            slurm.out("scontrol", "show", "topology", "nvl")
+        )
+    assert_explain_says_the_segments_hold(cluster, job, 2, per_block)
+    slurm.cancel(job)
+    slurm.wait_state(job, "CANCELLED")
+    # the user's own --segment=2 (the filter records it as theirs and sets nothing): explain judges it alike
+    yours = slurm.submit(
+        "-p", "nvl", "--exclusive", "--segment=2", "--locality=nvl", "-N4", "--wrap", "sleep 300"
+    )
+    slurm.wait_state(yours, "RUNNING", timeout=30)
+    seen = job_detail(slurm, yours)
+    assert seen["SegmentSize"] == "2", seen
+    assert "slurm-topo: nvl:wait segment=2 (yours) [4 nodes in segments of 2" in seen["AdminComment"], seen
+    nodes = slurm.allocation_of(yours).nodes
+    per_block = {b: sum(1 for n in nodes if block[n] == b) for b in set(block.values())}
+    assert all(c % 2 == 0 for c in per_block.values()), (nodes, per_block)
+    capture(slurm, "yours", yours)
+    assert_explain_says_the_segments_hold(cluster, yours, 2, per_block)
+    slurm.cancel(yours, filler)
     err = slurm.submit_error("-p", "nvl", "--locality=nvl:segment=3", "-N4", "--wrap", "true")
     assert "the node count 4 is not a multiple of the segment size 3" in err, err
     err = slurm.submit_error("-p", "nvl", "--locality=nvl:segment=4", "-N8", "--wrap", "true")
     assert "the segment size 4 is larger than the largest NVLink domain (rack-01, 3 nodes)" in err, err
+
+
+def assert_explain_says_the_segments_hold(
+    cluster: slurmctl.Cluster, job: str, size: int, per_block: dict[str, int]
+) -> None:
+    """``slurm-topo explain JOB`` on a running segment job: no BROKEN line, and the segments line names each
+    domain Slurm gave it nodes in (``scontrol show topology nvl``) with its share."""
+    shown = explain(cluster, job)
+    assert "BROKEN" not in shown, shown
+    line = next((x for x in shown.splitlines() if x.startswith("  segments:")), "")
+    assert line.startswith(f"  segments: hold: 4 nodes in segments of {size}, each inside one NVLink domain"), (
+        shown
+    )
+    for block, share in per_block.items():
+        if share:
+            assert f"{block.removeprefix('nvl_')} {share} nodes" in line, (block, share, shown)
 
 
 @pytest.mark.slurm_min("25.11", reason="job_submit/lua writes segment_size from 25.11.2")
