@@ -224,7 +224,8 @@ def test_the_providers_layers_below_the_block_are_switches_and_features() -> Non
     network group (``leaf_<zone>.<id>``), a feature of the nodes under it; a layer that holds one node of the
     listing is left out, so nodes alone on their host or leaf hang from the layer above."""
     gcp = parse_inventory(import_listing("gcp", _read("gcp-instances-physical-topology.json")).text)
-    # two providers' link profiles cannot be one table: the AWS listing's inventory without its links:
+    # the tree alone: the AWS listing's inventory without its links (two providers' profiles would merge per
+    # level into the slower, with a note: inventory/merge.py, tests/test_merge_links.py)
     aws = _aws_a().text
     assert aws.endswith("links:\n  profile: aws\n")
     fleet = merge([gcp, parse_inventory(aws.split("\nlinks:\n")[0] + "\n")])
