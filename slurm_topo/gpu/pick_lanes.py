@@ -3,8 +3,9 @@
 built ahead of it.
 
 The free rows ``f_0 < f_1 < … < f_(m-1)`` (m <= 16) index 2^m *lanes*: lane ``s`` is the subset holding
-``f_i`` for every bit i of s. A lane is ``B`` bits of a Python integer (B = 30, one CPython digit, or a
-multiple of it when the fields need more), and its fields, high to low, are::
+``f_i`` for every bit i of s. A lane is ``B`` bits of a Python integer, B = its fields and a guard bit and no
+more (the work is linear in B: 9-20 bits on the 16-GPU families, where rounding up to CPython's 30-bit digit
+cost 1.1-1.6× for no gain in shift speed), and its fields, high to low, are::
 
     guard (1) | flags (d) | sum (SB) | islands (wi)
 
@@ -47,7 +48,6 @@ from dataclasses import dataclass
 from math import gcd
 
 _CHUNK = 10  # lanes per integer of the lane list: 2^10
-_DIGIT = 30  # CPython's digit: a lane width of a multiple keeps chunk shifts aligned
 
 _ONES: dict[tuple[int, int], int] = {}  # (lane width, j): a 1 in each of 2^j lanes
 
@@ -102,7 +102,11 @@ def best(weight: tuple[tuple[int, ...], ...], rows: list[int], k: int, whole: li
             g = gcd(g, w - lo)
     g = g or 1
     m = len(rows)
-    lay = _layout(len(levels), max(1, (m * (m - 1) // 2 * (present[0] - lo) // g).bit_length()), len(whole))
+    # the sum field holds at most the whole set's sum (every pair adds >= 0): its bits, not m(m-1)/2 × the top
+    total = sum(
+        (w - lo) // g for i, r in enumerate(rows) for w in map(weight[r].__getitem__, rows[:i]) if w > lo
+    )
+    lay = _layout(len(levels), max(1, total.bit_length()), len(whole))
     values = {w: _pair_value(w, levels, lo, g, lay) for w in present}
     lanes = _build(weight, values, rows, k, whole, lay)
     pos = _tournament(lanes, k, lay, min(m, _CHUNK))
@@ -157,7 +161,7 @@ def _layout(nflags: int, sum_bits: int, islands: int) -> _Layout:
     isl_bits = max(2, islands.bit_length()) if islands else 0  # a row's T holds 0-2 there during a build
     flags = isl_bits + sum_bits
     guard = flags + nflags
-    return _Layout(_DIGIT * (guard // _DIGIT + 1), isl_bits, flags, nflags, guard)
+    return _Layout(guard + 1, isl_bits, flags, nflags, guard)
 
 
 def _pair_value(w: int, levels: list[int], lo: int, g: int, lay: _Layout) -> tuple[int, int]:
