@@ -271,15 +271,22 @@ def judge_segments(
     head = f"{_plural(len(node_features), 'node')} in segments of {size}"
     if not odd and not none:
         return f"hold: {head}, each inside one NVLink domain: {named} (each share a multiple of {size})", None
+    asked = (
+        f"locality {locality or NVL} {segment.words()} keeps each segment of {_plural(size, 'node')} in one"
+    )
+    if not shares:
+        return (
+            None,
+            f"{asked} NVLink domain; the job's {_plural(none, 'node')} {_be(none)} in no NVLink domain",
+        )
     why = [f"{' and '.join(odd)} not a multiple of {size}"] if odd else []
     why += [f"{_plural(none, 'node')} in no NVLink domain"] if none else []
-    where = (
-        f"{named}" + (f" + {_plural(none, 'node')} in none" if none else "") if shares else "no NVLink domain"
-    )
-    return None, (
-        f"locality {locality or NVL} {segment.words()} keeps each segment of {size} nodes in one NVLink "
-        f"domain; the job's nodes are in {where}: {'; '.join(why)}"
-    )
+    where = named + (f" + {_plural(none, 'node')} in none" if none else "")
+    return None, f"{asked} NVLink domain; the job's nodes are in {where}: {'; '.join(why)}"
+
+
+def _be(n: int) -> str:
+    return "is" if n == 1 else "are"
 
 
 def broken_locality(

@@ -11,6 +11,8 @@ import itertools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import pytest
+from fakes import ScriptedRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from policy_cases import FLEET
@@ -254,3 +256,48 @@ def test_the_segments_hold_exactly_when_the_nodes_split_into_segments_each_in_on
         assert f"{d} {share} node{'s' if share > 1 else ''}" in text
     if None in placement:
         assert f"{placement.count(None)} node" in text and "in no NVLink domain" in text
+
+
+# ---- a heterogeneous job: a segment component is judged on its own nodes
+
+
+def _component(offset: int, nodes: str, record: str) -> str:
+    """One component's ``scontrol show job -o`` line, keys in 22.05's order (as tests/test_explain.py)."""
+    return (
+        f"JobId={17 + offset} HetJobId=17 HetJobOffset={offset} JobName=wrap HetJobIdSet=17-18 "
+        f"UserId=nobody(65534) Priority=1 JobState=RUNNING Reason=None Partition=main NodeList={nodes} "
+        f"NumNodes=2 Features=(null) AdminComment=slurm-topo: {record} StdErr=/dev/null"
+    )
+
+
+def test_a_segment_component_holds_on_its_own_nodes_whatever_the_others_got(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``sbatch --locality=nvl:segment=2 -N4 : --locality=any -N1``: component 0's segments hold on its own
+    nodes (2 + 2); together with component 1's node domain b holds 3, which is no segment's business: no
+    BROKEN for the whole job."""
+    c0 = _component(0, "n[01-04]", FORGED.replace("rack-01", "a"))
+    c1 = _component(1, "n05", "any")
+    feats = {"n01": "a", "n02": "a", "n03": "b", "n04": "b", "n05": "b"}
+
+    def nodes(names: Sequence[str]) -> str:
+        return "".join(
+            f"NodeName={n} AvailableFeatures=zone_z,nvl_{feats[n]} ActiveFeatures=zone_z,nvl_{feats[n]}\n"
+            for n in names
+        )
+
+    monkeypatch.setenv("SLURM_TOPO_SLURM_BACKEND", "text")  # the fake answers scontrol's text
+    runner = ScriptedRunner(
+        {
+            ("scontrol", "show", "job", "-o", "17"): f"{c0}\n{c1}\n",
+            ("scontrol", "show", "node", "-o", "n[01-04]"): nodes(["n01", "n02", "n03", "n04"]),
+            ("scontrol", "show", "node", "-o", "n05"): nodes(["n05"]),
+        }
+    )
+    text = explain.explain_job("17", runner)
+    assert "BROKEN" not in text, text
+    assert (
+        "  segments: hold: 4 nodes in segments of 2, each inside one NVLink domain: a 2 nodes, b 2 nodes"
+        in text
+    )
+    assert "  together: same zone z; 2 NVLink domains (a, b) (5 nodes)" in text, text
