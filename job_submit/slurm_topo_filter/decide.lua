@@ -500,15 +500,28 @@ local function zone_unions(sc, zones, room)
   for _, fv in ipairs(values) do
     if fv then spans[fv] = { regions_of(by_family[fv]), #by_family[fv] } end
   end
+  for _, u in ipairs(inside) do spans[u.feature] = { u.spread, u.k } end
   for _, u in ipairs(across) do spans[u.feature] = { u.spread, u.k } end
+  for _, list in ipairs(regions) do -- a region bucket: one region, its zones with eligible nodes among the rows
+    local parent = list[1].g.loc.region_parent
+    if parent then spans[parent] = { 1, #list } end
+  end
   local lead = rows[1] and { g = rows[1].g, n = rows[1].n }
   local families = values[1] ~= false or values[2] ~= nil
   return as_walk(inside, families), as_walk(across, families), lead, spans
 end
 
+local function unknown_span(g)
+  -- policy/decide.py _UNKNOWN_SPAN: a region bucket no row counted spans one region, its zones unknown; else last
+  local loc = g.loc
+  if loc and loc.region and not loc.zone then return { 1, MAX_ALTERNATIVES } end
+  return { MAX_ALTERNATIVES, MAX_ALTERNATIVES }
+end
+
 local function by_spread(kept, nodes, spans)
-  -- policy/decide.py _by_spread: the bracket's tail (unions across regions, then the bare family values) by the
-  -- (regions, zones) each spans, unions before a value of the same span
+  -- policy/decide.py _by_spread: the bracket's tail (unions inside a region, region buckets, unions across
+  -- regions, the bare family values) by the (regions, zones) each spans, unions before a bucket or value of the
+  -- same span
   local start = #kept + 1
   for i = 1, #kept do
     if spans[kept[i].feature] ~= nil then
@@ -518,7 +531,7 @@ local function by_spread(kept, nodes, spans)
   end
   local tail = {}
   for i = start, #kept do
-    local span = spans[kept[i].feature] or { MAX_ALTERNATIVES, MAX_ALTERNATIVES }
+    local span = spans[kept[i].feature] or unknown_span(kept[i])
     tail[#tail + 1] = { g = kept[i], n = nodes[i], r = span[1], z = span[2], i = i }
   end
   table.sort(tail, function(a, b)

@@ -147,15 +147,15 @@ UNION_EMIT = (2, 3, 4, 0, 5, 1)
 """The bracket's order of the prefer lists (unions inside, unions across, nvl, ng, zone, region): nvl, ng,
 zone, the unions inside one region, region, the unions across regions."""
 UNION_EMIT_FAMILIES = (*UNION_EMIT, 6)
-"""With families: the same, then the bare family values (the coarsest alternatives), that tail ordered by
-what each spans (:func:`_by_spread`)."""
+"""With families: the same, then the bare family values (the coarsest alternatives), all from the first
+union or region bucket on ordered by what each spans (:func:`_by_spread`)."""
 UNION_ZONES = 8
 """Zones a union is made from, per region and across regions: the 8 rows with the most eligible nodes."""
 
 
 Spans = dict[str, tuple[int, int]]
-"""Per alternative across regions (a union's feature, or a bare family value): the (regions, zones) it spans,
-its eligible zones' for a bare value."""
+"""Per alternative after the zones (a union's feature, a region bucket, a bare family value): the (regions,
+zones) it spans, its eligible zones' among the rows for a region bucket or a bare value."""
 Row = tuple[Group, int, int, int]
 """A zone with eligible nodes: (zone, nodes, GPUs, most GPUs on a node)."""
 
@@ -183,7 +183,8 @@ def _zone_unions(
     (benchmarks/results/placement.md, "Zone unions"). With families the zones are the family buckets and a
     union joins buckets of one value only (prefer never mixes versions). The third value is the zone with the
     most eligible nodes: what leads a bracket that would start with a union (see ``_lead``); the fourth, the
-    :data:`Spans` of the unions across regions and of each family value (:func:`_by_spread`). ``room``: the
+    :data:`Spans` of the unions, of the region buckets holding rows (one region, their rows) and of each
+    family value (:func:`_by_spread`). ``room``: the
     alternatives the level lists leave; unions that could never be kept are not made (3-zone unions only
     while the 2-zone ones leave room, those across regions only while those inside leave room).
 
@@ -220,9 +221,24 @@ def _zone_unions(
     inside.sort(key=order)
     across.sort(key=order)
     lead = (rows[0][0], rows[0][1]) if rows else None
+    return (
+        [x[1] for x in inside],
+        [x[1] for x in across],
+        lead,
+        _spans(by_family, by_region, [*inside, *across]),
+    )
+
+
+def _spans(
+    by_family: dict[str | None, list[Row]],
+    by_region: dict[tuple[str | None, str | None], list[Row]],
+    unions: list[UnionKey],
+) -> Spans:
+    """What each value, union and region bucket (one region, its rows) spans: :data:`Spans`."""
     spans = {fv: (len({r[0].region for r in top}), len(top)) for fv, top in by_family.items() if fv}
-    spans.update({u.feature: (key[0], key[1]) for key, (u, _) in across})
-    return [x[1] for x in inside], [x[1] for x in across], lead, spans
+    spans.update({u.feature: (key[0], key[1]) for key, (u, _) in unions})
+    spans.update({top[0][0].parents[1]: (1, len(top)) for top in by_region.values() if top[0][0].parents[1]})
+    return spans
 
 
 UnionKey = tuple[tuple[int, int, int, str], tuple[Group, int]]
@@ -259,13 +275,23 @@ class _Tries:
         return True
 
 
+def _unknown_span(g: Group) -> tuple[int, int]:
+    """The span of an alternative no row counted: a region bucket's is one region, its zones unknown (after
+    the spans known inside one region); anything else goes last."""
+    if g.region is not None and g.zone is None:
+        return (1, MAX_ALTERNATIVES)
+    return (MAX_ALTERNATIVES, MAX_ALTERNATIVES)
+
+
 def _by_spread(kept: list[tuple[Group, int]], spans: Spans) -> list[tuple[Group, int]]:
-    """With families the bracket ends with the unions across regions, then the bare values: that tail is
-    ordered by the (regions, zones) each spans, unions before a value of the same span, so a value that
-    holds the job on two regions comes before another value's unions of three (Slurm takes the first
-    alternative with room)."""
+    """With families the bracket ends with the unions inside one region, the region buckets, the unions
+    across regions and the bare values: that tail is ordered by the (regions, zones) each spans (a region
+    bucket's zones: its rows'), unions before a bucket or value of the same span, so a value that holds the
+    job on two regions comes before another value's unions of three, and a region bucket of two zones before
+    another region's unions of three (Slurm takes the first alternative with room;
+    benchmarks/results/family_target.md)."""
     start = next((i for i, (g, _) in enumerate(kept) if g.feature in spans), len(kept))
-    tail = sorted(kept[start:], key=lambda x: spans.get(x[0].feature, (MAX_ALTERNATIVES, MAX_ALTERNATIVES)))
+    tail = sorted(kept[start:], key=lambda x: spans.get(x[0].feature, _unknown_span(x[0])))
     return [*kept[:start], *tail]
 
 
