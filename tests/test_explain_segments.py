@@ -7,7 +7,9 @@ the records of every form as the policy writes them; the judgement against an ex
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -301,3 +303,12 @@ def test_a_segment_component_holds_on_its_own_nodes_whatever_the_others_got(
         in text
     )
     assert "  together: same zone z; 2 NVLink domains (a, b) (5 nodes)" in text, text
+
+
+def test_explain_json_carries_the_segment_and_the_segments_line() -> None:
+    """``explain --json`` is the explanation's fields (``dataclasses.asdict``): the segment as an object."""
+    job = _job("yours")
+    got = explain.explain_record(job, parse_nodes(_read("yours-show-node-o.txt")))
+    doc = json.loads(json.dumps(dataclasses.asdict(got)))
+    assert doc["segment"] == {"size": 2, "yours": True, "policy": None}
+    assert doc["segments"] == got.segments and doc["broken"] is None
