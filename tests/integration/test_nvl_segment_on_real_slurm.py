@@ -231,9 +231,9 @@ def assert_explain_says_the_segments_hold(
     shown = explain(cluster, job)
     assert "BROKEN" not in shown, shown
     line = next((x for x in shown.splitlines() if x.startswith("  segments:")), "")
-    assert line.startswith(f"  segments: hold: 4 nodes in segments of {size}, each inside one NVLink domain"), (
-        shown
-    )
+    assert line.startswith(
+        f"  segments: hold: 4 nodes in segments of {size}, each inside one NVLink domain"
+    ), shown
     for block, share in per_block.items():
         if share:
             assert f"{block.removeprefix('nvl_')} {share} nodes" in line, (block, share, shown)
