@@ -22,7 +22,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from slurm_topo import merge, parse_inventory
+from slurm_topo import merge, parse_inventory, render_all
 from slurm_topo.policy import JobRequest, Partition, decide
 from slurm_topo.render import make_context
 
@@ -126,13 +126,25 @@ def first_alternative(
     return None
 
 
+def spread(place: Mapping[str, tuple[str, str, str]], nodes: Sequence[str]) -> tuple[int, int, int]:
+    """(regions, zones, family values) of a placement."""
+    return tuple(len({place[x][i] for x in nodes}) for i in range(3))  # type: ignore[return-value]
+
+
 def measure(seeds: Iterable[int], patterns: int, sizes: Sequence[int] = SIZES) -> dict[int, list[int]]:
-    """Per job size: [reached, counted, no alternative held it, alternatives in the longest bracket]."""
-    out = {n: [0, 0, 0, 0] for n in sizes}
+    """Per job size: [reached, counted, no alternative held it, alternatives in the longest bracket, placed
+    at the target by the tree model]."""
+    from bench_placement import TreeModel  # the model of Slurm's leaf choice (placement.md)
+
+    out = {n: [0, 0, 0, 0, 0] for n in sizes}
     for seed in seeds:
         rng = random.Random(seed)
         fleet = make_fleet(rng)
-        data = make_context(merge([parse_inventory(fleet.doc)]), (22, 5), fleet.partitions).policy
+        inv = merge([parse_inventory(fleet.doc)])
+        data = make_context(inv, (22, 5), fleet.partitions).policy
+        model = TreeModel(
+            render_all(inv, (22, 5), fleet.partitions)["topology.conf"], sorted(fleet.place), "22.05"
+        )
         feats = node_features(fleet, data)
         for part, n in itertools.product(fleet.partitions, sizes):
             d = decide(data, JobRequest(locality="prefer", min_nodes=n, partition=part.name))
@@ -148,19 +160,23 @@ def measure(seeds: Iterable[int], patterns: int, sizes: Sequence[int] = SIZES) -
                 members = first_alternative(bracket, feats, free, n)
                 if members is None:
                     out[n][2] += 1
-                elif best(fleet.place, members, n) == target:
-                    out[n][0] += 1
+                    continue
+                out[n][0] += best(fleet.place, members, n) == target
+                placed = model.select(set(members), n) or []
+                out[n][4] += spread(fleet.place, placed) == (*target, 1)
     return out
 
 
 def table(result: Mapping[int, list[int]]) -> str:
     lines = [
-        "| nodes | reached | jobs with a target | no alternative held it | longest bracket |",
-        "|---|---|---|---|---|",
+        "| nodes | reached | placed there (tree model 22.05) | jobs with a target | no alternative held it "
+        "| longest bracket |",
+        "|---|---|---|---|---|---|",
     ]
-    for n, (hit, total, none, longest) in result.items():
+    for n, (hit, total, none, longest, placed) in result.items():
         pct = f"{100 * hit / total:.1f} %" if total else "-"
-        lines.append(f"| {n} | {pct} ({hit}) | {total} | {none} | {longest} |")
+        model = f"{100 * placed / total:.1f} %" if total else "-"
+        lines.append(f"| {n} | {pct} ({hit}) | {model} ({placed}) | {total} | {none} | {longest} |")
     return "\n".join(lines) + "\n"
 
 

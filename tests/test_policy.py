@@ -140,13 +140,13 @@ def test_prefer_cascade_with_families_ends_with_the_bare_values_largest_first() 
     assert alts[:2] == ["ng_us-east-1a.rack-a1.torch-2.4", "zone_us-east-1a.torch-2.4"]
     r_east, r_west = alts.index("region_us-east.torch-2.4"), alts.index("region_us-west.torch-2.4")
     assert r_west == r_east + 1 and alts[-1] == "torch-2.4"
-    # us-west's torch-2.4 zones: 2a (n07, n08), 2b (n10, n11), 2c (n12); unions of two that hold 3, with
-    # families the most nodes first (what a cut keeps is what most likely has room); us-east's 1a+1b is the
-    # whole region (its own alternative): no union
+    # us-west's torch-2.4 zones: 2a (n07, n08), 2b (n10, n11), 2c (n12); unions of two that hold 3, fewest
+    # nodes first (a cut keeps the largest, they are listed smallest first); us-east's 1a+1b is the whole
+    # region (its own alternative): no union
     assert alts[2:r_east] == [
-        "(zone_us-west-2a.torch-2.4|zone_us-west-2b.torch-2.4)",
         "(zone_us-west-2a.torch-2.4|zone_us-west-2c.torch-2.4)",
         "(zone_us-west-2b.torch-2.4|zone_us-west-2c.torch-2.4)",
+        "(zone_us-west-2a.torch-2.4|zone_us-west-2b.torch-2.4)",
     ]
     across = alts[r_west + 1 : -1]
     assert across and "kept" in d.record  # 1,024 characters: the across tail is cut, never the bare value

@@ -518,10 +518,20 @@ local function unknown_span(g)
   return { MAX_ALTERNATIVES, MAX_ALTERNATIVES }
 end
 
+local function spread_before(a, b)
+  -- policy/decide.py _spread_key: (regions, zones), unions before the rest, a union's size (best fit: the cut
+  -- kept the largest, they are listed smallest first), then the order they came in
+  if a.r ~= b.r then return a.r < b.r end
+  if a.z ~= b.z then return a.z < b.z end
+  if a.u ~= b.u then return a.u < b.u end
+  if a.size ~= b.size then return a.size < b.size end
+  return a.i < b.i
+end
+
 local function by_spread(kept, nodes, spans)
   -- policy/decide.py _by_spread: the bracket's tail (unions inside a region, region buckets, unions across
   -- regions, the bare family values) by the (regions, zones) each spans, unions before a bucket or value of the
-  -- same span
+  -- same span, smallest first
   local start = #kept + 1
   for i = 1, #kept do
     if spans[kept[i].feature] ~= nil then
@@ -532,13 +542,11 @@ local function by_spread(kept, nodes, spans)
   local tail = {}
   for i = start, #kept do
     local span = spans[kept[i].feature] or unknown_span(kept[i])
-    tail[#tail + 1] = { g = kept[i], n = nodes[i], r = span[1], z = span[2], i = i }
+    local union = kept[i].union and true or false
+    tail[#tail + 1] = { g = kept[i], n = nodes[i], r = span[1], z = span[2], i = i,
+                        u = union and 0 or 1, size = union and kept[i].nodes or 0 }
   end
-  table.sort(tail, function(a, b)
-    if a.r ~= b.r then return a.r < b.r end
-    if a.z ~= b.z then return a.z < b.z end
-    return a.i < b.i
-  end)
+  table.sort(tail, spread_before)
   for j, t in ipairs(tail) do kept[start - 1 + j], nodes[start - 1 + j] = t.g, t.n end
 end
 

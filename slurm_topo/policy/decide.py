@@ -248,7 +248,8 @@ def _union_order(families: bool) -> Callable[[UnionKey], tuple[int, int, int, st
     """The unions' order (and what the cut keeps: the tail goes): by (regions, zones), then size — smallest
     first without families (best fit); with families the largest first, so the unions a cut keeps of one
     span are those most likely to have room (Slurm takes the first alternative with room; family buckets'
-    long names cut the bracket at 16-24 alternatives: benchmarks/results/family_target.md)."""
+    long names cut the bracket at 16-24 alternatives: benchmarks/results/family_target.md); what is kept is
+    then listed smallest first again (:func:`_by_spread`)."""
     if families:
         return lambda x: (x[0][0], x[0][1], -x[0][2], x[0][3])
     return lambda x: x[0]
@@ -289,10 +290,19 @@ def _by_spread(kept: list[tuple[Group, int]], spans: Spans) -> list[tuple[Group,
     bucket's zones: its rows'), unions before a bucket or value of the same span, so a value that holds the
     job on two regions comes before another value's unions of three, and a region bucket of two zones before
     another region's unions of three (Slurm takes the first alternative with room;
-    benchmarks/results/family_target.md)."""
+    benchmarks/results/family_target.md). The unions of one span go smallest first (best fit): the cut
+    kept the largest (:func:`_union_order`), the bracket lists them as the levels are listed."""
     start = next((i for i, (g, _) in enumerate(kept) if g.feature in spans), len(kept))
-    tail = sorted(kept[start:], key=lambda x: spans.get(x[0].feature, _unknown_span(x[0])))
+    tail = sorted(kept[start:], key=lambda x: _spread_key(x[0], spans))
     return [*kept[:start], *tail]
+
+
+def _spread_key(g: Group, spans: Spans) -> tuple[int, int, int, int]:
+    """(regions, zones, then unions before the rest, a union's size): :func:`_by_spread`'s order."""
+    regions, zones = spans.get(g.feature, _unknown_span(g))
+    if g.feature.startswith("("):
+        return (regions, zones, 0, g.nodes)
+    return (regions, zones, 1, 0)
 
 
 def _lead(
