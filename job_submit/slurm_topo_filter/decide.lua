@@ -470,6 +470,16 @@ local function regions_of(list)
   return count
 end
 
+local function inside_spans(spans, inside, regions)
+  -- the unions inside one region and the region buckets (one region, its zones with eligible nodes among the
+  -- rows) into spans (policy/decide.py _spans)
+  for _, u in ipairs(inside) do spans[u.feature] = { u.spread, u.k } end
+  for _, list in ipairs(regions) do
+    local parent = list[1].g.loc.region_parent
+    if parent then spans[parent] = { 1, #list } end
+  end
+end
+
 local EMPTY_WALK = { kept = {}, nodes = {}, cut = false } -- shared, read-only
 
 local function zone_unions(sc, zones, room)
@@ -500,14 +510,10 @@ local function zone_unions(sc, zones, room)
   for _, fv in ipairs(values) do
     if fv then spans[fv] = { regions_of(by_family[fv]), #by_family[fv] } end
   end
-  for _, u in ipairs(inside) do spans[u.feature] = { u.spread, u.k } end
   for _, u in ipairs(across) do spans[u.feature] = { u.spread, u.k } end
-  for _, list in ipairs(regions) do -- a region bucket: one region, its zones with eligible nodes among the rows
-    local parent = list[1].g.loc.region_parent
-    if parent then spans[parent] = { 1, #list } end
-  end
-  local lead = rows[1] and { g = rows[1].g, n = rows[1].n }
   local families = values[1] ~= false or values[2] ~= nil
+  if families then inside_spans(spans, inside, regions) end -- spans are read with families only
+  local lead = rows[1] and { g = rows[1].g, n = rows[1].n }
   return as_walk(inside, families), as_walk(across, families), lead, spans
 end
 

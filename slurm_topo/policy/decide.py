@@ -225,19 +225,25 @@ def _zone_unions(
         [x[1] for x in inside],
         [x[1] for x in across],
         lead,
-        _spans(by_family, by_region, [*inside, *across]),
+        _spans(by_family, by_region, inside, across),
     )
 
 
 def _spans(
     by_family: dict[str | None, list[Row]],
     by_region: dict[tuple[str | None, str | None], list[Row]],
-    unions: list[UnionKey],
+    inside: list[UnionKey],
+    across: list[UnionKey],
 ) -> Spans:
-    """What each value, union and region bucket (one region, its rows) spans: :data:`Spans`."""
+    """What each value, union across regions and (with families: the spans are read only then) union inside
+    one region and region bucket (one region, its rows) spans: :data:`Spans`."""
     spans = {fv: (len({r[0].region for r in top}), len(top)) for fv, top in by_family.items() if fv}
-    spans.update({u.feature: (key[0], key[1]) for key, (u, _) in unions})
-    spans.update({top[0][0].parents[1]: (1, len(top)) for top in by_region.values() if top[0][0].parents[1]})
+    spans.update({u.feature: (key[0], key[1]) for key, (u, _) in across})
+    if any(fv for fv in by_family):
+        spans.update({u.feature: (key[0], key[1]) for key, (u, _) in inside})
+        spans.update(
+            {top[0][0].parents[1]: (1, len(top)) for top in by_region.values() if top[0][0].parents[1]}
+        )
     return spans
 
 
