@@ -470,10 +470,9 @@ local function regions_of(list)
   return count
 end
 
-local function inside_spans(spans, inside, regions)
-  -- the unions inside one region and the region buckets (one region, its zones with eligible nodes among the
-  -- rows) into spans (policy/decide.py _spans)
-  for _, u in ipairs(inside) do spans[u.feature] = { u.spread, u.k } end
+local function region_spans(spans, regions)
+  -- the region buckets' spans (one region, its zones with eligible nodes among the rows: policy/decide.py
+  -- _spans; a union's span is its own spread and k)
   for _, list in ipairs(regions) do
     local parent = list[1].g.loc.region_parent
     if parent then spans[parent] = { 1, #list } end
@@ -510,28 +509,30 @@ local function zone_unions(sc, zones, room)
   for _, fv in ipairs(values) do
     if fv then spans[fv] = { regions_of(by_family[fv]), #by_family[fv] } end
   end
-  for _, u in ipairs(across) do spans[u.feature] = { u.spread, u.k } end
   local families = values[1] ~= false or values[2] ~= nil
-  if families then inside_spans(spans, inside, regions) end -- spans are read with families only
+  if families then region_spans(spans, regions) end -- spans are read with families only
   local lead = rows[1] and { g = rows[1].g, n = rows[1].n }
   return as_walk(inside, families), as_walk(across, families), lead, spans
 end
 
-local function unknown_span(g)
-  -- policy/decide.py _UNKNOWN_SPAN: a region bucket no row counted spans one region, its zones unknown; else last
-  local loc = g.loc
-  if loc and loc.region and not loc.zone then return { 1, MAX_ALTERNATIVES } end
-  return { MAX_ALTERNATIVES, MAX_ALTERNATIVES }
-end
+-- spread_key's digits: an index into kept (at most 64) and a union's eligible nodes (a fleet holds at most
+-- 262 144 nodes, under 2^21); every key stays an exact integer under 2^53
+local INDEX_UNIT = MAX_ALTERNATIVES * 2
+local SIZE_UNIT = INDEX_UNIT * INDEX_UNIT * INDEX_UNIT
 
-local function spread_before(a, b)
-  -- policy/decide.py _spread_key: (regions, zones), unions before the rest, a union's size (best fit: the cut
-  -- kept the largest, they are listed smallest first), then the order they came in
-  if a.r ~= b.r then return a.r < b.r end
-  if a.z ~= b.z then return a.z < b.z end
-  if a.u ~= b.u then return a.u < b.u end
-  if a.size ~= b.size then return a.size < b.size end
-  return a.i < b.i
+local function spread_key(g, spans, i)
+  -- policy/decide.py _spread_key as one number (sorted without a comparator): (regions, zones) — a union's its
+  -- own, a region bucket or value's from spans, a region bucket no row counted (1, 64), else (64, 64) —, unions
+  -- before the rest, a union's size, then the order they came in (i)
+  local r, z, u, size = MAX_ALTERNATIVES, MAX_ALTERNATIVES, 1, 0
+  if g.union then
+    r, z, u, size = g.spread, g.k, 0, g.nodes
+  elseif spans[g.feature] then
+    r, z = spans[g.feature][1], spans[g.feature][2]
+  elseif g.loc and g.loc.region and not g.loc.zone then
+    r = 1
+  end
+  return (((r * INDEX_UNIT + z) * 2 + u) * SIZE_UNIT + size) * INDEX_UNIT + i
 end
 
 local function by_spread(kept, nodes, spans)
@@ -540,20 +541,19 @@ local function by_spread(kept, nodes, spans)
   -- same span, smallest first
   local start = #kept + 1
   for i = 1, #kept do
-    if spans[kept[i].feature] ~= nil then
+    if kept[i].union or spans[kept[i].feature] ~= nil then
       start = i
       break
     end
   end
-  local tail = {}
-  for i = start, #kept do
-    local span = spans[kept[i].feature] or unknown_span(kept[i])
-    local union = kept[i].union and true or false
-    tail[#tail + 1] = { g = kept[i], n = nodes[i], r = span[1], z = span[2], i = i,
-                        u = union and 0 or 1, size = union and kept[i].nodes or 0 }
+  local keys, gs, ns = {}, {}, {}
+  for i = start, #kept do keys[#keys + 1] = spread_key(kept[i], spans, i) end
+  table.sort(keys)
+  for j, key in ipairs(keys) do
+    local i = key % INDEX_UNIT
+    gs[j], ns[j] = kept[i], nodes[i]
   end
-  table.sort(tail, spread_before)
-  for j, t in ipairs(tail) do kept[start - 1 + j], nodes[start - 1 + j] = t.g, t.n end
+  for j = 1, #gs do kept[start - 1 + j], nodes[start - 1 + j] = gs[j], ns[j] end
 end
 
 local function bracket_length(kept)
