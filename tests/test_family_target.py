@@ -23,7 +23,7 @@ import bench_family_target as bench  # noqa: E402
 @pytest.mark.parametrize("seed", [3, 11, 17])
 def test_parity_on_fleets_with_families(seed: int, tmp_path: Path) -> None:
     """Seeded fleets with families (long bucket names, so the cascade is cut): Python and Lua write the same
-    decision for every partition and job size, and with families a cut keeps the largest unions of a span."""
+    decision for every partition, all of them in one -p list, and every job size."""
     fleet = bench.make_fleet(random.Random(seed))
     inv = merge([parse_inventory(fleet.doc)])
     data = make_context(inv, (22, 5), fleet.partitions).policy
@@ -31,10 +31,11 @@ def test_parity_on_fleets_with_families(seed: int, tmp_path: Path) -> None:
     path.write_text(render_all(inv, (22, 5), fleet.partitions)["slurm_topo_data.lua"])
     lua = LuaFilter()
     lua_data = lua.load_data(path)
-    for part, n in itertools.product(fleet.partitions, bench.SIZES):
-        desc = job("prefer", min_nodes=n, partition=part.name)
+    names = [p.name for p in fleet.partitions]
+    for part, n in itertools.product([*names, ",".join(names)], [1, *bench.SIZES, 30]):
+        desc = job("prefer", min_nodes=n, partition=part)
         expected = decide(data, JobRequest.from_job_desc(desc)).as_dict()
-        assert lua.decide(lua_data, desc) == expected, (seed, part.name, n)
+        assert lua.decide(lua_data, desc) == expected, (seed, part, n)
 
 
 def test_the_oracle_equals_an_exhaustive_search() -> None:
