@@ -190,7 +190,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seeds", default="1-40", help="a seed or a range lo-hi")
     ap.add_argument("--patterns", type=int, default=8, help="busy patterns per job")
     ap.add_argument("--out", help="append the table to this file")
+    ap.add_argument("--write-data", metavar="PATH", help="write the first seed's filter data file and stop")
     args = ap.parse_args(argv)
+    if args.write_data:
+        fleet = make_fleet(random.Random(_seeds(args.seeds)[0]))
+        inv = merge([parse_inventory(fleet.doc)])
+        with open(args.write_data, "w", encoding="utf-8") as f:
+            f.write(render_all(inv, (22, 5), fleet.partitions)["slurm_topo_data.lua"])
+        return 0
     text = f"seeds {args.seeds}, {args.patterns} busy patterns per job\n\n" + table(
         measure(_seeds(args.seeds), args.patterns)
     )
