@@ -38,8 +38,8 @@ lowest high rows (rule 4).
 
 Cost: passes in C over at most 2^m lanes — about four per row's contribution and lane step, a dozen for the
 tournament — whatever the matrix, the busy set or k, plus O(m^2) Python steps for the bounds and the pair
-values and O(m·2^m / 2^10) for the loops: about 7 million machine instructions for 16 free GPUs, 9 million
-for the first pick of a process (``benchmarks/results/pick_worst.md``).
+values and O(m·2^m / 2^10) for the loops: about 4.3-5.6 million machine instructions for 16 free GPUs,
+6.2-7.3 million for the first pick of a process (``benchmarks/results/pick_worst.md``).
 """
 
 from __future__ import annotations
