@@ -86,3 +86,19 @@ def test_real_captures_made_and_freed_in_turn_keep_their_own_order() -> None:
         assert got == alone[name], (i, name)
         del topo
     assert reused, "no address was reused; the test proves nothing here"
+
+
+def test_one_topology_s_memo_stays_bounded(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A long-lived process (report, metrics) asks many orders of one node model: the topology's memo is
+    dropped past its bound, and the answers stay right after the drop."""
+    from itertools import combinations
+
+    from slurm_topo.gpu.links import remembered
+
+    monkeypatch.setattr(rings, "_ASKED_PER_TOPOLOGY", 8)
+    topo = _topo(CHAIN_A | {frozenset((0, 3))}, n=6)
+    for gpus in combinations(range(6), 4):
+        got = rings.gpu_order(topo, gpus, closed=False)
+        assert sorted(got) == list(gpus)
+        assert len(remembered(topo)) <= 8 + 3  # the orders and at most rows, islands, fastest
+    assert rings.gpu_order(topo, range(4), closed=False) == (0, 2, 1, 3)

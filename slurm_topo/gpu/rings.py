@@ -15,6 +15,8 @@ from .links import bandwidth_rows, is_nvlink, remembered
 _ORDER_CACHE: dict[tuple[tuple[int, ...], bool, tuple[int, ...]], tuple[int, ...]] = {}
 """(GPUs, closed, the level of every pair of them) -> order: keyed by what decides the answer, never by a
 topology's ``id()`` (a freed topology's address is reused by the next one, whose links may differ)."""
+_ASKED_PER_TOPOLOGY = 16_384
+"""Answers one topology's memo holds before it is dropped (orders, islands and rows are read again)."""
 MAX_ORDER_STEPS = 200_000
 """The search's bound (DFS steps per order): exact for 8 GPUs and for every NVLink-only or regular layout
 beyond; past it, index order."""
@@ -70,6 +72,8 @@ def gpu_order(topo: GpuTopology | None, gpus: Sequence[int], closed: bool) -> tu
         return order
     asked = memo.get(("gpu_order", order, closed))
     if asked is None:
+        if len(memo) > _ASKED_PER_TOPOLOGY:  # a long-lived process asking of one node model: stay bounded
+            memo.clear()
         asked = memo[("gpu_order", order, closed)] = _order(topo, order, closed)
     return asked  # type: ignore[return-value]
 
