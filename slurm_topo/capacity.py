@@ -10,6 +10,14 @@ free each. For each shape and locality level this module counts
 * ``naive``: what the free GPUs alone suggest (``free GPUs // (N·G)``);
 * ``stranded``: free GPUs no such job can use (``free GPUs − jobs·N·G``) — the fragmentation.
 
+A shape may carry an expert-parallel degree, ``NxG:ep=E`` (``ep=`` as ``--plan`` spells it, ``--ep`` in
+``gpulayer-srun``): the job's GPUs in rank order form EP groups of ``E`` consecutive GPUs, ``E`` dividing
+``N·G``. A group within one node needs nothing more; otherwise the groups tie the job's nodes into blocks of
+``b = E / gcd(G, E)`` consecutive nodes (:func:`ep_block_nodes`), and where some NVLink domain of the fleet
+holds ``b`` nodes of ``G`` GPUs or more, a job counts only with every block inside one domain (and inside the
+level's group: :func:`max_ep_jobs`). Where none does, the groups cannot be kept inside one: the shape's rows
+say so in the launcher's words and count as without EP.
+
 Node states come from ``scontrol show node -o`` records (:func:`node_states`): ``IDLE`` is free, ``MIXED``
 frees what its GPU use leaves (``GresUsed=gpu:…(IDX:…)`` or ``AllocTRES=…gres/gpu=N``; unknown use counts as
 none free), ``ALLOCATED``/``COMPLETING`` is allocated, and any of ``DRAIN``, ``DOWN``, ``FAIL``, ``MAINT``,
@@ -19,10 +27,12 @@ none free), ``ALLOCATED``/``COMPLETING`` is allocated, and any of ``DRAIN``, ``D
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .collector import collector_paused
 from .cost.search import level_key, switch_depth
@@ -67,7 +77,12 @@ STATE_KEYS = ("NodeName", "State", "Gres", "GresUsed", "AllocTRES")
 _GPU_GRES_RE = re.compile(r"(?:^|,)gpu(?::[^:,(]+)?:(\d+)")
 _GPU_USED_RE = re.compile(r"(?:^|,)gpu(?::[^:,(]+)?:(\d+)(?:\(IDX:([^)]*)\))?")
 _TRES_GPU_RE = re.compile(r"(?:^|,)gres/gpu=(\d+)")
-_SHAPE_RE = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)\s*\Z")
+_SHAPE_RE = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)\s*(?::\s*(.*))?\Z")
+_EP_RE = re.compile(r"^\s*ep\s*=\s*(\d{1,7})\s*\Z", re.IGNORECASE)
+
+EP_IN_NODE, EP_IN_DOMAIN, EP_LEAVES = "node", "nvlink_domain", "none"
+"""Where a shape's EP groups are kept (``ep_within``): inside one node (``E`` divides ``G``), inside one
+NVLink domain (counted so), or in none (no domain of the fleet holds one: counted as without EP, warned)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,12 +179,102 @@ def idle_states(inventory: Inventory) -> dict[str, NodeState]:
     return {n.name: NodeState(n.name, FREE, n.gpus or 0, n.gpus or 0, "IDLE") for n in inventory.nodes}
 
 
-def parse_shape(text: str) -> tuple[int, int]:
-    """``8x4`` -> (8 nodes, 4 GPUs per node)."""
+class Shape(NamedTuple):
+    """A job shape: ``nodes`` × ``gpus`` per node, with EP groups of ``ep`` consecutive GPUs (1: no EP)."""
+
+    nodes: int
+    gpus: int
+    ep: int = 1
+
+
+def parse_shape(text: str) -> Shape:
+    """``8x4`` -> Shape(8 nodes, 4 GPUs per node); ``8x4:ep=16`` with EP groups of 16 GPUs (``ep=`` as
+    ``--plan`` spells it), ``ep`` dividing the shape's GPUs."""
     m = _SHAPE_RE.match(text)
-    if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1 or len(text) > 20:
-        raise InputError(f"--shape {text[:40]!r}: expected NODESxGPUS with both at least 1, e.g. 8x4")
-    return int(m.group(1)), int(m.group(2))
+    if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1 or len(text) > 40:
+        raise InputError(
+            f"--shape {text[:40]!r}: expected NODESxGPUS with both at least 1, e.g. 8x4, "
+            "optionally :ep=E (8x4:ep=16)"
+        )
+    nodes, gpus = int(m.group(1)), int(m.group(2))
+    if m.group(3) is None:
+        return Shape(nodes, gpus)
+    ep = _EP_RE.match(m.group(3))
+    if ep is None:
+        raise InputError(
+            f"--shape {text[:40]!r}: after NODESxGPUS only :ep=E, a whole number (8x4:ep=16); "
+            f"not {m.group(3)[:20]!r}"
+        )
+    return Shape(nodes, gpus, check_ep(nodes, gpus, int(ep.group(1)), text))
+
+
+def check_ep(nodes: int, gpus: int, ep: int, text: str | None = None) -> int:
+    """``ep`` when it is at least 1 and divides the shape's ``nodes × gpus`` GPUs (the job's EP groups of
+    ``ep`` consecutive GPUs; Megatron-LM: EP divides cp × dp, so the world); else :class:`InputError`."""
+    what = text if text is not None else f"{nodes}x{gpus}:ep={ep}"
+    if ep < 1 or (nodes * gpus) % ep:
+        raise InputError(
+            f"--shape {what[:40]!r}: ep={ep} must be at least 1 and divide the shape's "
+            f"{nodes} × {gpus} = {nodes * gpus} GPUs (EP groups of ep consecutive GPUs)"
+        )
+    return ep
+
+
+def ep_block_nodes(gpus: int, ep: int) -> int:
+    """The nodes one block of EP groups ties together when groups of ``ep`` consecutive GPUs run over nodes
+    of ``gpus`` GPUs: ``ep / gcd(gpus, ep)`` (1: every group inside one node; a group over node boundaries
+    joins them, and the blocks start where a node boundary is a group boundary)."""
+    return ep // math.gcd(gpus, ep)
+
+
+def max_ep_jobs(domains: Sequence[Sequence[int]], nodes: int, block: int) -> int:
+    """The most jobs of ``nodes`` distinct nodes each, every job's nodes split into blocks of ``block`` nodes
+    of one domain, when the ``i``-th node of domain ``d`` can host ``domains[d][i]`` of them.
+
+    ``J`` jobs fit iff the domains' block capacities for ``J`` jobs sum to ``J · nodes / block``: a domain's
+    (:func:`_domain_blocks`) is the largest total ``T`` of blocks it can give ``J`` jobs spread as evenly as
+    they go (the even spread needs the fewest distinct nodes per job, Gale–Ryser), and the domains' uneven
+    remainders rotate over the jobs so each gets its share. Binary search over ``J``; domains with the same
+    slot counts computed once."""
+    per_job = nodes // block
+    alike = Counter(tuple(sorted((s for s in slots if s > 0), reverse=True)) for slots in domains)
+    alike.pop((), None)
+    usable = {k: c for k, c in alike.items() if len(k) >= block}
+    if not usable:
+        return 0
+    lo, hi = 0, sum(c * sum(k) for k, c in usable.items()) // nodes
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if sum(c * _domain_blocks(k, mid, block) for k, c in usable.items()) >= mid * per_job:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+@functools.lru_cache(maxsize=4096)
+def _domain_blocks(slots: tuple[int, ...], jobs: int, block: int) -> int:
+    """The most blocks of ``block`` distinct nodes one domain (``slots``, largest first) gives ``jobs`` jobs,
+    each job's blocks on distinct nodes: the largest ``T`` whose even spread (``q = T // jobs`` blocks each,
+    ``r = T % jobs`` jobs one more) passes Gale–Ryser, ``block · (k·q + min(k, r)) <= Σ min(slot, k)`` for
+    every ``k <= jobs`` (past the largest slot count only the total, ``block · T <= Σ slots``)."""
+    if jobs < 1:
+        return 0
+    top = slots[0]
+    reach = [sum(min(s, k) for s in slots) for k in range(min(jobs, top) + 1)]
+
+    def fits(total: int) -> bool:
+        q, r = divmod(total, jobs)
+        return all(block * (k * q + min(k, r)) <= reach[k] for k in range(1, len(reach)))
+
+    lo, hi = 0, sum(slots) // block
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def max_jobs(slots: Sequence[int], nodes: int) -> int:
@@ -209,10 +314,27 @@ class ShapeCapacity:
     gpus_per_node: int
     naive_jobs: int
     levels: tuple[LevelCapacity, ...]
+    ep: int = 1
+    ep_within: str | None = None  # EP_IN_NODE | EP_IN_DOMAIN | EP_LEAVES; None without EP
 
     @property
     def shape(self) -> str:
-        return f"{self.nodes}x{self.gpus_per_node}"
+        """``8x4``, or ``8x4:ep=16`` with EP (the metrics' ``shape`` label)."""
+        base = f"{self.nodes}x{self.gpus_per_node}"
+        return f"{base}:ep={self.ep}" if self.ep > 1 else base
+
+    @property
+    def ep_warning(self) -> str | None:
+        """The launcher's words when the shape's EP groups cannot be kept inside one NVLink island or
+        domain (no domain of the fleet holds one), else None."""
+        if self.ep_within != EP_LEAVES:
+            return None
+        block = ep_block_nodes(self.gpus_per_node, self.ep)
+        return (
+            f"warning: {self.shape}: expert-parallel groups of {self.ep} GPUs leave one NVLink island or "
+            f"domain: their all-to-all crosses slower links (no NVLink domain holds {block} nodes of "
+            f"{self.gpus_per_node} GPUs; counted as without EP)"
+        )
 
     @property
     def deepest(self) -> str | None:
@@ -227,6 +349,10 @@ class ShapeCapacity:
             "gpus_per_node": self.gpus_per_node,
             "naive_jobs": self.naive_jobs,
             "deepest_level": self.deepest,
+            "ep": self.ep,
+            "ep_block_nodes": ep_block_nodes(self.gpus_per_node, self.ep),
+            "ep_within": self.ep_within,
+            "ep_warning": self.ep_warning,
             "levels": [lv.as_dict() for lv in self.levels],
         }
 
@@ -265,12 +391,13 @@ def capacity_levels(inventory: Inventory) -> tuple[str, ...]:
 def capacity(
     inventory: Inventory,
     states: Mapping[str, NodeState],
-    shapes: Iterable[tuple[int, int]],
+    shapes: Iterable[tuple[int, int] | tuple[int, int, int]],
     levels: Sequence[str] | None = None,
     extra_nodes: Sequence[str] = (),
 ) -> Capacity:
     """Per shape and level: jobs that could start now inside one group, naive count, stranded GPUs
-    (``levels`` None: :func:`capacity_levels`)."""
+    (``levels`` None: :func:`capacity_levels`). A shape is (nodes, GPUs per node) or :class:`Shape` with
+    ``ep`` (EP groups kept inside one NVLink domain where one holds them: the module's text)."""
     with collector_paused():  # half its CPU at 100 000 nodes was the collector's passes over the fleet
         chosen = capacity_levels(inventory) if levels is None else tuple(levels)
         return _capacity(inventory, states, shapes, chosen, extra_nodes)
@@ -279,7 +406,7 @@ def capacity(
 def _capacity(
     inventory: Inventory,
     states: Mapping[str, NodeState],
-    shapes: Iterable[tuple[int, int]],
+    shapes: Iterable[tuple[int, int] | tuple[int, int, int]],
     levels: Sequence[str],
     extra_nodes: Sequence[str],
 ) -> Capacity:
@@ -294,22 +421,70 @@ def _capacity(
         if (state := states.get(n.name)) is not None and (free := state.free_gpus)
     ]
     grouped = _grouped(free_nodes, levels)
+    by_domain: dict[str, dict[tuple[str, ...], dict[str, list[int]]]] | None = None
     out = []
-    for n, g in shapes:
-        naive = free_gpus // (n * g)
+    for raw in shapes:
+        n, g, ep = Shape(*raw)
+        ep = check_ep(n, g, ep)
+        within = _ep_within(inventory, states, g, ep)
+        block = ep_block_nodes(g, ep)
+        if within == EP_IN_DOMAIN and by_domain is None:
+            by_domain = _grouped_by_domain(free_nodes, levels)
         rows = []
         for level in levels:
-            jobs = groups_used = 0
-            for frees in grouped[level].values():
-                slots = [f // g for f in frees if f >= g]
-                if len(slots) < n:
-                    continue
-                j = max_jobs(slots, n)
-                jobs += j
-                groups_used += j > 0
+            if within == EP_IN_DOMAIN and by_domain is not None:
+                per_group = [
+                    max_ep_jobs([[f // g for f in frees] for frees in doms.values()], n, block)
+                    for doms in by_domain[level].values()
+                ]
+            else:
+                per_group = [_group_jobs(frees, n, g) for frees in grouped[level].values()]
+            jobs = sum(per_group)
+            groups_used = sum(j > 0 for j in per_group)
             rows.append(LevelCapacity(level, jobs, groups_used, free_gpus - jobs * n * g))
-        out.append(ShapeCapacity(n, g, naive, tuple(rows)))
+        out.append(ShapeCapacity(n, g, free_gpus // (n * g), tuple(rows), ep, within))
     return Capacity(counts, free_gpus, total_gpus, tuple(out), tuple(extra_nodes))
+
+
+def _group_jobs(frees: Sequence[int], n: int, g: int) -> int:
+    """Jobs of ``n`` nodes × ``g`` GPUs one group (its nodes' free GPU counts) can start."""
+    slots = [f // g for f in frees if f >= g]
+    return max_jobs(slots, n) if len(slots) >= n else 0
+
+
+def _ep_within(inventory: Inventory, states: Mapping[str, NodeState], gpus: int, ep: int) -> str | None:
+    """Where EP groups of ``ep`` GPUs on nodes of ``gpus`` GPUs can be kept (:data:`EP_IN_NODE` …): a block
+    of :func:`ep_block_nodes` nodes needs one NVLink domain with that many nodes of ``gpus`` GPUs or more
+    (their hardware, whatever they run now)."""
+    if ep < 2:
+        return None
+    block = ep_block_nodes(gpus, ep)
+    if block == 1:
+        return EP_IN_NODE
+    sizes: Counter[str] = Counter()
+    for node in inventory.nodes:
+        state = states.get(node.name)
+        total = state.gpus if state is not None else node.gpus or 0
+        if node.nvlink_domain is not None and total >= gpus:
+            sizes[node.nvlink_domain] += 1
+    return EP_IN_DOMAIN if any(c >= block for c in sizes.values()) else EP_LEAVES
+
+
+def _grouped_by_domain(
+    free_nodes: Sequence[tuple[Node, int]], levels: Sequence[str]
+) -> dict[str, dict[tuple[str, ...], dict[str, list[int]]]]:
+    """Per level and group, the free GPU counts of the group's nodes per NVLink domain (nodes in none left
+    out: they hold no block of EP groups)."""
+    grouped: dict[str, dict[tuple[str, ...], dict[str, list[int]]]] = {}
+    for level in levels:
+        groups: dict[tuple[str, ...], dict[str, list[int]]] = {}
+        for node, free in free_nodes:
+            domain = node.nvlink_domain
+            key = level_key(node, level, {}) if domain is not None else None
+            if key is not None and domain is not None:
+                groups.setdefault(key, {}).setdefault(domain, []).append(free)
+        grouped[level] = groups
+    return grouped
 
 
 def _grouped(
@@ -345,6 +520,9 @@ def _grouped(
     return grouped
 
 
+_EP_CELL = {EP_IN_NODE: "in node", EP_IN_DOMAIN: "in NVLink domain", EP_LEAVES: "leave domain"}
+
+
 def format_capacity(cap: Capacity) -> str:
     """The table: one row per shape and level."""
     c = cap.counts
@@ -355,24 +533,31 @@ def format_capacity(cap: Capacity) -> str:
     ]
     if cap.extra_nodes:
         lines.append(f"not in any inventory (left out): {len(cap.extra_nodes)} nodes")
-    head = ("shape", "level", "jobs", "groups", "naive", "stranded GPUs")
+    with_ep = any(s.ep > 1 for s in cap.shapes)
+    head: tuple[str, ...] = ("shape", "level", "jobs", "groups", "naive", "stranded GPUs")
+    head += ("EP groups",) if with_ep else ()
     table = [head]
     for s in cap.shapes:
         for lv in s.levels:
-            table.append(
-                (s.shape, lv.level, str(lv.jobs), str(lv.groups), str(s.naive_jobs), str(lv.stranded_gpus))
-            )
+            row = (s.shape, lv.level, str(lv.jobs), str(lv.groups), str(s.naive_jobs), str(lv.stranded_gpus))
+            table.append(row + ((_EP_CELL.get(s.ep_within or "", "-"),) if with_ep else ()))
     widths = [max(len(r[i]) for r in table) for i in range(len(head))]
     for r in table:
         lines.append(
             "  ".join(
-                cell.rjust(w) if i >= 2 else cell.ljust(w)
+                cell.rjust(w) if 2 <= i <= 5 else cell.ljust(w)
                 for i, (cell, w) in enumerate(zip(r, widths, strict=True))
             ).rstrip()
         )
     lines.append(
         "jobs: could start now, each inside one group of the level; naive: free GPUs // (nodes × GPUs)"
     )
+    if with_ep:
+        lines.append(
+            "EP groups (NxG:ep=E, E consecutive GPUs): in node, or in NVLink domain (every job counted has "
+            "each group inside one domain), or leave domain (no domain holds one; counted as without EP)"
+        )
+        lines += [s.ep_warning for s in cap.shapes if s.ep_warning]
     if any(switch_depth(lv.level) for s in cap.shapes for lv in s.levels):
         lines.append(
             f"{SWITCH_LEVEL}.<k>: one switch of the k-th layer below the network group (a provider's "

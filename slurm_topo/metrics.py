@@ -308,7 +308,7 @@ class Sources:
     checked), and whether to read jobs and nodes from Slurm."""
 
     inventory: object | None = None
-    shapes: tuple[tuple[int, int], ...] = ()
+    shapes: tuple[tuple[int, int] | tuple[int, int, int], ...] = ()  # (nodes, GPUs[, ep]): capacity.Shape
     data_file: Path | None = None
     slurm: bool = True
 

@@ -158,7 +158,7 @@ def test_classify(state: str, kind: str) -> None:
 
 
 def test_shapes_and_bad_input() -> None:
-    assert parse_shape("8x4") == (8, 4) and parse_shape("2X8") == (2, 8)
+    assert parse_shape("8x4") == (8, 4, 1) and parse_shape("2X8") == (2, 8, 1)
     for bad in ("8", "0x4", "8x0", "x4", "8x4x2", "-1x2"):
         with pytest.raises(InputError):
             parse_shape(bad)

@@ -255,7 +255,12 @@ def cost(
 @nodes_from_option
 @scontrol_option
 @click.option(
-    "--shape", "shapes", multiple=True, required=True, metavar="NxG", help="N nodes × G GPUs; repeat."
+    "--shape",
+    "shapes",
+    multiple=True,
+    required=True,
+    metavar="NxG[:ep=E]",
+    help="N nodes × G GPUs, with :ep=E EP groups of E consecutive GPUs (E divides N·G); repeat.",
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of the table.")
 def capacity(
@@ -268,6 +273,10 @@ def capacity(
 ) -> None:
     """How many jobs of each shape could start now inside one group per level, against what the free GPUs
     alone suggest; the rest is stranded (fragmentation).
+
+    NxG:ep=E (ep= as --plan spells it): each job counted keeps every EP group inside one NVLink domain where
+    one of the fleet holds a group's nodes; where none does, the rows say the groups leave one NVLink island
+    or domain and count as without EP.
 
     --nodes-from: save `scontrol -d show node -o` (-d prints GresUsed, the GPUs a MIXED node has in use;
     without it such a node's GPUs count as not free unless AllocTRES accounts gres/gpu)."""
