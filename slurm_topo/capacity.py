@@ -474,15 +474,24 @@ def _grouped_by_domain(
     free_nodes: Sequence[tuple[Node, int]], levels: Sequence[str]
 ) -> dict[str, dict[tuple[str, ...], dict[str, list[int]]]]:
     """Per level and group, the free GPU counts of the group's nodes per NVLink domain (nodes in none left
-    out: they hold no block of EP groups)."""
+    out: they hold no block of EP groups). As :func:`_grouped`: gathered by location and domain first, each
+    place's key computed once a level, by node at the switch levels."""
+    in_domain = [(node, free) for node, free in free_nodes if node.nvlink_domain is not None]
+    by_place: dict[tuple[int, str], tuple[Node, list[int]]] = {}
+    for node, free in in_domain:
+        place = (id(node.location), str(node.nvlink_domain))
+        if place in by_place:
+            by_place[place][1].append(free)
+        else:
+            by_place[place] = (node, [free])
     grouped: dict[str, dict[tuple[str, ...], dict[str, list[int]]]] = {}
     for level in levels:
         groups: dict[tuple[str, ...], dict[str, list[int]]] = {}
-        for node, free in free_nodes:
-            domain = node.nvlink_domain
-            key = level_key(node, level, {}) if domain is not None else None
-            if key is not None and domain is not None:
-                groups.setdefault(key, {}).setdefault(domain, []).append(free)
+        each = switch_depth(level) or level == "nvlink"
+        for node, frees in [(n, [f]) for n, f in in_domain] if each else by_place.values():
+            key = level_key(node, level, {})
+            if key is not None:
+                groups.setdefault(key, {}).setdefault(str(node.nvlink_domain), []).extend(frees)
         grouped[level] = groups
     return grouped
 
