@@ -13,12 +13,16 @@ import hashlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import InputError, InventoryError, show_value
 from ..model import SLURM_MAX_NODES, Inventory
 from ..policy import Partition, PolicyData, compile_policy
 from ..topology import Topology, build_topology
 from ..version import __version__, format_slurm_version
+
+if TYPE_CHECKING:
+    from ..cost.links import LinkTable
 
 _DEVICE_PREFIX_RE = re.compile(r"^/[A-Za-z0-9._/+-]{0,255}\Z")
 
@@ -98,7 +102,24 @@ def fingerprint(
         h.update(f"nvl_segment={inventory.policy.nvl_segment}".encode())  # only then, as the plan
     if inventory.nvlink is not None:
         h.update(repr(inventory.nvlink).encode())
+    if inventory.links is not None:  # only then, as the plan: the auto budgets and cost come from it
+        h.update(_links_key(inventory.links).encode())
     return h.hexdigest()[:16]
+
+
+def _links_key(links: LinkTable) -> str:
+    """The ``links:`` table in a form that does not depend on the process (sets and mappings sorted): a
+    changed table changes the data file's auto budgets, and the filter reloads a data file only when its
+    fingerprint changes."""
+    rails = None if links.rails is None else sorted(links.rails.items())
+    return "links=" + repr(
+        (
+            sorted((k, repr(v)) for k, v in links.links.items()),
+            rails,
+            repr(links.measured),
+            sorted(links.given),
+        )
+    )
 
 
 def header(filename: str, ctx: RenderContext, summary: str, comment: str = "#") -> str:
