@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Cost of ``capacity`` with EP shapes (``NxG:ep=E``) at fleet scale, beside the same shapes without EP.
 
-Synthetic fleets of GB200-like racks: 4-GPU nodes, NVLink domains of 18 nodes (an NVL72 rack), network
+Synthetic fleets of GB200-like racks: 4-GPU nodes with one link matrix (the real 4-GPU H100 NV18 capture,
+tests/fixtures/real/topo: one NVLink island), NVLink domains of 18 nodes (an NVL72 rack), network
 groups of 4 racks (72 nodes), 2-10 regions of 3 zones. Node states (seeded): 35 % idle, 30 % mixed with
 0-3 GPUs free, 30 % allocated, 5 % drained. Shapes: 8x4, 8x4:ep=16 (blocks of 4 nodes), 16x4:ep=32 (8),
 2x4:ep=8 (2), 4x4:ep=4 (inside a node). Library calls in-process, CPU time (``time.process_time``) per call
@@ -26,10 +27,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from slurm_topo.capacity import ALLOCATED, DRAINED, FREE, NodeState, capacity, parse_shape  # noqa: E402
+from slurm_topo.gpu.nvidia_smi import parse_topo_matrix  # noqa: E402
 from slurm_topo.model import Inventory, Location, Node  # noqa: E402
 
 SIZES = (1_000, 10_000, 100_000)
 RACK, RACKS_PER_GROUP, GPUS = 18, 4, 4
+CAPTURE = ROOT / "tests/fixtures/real/topo/h100-4gpu-nv18-8nic-allphb-container.txt"
 SHAPES = ("8x4", "8x4:ep=16", "16x4:ep=32", "2x4:ep=8", "4x4:ep=4")
 
 
@@ -37,6 +40,7 @@ def fleet(n: int, seed: int) -> tuple[Inventory, dict[str, NodeState]]:
     rng = random.Random(seed)
     regions = max(2, min(10, n // 12_500 + 2))
     nodes, states = [], {}
+    topo = parse_topo_matrix(CAPTURE.read_text())
     group_nodes = RACK * RACKS_PER_GROUP
     locations: dict[int, Location] = {}
     for i in range(n):
@@ -45,7 +49,9 @@ def fleet(n: int, seed: int) -> tuple[Inventory, dict[str, NodeState]]:
             r, z = g % regions, (g // regions) % 3
             locations[g] = Location(f"region{r}", f"region{r}-{'abc'[z]}", f"ng{g:05d}")
         name = f"gb{i:06d}"
-        nodes.append(Node(name, locations[g], gpus=GPUS, nvlink_domain=f"rack{i // RACK:05d}"))
+        nodes.append(
+            Node(name, locations[g], gpus=GPUS, nvlink_domain=f"rack{i // RACK:05d}", gpu_topology=topo)
+        )
         roll = rng.random()
         if roll < 0.35:
             states[name] = NodeState(name, FREE, GPUS, GPUS, "IDLE")

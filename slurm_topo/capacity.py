@@ -12,11 +12,14 @@ free each. For each shape and locality level this module counts
 
 A shape may carry an expert-parallel degree, ``NxG:ep=E`` (``ep=`` as ``--plan`` spells it, ``--ep`` in
 ``gpulayer-srun``): the job's GPUs in rank order form EP groups of ``E`` consecutive GPUs, ``E`` dividing
-``N·G``. A group within one node needs nothing more; otherwise the groups tie the job's nodes into blocks of
+``N·G``. Where ``E`` divides ``G`` the groups stay on one node, and where some node's NVLink islands hold a
+group (or a node has no link data: unknown, as the launcher takes it), a node counts only for the job parts
+whose groups its islands hold (:func:`island_parts`; capacity does not know which GPUs are free, so a free
+node is taken as the launcher's pick would find it). Otherwise the groups tie the job's nodes into blocks of
 ``b = E / gcd(G, E)`` consecutive nodes (:func:`ep_block_nodes`), and where some NVLink domain of the fleet
 holds ``b`` nodes of ``G`` GPUs or more, a job counts only with every block inside one domain (and inside the
-level's group: :func:`max_ep_jobs`). Where none does, the groups cannot be kept inside one: the shape's rows
-say so in the launcher's words and count as without EP.
+level's group: :func:`max_ep_jobs`). Where no island or domain holds one, the groups cannot be kept inside
+one: the shape's rows say so in the launcher's words and count as without EP.
 
 Node states come from ``scontrol show node -o`` records (:func:`node_states`): ``IDLE`` is free, ``MIXED``
 frees what its GPU use leaves (``GresUsed=gpu:…(IDX:…)`` or ``AllocTRES=…gres/gpu=N``; unknown use counts as
@@ -37,7 +40,9 @@ from typing import NamedTuple
 from .collector import collector_paused
 from .cost.search import level_key, switch_depth
 from .errors import InputError
+from .gpu.links import islands
 from .model import Inventory, Node
+from .text import counted
 
 CAPACITY_LEVELS = ("network_group", "zone", "region", "any")
 SWITCH_LEVEL = "switch"
@@ -80,9 +85,10 @@ _TRES_GPU_RE = re.compile(r"(?:^|,)gres/gpu=(\d+)")
 _SHAPE_RE = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)\s*(?::\s*(.*))?\Z")
 _EP_RE = re.compile(r"^\s*ep\s*=\s*(\d{1,7})\s*\Z", re.IGNORECASE)
 
-EP_IN_NODE, EP_IN_DOMAIN, EP_LEAVES = "node", "nvlink_domain", "none"
-"""Where a shape's EP groups are kept (``ep_within``): inside one node (``E`` divides ``G``), inside one
-NVLink domain (counted so), or in none (no domain of the fleet holds one: counted as without EP, warned)."""
+EP_IN_ISLAND, EP_IN_DOMAIN, EP_LEAVES = "island", "nvlink_domain", "none"
+"""Where a shape's EP groups are kept (``ep_within``): inside one node's NVLink island (``E`` divides ``G``),
+inside one NVLink domain, both counted so; or in none (no island or domain of the fleet holds one: counted
+as without EP, with the launcher's warning)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +226,16 @@ def check_ep(nodes: int, gpus: int, ep: int, text: str | None = None) -> int:
     return ep
 
 
+def island_parts(node: Node, gpus: int, ep: int) -> int | None:
+    """How many job parts of ``gpus`` GPUs with EP groups of ``ep`` GPUs (``ep`` dividing ``gpus``) the
+    node's NVLink islands hold at once, each group inside one island: ``Σ ⌊|island| / ep⌋ // (gpus / ep)``
+    over its islands (:func:`slurm_topo.gpu.links.islands`); None without link data (unknown)."""
+    topo = node.gpu_topology
+    if topo is None or not topo.has_links:
+        return None
+    return sum(len(i) // ep for i in islands(topo)) // (gpus // ep)
+
+
 def ep_block_nodes(gpus: int, ep: int) -> int:
     """The nodes one block of EP groups ties together when groups of ``ep`` consecutive GPUs run over nodes
     of ``gpus`` GPUs: ``ep / gcd(gpus, ep)`` (1: every group inside one node; a group over node boundaries
@@ -315,7 +331,7 @@ class ShapeCapacity:
     naive_jobs: int
     levels: tuple[LevelCapacity, ...]
     ep: int = 1
-    ep_within: str | None = None  # EP_IN_NODE | EP_IN_DOMAIN | EP_LEAVES; None without EP
+    ep_within: str | None = None  # EP_IN_ISLAND | EP_IN_DOMAIN | EP_LEAVES; None without EP
 
     @property
     def shape(self) -> str:
@@ -330,10 +346,14 @@ class ShapeCapacity:
         if self.ep_within != EP_LEAVES:
             return None
         block = ep_block_nodes(self.gpus_per_node, self.ep)
+        why = (
+            f"no node's NVLink islands hold {counted(self.gpus_per_node // self.ep, 'group')} of them"
+            if block == 1
+            else f"no NVLink domain holds {block} nodes of {self.gpus_per_node} GPUs"
+        )
         return (
             f"warning: {self.shape}: expert-parallel groups of {self.ep} GPUs leave one NVLink island or "
-            f"domain: their all-to-all crosses slower links (no NVLink domain holds {block} nodes of "
-            f"{self.gpus_per_node} GPUs; counted as without EP)"
+            f"domain: their all-to-all crosses slower links ({why}; counted as without EP)"
         )
 
     @property
@@ -430,6 +450,9 @@ def _capacity(
         block = ep_block_nodes(g, ep)
         if within == EP_IN_DOMAIN and by_domain is None:
             by_domain = _grouped_by_domain(free_nodes, levels)
+        plain = grouped
+        if within == EP_IN_ISLAND:  # each node's free GPUs as far as its islands hold the groups
+            plain = _grouped(_island_free(free_nodes, g, ep), levels)
         rows = []
         for level in levels:
             if within == EP_IN_DOMAIN and by_domain is not None:
@@ -438,7 +461,7 @@ def _capacity(
                     for doms in by_domain[level].values()
                 ]
             else:
-                per_group = [_group_jobs(frees, n, g) for frees in grouped[level].values()]
+                per_group = [_group_jobs(frees, n, g) for frees in plain[level].values()]
             jobs = sum(per_group)
             groups_used = sum(j > 0 for j in per_group)
             rows.append(LevelCapacity(level, jobs, groups_used, free_gpus - jobs * n * g))
@@ -453,21 +476,39 @@ def _group_jobs(frees: Sequence[int], n: int, g: int) -> int:
 
 
 def _ep_within(inventory: Inventory, states: Mapping[str, NodeState], gpus: int, ep: int) -> str | None:
-    """Where EP groups of ``ep`` GPUs on nodes of ``gpus`` GPUs can be kept (:data:`EP_IN_NODE` …): a block
+    """Where EP groups of ``ep`` GPUs on nodes of ``gpus`` GPUs can be kept (:data:`EP_IN_ISLAND` …): a block
     of :func:`ep_block_nodes` nodes needs one NVLink domain with that many nodes of ``gpus`` GPUs or more
     (their hardware, whatever they run now)."""
     if ep < 2:
         return None
     block = ep_block_nodes(gpus, ep)
-    if block == 1:
-        return EP_IN_NODE
     sizes: Counter[str] = Counter()
     for node in inventory.nodes:
         state = states.get(node.name)
         total = state.gpus if state is not None else node.gpus or 0
-        if node.nvlink_domain is not None and total >= gpus:
+        if total < gpus:
+            continue
+        if block == 1:
+            parts = island_parts(node, gpus, ep)
+            if parts is None or parts > 0:
+                return EP_IN_ISLAND
+        elif node.nvlink_domain is not None:
             sizes[node.nvlink_domain] += 1
     return EP_IN_DOMAIN if any(c >= block for c in sizes.values()) else EP_LEAVES
+
+
+def _island_free(free_nodes: Sequence[tuple[Node, int]], gpus: int, ep: int) -> list[tuple[Node, int]]:
+    """Each node's free GPUs cut to the job parts its NVLink islands hold (:func:`island_parts`; a node
+    without link data keeps them all, one whose islands hold none is left out)."""
+    out = []
+    seen: dict[int, int | None] = {}  # per link matrix: the nodes of one model share one (alive meanwhile)
+    for node, free in free_nodes:
+        key = id(node.gpu_topology)
+        parts = seen[key] if key in seen else seen.setdefault(key, island_parts(node, gpus, ep))
+        kept = free if parts is None else min(free, parts * gpus)
+        if kept:
+            out.append((node, kept))
+    return out
 
 
 def _grouped_by_domain(
@@ -529,7 +570,7 @@ def _grouped(
     return grouped
 
 
-_EP_CELL = {EP_IN_NODE: "in node", EP_IN_DOMAIN: "in NVLink domain", EP_LEAVES: "leave domain"}
+_EP_CELL = {EP_IN_ISLAND: "in node island", EP_IN_DOMAIN: "in NVLink domain", EP_LEAVES: "leave NVLink"}
 
 
 def format_capacity(cap: Capacity) -> str:
@@ -563,8 +604,8 @@ def format_capacity(cap: Capacity) -> str:
     )
     if with_ep:
         lines.append(
-            "EP groups (NxG:ep=E, E consecutive GPUs): in node, or in NVLink domain (every job counted has "
-            "each group inside one domain), or leave domain (no domain holds one; counted as without EP)"
+            "EP groups (NxG:ep=E, E consecutive GPUs): in node island or in NVLink domain (every job "
+            "counted has each group inside one), or leave NVLink (none holds one; counted as without EP)"
         )
         lines += [s.ep_warning for s in cap.shapes if s.ep_warning]
     if any(switch_depth(lv.level) for s in cap.shapes for lv in s.levels):
