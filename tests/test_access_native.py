@@ -298,3 +298,20 @@ def test_an_id_pyslurm_cannot_load_by_itself_is_found_in_the_listing(monkeypatch
     array = access.job("100")
     assert array is not None and array["JobId"] == "100"
     assert fake.loads == ["Jobs.load", "Job.load(101)", "Jobs.load"]
+
+
+def test_the_first_component_of_a_heterogeneous_job_answers_to_its_offset_0() -> None:
+    """pyslurm reads a heterogeneous job's offset 0 as unset (its u32_parse takes 0 for no value): the
+    component whose id is the heterogeneous job's own still answers to J+0, and only that one."""
+    base = dict(attrs()[2])
+    leader = {**base, "id": 10, "heterogeneous_id": 10, "heterogeneous_offset": None}
+    second = {**base, "id": 11, "heterogeneous_id": 10, "heterogeneous_offset": 1}
+    stray = {**base, "id": 12, "heterogeneous_id": 10, "heterogeneous_offset": None}
+    alone = {**base, "id": 13, "heterogeneous_id": None, "heterogeneous_offset": None}
+    rows = [leader, second, stray, alone]
+    assert native.job_ids(leader) == {"10", "10+0"}
+    assert native.job_ids(second) == {"11", "10+1"}
+    assert native.job_ids(stray) == {"12"}  # not the heterogeneous job's own id: no offset is guessed
+    assert native.job_ids(alone) == {"13"}
+    for name, want in (("10+0", ["10"]), ("10+1", ["11"]), ("10", ["10"]), ("13+0", [])):
+        assert [j["JobId"] for j in native.listing_from_attrs(rows, name).jobs] == want, name

@@ -235,6 +235,10 @@ def job_ids(a: Mapping[str, Any]) -> set[str]:
     if array and task is not None:
         ids.add(f"{array}_{task}")
     het, offset = _int(a.get("heterogeneous_id")), _int(a.get("heterogeneous_offset"))
+    if het and offset is None and str(het) == str(a.get("id")):
+        # pyslurm reads an offset of 0 as unset (its u32_parse takes 0 for no value): the component whose
+        # id is the heterogeneous job's own is its first one, offset 0
+        offset = 0
     if het and offset is not None:
         ids.add(f"{het}+{offset}")
     return ids
