@@ -21,7 +21,7 @@ DEFAULT_SHAPES = ("2x8", "4x8", "8x8")
     "shapes",
     multiple=True,
     metavar="NxG",
-    help=f"Capacity shapes; repeat (default {' '.join(DEFAULT_SHAPES)}).",
+    help=f"Capacity shapes NODESxGPUS[:ep=E]; repeat (default {' '.join(DEFAULT_SHAPES)}).",
 )
 @click.option(
     "--data-file",
