@@ -1002,6 +1002,17 @@ def run_fleet(spec: FleetSpec, args: argparse.Namespace, lua: str) -> FleetResul
     return result
 
 
+def write_fleet(spec: FleetSpec, out: Path, args: argparse.Namespace) -> None:
+    """--write-fleet: one fleet's data file and shapes, kept for a closer look (filter_vm_profile.lua)."""
+    out.mkdir(parents=True, exist_ok=True)
+    fleet = make_fleet(spec)
+    data, _ = generate(fleet, out, shlex.split(args.generator))
+    shapes = by_family(make_shapes(fleet, args.shapes, spec.seed))
+    (out / "shapes.lua").write_text(shapes_lua(shapes))
+    (out / "shapes.txt").write_text("".join(f"{sh.family}\t{sh.text}\n" for sh in shapes))
+    print(f"seed {spec.seed}: {data}, {len(shapes)} shapes in {out}")
+
+
 def parse_fleet(text: str, nodes: int | None, now_seed: int) -> FleetSpec:
     """``SEED[:key=value,...]``; SEED ``now``: ``now_seed`` (from the date and time of the run)."""
     seed, _, rest = text.partition(":")
@@ -1056,6 +1067,13 @@ def main() -> None:
     ap.add_argument("--label", default="this tree", help="what the measured filter is called in the table")
     ap.add_argument("--out", default=str(HERE / "results" / "filter_world.md"))
     ap.add_argument("--no-callgrind", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--write-fleet",
+        metavar="DIR",
+        help="write the first fleet's data file (DIR/out/slurm_topo_data.lua), its shapes (DIR/shapes.lua, "
+        "in families, and DIR/shapes.txt, FAMILY<TAB>request per line, same order) and stop: the input of "
+        "benchmarks/filter_vm_profile.lua",
+    )
     args = ap.parse_args()
     if args.tree:
         tree = Path(args.tree).resolve()
@@ -1067,6 +1085,9 @@ def main() -> None:
         sys.exit("needs lua5.1 and valgrind (apt-get install lua5.1 valgrind)")
     now = datetime.now()
     specs, seeds_from = seeds_of(args, now)
+    if args.write_fleet:
+        write_fleet(specs[0], Path(args.write_fleet), args)
+        return
     started = time.monotonic()
     results = [run_fleet(spec, args, lua) for spec in specs]
     write(args, results, seeds_from, now, time.monotonic() - started)
