@@ -10,8 +10,8 @@ Every page has NAME (the command's whole one-line summary: the first sentence of
 ``--help`` listing has it before cutting it to width), SYNOPSIS, DESCRIPTION, OPTIONS (and COMMANDS for a
 group), then sections this module adds:
 
-* EXIT STATUS: :class:`slurm_topo.errors.ExitCode`, each code with the docstring its member carries in
-  ``slurm_topo/errors.py`` (read from the source, not copied here);
+* EXIT STATUS: :class:`slurm_topo.core.errors.ExitCode`, each code with the docstring its member carries in
+  ``slurm_topo/core/errors.py`` (read from the source, not copied here);
 * FILES, where a command reads or writes fixed places (:data:`FILES`; a default path comes from the option
   that sets it, ``{--state-dir}``; ``generate``'s outputs from ``slurm_topo.render.RENDERERS``, ``files``'s
   folders from ``slurm_topo.files.GROUPS``);
@@ -420,9 +420,9 @@ def command_pages(cli: click.Group, path: str = PROG) -> dict[str, click.Command
 
 
 def exit_codes() -> list[tuple[int, str]]:
-    """``ExitCode``'s codes with the docstring each member carries in slurm_topo/errors.py, whitespace
+    """``ExitCode``'s codes with the docstring each member carries in slurm_topo/core/errors.py, whitespace
     collapsed (the one table: README "Exit codes" shows the same)."""
-    from slurm_topo import errors
+    from slurm_topo.core import errors
 
     tree = ast.parse(inspect.getsource(errors))
     (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ExitCode"]
@@ -438,7 +438,7 @@ def exit_codes() -> list[tuple[int, str]]:
             meanings[stmt.targets[0].id] = " ".join(after.value.value.split())
     missing = [code.name for code in errors.ExitCode if code.name not in meanings]
     if missing:
-        raise ValueError(f"slurm_topo.errors.ExitCode: no docstring for {', '.join(missing)}")
+        raise ValueError(f"slurm_topo.core.errors.ExitCode: no docstring for {', '.join(missing)}")
     return [(int(code), meanings[code.name]) for code in errors.ExitCode]
 
 
@@ -480,7 +480,7 @@ def sections(name: str, command: click.Command | None, pages: Iterable[str]) -> 
     lines.append(
         roff(
             f"The same codes for every command of {PROG}, for {SRUN} and its per-task shim (one table, "
-            f"slurm_topo.errors.ExitCode). Every error is one line on stderr, {prog}: error: ..."
+            f"slurm_topo.core.errors.ExitCode). Every error is one line on stderr, {prog}: error: ..."
         )
     )
     for code, meaning in exit_codes():
@@ -550,7 +550,7 @@ def click_page(name: str, command: click.Command, parent: click.Context | None, 
 
 
 def _version() -> str:
-    from slurm_topo.version import __version__
+    from slurm_topo.plumbing.version import __version__
 
     return __version__
 

@@ -54,7 +54,7 @@ import slurmctl  # noqa: E402
 from slurm_topo.access import argv as slurm_argv  # noqa: E402
 from slurm_topo.access import jobs_from_json, jobs_from_text, json_jobs_argv, text_jobs_argv  # noqa: E402
 from slurm_topo.access.text import node_records, parse_record_line, parse_show_node  # noqa: E402
-from slurm_topo.relax import BUDGET_PREFIX, judge, plan_pass  # noqa: E402
+from slurm_topo.relaxer.relax import BUDGET_PREFIX, judge, plan_pass  # noqa: E402
 
 BUDGET = "slurm-topo: zone:auto [a(2n)]; slurm-topo-auto: zone limit=3600s region=300s any=1800s"
 
@@ -112,7 +112,7 @@ PYSLURM_HELPER = r"""
 import sys, time
 sys.path.insert(0, "/opt/slurm-topo/src")
 from slurm_topo.access import native
-from slurm_topo.relax import BUDGET_PREFIX, plan_pass
+from slurm_topo.relaxer.relax import BUDGET_PREFIX, plan_pass
 pyslurm = native.module()
 for line in sys.stdin:
     c0 = time.process_time()

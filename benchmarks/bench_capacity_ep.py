@@ -26,9 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from slurm_topo.capacity import ALLOCATED, DRAINED, FREE, NodeState, capacity, parse_shape  # noqa: E402
+from slurm_topo.core.model import Inventory, Location, Node  # noqa: E402
 from slurm_topo.gpu.nvidia_smi import parse_topo_matrix  # noqa: E402
-from slurm_topo.model import Inventory, Location, Node  # noqa: E402
+from slurm_topo.reports.capacity import ALLOCATED, DRAINED, FREE, NodeState, capacity, parse_shape  # noqa: E402
 
 SIZES = (1_000, 10_000, 100_000)
 RACK, RACKS_PER_GROUP, GPUS = 18, 4, 4

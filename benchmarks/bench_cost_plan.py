@@ -18,10 +18,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from slurm_topo.core.model import Inventory, Location, Node  # noqa: E402
 from slurm_topo.cost import PlanSpec, comm, score_placement  # noqa: E402
 from slurm_topo.cost.comm import Fabric  # noqa: E402
 from slurm_topo.gpu.nvidia_smi import parse_topo_matrix  # noqa: E402
-from slurm_topo.model import Inventory, Location, Node  # noqa: E402
 
 REAL = ROOT / "tests/fixtures/real/topo"
 CAPTURES = (

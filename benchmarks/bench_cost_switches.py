@@ -30,10 +30,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_switch_layers import listing  # noqa: E402
 
 from slurm_topo import merge, parse_inventory  # noqa: E402
-from slurm_topo.capacity import CAPACITY_LEVELS, capacity, idle_states  # noqa: E402
+from slurm_topo.core.model import Inventory  # noqa: E402
 from slurm_topo.cost import DEFAULT_TABLE, Fabric, PlanSpec, score_placement  # noqa: E402
-from slurm_topo.model import Inventory  # noqa: E402
-from slurm_topo.providers import import_listing  # noqa: E402
+from slurm_topo.reports.capacity import CAPACITY_LEVELS, capacity, idle_states  # noqa: E402
+from slurm_topo.sources.providers import import_listing  # noqa: E402
 
 SHAPES = [(1, 8), (4, 8), (32, 8), (64, 8)]
 PLAN = PlanSpec(tp=8, pp=4, gpus_per_node=8, allreduce_bytes=1e10, tp_bytes=1e9, pp_bytes=1e8)

@@ -55,7 +55,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 
-from slurm_topo import hostlist  # noqa: E402
+from slurm_topo.core import hostlist  # noqa: E402
 
 GOAL = 500_000
 """Instructions (callgrind Ir) a decision may take: issue 44's bound."""
@@ -428,7 +428,7 @@ def location_features(inventory_path: Path) -> list[str]:
     """The level features the generator makes for this inventory (region_*, zone_*, ng_*, nvl_*): what a
     ``-C`` may name."""
     from slurm_topo import load_inventories
-    from slurm_topo.topology import build_topology
+    from slurm_topo.core.topology import build_topology
 
     topology = build_topology(load_inventories([inventory_path]))
     names = {f for level in topology.group_names.values() for f in level.values()}

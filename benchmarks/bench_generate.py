@@ -113,7 +113,7 @@ def one_run(path: str, out: str, gc_mode: str = "default", partitions_from: str 
     it (``cli.common._partitions``: the listing parsed, every ``Nodes=`` expanded), inside the timed load."""
     from slurm_topo import load_inventories, render_all
     from slurm_topo.cli.common import _partitions
-    from slurm_topo.output import write_files
+    from slurm_topo.plumbing.output import write_files
 
     if gc_mode == "off":
         gc.disable()

@@ -130,7 +130,7 @@ def job_line(job_id: int, nodelist: str, nodes: int, gpus: int, rng: random.Rand
 
 def fleet_text(inventory, rng: random.Random) -> list[str]:  # type: ignore[no-untyped-def]
     """The fleet's ``scontrol -d show node -o`` lines, with the location features the generator gives."""
-    from slurm_topo.topology import build_topology
+    from slurm_topo.core.topology import build_topology
 
     lines = []
     features_of = build_topology(inventory).node_features
@@ -192,9 +192,9 @@ def reference_load(fleet: Path):  # type: ignore[no-untyped-def]
     dataclass constructor, the merged list sorted by ``natural_key`` (the behaviour to keep)."""
     from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet
 
+    from slurm_topo.core.model import Inventory, natural_key
     from slurm_topo.inventory import entry as entry_mod
     from slurm_topo.inventory import load_inventories
-    from slurm_topo.model import Inventory, natural_key
 
     saved = entry_mod.hostlist.expand
     entry_mod.hostlist.expand = lambda e: list(NodeSet(e, resolver=RESOLVER_NOGROUP))  # type: ignore[assignment]
@@ -202,7 +202,7 @@ def reference_load(fleet: Path):  # type: ignore[no-untyped-def]
         inv = load_inventories([fleet])
     finally:
         entry_mod.hostlist.expand = saved  # type: ignore[assignment]
-    from slurm_topo.model import Node
+    from slurm_topo.core.model import Node
 
     nodes = tuple(
         sorted(
@@ -217,8 +217,8 @@ def part_parse(fleet: Path, tmp: Path, repeat: int) -> list[str]:
     from slurm_topo import load_inventories, render_all
     from slurm_topo.access.jobs import jobs_from_text
     from slurm_topo.access.text import node_records, parse_scontrol_nodes
-    from slurm_topo.capacity import STATE_KEYS
-    from slurm_topo.slurmconf import parse_gres_gpus, parse_topology_conf, split_pairs
+    from slurm_topo.reports.capacity import STATE_KEYS
+    from slurm_topo.slurmconfig.slurmconf import parse_gres_gpus, parse_topology_conf, split_pairs
 
     rng = random.Random(7)
     inv = load_inventories([fleet])
@@ -299,7 +299,7 @@ def fake_scontrol(tmp: Path, fleet: Path) -> tuple[dict[str, str], str]:
     rng = random.Random(11)
     inv = load_inventories([fleet])
     job_nodes = [n.name for n in inv.nodes if n.gpus == 8][:16]  # one 8-GPU rack's first 16 nodes
-    from slurm_topo.hostlist import compress
+    from slurm_topo.core.hostlist import compress
 
     nodelist = compress(job_nodes)
     (tmp / "job.txt").write_text(job_line(4242, nodelist, len(job_nodes), 8, rng) + "\n")

@@ -18,11 +18,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from slurm_topo.core.model import Inventory, Location, Node  # noqa: E402
 from slurm_topo.cost import PlanSpec  # noqa: E402
 from slurm_topo.cost.comm import Fabric, place_ranks  # noqa: E402
 from slurm_topo.gpu.links import link_bandwidth  # noqa: E402
 from slurm_topo.gpu.nvidia_smi import parse_topo_matrix  # noqa: E402
-from slurm_topo.model import Inventory, Location, Node  # noqa: E402
 from slurm_topo.srun import plan as srun_plan  # noqa: E402
 
 REAL = ROOT / "tests/fixtures/real/topo"

@@ -78,11 +78,11 @@ sys.path.insert(0, str(REPO / "tests" / "integration"))
 
 import slurmctl  # noqa: E402
 
-from slurm_topo import hostlist  # noqa: E402
-from slurm_topo.explain import _level_values  # noqa: E402
+from slurm_topo.core import hostlist  # noqa: E402
+from slurm_topo.core.topology import build_topology  # noqa: E402
 from slurm_topo.inventory import load_inventories  # noqa: E402
 from slurm_topo.policy import JobRequest, compile_policy, decide  # noqa: E402
-from slurm_topo.topology import build_topology  # noqa: E402
+from slurm_topo.reports.explain import _level_values  # noqa: E402
 
 FAMILY_PREFIX = "torch-"
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from slurm_topo.core.model import Inventory, Location, Node  # noqa: E402
 from slurm_topo.cost import PlanSpec, score_placement  # noqa: E402
 from slurm_topo.cost.comm import Fabric  # noqa: E402
 from slurm_topo.gpu.gpu_topology import GpuTopology  # noqa: E402
-from slurm_topo.model import Inventory, Location, Node  # noqa: E402
 
 SHAPES = ((8, 100), (32, 100), (72, 36), (72, 100), (256, 2), (512, 2), (1024, 2))
 

@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from slurm_topo.core.errors import SlurmTopoError  # noqa: E402
 from slurm_topo.cost.links import DEFAULT_TABLE, generation_of, link_speeds, node_plan  # noqa: E402
-from slurm_topo.errors import SlurmTopoError  # noqa: E402
 from slurm_topo.gpu import nccl_rings  # noqa: E402
 from slurm_topo.gpu.gpu_topology import GpuTopology  # noqa: E402
 from slurm_topo.gpu.nvidia_smi import parse_topo_matrix  # noqa: E402

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Cost of ``slurm-topo report``: N finished jobs on a synthetic fleet, in CPU seconds (process_time),
 split into reading ``sacct --json`` (:func:`slurm_topo.access.accounting.finished_from_json`) and building the
-report (:func:`slurm_topo.report.build_report`: levels, locality, the plan, the prediction, the summaries).
+report (:func:`slurm_topo.reports.report.build_report`: levels, locality, the plan, the prediction, the
+summaries).
 
 Fleet: benchmarks/bench_cost.py's (10 000 nodes: leaves of 32, two of three 8-GPU H800 NV18 nodes, the rest
 4-GPU). Jobs (seeded): 2-16 nodes of one GPU kind, 60 % inside one leaf, 25 % one zone, 15 % anywhere; elapsed
@@ -27,10 +28,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_cost import make_fleet  # noqa: E402
 
-from slurm_topo import hostlist  # noqa: E402
 from slurm_topo.access.accounting import finished_from_json  # noqa: E402
+from slurm_topo.core import hostlist  # noqa: E402
 from slurm_topo.cost import Fabric  # noqa: E402
-from slurm_topo.report import Predictor, build_report  # noqa: E402
+from slurm_topo.reports.report import Predictor, build_report  # noqa: E402
 
 PLAN = "tp=4,bytes=4G"
 

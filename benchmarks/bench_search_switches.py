@@ -29,10 +29,10 @@ import search_before_switches as before  # noqa: E402
 from bench_switch_layers import listing  # noqa: E402
 
 from slurm_topo import merge, parse_inventory  # noqa: E402
+from slurm_topo.core.model import Inventory, Node  # noqa: E402
 from slurm_topo.cost import Fabric  # noqa: E402
 from slurm_topo.cost.search import Found, best_nodes  # noqa: E402
-from slurm_topo.model import Inventory, Node  # noqa: E402
-from slurm_topo.providers import import_listing  # noqa: E402
+from slurm_topo.sources.providers import import_listing  # noqa: E402
 
 JOBS = (4, 32, 64, 200)
 Search = Callable[..., Found | None]

@@ -49,7 +49,7 @@ def listing(n: int, layers: bool) -> str:
 
 def one(n: int, layers: bool) -> dict[str, object]:
     from slurm_topo import merge, parse_inventory, render_all
-    from slurm_topo.providers import import_listing
+    from slurm_topo.sources.providers import import_listing
 
     text = listing(n, layers)
     t0 = time.process_time()

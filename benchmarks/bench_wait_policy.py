@@ -15,24 +15,25 @@ cut to 48 h); sizes 1–6 nodes (40/20/15/12/5/8 %: zones hold 6); gradients of 
 shares uniform in [0.05, 0.6]; time limit = runtime × U(1.1, 3).
 
 Each job's runtime is stretched by the cost model's slowdown of the placement it got (the level its nodes
-span, :func:`slurm_topo.relax.level_slowdowns` over :func:`slurm_topo.relax.level_step_seconds`, the same
-numbers the budget uses). Policies (what the filter's decision makes Slurm do):
+span, :func:`slurm_topo.relaxer.relax.level_slowdowns` over
+:func:`slurm_topo.relaxer.relax.level_step_seconds`, the same numbers the budget uses). Policies (what the
+filter's decision makes Slurm do):
 
 * ``any``: the filter leaves the job alone and the scheduler ignores the topology: the first free nodes in
   node order;
 * ``prefer``: start as soon as enough nodes are free anywhere, on the tightest group that has room (what
   ``--prefer`` + topology/tree aim for);
 * ``zone:wait``: start only inside one zone (tightest inside it);
-* ``zone:auto``: as ``zone:wait``, with the budget of :func:`slurm_topo.relax.auto_budget` and the relaxer's
-  decision :func:`slurm_topo.relax.due` run every 60 s, one level per pass: the live relaxer's default, the
-  load-aware timer (budget × 1/(1 − ρ)², ρ the share of nodes busy at the pass, or 0.99 while the queued
-  jobs ask for every node: :func:`slurm_topo.relax.pass_load`);
+* ``zone:auto``: as ``zone:wait``, with the budget of :func:`slurm_topo.relaxer.relax.auto_budget` and the
+  relaxer's decision :func:`slurm_topo.relaxer.relax.due` run every 60 s, one level per pass: the live
+  relaxer's default, the load-aware timer (budget × 1/(1 − ρ)², ρ the share of nodes busy at the pass, or 0.99
+  while the queued jobs ask for every node: :func:`slurm_topo.relaxer.relax.pass_load`);
 * ``zone:auto-linear``: the load-aware timer before this benchmark's second workload: budget × 1/(1 − ρ),
   no overload hold;
 * ``zone:auto-plain``: ``zone:auto`` with the plain budget (``slurm-topo relax --plain-budget``);
 * ``zone:auto+estimate``: ``slurm-topo relax --estimates N``: the load-aware timer, and also widen when the
   expected wait at the job's level minus the expected wait one level looser exceeds R · Δs
-  (:func:`slurm_topo.relax.estimate_says`), the expected waits from the running jobs' time limits as
+  (:func:`slurm_topo.relaxer.relax.estimate_says`), the expected waits from the running jobs' time limits as
   ``sbatch --test-only`` estimates them (queued jobs ignored).
 
 The scheduler is greedy first-come first-served with backfill without reservations (a job that cannot start
@@ -59,7 +60,7 @@ better (by mean) of ``prefer`` and ``zone:wait``, and its p95 no more than 10 % 
 
 ``--pass-jobs N`` also times one relaxer pass's parsing and decisions over N synthetic pending jobs
 (``scontrol show job -o`` text read by the access layer's strict reader, then
-:func:`slurm_topo.relax.plan_pass`).
+:func:`slurm_topo.relaxer.relax.plan_pass`).
 
 The real test cluster, accelerated time (``--real``; root, the host's Slurm, docker-slurm/cluster):
 
@@ -73,10 +74,10 @@ that cut workload too, beside it): each job is submitted at its arrival ÷ ``--s
 above its longest possible run; its script reads ``SLURM_JOB_NODELIST``, finds the level the nodes Slurm gave
 it span (the fleet's region/zone/rack of each node) and sleeps its runtime × the cost model's slowdown of
 that level (the same per-level slowdowns as the simulator) ÷ ``--scale``. For ``zone:auto`` an administrator's
-budget record (the job's :func:`slurm_topo.relax.auto_budget` ÷ ``--scale``, whole seconds) is appended to
-the filter's record right after submit, multi-node jobs only as in the simulator, and ``slurm-topo relax``
-(load-aware, the default) runs live every ``--relax-interval`` seconds. Times are the script's own start and
-end against the submit time, × ``--scale``.
+budget record (the job's :func:`slurm_topo.relaxer.relax.auto_budget` ÷ ``--scale``, whole seconds) is
+appended to the filter's record right after submit, multi-node jobs only as in the simulator, and ``slurm-topo
+relax`` (load-aware, the default) runs live every ``--relax-interval`` seconds. Times are the script's own
+start and end against the submit time, × ``--scale``.
 
 ``--real-pass-jobs N`` times relaxer passes over N pending ``zone:auto`` jobs on a real slurmctld
 (:func:`real_pass_cost`).
@@ -105,9 +106,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from slurm_topo.access.jobs import job_from_text, jobs_from_text  # noqa: E402
+from slurm_topo.core.model import Node  # noqa: E402
 from slurm_topo.cost import parse_plan  # noqa: E402
-from slurm_topo.model import Node  # noqa: E402
-from slurm_topo.relax import (  # noqa: E402
+from slurm_topo.relaxer.relax import (  # noqa: E402
     LEVELS,
     MAX_BUSY,
     Budget,
@@ -338,8 +339,8 @@ def earliest(release: Sequence[float], level: str, want: int) -> float:
 
 
 def pass_busy(free: set[int], queue: Sequence[Job]) -> float:
-    """What the live relaxer prices budgets at (:func:`slurm_topo.relax.pass_load`): the share of nodes
-    busy, or the cap when the queue asks for every node."""
+    """What the live relaxer prices budgets at (:func:`slurm_topo.relaxer.relax.pass_load`): the share of
+    nodes busy, or the cap when the queue asks for every node."""
     return pass_load(1 - len(free) / len(FLEET), sum(j.nodes for j in queue), len(FLEET))
 
 

@@ -6,7 +6,7 @@ file, starts no process and configures no logging.
 
 from typing import TYPE_CHECKING
 
-from .errors import (
+from .core.errors import (
     CommandError,
     ExitCode,
     HostlistError,
@@ -19,10 +19,10 @@ from .errors import (
     UsageError,
     exit_code_for,
 )
-from .model import Conflict, Inventory, Location, Node, Source
+from .core.model import Conflict, Inventory, Location, Node, Source
+from .core.topology import Switch, Topology, build_topology
+from .plumbing.version import __version__
 from .render import RENDERERS, render_all
-from .topology import Switch, Topology, build_topology
-from .version import __version__
 
 if TYPE_CHECKING:
     from .inventory import load_inventories, merge, parse_inventory

@@ -1,12 +1,12 @@
 """The test fakes several test modules share (one place, one behaviour): a :class:`ScriptedRunner` stands in
-for :class:`slurm_topo.runner.Runner` where a test needs Slurm's or another program's answers without the
-program (the real clients run in tests/integration/)."""
+for :class:`slurm_topo.plumbing.runner.Runner` where a test needs Slurm's or another program's answers without
+the program (the real clients run in tests/integration/)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from slurm_topo.errors import CommandError
+from slurm_topo.core.errors import CommandError
 
 
 def _words(key: str | tuple[str, ...]) -> tuple[str, ...]:
@@ -45,6 +45,6 @@ class ScriptedRunner:
         raise CommandError(list(argv), 1, "no answer scripted for this command")
 
     def available(self, program: str) -> bool:
-        """Which programs are installed, as :meth:`slurm_topo.runner.SubprocessRunner.available` says: those
-        it has an answer for."""
+        """Which programs are installed, as :meth:`slurm_topo.plumbing.runner.SubprocessRunner.available`
+        says: those it has an answer for."""
         return any(key[0] == program for key in self.answers)

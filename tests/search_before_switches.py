@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from slurm_topo.core.model import Node
 from slurm_topo.cost.comm import Fabric, node_gpus
 from slurm_topo.gpu.links import DEFAULT_BANDWIDTH, link_bandwidth
-from slurm_topo.model import Node
 
 SEARCH_LEVELS = ("nvlink", "network_group", "zone", "region", "any")
 

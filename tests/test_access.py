@@ -14,9 +14,9 @@ from fakes import ScriptedRunner
 
 from slurm_topo.access import SlurmAccess, jobs_from_json, jobs_from_text
 from slurm_topo.access.jobs import SCONTROL_JOB_ORDER, job_from_text
-from slurm_topo.errors import CommandError, ParseError
-from slurm_topo.explain import explain_record
-from slurm_topo.relax import plan_pass
+from slurm_topo.core.errors import CommandError, ParseError
+from slurm_topo.relaxer.relax import plan_pass
+from slurm_topo.reports.explain import explain_record
 
 REAL = Path(__file__).parent / "fixtures" / "real"
 RELEASES = sorted(p.name for p in REAL.glob("slurm-*") if (p / "squeue-json.txt").exists())

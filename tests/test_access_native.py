@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from slurm_topo.access import SlurmAccess, jobs_from_json, native
-from slurm_topo.errors import CommandError
+from slurm_topo.core.errors import CommandError
 
 FIX = Path(__file__).parent / "fixtures" / "real" / "pyslurm-26.05"
 
@@ -256,7 +256,7 @@ def test_a_relax_pass_lists_the_queue_once_and_reads_each_due_job_by_its_id(
     """Issue 42: 40 pending jobs, 3 due: one listing of the queue, then each due job read again by its id
     (pyslurm's ``Job.load``) before it is changed and once after (the filter's trail check) — never the whole
     queue per due job, which cost 83 s of CPU and 20 s of slurmctld's time a pass at 10 000 jobs, 200 due."""
-    from slurm_topo.relax import run_pass
+    from slurm_topo.relaxer.relax import run_pass
 
     fake = FakePyslurm(pending_queue(40, due=3), NODES_26.read_text())
     p = run_pass(

@@ -27,10 +27,10 @@ from slurm_topo.access.jobs import (
     jobs_from_text,
     load_text_jobs,
 )
-from slurm_topo.errors import CommandError, ParseError
-from slurm_topo.explain import explain_record
-from slurm_topo.relax import Pass, run_pass
-from slurm_topo.relax_plan import parse_time
+from slurm_topo.core.errors import CommandError, ParseError
+from slurm_topo.relaxer.relax import Pass, run_pass
+from slurm_topo.relaxer.relax_plan import parse_time
+from slurm_topo.reports.explain import explain_record
 
 REAL = Path(__file__).parent / "fixtures" / "real"
 RELEASES = ("slurm-22.05", "slurm-24.11", "slurm-26.05")
@@ -40,7 +40,8 @@ INVALID = "slurm_load_jobs error: Invalid job id specified\n"
 
 
 def as_slurm_topo_reads(text: str) -> str:
-    """A command's output as slurm_topo.runner.SubprocessRunner gives it: ``\\r\\n``, ``\\r`` as ``\\n``."""
+    """A command's output as slurm_topo.plumbing.runner.SubprocessRunner gives it: ``\\r\\n``, ``\\r`` as
+    ``\\n``."""
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 

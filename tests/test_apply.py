@@ -23,7 +23,6 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurm_topo import hostlist
 from slurm_topo.apply import (
     CONFIG_ORDER,
     DATA,
@@ -43,10 +42,11 @@ from slurm_topo.apply import (
     run_apply,
 )
 from slurm_topo.apply.prove import Proof, ThrowawayController, probe_conf
-from slurm_topo.errors import CommandError, ExitCode
+from slurm_topo.core import hostlist
+from slurm_topo.core.errors import CommandError, ExitCode
 from slurm_topo.inventory import load_inventory_file, merge
 from slurm_topo.render import render_all
-from slurm_topo.slurmconf import parse_topology_conf
+from slurm_topo.slurmconfig.slurmconf import parse_topology_conf
 
 HW = {"CPUs": 4, "RealMemory": 4000}
 

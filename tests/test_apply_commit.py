@@ -34,7 +34,7 @@ from slurm_topo.apply import (
     run_apply,
 )
 from slurm_topo.apply.base import _line
-from slurm_topo.errors import CommandError
+from slurm_topo.core.errors import CommandError
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real" / "slurm-22.05"
 REAL_SET = (TOPOLOGY, NODES, DATA)

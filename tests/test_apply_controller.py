@@ -12,7 +12,7 @@ from fakes import ScriptedRunner
 
 from slurm_topo.apply import NODES, TOPOLOGY, TOPOLOGY_YAML, ApplyOptions
 from slurm_topo.apply.controller import _Slurm
-from slurm_topo.errors import CommandError
+from slurm_topo.core.errors import CommandError
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"
 BLOCKS = REAL / "topology-blocks-26.05"

@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_topo import hostlist
 from slurm_topo.apply import (
     features_difference,
     has_header,
@@ -21,10 +20,11 @@ from slurm_topo.apply import (
 from slurm_topo.apply import topology_file as topo
 from slurm_topo.apply.base import TOPOLOGY, TOPOLOGY_YAML
 from slurm_topo.apply.parse import future_nodes
-from slurm_topo.errors import ParseError
+from slurm_topo.core import hostlist
+from slurm_topo.core.errors import ParseError
 from slurm_topo.inventory import load_inventory_file, merge
-from slurm_topo.lint import parse_block_topologies
 from slurm_topo.render import render_all
+from slurm_topo.slurmconfig.lint import parse_block_topologies
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"
 RELEASES = ("slurm-22.05", "slurm-24.11", "slurm-26.05")

@@ -22,8 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from preconditions import unavailable
 
-from slurm_topo import hostlist, load_inventories
+from slurm_topo import load_inventories
 from slurm_topo.access.text import parse_scontrol_partitions
+from slurm_topo.core import hostlist
 from slurm_topo.policy.request import JobRequest
 
 REPO = Path(__file__).resolve().parents[1]

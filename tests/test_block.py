@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from slurm_topo import InputError, InventoryError, merge, parse_inventory, render_all
-from slurm_topo.lint import lint_file, parse_block_topologies
-from slurm_topo.model import Source
-from slurm_topo.topology import build_topology, domain_order
+from slurm_topo.core.model import Source
+from slurm_topo.core.topology import build_topology, domain_order
+from slurm_topo.slurmconfig.lint import lint_file, parse_block_topologies
 
 REPO = Path(__file__).resolve().parents[1]
 

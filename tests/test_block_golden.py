@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from slurm_topo import load_inventories, render_all
-from slurm_topo.lint import lint_file
-from slurm_topo.version import format_slurm_version
+from slurm_topo.plumbing.version import format_slurm_version
+from slurm_topo.slurmconfig.lint import lint_file
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = [p for p in sorted((REPO / "examples").glob("*.yaml")) if "nvlink_domain" in p.read_text()]

@@ -13,13 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurm_topo import merge, parse_inventory
+from slurm_topo.core.errors import InputError
+from slurm_topo.core.model import Inventory, Location, Node
 from slurm_topo.cost import Fabric, parse_plan, score_placement
 from slurm_topo.cost.budget import auto_budget, level_costs, level_step_seconds, unit_budgets
 from slurm_topo.cost.links import DEFAULT_TABLE, PROFILES, LinkTable, parse_links
-from slurm_topo.errors import InputError
-from slurm_topo.model import Inventory, Location, Node
 from slurm_topo.policy.vocab import AUTO_LEVELS
-from slurm_topo.providers import Companion, import_listing
+from slurm_topo.sources.providers import Companion, import_listing
 
 PROV = Path(__file__).parent / "fixtures" / "providers"
 PLANS = ("tp=8,bytes=20G,tp_bytes=2G", "tp=8,pp=2,bytes=10G,pp_bytes=1G", "tp=4,bytes=4G")

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from slurm_topo.core.errors import CommandError, InputError, PlacementError
 from slurm_topo.cost import DEFAULT_TABLE, parse_links
 from slurm_topo.cost.calibrate import (
     Measurement,
@@ -27,7 +28,6 @@ from slurm_topo.cost.calibrate import (
     render,
     run_calibration,
 )
-from slurm_topo.errors import CommandError, InputError, PlacementError
 from slurm_topo.inventory import load_inventories, parse_inventory
 from slurm_topo.probes import parse_addresses, tcp, tcp_task
 

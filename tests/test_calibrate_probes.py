@@ -16,6 +16,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from slurm_topo.core.errors import InputError, PlacementError, SlurmTopoError
+from slurm_topo.core.model import Inventory, Location, Node
 from slurm_topo.cost import DEFAULT_TABLE, parse_links
 from slurm_topo.cost.calibrate import (
     ToolSettings,
@@ -38,12 +40,10 @@ from slurm_topo.cost.calibrate_probes import (
     read_perftest_lat,
     read_tools,
 )
-from slurm_topo.errors import InputError, PlacementError, SlurmTopoError
 from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
 from slurm_topo.inventory import load_inventories
-from slurm_topo.model import Inventory, Location, Node
+from slurm_topo.plumbing.runner import SubprocessRunner
 from slurm_topo.probes.tools import parse_gpus, rdma_devices, tool_task, tools_task, visible_devices
-from slurm_topo.runner import SubprocessRunner
 
 FIXTURES = Path(__file__).parent / "fixtures" / "real"
 TOPO = FIXTURES / "topo"

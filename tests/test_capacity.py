@@ -1,5 +1,5 @@
-"""Topology-feasible capacity (slurm_topo.capacity, `slurm-topo capacity`): real captured node list and
-synthetic fleets."""
+"""Topology-feasible capacity (slurm_topo.reports.capacity, `slurm-topo capacity`): real captured node list
+and synthetic fleets."""
 
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurm_topo.access.text import parse_scontrol_nodes
-from slurm_topo.capacity import (
+from slurm_topo.core.errors import InputError
+from slurm_topo.core.model import Inventory, Location, Node
+from slurm_topo.inventory import load_inventory_file, merge
+from slurm_topo.reports.capacity import (
     ALLOCATED,
     DRAINED,
     FREE,
@@ -26,9 +29,6 @@ from slurm_topo.capacity import (
     node_states,
     parse_shape,
 )
-from slurm_topo.errors import InputError
-from slurm_topo.inventory import load_inventory_file, merge
-from slurm_topo.model import Inventory, Location, Node
 
 REAL = Path(__file__).parent / "fixtures/real/slurm-22.05"
 

@@ -17,7 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurm_topo import merge, parse_inventory
-from slurm_topo.capacity import (
+from slurm_topo.core.errors import InputError
+from slurm_topo.core.model import Inventory, Location, Node
+from slurm_topo.gpu.gpu_topology import GpuTopology
+from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
+from slurm_topo.reports.capacity import (
     ALLOCATED,
     CAPACITY_LEVELS,
     EP_IN_DOMAIN,
@@ -33,12 +37,8 @@ from slurm_topo.capacity import (
     max_ep_jobs,
     parse_shape,
 )
-from slurm_topo.errors import InputError
-from slurm_topo.gpu.gpu_topology import GpuTopology
-from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
-from slurm_topo.metrics import Snapshot, exposition
-from slurm_topo.model import Inventory, Location, Node
-from slurm_topo.providers import import_listing
+from slurm_topo.reports.metrics import Snapshot, exposition
+from slurm_topo.sources.providers import import_listing
 
 HERE = Path(__file__).parent / "fixtures"
 TOPO = HERE / "real/topo"

@@ -15,7 +15,7 @@ from fakes import ScriptedRunner
 from policy_cases import FLEET, POLICY
 
 from slurm_topo.cli import main
-from slurm_topo.version import __version__
+from slurm_topo.plumbing.version import __version__
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ from test_cli import FakeSlurm, error_line, invoke
 from slurm_topo.cli import calibrate as calibrate_cli
 from slurm_topo.cli import cost as cost_cli
 from slurm_topo.cli import explain as explain_cli
-from slurm_topo.errors import CommandError
+from slurm_topo.core.errors import CommandError
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real" / "slurm-24.11"
 INVENTORY = str(REAL / "inventory.yaml")

@@ -244,7 +244,7 @@ def test_a_failing_scontrol_falls_back_to_the_daemons_version(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """22.05's `scontrol --version` needs a readable slurm.conf; slurmctld -V does not."""
-    from slurm_topo.errors import CommandError
+    from slurm_topo.core.errors import CommandError
 
     fake = FakeSlurm(
         {

@@ -13,7 +13,7 @@ import pytest
 from test_cli import FakeSlurm, error_line, invoke
 
 from slurm_topo.cli import health as health_cli
-from slurm_topo.errors import CommandError
+from slurm_topo.core.errors import CommandError
 
 HEALTHY = Path(__file__).resolve().parent / "fixtures" / "health" / "sysfs-healthy"
 REASON = "slurm-topo-health: mlx5_0/1 state DOWN"

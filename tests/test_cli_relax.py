@@ -15,7 +15,7 @@ from test_cli import FakeSlurm, error_line, invoke
 
 from slurm_topo.access import admin_comment_argv, job_from_text
 from slurm_topo.cli import relax as relax_cli
-from slurm_topo.errors import CommandError
+from slurm_topo.core.errors import CommandError
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real" / "slurm-24.11"
 NODES = (REAL / "scontrol-show-node-o.txt").read_text()

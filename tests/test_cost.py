@@ -12,7 +12,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_topo.allocation import Allocation
+from slurm_topo.core.allocation import Allocation
+from slurm_topo.core.errors import InputError
+from slurm_topo.core.model import Inventory, Location, Node
 from slurm_topo.cost import (
     DEFAULT_LINKS,
     DEFAULT_TABLE,
@@ -33,9 +35,7 @@ from slurm_topo.cost import (
     score_placement,
 )
 from slurm_topo.cost.links import NETWORK_LEVELS
-from slurm_topo.errors import InputError
 from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
-from slurm_topo.model import Inventory, Location, Node
 from slurm_topo.srun.plan import plan_srun
 
 FLEET = Path(__file__).resolve().parents[1] / "docker-slurm" / "fleet.yaml"

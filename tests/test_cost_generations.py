@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from slurm_topo.core.model import Inventory, Location, Node
 from slurm_topo.cost import PlanSpec, parse_links, score_placement
 from slurm_topo.cost.comm import Fabric, hop_link
 from slurm_topo.cost.links import DEFAULT_LINKS, GENERATIONS, generation_of, nvlink_bw
 from slurm_topo.gpu.gpu_topology import GpuTopology
 from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
-from slurm_topo.model import Inventory, Location, Node
 
 REAL = Path(__file__).parent / "fixtures" / "real" / "topo"
 

@@ -18,6 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurm_topo.cli import cli
+from slurm_topo.core.errors import InputError
+from slurm_topo.core.model import Inventory, Location, Node
 from slurm_topo.cost import (
     Fabric,
     Link,
@@ -31,9 +33,7 @@ from slurm_topo.cost import (
 from slurm_topo.cost.budget import level_costs
 from slurm_topo.cost.comm import MOE_PLAN_KEYS, PLAN_KEYS
 from slurm_topo.cost.step import StepModel
-from slurm_topo.errors import InputError
 from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
-from slurm_topo.model import Inventory, Location, Node
 
 FIXTURES = Path(__file__).parent / "fixtures"
 NV18 = parse_topo_matrix((FIXTURES / "real/topo/h800-8gpu-nv18-10nic-merged-affinity-numa.txt").read_text())

@@ -12,14 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from slurm_topo.core.errors import SlurmTopoError
+from slurm_topo.core.model import Inventory, Location, Node
 from slurm_topo.cost import PlanSpec, parse_links, predict, predict_job, score_placement
 from slurm_topo.cost.budget import level_costs
 from slurm_topo.cost.comm import Fabric, place_ranks, ring_allreduce
 from slurm_topo.cost.links import DEFAULT_LINKS, GENERATIONS, LinkTable
-from slurm_topo.errors import SlurmTopoError
 from slurm_topo.gpu.gpu_topology import GpuTopology
 from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
-from slurm_topo.model import Inventory, Location, Node
 
 REAL = Path(__file__).parent / "fixtures" / "real" / "topo"
 DGX1 = "dgx1-v100-8gpu-hybridcube-1nic-oneflow.txt"

@@ -26,8 +26,8 @@ from slurm_topo.cost.links import (
     SWITCH_SAVING_US,
     parse_links,
 )
-from slurm_topo.explain import predict_cost
-from slurm_topo.providers import LINK_PROFILES, Companion, import_listing
+from slurm_topo.reports.explain import predict_cost
+from slurm_topo.sources.providers import LINK_PROFILES, Companion, import_listing
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CLOUDS = FIXTURES / "clouds"

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from slurm_topo.core.errors import InputError
+from slurm_topo.core.model import Inventory, Location, Node
 from slurm_topo.cost import DEFAULT_TABLE, Fabric, PlanSpec, pair_level, parse_links, ring_allreduce
 from slurm_topo.cost.comm import gpu_rails, place_ranks, score_placement
 from slurm_topo.cost.links import parse_rails
-from slurm_topo.errors import InputError
-from slurm_topo.explain import predict_cost
 from slurm_topo.gpu.gpu_topology import GpuTopology
 from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
 from slurm_topo.inventory import parse_inventory
-from slurm_topo.model import Inventory, Location, Node
+from slurm_topo.reports.explain import predict_cost
 
 REAL = Path(__file__).parent / "fixtures" / "real" / "topo"
 DGX_A100 = REAL / "dgx-a100-8gpu-12mlx5-numa-noGpuNumaId.txt"

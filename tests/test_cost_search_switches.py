@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurm_topo import merge, parse_inventory
+from slurm_topo.core.model import Inventory, Location, Node
 from slurm_topo.cost import level_words, predict, span_level
 from slurm_topo.cost.comm import Fabric, PlanSpec, score_placement
 from slurm_topo.cost.links import DEFAULT_TABLE, LinkTable, parse_links
@@ -29,8 +30,7 @@ from slurm_topo.cost.search import (
     switch_depth,
     switch_level,
 )
-from slurm_topo.model import Inventory, Location, Node
-from slurm_topo.providers import Companion, import_listing
+from slurm_topo.sources.providers import Companion, import_listing
 
 PROV = Path(__file__).parent / "fixtures" / "providers"
 
@@ -251,7 +251,7 @@ def test_the_layers_never_widen_a_placement_nor_make_it_cost_more(seed: int) -> 
 
 
 def test_switch_levels_named_as_capacity_names_them() -> None:
-    from slurm_topo.capacity import capacity_levels
+    from slurm_topo.reports.capacity import capacity_levels
 
     inv = _aws()
     levels = search_levels(inv.nodes, {})

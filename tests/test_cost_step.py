@@ -13,6 +13,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from slurm_topo.core.errors import InputError
+from slurm_topo.core.model import Node
 from slurm_topo.cost import (
     DEFAULT_COMM_SHARE,
     DEFAULT_TABLE,
@@ -30,9 +32,7 @@ from slurm_topo.cost import (
 from slurm_topo.cost.budget import auto_budget
 from slurm_topo.cost.links import GCP_LINKS
 from slurm_topo.cost.step import compute_from_share, exposed_seconds
-from slurm_topo.errors import InputError
 from slurm_topo.inventory import load_inventory_file
-from slurm_topo.model import Node
 
 ADR = Path(__file__).resolve().parents[1] / "examples" / "adr-gcp-locality.yaml"
 

@@ -15,13 +15,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurm_topo import merge, parse_inventory
-from slurm_topo.allocation import SwitchTree
-from slurm_topo.capacity import CAPACITY_LEVELS, capacity, capacity_levels, format_capacity, idle_states
+from slurm_topo.core.allocation import SwitchTree
+from slurm_topo.core.model import Inventory, Location, Node
 from slurm_topo.cost import comm
 from slurm_topo.cost.comm import Fabric, PlanSpec, place_ranks, score_placement, switch_tree
 from slurm_topo.cost.links import DEFAULT_TABLE, LinkTable, parse_links
-from slurm_topo.model import Inventory, Location, Node
-from slurm_topo.providers import Companion, import_listing
+from slurm_topo.reports.capacity import (
+    CAPACITY_LEVELS,
+    capacity,
+    capacity_levels,
+    format_capacity,
+    idle_states,
+)
+from slurm_topo.sources.providers import Companion, import_listing
 
 PROV = Path(__file__).parent / "fixtures" / "providers"
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from slurm_topo import InputError, load_inventories, parse_inventory
-from slurm_topo.discover import MetadataError, detect_cloud, discover_node, record_json, record_yaml
-from slurm_topo.model import Location, Source
+from slurm_topo.core.model import Location, Source
+from slurm_topo.sources.discover import MetadataError, detect_cloud, discover_node, record_json, record_yaml
 
 REAL_VM = Path(__file__).parent / "fixtures" / "real" / "h200-vm-1gpu"
 

@@ -14,7 +14,9 @@ from luafilter import LuaFilter
 
 from slurm_topo import load_inventories, render_all
 from slurm_topo.cli import cli
-from slurm_topo.doctor import (
+from slurm_topo.core.errors import CommandError
+from slurm_topo.render.filter_data import FORMAT
+from slurm_topo.slurmconfig.doctor import (
     Doctor,
     DoctorOptions,
     data_file_problem,
@@ -22,8 +24,6 @@ from slurm_topo.doctor import (
     plugstack_entries,
     render_text,
 )
-from slurm_topo.errors import CommandError
-from slurm_topo.render.filter_data import FORMAT
 
 REPO = Path(__file__).resolve().parents[1]
 FLEET = REPO / "docker-slurm" / "fleet-filter.yaml"
@@ -153,7 +153,7 @@ def test_units_enabled_failed_and_missing(tmp_path: Path, rendered: dict[str, st
 
 def test_no_slurmctld_is_one_finding_and_exit_1(monkeypatch: pytest.MonkeyPatch) -> None:
     """The command's exit code and JSON: a finding is exit 1, stdout one object."""
-    from slurm_topo import doctor as doctor_module
+    from slurm_topo.slurmconfig import doctor as doctor_module
 
     monkeypatch.setattr(
         doctor_module,

@@ -22,7 +22,7 @@ import pytest
 
 from slurm_topo import cli as cli_module
 from slurm_topo import srun
-from slurm_topo.errors import (
+from slurm_topo.core.errors import (
     CommandError,
     ExitCode,
     InputError,
@@ -227,7 +227,7 @@ def test_gpulayer_srun_unwritable_hostfile(tmp_path: Path, monkeypatch: pytest.M
     naming them."""
     import tempfile
 
-    from slurm_topo.errors import exit_code_for
+    from slurm_topo.core.errors import exit_code_for
     from slurm_topo.srun import cli as srun_cli
 
     def refuse(*args: object, **kwargs: object) -> str:
@@ -259,19 +259,24 @@ def test_gpulayer_srun_version_and_interrupt(tmp_path: Path, bin_dir: Path) -> N
 def test_shim_codes(tmp_path: Path) -> None:
     """The shim: 2 without the plan variables, 3 on the wrong node or for a command that cannot start."""
     plan_env = dict(srun.plan_srun(srun.Allocation("1", ("n1",), {"n1": (0, 1)}), tp=2).env)
-    proc = run("--", "true", module="slurm_topo.srun_shim", env={"SLURM_PROCID": "0"})
+    proc = run("--", "true", module="slurm_topo.plumbing.srun_shim", env={"SLURM_PROCID": "0"})
     assert proc.returncode == ExitCode.INPUT
     assert "GPULAYER_SRUN_GROUPS is not set" in one_error_line(proc, "gpulayer-srun shim")
     wrong = {**plan_env, "SLURM_PROCID": "1", "SLURMD_NODENAME": "n9"}
-    proc = run("--", "true", module="slurm_topo.srun_shim", env=wrong)
+    proc = run("--", "true", module="slurm_topo.plumbing.srun_shim", env=wrong)
     assert proc.returncode == ExitCode.COMMAND
     assert "planned on n1 but runs on n9" in one_error_line(proc, "gpulayer-srun shim")
     here = {**plan_env, "SLURM_PROCID": "1", "SLURMD_NODENAME": "n1"}
-    proc = run("--", str(tmp_path / "absent"), module="slurm_topo.srun_shim", env=here)
+    proc = run("--", str(tmp_path / "absent"), module="slurm_topo.plumbing.srun_shim", env=here)
     assert proc.returncode == ExitCode.COMMAND
     assert "could not be started" in one_error_line(proc, "gpulayer-srun shim")
     proc = run(
-        "--", "sh", "-c", 'echo "$CUDA_VISIBLE_DEVICES $LOCAL_RANK"', module="slurm_topo.srun_shim", env=here
+        "--",
+        "sh",
+        "-c",
+        'echo "$CUDA_VISIBLE_DEVICES $LOCAL_RANK"',
+        module="slurm_topo.plumbing.srun_shim",
+        env=here,
     )
     assert proc.returncode == 0 and proc.stdout == "0,1 1\n"
 
@@ -279,8 +284,8 @@ def test_shim_codes(tmp_path: Path) -> None:
 def test_a_command_that_does_not_answer_in_time_says_so() -> None:
     """A Slurm client that hangs (slurmctld down: squeue retries its connection) is killed at the timeout:
     one line that says it did not answer, never "could not be started"; exit 3 as any failed command."""
-    from slurm_topo.errors import CommandError
-    from slurm_topo.runner import SubprocessRunner
+    from slurm_topo.core.errors import CommandError
+    from slurm_topo.plumbing.runner import SubprocessRunner
 
     with pytest.raises(CommandError) as exc:
         SubprocessRunner().run(["sleep", "30"], timeout=0.2)

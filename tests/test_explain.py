@@ -1,4 +1,5 @@
-"""slurm_topo.explain: parsing of scontrol's text and the phrasing of where a job landed (no Slurm needed)."""
+"""slurm_topo.reports.explain: parsing of scontrol's text and the phrasing of where a job landed (no Slurm
+needed)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ from pathlib import Path
 import pytest
 from fakes import ScriptedRunner
 
-from slurm_topo import explain
 from slurm_topo.access import text as slurm_text
+from slurm_topo.core.model import Inventory
 from slurm_topo.cost import DEFAULT_TABLE, ring_allreduce_seconds
 from slurm_topo.inventory import load_inventory_file, merge
-from slurm_topo.model import Inventory
+from slurm_topo.reports import explain
 
 RUNNING = (
     "JobId=13 JobName=wrap UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901748 Nice=0 "
@@ -427,7 +428,7 @@ def test_explain_svg_without_a_plan_still_shows_the_node_states() -> None:
 
 
 def test_the_plan_of_sbatch_plan_comes_from_admin_comment_first() -> None:
-    from slurm_topo.explain import job_plan
+    from slurm_topo.reports.explain import job_plan
 
     admin = "slurm-topo-plan: tp=2,dp=4,bytes=1G; slurm-topo: zone:wait [us-east-1a(4n)]"
     assert job_plan(None, "plan=bytes=9G", None, admin) == (

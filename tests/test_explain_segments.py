@@ -19,11 +19,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from policy_cases import FLEET
 
-from slurm_topo import explain, hostlist, merge, parse_inventory
+from slurm_topo import merge, parse_inventory
 from slurm_topo.access.jobs import jobs_from_text
 from slurm_topo.access.text import parse_job_detail, parse_nodes, parse_record_line
+from slurm_topo.core import hostlist
 from slurm_topo.policy import JobRequest, decide
 from slurm_topo.render import make_context
+from slurm_topo.reports import explain
 
 CAPTURE = Path(__file__).parent / "fixtures" / "real" / "slurm-26.05" / "segment-job"
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from slurm_topo import explain
 from slurm_topo.access import text as slurm_text
+from slurm_topo.reports import explain
 
 REAL = Path(__file__).parent / "fixtures" / "real" / "slurm-26.05" / "scontrol-show-job-o-pending.txt"
 LINE = REAL.read_text().splitlines()[0]

@@ -162,7 +162,7 @@ def test_real_gpu_answers_are_read() -> None:
 
 
 def _discover(tmp_path: Any, **kw: Any) -> Any:
-    from slurm_topo.discover import discover_node
+    from slurm_topo.sources.discover import discover_node
 
     return discover_node(
         node_name="gb01", region="dc1", zone="dc1-a", network_group="r1", dmi_root=tmp_path, **kw
@@ -172,7 +172,7 @@ def _discover(tmp_path: Any, **kw: Any) -> Any:
 def test_discover_record_carries_the_nvml_domain(tmp_path: Any) -> None:
     """The node's record gets the fabric domain, says where it came from, and loads as an inventory."""
     from slurm_topo import merge, parse_inventory
-    from slurm_topo.discover import record_json, record_yaml
+    from slurm_topo.sources.discover import record_json, record_yaml
 
     rec = _discover(tmp_path, environ={}, nvml=_FakeNvml())
     assert rec.nvlink_domain == f"{UUID_TEXT}.5"
@@ -183,7 +183,7 @@ def test_discover_record_carries_the_nvml_domain(tmp_path: Any) -> None:
 
 
 def test_discover_domain_from_environment_wins_and_is_validated(tmp_path: Any) -> None:
-    from slurm_topo.errors import InputError
+    from slurm_topo.core.errors import InputError
 
     rec = _discover(tmp_path, environ={"GPULAYER_NVLINK_DOMAIN": "rack-07"}, nvml=_FakeNvml())
     assert (
@@ -195,7 +195,7 @@ def test_discover_domain_from_environment_wins_and_is_validated(tmp_path: Any) -
 
 def test_discover_without_a_domain_keeps_the_record_as_before(tmp_path: Any) -> None:
     """No fabric: no nvlink_domain key at all in the JSON (records of other fleets are unchanged)."""
-    from slurm_topo.discover import record_json
+    from slurm_topo.sources.discover import record_json
 
     class NoFabric(_FakeNvml):
         def nvmlDeviceGetGpuFabricInfoV(self, handle: int, info: _FabricV3) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from fakes import ScriptedRunner
 
-from slurm_topo.errors import CommandError
+from slurm_topo.core.errors import CommandError
 
 
 def test_the_longest_prefix_answers_and_every_call_is_recorded() -> None:

@@ -506,7 +506,7 @@ def test_submit_of_an_auto_job_writes_the_budget_and_the_relaxers_update_passes(
     """zone:auto through the real filter: the bracket :wait gives, and AdminComment = the site's note, the
     filter's record and the budget record the relaxer reads; the relaxer's update (uid 0: Features= and
     AdminComment=) passes untouched; a later administrator's resize keeps the relaxation in the trail."""
-    from slurm_topo.relax import parse_budget, relaxations
+    from slurm_topo.relaxer.relax import parse_budget, relaxations
 
     f = _fresh(data_file)
     _, wait = f.submit(job("zone", min_nodes=4))
@@ -766,14 +766,14 @@ def test_the_filter_reads_node_lists_as_slurm_topo_hostlist_expands_them() -> No
     """Hypothesis (derandomized): 60 seeds of 200 generated node lists each (12 000): brackets with ranges and
     lists, padding, digits before and between brackets, several brackets, text after the last, commas,
     spaces, tabs and newlines as separators, empty items, and now and then something not read. nodes.lua's
-    reader gives the names of slurm_topo.hostlist.expand_keep_duplicates (Slurm's reading) in Slurm's order,
-    or counts past the limit before expanding, or refuses, exactly where the Python reference does."""
+    reader gives the names of slurm_topo.core.hostlist.expand_keep_duplicates (Slurm's reading) in Slurm's
+    order, or counts past the limit before expanding, or refuses, exactly where the Python reference does."""
     import re
 
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from slurm_topo import hostlist
+    from slurm_topo.core import hostlist
 
     read = LuaFilter().lua.eval('require("slurm_topo_filter.nodes").read_nodelist')
     seen = {"names": 0, "refused": 0, "many": 0, "spaces": 0, "brackets": 0}
@@ -846,7 +846,7 @@ def test_named_nodes_are_placed_alike_in_every_spelling(tmp_path: Path) -> None:
     for every required level, and every list they accept lies in one group of the level (the inventory's own
     say), every list across two groups is refused."""
     from slurm_topo import merge, parse_inventory
-    from slurm_topo.model import NVL_PREFIX
+    from slurm_topo.core.model import NVL_PREFIX
 
     inv = merge([parse_inventory(TRICKY_FLEET)])
     data = make_context(inv, (22, 5)).policy
@@ -948,7 +948,7 @@ def test_the_features_slurm_topo_makes_are_one_list_the_data_carries(data_file: 
     """The prefixes of the features the generator owns (region_, zone_, ng_, leaf_, nvl_: model
     LEVEL_FEATURE_PREFIXES) reach the filter in the data file; the filter has no list of its own, and a
     constraint naming one keeps a required level (``-C 'nvl_a|nvl_c'`` was 'unknown, not applied')."""
-    from slurm_topo.model import LEVEL_FEATURE_PREFIXES
+    from slurm_topo.core.model import LEVEL_FEATURE_PREFIXES
     from slurm_topo.policy.vocab import LOCATION_PREFIXES
 
     assert LOCATION_PREFIXES is LEVEL_FEATURE_PREFIXES and "nvl_" in LEVEL_FEATURE_PREFIXES

@@ -20,7 +20,7 @@ from luafilter import LuaFilter
 from policy_cases import FLEET, PARTITIONS, job
 
 from slurm_topo import merge, parse_inventory, render_all
-from slurm_topo.errors import InputError, InventoryError
+from slurm_topo.core.errors import InputError, InventoryError
 from slurm_topo.policy import NO_VAL16, JobRequest, Partition, decide, decide_modify, vocab
 from slurm_topo.render import fingerprint, make_context
 

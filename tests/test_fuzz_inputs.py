@@ -32,11 +32,11 @@ from typing import Any
 import yaml
 
 from slurm_topo.access.text import parse_scontrol_nodes
-from slurm_topo.errors import SlurmTopoError
+from slurm_topo.core.errors import SlurmTopoError
 from slurm_topo.inventory import merge, parse_inventory, with_slurm_nodes
-from slurm_topo.providers import import_listing
-from slurm_topo.records import load_record_file
 from slurm_topo.render import render_all
+from slurm_topo.sources.providers import import_listing
+from slurm_topo.sources.records import load_record_file
 
 SEED = int(os.environ.get("SLURM_TOPO_FUZZ_SEED", "20261130"))
 CASES = int(os.environ.get("SLURM_TOPO_FUZZ_CASES", "14000"))

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from slurm_topo import load_inventories, render_all
-from slurm_topo.lint import lint_topology
-from slurm_topo.slurmconf import parse_topology_conf
+from slurm_topo.slurmconfig.lint import lint_topology
+from slurm_topo.slurmconfig.slurmconf import parse_topology_conf
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from slurm_topo.core.errors import SlurmTopoError
 from slurm_topo.cost.links import node_plan
-from slurm_topo.errors import SlurmTopoError
 from slurm_topo.gpu.gpu_topology import GpuTopology
 from slurm_topo.gpu.links import link_bandwidth
 from slurm_topo.gpu.nccl_rings import (

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_topo.errors import ParseError
+from slurm_topo.core.errors import ParseError
 from slurm_topo.gpu.gpu_topology import GpuTopology
 from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from slurm_topo.errors import CommandError
+from slurm_topo.core.errors import CommandError
 from slurm_topo.gpu.links import islands
 from slurm_topo.gpu.nvml import read_nvml
 from slurm_topo.gpu.pick import pick_devices

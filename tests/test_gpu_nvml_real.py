@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
+from slurm_topo.core.hostlist import expand_numbers
 from slurm_topo.gpu.links import is_nvlink, islands
 from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
 from slurm_topo.gpu.nvml import NvmlReport, read_nvml
 from slurm_topo.gpu.pick import pick_devices
-from slurm_topo.hostlist import expand_numbers
 
 pytestmark = pytest.mark.gpu
 

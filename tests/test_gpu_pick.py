@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pick_cases import FAMILIES, SubsetTable
 
-from slurm_topo.errors import InputError, ParseError
+from slurm_topo.core.errors import InputError, ParseError
 from slurm_topo.gpu import pick as pick_module
 from slurm_topo.gpu import pick_lanes
 from slurm_topo.gpu.gpu_topology import GpuTopology

@@ -19,7 +19,7 @@ from slurm_topo.health.ib import read_ports
 from slurm_topo.health.node import node_health
 from slurm_topo.health.nvml import capture_pynvml, fabric_flags, parse_nvml_doc
 from slurm_topo.health.verdict import VERDICTS, Thresholds, evaluate, load_state, parse_thresholds
-from slurm_topo.records import load_records
+from slurm_topo.sources.records import load_records
 
 FIX = Path(__file__).parent / "fixtures"
 SYSFS = FIX / "health" / "sysfs-healthy"
@@ -662,7 +662,7 @@ class ScriptedScontrol:
         self.show, self.fail_for, self.calls = show, fail_for, []  # type: ignore[var-annotated]
 
     def run(self, argv: Any, timeout: float = 30.0) -> str:
-        from slurm_topo.errors import CommandError
+        from slurm_topo.core.errors import CommandError
 
         self.calls.append(list(argv))
         if argv[:3] == ["scontrol", "show", "node"]:
@@ -673,7 +673,7 @@ class ScriptedScontrol:
 
 
 def test_sync_goes_on_after_a_failed_update_then_fails(tmp_path: Path) -> None:
-    from slurm_topo.errors import CommandError
+    from slurm_topo.core.errors import CommandError
     from slurm_topo.health.drain import sync
 
     (tmp_path / "health").mkdir()

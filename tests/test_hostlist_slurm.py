@@ -1,4 +1,4 @@
-"""slurm_topo.hostlist against Slurm's own hostlist reading (``scontrol show hostnames``: no daemon is
+"""slurm_topo.core.hostlist against Slurm's own hostlist reading (``scontrol show hostnames``: no daemon is
 contacted, only a minimal slurm.conf is needed).
 
 The property test compares 11 000 generated expressions (digits before a range, padding, multi-range
@@ -26,9 +26,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from preconditions import unavailable
 
-from slurm_topo import hostlist, parse_inventory
-from slurm_topo.errors import HostlistError, InventoryError
-from slurm_topo.model import MAX_NODES
+from slurm_topo import parse_inventory
+from slurm_topo.core import hostlist
+from slurm_topo.core.errors import HostlistError, InventoryError
+from slurm_topo.core.model import MAX_NODES
 
 BATCH = 250
 """Expressions per generated example: one scontrol process reads them all."""

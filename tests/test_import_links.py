@@ -10,7 +10,7 @@ import pytest
 
 from slurm_topo import parse_inventory
 from slurm_topo.cost.links import DEFAULT_LINKS, GCP_LINKS, PROFILES
-from slurm_topo.providers import import_listing
+from slurm_topo.sources.providers import import_listing
 
 CLOUDS = Path(__file__).parent / "fixtures" / "clouds"
 

@@ -244,9 +244,9 @@ def test_naturally_ordered_expansions_are_sorted_and_unique() -> None:
     and expand gives Slurm's reading less its repeats (test_hostlist_slurm.py compares that with Slurm)."""
     import random
 
-    from slurm_topo import hostlist
-    from slurm_topo.errors import HostlistError
-    from slurm_topo.model import natural_key
+    from slurm_topo.core import hostlist
+    from slurm_topo.core.errors import HostlistError
+    from slurm_topo.core.model import natural_key
 
     rng = random.Random(2026)
     taken = 0
@@ -270,7 +270,7 @@ def test_naturally_ordered_expansions_are_sorted_and_unique() -> None:
 def test_digits_at_a_bracket_are_slurms_prefix() -> None:
     """Digits before a bracket are the prefix's, as Slurm reads them (ClusterShell made ``n9[8-10]`` the range
     n98-n910); such a name is still in natural order, so the loader keeps it without sorting."""
-    from slurm_topo import hostlist
+    from slurm_topo.core import hostlist
 
     assert hostlist.expand("n9[8-10]") == ["n98", "n99", "n910"]
     assert hostlist.naturally_ordered("n9[8-10]")
@@ -282,7 +282,7 @@ def test_nodes_alike_equals_the_constructor() -> None:
     """model.nodes_alike makes the nodes Node(...) makes: equal, same hash, same repr, every field set."""
     import dataclasses
 
-    from slurm_topo.model import Node, nodes_alike
+    from slurm_topo.core.model import Node, nodes_alike
 
     loc = Location("r1", "r1-a", "rack-3")
     common = dict(
@@ -330,8 +330,8 @@ FLEET = "".join(  # racks in three orders (rack 7 before rack 1), one-name entri
 
 def _loaded_plainly(docs: list[str], monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     """The same documents with a sort of every node: the loader without its fast path."""
-    from slurm_topo import hostlist
-    from slurm_topo.model import natural_key
+    from slurm_topo.core import hostlist
+    from slurm_topo.core.model import natural_key
 
     with monkeypatch.context() as m:
         m.setattr(hostlist, "naturally_ordered", lambda expr: False)
@@ -363,7 +363,7 @@ def test_loader_orders_separate_racks_without_sorting_nodes(monkeypatch: pytest.
     not once a node, and the order is the natural one."""
     import importlib
 
-    from slurm_topo import model
+    from slurm_topo.core import model
 
     merge_mod = importlib.import_module(
         "slurm_topo.inventory.merge"

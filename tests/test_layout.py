@@ -12,8 +12,8 @@ import pytest
 def test_the_pure_core_does_not_import_the_yaml_loader() -> None:
     code = (
         "import sys\n"
-        "import slurm_topo, slurm_topo.model, slurm_topo.policy, slurm_topo.cost, slurm_topo.render\n"
-        "import slurm_topo.show, slurm_topo.topology, slurm_topo.capacity\n"
+        "import slurm_topo, slurm_topo.core.model, slurm_topo.policy, slurm_topo.cost, slurm_topo.render\n"
+        "import slurm_topo.reports.show, slurm_topo.core.topology, slurm_topo.reports.capacity\n"
         "print(sorted(m for m in ('yaml', 'slurm_topo.inventory') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
@@ -69,21 +69,24 @@ def test_the_pure_core_does_not_load_the_commands() -> None:
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     loaded = set(p.stdout.split())
     assert "slurm_topo.cost.budget" in loaded
-    assert not loaded & {"slurm_topo.relax", "slurm_topo.explain", "slurm_topo.srun.cli", "slurm_topo.cli"}, (
-        loaded
-    )
+    assert not loaded & {
+        "slurm_topo.relaxer.relax",
+        "slurm_topo.reports.explain",
+        "slurm_topo.srun.cli",
+        "slurm_topo.cli",
+    }, loaded
 
 
 PURE_CORE = (
-    "slurm_topo.model",
+    "slurm_topo.core.model",
     "slurm_topo.policy",
     "slurm_topo.cost",
     "slurm_topo.cost.budget",
     "slurm_topo.render",
-    "slurm_topo.topology",
+    "slurm_topo.core.topology",
     "slurm_topo.gpu.pick",
     "slurm_topo.srun.plan",
-    "slurm_topo.relax_plan",
+    "slurm_topo.relaxer.relax_plan",
     "slurm_topo.health.effects",
     "slurm_topo.apply.plan",  # what apply would change and why it would refuse: no prover, runner, access
 )
@@ -113,12 +116,12 @@ def test_the_pure_core_loads_no_module_with_effects() -> None:
 
     effects = _modules_with_effects()
     assert {
-        "slurm_topo.runner",
+        "slurm_topo.plumbing.runner",
         "slurm_topo.access",
         "slurm_topo.inventory.document",  # reads the inventory files
         "slurm_topo.apply.prove",  # runs a throwaway slurmctld
-        "slurm_topo.slurmconf_files",  # reads slurm.conf and its includes
-        "slurm_topo.srun_shim",
+        "slurm_topo.slurmconfig.slurmconf_files",  # reads slurm.conf and its includes
+        "slurm_topo.plumbing.srun_shim",
     } <= effects
     code = (
         f"import sys, {', '.join(PURE_CORE)}; "
@@ -192,7 +195,7 @@ TESTED_AT_LEAST_AS_LONG = {
     "apply": ("slurm_topo/apply",),
     "srun": ("slurm_topo/srun",),
     "cli": ("slurm_topo/cli",),
-    "relax": ("slurm_topo/relax.py", "slurm_topo/relax_plan.py"),
+    "relax": ("slurm_topo/relaxer/relax.py", "slurm_topo/relaxer/relax_plan.py"),
 }
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from slurm_topo.lint import lint_topology
-from slurm_topo.slurmconf import parse_topology_conf
+from slurm_topo.slurmconfig.lint import lint_topology
+from slurm_topo.slurmconfig.slurmconf import parse_topology_conf
 
 CASES = [
     pytest.param("# only a comment\n", None, "empty", id="empty file"),

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurm_topo.lint import EXCLUSIVE_VALUES, RING_MAX_NODES, lint_file
 from slurm_topo.render.topology_yaml import YAML_PAGE
+from slurm_topo.slurmconfig.lint import EXCLUSIVE_VALUES, RING_MAX_NODES, lint_file
 
 TREE = """- topology: fabric
   cluster_default: true

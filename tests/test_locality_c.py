@@ -19,9 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from preconditions import unavailable
 
+from slurm_topo.core.errors import InputError
+from slurm_topo.core.model import LABEL_RE
 from slurm_topo.cost.comm import PLAN_KEYS
-from slurm_topo.errors import InputError
-from slurm_topo.model import LABEL_RE
 from slurm_topo.policy import vocab
 
 ROOT = Path(__file__).resolve().parents[1]

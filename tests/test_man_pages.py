@@ -1,7 +1,7 @@
 """The man pages are generated from the command definitions (man_pages.py: click-man for slurm-topo, one page
 per command; argparse-manpage for gpulayer-srun) and travel in the wheel (share/man/man1): every visible
 command has a page, and every option of a command is on its page, so a page cannot drift from ``--help``.
-Every page has its whole one-line summary as NAME, the exit-code table of ``slurm_topo.errors.ExitCode``,
+Every page has its whole one-line summary as NAME, the exit-code table of ``slurm_topo.core.errors.ExitCode``,
 examples the command's own parser takes, its files where it has some, and a SEE ALSO that names only pages
 that exist (or Slurm's own)."""
 
@@ -22,7 +22,7 @@ sys.path.insert(0, str(REPO))
 
 from man_pages import write_man_pages  # noqa: E402
 from slurm_topo.cli import cli  # noqa: E402
-from slurm_topo.errors import ExitCode  # noqa: E402
+from slurm_topo.core.errors import ExitCode  # noqa: E402
 from slurm_topo.srun.cli import _parser, split_argv  # noqa: E402
 from slurm_topo.srun.options import check_srun_options  # noqa: E402
 
@@ -117,8 +117,9 @@ def test_every_page_has_its_sections_in_order(pages: dict[str, str]) -> None:
 
 
 def _docstrings() -> dict[int, str]:
-    """Each ExitCode member's docstring, read from slurm_topo/errors.py's text (what the pages must show)."""
-    source = (REPO / "slurm_topo" / "errors.py").read_text()
+    """Each ExitCode member's docstring, read from slurm_topo/core/errors.py's text (what the pages must
+    show)."""
+    source = (REPO / "slurm_topo" / "core" / "errors.py").read_text()
     out = {}
     for code in ExitCode:
         m = re.search(

@@ -13,13 +13,13 @@ import pytest
 from test_cli import invoke
 
 from slurm_topo import merge, parse_inventory
+from slurm_topo.core.errors import InputError, InventoryError
+from slurm_topo.core.model import Inventory
 from slurm_topo.cost.comm import Fabric, PlanSpec, ring_allreduce_seconds, score_placement
 from slurm_topo.cost.links import FABRIC_LEVELS, LINK_LEVELS, PROFILES, LinkTable, parse_links, profile_of
-from slurm_topo.errors import InputError, InventoryError
 from slurm_topo.inventory.document import Loaded
 from slurm_topo.inventory.merge import MergedInventory
-from slurm_topo.model import Inventory
-from slurm_topo.providers import Companion, import_listing
+from slurm_topo.sources.providers import Companion, import_listing
 
 PROV = Path(__file__).parent / "fixtures" / "providers"
 

@@ -15,11 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from slurm_topo import metrics as m
 from slurm_topo.access.jobs import jobs_from_json
 from slurm_topo.access.text import parse_scontrol_nodes
-from slurm_topo.capacity import capacity, node_states
 from slurm_topo.inventory import load_inventories
+from slurm_topo.reports import metrics as m
+from slurm_topo.reports.capacity import capacity, node_states
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"
 RELEASES = ("slurm-22.05", "slurm-24.11", "slurm-26.05")

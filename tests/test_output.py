@@ -11,7 +11,7 @@ import pytest
 from preconditions import needs_root
 
 from slurm_topo import OutputError
-from slurm_topo.output import write_files
+from slurm_topo.plumbing.output import write_files
 
 
 def test_new_directory_appears_whole_with_0644_files(tmp_path: Path) -> None:

@@ -667,7 +667,7 @@ def test_check_shows_the_prefer_cascade_and_its_candidates_of_every_level() -> N
 
 
 def _budget_of(record: str):  # type: ignore[no-untyped-def]
-    from slurm_topo.relax import parse_budget
+    from slurm_topo.relaxer.relax import parse_budget
 
     return parse_budget(record)
 
@@ -675,7 +675,7 @@ def _budget_of(record: str):  # type: ignore[no-untyped-def]
 def test_auto_decides_as_wait_and_records_the_cost_models_budget(data) -> None:  # type: ignore[no-untyped-def]
     """zone:auto gets zone:wait's bracket and prefer; its record carries the budget the relaxer reads, equal
     (within a second) to the cost model's own for the site plan on the cluster's most common node."""
-    from slurm_topo.relax import auto_budget
+    from slurm_topo.relaxer.relax import auto_budget
 
     inv = inventory()
     plan = inv.policy.plan

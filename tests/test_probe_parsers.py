@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cli import error_line, invoke
 
-from slurm_topo.errors import ParseError
+from slurm_topo.core.errors import ParseError
 from slurm_topo.probes.nccl_tests import NcclTable, parse_nccl_tests, split_lines
 from slurm_topo.probes.perftest import BwRow, LatRow, PerftestTable, parse_perftest
 

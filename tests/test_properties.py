@@ -7,9 +7,10 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurm_topo import hostlist, merge, parse_inventory, render_all
-from slurm_topo.lint import lint_topology
-from slurm_topo.slurmconf import parse_topology_conf
+from slurm_topo import merge, parse_inventory, render_all
+from slurm_topo.core import hostlist
+from slurm_topo.slurmconfig.lint import lint_topology
+from slurm_topo.slurmconfig.slurmconf import parse_topology_conf
 
 # Few, short labels so that names collide across regions and zones (zone "a" in two regions, ...).
 label = st.sampled_from(["a", "b", "r1", "r1-a", "x" * 62, "rack-1", "g.1", "europe-west1", "europe-west1-b"])

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from slurm_topo import InputError, InventoryError, Location, Source, merge, parse_inventory
-from slurm_topo.providers import NameRule, import_listing
+from slurm_topo.sources.providers import NameRule, import_listing
 
 CLOUDS = Path(__file__).parent / "fixtures" / "clouds"
 

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurm_topo import InventoryError, Location, Source, merge, parse_inventory
-from slurm_topo.providers import Companion, import_listing
-from slurm_topo.topology import build_topology
+from slurm_topo.core.topology import build_topology
+from slurm_topo.sources.providers import Companion, import_listing
 
 HERE = Path(__file__).parent / "fixtures"
 PROV = HERE / "providers"

@@ -12,11 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slurm_topo import InputError, Location, Source, merge, parse_inventory
-from slurm_topo.discover import discover_node, record_json, record_yaml
+from slurm_topo.core.model import LEVELS
 from slurm_topo.inventory import Loaded
-from slurm_topo.model import LEVELS
-from slurm_topo.providers import import_listing
-from slurm_topo.records import load_record_file, load_records
+from slurm_topo.sources.discover import discover_node, record_json, record_yaml
+from slurm_topo.sources.providers import import_listing
+from slurm_topo.sources.records import load_record_file, load_records
 
 NOWHERE = Path("/nonexistent/dmi")
 

@@ -1,5 +1,5 @@
-"""slurm_topo.relax: the auto budget from the cost model, its record, the relaxer's decision per job and the
-constraint one level looser."""
+"""slurm_topo.relaxer.relax: the auto budget from the cost model, its record, the relaxer's decision per job
+and the constraint one level looser."""
 
 from __future__ import annotations
 
@@ -10,11 +10,10 @@ import pytest
 from slurm_topo.access import ADMIN_COMMENT_WIDTH, SlurmAccess, jobs_from_text
 from slurm_topo.access.jobs import SCONTROL_JOB_ORDER
 from slurm_topo.access.text import busy_share, parse_record_line
+from slurm_topo.core.errors import CommandError, InputError
+from slurm_topo.core.model import Location, Node
 from slurm_topo.cost import Fabric, parse_plan, score_placement
-from slurm_topo.errors import CommandError, InputError
-from slurm_topo.explain import explain_record
-from slurm_topo.model import Location, Node
-from slurm_topo.relax import (
+from slurm_topo.relaxer.relax import (
     MAX_BUSY,
     alternatives,
     auto_budget,
@@ -40,6 +39,7 @@ from slurm_topo.relax import (
     widen,
     will_run_argv,
 )
+from slurm_topo.reports.explain import explain_record
 
 H100 = Node("t", gpus=8)
 PLAN = "tp=8,bytes=20G,tp_bytes=2G"

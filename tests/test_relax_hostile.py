@@ -17,9 +17,9 @@ from test_relax_pass import BRACKET, BUDGET, NODES, SUBMITTED, auto_job, line, s
 
 from slurm_topo.access import SlurmAccess, admin_comment_argv, jobs_from_text
 from slurm_topo.access.argv import job_ids
-from slurm_topo.errors import ParseError
-from slurm_topo.relax import Pass, run_pass, start_estimate
-from slurm_topo.runner import SubprocessRunner
+from slurm_topo.core.errors import ParseError
+from slurm_topo.plumbing.runner import SubprocessRunner
+from slurm_topo.relaxer.relax import Pass, run_pass, start_estimate
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"
 RELEASES = ("slurm-22.05", "slurm-24.11", "slurm-26.05")

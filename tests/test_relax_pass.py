@@ -14,8 +14,17 @@ from fakes import ScriptedRunner
 
 from slurm_topo.access import SlurmAccess, admin_comment_argv
 from slurm_topo.access.jobs import SCONTROL_JOB_ORDER, job_from_text
-from slurm_topo.errors import CommandError, OutputError
-from slurm_topo.relax import Decision, Pass, auto_lines, dumps, log_lines, pass_lock, relax_record, run_pass
+from slurm_topo.core.errors import CommandError, OutputError
+from slurm_topo.relaxer.relax import (
+    Decision,
+    Pass,
+    auto_lines,
+    dumps,
+    log_lines,
+    pass_lock,
+    relax_record,
+    run_pass,
+)
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real" / "slurm-22.05"
 NODES = (REAL / "scontrol-show-node-o.txt").read_text()  # 12 nodes: 2 MIXED, 9 IDLE, 1 drained

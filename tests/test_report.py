@@ -14,7 +14,6 @@ from fakes import ScriptedRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_topo import hostlist
 from slurm_topo.access import argv
 from slurm_topo.access.accounting import (
     FinishedJob,
@@ -24,11 +23,12 @@ from slurm_topo.access.accounting import (
     load_finished,
 )
 from slurm_topo.cli import main
+from slurm_topo.core import hostlist
+from slurm_topo.core.errors import CommandError
 from slurm_topo.cost import Fabric, parse_plan, predict, span_level
-from slurm_topo.errors import CommandError
 from slurm_topo.inventory import load_inventories
-from slurm_topo.report import Predictor, build_report, locality_mode
-from slurm_topo.report_html import render_html
+from slurm_topo.reports.report import Predictor, build_report, locality_mode
+from slurm_topo.reports.report_html import render_html
 
 REPO = Path(__file__).resolve().parents[1]
 SACCT = REPO / "tests" / "fixtures" / "real" / "sacct"

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from preconditions import unavailable
 from test_cli import invoke
 
-from slurm_topo import hostlist
+from slurm_topo.core import hostlist
 from slurm_topo.inventory import load_inventories
 
 REPO = Path(__file__).resolve().parents[1]

@@ -13,6 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from slurm_topo.core.errors import InputError
+from slurm_topo.core.model import Location, Node
 from slurm_topo.cost import (
     DEFAULT_TABLE,
     Fabric,
@@ -22,10 +24,8 @@ from slurm_topo.cost import (
     predict,
     score_placement,
 )
-from slurm_topo.errors import InputError
 from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
-from slurm_topo.model import Location, Node
-from slurm_topo.report import Predictor
+from slurm_topo.reports.report import Predictor
 
 TOPO = Path(__file__).resolve().parent / "fixtures" / "real" / "topo"
 EIGHT = [

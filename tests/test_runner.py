@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from slurm_topo.access import jobs_from_text
-from slurm_topo.errors import CommandError
-from slurm_topo.runner import SubprocessRunner
+from slurm_topo.core.errors import CommandError
+from slurm_topo.plumbing.runner import SubprocessRunner
 
 # A job line as scontrol prints it, the name holding bytes that are not UTF-8 (Slurm passes them as is).
 LINE = b"JobId=7 JobName=x\xff\xfey UserId=u(1) JobState=PENDING Reason=Priority\n"

@@ -17,11 +17,11 @@ from test_cli import FakeSlurm, invoke
 
 from slurm_topo.access.text import parse_scontrol_nodes
 from slurm_topo.cli import common
-from slurm_topo.errors import InputError
+from slurm_topo.core.errors import InputError
+from slurm_topo.core.model import LEVEL_FEATURE_PREFIXES, Inventory, Location, Node
 from slurm_topo.inventory import load_inventory_file, with_slurm_nodes
 from slurm_topo.inventory.slurm_nodes import site_features
-from slurm_topo.model import LEVEL_FEATURE_PREFIXES, Inventory, Location, Node
-from slurm_topo.slurmconf import split_pairs
+from slurm_topo.slurmconfig.slurmconf import split_pairs
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "real"
 SITE = FIXTURES / "site-nodes"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from slurm_topo.errors import InventoryError
-from slurm_topo.explain import site_plan
+from slurm_topo.core.errors import InventoryError
 from slurm_topo.inventory import load_inventories
+from slurm_topo.reports.explain import site_plan
 
 NODES = """
 nodes:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from slurm_topo import slurmconf, slurmconf_files
 from slurm_topo.access import text as slurm_text
-from slurm_topo.errors import ParseError
+from slurm_topo.core.errors import ParseError
+from slurm_topo.slurmconfig import slurmconf, slurmconf_files
 
 JOB = """JobId=42 JobName=train
    UserId=root(0) GroupId=root(0) MCS_label=N/A
@@ -291,7 +291,7 @@ def _nodes_outcome(text: str, keys: tuple[str, ...] | None):  # type: ignore[no-
 
 
 def keys_of_states() -> tuple[str, ...]:
-    from slurm_topo.capacity import STATE_KEYS
+    from slurm_topo.reports.capacity import STATE_KEYS
 
     return STATE_KEYS
 

@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 import yaml
 
-from slurm_topo import explain, slurmconf, slurmconf_files, version
 from slurm_topo.access import text as slurm_text
-from slurm_topo.errors import ParseError
+from slurm_topo.core.errors import ParseError
+from slurm_topo.plumbing import version
+from slurm_topo.reports import explain
+from slurm_topo.slurmconfig import slurmconf, slurmconf_files
 
 CAPTURES = sorted((Path(__file__).parent / "fixtures" / "real").glob("slurm-*"))
 

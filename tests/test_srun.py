@@ -11,9 +11,9 @@ from fakes import ScriptedRunner
 
 from slurm_topo import srun
 from slurm_topo.access.text import parse_scontrol_topology
-from slurm_topo.errors import InputError, PlacementError
+from slurm_topo.core.errors import InputError, PlacementError
 from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
-from slurm_topo.srun_shim import bind
+from slurm_topo.plumbing.srun_shim import bind
 
 REPO = Path(__file__).resolve().parents[1]
 CAPTURE = REPO / "tests" / "fixtures" / "synthetic" / "islands-2x4-nv18.txt"
@@ -197,7 +197,7 @@ def test_srun_argv_and_passthrough() -> None:
         "--mpi=pmix",
         "py",
         "-m",
-        "slurm_topo.srun_shim",
+        "slurm_topo.plumbing.srun_shim",
         "--",
         "python",
         "train.py",
@@ -341,7 +341,7 @@ def test_dry_run_matches_golden(
     import sys
 
     assert capsys.readouterr().out == text.replace(
-        "python3 -m slurm_topo.srun_shim", f"{sys.executable} -m slurm_topo.srun_shim"
+        "python3 -m slurm_topo.plumbing.srun_shim", f"{sys.executable} -m slurm_topo.plumbing.srun_shim"
     )
 
 

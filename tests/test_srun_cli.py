@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurm_topo import srun
-from slurm_topo.errors import InputError, OutputError, UsageError
+from slurm_topo.core.errors import InputError, OutputError, UsageError
 from slurm_topo.srun.cli import MAX_TASK_NODES, build_plan, main, parse_tasks_per_node, private_hostfile
 from slurm_topo.srun.options import check_srun_options, job_id
 
@@ -95,7 +95,7 @@ def test_jobid_names_the_job_asked_about_and_goes_to_srun(tmp_path: Path) -> Non
     runner = slurm(tmp_path)
     p = plan(["--tp", "8", "--jobid=77"], runner)
     assert ("scontrol", "show", "job", "-d", "77") in runner.calls
-    assert "--jobid=77" in p.argv[: p.argv.index("slurm_topo.srun_shim")]
+    assert "--jobid=77" in p.argv[: p.argv.index("slurm_topo.plumbing.srun_shim")]
 
 
 # ---- usage errors
@@ -409,7 +409,7 @@ sys.stdout.write(answers[sys.argv[2]])
 FAKE_SRUN = """import json, os, subprocess, sys
 # -m arbitrary: task i runs on line i of SLURM_HOSTFILE; the task is everything after srun's options
 argv = sys.argv[1:]
-start = argv.index("slurm_topo.srun_shim") - 2
+start = argv.index("slurm_topo.plumbing.srun_shim") - 2
 hosts = open(os.environ["SLURM_HOSTFILE"]).read().splitlines()
 out = [subprocess.run(argv[start:], env={**os.environ, "SLURM_PROCID": str(i), "SLURMD_NODENAME": h},
                       capture_output=True, text=True, check=True).stdout for i, h in enumerate(hosts)]

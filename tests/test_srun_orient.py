@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slurm_topo import srun
+from slurm_topo.core.model import Inventory, Location, Node
 from slurm_topo.cost import PlanSpec, score_placement
 from slurm_topo.cost.comm import Fabric
 from slurm_topo.gpu.gpu_topology import GpuTopology
 from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
-from slurm_topo.model import Inventory, Location, Node
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real" / "topo"
 DGX1 = "dgx1-v100-8gpu-hybridcube-1nic-oneflow.txt"

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from slurm_topo import srun
 from slurm_topo.access.text import parse_scontrol_topology
-from slurm_topo.errors import InputError
+from slurm_topo.core.errors import InputError
 from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
+from slurm_topo.plumbing.srun_shim import bind
 from slurm_topo.srun.plan import numbers, parse_order
-from slurm_topo.srun_shim import bind
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TOPO = parse_topo_matrix((FIXTURES / "synthetic" / "islands-2x4-nv18.txt").read_text())  # islands 0-3, 4-7

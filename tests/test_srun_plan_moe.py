@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slurm_topo import srun
-from slurm_topo.errors import InputError
+from slurm_topo.core.errors import InputError
 from slurm_topo.gpu.nvidia_smi import parse_topo_matrix
+from slurm_topo.plumbing.srun_shim import bind
 from slurm_topo.srun.cli import build_plan
-from slurm_topo.srun_shim import bind
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TOPO = parse_topo_matrix((FIXTURES / "synthetic" / "islands-2x4-nv18.txt").read_text())  # islands 0-3, 4-7

@@ -1,4 +1,5 @@
-"""The fleet picture (slurm_topo.svg, `slurm-topo show --svg`): well-formed, complete, bounded at scale.
+"""The fleet picture (slurm_topo.reports.svg, `slurm-topo show --svg`): well-formed, complete, bounded at
+scale.
 
 The browser check (headless Chromium, screenshots) is ``benchmarks/svg_screenshot.py``."""
 
@@ -9,9 +10,9 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from slurm_topo.capacity import NodeState, idle_states
-from slurm_topo.model import Inventory, Location, Node
-from slurm_topo.svg import COLOURS, SQUARES_MAX, render_svg
+from slurm_topo.core.model import Inventory, Location, Node
+from slurm_topo.reports.capacity import NodeState, idle_states
+from slurm_topo.reports.svg import COLOURS, SQUARES_MAX, render_svg
 
 NS = "{http://www.w3.org/2000/svg}"
 REAL = Path(__file__).parent / "fixtures/real/slurm-22.05"
@@ -56,7 +57,7 @@ def test_large_groups_are_counts_and_many_groups_become_zones() -> None:
 def test_many_rows_of_groups_become_zones_only_where_there_are_zones() -> None:
     """More than ROWS_MAX rows of group cards: several zones get one card each (room at a glance, no
     scrolling), and a zone card's counts wrap inside the card; one zone gets cards of consecutive groups."""
-    from slurm_topo.svg import LINE_CHARS, PER_ROW, ROWS_MAX
+    from slurm_topo.reports.svg import LINE_CHARS, PER_ROW, ROWS_MAX
 
     zoned = render_svg(fleet(2 * PER_ROW * (ROWS_MAX // 2 + 1), 1, zones=2), None)
     assert "one card per zone" in zoned
@@ -122,7 +123,7 @@ def test_show_svg_unwritable(tmp_path: Path) -> None:
 def test_a_mixed_node_with_gpus_left_is_drawn_partly_free_and_headers_say_the_room() -> None:
     """MIXED, 8 GPUs, 6 free: its own colour (not the all-allocated blue), counted in the bar and the tooltip;
     region and zone headers say how many nodes and GPUs are free."""
-    from slurm_topo.svg import PARTLY
+    from slurm_topo.reports.svg import PARTLY
 
     inv = fleet(2, 2)
     states = idle_states(inv)

@@ -1,4 +1,4 @@
-"""`show --svg` and the `explain --svg` overlay at every fleet size (slurm_topo.svg, svg_overlay).
+"""`show --svg` and the `explain --svg` overlay at every fleet size (slurm_topo.reports.svg, svg_overlay).
 
 A fleet is described by its shape: regions, each a list of zones, each a list of rack (network group) sizes.
 The tests read the pictures back as a user would — each card's tooltip names what it holds (a network
@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from slurm_topo.capacity import NodeState
-from slurm_topo.model import Inventory, Location, Node, natural_key
-from slurm_topo.svg import BINS_MAX, FOCUS_MAX, PER_ROW, ROWS_MAX, render_svg
-from slurm_topo.svg_overlay import LEGEND_H, render_overlay
+from slurm_topo.core.model import Inventory, Location, Node, natural_key
+from slurm_topo.reports.capacity import NodeState
+from slurm_topo.reports.svg import BINS_MAX, FOCUS_MAX, PER_ROW, ROWS_MAX, render_svg
+from slurm_topo.reports.svg_overlay import LEGEND_H, render_overlay
 
 NS = "{http://www.w3.org/2000/svg}"
 Shape = tuple[tuple[tuple[int, ...], ...], ...]

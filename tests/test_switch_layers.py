@@ -11,12 +11,19 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_topo import InventoryError, hostlist, merge, parse_inventory, render_all
-from slurm_topo.lint import SLURM_LEVEL_PASSES, lint_file, lint_topology
-from slurm_topo.model import LEVEL_FEATURE_PREFIXES, MAX_NAME, MAX_SWITCH_LAYERS, Source, is_level_feature
+from slurm_topo import InventoryError, merge, parse_inventory, render_all
+from slurm_topo.core import hostlist
+from slurm_topo.core.model import (
+    LEVEL_FEATURE_PREFIXES,
+    MAX_NAME,
+    MAX_SWITCH_LAYERS,
+    Source,
+    is_level_feature,
+)
+from slurm_topo.core.topology import build_topology
 from slurm_topo.render import fingerprint
-from slurm_topo.slurmconf import SwitchLine, logical_lines, parse_topology_conf, split_pairs
-from slurm_topo.topology import build_topology
+from slurm_topo.slurmconfig.lint import SLURM_LEVEL_PASSES, lint_file, lint_topology
+from slurm_topo.slurmconfig.slurmconf import SwitchLine, logical_lines, parse_topology_conf, split_pairs
 
 
 def _inv(*entries: dict[str, object]):  # type: ignore[no-untyped-def]

@@ -13,7 +13,14 @@ import pytest
 from preconditions import unavailable
 
 from slurm_topo import InputError, build_topology, merge, parse_inventory, render_all
-from slurm_topo.model import SLURM_MAX_RANGE, SLURM_MAX_SUFFIX, Inventory, Location, Node, oversized_number
+from slurm_topo.core.model import (
+    SLURM_MAX_RANGE,
+    SLURM_MAX_SUFFIX,
+    Inventory,
+    Location,
+    Node,
+    oversized_number,
+)
 
 
 def topo(doc: str):  # type: ignore[no-untyped-def]

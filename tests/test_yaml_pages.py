@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurm_topo import merge, parse_inventory, render_all
-from slurm_topo.lint import lint_file
 from slurm_topo.policy import Partition
 from slurm_topo.render.topology_yaml import PAD_LINE, YAML_PAGE, pad_yaml, yaml_page_bug
+from slurm_topo.slurmconfig.lint import lint_file
 
 GATED = [(25, 5), (25, 11)]
 FIXED = [(26, 5)]

@@ -1,6 +1,6 @@
 --[[
 slurm_topo_filter/nodes.lua - named nodes (--nodelist, an owner's ReqNodeList=): read as Slurm reads a hostlist,
-and where they are, from the data's node index (slurm_topo/policy/nodes.py, whose reader is slurm_topo/hostlist.py;
+and where they are, from the data's node index (slurm_topo/policy/nodes.py, whose reader is slurm_topo/core/hostlist.py;
 the index string is written by slurm_topo/render/filter_data.py _node_index).
 
 A list is read as Slurm's hostlist_create reads it: names and bracket groups (n[01-04,07], digits before a bracket
@@ -28,7 +28,7 @@ local special = "[%[%] \t\n,]" -- a bracket, or one of Slurm's hostlist separato
 
 local function ranges_of(content)
   -- a bracket's "1-4,07,10" -> {lo, hi, format, ...} (format: zero-padded to LO's width as written) and how many
-  -- numbers; nil unless every item is N or LO-HI with LO <= HI (slurm_topo/hostlist.py _ranges)
+  -- numbers; nil unless every item is N or LO-HI with LO <= HI (slurm_topo/core/hostlist.py _ranges)
   local out, count, start = {}, 0, 1
   while true do
     local comma = string.find(content, ",", start, true)
@@ -50,7 +50,7 @@ local function ranges_of(content)
 end
 
 local function parse(text)
-  -- the list's items {texts = {t1, ..., tk+1}, brackets = {{r = ranges, n = count}, ... k}}, as slurm_topo/hostlist.py
+  -- the list's items {texts = {t1, ..., tk+1}, brackets = {{r = ranges, n = count}, ... k}}, as slurm_topo/core/hostlist.py
   -- _parse reads it (empty items skipped); nil when it is not read
   if string.find(text, unreadable) or string.find(text, long_number) then return nil end
   local items, texts, brackets, i, n = {}, { "" }, {}, 1, #text
@@ -100,7 +100,7 @@ local function count_of(items, limit)
 end
 
 local function each_name(items, visit)
-  -- visit(name) for every name in Slurm's order (hostlist.py _expand_item: the brackets before the last vary from
+  -- visit(name) for every name in Slurm's order (core/hostlist.py _expand_item: the brackets before the last vary from
   -- the next-to-last, slowest, to the first; the last bracket fastest); stops when visit returns true
   local format = string.format
   for _, item in ipairs(items) do

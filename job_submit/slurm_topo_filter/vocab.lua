@@ -31,8 +31,8 @@ local SEGMENT_ADVICE = "--locality=nvl:segment=N[:spread|:consolidate][:wait|:fa
   .. MAX_SEGMENT .. " (the nodes of one segment, kept in one NVLink domain)"
 local AUTO_LEVELS = { "network_group", "zone", "region", "any" } -- an auto job's budget levels, tightest first
 local AUTO_INDEX = { network_group = 1, zone = 2, region = 3 }
-local BUDGET_PREFIX = "slurm-topo-auto: " -- slurm_topo/relax.py: the budget record an auto job carries
-local RELAX_PREFIX = "slurm-topo-relax: " -- slurm_topo/relax.py: one per relaxation
+local BUDGET_PREFIX = "slurm-topo-auto: " -- slurm_topo/relaxer/relax.py: the budget record an auto job carries
+local RELAX_PREFIX = "slurm-topo-relax: " -- slurm_topo/relaxer/relax.py: one per relaxation
 local PLAN_PREFIX = "slurm-topo-plan: " -- the --plan record, first in AdminComment (explain reads it)
 local PLAN_KEYS = { tp = true, pp = true, dp = true, bytes = true, allreduce_bytes = true, tp_bytes = true,
   pp_bytes = true, order = true, gpus_per_node = true, compute = true, comm = true, overlap = true, ep = true,

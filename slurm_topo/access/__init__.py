@@ -28,11 +28,11 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..allocation import Allocation
-from ..errors import CommandError, InputError, ParseError
-from ..runner import Runner
-from ..text import NULL
-from ..version import parse_slurm_version
+from ..core.allocation import Allocation
+from ..core.errors import CommandError, InputError, ParseError
+from ..plumbing.runner import Runner
+from ..plumbing.text import NULL
+from ..plumbing.version import parse_slurm_version
 from . import argv, native
 from .jobs import (
     JOB_KEYS,

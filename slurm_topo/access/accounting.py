@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .. import hostlist
-from ..errors import CommandError, HostlistError, ParseError
+from ..core import hostlist
+from ..core.errors import CommandError, HostlistError, ParseError
 from . import argv
 from .jobs import _num, _state, _text
 

@@ -1,5 +1,5 @@
 """Every command line slurm-topo runs against live Slurm, in one place (``scontrol``, ``squeue``): the
-commands read and write through :class:`slurm_topo.runner.Runner` with these argv, and
+commands read and write through :class:`slurm_topo.plumbing.runner.Runner` with these argv, and
 :mod:`slurm_topo.access.text` / :mod:`slurm_topo.access.jobs` parse what they print. No module outside
 ``slurm_topo.access`` names these programs (``tests/test_layout.py``).
 

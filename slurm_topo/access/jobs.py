@@ -32,10 +32,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from .. import hostlist
-from ..allocation import Allocation
-from ..errors import CommandError, HostlistError, ParseError
-from ..text import NULL
+from ..core import hostlist
+from ..core.allocation import Allocation
+from ..core.errors import CommandError, HostlistError, ParseError
+from ..plumbing.text import NULL
 from . import argv
 
 #: The keys of a job record (scontrol's names). A JSON listing fills these; a text line keeps all of its own.

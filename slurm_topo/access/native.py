@@ -32,8 +32,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import CommandError, ParseError
-from ..text import NULL
+from ..core.errors import CommandError, ParseError
+from ..plumbing.text import NULL
 from .jobs import JobListing, _local_time, _or_null, _text
 
 #: the attributes of a ``pyslurm.Job`` that :func:`job_record` reads

@@ -13,12 +13,12 @@ import re
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 
-from .. import hostlist
-from ..allocation import Allocation, SwitchTree
-from ..collector import collector_paused
-from ..errors import HostlistError, ParseError
-from ..slurmconf import OUTPUT_KEY, blanks_only, parse_topology_conf, split_pairs
-from ..text import NULL
+from ..core import hostlist
+from ..core.allocation import Allocation, SwitchTree
+from ..core.errors import HostlistError, ParseError
+from ..plumbing.collector import collector_paused
+from ..plumbing.text import NULL
+from ..slurmconfig.slurmconf import OUTPUT_KEY, blanks_only, parse_topology_conf, split_pairs
 
 REASON_PREFIX = "slurm-topo-health:"
 """The drain reason health-sync writes (and the only drains it resumes): :attr:`NodeState.ours`."""

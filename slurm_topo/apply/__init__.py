@@ -16,7 +16,7 @@ directories never interleave their writes). It never prints and never exits: it 
       journal stays for ``--recover``
 ====  ======================================================================================================
 
-The codes are :class:`~slurm_topo.errors.ExitCode`'s (``OK``, ``APPLIED``, ``REFUSED``, ``ROLLED_BACK``,
+The codes are :class:`~slurm_topo.core.errors.ExitCode`'s (``OK``, ``APPLIED``, ``REFUSED``, ``ROLLED_BACK``,
 ``ROLLBACK_FAILED``): disjoint from the input (2) and command (3) errors of every other command.
 
 Order of a change (each step is journaled; see docs/apply.md):

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ExitCode, SlurmTopoError
+from ..core.errors import ExitCode, SlurmTopoError
 
 if TYPE_CHECKING:  # the prover runs a throwaway slurmctld: the options name its type, not its module
     from .prove import Prover

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeGuard
 
-from ..errors import CommandError, SlurmTopoError
-from ..output import fsync_dir as _fsync_dir
+from ..core.errors import CommandError, SlurmTopoError
+from ..plumbing.output import fsync_dir as _fsync_dir
 from .base import (
     CONFIG_ORDER,
     DATA,

@@ -8,9 +8,9 @@ from collections.abc import Mapping
 
 from ..access import argv as slurm_argv
 from ..access.text import parse_show_config
-from ..errors import CommandError, HostlistError, InputError, ParseError
-from ..runner import Runner
-from ..version import parse_slurm_version
+from ..core.errors import CommandError, HostlistError, InputError, ParseError
+from ..plumbing.runner import Runner
+from ..plumbing.version import parse_slurm_version
 from . import topology_file as topo
 from .base import NODES, ApplyOptions
 from .parse import features_difference, future_nodes, parse_node_lines

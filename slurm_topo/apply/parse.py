@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .. import hostlist
-from ..errors import HostlistError, ParseError
-from ..slurmconf import logical_lines as _logical_lines
-from ..slurmconf import parse_gres_gpus, parse_topology_conf, split_pairs
+from ..core import hostlist
+from ..core.errors import HostlistError, ParseError
+from ..slurmconfig.slurmconf import logical_lines as _logical_lines
+from ..slurmconfig.slurmconf import parse_gres_gpus, parse_topology_conf, split_pairs
 from .base import _HEADER_RE, GRES, NODES
 
 

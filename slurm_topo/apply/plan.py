@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..errors import ParseError
-from ..version import format_slurm_version
+from ..core.errors import ParseError
+from ..plumbing.version import format_slurm_version
 from . import topology_file as topo
 from .base import (
     _FEATURE_TOKEN_RE,

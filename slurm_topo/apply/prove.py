@@ -63,10 +63,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
-from .. import hostlist
-from ..errors import InputError, SlurmTopoError
-from ..slurmconf import logical_lines, split_pairs
-from ..version import parse_slurm_version
+from ..core import hostlist
+from ..core.errors import InputError, SlurmTopoError
+from ..plumbing.version import parse_slurm_version
+from ..slurmconfig.slurmconf import logical_lines, split_pairs
 
 ACCEPTED_MARK = "Running as primary controller"
 """Logged by slurmctld right after read_slurm_conf() succeeded (22.05 … 26.05)."""

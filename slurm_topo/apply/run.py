@@ -9,8 +9,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from ..access.text import parse_scontrol_nodes
-from ..errors import CommandError, ParseError
-from ..runner import Runner
+from ..core.errors import CommandError, ParseError
+from ..plumbing.runner import Runner
 from .base import (
     DATA,
     EXIT_APPLIED,

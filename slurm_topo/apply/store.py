@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..output import fsync_dir as _fsync_dir
+from ..plumbing.output import fsync_dir as _fsync_dir
 from .base import MANAGED, STAGE_SUFFIX, ApplyOptions, Journal, JournalUnreadable, Refusal
 
 

@@ -13,10 +13,10 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .. import hostlist
-from ..errors import HostlistError, ParseError
-from ..lint import BlockTopology, is_block_text, lint_blocks, lint_file, parse_block_topologies
-from ..slurmconf import logical_lines, parse_topology_conf
+from ..core import hostlist
+from ..core.errors import HostlistError, ParseError
+from ..slurmconfig.lint import BlockTopology, is_block_text, lint_blocks, lint_file, parse_block_topologies
+from ..slurmconfig.slurmconf import logical_lines, parse_topology_conf
 from .base import TOPOLOGY, TOPOLOGY_YAML
 from .parse import topology_difference
 

@@ -1,9 +1,10 @@
 """``slurm-topo``: a thin click layer over the library.
 
-Errors map to exit codes in one place: ``main`` runs the group through :func:`slurm_topo.entry.run_entry`,
-which prints ``slurm-topo: error: …`` and exits with :func:`slurm_topo.errors.exit_code_for` (the table is
-:class:`slurm_topo.errors.ExitCode`, shown in README "Exit codes"). click's own usage errors become
-:class:`~slurm_topo.errors.UsageError` (exit 2) and Ctrl-C exits 130. A command that found problems
+Errors map to exit codes in one place: ``main`` runs the group through
+:func:`slurm_topo.plumbing.entry.run_entry`, which prints ``slurm-topo: error: …`` and exits with
+:func:`slurm_topo.core.errors.exit_code_for` (the table is
+:class:`slurm_topo.core.errors.ExitCode`, shown in README "Exit codes"). click's own usage errors become
+:class:`~slurm_topo.core.errors.UsageError` (exit 2) and Ctrl-C exits 130. A command that found problems
 (``lint``, ``check``) exits 1 itself; ``apply`` exits with its outcome.
 
 One module per group of commands (``common`` holds the group and what they share); importing this
@@ -16,8 +17,8 @@ import sys
 
 import click
 
-from ..entry import run_entry
-from ..errors import UsageError
+from ..core.errors import UsageError
+from ..plumbing.entry import run_entry
 from . import (  # noqa: F401  (each registers its commands with the group)
     apply,
     calibrate,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import click
 
+from ..plumbing.runner import SubprocessRunner
+from ..plumbing.version import parse_slurm_version
 from ..render import RenderOptions, render_all
-from ..runner import SubprocessRunner
-from ..version import parse_slurm_version
 from .common import (
     _load,
     _partitions,

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..errors import CommandError, InputError
-from ..output import write_files
-from ..runner import SubprocessRunner
+from ..core.errors import CommandError, InputError
+from ..plumbing.output import write_files
+from ..plumbing.runner import SubprocessRunner
 from .common import _load, cli, inventory_option
 from .cost import _links_table
 
@@ -87,10 +87,10 @@ def calibrate(
     import shlex
 
     from ..access import SlurmAccess
+    from ..core.hostlist import expand
     from ..cost import parse_bytes
     from ..cost.calibrate import detect_tools, failure_reason, run_calibration
     from ..cost.calibrate_probes import choose_probe
-    from ..hostlist import expand
 
     given = nodelist or os.environ.get("SLURM_JOB_NODELIST")
     if not given:
@@ -217,8 +217,8 @@ def probe_tools() -> None:
     """One node's measuring tools (nccl-tests, perftest on PATH; active RDMA devices), as one JSON line."""
     import os
 
+    from ..plumbing.runner import SubprocessRunner
     from ..probes.tools import tools_task
-    from ..runner import SubprocessRunner
 
     click.echo(tools_task(os.environ, SubprocessRunner()))
 
@@ -241,9 +241,9 @@ def probe_tool(
     """One task's run of a measuring tool (after --), reported as one JSON line with its whole output."""
     import os
 
+    from ..plumbing.runner import SubprocessRunner
     from ..probes import parse_addresses
     from ..probes.tools import parse_gpus, parse_variables, tool_task
-    from ..runner import SubprocessRunner
 
     env_vars = parse_variables(variables)
     click.echo(

@@ -12,14 +12,14 @@ import click
 
 from ..access import argv as slurm_argv
 from ..access.text import parse_scontrol_nodes, parse_scontrol_partitions
-from ..entry import read_input
-from ..errors import CommandError, ExitCode, InputError, show_value
+from ..core.errors import CommandError, ExitCode, InputError, show_value
+from ..core.model import Inventory
 from ..inventory import Loaded, load_inventory_file, merge, with_slurm_nodes
-from ..model import Inventory
+from ..plumbing.entry import read_input
+from ..plumbing.runner import SubprocessRunner
+from ..plumbing.text import counted
+from ..plumbing.version import DEFAULT_SLURM, __version__, format_slurm_version, parse_slurm_version
 from ..policy import IMPLICIT_PARTITION, Partition
-from ..runner import SubprocessRunner
-from ..text import counted
-from ..version import DEFAULT_SLURM, __version__, format_slurm_version, parse_slurm_version
 
 PROG = "slurm-topo"
 
@@ -56,13 +56,13 @@ def _load(
 ) -> Inventory:
     if not inventories and not records_dir:
         raise click.UsageError("give at least one --inventory FILE or --records DIR")
-    from ..model import MAX_NODES
+    from ..core.model import MAX_NODES
 
     loaded: list[Loaded] = []
     for path in inventories:  # one budget for all files: each is counted before it is expanded
         loaded.append(load_inventory_file(path, MAX_NODES - sum(len(x.nodes) for x in loaded)))
     if records_dir:
-        from ..records import load_records
+        from ..sources.records import load_records
 
         found, skipped = load_records(Path(records_dir))
         for line in skipped:

@@ -10,10 +10,10 @@ import click
 
 from ..access import argv as slurm_argv
 from ..access.text import parse_scontrol_nodes
-from ..entry import read_input
-from ..errors import InputError
-from ..runner import SubprocessRunner
-from ..text import counted
+from ..core.errors import InputError
+from ..plumbing.entry import read_input
+from ..plumbing.runner import SubprocessRunner
+from ..plumbing.text import counted
 from .common import (
     _load,
     _slurm_nodes,
@@ -89,9 +89,9 @@ def _cost_json(prediction, spec) -> dict[str, object]:  # type: ignore[no-untype
 
 
 def _cost_text(prediction, spec) -> str:  # type: ignore[no-untyped-def]
+    from ..core.hostlist import compress
     from ..cost import level_words
-    from ..explain import plan_words
-    from ..hostlist import compress
+    from ..reports.explain import plan_words
 
     cur, best = prediction.current, prediction.best
     s = cur.sizes
@@ -210,10 +210,10 @@ def cost(
     placement's step (25 %), and the output says so; --comm-only compares communication alone."""
     import dataclasses
 
+    from ..core.hostlist import expand
     from ..cost import DEFAULT_COMM_SHARE, Fabric, PlanSpec, parse_bytes, predict
     from ..cost import gpus_per_node as resolve_gpus
     from ..cost.comm import parse_duration, parse_share
-    from ..hostlist import expand
 
     nodes = expand(nodelist)
     table = _links_table(inventories, links_file)
@@ -280,8 +280,8 @@ def capacity(
 
     --nodes-from: save `scontrol -d show node -o` (-d prints GresUsed, the GPUs a MIXED node has in use;
     without it such a node's GPUs count as not free unless AllocTRES accounts gres/gpu)."""
-    from ..capacity import STATE_KEYS, format_capacity, node_states, parse_shape
-    from ..capacity import capacity as count_capacity
+    from ..reports.capacity import STATE_KEYS, format_capacity, node_states, parse_shape
+    from ..reports.capacity import capacity as count_capacity
 
     parsed = [parse_shape(s) for s in shapes]
     records: list[dict[str, str]] | None

@@ -1,4 +1,5 @@
-"""``slurm-topo doctor``: this controller's wiring, checked against the live Slurm (slurm_topo/doctor.py)."""
+"""``slurm-topo doctor``: this controller's wiring, checked against the live Slurm
+(slurm_topo/slurmconfig/doctor.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from pathlib import Path
 
 import click
 
-from ..errors import ExitCode
-from ..runner import SubprocessRunner
+from ..core.errors import ExitCode
+from ..plumbing.runner import SubprocessRunner
 from .common import _load, _partitions, cli, inventory_option, records_option, scontrol_option
 
 
@@ -52,7 +53,7 @@ def doctor(
     gres.conf Links=, the units. One line per finding with its fix; exit 1 on any.
 
     With --inventory (and --records/--scontrol as `generate` was run), the files must be generated from it."""
-    from ..doctor import DoctorOptions, examine, render_text
+    from ..slurmconfig.doctor import DoctorOptions, examine, render_text
 
     fingerprint = None
     if inventories or records_dir:

@@ -7,10 +7,10 @@ from typing import Any
 
 import click
 
-from ..errors import InputError
+from ..core.errors import InputError
+from ..plumbing.runner import SubprocessRunner
+from ..plumbing.text import counted
 from ..policy import Decision, Survey
-from ..runner import SubprocessRunner
-from ..text import counted
 from .common import _load, cli, inventory_option, records_option
 from .cost import _links_table
 
@@ -49,7 +49,7 @@ def explain(
 
     A job slurmctld does not know is an error (exit 2); with --json its object, "known": false, is printed
     first."""
-    from ..explain import explain_full, write_overlay
+    from ..reports.explain import explain_full, write_overlay
 
     if not job_id.replace("_", "").replace("+", "").isdigit():
         raise click.UsageError(f"JOBID must be a job id such as 1234, 1234_5 or 1234+1, not {job_id!r}")

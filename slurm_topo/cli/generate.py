@@ -13,18 +13,18 @@ from typing import Any
 import click
 
 from .. import files as shipped
-from ..entry import read_input
-from ..errors import ExitCode, InputError
-from ..lint import is_block_text, lint_file, lint_topology
-from ..output import write_files
+from ..core.errors import ExitCode, InputError
+from ..plumbing.entry import read_input
+from ..plumbing.output import write_files
+from ..plumbing.text import counted
+from ..plumbing.version import parse_slurm_patch, parse_slurm_version
 from ..policy import GpuAsk, JobRequest, decide, parse_locality, survey
 from ..policy.vocab import SEGMENT_RELEASE
 from ..render import RenderOptions, make_context, render_all
 from ..render.gres_conf import gres_warnings
-from ..show import render_tree
-from ..slurmconf import parse_topology_conf
-from ..text import counted
-from ..version import parse_slurm_patch, parse_slurm_version
+from ..reports.show import render_tree
+from ..slurmconfig.lint import is_block_text, lint_file, lint_topology
+from ..slurmconfig.slurmconf import parse_topology_conf
 from .common import (
     EXIT_PROBLEMS,
     _check_slurm_version,
@@ -227,11 +227,11 @@ def show(
     records = _slurm_nodes(nodes_from, scontrol)
     svg_line = None
     if svg_file:
-        from ..show import write_svg
+        from ..reports.show import write_svg
 
         svg_line = write_svg(inventory, records, svg_file)
     if as_json:
-        from ..show import tree_dict
+        from ..reports.show import tree_dict
 
         doc = tree_dict(inventory)
         if svg_file:
@@ -272,7 +272,7 @@ def discover(
 ) -> None:
     """Print this node's location record (flags, environment, then its own cloud's metadata; never
     slurmctld)."""
-    from ..discover import discover_node, record_json, record_yaml
+    from ..sources.discover import discover_node, record_json, record_yaml
 
     rec = discover_node(
         node_name=node_name,
@@ -334,7 +334,7 @@ def import_cmd(
 ) -> None:
     """Turn a cloud's own instance listing (gcloud/aws/az JSON, from a file) into a trusted provider
     inventory. PROVIDER: gcp, aws or azure."""
-    from ..providers import Companion, NameRule, import_listing
+    from ..sources.providers import Companion, NameRule, import_listing
 
     if name_map and strip_suffix:
         raise click.UsageError("give --name-map or --strip-suffix, not both")

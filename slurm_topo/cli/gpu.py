@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..errors import InputError
+from ..core.errors import InputError
 from .common import _warn, cli
 
 

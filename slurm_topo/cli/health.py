@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..errors import InputError
-from ..runner import SubprocessRunner
+from ..core.errors import InputError
+from ..plumbing.runner import SubprocessRunner
 from .common import _warn, cli
 
 if TYPE_CHECKING:
@@ -53,9 +53,9 @@ def health(
     import os
     import socket
 
+    from ..core.model import NODE_NAME_RE
     from ..health.node import health_text, node_health, write_record
     from ..health.verdict import parse_thresholds
-    from ..model import NODE_NAME_RE
 
     for pair in thresholds:  # a bare word is a missing '=', not an unknown key
         if "=" not in pair:

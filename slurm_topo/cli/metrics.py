@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from ..errors import InputError
-from ..runner import SubprocessRunner
+from ..core.errors import InputError
+from ..plumbing.runner import SubprocessRunner
 from .common import _load, cli, inventory_option, records_option
 
 DEFAULT_SHAPES = ("2x8", "4x8", "8x8")
@@ -58,8 +58,8 @@ def metrics(
     """Metrics for Prometheus: capacity per shape and level (with -i), locality jobs by state and reason,
     relax decisions, health drains by link, the data file's age and checksum, the filter's fail-open jobs.
     Without --textfile or --listen, print them. Names and labels: docs/report.md."""
-    from .. import metrics as m
-    from ..capacity import parse_shape
+    from ..reports import metrics as m
+    from ..reports.capacity import parse_shape
 
     if textfile and listen:
         raise InputError("give --textfile or --listen, not both")

@@ -6,8 +6,8 @@ import json
 
 import click
 
-from ..errors import CommandError
-from ..runner import SubprocessRunner
+from ..core.errors import CommandError
+from ..plumbing.runner import SubprocessRunner
 from .common import cli
 
 
@@ -71,7 +71,7 @@ def relax(
     (scontrol update Features=, the decision appended to AdminComment). Guide: docs/relax.md."""
     import time as _time
 
-    from .. import relax as rx
+    from ..relaxer import relax as rx
 
     while True:
         with rx.pass_lock(lock_path) as held:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from ..errors import InputError
-from ..runner import SubprocessRunner
+from ..core.errors import InputError
+from ..plumbing.runner import SubprocessRunner
 from .common import _load, _warn, cli, inventory_option
 
 
@@ -65,8 +65,8 @@ def report(
     the filter's record, the predicted step slowdown against the best placement of the same hardware on an
     idle fleet, and the GPU-hours lost to it, summed by partition, user, locality mode and week.
     Guide: docs/report.md."""
-    from .. import report as rp
     from ..access.accounting import finished_from_json, load_finished
+    from ..reports import report as rp
 
     inventory = _load(inventories)
     if sacct_json:
@@ -88,7 +88,7 @@ def report(
         refused=listing.refused,
     )
     if html_path:
-        from ..report_html import write_html
+        from ..reports.report_html import write_html
 
         write_html(html_path, done)
     if as_json:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 
-from ..model import Node
+from ..core.model import Node
 from .comm import (
     Fabric,
     PlanSpec,

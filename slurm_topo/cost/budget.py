@@ -1,14 +1,15 @@
 """The wait budget of an ``auto`` job (docs/relax.md): per looser level, how many seconds of waiting the
 tighter placement is worth, from the cost model's step seconds at each level and the job's time limit. Pure;
-``slurm_topo.relax`` (the relaxer) and ``slurm_topo.policy.compile`` (the submit filter's data) read it."""
+``slurm_topo.relaxer.relax`` (the relaxer) and ``slurm_topo.policy.compile`` (the submit filter's data) read
+it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from ..errors import InputError
-from ..model import Location, Node
+from ..core.errors import InputError
+from ..core.model import Location, Node
 from ..policy.vocab import AUTO_LEVELS as LEVELS
 from ..policy.vocab import BUDGET_PREFIX
 from ..policy.vocab import budget_record as filter_record

@@ -37,9 +37,9 @@ from typing import Any
 
 import yaml
 
-from ..errors import CommandError, InputError, PlacementError, show_value
-from ..model import Inventory, Node
-from ..runner import Runner
+from ..core.errors import CommandError, InputError, PlacementError, show_value
+from ..core.model import Inventory, Node
+from ..plumbing.runner import Runner
 from .calibrate_probes import (
     NCCL_TOOL,
     NodeTools,

@@ -33,10 +33,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InputError, PlacementError, show_value
+from ..core.errors import InputError, PlacementError, show_value
+from ..core.model import Inventory, Node
 from ..gpu.gpu_topology import GpuTopology
 from ..gpu.rings import gpu_level
-from ..model import Inventory, Node
 from .comm import Fabric, gpu_rail
 from .links import LINK_LEVELS, NODE_LEVELS, LinkTable
 

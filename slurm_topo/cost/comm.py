@@ -33,13 +33,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..allocation import Allocation, SwitchTree
-from ..errors import InputError
+from ..core.allocation import Allocation, SwitchTree
+from ..core.errors import InputError
+from ..core.model import Inventory, Node
 from ..gpu.gpu_topology import GpuTopology
 from ..gpu.links import nvlink_count
 from ..gpu.pick import pick_devices
 from ..gpu.rings import gpu_level, gpu_order
-from ..model import Inventory, Node
 from ..srun.plan import DEFAULT_ORDER, plan_srun
 from .links import (
     DEFAULT_TABLE,
@@ -782,7 +782,7 @@ def score_placed(
     table: LinkTable = DEFAULT_TABLE,
 ) -> StepCost:
     """:func:`score_placement` of ``ranks`` already laid out on ``nodes`` (:func:`place_ranks`'s, or the same
-    layout carried over from a placement of one structure: :class:`slurm_topo.report.Predictor`)."""
+    layout carried over from a placement of one structure: :class:`slurm_topo.reports.report.Predictor`)."""
     cost = score_ranks(fabric, ranks, spec, table)
     g = gpus_per_node(fabric, nodes, spec.gpus_per_node)
     if len(ranks) < len(nodes) * g:

@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from ..errors import InputError, show_value
+from ..core.errors import InputError, show_value
 from ..gpu.gpu_topology import GpuTopology
 from ..gpu.nccl_rings import LinkSpeeds, RingPlan, plan_rings
 

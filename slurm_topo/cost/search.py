@@ -22,15 +22,15 @@ import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ..core.model import Node
 from ..gpu.links import DEFAULT_BANDWIDTH, link_bandwidth
-from ..model import Node
 from .comm import Fabric, node_gpus
 
 SEARCH_LEVELS = ("nvlink", "network_group", "zone", "region", "any")
 """The levels of a fleet without switch layers (:func:`search_levels` adds them after ``nvlink``)."""
 SWITCH_LEVEL = "switch"
 """``switch.<k>``: one switch of the ``k``-th layer below the network group (1: the top one), as
-``slurm_topo.capacity`` names its levels."""
+``slurm_topo.reports.capacity`` names its levels."""
 
 Key = tuple[str, ...]
 

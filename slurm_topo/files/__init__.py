@@ -16,7 +16,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from ..errors import OutputError
+from ..core.errors import OutputError
 
 GROUPS = ("job_submit", "gres", "examples", "contrib")
 

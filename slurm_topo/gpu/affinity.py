@@ -40,8 +40,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
-from .. import hostlist
-from ..errors import HostlistError
+from ..core import hostlist
+from ..core.errors import HostlistError
 from .gpu_topology import GpuTopology
 from .links import islands
 

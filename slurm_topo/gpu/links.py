@@ -28,7 +28,7 @@ import re
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from ..errors import InputError
+from ..core.errors import InputError
 from .gpu_topology import PCIE_CLASSES, GpuTopology
 
 DEFAULT_BANDWIDTH: Mapping[str, float] = MappingProxyType(

@@ -36,8 +36,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .. import hostlist
-from ..errors import ParseError
+from ..core import hostlist
+from ..core.errors import ParseError
 from .gpu_topology import GpuTopology
 
 _ANSI_RE = re.compile(r"\x1b?\[[0-9;]*m")

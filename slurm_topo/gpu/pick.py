@@ -74,7 +74,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import combinations
 
-from ..errors import InputError
+from ..core.errors import InputError
 from .gpu_topology import GpuTopology
 from .links import DEFAULT_BANDWIDTH, bandwidth_table, is_nvlink, link_bandwidth
 from .pick_lanes import best as _lanes_best

@@ -40,9 +40,9 @@ from typing import Any
 
 from ..access import argv as slurm_argv
 from ..access.text import REASON_PREFIX, LiveBlocks, NodeState, parse_live_blocks, parse_show_node
-from ..errors import CommandError, InputError
-from ..model import NODE_NAME_RE
-from ..runner import Runner
+from ..core.errors import CommandError, InputError
+from ..core.model import NODE_NAME_RE
+from ..plumbing.runner import Runner
 from .effects import DEFAULT_MAX_AGE, HealthEffects, effects_of, first_reason
 
 MAX_RECORD_BYTES = 256 * 1024

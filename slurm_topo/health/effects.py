@@ -35,8 +35,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.model import Inventory, Node
 from ..gpu.links import nvlink_count
-from ..model import Inventory, Node
 
 DEGRADED_FEATURE = "linkdeg"
 """The node feature of a node whose links are degraded (``sinfo -o '%N %f'`` shows them)."""

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..errors import OutputError
+from ..core.errors import OutputError
 from .drain import HEALTH_SUBDIR, record_path
 
 

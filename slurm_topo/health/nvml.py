@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
+from ..core.errors import InputError
 from ..gpu.nvml import NVML_NVLINK_MAX_LINKS
 
 NVLINK_DEVICE_TYPE = {0: "gpu", 1: "ibmnpu", 2: "nvswitch"}

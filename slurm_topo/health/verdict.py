@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
+from ..core.errors import InputError
 from .ib import PortHealth
 from .nvml import RECOVERY_ACTION, GpuHealth, fabric_flags
 

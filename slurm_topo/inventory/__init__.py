@@ -41,7 +41,7 @@ node records folded in).
 
 from __future__ import annotations
 
-from ..model import natural_key, region_of_zone
+from ..core.model import natural_key, region_of_zone
 from .document import Loaded, load_inventory_file, parse_inventory
 from .merge import load_inventories, merge
 from .slurm_nodes import with_slurm_nodes

@@ -11,10 +11,9 @@ from typing import Any
 
 import yaml
 
-from .. import hostlist
-from ..collector import collector_paused
-from ..errors import HostlistError, InputError, InventoryError
-from ..model import (
+from ..core import hostlist
+from ..core.errors import HostlistError, InputError, InventoryError
+from ..core.model import (
     LABEL_RE,
     MAX_NODES,
     NVLINK_TOPOLOGIES,
@@ -22,6 +21,7 @@ from ..model import (
     NvlinkConfig,
     PolicyConfig,
 )
+from ..plumbing.collector import collector_paused
 from ..policy.vocab import parse_locality, parse_segment
 from .entry import FAMILY_RE, HOSTLIST_RE, Entry
 from .yaml_safe import Shown, key_text, load_yaml

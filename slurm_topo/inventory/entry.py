@@ -1,5 +1,5 @@
 """One ``nodes:`` entry: its keys, labels, location, hardware and ``slurm:`` values checked against what
-slurm.conf's parser accepts, expanded into :class:`~slurm_topo.model.Node` records.
+slurm.conf's parser accepts, expanded into :class:`~slurm_topo.core.model.Node` records.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import hostlist
-from ..errors import HostlistError, InputError, InventoryError, show_value
-from ..model import (
+from ..core import hostlist
+from ..core.errors import HostlistError, InputError, InventoryError, show_value
+from ..core.model import (
     LABEL_RE,
     LEVEL_FEATURE_PREFIXES,
     LEVELS,
@@ -108,7 +108,7 @@ class Entry:
         self.base = base
         self.topologies = topologies if topologies is not None else {}
         self.ordered = False
-        """Its nodes come out in natural order (:func:`slurm_topo.hostlist.naturally_ordered`): set by
+        """Its nodes come out in natural order (:func:`slurm_topo.core.hostlist.naturally_ordered`): set by
         :meth:`names`."""
 
     def fail(

@@ -1,4 +1,4 @@
-"""Merging loaded inventories into one :class:`~slurm_topo.model.Inventory` (ARCHITECTURE.md, "Trust"):
+"""Merging loaded inventories into one :class:`~slurm_topo.core.model.Inventory` (ARCHITECTURE.md, "Trust"):
 records for the same node at the same trust level must agree on the location; across trust levels the most
 trusted record wins, lower ones only fill gaps that agree with it, and every disagreement becomes a
 ``Conflict``.
@@ -12,9 +12,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..collector import collector_paused
-from ..errors import InventoryError
-from ..model import (
+from ..core.errors import InventoryError
+from ..core.model import (
     LEVELS,
     MAX_NODES,
     NO_LOCATION,
@@ -27,6 +26,7 @@ from ..model import (
     PolicyConfig,
     natural_key,
 )
+from ..plumbing.collector import collector_paused
 from .document import Loaded, load_inventory_file
 
 

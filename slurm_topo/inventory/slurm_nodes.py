@@ -13,10 +13,9 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from .. import hostlist
-from ..errors import InputError, show_value
-from ..health.effects import DEGRADED_FEATURE, DEGRADED_WEIGHT, MAX_WEIGHT
-from ..model import (
+from ..core import hostlist
+from ..core.errors import InputError, show_value
+from ..core.model import (
     LABEL_RE,
     MAX_NODES,
     NODE_NAME_RE,
@@ -28,6 +27,7 @@ from ..model import (
     natural_key,
     oversized_number,
 )
+from ..health.effects import DEGRADED_FEATURE, DEGRADED_WEIGHT, MAX_WEIGHT
 from .entry import HARDWARE_KEYS, SLURM_VALUE_RE, hardware_problem, slurm_value_problem
 
 # scontrol show node -o key -> NodeName= key (location never comes from Slurm's own record).

@@ -7,8 +7,8 @@ import fnmatch
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..model import MAX_NAME, Inventory, Location, PolicyConfig, hashed_name, natural_key
-from ..topology import Topology
+from ..core.model import MAX_NAME, Inventory, Location, PolicyConfig, hashed_name, natural_key
+from ..core.topology import Topology
 from .nodes import NodeIndex, build_index
 from .vocab import AUTO_LEVELS as AUTO
 from .vocab import IMPLICIT_PARTITION, LEVELS, NVL
@@ -398,10 +398,10 @@ def _auto_units(
     does not fit (``tp=8`` on one 4-GPU node; nodes without GPUs) gets None: its jobs carry no budget."""
     if not config.plan or not inventory.nodes:
         return {}, 0
+    from ..core.errors import InputError
     from ..cost import parse_plan
     from ..cost.budget import level_costs, plan_slowdowns
     from ..cost.links import DEFAULT_TABLE
-    from ..errors import InputError
 
     kinds: dict[tuple[int, str | None], int] = {}
     for node in inventory.nodes:

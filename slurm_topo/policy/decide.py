@@ -7,7 +7,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from ..errors import InputError
+from ..core.errors import InputError
 from .compile import Group, PolicyData
 from .constraint import Constraint, compose, parse_constraint
 from .nodes import MAX_NAMED, MAX_VISITS, PLACE_LEVELS, place_named

@@ -6,7 +6,7 @@ Compiled (job-independent): every node name split into a prefix and a numeric su
 numbers with the same place kept as one range per ``prefix/width`` (``n01``..``n40`` in one rack: one range),
 and the places themselves (the node's group feature per level: network group, zone, region, NVLink domain).
 
-At submit the list is read as Slurm reads it (``slurm_topo.hostlist``, its one reader): names and bracket
+At submit the list is read as Slurm reads it (``slurm_topo.core.hostlist``, its one reader): names and bracket
 groups (``n[01-04,07]``, digits before a bracket ``h1[8]``, padding ``n[001-3]``, several brackets
 ``r[1-2]n[01-04]``, text after a bracket), separated by commas, spaces, tabs or newlines (Slurm's hostlist
 separators). Its size is counted before anything is expanded. A required level is never passed unchecked:
@@ -23,8 +23,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .. import hostlist
-from ..errors import HostlistError
+from ..core import hostlist
+from ..core.errors import HostlistError
 from .vocab import LEVELS, MAX_NAMED_DIGITS, NVL
 
 _NAME = re.compile(r"^(.*?)([0-9]+)\Z")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ..errors import InputError
-from ..model import LEVEL_FEATURE_PREFIXES
+from ..core.errors import InputError
+from ..core.model import LEVEL_FEATURE_PREFIXES
 
 LEVELS = ("network_group", "zone", "region")  # finest first: the order prefer tries them
 LOCALITIES = ("prefer", "nvl", "network_group", "zone", "region", "any")
@@ -71,8 +71,8 @@ CONFLICT_NOTE = (
 )
 NVL_NONE = "no node of the partition is in an NVLink domain"
 NVL_NONE_NOTE = "; no size can ever fit: use --locality=network_group or zone"
-BUDGET_PREFIX = "slurm-topo-auto: "  # slurm_topo/relax.py: the budget record an auto job carries
-RELAX_PREFIX = "slurm-topo-relax: "  # slurm_topo/relax.py: one per relaxation
+BUDGET_PREFIX = "slurm-topo-auto: "  # slurm_topo/relaxer/relax.py: the budget record an auto job carries
+RELAX_PREFIX = "slurm-topo-relax: "  # slurm_topo/relaxer/relax.py: one per relaxation
 AUTO_LEVELS = ("network_group", "zone", "region", "any")  # an auto job's budget levels, tightest first
 SPANK_LOCALITY = "_SLURM_SPANK_OPTION_locality_locality"
 SPANK_REGIONS = "_SLURM_SPANK_OPTION_locality_locality_regions"
@@ -154,8 +154,8 @@ def _parse_plain(text: str) -> tuple[str, str]:
 
 def budget_record(level: str, limit_s: int, units: Sequence[float]) -> str:
     """An ``auto`` job's budget record from its time limit (seconds) and its data row ``units`` (s_L -
-    s_tight for each level looser than ``level``, in order): what ``slurm_topo.relax.budget_record`` writes,
-    rounded half up as the Lua twin rounds (``math.floor(x + 0.5)``)."""
+    s_tight for each level looser than ``level``, in order): what ``slurm_topo.relaxer.relax.budget_record``
+    writes, rounded half up as the Lua twin rounds (``math.floor(x + 0.5)``)."""
     looser = AUTO_LEVELS[AUTO_LEVELS.index(level) + 1 :]
     parts = [f"{BUDGET_PREFIX}{level}", f"limit={limit_s}s"]
     parts += [f"{k}={math.floor(limit_s * u + 0.5)}s" for k, u in zip(looser, units, strict=True)]

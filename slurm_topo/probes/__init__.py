@@ -12,8 +12,8 @@ import json
 import socket
 from collections.abc import Mapping
 
-from ..errors import InputError
-from ..hostlist import expand
+from ..core.errors import InputError
+from ..core.hostlist import expand
 from . import tcp
 
 RECORD_KEY = "slurm_topo_probe"

@@ -17,7 +17,7 @@ A row is taken only when its field count is the header's and every number parses
 not ``size / time`` (within the printed rounding) is refused too, so a field from the wrong column never
 passes as a bandwidth. Refused rows are kept with a reason. A header that cannot be read for sure (an
 unknown column, a units line that does not match, a unit other than GB/s, one column group and no title to
-say which it is) refuses the whole table: :class:`~slurm_topo.errors.ParseError`.
+say which it is) refuses the whole table: :class:`~slurm_topo.core.errors.ParseError`.
 
 Line prefixes of ``srun --label`` (`` 0: ``) and ``mpirun --tag-output`` (``[1,0]<stdout>:``) are
 stripped; NCCL INFO/WARN lines, Open MPI/UCX messages and anything else that does not start with a number
@@ -32,7 +32,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..errors import ParseError
+from ..core.errors import ParseError
 
 # ---- lines and their prefixes (shared with perftest)
 

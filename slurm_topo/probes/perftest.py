@@ -15,7 +15,7 @@ the client; with neither the side is None. A row is taken only with the header's
 number in every field; a bandwidth row only when ``BW average`` is ``MsgRate × bytes`` (perftest computes
 both from one count) within the printed rounding, a latency row only when ``t_typical``, ``t_avg`` and the
 percentiles lie within ``t_min..t_max``. Refused rows are kept with a reason; a header that cannot be
-read for sure raises :class:`~slurm_topo.errors.ParseError`.
+read for sure raises :class:`~slurm_topo.core.errors.ParseError`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..errors import ParseError
+from ..core.errors import ParseError
 from .nccl_tests import Line, Rejected, half_ulp, is_row_like, parse_float, split_lines
 
 BYTES_PER_UNIT = {"MB/sec": 1048576.0, "MiB/sec": 1048576.0, "Gb/sec": 1.25e8}

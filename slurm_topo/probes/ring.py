@@ -17,8 +17,8 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from ..errors import CommandError, InputError
-from ..hostlist import expand
+from ..core.errors import CommandError, InputError
+from ..core.hostlist import expand
 from . import RECORD_KEY
 from .tcp import CHUNK, connect, listen
 

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import CommandError
+from ..core.errors import CommandError
 
 CHUNK = 1 << 20
 DEFAULT_BYTES = 64 << 20

@@ -12,7 +12,7 @@
   the capture's): :func:`visible_devices` turns them into the ``CUDA_VISIBLE_DEVICES`` the step needs (the
   index among the step's GPUs where Slurm's device cgroup renumbers them).
 
-The tools run through :mod:`slurm_topo.runner` (``env`` sets the variables for the tool alone).
+The tools run through :mod:`slurm_topo.plumbing.runner` (``env`` sets the variables for the tool alone).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from ..errors import CommandError, InputError
-from ..hostlist import expand
-from ..runner import Runner
+from ..core.errors import CommandError, InputError
+from ..core.hostlist import expand
+from ..plumbing.runner import Runner
 from . import RECORD_KEY
 
 MEASURING_TOOLS = ("all_reduce_perf", "sendrecv_perf", "ib_write_bw", "ib_write_lat")

@@ -15,11 +15,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import InputError, InventoryError, show_value
-from ..model import SLURM_MAX_NODES, Inventory
+from ..core.errors import InputError, InventoryError, show_value
+from ..core.model import SLURM_MAX_NODES, Inventory
+from ..core.topology import Topology, build_topology
+from ..plumbing.version import __version__, format_slurm_version
 from ..policy import Partition, PolicyData, compile_policy
-from ..topology import Topology, build_topology
-from ..version import __version__, format_slurm_version
 
 if TYPE_CHECKING:
     from ..cost.links import LinkTable

@@ -23,10 +23,10 @@ Rendered only when at least one node has a ``gpu_topology:``; then every GPU nod
 
 from __future__ import annotations
 
-from .. import hostlist
+from ..core import hostlist
+from ..core.model import Inventory, Node, natural_key
 from ..gpu.affinity import Layout, gpu_sockets
 from ..gpu.links import nvlink_count
-from ..model import Inventory, Node, natural_key
 from . import RenderContext, header, refusal
 
 

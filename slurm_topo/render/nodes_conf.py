@@ -12,8 +12,8 @@ the admin's other nodes.
 
 from __future__ import annotations
 
-from .. import hostlist
-from ..model import Node, natural_key
+from ..core import hostlist
+from ..core.model import Node, natural_key
 from . import RenderContext, header
 from .topology_block import placeholders
 

@@ -19,8 +19,8 @@ blocks, so the order is part of the meaning and never depends on which racks hap
 
 from __future__ import annotations
 
-from ..topology import Block
-from ..version import format_slurm_version
+from ..core.topology import Block
+from ..plumbing.version import format_slurm_version
 from . import RenderContext, header, refusal
 
 BLOCK_SINCE = (23, 11)
@@ -226,7 +226,7 @@ def render_block_conf(ctx: RenderContext) -> str:
             "slurm-topo-nodes.conf) fill short blocks to the base size"
         )
     out = [header("topology.conf", ctx, summary)]
-    from .. import hostlist
+    from ..core import hostlist
 
     for b in blocks:
         names = b.nodes + pads.get(b.name, ())

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from .. import hostlist
-from ..topology import ROOT, Switch
+from ..core import hostlist
+from ..core.topology import ROOT, Switch
 from . import RenderContext, header
 
 

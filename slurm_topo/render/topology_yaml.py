@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import json
 
-from .. import hostlist
-from ..model import LABEL_RE
-from ..topology import Topology
+from ..core import hostlist
+from ..core.model import LABEL_RE
+from ..core.topology import Topology
 from . import RenderContext, header
 from .topology_block import YAML, block_sizes, topology_mode
 from .topology_conf import _largest_first

@@ -5,13 +5,13 @@
 - :mod:`.cli`: the command line: ask Slurm (``scontrol``, via a Runner), plan, print, ``exec`` srun.
 
 Slurm's text (``scontrol show job -d`` / ``topology`` / ``config``, gres.conf ``Links=``) is read by
-:mod:`slurm_topo.slurmconf`; each task is bound by :mod:`slurm_topo.srun_shim`. The console script
-``gpulayer-srun`` is :func:`main`.
+:mod:`slurm_topo.slurmconfig.slurmconf`; each task is bound by :mod:`slurm_topo.plumbing.srun_shim`. The
+console script ``gpulayer-srun`` is :func:`main`.
 """
 
 from typing import Any
 
-from ..allocation import Allocation, SwitchTree
+from ..core.allocation import Allocation, SwitchTree
 from .options import check_srun_options
 from .plan import DEFAULT_ORDER, Plan, RankRow, format_plan, plan_srun
 

@@ -5,10 +5,11 @@ each node's GPU links (the ``Links=`` of the gres.conf next to slurm.conf, or ``
 ``nvidia-smi topo -m`` capture) and each node's place in the switch tree (``scontrol show topology``),
 computes one plan (:mod:`slurm_topo.srun.plan`) and ``exec``s the real ``srun`` with ``-m arbitrary`` and
 ``SLURM_HOSTFILE`` (one line per rank, a private in-memory file: :func:`private_hostfile`): from then on the
-process is srun, with srun's signals and exit status. Every task goes through :mod:`slurm_topo.srun_shim`.
+process is srun, with srun's signals and exit status. Every task goes through
+:mod:`slurm_topo.plumbing.srun_shim`.
 
-Errors leave through :func:`slurm_topo.entry.run_entry`: ``gpulayer-srun: error: …`` and the one exit-code
-table.
+Errors leave through :func:`slurm_topo.plumbing.entry.run_entry`: ``gpulayer-srun: error: …`` and the one
+exit-code table.
 ``CUDA_VISIBLE_DEVICES`` holds local indices when ``TaskPlugin`` includes ``task/cgroup`` and cgroup.conf has
 ``ConstrainDevices=yes``; ``--local-indices`` / ``--global-indices`` override the detection.
 """
@@ -26,7 +27,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from .. import hostlist, version
 from ..access import SlurmAccess
 from ..access import argv as slurm_argv
 from ..access.text import (
@@ -34,13 +34,15 @@ from ..access.text import (
     parse_scontrol_topology,
     parse_show_config,
 )
-from ..allocation import SwitchTree
-from ..entry import read_input, run_entry
-from ..errors import CommandError, HostlistError, InputError, OutputError, UsageError
+from ..core import hostlist
+from ..core.allocation import SwitchTree
+from ..core.errors import CommandError, HostlistError, InputError, OutputError, UsageError
 from ..gpu.gpu_topology import GpuTopology
 from ..gpu.nvidia_smi import parse_topo_matrix
-from ..runner import Runner, SubprocessRunner
-from ..slurmconf import devices_constrained, parse_gres_links
+from ..plumbing import version
+from ..plumbing.entry import read_input, run_entry
+from ..plumbing.runner import Runner, SubprocessRunner
+from ..slurmconfig.slurmconf import devices_constrained, parse_gres_links
 from .options import PROG, check_srun_options, job_id, without_gpu_tres
 from .plan import DEFAULT_ORDER, Plan, format_plan, plan_srun
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..errors import InputError
+from ..core.errors import InputError
 
 PROG = "gpulayer-srun"
 
-#: the plan's variables for each task (srun's environment), read by the shim (:mod:`slurm_topo.srun_shim`)
+#: the plan's variables for each task (srun's environment), read by the shim
+# (:mod:`slurm_topo.plumbing.srun_shim`)
 GROUPS_VAR = "GPULAYER_SRUN_GROUPS"
 RANKS_VAR = "GPULAYER_SRUN_RANKS"
 

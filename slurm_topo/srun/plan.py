@@ -34,12 +34,12 @@ NVLink island when one is free), else gathered in the smallest subtree (NVLink d
 blocks' stages are placed as pipelines are (:func:`_place_blocks`); an EP group outside one NVLink island or
 domain gets one warning line (:func:`_ep_warning`).
 5. *srun* (:func:`_srun_argv`): ``srun -m arbitrary -n <ranks> [passed options] python -m
-   slurm_topo.srun_shim -- COMMAND`` with ``SLURM_HOSTFILE``, no ``-N``: the hostfile names the nodes (22.05
-   takes them from it; 24.05 and later refuse ``--nodes is incompatible with --distribution=arbitrary``,
-   checked on 22.05, 24.11 and 26.05); on Slurm 23.11+ with constrained devices also
-   ``--gpu-bind=mask_gpu:…`` and ``--gres-flags=allow-task-sharing`` when every node has the same per-task
-   masks (22.05 has no task sharing: a bound task would lose NVLink to its peers, so only the shim binds
-   there).
+   slurm_topo.plumbing.srun_shim -- COMMAND`` with ``SLURM_HOSTFILE``, no ``-N``: the hostfile names the nodes
+   (22.05 takes them from it; 24.05 and later refuse ``--nodes is incompatible with
+   --distribution=arbitrary``, checked on 22.05, 24.11 and 26.05); on Slurm 23.11+ with constrained devices
+   also ``--gpu-bind=mask_gpu:…`` and ``--gres-flags=allow-task-sharing`` when every node has the same
+   per-task masks (22.05 has no task sharing: a bound task would lose NVLink to its peers, so only the shim
+   binds there).
 
 Indices: ``CUDA_VISIBLE_DEVICES`` is local (the rank of the global index in the node's sorted allocated list)
 when the device cgroup is constrained (``local_indices``); global otherwise.
@@ -55,14 +55,14 @@ from dataclasses import dataclass, replace
 
 from ClusterShell.RangeSet import RangeSet
 
-from .. import hostlist
-from ..allocation import Allocation, SwitchTree
-from ..errors import InputError
+from ..core import hostlist
+from ..core.allocation import Allocation, SwitchTree
+from ..core.errors import InputError
 from ..gpu.gpu_topology import GpuTopology
 from ..gpu.links import islands
 from ..gpu.pick import pick_devices
 from ..gpu.rings import gpu_order
-from ..text import counted
+from ..plumbing.text import counted
 from .options import GROUPS_VAR, PROG, RANKS_VAR, STEP_GPU_ENV, UNSET_ENV, check_srun_options
 from .orient import orient
 
@@ -849,7 +849,7 @@ def _srun_argv(
         *srun_options,
         python,
         "-m",
-        "slurm_topo.srun_shim",
+        "slurm_topo.plumbing.srun_shim",
         "--",
         *command,
     )

@@ -211,7 +211,7 @@ class Slurm:
         """Slurm's record of the job through slurm_topo.access (``squeue --json``: no field of the job's own
         can pass for another), in scontrol's vocabulary; {} once the job is gone."""
         from slurm_topo.access import SlurmAccess
-        from slurm_topo.errors import CommandError
+        from slurm_topo.core.errors import CommandError
 
         try:
             return SlurmAccess(EnvRunner(self.env)).job(job_id, timeout=30) or {}
@@ -364,7 +364,7 @@ class EnvRunner:
         self.calls: list[list[str]] = []
 
     def run(self, argv: Sequence[str], timeout: float = 30.0) -> str:
-        from slurm_topo.errors import CommandError
+        from slurm_topo.core.errors import CommandError
 
         self.calls.append(list(argv))
         try:

@@ -16,7 +16,7 @@ from slurmctl import EnvRunner
 
 from slurm_topo.apply import ApplyOptions, run_apply
 from slurm_topo.apply.prove import ThrowawayController
-from slurm_topo.errors import InputError
+from slurm_topo.core.errors import InputError
 from slurm_topo.inventory import load_inventory_file, merge
 from slurm_topo.render import RenderOptions, render_all
 

@@ -1,5 +1,6 @@
-"""slurm_topo.explain.explain_job against real Slurm: the landed level of a placed job (from the nodes'
-features as Slurm reports them), the reason of a held one, and a placement that breaks the job's locality."""
+"""slurm_topo.reports.explain.explain_job against real Slurm: the landed level of a placed job (from the
+nodes' features as Slurm reports them), the reason of a held one, and a placement that breaks the job's
+locality."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ from collections.abc import Mapping, Sequence
 import pytest
 import slurmctl
 
-from slurm_topo.explain import explain_job
+from slurm_topo.reports.explain import explain_job
 
 pytestmark = pytest.mark.slurm
 
 
 class ClusterRunner:
-    """slurm_topo.runner.Runner bound to one test cluster (its SLURM_CONF)."""
+    """slurm_topo.plumbing.runner.Runner bound to one test cluster (its SLURM_CONF)."""
 
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = dict(env)

@@ -161,8 +161,8 @@ BACKENDS_SCRIPT = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from slurm_topo.access import JOB_KEYS, SlurmAccess, native
-from slurm_topo.runner import SubprocessRunner
-from slurm_topo import relax
+from slurm_topo.plumbing.runner import SubprocessRunner
+from slurm_topo.relaxer import relax
 r = SubprocessRunner()
 out = {"auto": SlurmAccess(r).backend, "probe": native.probe().__dict__}
 for b in ("pyslurm", "json", "text"):
@@ -203,7 +203,7 @@ def test_pyslurm_reads_every_job_and_node_as_json_and_text_do_and_its_writes_rea
     why not."""
     if cluster.release != "26.05":
         from slurm_topo.access import SlurmAccess
-        from slurm_topo.errors import CommandError
+        from slurm_topo.core.errors import CommandError
 
         runner = slurmctl.EnvRunner(dict(cluster.env))
         assert SlurmAccess(runner).backend == "json"

@@ -15,7 +15,7 @@ import pytest
 import slurmctl
 from slurmctl import EnvRunner
 
-from slurm_topo.explain import explain_job
+from slurm_topo.reports.explain import explain_job
 
 pytestmark = pytest.mark.slurm
 

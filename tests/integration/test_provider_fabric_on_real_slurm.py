@@ -20,8 +20,8 @@ import pytest
 import slurmctl
 import yaml
 
-from slurm_topo import hostlist
-from slurm_topo.providers import Companion, import_listing
+from slurm_topo.core import hostlist
+from slurm_topo.sources.providers import Companion, import_listing
 
 pytestmark = pytest.mark.slurm
 
@@ -206,7 +206,7 @@ def test_lints_too_deep_exactly_where_slurmctld_stops(cluster: slurmctl.Cluster)
     of 21 switches above the leaf loads, one of 22 stops slurmctld ("Switch configuration is not a tree"), and
     ``lint`` says ``too-deep`` for the second only (a throwaway slurmctld on the cluster's own files)."""
     from slurm_topo.apply.prove import ThrowawayController
-    from slurm_topo.lint import SLURM_LEVEL_PASSES, lint_file
+    from slurm_topo.slurmconfig.lint import SLURM_LEVEL_PASSES, lint_file
 
     wrapper = cluster.base / "clients" / "slurmctld"  # the cluster's own (the release root's for 24.11/26.05)
     prover = ThrowawayController(slurmctld=str(wrapper) if wrapper.exists() else None, expect=cluster.version)

@@ -13,7 +13,7 @@ import slurmctl
 import yaml
 
 from slurm_topo.apply.prove import prover_for
-from slurm_topo.errors import InputError
+from slurm_topo.core.errors import InputError
 from slurm_topo.inventory import load_inventory_file, merge
 from slurm_topo.render import RenderOptions, render_all
 

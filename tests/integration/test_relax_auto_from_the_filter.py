@@ -16,8 +16,8 @@ import pytest
 import slurmctl
 
 from slurm_topo.access.text import parse_record_line
-from slurm_topo.model import Node
-from slurm_topo.relax import auto_budget, parse_budget, relaxations
+from slurm_topo.core.model import Node
+from slurm_topo.relaxer.relax import auto_budget, parse_budget, relaxations
 
 pytestmark = pytest.mark.slurm
 

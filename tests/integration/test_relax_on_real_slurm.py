@@ -18,8 +18,8 @@ import pytest
 import slurmctl
 
 from slurm_topo.access.text import parse_record_line
-from slurm_topo.explain import explain_job
-from slurm_topo.relax import parse_budget, relaxations
+from slurm_topo.relaxer.relax import parse_budget, relaxations
+from slurm_topo.reports.explain import explain_job
 
 pytestmark = pytest.mark.slurm
 
@@ -78,7 +78,7 @@ def relax(
 
 
 class ClusterRunner:
-    """slurm_topo.runner.Runner bound to the test cluster (its SLURM_CONF)."""
+    """slurm_topo.plumbing.runner.Runner bound to the test cluster (its SLURM_CONF)."""
 
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = dict(env)

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 import slurmctl
 
-from slurm_topo import hostlist
+from slurm_topo.core import hostlist
 from slurm_topo.cost import Fabric, span_level
-from slurm_topo.explain import filter_record
 from slurm_topo.inventory import load_inventories
+from slurm_topo.reports.explain import filter_record
 
 pytestmark = [pytest.mark.slurm, pytest.mark.accounting]
 

@@ -1,7 +1,8 @@
 """The per-task shim of ``gpulayer-srun``: bind one Slurm task to its TP group's GPUs, then exec the command.
 
-srun starts ``python -m slurm_topo.srun_shim -- COMMAND…`` once per rank. The plan travels in two environment
-variables written by :func:`slurm_topo.srun.plan_srun` (srun copies the environment to every task):
+srun starts ``python -m slurm_topo.plumbing.srun_shim -- COMMAND…`` once per rank. The plan travels in two
+environment variables written by :func:`slurm_topo.srun.plan_srun` (srun copies the environment to every
+task):
 
 * ``GPULAYER_SRUN_GROUPS``: one entry per TP group, ``;``-separated, ``<node>=<CUDA_VISIBLE_DEVICES>``
   (``gx1=0,1,2,3``), the GPUs in TP-rank order, already in the index space the node needs (local or global);
@@ -11,8 +12,8 @@ variables written by :func:`slurm_topo.srun.plan_srun` (srun copies the environm
 The shim sets ``CUDA_VISIBLE_DEVICES`` (the group's GPUs), ``LOCAL_RANK`` (the TP rank: the rank's own GPU
 is ``cuda:LOCAL_RANK`` with one GPU per task), ``LOCAL_WORLD_SIZE`` (the TP size), ``RANK``
 (``SLURM_PROCID``) and ``WORLD_SIZE``. A task that finds itself on another node than planned
-(``SLURMD_NODENAME``) stops with exit 3 (:class:`~slurm_topo.errors.PlacementError`) rather than run on the
-wrong GPUs; missing or malformed plan variables exit 2, a command that cannot be started exits 3 (the one
+(``SLURMD_NODENAME``) stops with exit 3 (:class:`~slurm_topo.core.errors.PlacementError`) rather than run on
+the wrong GPUs; missing or malformed plan variables exit 2, a command that cannot be started exits 3 (the one
 exit-code table, via ``run_entry``).
 """
 
@@ -21,9 +22,9 @@ from __future__ import annotations
 import os
 import sys
 
+from ..core.errors import CommandError, InputError, PlacementError, UsageError
+from ..srun.options import GROUPS_VAR, RANKS_VAR
 from .entry import run_entry
-from .errors import CommandError, InputError, PlacementError, UsageError
-from .srun.options import GROUPS_VAR, RANKS_VAR
 
 PROG = "gpulayer-srun shim"
 

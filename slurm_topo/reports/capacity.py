@@ -37,12 +37,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from .collector import collector_paused
-from .cost.search import level_key, switch_depth
-from .errors import InputError
-from .gpu.links import islands
-from .model import Inventory, Node
-from .text import counted
+from ..core.errors import InputError
+from ..core.model import Inventory, Node
+from ..cost.search import level_key, switch_depth
+from ..gpu.links import islands
+from ..plumbing.collector import collector_paused
+from ..plumbing.text import counted
 
 CAPACITY_LEVELS = ("network_group", "zone", "region", "any")
 SWITCH_LEVEL = "switch"

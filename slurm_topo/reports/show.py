@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import InputError
-from .model import Inventory, Node, Source, natural_key
-from .text import counted
+from ..core.errors import InputError
+from ..core.model import Inventory, Node, Source, natural_key
+from ..plumbing.text import counted
 
 
 @dataclass
@@ -89,8 +89,8 @@ def render_tree(inventory: Inventory) -> str:
 
 def write_svg(inventory: Inventory, records: Sequence[Mapping[str, str]] | None, path: str) -> str:
     """Draw the fleet (with node states when ``records`` are given) into ``path``; the line to print."""
+    from ..plumbing.output import write_files
     from .capacity import node_states
-    from .output import write_files
     from .svg import render_svg
 
     states = node_states(inventory, records)[0] if records is not None else None

@@ -234,9 +234,9 @@ def expand(expression: str) -> list[str]:
 
 
 def naturally_ordered(expression: str) -> bool:
-    """True when ``expand(expression)`` is known to come out in :func:`~slurm_topo.model.natural_key` order
-    without sorting, each name once, the last the longest: one plain name, or one ``prefix[ranges]suffix``
-    whose ranges ascend and never narrow."""
+    """True when ``expand(expression)`` is known to come out in :func:`~slurm_topo.core.model.natural_key`
+    order without sorting, each name once, the last the longest: one plain name, or one
+    ``prefix[ranges]suffix`` whose ranges ascend and never narrow."""
     try:
         return _ascending(_parse(expression))
     except HostlistError:

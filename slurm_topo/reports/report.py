@@ -24,8 +24,10 @@ from itertools import chain, count
 from operator import itemgetter
 from typing import Any, NamedTuple
 
-from .access.accounting import FinishedJob
-from .cost import (
+from ..access.accounting import FinishedJob
+from ..core.errors import InputError
+from ..core.model import Inventory
+from ..cost import (
     DEFAULT_COMM_SHARE,
     DEFAULT_TABLE,
     Fabric,
@@ -44,10 +46,8 @@ from .cost import (
     span_level,
     step_model,
 )
-from .cost import hardware_kind as _hardware_kind
-from .errors import InputError
+from ..cost import hardware_kind as _hardware_kind
 from .explain import filter_record, job_plan, locality_of_comment, locality_of_record
-from .model import Inventory
 
 SPAN_LEVELS = ("node", "nvlink", "network_group", "zone", "region", "any", "unknown")
 SUMMARY_KEYS = ("partition", "user", "locality", "week", "period")
@@ -401,7 +401,7 @@ def build_report(
     refused: Sequence[tuple[str, str]] = (),
 ) -> Report:
     """Pure: finished jobs and the fleet -> the report (multi-node jobs only; single-node ones counted)."""
-    from .collector import collector_paused
+    from ..plumbing.collector import collector_paused
 
     with collector_paused():
         fabric = Fabric.of(inventory)

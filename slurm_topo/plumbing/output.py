@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import OutputError
+from ..core.errors import OutputError
 
 
 @dataclass(frozen=True, slots=True)

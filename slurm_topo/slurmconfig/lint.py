@@ -265,8 +265,8 @@ def _is_yaml(text: str, source: str) -> bool:
 def parse_block_topologies(text: str, *, source: str = "topology.conf") -> list[BlockTopology]:
     """Block topologies of a topology.conf (``default``) or a topology.yaml (each ``block:`` topology);
     raises ``ParseError`` for text that is neither."""
-    from . import hostlist
-    from .errors import HostlistError, ParseError
+    from ..core import hostlist
+    from ..core.errors import HostlistError, ParseError
     from .slurmconf import logical_lines, split_pairs
 
     if _is_yaml(text, source):
@@ -295,7 +295,7 @@ def parse_block_topologies(text: str, *, source: str = "topology.conf") -> list[
 
 
 def _sizes(raw: Iterable[object], source: str, lineno: int | None) -> tuple[int, ...]:
-    from .errors import ParseError
+    from ..core.errors import ParseError
 
     out = []
     for item in raw:
@@ -307,9 +307,9 @@ def _sizes(raw: Iterable[object], source: str, lineno: int | None) -> tuple[int,
 
 
 def _parse_yaml_blocks(text: str, source: str) -> list[BlockTopology]:
-    from . import hostlist
-    from .errors import HostlistError, ParseError
-    from .inventory import load_yaml
+    from ..core import hostlist
+    from ..core.errors import HostlistError, ParseError
+    from ..inventory import load_yaml
 
     try:
         doc = load_yaml(text, max_nodes=1_000_000)
@@ -378,7 +378,7 @@ def _topology_problems(
 ) -> list[Problem]:
     """One block topology's problems: no block with nodes, names, nodes in two blocks, empty blocks before
     25.05, ``BlockSizes``, nodes Slurm does not know."""
-    from .render.topology_block import SHORT_BLOCKS_SINCE
+    from ..render.topology_block import SHORT_BLOCKS_SINCE
 
     where = f"topology {topo.name}: " if topo.name != "default" else ""
     if not any(b.nodes for b in topo.blocks):
@@ -426,8 +426,8 @@ def _topology_problems(
 
 def _sizes_problems(topo: BlockTopology, version: tuple[int, int], where: str) -> list[Problem]:
     """``BlockSizes`` that this release refuses for these blocks (empty ones left out before 25.05)."""
-    from .render.topology_block import SHORT_BLOCKS_SINCE, block_sizes_problem
-    from .topology import Block
+    from ..core.topology import Block
+    from ..render.topology_block import SHORT_BLOCKS_SINCE, block_sizes_problem
 
     sizes = topo.sizes
     if sizes is None:
@@ -534,7 +534,7 @@ def _lint_yaml(
     previous: list[BlockTopology] | None,
     known_nodes: Iterable[str] | None,
 ) -> list[Problem]:
-    from .inventory import load_yaml
+    from ..inventory import load_yaml
 
     doc = load_yaml(text) or []  # parse_block_topologies read it already: it is a list of mappings
     problems: list[Problem] = []
@@ -572,7 +572,7 @@ def _lint_yaml(
 
 
 def _expand(value: object) -> list[str]:
-    from . import hostlist
+    from ..core import hostlist
 
     return hostlist.expand_keep_duplicates(str(value))
 
@@ -593,7 +593,7 @@ EXCLUSIVE_VALUES = ("NO", "NONE", "NODE", "USER", "TOPO")
 def _yaml_page_problems(text: str, version: tuple[int, int] | None, patch: int | None) -> list[Problem]:
     """A topology.yaml whose size is a multiple of 4096 bytes, for a release that stops on it (or an unknown
     release): ``render.topology_yaml.YAML_PAGE``."""
-    from .render.topology_yaml import YAML_PAGE, yaml_page_bug
+    from ..render.topology_yaml import YAML_PAGE, yaml_page_bug
 
     size = len(text.encode())
     if size == 0 or size % YAML_PAGE or (version is not None and not yaml_page_bug(version, patch)):

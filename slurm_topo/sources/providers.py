@@ -69,10 +69,9 @@ from typing import Any
 
 import yaml
 
-from . import hostlist
-from .errors import InputError, InventoryError
-from .inventory import parse_inventory
-from .model import (
+from ..core import hostlist
+from ..core.errors import InputError, InventoryError
+from ..core.model import (
     LABEL_RE,
     MAX_SWITCH_LAYERS,
     NODE_NAME_RE,
@@ -80,6 +79,7 @@ from .model import (
     natural_key,
     region_of_zone,
 )
+from ..inventory import parse_inventory
 
 PROVIDERS = ("gcp", "aws", "azure")
 _AWS_GONE = frozenset({"terminated", "shutting-down"})

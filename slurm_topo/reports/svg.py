@@ -7,7 +7,7 @@ has a ``<title>`` tooltip. Colours stay apart for the common colour-vision defic
 grey).
 
 What a card is — the drawing mode — is chosen in one place, :func:`layout`, which ``show --svg`` and the
-``explain --svg`` overlay (:mod:`slurm_topo.svg_overlay`) both draw from:
+``explain --svg`` overlay (:mod:`slurm_topo.reports.svg_overlay`) both draw from:
 
 * ``network groups``: one card per network group, while all of them fit in ``ROWS_MAX`` rows of cards;
 * ``zones``: past that, in a fleet of several zones, one card per zone (which zone has room must show at a
@@ -31,9 +31,9 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from xml.sax.saxutils import escape, quoteattr
 
+from ..core.model import Inventory, Node, natural_key
+from ..plumbing.text import counted
 from .capacity import ALLOCATED, DRAINED, FREE, UNKNOWN, NodeState
-from .model import Inventory, Node, natural_key
-from .text import counted
 
 SQUARES_MAX = 128
 ROWS_MAX = 12

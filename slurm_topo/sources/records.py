@@ -37,9 +37,9 @@ from typing import Any
 
 import yaml
 
-from .errors import InputError, InventoryError, show_value
-from .inventory import Loaded, load_yaml, parse_inventory
-from .model import LABEL_RE, LEVELS, NODE_NAME_RE, Source
+from ..core.errors import InputError, InventoryError, show_value
+from ..core.model import LABEL_RE, LEVELS, NODE_NAME_RE, Source
+from ..inventory import Loaded, load_yaml, parse_inventory
 
 RECORD_SUFFIXES = (".yaml", ".yml", ".json")
 RECORD_KEYS = frozenset(

@@ -8,7 +8,7 @@ import subprocess
 from collections.abc import Sequence
 from typing import Protocol
 
-from .errors import CommandError
+from ..core.errors import CommandError
 
 
 class Runner(Protocol):

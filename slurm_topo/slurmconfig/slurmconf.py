@@ -3,7 +3,7 @@
 what live Slurm prints).
 
 Pure functions from text to values; they never run a command or read a file (slurm.conf and the files it
-includes are read by :mod:`slurm_topo.slurmconf_files`).
+includes are read by :mod:`slurm_topo.slurmconfig.slurmconf_files`).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from . import hostlist
-from .errors import HostlistError, ParseError
-from .gpu.gpu_topology import GpuTopology
+from ..core import hostlist
+from ..core.errors import HostlistError, ParseError
+from ..gpu.gpu_topology import GpuTopology
 
 _KEY = r"([A-Za-z][A-Za-z0-9_/]*)="
 OUTPUT_KEY = r"([A-Z][A-Za-z0-9_:/]*)="

@@ -19,7 +19,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import ExitCode, InputError, exit_code_for
+from ..core.errors import ExitCode, InputError, exit_code_for
 
 
 def read_input(path: str | Path, *, what: str = "", errors: str = "strict") -> str:

@@ -1,14 +1,14 @@
 """slurm.conf as slurmctld reads it from disk: the file and the files it ``Include``s. The reading half of
-:mod:`slurm_topo.slurmconf`, whose parsers take text and stay pure (the apply plan and the access layer's
-readers import them without loading a file reader: tests/test_layout.py)."""
+:mod:`slurm_topo.slurmconfig.slurmconf`, whose parsers take text and stay pure (the apply plan and the access
+layer's readers import them without loading a file reader: tests/test_layout.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
 
-from . import hostlist
-from .errors import ParseError
+from ..core import hostlist
+from ..core.errors import ParseError
 from .slurmconf import logical_lines, split_pairs
 
 

@@ -1,8 +1,8 @@
 """``slurm-topo report --html FILE``: one self-contained page (no network, no script from elsewhere) of a
-:class:`~slurm_topo.report.Report`: the totals, the weekly GPU-hours lost (a bar chart drawn as inline SVG),
-the spread of levels spanned, the summaries and the worst jobs with the ``slurm-topo explain`` line for each.
-Every number on the page carries ``data-key``: tests read them back and compare with ``--json``. Every text
-is escaped (a user or partition name is accounting's, but the page trusts nothing)."""
+:class:`~slurm_topo.reports.report.Report`: the totals, the weekly GPU-hours lost (a bar chart drawn as inline
+SVG), the spread of levels spanned, the summaries and the worst jobs with the ``slurm-topo explain`` line for
+each. Every number on the page carries ``data-key``: tests read them back and compare with ``--json``. Every
+text is escaped (a user or partition name is accounting's, but the page trusts nothing)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from .output import write_files
+from ..plumbing.output import write_files
 from .report import SPAN_LEVELS, SUMMARY_KEYS, Report
 
 STYLE = """
@@ -135,6 +135,6 @@ def render_html(report: Report, worst: int = 20) -> str:
 
 
 def write_html(path: str | os.PathLike[str], report: Report) -> None:
-    """The page, written whole or not at all (:func:`slurm_topo.output.write_files`)."""
+    """The page, written whole or not at all (:func:`slurm_topo.plumbing.output.write_files`)."""
     p = Path(path)
     write_files(p.parent if str(p.parent) else ".", {p.name: render_html(report)})

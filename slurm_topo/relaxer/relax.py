@@ -1,9 +1,10 @@
 """Wait or go, the relaxer's driver (``slurm-topo relax``): one pass reads the jobs and nodes through
-:mod:`slurm_topo.access`, decides with :func:`slurm_topo.relax_plan.plan_pass` (pure), asks Slurm's start
-estimates (``sbatch --test-only``) where ``--estimates`` says so, and writes each due job's widened constraint
-and record with compare and set, under a lock so that two passes never overlap.
+:mod:`slurm_topo.access`, decides with :func:`slurm_topo.relaxer.relax_plan.plan_pass` (pure), asks Slurm's
+start estimates (``sbatch --test-only``) where ``--estimates`` says so, and writes each due job's widened
+constraint and record with compare and set, under a lock so that two passes never overlap.
 
-The records, the budget and the timer are described in :mod:`slurm_topo.relax_plan`; the budget maths is
+The records, the budget and the timer are described in :mod:`slurm_topo.relaxer.relax_plan`; the budget maths
+is
 :mod:`slurm_topo.cost.budget`. Every name of both is importable from here as before.
 """
 
@@ -16,9 +17,10 @@ import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 
-from .access import SlurmAccess
-from .access.text import busy_share, busy_share_of, features_of, usable_nodes
-from .cost.budget import (
+from ..access import SlurmAccess
+from ..access.text import busy_share, busy_share_of, features_of, usable_nodes
+from ..core.errors import CommandError, OutputError, ParseError
+from ..cost.budget import (
     Budget,
     auto_budget,
     budget_record,
@@ -26,9 +28,10 @@ from .cost.budget import (
     level_step_seconds,
     unit_budgets,
 )
-from .errors import CommandError, OutputError, ParseError
-from .policy.vocab import AUTO_LEVELS as LEVELS
-from .policy.vocab import BUDGET_PREFIX, RELAX_PREFIX
+from ..plumbing.runner import Runner
+from ..plumbing.text import NULL
+from ..policy.vocab import AUTO_LEVELS as LEVELS
+from ..policy.vocab import BUDGET_PREFIX, RELAX_PREFIX
 from .relax_plan import (
     FEATURE_PREFIX,
     HELD_REASONS,
@@ -59,8 +62,6 @@ from .relax_plan import (
     widen,
     will_run_argv,
 )
-from .runner import Runner
-from .text import NULL
 
 DEFAULT_LOCK = "/run/slurm-topo/relax.lock"
 

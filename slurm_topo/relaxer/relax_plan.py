@@ -1,6 +1,6 @@
 """Wait or go, the relaxer's pure half: a ``LEVEL:auto`` job's records, the load-aware timer and the pass's
 decisions (:func:`plan_pass`: job records and the pass's load in, decisions out). Nothing here runs a process,
-reads a file or calls Slurm; :mod:`slurm_topo.relax` is the driver (``slurm-topo relax``).
+reads a file or calls Slurm; :mod:`slurm_topo.relaxer.relax` is the driver (``slurm-topo relax``).
 
 A job in ``auto`` mode is required at its level (``network_group``, ``zone`` or ``region``) at submit,
 exactly as ``:wait``; the budget record in its AdminComment says, per looser level L, how long it may wait
@@ -38,10 +38,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from .cost.budget import Budget
-from .policy.vocab import AUTO_LEVELS as LEVELS
-from .policy.vocab import BUDGET_PREFIX, RELAX_PREFIX
-from .text import NULL
+from ..cost.budget import Budget
+from ..plumbing.text import NULL
+from ..policy.vocab import AUTO_LEVELS as LEVELS
+from ..policy.vocab import BUDGET_PREFIX, RELAX_PREFIX
 
 FEATURE_PREFIX: Mapping[str, str] = {"network_group": "ng_", "zone": "zone_", "region": "region_"}
 HELD_REASONS = ("JobHeldUser", "JobHeldAdmin")

@@ -1,7 +1,8 @@
 """``slurm-topo metrics``: what slurm-topo computes, in Prometheus' text format (docs/report.md, "Metrics").
 
-One pass reads a :class:`Snapshot` (the fleet's capacity per shape and level from :mod:`slurm_topo.capacity`,
-the jobs slurmctld holds and the nodes through :mod:`slurm_topo.access`, the submit filter's data file) and
+One pass reads a :class:`Snapshot` (the fleet's capacity per shape and level from
+:mod:`slurm_topo.reports.capacity`, the jobs slurmctld holds and the nodes through :mod:`slurm_topo.access`,
+the submit filter's data file) and
 :func:`families` turns it into metric families; :func:`exposition` writes them with ``prometheus_client``'s
 own exposition (:func:`write_textfile`: a node_exporter textfile-collector file, replaced atomically;
 :func:`serve`: a scrape endpoint that reads a fresh snapshot at most every ``min_interval`` seconds).
@@ -24,16 +25,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..policy.vocab import AUTO_LEVELS as LEVELS
+from ..policy.vocab import RECORD_PREFIX
+from ..relaxer.relax_plan import relaxations
 from .capacity import Capacity
-from .policy.vocab import AUTO_LEVELS as LEVELS
-from .policy.vocab import RECORD_PREFIX
-from .relax_plan import relaxations
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
     from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
-    from .runner import Runner
+    from ..plumbing.runner import Runner
 
 PREFIX = "slurm_topo_"
 NOT_APPLIED = RECORD_PREFIX + "not applied"
@@ -289,8 +290,8 @@ def write_textfile(path: str | os.PathLike[str], snap: Snapshot) -> None:
 
 
 def data_file_state(path: Path, now: float) -> DataFileState:
-    from .doctor import data_file_problem
-    from .render.filter_data import FORMAT
+    from ..render.filter_data import FORMAT
+    from ..slurmconfig.doctor import data_file_problem
 
     try:
         data = path.read_bytes()
@@ -317,12 +318,12 @@ def read_snapshot(sources: Sources, runner: Runner, now: float | None = None) ->
     """One pass: node states (``scontrol -d show node -o``) for capacity and drains, the job listing through
     :class:`~slurm_topo.access.SlurmAccess`, the data file. A source that fails is recorded, not raised:
     the other metrics are still written."""
-    from .access import SlurmAccess
-    from .access import argv as slurm_argv
-    from .access.text import parse_scontrol_nodes
+    from ..access import SlurmAccess
+    from ..access import argv as slurm_argv
+    from ..access.text import parse_scontrol_nodes
+    from ..core.errors import SlurmTopoError
+    from ..core.model import Inventory
     from .capacity import capacity, node_states
-    from .errors import SlurmTopoError
-    from .model import Inventory
 
     now = time.time() if now is None else now
     errors: dict[str, str] = {}

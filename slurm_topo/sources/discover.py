@@ -40,9 +40,9 @@ slurmctld and never runs a command. Algorithm:
 Requests go through ``http.client`` rather than ``urllib.request`` on purpose: urllib honours ``http_proxy``
 from the environment and follows redirects, and a metadata request must do neither.
 
-Trust: a record made here is always ``source: self``. ``slurm_topo.records`` reads such records back and
-forces ``self`` whatever the file says; a self value fills a gap in a trusted record but never overrides it
-(ARCHITECTURE.md, "Trust").
+Trust: a record made here is always ``source: self``. ``slurm_topo.sources.records`` reads such records back
+and forces ``self`` whatever the file says; a self value fills a gap in a trusted record but never overrides
+it (ARCHITECTURE.md, "Trust").
 """
 
 from __future__ import annotations
@@ -61,8 +61,8 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from .errors import InputError, show_value
-from .model import (
+from ..core.errors import InputError, show_value
+from ..core.model import (
     LABEL_RE,
     LEVELS,
     NODE_NAME_RE,
@@ -533,7 +533,7 @@ def _nvlink_domain(
             import pynvml as nvml  # type: ignore[import-not-found,no-redef,unused-ignore]
         except ImportError:
             return None  # no NVML bindings: nothing to ask, nothing to say
-    from .gpu.fabric import query_nvml
+    from ..gpu.fabric import query_nvml
 
     got = query_nvml(nvml)
     notes.extend(got.notes)

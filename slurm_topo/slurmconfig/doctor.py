@@ -23,7 +23,7 @@ real Slurm in tests/integration/test_readme_wiring.py):
 * ``units``        a unit of ours installed but not enabled, or whose last run failed; apply's journal left
                    by an interrupted run.
 
-The checks take a :class:`~slurm_topo.runner.Runner`: nothing here runs a program by itself.
+The checks take a :class:`~slurm_topo.plumbing.runner.Runner`: nothing here runs a program by itself.
 """
 
 from __future__ import annotations
@@ -33,14 +33,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import files as shipped
-from .access import argv as slurm_argv
-from .access.text import parse_scontrol_nodes, parse_show_config
-from .apply import topology_file as topo
-from .apply.parse import features_difference, future_nodes, parse_node_lines
-from .errors import CommandError, HostlistError, ParseError
-from .render.filter_data import FORMAT, checksum
-from .runner import Runner
+from .. import files as shipped
+from ..access import argv as slurm_argv
+from ..access.text import parse_scontrol_nodes, parse_show_config
+from ..apply import topology_file as topo
+from ..apply.parse import features_difference, future_nodes, parse_node_lines
+from ..core.errors import CommandError, HostlistError, ParseError
+from ..plumbing.runner import Runner
+from ..render.filter_data import FORMAT, checksum
 from .slurmconf import parse_gres_gpus
 
 TOPOLOGY, TOPOLOGY_YAML, NODES, DATA, GRES = (
@@ -540,7 +540,7 @@ def _file_count(spec: str) -> int:
     """Devices a gres.conf ``File=`` names (``/dev/nvidia[0-3]`` is 4)."""
     if not spec:
         return 1
-    from . import hostlist
+    from ..core import hostlist
 
     try:
         return len(hostlist.expand(spec))

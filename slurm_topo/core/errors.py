@@ -14,8 +14,8 @@
 
 The library never prints or exits. Every entry point (``slurm-topo``, ``gpulayer-srun``, the per-task shim)
 maps exceptions to exit codes with :func:`exit_code_for` and nothing else (the one place that does it is
-:func:`slurm_topo.entry.run_entry`); :class:`ExitCode` is the one table (README "Exit codes" shows it to
-users). ``apply``'s outcome codes (10-13) are disjoint from the input/command codes, so
+:func:`slurm_topo.plumbing.entry.run_entry`); :class:`ExitCode` is the one table (README "Exit codes" shows it
+to users). ``apply``'s outcome codes (10-13) are disjoint from the input/command codes, so
 ``--detailed-exitcodes`` can never be mistaken for a bad inventory.
 """
 
@@ -102,7 +102,8 @@ class InventoryError(InputError):
 
 
 class HostlistError(InputError):
-    """A hostlist expression that Slurm would not read (or reads unlike this project: slurm_topo.hostlist)."""
+    """A hostlist expression that Slurm would not read (or reads unlike this project:
+    slurm_topo.core.hostlist)."""
 
     def __init__(self, expression: str, reason: str):
         self.expression = expression

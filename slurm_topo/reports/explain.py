@@ -35,17 +35,17 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .access import JobListing, SlurmAccess
-from .access import argv as slurm_argv
-from .access.text import parse_nodes
+from ..access import JobListing, SlurmAccess
+from ..access import argv as slurm_argv
+from ..access.text import parse_nodes
+from ..core.errors import CommandError, InputError, ParseError
+from ..core.model import Inventory, natural_key
+from ..cost import DEFAULT_TABLE, LinkTable
+from ..plumbing.runner import Runner
+from ..plumbing.text import NULL
+from ..policy.vocab import NVL, PLAN_PREFIX, RECORD_PREFIX, SEGMENT_KEY, parse_segment
+from ..relaxer.relax_plan import auto_lines
 from .capacity import NodeState
-from .cost import DEFAULT_TABLE, LinkTable
-from .errors import CommandError, InputError, ParseError
-from .model import Inventory, natural_key
-from .policy.vocab import NVL, PLAN_PREFIX, RECORD_PREFIX, SEGMENT_KEY, parse_segment
-from .relax_plan import auto_lines
-from .runner import Runner
-from .text import NULL
 
 LEVEL_PREFIXES = (("network group", "ng_"), ("zone", "zone_"), ("region", "region_"))
 # scontrol's keys start upper-case (JobId=, AdminComment=, AllocNode:Sid=, CPUs/Task=, ReqB:S:C:T=); a value
@@ -330,7 +330,8 @@ class Explanation:
     cost: tuple[str, ...] = ()
     """The cost lines (plan, prediction; or why there is none), empty for a job without nodes."""
     auto: tuple[str, ...] = ()
-    """A ``LEVEL:auto`` job's budget, time waited and relaxations (:func:`slurm_topo.relax.auto_lines`)."""
+    """A ``LEVEL:auto`` job's budget, time waited and relaxations
+    (:func:`slurm_topo.relaxer.relax.auto_lines`)."""
     components: tuple[Explanation, ...] = ()
     """A heterogeneous job: each component's explanation (``JOBID+0``, ``JOBID+1`` …); the fields above are
     then component 0's (Slurm's leader), ``job_id`` the job's and ``nodes`` every component's."""
@@ -561,7 +562,7 @@ def predict_cost(
     """Pure: a placed job (its parsed line), the fleet, the node states (``scontrol -d show node -o``
     records; None: unknown, no "free right now") -> the cost lines. A plan or a placement the model cannot
     use (a bad ``plan=`` comment, a node the inventory lacks) is one line, never an error."""
-    from .collector import collector_paused
+    from ..plumbing.collector import collector_paused
 
     with collector_paused():  # node states and placements over the whole fleet: no collector passes
         return _predict_cost(job, inventory, node_records, plan, table)
@@ -574,9 +575,9 @@ def _predict_cost(
     plan: str | None,
     table: LinkTable,
 ) -> CostView:
+    from ..core.hostlist import expand
+    from ..cost import Fabric, describe, gpus_per_node, parse_plan, predict_job
     from .capacity import node_states
-    from .cost import Fabric, describe, gpus_per_node, parse_plan, predict_job
-    from .hostlist import expand
 
     text, source = job_plan(plan, _val(job, "Comment"), inventory, _val(job, "AdminComment"))
     if text is None:  # no prediction; the picture still shows what is free (node states when read)
@@ -751,7 +752,7 @@ def _node_states(runner: Runner, inventory: Inventory | None, want: bool) -> lis
     """``scontrol -d show node -o`` records (what is free now), or None when not wanted or unreadable."""
     if inventory is None or not want:
         return None
-    from .access.text import parse_scontrol_nodes
+    from ..access.text import parse_scontrol_nodes
     from .capacity import STATE_KEYS
 
     try:  # -d: GresUsed=gpu:…(IDX:…), the GPUs a MIXED node has in use
@@ -847,14 +848,14 @@ def explain_job(
 
 def write_overlay(inventory: Inventory, explanation: Explanation, view: CostView | None, path: str) -> str:
     """``explain --svg FILE``: the fleet with the job's nodes and the best placement marked
-    (:mod:`slurm_topo.svg_overlay`); the line to print. The best placement is the best free right now when
-    node states were read, else the best on an idle fleet; for a job without a plan, the tightest nodes of
-    the same shape (the model's search, no cost)."""
+    (:mod:`slurm_topo.reports.svg_overlay`); the line to print. The best placement is the best free right now
+    when node states were read, else the best on an idle fleet; for a job without a plan, the tightest nodes
+    of the same shape (the model's search, no cost)."""
     from pathlib import Path
 
-    from .cost import Fabric, best_nodes
-    from .hostlist import expand
-    from .output import write_files
+    from ..core.hostlist import expand
+    from ..cost import Fabric, best_nodes
+    from ..plumbing.output import write_files
     from .svg_overlay import render_overlay
 
     target = Path(path)

@@ -1,8 +1,8 @@
 """One job over the fleet picture (``explain JOBID --svg FILE``): where it landed and where the best placement
-was, drawn over :func:`slurm_topo.svg.render_svg` (pure).
+was, drawn over :func:`slurm_topo.reports.svg.render_svg` (pure).
 
-The fleet is drawn from the same :func:`slurm_topo.svg.layout` as ``show --svg`` (one function picks the
-drawing mode for both: a card per network group, per zone, or per bin of consecutive network groups), with
+The fleet is drawn from the same :func:`slurm_topo.reports.svg.layout` as ``show --svg`` (one function picks
+the drawing mode for both: a card per network group, per zone, or per bin of consecutive network groups), with
 the job's and the best placement's nodes as its ``focus``; then, on that document:
 
 * every node square of the job gets a black ring, every square of the best placement a wider dashed purple
@@ -26,11 +26,11 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Collection, Mapping
 
+from ..core.hostlist import compress
+from ..core.model import Inventory
+from ..plumbing.text import counted
 from . import svg
 from .capacity import NodeState
-from .hostlist import compress
-from .model import Inventory
-from .text import counted
 
 NS = "http://www.w3.org/2000/svg"
 JOB_COLOUR = "#000000"

@@ -1,0 +1,1 @@
+"""The relaxer (wait or go): its pure half (``relax_plan``) and its driver (``relax``)."""
