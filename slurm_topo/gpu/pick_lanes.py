@@ -26,25 +26,35 @@ a row of island I adds -1 unless a row of I below it is there (so a set adds -1 
 I's highest row adds +1 when all of I is there — bits while T is built over the low rows, one number after
 that. Lanes are kept in a list of integers of 2^10 lanes each (``_CHUNK``; the list index holds the high
 rows, so no operation copies more than one chunk and no broadcast constant is larger than one); a chunk
-whose sets all hold more than k rows is not built.
+whose sets all hold more than k rows is not built, nor one whose high rows hold a pair slower than the
+floor ``lo`` (no flag is left in its lanes, nor in those of any chunk above it). A high row's contribution
+is the same for the chunks whose pairs to it add and clear alike: once those are left out, each distinct
+one is made once.
 
 A pick is the largest lane among the sets of k rows: each chunk keeps its lanes of k rows (an AND with a
-fixed mask), chunks with different numbers of high rows then hold disjoint lanes and are ORed together, and
-a tournament (compare by subtraction against the guard bit, select by mask) takes the largest lane by lane
-across the rest, then within the one integer left, an upper lane winning ties: its last round decides bit 0
-(row ``f_0``), the one before bit 1, … so among equal keys the winner holds the lowest rows. The lane's
+fixed mask), chunks with different numbers of high rows then hold disjoint lanes and are ORed together;
+the integers with no lane at least the greedy set's own (its lane computed directly, a floor the best
+reaches; the greedy takes, among the rows whose slowest link to the set is fastest, the one with the most
+bandwidth to it, so the floor is close to the best and most integers have no such lane) are dropped with
+one subtraction each, and a tournament (compare by subtraction against the guard bit, select by mask)
+takes the largest lane by lane across the rest, then within the one integer left, an upper lane winning
+ties: its last round decides bit 0 (row ``f_0``), the one before bit 1, … so among equal keys the winner
+holds the lowest rows. The lane's
 index is read back from those rounds; the chunk, among those whose lane reaches the key, is the one with the
 lowest high rows (rule 4).
 
-Cost: passes in C over at most 2^m lanes — about four per row's contribution and lane step, a dozen for the
-tournament — whatever the matrix, the busy set or k, plus O(m^2) Python steps for the bounds and the pair
-values and O(m·2^m / 2^10) for the loops: about 4.3-5.6 million machine instructions for 16 free GPUs,
-6.2-7.3 million for the first pick of a process (``benchmarks/results/pick_worst.md``).
+Cost: passes in C over at most 2^m lanes — about four per row's contribution and lane step, three for the
+tournament's masks and floor, a duel per integer that reaches the floor — plus O(m^2) Python steps for the
+bounds and the pair values and O(m·2^m / 2^10) for the loops; the chunks left out and the integers dropped
+depend on the matrix, the rest does not (``benchmarks/results/pick_worst.md``).
 """
 
 from __future__ import annotations
 
+import operator
+from collections import Counter
 from dataclasses import dataclass
+from itertools import chain
 from math import gcd
 
 _CHUNK = 10  # lanes per integer of the lane list: 2^10
@@ -89,71 +99,110 @@ def best(weight: tuple[tuple[int, ...], ...], rows: list[int], k: int, whole: li
         raise ValueError(f"pick_lanes: {k} of {len(rows)} rows (3 <= k < rows <= 16)")
     every = sum(1 << r for r in rows)
     whole = [isl for isl in whole if isl & (isl - 1) and isl != every]
-    lo = _greedy(weight, rows, k)
-    rows = _peel(weight, rows, k, lo)
+    sub = [list(map(weight[r].__getitem__, rows)) for r in rows]  # the free rows' links, by position
+    lo, found = _greedy(sub, k)
+    keep = _peel(sub, k, lo)
+    keep_pos = {x: i for i, x in enumerate(keep)}  # the greedy set's rows are kept: position after peel
+    if len(keep) < len(rows):
+        rows = [rows[i] for i in keep]
+        sub = [list(map(sub[i].__getitem__, keep)) for i in keep]
     if len(rows) == k:  # only the greedy set is left
         return sum(1 << r for r in rows)
-    present = _present(weight, rows)
-    hi = _ceiling(weight, rows, k)
+    lay, values = _fields(sub, k, lo, len(whole))
+    m = len(rows)
+    bc = _Broadcast(lay.width)
+    lanes = _build(sub, values, rows, k, whole, lay, bc)
+    floor = _lane_of([keep_pos[x] for x in found], sub, values, rows, whole, lay)
+    pos = _tournament(lanes, k, lay, min(m, _CHUNK), bc, floor)
+    return sum(1 << r for i, r in enumerate(rows) if pos >> i & 1)
+
+
+def _fields(
+    sub: list[list[int]], k: int, lo: int, islands: int
+) -> tuple[_Layout, dict[int, tuple[int, int]]]:
+    """The lane layout of a pick over the rows of ``sub`` above the floor ``lo``, and what each bandwidth
+    between them adds and clears (:func:`_pair_value`)."""
+    present = sorted(set().union(*sub) - {0}, reverse=True)  # the distinct bandwidths, fastest first
+    hi = _ceiling(sub, k)
     levels = [w for w in present if lo <= w <= hi]
     g = 0
     for w in present:
         if w > lo:
             g = gcd(g, w - lo)
     g = g or 1
-    m = len(rows)
     # the sum field holds at most the whole set's sum (every pair adds >= 0): its bits, not m(m-1)/2 × the top
-    total = sum(
-        (w - lo) // g for i, r in enumerate(rows) for w in map(weight[r].__getitem__, rows[:i]) if w > lo
-    )
-    lay = _layout(len(levels), max(1, total.bit_length()), len(whole))
-    values = {w: _pair_value(w, levels, lo, g, lay) for w in present}
-    lanes = _build(weight, values, rows, k, whole, lay)
-    pos = _tournament(lanes, k, lay, min(m, _CHUNK))
-    return sum(1 << r for i, r in enumerate(rows) if pos >> i & 1)
+    pairs = Counter(chain.from_iterable(r[:i] for i, r in enumerate(sub)))
+    total = sum(n * ((w - lo) // g) for w, n in pairs.items() if w > lo)
+    lay = _layout(len(levels), max(1, total.bit_length()), islands)
+    return lay, {w: _pair_value(w, levels, lo, g, lay) for w in present}
 
 
-def _greedy(weight: tuple[tuple[int, ...], ...], rows: list[int], k: int) -> int:
-    """The slowest link of a k-set built greedily (the fastest pair, then each time the row whose slowest
-    link to the set is fastest): some k-set is at least that fast. O(k·m) after the first pair."""
-    low, a, b = 0, rows[0], rows[1]
-    for i, x in enumerate(rows[:-1]):
-        after = rows[i + 1 :]
-        ws = list(map(weight[x].__getitem__, after))
+def _lane_of(
+    s: list[int],
+    sub: list[list[int]],
+    values: dict[int, tuple[int, int]],
+    rows: list[int],
+    whole: list[int],
+    lay: _Layout,
+) -> int:
+    """The lane of one set (positions ``s``), as the build makes it: a floor the best lane reaches."""
+    lane, add = len(whole) | lay.flag_mask, 0
+    for i, x in enumerate(s):
+        for y in s[:i]:
+            a, clear = values[sub[x][y]]
+            add += a
+            if clear:
+                lane &= clear
+    held = sum(1 << rows[x] for x in s)
+    live = sum(1 << r for r in rows)
+    broken = sum(1 for isl in whole if isl & held and not (isl & live == isl and isl & held == isl))
+    return lane + add - broken
+
+
+def _greedy(sub: list[list[int]], k: int) -> tuple[int, list[int]]:
+    """A k-set built greedily (the fastest pair, then each time the row whose slowest link to the set is
+    fastest, of those the one with the most bandwidth to it, the first of equals) and its slowest link: some
+    k-set is at least that fast. O(k·m) after the first pair. ``sub``: the links between the rows, by
+    position."""
+    low, a, b = 0, 0, 1
+    for i, row in enumerate(sub[:-1]):
+        ws = row[i + 1 :]
         top = max(ws)
         if top > low:
-            low, a, b = top, x, after[ws.index(top)]
-    to_set = {x: min(weight[x][a], weight[x][b]) for x in rows if x != a and x != b}
+            low, a, b = top, i, i + 1 + ws.index(top)
+    cand = [x for x in range(len(sub)) if x != a and x != b]
+    to_set = list(map(min, map(sub[a].__getitem__, cand), map(sub[b].__getitem__, cand)))
+    sums = list(map(operator.add, map(sub[a].__getitem__, cand), map(sub[b].__getitem__, cand)))
+    scale = 1 + max(map(max, sub)) * len(sub)  # above any sum of links to the set
+    found = [a, b]
     for _ in range(k - 2):
-        x = max(to_set, key=to_set.__getitem__)
-        low = min(low, to_set.pop(x))
-        wx = weight[x]
-        for y, w in to_set.items():
-            if wx[y] < w:
-                to_set[y] = wx[y]
-    return low
+        keys = list(map(operator.add, map(scale.__mul__, to_set), sums))
+        i = keys.index(max(keys))
+        low = min(low, to_set[i])
+        x = cand.pop(i)
+        found.append(x)
+        del to_set[i], sums[i]
+        row = sub[x]
+        to_set = list(map(min, to_set, map(row.__getitem__, cand)))
+        sums = list(map(operator.add, sums, map(row.__getitem__, cand)))
+    return low, found
 
 
-def _peel(weight: tuple[tuple[int, ...], ...], rows: list[int], k: int, lo: int) -> list[int]:
-    """The rows that may be in a k-set whose slowest link is at least ``lo``: those with k-1 such links to
-    other such rows (repeated). The greedy set of that floor is among them."""
-    live = list(rows)
-    while True:
-        keep = [r for r in live if sum(map(lo.__le__, map(weight[r].__getitem__, live))) >= k - 1]
-        if len(keep) == len(live):  # (0 on the diagonal is below lo)
+def _peel(sub: list[list[int]], k: int, lo: int) -> list[int]:
+    """The positions of the rows that may be in a k-set whose slowest link is at least ``lo``: those with
+    k-1 such links to other such rows (repeated). The greedy set of that floor is among them."""
+    live = [i for i, row in enumerate(sub) if sum(map(lo.__le__, row)) >= k - 1]  # (0 on the diagonal
+    while True:  # is below lo)
+        keep = [i for i in live if sum(map(lo.__le__, map(sub[i].__getitem__, live))) >= k - 1]
+        if len(keep) == len(live):
             return live
         live = keep
 
 
-def _present(weight: tuple[tuple[int, ...], ...], rows: list[int]) -> list[int]:
-    """The distinct bandwidths between free rows, fastest first."""
-    return sorted(set().union(*(map(weight[r].__getitem__, rows) for r in rows)) - {0}, reverse=True)
-
-
-def _ceiling(weight: tuple[tuple[int, ...], ...], rows: list[int], k: int) -> int:
-    """No k-set of ``rows`` has a slowest link above this: each of its rows has k-1 links at least that
+def _ceiling(sub: list[list[int]], k: int) -> int:
+    """No k-set of the rows has a slowest link above this: each of its rows has k-1 links at least that
     fast, so it is at most the k-th largest of the rows' (k-1)-th fastest links."""
-    kth = sorted((sorted(map(weight[r].__getitem__, rows), reverse=True)[k - 2] for r in rows), reverse=True)
+    kth = sorted((sorted(row, reverse=True)[k - 2] for row in sub), reverse=True)
     return kth[k - 1]  # (each row's 0 on the diagonal sorts last)
 
 
@@ -177,13 +226,14 @@ class _Broadcast:
 
     def __init__(self, width: int) -> None:
         self.width = width
-        self.seen: dict[tuple[int, int], int] = {}
+        self.ones = [_ones(width, j) for j in range(_CHUNK + 1)]
+        self.seen: dict[int, int] = {}  # by value << 5 | j
 
     def __call__(self, value: int, j: int) -> int:
-        key = (value, j)
+        key = value << 5 | j
         got = self.seen.get(key)
         if got is None:
-            got = self.seen[key] = value * _ones(self.width, j)
+            got = self.seen[key] = value * self.ones[j]
         return got
 
 
@@ -198,7 +248,7 @@ class _Row:
 
 
 def _rows(
-    weight: tuple[tuple[int, ...], ...],
+    sub: list[list[int]],
     values: dict[int, tuple[int, int]],
     rows: list[int],
     whole: list[int],
@@ -214,12 +264,14 @@ def _rows(
         isl = home[i]
         mates = sum(1 << j for j in range(i) if home[j] == isl) if isl else 0
         last = bool(isl) and isl & live == isl and isl >> (r + 1) == 0  # a peeled row is never there
-        pairs = list(map(values.__getitem__, map(weight[r].__getitem__, rows[:i])))
+        pairs = list(map(values.__getitem__, sub[i][:i]))
         out.append(_Row(pairs, mates, bool(isl), last))
     return out
 
 
-def _contribution(row: _Row, b: int, lay: _Layout, bc: _Broadcast, c: int) -> tuple[list[int], list[int]]:
+def _contribution(
+    row: _Row, b: int, lay: _Layout, bc: _Broadcast, c: int, need: list[bool] | None = None
+) -> tuple[list[int], list[int]]:
     """T for one row over the subsets of the rows below it, in two parts: what it adds (sum, island field)
     and the lanes it ANDs in (the flags it clears), each a list of chunks of 2^c lanes (one chunk, of 2^b
     lanes, while b <= c). Over the low rows the island bits are bits ("touched below" at the field's unit,
@@ -237,6 +289,8 @@ def _contribution(row: _Row, b: int, lay: _Layout, bc: _Broadcast, c: int) -> tu
             add_part ^= there
             add_part += all_low
         add_part -= unit
+    if need is not None and not row.island and not all(need):
+        return _high_part(row, b, bc, c, (add_part, and_part), need)
     adds, ands = [add_part], [and_part]
     touched, whole = [False], [True]  # per chunk: a high mate is in it; every high mate so far is
     for b2 in range(c, b):
@@ -261,8 +315,55 @@ def _contribution(row: _Row, b: int, lay: _Layout, bc: _Broadcast, c: int) -> tu
     return adds, ands
 
 
+def _high_part(
+    row: _Row, b: int, bc: _Broadcast, c: int, parts: tuple[int, int], need: list[bool]
+) -> tuple[list[int], list[int]]:
+    """The chunks of T for a row of no whole island, for the sets of the high rows below it that ``need``
+    one (the others get 0): the low part ``parts`` plus what the row's pairs to those rows add (and clear).
+    Sets whose pairs add (and clear) alike share one integer: the pairs' sums and flags are doubled as
+    small numbers, and each distinct one is made once, from the set less its highest row when that one was
+    made."""
+    sums, flags = [0], [-1]  # per set of high rows: its pairs' sum, the AND of their clears (-1: none)
+    for add, clear in row.values[c:b]:
+        sums += [x + add for x in sums] if add else sums
+        flags += [x & clear for x in flags] if clear else flags
+    made_add: dict[int, int] = {0: parts[0]}
+    made_and: dict[int, int] = {-1: parts[1]}
+    adds, ands = [0] * len(sums), [0] * len(sums)
+    for i, wanted in enumerate(need):
+        if not wanted:
+            continue
+        rest = i & ~(1 << i.bit_length() >> 1)  # the set less its highest row
+        got = made_add.get(sums[i])
+        if got is None:
+            base = made_add.get(sums[rest])
+            got = made_add[sums[i]] = (
+                base + bc(sums[i] - sums[rest], c) if base is not None else parts[0] + bc(sums[i], c)
+            )
+        adds[i] = got
+        got = made_and.get(flags[i])
+        if got is None:
+            base = made_and.get(flags[rest])
+            clear = row.values[c + i.bit_length() - 1][1]
+            got = made_and[flags[i]] = base & bc(clear, c) if base is not None else parts[1] & bc(flags[i], c)
+        ands[i] = got
+    return adds, ands
+
+
 def _low_part(row: _Row, j: int, lay: _Layout, bc: _Broadcast) -> tuple[int, int]:
     """T over the 2^j subsets of the low rows below the row: the adds (the island bits as bits) and ands."""
+    if row.island:
+        return _low_part_island(row, j, lay, bc)
+    add_part, and_part, width = 0, lay.lane, lay.width
+    for b2, (add, clear) in enumerate(row.values[:j]):
+        shift = width << b2
+        add_part |= (add_part + bc(add, b2) if add else add_part) << shift
+        and_part |= (and_part & bc(clear, b2) if clear else and_part) << shift
+    return add_part, and_part
+
+
+def _low_part_island(row: _Row, j: int, lay: _Layout, bc: _Broadcast) -> tuple[int, int]:
+    """:func:`_low_part` for a row of a whole island."""
     guard = 1 << lay.guard
     keep = lay.lane ^ guard  # clears the island's "all there" bit (in the guard position)
     add_part, and_part = guard if row.last else 0, lay.lane
@@ -280,48 +381,62 @@ def _low_part(row: _Row, j: int, lay: _Layout, bc: _Broadcast) -> tuple[int, int
 
 
 def _build(
-    weight: tuple[tuple[int, ...], ...],
+    sub: list[list[int]],
     values: dict[int, tuple[int, int]],
     rows: list[int],
     k: int,
     whole: list[int],
     lay: _Layout,
+    bc: _Broadcast,
 ) -> list[int | None]:
     """The lanes of every subset of ``rows`` as chunks of 2^c lanes (c = min(rows, _CHUNK)); a chunk whose
     subsets all hold more than k rows is None."""
     c = min(len(rows), _CHUNK)
-    bc = _Broadcast(lay.width)
     lanes: list[int | None] = [len(whole) | lay.flag_mask]  # the empty set: no island touched, no pair slow
-    for b, row in enumerate(_rows(weight, values, rows, whole)):
-        adds, ands = _contribution(row, b, lay, bc, c)
-        clears = any(clear for _, clear in row.values)  # else every AND keeps every lane
+    for b, row in enumerate(_rows(sub, values, rows, whole)):
         if b < c:
+            adds, ands = _contribution(row, b, lay, bc, c)
             v = lanes[0]
             assert v is not None
-            lanes = [v | ((v & ands[0] if clears else v) + adds[0]) << ((1 << b) * lay.width)]
+            lanes = [v | ((v & ands[0] if _clears(row) else v) + adds[0]) << ((1 << b) * lay.width)]
             continue
+        # a set with a pair slower than the floor has no flag left, whatever joins it: it is never built
+        slow = sum(
+            1 << i for i, (_, clear) in enumerate(row.values[c:]) if clear and not clear & lay.flag_mask
+        )
+        need = [v is not None and i.bit_count() < k and not i & slow for i, v in enumerate(lanes)]
+        adds, ands = _contribution(row, b, lay, bc, c, need)
+        cl = _clears(row)
         up: list[int | None] = []
-        for i, (v, add, keep) in enumerate(zip(lanes, adds, ands, strict=True)):
-            if v is None or i.bit_count() >= k:  # with this row, more than k rows in every lane
+        for v, add, keep, wanted in zip(lanes, adds, ands, need, strict=True):
+            if not wanted or v is None:
                 up.append(None)
             else:
-                up.append((v & keep) + add if clears else v + add)
+                up.append((v & keep) + add if cl else v + add)
         lanes += up
     return lanes
 
 
-_POP: dict[tuple[int, int, int], int] = {}  # (lane width, c, p): all-ones lanes where p of c bits are set
+def _clears(row: _Row) -> bool:
+    """Whether any pair of the row clears a flag (else every AND keeps every lane)."""
+    return any(clear for _, clear in row.values)
 
 
-def _pop(width: int, c: int, p: int) -> int:
-    key = (width, c, p)
-    got = _POP.get(key)
+_POPS: dict[
+    tuple[int, int], list[int]
+] = {}  # (lane width, c): per p, all-ones lanes where p of c bits are set
+
+
+def _pops(width: int, c: int) -> list[int]:
+    """Per p, the lanes (of 2^c) whose index has p bits set, all ones there: one doubling per bit, all p
+    at once (the first pick of a process makes them)."""
+    got = _POPS.get((width, c))
     if got is None:
-        if c == 0:
-            got = (1 << width) - 1 if p == 0 else 0
-        else:
-            got = _pop(width, c - 1, p) | (_pop(width, c - 1, p - 1) if p else 0) << ((1 << (c - 1)) * width)
-        _POP[key] = got
+        got = [(1 << width) - 1]
+        for i in range(c):
+            shift = width << i
+            got = [low | high << shift for low, high in zip(got + [0], [0] + got, strict=True)]
+        _POPS[width, c] = got
     return got
 
 
@@ -332,23 +447,27 @@ def _duel(high: int, low: int, guard_bits: int, guard: int) -> tuple[int, int]:
     return won, low ^ ((high ^ low) & (won - (won >> guard)))
 
 
-def _tournament(lanes: list[int | None], k: int, lay: _Layout, c: int) -> int:
+def _tournament(lanes: list[int | None], k: int, lay: _Layout, c: int, bc: _Broadcast, floor: int) -> int:
     """The index of the best k-set: the largest lane among those of k rows. Each chunk keeps its lanes of
     k rows (the others become 0); chunks whose sets have different numbers of high rows keep disjoint
-    lanes, so they are ORed into as few integers as the most numerous such group has chunks; the largest of
-    those, lane by lane, then within the one integer left (its lane: the low rows, the lowest set among
-    equals), then the lowest high rows among the chunks that reach it."""
+    lanes, so they are ORed into as few integers as the most numerous such group has chunks; those with no
+    lane at least ``floor`` (the lane of a k-set) are dropped; the largest of the rest, lane by lane,
+    then within the one integer left (its lane: the low rows, the lowest set among equals), then the
+    lowest high rows among the chunks that reach it."""
+    pops = _pops(lay.width, c)
     stacks: dict[int, list[int]] = {}  # per number of high rows: that group's kept chunks, in index order
     for i, v in enumerate(lanes):
         q = i.bit_count()
         if v is not None and 0 <= k - q <= c:
-            stacks.setdefault(q, []).append(v & _pop(lay.width, c, k - q))
+            stacks.setdefault(q, []).append(v & pops[k - q])
     merged = [0] * max(len(group) for group in stacks.values())
     for group in stacks.values():
         for j, x in enumerate(group):
             merged[j] |= x
-    bc = _Broadcast(lay.width)
     guards = bc(1 << lay.guard, c)
+    if len(merged) > 1:  # only the integers with a lane at least as large as a known set's can win
+        at_least = bc(floor, c)
+        merged = [x for x in merged if (x | guards) - at_least & guards]
     while len(merged) > 1:  # lane by lane the largest (an odd one out waits for the next round)
         half = len(merged) // 2
         rest = merged[2 * half :]
