@@ -627,3 +627,66 @@ def test_lanes_refuse_what_they_do_not_answer() -> None:
     for rows, k in ((list(range(16)), 2), (list(range(16)), 16), (list(range(5)), 5)):
         with pytest.raises(ValueError, match="pick_lanes"):
             pick_lanes.best(p.weight, rows, k, [])
+
+
+def _floor_and_lanes(topo: GpuTopology, free: list[int], k: int) -> tuple[int, int, int]:
+    """Run pick_lanes.best on ``topo`` and read what it works with: the floor the tournament drops integers
+    by, and the lane the build made for the greedy set (its chunk and lane read back by position), and the
+    lane width's mask. The real functions run; they are only wrapped to see their arguments."""
+    p = pick_module._prepare(topo, None)
+    fmask = sum(1 << p.position[g] for g in free)
+    whole = [isl for isl in p.islands if isl & fmask == isl and isl & (isl - 1)]
+    seen: dict[str, object] = {}
+    real = (pick_lanes._greedy, pick_lanes._peel, pick_lanes._tournament)
+
+    def greedy(*args: object) -> object:
+        seen["greedy"] = got = real[0](*args)  # type: ignore[arg-type]
+        return got
+
+    def peel(*args: object) -> object:
+        seen["peel"] = got = real[1](*args)  # type: ignore[arg-type]
+        return got
+
+    def tournament(*args: object) -> object:
+        seen["tournament"] = args
+        return real[2](*args)  # type: ignore[arg-type]
+
+    pick_lanes._greedy, pick_lanes._peel, pick_lanes._tournament = greedy, peel, tournament  # type: ignore[assignment]
+    try:
+        pick_lanes.best(p.weight, sorted(p.position[g] for g in free), k, whole)
+    finally:
+        pick_lanes._greedy, pick_lanes._peel, pick_lanes._tournament = real
+    if "tournament" not in seen:  # only the greedy set was left after the peel
+        return 0, 0, 0
+    lanes, _, lay, c, _, floor = seen["tournament"]  # type: ignore[misc]
+    _, found = seen["greedy"]  # type: ignore[misc]
+    keep = seen["peel"]
+    at = sorted(keep.index(x) for x in found)  # type: ignore[attr-defined]
+    lane = sum(1 << i for i in at if i < c)
+    chunk = sum(1 << (i - c) for i in at if i >= c)
+    return floor, lanes[chunk] >> (lane * lay.width) & lay.lane, lay.lane
+
+
+@settings(max_examples=60, deadline=None)
+@given(islands_topology(), st.data())
+def test_lanes_floor_is_the_greedy_set_s_own_lane(topo: GpuTopology, data: st.DataObject) -> None:
+    """The floor the tournament drops integers by (computed from the greedy set alone, islands included) is
+    exactly the lane the build makes for that set, so the best lane, at least as large, is never dropped;
+    and the pick is still the exhaustive one."""
+    table = SubsetTable(topo)
+    for _ in range(3):
+        free = sorted(data.draw(st.sets(st.sampled_from(topo.gpus), min_size=4)))
+        k = data.draw(st.integers(3, len(free) - 1))
+        floor, made, _ = _floor_and_lanes(topo, free, k)
+        assert floor == made, (topo.matrix, free, k)
+        assert pick_devices(topo, free, k) == table.pick(free, k), (topo.matrix, free, k)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_lanes_floor_on_the_families(family: str) -> None:
+    """The same on each benchmark family, all free and every k: the floor is the greedy set's own lane."""
+    for seed in range(3):
+        topo = FAMILIES[family](random.Random(seed))
+        for k in range(3, 16):
+            floor, made, lane = _floor_and_lanes(topo, list(topo.gpus), k)
+            assert floor == made and floor <= lane, (family, seed, k)
