@@ -1,6 +1,6 @@
 """Every subset of a 9-16 GPU node scored at once, in lanes of Python integers: the pick of
-:mod:`slurm_topo.gpu.pick` (its order, rules 1-4) at a cost fixed by the number of free GPUs, with nothing
-built ahead of it.
+:mod:`slurm_topo.gpu.pick` (its order, rules 1-4) at a cost bounded by the number of free GPUs (less where
+chunks are left out or integers dropped, below), with nothing built ahead of it.
 
 The free rows ``f_0 < f_1 < … < f_(m-1)`` (m <= 16) index 2^m *lanes*: lane ``s`` is the subset holding
 ``f_i`` for every bit i of s. A lane is ``B`` bits of a Python integer, B = its fields and a guard bit and no
@@ -35,13 +35,13 @@ A pick is the largest lane among the sets of k rows: each chunk keeps its lanes 
 fixed mask), chunks with different numbers of high rows then hold disjoint lanes and are ORed together;
 the integers with no lane at least the greedy set's own (its lane computed directly, a floor the best
 reaches; the greedy takes, among the rows whose slowest link to the set is fastest, the one with the most
-bandwidth to it, so the floor is close to the best and most integers have no such lane) are dropped with
-one subtraction each, and a tournament (compare by subtraction against the guard bit, select by mask)
-takes the largest lane by lane across the rest, then within the one integer left, an upper lane winning
-ties: its last round decides bit 0 (row ``f_0``), the one before bit 1, … so among equal keys the winner
-holds the lowest rows. The lane's
-index is read back from those rounds; the chunk, among those whose lane reaches the key, is the one with the
-lowest high rows (rule 4).
+bandwidth to it: often close to the best, and then most integers have no such lane; where its slowest
+link is below the best's, many do) are dropped with one subtraction each, and a tournament (compare by
+subtraction against the guard bit, select by mask) takes the largest lane by lane across the rest, then
+within the one integer left, an upper lane winning ties: its last round decides bit 0 (row ``f_0``), the
+one before bit 1, … so among equal keys the winner holds the lowest rows. The lane's index is read back
+from those rounds; the chunk, among those whose lane reaches the key, is the one with the lowest high rows
+(rule 4).
 
 Cost: passes in C over at most 2^m lanes — about four per row's contribution and lane step, three for the
 tournament's masks and floor, a duel per integer that reaches the floor — plus O(m^2) Python steps for the
