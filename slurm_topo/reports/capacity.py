@@ -515,25 +515,16 @@ def _grouped_by_domain(
     free_nodes: Sequence[tuple[Node, int]], levels: Sequence[str]
 ) -> dict[str, dict[tuple[str, ...], dict[str, list[int]]]]:
     """Per level and group, the free GPU counts of the group's nodes per NVLink domain (nodes in none left
-    out: they hold no block of EP groups). As :func:`_grouped`: gathered by location and domain first, each
-    place's key computed once a level, by node at the switch levels."""
-    in_domain = [(node, free) for node, free in free_nodes if node.nvlink_domain is not None]
-    by_place: dict[tuple[int, str], tuple[Node, list[int]]] = {}
-    for node, free in in_domain:
-        place = (id(node.location), str(node.nvlink_domain))
-        if place in by_place:
-            by_place[place][1].append(free)
-        else:
-            by_place[place] = (node, [free])
-    grouped: dict[str, dict[tuple[str, ...], dict[str, list[int]]]] = {}
-    for level in levels:
-        groups: dict[tuple[str, ...], dict[str, list[int]]] = {}
-        each = switch_depth(level) or level == "nvlink"
-        for node, frees in [(n, [f]) for n, f in in_domain] if each else by_place.values():
-            key = level_key(node, level, {})
-            if key is not None:
-                groups.setdefault(key, {}).setdefault(str(node.nvlink_domain), []).extend(frees)
-        grouped[level] = groups
+    out: they hold no block of EP groups): :func:`_grouped` of each domain's nodes."""
+    by_domain: dict[str, list[tuple[Node, int]]] = {}
+    for node, free in free_nodes:
+        if node.nvlink_domain is not None:
+            by_domain.setdefault(str(node.nvlink_domain), []).append((node, free))
+    grouped: dict[str, dict[tuple[str, ...], dict[str, list[int]]]] = {level: {} for level in levels}
+    for domain, members in by_domain.items():
+        for level, groups in _grouped(members, levels).items():
+            for key, frees in groups.items():
+                grouped[level].setdefault(key, {})[domain] = frees
     return grouped
 
 
