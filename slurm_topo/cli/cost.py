@@ -274,9 +274,9 @@ def capacity(
     """How many jobs of each shape could start now inside one group per level, against what the free GPUs
     alone suggest; the rest is stranded (fragmentation).
 
-    NxG:ep=E (ep= as --plan spells it): each job counted keeps every EP group inside one NVLink domain where
-    one of the fleet holds a group's nodes; where none does, the rows say the groups leave one NVLink island
-    or domain and count as without EP.
+    NxG:ep=E (ep= as --plan spells it): each job counted keeps every EP group inside one node's NVLink
+    island (E divides G) or one NVLink domain, where one of the fleet holds a group; where none does, the
+    rows say the groups leave one NVLink island or domain and count as without EP.
 
     --nodes-from: save `scontrol -d show node -o` (-d prints GresUsed, the GPUs a MIXED node has in use;
     without it such a node's GPUs count as not free unless AllocTRES accounts gres/gpu)."""
