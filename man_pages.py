@@ -522,7 +522,9 @@ def click_page(name: str, command: click.Command, parent: click.Context | None, 
     import click
     from click_man.man import ManPage  # type: ignore[import-untyped]
 
-    ctx = click.Context(command, info_name=name.rsplit(" ", 1)[-1], parent=parent)
+    # the command's own context settings, as make_context applies them: a bare Context gives the command
+    # the default help option, which click then keeps on the command object (-h would stop working)
+    ctx = click.Context(command, info_name=name.rsplit(" ", 1)[-1], parent=parent, **command.context_settings)
     page = ManPage(ctx.command_path)
     page.version = _version()
     page.date = DATE
@@ -565,9 +567,10 @@ def _contexts(cli: click.Group) -> dict[str, click.Context]:
         for sub, command in group.commands.items():
             out[f"{path} {sub}"] = ctx
             if isinstance(command, click.Group):
-                walk(command, click.Context(command, info_name=sub, parent=ctx), f"{path} {sub}")
+                ctx_sub = click.Context(command, info_name=sub, parent=ctx, **command.context_settings)
+                walk(command, ctx_sub, f"{path} {sub}")
 
-    walk(cli, click.Context(cli, info_name=PROG), PROG)
+    walk(cli, click.Context(cli, info_name=PROG, **cli.context_settings), PROG)
     return out
 
 
