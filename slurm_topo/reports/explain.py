@@ -74,26 +74,25 @@ def locality_of_record(record: str) -> str | None:
     return head if re.fullmatch(r"[a-z_]+:(wait|fail|auto)", head) else None
 
 
-def locality_of_comment(comment: str | None) -> str | None:
-    """``--comment='locality=zone:fail ...'`` -> ``zone:fail`` (for clients without the plugin)."""
+def _comment_value(comment: str | None, name: str) -> str | None:
+    """The value of the first ``name=VALUE`` token of a job's comment, or None."""
     if not comment or comment == NULL:
         return None
     for token in comment.split():
         key, _, value = token.partition("=")
-        if key == "locality" and value:
+        if key == name and value:
             return value
     return None
+
+
+def locality_of_comment(comment: str | None) -> str | None:
+    """``--comment='locality=zone:fail ...'`` -> ``zone:fail`` (for clients without the plugin)."""
+    return _comment_value(comment, "locality")
 
 
 def plan_of_comment(comment: str | None) -> str | None:
     """``--comment='plan=tp=8,pp=4,bytes=10G locality=zone'`` -> ``tp=8,pp=4,bytes=10G``."""
-    if not comment or comment == NULL:
-        return None
-    for token in comment.split():
-        key, _, value = token.partition("=")
-        if key == "plan" and value:
-            return value
-    return None
+    return _comment_value(comment, "plan")
 
 
 def site_plan(inventory: Inventory | None) -> str | None:
