@@ -239,10 +239,13 @@ def _tables(topo: GpuTopology, table: Mapping[str, float]) -> _Prepared:
         raise InputError(f"{topo.source or 'topology'}: matrix is not {n}×{n}")
     classes = set().union(*topo.matrix) - {"X"}
     per_class = {c: round(link_bandwidth(c, table) * 1000) for c in classes}
-    weight = tuple(
-        tuple(0 if i == j else per_class[c] for j, c in enumerate(row)) for i, row in enumerate(topo.matrix)
-    )
-    levels = tuple(sorted({per_class[c] for c in classes}, reverse=True))
+    per_class["X"] = 0
+    rows = [list(map(per_class.__getitem__, row)) for row in topo.matrix]
+    for i, row in enumerate(rows):
+        row[i] = 0  # the diagonal (a GPU to itself), whatever the matrix says there
+    weight = tuple(map(tuple, rows))
+    del per_class["X"]
+    levels = tuple(sorted(set(per_class.values()), reverse=True))
     nvlink = {c for c in classes if is_nvlink(c)}
     return _Prepared(n, position, weight, levels, _island_masks(topo.matrix, nvlink))
 

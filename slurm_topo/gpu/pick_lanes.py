@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
 from math import gcd
@@ -99,16 +100,21 @@ def best(weight: tuple[tuple[int, ...], ...], rows: list[int], k: int, whole: li
         raise ValueError(f"pick_lanes: {k} of {len(rows)} rows (3 <= k < rows <= 16)")
     every = sum(1 << r for r in rows)
     whole = [isl for isl in whole if isl & (isl - 1) and isl != every]
-    sub = [list(map(weight[r].__getitem__, rows)) for r in rows]  # the free rows' links, by position
+    # the free rows' links, by position (every row free: the matrix's own rows, read only)
+    sub: Sequence[Sequence[int]] = (
+        weight if len(rows) == len(weight) else [list(map(weight[r].__getitem__, rows)) for r in rows]
+    )
     lo, found = _greedy(sub, k)
-    keep = _peel(sub, k, lo)
+    kth = _kth(sub, k)
+    keep = _peel(sub, k, lo, kth)
     keep_pos = {x: i for i, x in enumerate(keep)}  # the greedy set's rows are kept: position after peel
     if len(keep) < len(rows):
         rows = [rows[i] for i in keep]
         sub = [list(map(sub[i].__getitem__, keep)) for i in keep]
+        kth = _kth(sub, k)
     if len(rows) == k:  # only the greedy set is left
         return sum(1 << r for r in rows)
-    lay, values = _fields(sub, k, lo, len(whole))
+    lay, values = _fields(sub, k, lo, len(whole), kth)
     m = len(rows)
     bc = _Broadcast(lay.width)
     lanes = _build(sub, values, rows, k, whole, lay, bc)
@@ -118,12 +124,12 @@ def best(weight: tuple[tuple[int, ...], ...], rows: list[int], k: int, whole: li
 
 
 def _fields(
-    sub: list[list[int]], k: int, lo: int, islands: int
+    sub: Sequence[Sequence[int]], k: int, lo: int, islands: int, kth: list[int]
 ) -> tuple[_Layout, dict[int, tuple[int, int]]]:
     """The lane layout of a pick over the rows of ``sub`` above the floor ``lo``, and what each bandwidth
-    between them adds and clears (:func:`_pair_value`)."""
+    between them adds and clears (:func:`_pair_value`). ``kth``: :func:`_kth` of ``sub``."""
     present = sorted(set().union(*sub) - {0}, reverse=True)  # the distinct bandwidths, fastest first
-    hi = _ceiling(sub, k)
+    hi = _ceiling(kth, k)
     levels = [w for w in present if lo <= w <= hi]
     g = 0
     for w in present:
@@ -139,7 +145,7 @@ def _fields(
 
 def _lane_of(
     s: list[int],
-    sub: list[list[int]],
+    sub: Sequence[Sequence[int]],
     values: dict[int, tuple[int, int]],
     rows: list[int],
     whole: list[int],
@@ -159,7 +165,7 @@ def _lane_of(
     return lane + add - broken
 
 
-def _greedy(sub: list[list[int]], k: int) -> tuple[int, list[int]]:
+def _greedy(sub: Sequence[Sequence[int]], k: int) -> tuple[int, list[int]]:
     """A k-set built greedily (the fastest pair, then each time the row whose slowest link to the set is
     fastest, of those the one with the most bandwidth to it, the first of equals) and its slowest link: some
     k-set is at least that fast. O(k·m) after the first pair. ``sub``: the links between the rows, by
@@ -188,22 +194,30 @@ def _greedy(sub: list[list[int]], k: int) -> tuple[int, list[int]]:
     return low, found
 
 
-def _peel(sub: list[list[int]], k: int, lo: int) -> list[int]:
+def _kth(sub: Sequence[Sequence[int]], k: int) -> list[int]:
+    """Per row, its (k-1)-th fastest link (the row's 0 on the diagonal sorts last): a row has k-1 links at
+    least ``t`` fast exactly when this is at least ``t``."""
+    return [sorted(row, reverse=True)[k - 2] for row in sub]
+
+
+def _peel(sub: Sequence[Sequence[int]], k: int, lo: int, kth: list[int]) -> list[int]:
     """The positions of the rows that may be in a k-set whose slowest link is at least ``lo``: those with
-    k-1 such links to other such rows (repeated). The greedy set of that floor is among them."""
-    live = [i for i, row in enumerate(sub) if sum(map(lo.__le__, row)) >= k - 1]  # (0 on the diagonal
-    while True:  # is below lo)
+    k-1 such links to other such rows (repeated). The greedy set of that floor is among them. ``kth``:
+    :func:`_kth` of ``sub`` (the first round; when it keeps every row, so do the others)."""
+    live = [i for i, t in enumerate(kth) if t >= lo]
+    if len(live) == len(sub):
+        return live
+    while True:
         keep = [i for i in live if sum(map(lo.__le__, map(sub[i].__getitem__, live))) >= k - 1]
         if len(keep) == len(live):
             return live
         live = keep
 
 
-def _ceiling(sub: list[list[int]], k: int) -> int:
+def _ceiling(kth: list[int], k: int) -> int:
     """No k-set of the rows has a slowest link above this: each of its rows has k-1 links at least that
-    fast, so it is at most the k-th largest of the rows' (k-1)-th fastest links."""
-    kth = sorted((sorted(row, reverse=True)[k - 2] for row in sub), reverse=True)
-    return kth[k - 1]  # (each row's 0 on the diagonal sorts last)
+    fast, so it is at most the k-th largest of the rows' (k-1)-th fastest links (``kth``, :func:`_kth`)."""
+    return sorted(kth, reverse=True)[k - 1]
 
 
 def _layout(nflags: int, sum_bits: int, islands: int) -> _Layout:
@@ -248,24 +262,25 @@ class _Row:
 
 
 def _rows(
-    sub: list[list[int]],
+    sub: Sequence[Sequence[int]],
     values: dict[int, tuple[int, int]],
     rows: list[int],
     whole: list[int],
 ) -> list[_Row]:
     live = sum(1 << r for r in rows)
     home = [0] * len(rows)  # per position: its whole island (a row mask), 0 when none
+    at = [0] * len(rows)  # per position: the positions of its whole island's rows (a mask), 0 when none
     for isl in whole:
-        for i, r in enumerate(rows):
-            if isl >> r & 1:
-                home[i] = isl
+        held = [i for i, r in enumerate(rows) if isl >> r & 1]
+        mask = sum(1 << i for i in held)
+        for i in held:
+            home[i], at[i] = isl, mask
     out = []
     for i, r in enumerate(rows):
         isl = home[i]
-        mates = sum(1 << j for j in range(i) if home[j] == isl) if isl else 0
         last = bool(isl) and isl & live == isl and isl >> (r + 1) == 0  # a peeled row is never there
         pairs = list(map(values.__getitem__, sub[i][:i]))
-        out.append(_Row(pairs, mates, bool(isl), last))
+        out.append(_Row(pairs, at[i] & ((1 << i) - 1), bool(isl), last))
     return out
 
 
@@ -381,7 +396,7 @@ def _low_part_island(row: _Row, j: int, lay: _Layout, bc: _Broadcast) -> tuple[i
 
 
 def _build(
-    sub: list[list[int]],
+    sub: Sequence[Sequence[int]],
     values: dict[int, tuple[int, int]],
     rows: list[int],
     k: int,
