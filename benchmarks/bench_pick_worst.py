@@ -21,7 +21,10 @@ processes on a loaded host do not count, though their load still slows it):
 - *warm*: the same call again on the first object.
 
 Each is the least of ``--repeat`` timings, every one of them a pick of its kind (the caches emptied again
-before each first pick, the remembered picks before each second).
+before each first pick, the remembered picks before each second). The timings are taken in ``--repeat``
+rounds over every case, not one after the other: a shared host has slow spells (the same pick's least of
+30 back to back varied 1.5x between runs minutes apart), and a case whose timings all fell in one would
+report the spell, not the pick.
 
 Every answer is checked equal to the exhaustive reference (``SubsetTable`` for 9-16 GPUs, ``pick_exhaustive``
 for the captures); the script stops on the first difference. Goal: every pick ≤ 1000 µs.
@@ -118,39 +121,76 @@ def free_sets(n: int, masks: int, rng: random.Random) -> Iterator[tuple[int, ...
         yield tuple(g for g in range(n) if g not in busy)
 
 
-def measure(
-    tally: Tally,
-    topo: GpuTopology,
-    cases: list[tuple[tuple[int, ...], int]],
-    check: Callable[..., object],
-    repeat: int,
-) -> None:
-    """The three picks of every case on ``topo`` (see the module docstring), each checked; each the least of
-    ``repeat`` timings, every one of them a first (or second) pick in its own right."""
+@dataclass
+class Case:
+    """One pick case of a matrix: the free GPUs and k, another node's busy set of as many GPUs, the
+    exhaustive reference's answers, and the least CPU µs so far of each of its three picks."""
+
+    tally: Tally
+    topo: GpuTopology
+    free: tuple[int, ...]
+    k: int
+    want: object
+    other: tuple[int, ...]
+    want_other: object
+    best: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("first", "second", "warm"), 1e18))
+
+
+def cases_of(
+    tally: Tally, topo: GpuTopology, picks: list[tuple[tuple[int, ...], int]], check: Callable[..., object]
+) -> list[Case]:
+    """The cases of ``topo``, each with the exhaustive reference's answers (made once, before any timing)."""
     rng = random.Random(topo.source)
-    for free, k in cases:
-        # the benchmark's own heap (every case's results so far) out of the collector's reach, as in the
-        # launcher's short-lived process: a pick's collections then scan its own objects, not the bench's
+    out = []
+    for free, k in picks:
+        other = tuple(sorted(rng.sample(topo.gpus, len(free))))
+        out.append(Case(tally, topo, free, k, check(free, k), other, check(other, k)))
+    return out
+
+
+def time_once(case: Case) -> None:
+    """One timing of each of the three picks of ``case`` (see the module docstring), each checked against
+    the reference; the least so far is kept."""
+    topo, free, k = case.topo, case.free, case.k
+    _clear()
+    first = replace(topo)
+    us = _cpu_us(lambda: pick_devices(first, free, k))
+    assert pick_devices(first, free, k) == case.want, (case.tally.name, topo.source, free, k)
+    case.best["first"] = min(case.best["first"], us)
+    second = replace(topo)  # another node of the same model: its own object, the same links
+    pick_module._prepare(second, None).picked.clear()
+    us = _cpu_us(lambda: pick_devices(second, case.other, k))
+    assert pick_devices(second, case.other, k) == case.want_other, (
+        case.tally.name,
+        topo.source,
+        case.other,
+        k,
+    )
+    case.best["second"] = min(case.best["second"], us)
+    case.best["warm"] = min(case.best["warm"], _cpu_us(lambda: pick_devices(first, free, k)))
+
+
+def run_rounds(cases: list[Case], repeat: int) -> None:
+    """``repeat`` rounds over every case, so that the timings of one case are spread over the whole run
+    (a slow spell of a shared host then reaches one of them, not all); each case keeps its least. Before each
+    round the benchmark's own heap goes out of the collector's reach, as in the launcher's short-lived
+    process: a pick's collections then scan its own objects, not the benchmark's."""
+    for r in range(repeat):
         gc.collect()
         gc.freeze()
-        want = check(free, k)
-        other = tuple(sorted(rng.sample(topo.gpus, len(free))))
-        want_other = check(other, k)
-        firsts, seconds = [], []
-        for _ in range(repeat):
-            _clear()
-            first = replace(topo)
-            firsts.append(_cpu_us(lambda: pick_devices(first, free, k)))  # noqa: B023
-            assert pick_devices(first, free, k) == want, (tally.name, topo.source, free, k)
-            second = replace(topo)  # another node of the same model: its own object, the same links
-            pick_module._prepare(second, None).picked.clear()
-            us = _cpu_us(lambda: pick_devices(second, other, k))  # noqa: B023
-            assert pick_devices(second, other, k) == want_other, (tally.name, topo.source, other, k)
-            seconds.append(us)
-        label = f"{topo.source}, busy {sorted(set(topo.gpus) - set(free))}, k={k}"
-        tally.add("first", min(firsts), label)
-        tally.add("second", min(seconds), f"{topo.source}, busy {sorted(set(topo.gpus) - set(other))}, k={k}")
-        tally.add("warm", min(_cpu_us(lambda: pick_devices(first, free, k)) for _ in range(repeat)), label)  # noqa: B023
+        for case in cases:
+            time_once(case)
+        print(f"round {r + 1} of {repeat} done ({time.strftime('%H:%M:%S')})", file=sys.stderr, flush=True)
+    for case in cases:
+        topo, t = case.topo, case.tally
+        label = f"{topo.source}, busy {sorted(set(topo.gpus) - set(case.free))}, k={case.k}"
+        t.add("first", case.best["first"], label)
+        t.add(
+            "second",
+            case.best["second"],
+            f"{topo.source}, busy {sorted(set(topo.gpus) - set(case.other))}, k={case.k}",
+        )
+        t.add("warm", case.best["warm"], label)
 
 
 def family_matrices(args: argparse.Namespace) -> Iterator[tuple[str, list[GpuTopology]]]:
@@ -174,8 +214,8 @@ def family_matrices(args: argparse.Namespace) -> Iterator[tuple[str, list[GpuTop
         yield f"12 GPU {name}", cut
 
 
-def nine_to_sixteen(args: argparse.Namespace) -> list[Tally]:
-    out = []
+def nine_to_sixteen(args: argparse.Namespace) -> tuple[list[Tally], list[Case]]:
+    out, cases_all = [], []
     for name, topos in family_matrices(args):
         tally = Tally(name)
         for topo in topos:
@@ -186,14 +226,13 @@ def nine_to_sixteen(args: argparse.Namespace) -> list[Tally]:
                 for free in free_sets(n, args.masks, random.Random(topo.source))
                 for k in range(1, len(free) + 1)
             ]
-            measure(tally, topo, cases, table.pick, args.repeat)
-        print(tally.row(), flush=True)
+            cases_all += cases_of(tally, topo, cases, table.pick)
         out.append(tally)
-    return out
+    return out, cases_all
 
 
-def captures(args: argparse.Namespace) -> list[Tally]:
-    out = []
+def captures(args: argparse.Namespace) -> tuple[list[Tally], list[Case]]:
+    out, cases_all = [], []
     for path in sorted(CAPTURES.glob("*.txt")):
         try:
             topo = parse_topo_matrix(path.read_text(), source=path.stem)
@@ -205,10 +244,9 @@ def captures(args: argparse.Namespace) -> list[Tally]:
             free = tuple(g for i, g in enumerate(gpus) if m >> i & 1)
             cases += [(free, k) for k in range(1, len(free) + 1)]
         tally = Tally(f"{n} GPU {path.stem}")
-        measure(tally, topo, cases, lambda free, k: pick_exhaustive(topo, free, k), args.repeat)  # noqa: B023
-        print(tally.row(), flush=True)
+        cases_all += cases_of(tally, topo, cases, lambda free, k: pick_exhaustive(topo, free, k))  # noqa: B023
         out.append(tally)
-    return out
+    return out, cases_all
 
 
 CALLGRIND_SNIPPET = """
@@ -273,7 +311,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=40, help="matrices per 16-GPU family")
     ap.add_argument("--masks", type=int, default=4, help="random busy sets per matrix")
-    ap.add_argument("--repeat", type=int, default=3, help="timings of a warm pick, the least is kept")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds over every case; each keeps its least")
     ap.add_argument("--out", default=str(HERE / "results" / "pick_worst_run.md"))
     ap.add_argument("--callgrind-only", nargs="+", metavar="CASE", help="count instructions of these cases")
     ap.add_argument(
@@ -293,7 +331,10 @@ def main() -> None:
             print(callgrind_case(case), flush=True)
         return
     t0 = time.process_time()
-    tallies = nine_to_sixteen(args) + captures(args)
+    tallies, cases = nine_to_sixteen(args)
+    more, more_cases = captures(args)
+    tallies += more
+    run_rounds(cases + more_cases, args.repeat)
     command = "python benchmarks/bench_pick_worst.py " + (
         f"--seeds {args.seeds} --masks {args.masks} --repeat {args.repeat}"
     )
