@@ -549,9 +549,9 @@ def test_data_file_whose_columns_do_not_add_up_fails_open(tmp_path: Path, data_f
     (here: no shapes) is broken: jobs pass unchanged, one error is logged."""
     body = data_file.read_text().split("\n", 2)[2]
     body = body.replace('fingerprint="', 'fingerprint="0123456789abcdef", old="', 1)
-    assert "\nshapes={\n" in body
+    assert "\nshapes=[=[" in body
     path = tmp_path / "slurm_topo_data.lua"
-    path.write_text(_signed(body.replace("\nshapes={\n", "\nshapes={},\nunused={\n", 1)))
+    path.write_text(_signed(body.replace("\nshapes=[=[", "\nshapes=[=[@]=],\nunused=[=[", 1)))
     f = _fresh(path)
     for _ in range(2):
         rc, desc = f.submit(job("zone:fail", min_nodes=3))

@@ -26,6 +26,8 @@ FILTER = Path(__file__).resolve().parents[1] / "job_submit" / "slurm_topo_filter
 # The vocab.lua names whose Python twin is not the same name in policy/vocab.py.
 ELSEWHERE: dict[str, Any] = {
     "DATA_FORMAT": filter_data.FORMAT,
+    "DATA_DIGIT_ZERO": filter_data.DIGIT_ZERO,
+    "DATA_DIGIT_WIDTH": filter_data.DIGIT_WIDTH,
     "PREFER_LEVELS": decide.PREFER_LEVELS,
     "UNION_ZONES": decide.UNION_ZONES,
     "UNION_EMIT": tuple(i + 1 for i in decide.UNION_EMIT),  # 1-based list indices in Lua
@@ -35,8 +37,9 @@ ELSEWHERE: dict[str, Any] = {
     "MAX_NAMED": nodes.MAX_NAMED,
     "MAX_VISITS": nodes.MAX_VISITS,
 }
-# Lua-only: how often the filter looks at the data file's first line (nothing in Python reads it).
-LUA_ONLY = {"RECHECK_SECONDS"}
+# Lua-only: how often the filter looks at the data file's first line (nothing in Python reads it), and how
+# many values one call returns while the data loads (Lua's C stack).
+LUA_ONLY = {"RECHECK_SECONDS", "DATA_PRESIZE"}
 
 
 def _python(value: Any) -> Any:

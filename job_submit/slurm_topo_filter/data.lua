@@ -8,7 +8,6 @@ the job passes unchanged and the reason is logged once per data fingerprint (log
 
 local V = require("slurm_topo_filter.vocab")
 local S = require("slurm_topo_filter.scan")
-local label_of = S.label_of
 
 local DATA_FORMAT = V.DATA_FORMAT
 
@@ -90,9 +89,135 @@ local function read_all(path)
   return text
 end
 
+-- Digit strings (filter_data.py _ints): the data's integer columns, decoded once per load. Lua's parser costs
+-- about 1 300 machine instructions a number literal and 50 a byte of a string, these loops about 200 a number.
+local byte = string.byte
+local Z1 = V.DATA_DIGIT_ZERO -- the byte of the digit 0 ('?'); Zw: w of them as one number
+local Z2 = Z1 * 64 + Z1
+local Z3 = Z2 * 64 + 63
+local Z4 = Z3 * 64 + 63
+
+local function ints_each(s, i, w, out, n)
+  -- the values from byte i on, one string.byte call a digit (any width, any length)
+  local len = #s
+  while i <= len do
+    local v = 0
+    for j = i, i + w - 1 do v = v * 64 + byte(s, j) - Z1 end
+    n = n + 1
+    out[n] = v
+    i = i + w
+  end
+  return out
+end
+
+local function ints_tail(s, i, w, out, n)
+  -- the values from byte i on, fewer than a batch: their digits from one string.byte call
+  local d = { byte(s, i, -1) }
+  for j = 1, #d, w do
+    local v = 0
+    for x = j, j + w - 1 do v = v * 64 + d[x] - Z1 end
+    n = n + 1
+    out[n] = v
+  end
+  return out
+end
+
+local PRESIZE = V.DATA_PRESIZE -- values: what string.byte and unpack may return at once
+
+local function ints1(s, out)
+  -- width 1: 32 values a string.byte call, the rest from one call (ints_tail)
+  local n, i, last = 0, 2, #s - 31
+  while i <= last do
+    local a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22,
+      a23, a24, a25, a26, a27, a28, a29, a30, a31, a32 = byte(s, i, i + 31)
+    out[n + 1] = a1 - Z1; out[n + 2] = a2 - Z1; out[n + 3] = a3 - Z1; out[n + 4] = a4 - Z1; out[n + 5] = a5 - Z1
+    out[n + 6] = a6 - Z1; out[n + 7] = a7 - Z1; out[n + 8] = a8 - Z1; out[n + 9] = a9 - Z1; out[n + 10] = a10 - Z1
+    out[n + 11] = a11 - Z1; out[n + 12] = a12 - Z1; out[n + 13] = a13 - Z1; out[n + 14] = a14 - Z1
+    out[n + 15] = a15 - Z1; out[n + 16] = a16 - Z1; out[n + 17] = a17 - Z1; out[n + 18] = a18 - Z1
+    out[n + 19] = a19 - Z1; out[n + 20] = a20 - Z1; out[n + 21] = a21 - Z1; out[n + 22] = a22 - Z1
+    out[n + 23] = a23 - Z1; out[n + 24] = a24 - Z1; out[n + 25] = a25 - Z1; out[n + 26] = a26 - Z1
+    out[n + 27] = a27 - Z1; out[n + 28] = a28 - Z1; out[n + 29] = a29 - Z1; out[n + 30] = a30 - Z1
+    out[n + 31] = a31 - Z1; out[n + 32] = a32 - Z1
+    n, i = n + 32, i + 32
+  end
+  return ints_tail(s, i, 1, out, n)
+end
+
+local function ints2(s, out)
+  -- width 2: 16 values a string.byte call, the rest from one call (ints_tail)
+  local n, i, last = 0, 2, #s - 31
+  while i <= last do
+    local a1, b1, a2, b2, a3, b3, a4, b4, a5, b5, a6, b6, a7, b7, a8, b8, a9, b9, a10, b10, a11, b11, a12, b12,
+      a13, b13, a14, b14, a15, b15, a16, b16 = byte(s, i, i + 31)
+    out[n + 1] = a1 * 64 + b1 - Z2; out[n + 2] = a2 * 64 + b2 - Z2; out[n + 3] = a3 * 64 + b3 - Z2
+    out[n + 4] = a4 * 64 + b4 - Z2; out[n + 5] = a5 * 64 + b5 - Z2; out[n + 6] = a6 * 64 + b6 - Z2
+    out[n + 7] = a7 * 64 + b7 - Z2; out[n + 8] = a8 * 64 + b8 - Z2; out[n + 9] = a9 * 64 + b9 - Z2
+    out[n + 10] = a10 * 64 + b10 - Z2; out[n + 11] = a11 * 64 + b11 - Z2; out[n + 12] = a12 * 64 + b12 - Z2
+    out[n + 13] = a13 * 64 + b13 - Z2; out[n + 14] = a14 * 64 + b14 - Z2; out[n + 15] = a15 * 64 + b15 - Z2
+    out[n + 16] = a16 * 64 + b16 - Z2
+    n, i = n + 16, i + 32
+  end
+  return ints_tail(s, i, 2, out, n)
+end
+
+local function ints3(s, out)
+  -- width 3: 16 values a string.byte call, the rest from one call (ints_tail)
+  local n, i, last = 0, 2, #s - 47
+  while i <= last do
+    local a1, b1, c1, a2, b2, c2, a3, b3, c3, a4, b4, c4, a5, b5, c5, a6, b6, c6, a7, b7, c7, a8, b8, c8, a9,
+      b9, c9, a10, b10, c10, a11, b11, c11, a12, b12, c12, a13, b13, c13, a14, b14, c14, a15, b15, c15, a16,
+      b16, c16 = byte(s, i, i + 47)
+    out[n + 1] = (a1 * 64 + b1) * 64 + c1 - Z3; out[n + 2] = (a2 * 64 + b2) * 64 + c2 - Z3
+    out[n + 3] = (a3 * 64 + b3) * 64 + c3 - Z3; out[n + 4] = (a4 * 64 + b4) * 64 + c4 - Z3
+    out[n + 5] = (a5 * 64 + b5) * 64 + c5 - Z3; out[n + 6] = (a6 * 64 + b6) * 64 + c6 - Z3
+    out[n + 7] = (a7 * 64 + b7) * 64 + c7 - Z3; out[n + 8] = (a8 * 64 + b8) * 64 + c8 - Z3
+    out[n + 9] = (a9 * 64 + b9) * 64 + c9 - Z3; out[n + 10] = (a10 * 64 + b10) * 64 + c10 - Z3
+    out[n + 11] = (a11 * 64 + b11) * 64 + c11 - Z3; out[n + 12] = (a12 * 64 + b12) * 64 + c12 - Z3
+    out[n + 13] = (a13 * 64 + b13) * 64 + c13 - Z3; out[n + 14] = (a14 * 64 + b14) * 64 + c14 - Z3
+    out[n + 15] = (a15 * 64 + b15) * 64 + c15 - Z3; out[n + 16] = (a16 * 64 + b16) * 64 + c16 - Z3
+    n, i = n + 16, i + 48
+  end
+  return ints_tail(s, i, 3, out, n)
+end
+
+local function ints4(s, out)
+  -- width 4: 12 values a string.byte call, the rest from one call (ints_tail)
+  local n, i, last = 0, 2, #s - 47
+  while i <= last do
+    local a1, b1, c1, d1, a2, b2, c2, d2, a3, b3, c3, d3, a4, b4, c4, d4, a5, b5, c5, d5, a6, b6, c6, d6, a7,
+      b7, c7, d7, a8, b8, c8, d8, a9, b9, c9, d9, a10, b10, c10, d10, a11, b11, c11, d11, a12, b12, c12, d12 = byte(s, i, i + 47)
+    out[n + 1] = ((a1 * 64 + b1) * 64 + c1) * 64 + d1 - Z4; out[n + 2] = ((a2 * 64 + b2) * 64 + c2) * 64 + d2 - Z4
+    out[n + 3] = ((a3 * 64 + b3) * 64 + c3) * 64 + d3 - Z4; out[n + 4] = ((a4 * 64 + b4) * 64 + c4) * 64 + d4 - Z4
+    out[n + 5] = ((a5 * 64 + b5) * 64 + c5) * 64 + d5 - Z4; out[n + 6] = ((a6 * 64 + b6) * 64 + c6) * 64 + d6 - Z4
+    out[n + 7] = ((a7 * 64 + b7) * 64 + c7) * 64 + d7 - Z4; out[n + 8] = ((a8 * 64 + b8) * 64 + c8) * 64 + d8 - Z4
+    out[n + 9] = ((a9 * 64 + b9) * 64 + c9) * 64 + d9 - Z4
+    out[n + 10] = ((a10 * 64 + b10) * 64 + c10) * 64 + d10 - Z4
+    out[n + 11] = ((a11 * 64 + b11) * 64 + c11) * 64 + d11 - Z4
+    out[n + 12] = ((a12 * 64 + b12) * 64 + c12) * 64 + d12 - Z4
+    n, i = n + 12, i + 48
+  end
+  return ints_tail(s, i, 4, out, n)
+end
+
+local INTS = { ints1, ints2, ints3, ints4 }
+
+
+function M.ints(s)
+  -- a digit string -> its array of integers (its first character the width, 1-5 digits a value)
+  if type(s) ~= "string" or #s == 0 then error("data: a number column is not a digit string") end
+  local w = byte(s, 1) - Z1
+  if w < 1 or w > V.DATA_DIGIT_WIDTH or (#s - 1) % w ~= 0 then error("data: a number column has a bad width") end
+  local f, n = INTS[w], (#s - 1) / w
+  if f == nil then return ints_each(s, 2, w, {}, 0) end
+  -- a table of its final size at once where string.byte can return that many (Lua then grows it no more)
+  return f(s, n <= PRESIZE and { byte(s, 2, n + 1) } or {})
+end
+local ints = M.ints
+
 -- The data file writes the group lists by column, with what repeats written once and referred to by number
--- (shapes, locations, features): its load runs inside slurmctld and costs about its bytes. M.prepare decodes
--- them once per load into the tables the decisions read, with named fields (ARCHITECTURE.md "The work bound"):
+-- (strings, locations, shapes) and every number column as digits: its load runs inside slurmctld and costs
+-- about its bytes. M.prepare decodes them once per load into the tables the decisions read, with named fields
+-- (ARCHITECTURE.md "The work bound"):
 --   group     {feature, rank, nodes, gpus, most, counts = {class, nodes, ...} (its shape's, shared), loc (its
 --             location, shared), label (where the data writes one; else derived on first display), chars (the
 --             feature's length and a separator: what it costs a bracket)}
@@ -100,13 +225,30 @@ end
 --   class     {features = {[name] = true}, gpus, gpu_type}
 --   list      the groups in the filter's order (nodes, then rank), list.index = {[feature] = group}
 
-local LOCATION_FIELDS = { r = "region", z = "zone", rf = "region_feature", zf = "zone_feature",
-                          pz = "zone_parent", pr = "region_parent", fv = "family" }
+local function decode_locations(v, strings)
+  -- 7 string numbers a location (filter_data.py _Shared.shape; 0: none) -> the locations
+  if #v % 7 ~= 0 then error("data: the locations do not add up") end
+  local out, n = {}, 0
+  for j = 1, #v, 7 do
+    n = n + 1
+    out[n] = { region = strings[v[j]], zone = strings[v[j + 1]], region_feature = strings[v[j + 2]],
+               zone_feature = strings[v[j + 3]], zone_parent = strings[v[j + 4]],
+               region_parent = strings[v[j + 5]], family = strings[v[j + 6]] }
+  end
+  return out
+end
 
-local function decode_location(u)
-  local loc = {}
-  for short, name in pairs(LOCATION_FIELDS) do loc[name] = u[short] end
-  return loc
+local function decode_shapes(v)
+  -- nodes, GPUs, most GPUs on a node, c, then c (class, nodes) pairs a shape -> the shapes
+  local out, n, j, len = {}, 0, 1, #v
+  while j <= len do
+    local c = v[j + 3]
+    if c == nil or j + 3 + 2 * c > len then error("data: shape " .. (n + 1) .. " does not add up") end
+    n = n + 1
+    out[n] = { n = v[j], g = v[j + 1], m = v[j + 2], c = { unpack(v, j + 4, j + 3 + 2 * c) } }
+    j = j + 4 + 2 * c
+  end
+  return out
 end
 
 local function run_values(runs, step, count)
@@ -124,42 +266,81 @@ local function run_values(runs, step, count)
   return out
 end
 
-local function group_list(col, features, shapes)
-  -- a list's columns (f feature indices and k ranks: runs rising by 1; s shape indices: runs of one; l labels
-  -- where not derived) -> its groups in order, indexed by feature
-  local count = 0
-  for j = 2, #col.f, 2 do count = count + col.f[j] end
-  local fs, ks, ss = run_values(col.f, 1, count), run_values(col.k, 1, count), run_values(col.s, 0, count)
-  local list, index = {}, {}
+local function column(runs, values, step, count)
+  -- a group column: its runs or its values (filter_data.py _column), count long
+  if runs ~= nil then return run_values(ints(runs), step, count) end
+  local out = ints(values)
+  if #out ~= count then error("data: group columns do not match") end
+  return out
+end
+
+local function group_list(col, data)
+  -- a list's columns (f feature numbers and k ranks: runs rising by 1, or fv/kv values; s shape and u location
+  -- numbers: runs of one, or sv/uv values; l labels where not derived) -> its groups in order, indexed by feature
+  local fs, count = nil, 0
+  if col.f ~= nil then
+    local runs = ints(col.f)
+    for j = 2, #runs, 2 do count = count + runs[j] end
+    fs = run_values(runs, 1, count)
+  else
+    fs = ints(col.fv)
+    count = #fs
+  end
+  local ks, ss, us = column(col.k, col.kv, 1, count), column(col.s, col.sv, 0, count), column(col.u, col.uv, 0, count)
+  local features, shapes, locations, labels, list, index = data.features, data.shapes, data.locations, col.l, {}, {}
+  local made = data.groups -- another partition's group of the same feature, shape, location, rank and label is
+  -- the same table (groups are read only but for label_of's cache: the same label)
   for i = 1, count do
-    local s = shapes[ss[i]]
-    if s == nil then error("data: group " .. i .. " has no shape") end
-    local feature = features[fs[i]]
-    local g = { feature = feature, rank = ks[i], nodes = s.n, gpus = s.g, most = s.m, counts = s.c, loc = s.u,
-                label = col.l[i], chars = #feature + 1 }
+    local s, loc, feature = shapes[ss[i]], locations[us[i]], features[fs[i]]
+    if s == nil or loc == nil or feature == nil then error("data: group " .. i .. " does not add up") end
+    local g, rank, label = made[feature], ks[i], labels[i]
+    if g == nil or g.counts ~= s.c or g.loc ~= loc or g.rank ~= rank or g.label ~= label then
+      g = { feature = feature, rank = rank, nodes = s.n, gpus = s.g, most = s.m, counts = s.c, loc = loc,
+            label = label, chars = #feature + 1 }
+      made[feature] = g
+    end
     list[i] = g
-    index[g.feature] = g
+    index[feature] = g
   end
   list.index = index
   return list
+end
+
+local function decode_ranges(nodes)
+  -- the node index's runs (filter_data.py _node_index: its keys, the runs of each, all the runs' digits) -> its
+  -- ranges = {[key] = {first, last, place, ...}} (nodes.lua reads them)
+  local keys, sizes, runs, ranges, at = nodes.keys, ints(nodes.sizes), ints(nodes.runs), {}, 0
+  if #sizes ~= #keys then error("data: node ranges do not add up") end
+  for i, key in ipairs(keys) do
+    local n = sizes[i] * 3
+    if n > PRESIZE then
+      local t = {}
+      for j = 1, n do t[j] = runs[at + j] end
+      ranges[key] = t
+    else
+      ranges[key] = { unpack(runs, at + 1, at + n) }
+    end
+    at = at + n
+  end
+  if at ~= #runs then error("data: node ranges do not add up") end
+  nodes.ranges, nodes.keys, nodes.sizes, nodes.runs = ranges, nil, nil, nil
 end
 
 function M.prepare(data)
   -- the loaded data file's table, ready for decide (in place, once); an error here is a broken data file (load
   -- fails open)
   if data.ready then return data end
-  local features, locations, shapes = data.features, data.locations, data.shapes
-  for i, u in ipairs(locations) do locations[i] = decode_location(u) end
-  for i, s in ipairs(shapes) do
-    s.u = locations[s.u]
-    if type(s.u) ~= "table" then error("data: shape " .. i .. " has no location") end
-  end
+  data.locations = decode_locations(ints(data.locations), data.features) -- digits -> tables (read by groups)
+  data.shapes = decode_shapes(ints(data.shapes))
   for i, cls in ipairs(data.classes) do
     data.classes[i] = { features = cls.f, gpus = cls.g, gpu_type = cls.t }
   end
+  data.groups = {}
   for _, levels in pairs(data.partitions) do
-    for key, col in pairs(levels) do levels[key] = group_list(col, features, shapes) end
+    for key, col in pairs(levels) do levels[key] = group_list(col, data) end
   end
+  data.groups = nil
+  if type(data.nodes) == "table" and data.nodes.keys ~= nil then decode_ranges(data.nodes) end
   S.gpu_sets(data) -- the class sets of GPU requests without a constraint
   data.has_values = #data.families > 0
   data.default_names = { data.default_partition } -- a job that names no partition

@@ -174,12 +174,15 @@ local parent = M.parent
 
 function M.label_of(g)
   -- the group's label: the data writes it only where it is not the one its feature spells (ng_a.r1 -> a/r1:
-  -- after the first "_", dots as slashes; filter_data.py _derived_label), else derived here once
+  -- after the first "_", dots as slashes; a family bucket ng_a.r1.V of value V -> a/r1/V; filter_data.py
+  -- _derived_label), else derived here once
   local l = g.label
   if l == nil then
-    local f = g.feature
+    local f, v = g.feature, g.loc.family
+    if v ~= nil then f = string.sub(f, 1, #f - #v - 1) end
     l = string.sub(f, string.find(f, "_", 1, true) + 1)
     if string.find(l, ".", 1, true) then l = string.gsub(l, "%.", "/") end
+    if v ~= nil then l = l .. "/" .. v end
     g.label = l
   end
   return l

@@ -14,7 +14,10 @@ local MAX_CONSTRAINT = 1024
 local MAX_RECORD = 200
 local MAX_FIELD = 4096 -- longest partition list, GPU request, regions, SPANK entry or comment read
 local RECHECK_SECONDS = 10 -- how often the data file's first line is looked at again
-local DATA_FORMAT = 8 -- slurm_topo/render/filter_data.py FORMAT
+local DATA_FORMAT = 9 -- slurm_topo/render/filter_data.py FORMAT
+local DATA_DIGIT_ZERO = 63 -- the byte of the digit 0 in the data's digit strings (filter_data.py DIGIT_ZERO)
+local DATA_DIGIT_WIDTH = 5 -- the most digits a value has there (filter_data.py DIGIT_WIDTH)
+local DATA_PRESIZE = 7000 -- values string.byte/unpack return at once at load (under Lua's C stack of 8000)
 local SPANK_LOCALITY = "_SLURM_SPANK_OPTION_locality_locality"
 local SPANK_REGIONS = "_SLURM_SPANK_OPTION_locality_locality_regions"
 local SPANK_PLAN = "_SLURM_SPANK_OPTION_locality_plan"
@@ -125,6 +128,7 @@ return {
   NO_VAL = NO_VAL, NO_VAL16 = NO_VAL16, INFINITE = INFINITE, RECORD_PREFIX = RECORD_PREFIX,
   MAX_ALTERNATIVES = MAX_ALTERNATIVES, MAX_CONSTRAINT = MAX_CONSTRAINT, MAX_RECORD = MAX_RECORD,
   MAX_FIELD = MAX_FIELD, RECHECK_SECONDS = RECHECK_SECONDS, DATA_FORMAT = DATA_FORMAT,
+  DATA_DIGIT_ZERO = DATA_DIGIT_ZERO, DATA_DIGIT_WIDTH = DATA_DIGIT_WIDTH, DATA_PRESIZE = DATA_PRESIZE,
   SPANK_LOCALITY = SPANK_LOCALITY, SPANK_REGIONS = SPANK_REGIONS, SPANK_PLAN = SPANK_PLAN, LEVELS = LEVELS,
   LOCALITIES = LOCALITIES, MODES = MODES, AUTO_LEVELS = AUTO_LEVELS, AUTO_INDEX = AUTO_INDEX,
   BUDGET_PREFIX = BUDGET_PREFIX, RELAX_PREFIX = RELAX_PREFIX, PLAN_PREFIX = PLAN_PREFIX, PLAN_KEYS = PLAN_KEYS,

@@ -8,13 +8,16 @@ written through ``_q`` (the node index: each name through ``_q``, the whole thro
 Slurm's partition names, which may hold any character Slurm takes: each byte of those that ``_q`` would
 refuse is written as a Lua decimal escape (``_slurm_name``).
 
-Format 8 (format 7 with the node index's ranges and bare names as Lua tables, built by the parser at load
-so that no decision parses them; format 7: the generator's feature prefixes, ``owned``, and each node's
-NVLink domain and the node count in the node index; format 6: a family bucket's values, ``fv``) is sized
-for the load inside slurmctld (read, Adler-32 in Lua, Lua's parser: each costs about its bytes, the parser
-more per table field and string): the group lists are written by column, with what repeats (features,
-locations, node counts) written once and referred to by number, and what is derivable (labels) left to
-the filter (M.prepare, once per load).
+Format 9 (format 8 with every integer column written as one string of base-64 digits, decoded once per
+load by ``data.lua`` ``ints``; the locations as numbers into the one string list, ``features``; family
+buckets' labels derived; format 8: the node index's ranges and bare names as Lua tables, built at load so that
+no decision parses them; format 7: the generator's feature prefixes, ``owned``, and each node's NVLink domain
+and the node count in the node index; format 6: a family bucket's values, ``fv``) is sized for the load inside
+slurmctld (read, Adler-32 in Lua, Lua's parser, ``prepare``): the checksum costs about 120 machine
+instructions a byte, Lua's parser about 1 300 a number literal and 50 a byte of a string literal, decoding a
+digit string about 200 a number (``benchmarks/results/filter_world.md``, "data load"). So the group lists are
+written by column, what repeats (strings, locations, node counts) written once and referred to by number, the
+numbers as digit strings, and what is derivable (labels) left to the filter.
 """
 
 from __future__ import annotations
@@ -28,11 +31,34 @@ from ..policy.nodes import NodeIndex
 from ..policy.vocab import HOLD_NOTE, INTERACTIVE_NOTE, LOCATION_PREFIXES, NVL
 from . import RenderContext, header
 
-FORMAT = 8
+FORMAT = 9
 """The data file's layout version; job_submit/slurm_topo_filter/data.lua refuses (fails open on) any other."""
 _PLAIN = re.compile(r"^[A-Za-z0-9._:*?=+/ ()-]*\Z")
 _INDEX = re.compile(r"^[A-Za-z0-9._:*?=+/ ()#|;,-]*\Z")
 """The node index string: _PLAIN's characters and its separators."""
+
+
+DIGIT_ZERO = 63
+"""Digit strings (:func:`_ints`): base 64, the digits the characters ``?`` (63) to ``~`` (126), none of them
+``=``, so ``]=]`` never occurs inside and each is written as a level-1 long string (no escapes)."""
+DIGIT_WIDTH = 5
+"""The most digits a value of a digit string has (64**5 > 10**9: node numbers of 9 decimal digits)."""
+
+
+def _ints(values: Sequence[int]) -> str:
+    """Non-negative integers as one Lua long string: its first character the width w (1-5 digits each, the
+    largest value's), then each value in w base-64 digits, most significant first (``data.lua`` ``ints``)."""
+    top = max(values, default=0)
+    if min(values, default=0) < 0:
+        raise ValueError("refusing to write a negative number as digits")  # indices and counts; never reached
+    width = 1
+    while top >= 64**width:
+        width += 1
+    if width > DIGIT_WIDTH:
+        raise ValueError(f"refusing to write {top} as digits")  # node numbers have at most 9 decimal digits
+    shifts = range(6 * (width - 1), -1, -6)
+    digits = "".join(chr(DIGIT_ZERO + ((v >> k) & 63)) for v in values for k in shifts)
+    return f"[=[{chr(DIGIT_ZERO + width)}{digits}]=]"
 
 
 def _q(text: str) -> str:
@@ -69,64 +95,90 @@ def _ancestors(feature: str, location_features: frozenset[str]) -> tuple[str | N
     return rf, zf
 
 
-def _derived_label(feature: str) -> str | None:
-    """The label a group feature spells (``ng_a.r1`` -> ``a/r1``: after the first ``_``, dots as slashes):
-    written only where a group's label differs (the Lua twin is ``label_of``)."""
+def _derived_label(feature: str, family: str | None = None) -> str | None:
+    """The label a group feature spells (``ng_a.r1`` -> ``a/r1``: after the first ``_``, dots as slashes; a
+    family bucket's ``ng_a.r1.torch-2.4`` of value ``torch-2.4`` -> ``a/r1/torch-2.4``): written only where a
+    group's label differs (the Lua twin is ``scan.lua`` ``label_of``)."""
+    if family:  # a bucket whose feature does not end with its values (hashed) gets its label written
+        base = _derived_label(feature[: -len(family) - 1]) if feature.endswith("." + family) else None
+        return None if base is None else f"{base}/{family}"
     _, sep, rest = feature.partition("_")
     return rest.replace(".", "/") if sep else None
 
 
-def _runs(values: Sequence[int], step: int) -> str:
-    """``{first,count,...}``: runs of values rising by ``step`` (0: repeated) as (first value, length)."""
+def _runs(values: Sequence[int], step: int) -> list[int]:
+    """``[first, count, ...]``: runs of values rising by ``step`` (0: repeated) as (first value, length)."""
     out: list[int] = []
     for v in values:
         if out and v == out[-2] + step * out[-1]:
             out[-1] += 1
         else:
             out += [v, 1]
-    return "{" + ",".join(map(str, out)) + "}"
+    return out
+
+
+def _column(key: str, values: Sequence[int], step: int) -> str:
+    """One group column as digits: its runs (``key``) or, where shorter, its values (``key`` + ``v``)."""
+    runs = _runs(values, step)
+    return f"{key}={_ints(runs)}" if len(runs) <= len(values) else f"{key}v={_ints(values)}"
 
 
 class _Shared:
-    """What the group lists and the node index refer to by number: the location features (each written once),
-    the distinct locations ({r, z, rf, zf, pz, pr, fv}) and shapes ({n, g, m, c, u})."""
+    """What the group lists and the node index refer to by number: the strings (group features, region and
+    zone names, family values: each written once), the distinct locations (r, z, rf, zf, pz, pr, fv: string
+    numbers) and shapes (n, g, m, then the class counts)."""
 
     def __init__(self) -> None:
         self.features: dict[str, int] = {}
-        self.locations: dict[str, int] = {}
-        self.shapes: dict[str, int] = {}
+        self.locations: dict[tuple[int, ...], int] = {}
+        self.shapes: dict[tuple[int, ...], int] = {}
 
     def feature(self, feature: str | None) -> int:
-        """1-based index in the features list; 0 for none."""
+        """1-based index in the string list; 0 for none."""
         return self.features.setdefault(feature, len(self.features) + 1) if feature else 0
 
     def shape(self, g: Group) -> int:
+        """1-based index of the group's shape: nodes, GPUs, most GPUs on a node, its class counts."""
+        counts = [x for c, n in g.counts for x in (c + 1, n)]  # 1-based class index in Lua
+        shape = (g.nodes, g.gpus, g.max_gpus, len(g.counts), *counts)
+        return self.shapes.setdefault(shape, len(self.shapes) + 1)
+
+    def location(self, g: Group) -> int:
+        """1-based index of the group's location: region, zone, their features, parents, family values."""
         rf, zf = _ancestors(g.feature, g.location_features)
         pz, pr = g.parents
-        fields = (
-            ("r", g.region),
-            ("z", g.zone),
-            ("rf", rf),
-            ("zf", zf),
-            ("pz", pz if pz != zf else None),  # only where they differ (family buckets)
-            ("pr", pr if pr != rf else None),
-            ("fv", g.family),  # family buckets: zone unions join one value's buckets only
+        loc = (
+            g.region,
+            g.zone,
+            rf,
+            zf,
+            pz if pz != zf else None,  # only where they differ (family buckets)
+            pr if pr != rf else None,
+            g.family,  # family buckets: zone unions join one value's buckets only
         )
-        loc = "{" + ",".join(f"{k}={_q(v)}" for k, v in fields if v) + "}"
-        u = self.locations.setdefault(loc, len(self.locations) + 1)
-        counts = ",".join(f"{c + 1},{n}" for c, n in g.counts)  # 1-based class index in Lua
-        shape = f"{{n={g.nodes},g={g.gpus},m={g.max_gpus},c={{{counts}}},u={u}}}"
-        return self.shapes.setdefault(shape, len(self.shapes) + 1)
+        return self.locations.setdefault(tuple(self.feature(_plain(x)) for x in loc), len(self.locations) + 1)
+
+
+def _plain(text: str | None) -> str | None:
+    """A string the data refers to by number: what ``_q`` writes (checked here, written once later)."""
+    if text:
+        _q(text)
+    return text
 
 
 def _groups(groups: Sequence[Group], shared: _Shared, big: int | None) -> str:
-    """One group list by column: feature indices, ranks and shapes as runs, labels only where not derived."""
+    """One group list by column: feature indices, ranks, shapes and locations as digits (runs where
+    shorter), labels only where not derived."""
     labels = ",".join(
-        f"[{i}]={_q(g.label)}" for i, g in enumerate(groups, 1) if _derived_label(g.feature) != g.label
+        f"[{i}]={_q(g.label)}"
+        for i, g in enumerate(groups, 1)
+        if _derived_label(g.feature, g.family) != g.label
     )
     return (
-        f"{{f={_runs([shared.feature(g.feature) for g in groups], 1)},k={_runs([g.rank for g in groups], 1)},"
-        f"s={_runs([shared.shape(g) for g in groups], 0)},l={{{labels}}}"
+        f"{{{_column('f', [shared.feature(g.feature) for g in groups], 1)},"
+        f"{_column('k', [g.rank for g in groups], 1)},"
+        f"{_column('s', [shared.shape(g) for g in groups], 0)},"
+        f"{_column('u', [shared.location(g) for g in groups], 0)},l={{{labels}}}"
         + (f",big={big}" if big is not None else "")
         + "}"
     )
@@ -140,8 +192,11 @@ def _name(text: str) -> str:
 
 def _node_index(nodes: NodeIndex, shared: _Shared) -> str:
     """The node index (read only for a --nodelist), built by Lua's own parser when the file loads, so that
-    no decision parses it: ``{head="w1,w2,N#places", areas={{zone,region,nvl},...}, ranges={["prefix/width"]=
-    {first,last,place,...}}, bare={[name]=place}}``. ``head``: widths ``w1,w2,N`` (N: the nodes indexed),
+    no decision parses it: ``{head="w1,w2,N#places", areas={{zone,region,nvl},...}, keys={"prefix/width",...},
+    sizes=DIGITS, runs=DIGITS, bare={[name]=place}}``: each key's (first,last,place) runs, the keys' in
+    order in one digit string (:func:`_ints`), ``sizes`` the runs of each key; ``data.lua`` makes them the
+    table ``ranges={["prefix/width"]={first,last,place,...}}`` at load. ``head``: widths ``w1,w2,N`` (N: the
+    nodes indexed),
     places fixed-width (place i at (i-1)*(w1+w2)+1: its network-group feature index in w1 digits, its area
     in w2); areas are feature indices; a key's runs are sorted, searched by halving.
     Numbers are 1-based, 0: none."""
@@ -158,13 +213,16 @@ def _node_index(nodes: NodeIndex, shared: _Shared) -> str:
     head = "#".join((f"{w1},{w2},{nodes.nodes}", places))
     if not _INDEX.match(head):
         raise ValueError("refusing to write the node index into Lua")  # digits and separators; never reached
-    ranges = ",".join(
-        f"[{_q(_name(key))}]={{" + ",".join(f"{a},{b},{c + 1}" for a, b, c in runs) + "}"
-        for key, runs in (nodes.ranges or {}).items()
-    )
+    ranges = (nodes.ranges or {}).items()
+    keys = ",".join(_q(_name(key)) for key, _ in ranges)
+    sizes = _ints([len(runs) for _, runs in ranges])
+    runs = _ints([x for _, key_runs in ranges for a, b, c in key_runs for x in (a, b, c + 1)])
     bare = ",".join(f"[{_q(_name(k))}]={v + 1}" for k, v in (nodes.bare or {}).items())
     area_rows = ",".join(f"{{{z},{r},{v}}}" for z, r, v in areas)
-    return f'{{head="{head}",\nareas={{{area_rows}}},\nranges={{{ranges}}},\nbare={{{bare}}}}}'
+    return (
+        f'{{head="{head}",\nareas={{{area_rows}}},\nkeys={{{keys}}},\nsizes={sizes},\nruns={runs},\n'
+        f"bare={{{bare}}}}}"
+    )
 
 
 def render_lua_table(data: PolicyData) -> str:
@@ -203,9 +261,9 @@ def render_lua_table(data: PolicyData) -> str:
             out.append("values=" + _groups(data.family_values[pname], shared, None) + ",\n")
         out.append("},\n")
     out.append("},\nnodes=" + _node_index(data.nodes, shared) + ",\n")
-    out.append("locations={\n" + "".join(f"{loc},\n" for loc in shared.locations))
-    out.append("},\nshapes={\n" + "".join(f"{shape},\n" for shape in shared.shapes))
-    out.append("},\nfeatures={\n" + "".join(f"{_q(f)},\n" for f in shared.features) + "},\n}\n")
+    out.append("locations=" + _ints([x for loc in shared.locations for x in loc]) + ",\n")
+    out.append("shapes=" + _ints([x for shape in shared.shapes for x in shape]) + ",\n")
+    out.append("features={\n" + "".join(f"{_q(f)},\n" for f in shared.features) + "},\n}\n")
     return "".join(out)
 
 
@@ -227,19 +285,22 @@ def checksum(body: str) -> str:
 
 
 LEGEND = """\
--- Format 8. Keys: default, partition_defaults, families: the policy. everywhere: the partition a name the
+-- Format 9. Keys: default, partition_defaults, families: the policy. everywhere: the partition a name the
 -- data does not know counts as. known: every node feature. owned: the prefixes of the features slurm-topo
 -- makes (model.LEVEL_FEATURE_PREFIXES). messages: text templates (policy/vocab.py).
 -- classes: node classes {f=features, g=GPUs, t=GPU type}. areas: --locality-regions names {f=features,
--- r=regions}. partitions[p][level]: groups in the filter's order, by column: f=feature indices, k=ranks,
--- s=shape indices (runs {first,count,...} of values rising by 1, shapes: repeated), l={[i]=label} where
--- not the feature's own (ng_a.r1: a/r1), big=index of the largest group; values (with families): the bare
--- family values as groups, largest first. shapes: {n=nodes, g=GPUs, m=most GPUs on a node, c={class,
--- nodes,...}, u=location index}; locations: {r/z=region/zone, rf/zf=ancestor features, pz/pr=the
--- zone/region groups holding it where not zf/rf, fv=the family values (family buckets)}; features: every
--- group feature, once.
+-- r=regions}. DIGITS: [=[WD...]=], non-negative integers in base 64 (digits '?'..'~', 0..63), W the width
+-- of each (1-5 digits, written as a digit). partitions[p][level]: groups in the filter's order, by column,
+-- each DIGITS: f=feature numbers, k=ranks, s=shape numbers as runs {first,count,...} of values rising by 1
+-- (shapes: repeated), or kv/sv the values themselves; l={[i]=label} where not the one the feature spells
+-- (ng_a.r1: a/r1; a family bucket's ng_a.r1.V of value V: a/r1/V), big=number of the largest group; values
+-- (with families): the bare family values as groups, largest first. shapes: DIGITS, each n=nodes, g=GPUs,
+-- m=most GPUs on a node, u=location number, then its class count c and c pairs (class, nodes). locations:
+-- DIGITS, 7 string numbers each (0: none): region, zone, their features, the zone and region groups holding
+-- it where not those (family buckets), the family values. features: every string the numbers refer to, once.
 -- nodes: where each node is (read only for a --nodelist): {head="w1,w2,N#places", areas={{z,r,nvl}},
--- ranges={["prefix/width"]={first,last,place,...}}, bare={[name]=place}}, see filter_data.py _node_index.
+-- ranges={["prefix/width"]=DIGITS of (first,last,place) runs}, bare={[name]=place}}, see filter_data.py
+-- _node_index.
 -- auto_units[level][n] (n up to auto_max): an auto job's budget per second of time limit for each looser
 -- level in order (empty: no plan; false: the plan does not fit n nodes).
 """
