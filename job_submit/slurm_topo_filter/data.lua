@@ -287,7 +287,8 @@ local function group_list(col, data)
     count = #fs
   end
   local ks, ss, us = column(col.k, col.kv, 1, count), column(col.s, col.sv, 0, count), column(col.u, col.uv, 0, count)
-  local features, shapes, locations, labels, list, index = data.features, data.shapes, data.locations, col.l, {}, {}
+  local features, shapes, locations, labels, index = data.features, data.shapes, data.locations, col.l, {}
+  local list = count <= PRESIZE and { unpack(fs, 1, count) } or {} -- its size at once (each entry replaced)
   local made = data.groups -- another partition's group of the same feature, shape, location, rank and label is
   -- the same table (groups are read only but for label_of's cache: the same label)
   for i = 1, count do
@@ -307,23 +308,18 @@ local function group_list(col, data)
 end
 
 local function decode_ranges(nodes)
-  -- the node index's runs (filter_data.py _node_index: its keys, the runs of each, all the runs' digits) -> its
-  -- ranges = {[key] = {first, last, place, ...}} (nodes.lua reads them)
-  local keys, sizes, runs, ranges, at = nodes.keys, ints(nodes.sizes), ints(nodes.runs), {}, 0
-  if #sizes ~= #keys then error("data: node ranges do not add up") end
-  for i, key in ipairs(keys) do
-    local n = sizes[i] * 3
-    if n > PRESIZE then
-      local t = {}
-      for j = 1, n do t[j] = runs[at + j] end
-      ranges[key] = t
-    else
-      ranges[key] = { unpack(runs, at + 1, at + n) }
-    end
-    at = at + n
+  -- the node index's runs (filter_data.py _node_index: its keys, then one digit string of each key's run count
+  -- and {first, last, place} runs) -> runs, the array of those numbers, and ranges = {[key] = where its count
+  -- is in runs} (nodes.lua reads both)
+  local keys, runs, ranges, at = nodes.keys, ints(nodes.runs), {}, 1
+  for _, key in ipairs(keys) do
+    local n = runs[at]
+    if n == nil then error("data: node ranges do not add up") end
+    ranges[key] = at
+    at = at + 1 + 3 * n
   end
-  if at ~= #runs then error("data: node ranges do not add up") end
-  nodes.ranges, nodes.keys, nodes.sizes, nodes.runs = ranges, nil, nil, nil
+  if at ~= #runs + 1 then error("data: node ranges do not add up") end
+  nodes.ranges, nodes.runs, nodes.keys = ranges, runs, nil
 end
 
 function M.prepare(data)
@@ -340,7 +336,10 @@ function M.prepare(data)
     for key, col in pairs(levels) do levels[key] = group_list(col, data) end
   end
   data.groups = nil
-  if type(data.nodes) == "table" and data.nodes.keys ~= nil then decode_ranges(data.nodes) end
+  if type(data.nodes) == "table" and data.nodes.keys ~= nil then
+    decode_ranges(data.nodes)
+    data.nodes.areas = ints(data.nodes.areas) -- (zone, region, nvl) string numbers a row (nodes.lua place_group)
+  end
   S.gpu_sets(data) -- the class sets of GPU requests without a constraint
   data.has_values = #data.families > 0
   data.default_names = { data.default_partition } -- a job that names no partition

@@ -162,13 +162,14 @@ end
 function M.node_index(data)
   -- where each node is, from the data's node index (filter_data.py _node_index), read on the first --nodelist
   -- after a load and kept with the data: the places stay in the head string (fixed width, read where needed:
-  -- place_group); the ranges and bare names are tables Lua's parser built at load
+  -- place_group); the areas (3 numbers a row), the ranges (each key's start in one array of runs) and bare names
+  -- are arrays and tables made at load
   local index = data.node_index
   if index then return index end
   local raw = data.nodes
   local w1, w2, total, places = string.match(raw.head, "^(%d+),(%d+),(%d+)#(%d*)$")
   index = { features = data.features, places = places, w1 = tonumber(w1), w = tonumber(w1) + tonumber(w2),
-            areas = raw.areas, ranges = raw.ranges, bare = raw.bare, nodes = tonumber(total) }
+            areas = raw.areas, ranges = raw.ranges, runs = raw.runs, bare = raw.bare, nodes = tonumber(total) }
   data.node_index = index
   return index
 end
@@ -177,12 +178,13 @@ local function place_group(index, idx, li)
   -- place idx's group feature at level index li (false: none), from its fixed-width record
   local at, w1 = (idx - 1) * index.w, index.w1
   if li == 1 then return index.features[tonumber(string.sub(index.places, at + 1, at + w1))] or false end
-  local area = index.areas[tonumber(string.sub(index.places, at + w1 + 1, at + index.w))]
-  return index.features[area[li - 1]] or false
+  local area = tonumber(string.sub(index.places, at + w1 + 1, at + index.w)) -- its (zone, region, nvl) row
+  return index.features[index.areas[area * 3 + li - 4]] or false
 end
 
 local function range_runs(index, key)
-  -- {first,last,place,...} of a "prefix/width" key (sorted), nil when none
+  -- where a "prefix/width" key's runs start in index.runs ({count, first, last, place, ...} a key, sorted), nil
+  -- when none
   return index.ranges[key]
 end
 
@@ -192,20 +194,20 @@ local function place_of(index, name, hint)
   local prefix, digits = string.match(name, "^(.-)(%d+)$")
   if prefix == nil or #digits > 9 then return index.bare[name] end
   local key, number = prefix .. "/" .. #digits, tonumber(digits)
-  local runs, i = hint.runs, hint.i
+  local runs, at, i = index.runs, hint.at, hint.i
   if key == hint.key then
-    if i > 0 and runs[i * 3 - 2] <= number and runs[i * 3 - 1] >= number then return runs[i * 3] end
+    if i > 0 and runs[at + i * 3 - 2] <= number and runs[at + i * 3 - 1] >= number then return runs[at + i * 3] end
   else
-    runs = range_runs(index, key)
-    if runs == nil then return nil end
-    hint.key, hint.runs = key, runs
+    at = range_runs(index, key)
+    if at == nil then return nil end
+    hint.key, hint.at = key, at
   end
-  local a, b = 1, #runs / 3 -- the last run starting at or before number
+  local a, b = 1, runs[at] -- the last run starting at or before number
   i = 0
   while a <= b do
     local mid = a + b
     mid = (mid - mid % 2) / 2
-    if runs[mid * 3 - 2] <= number then
+    if runs[at + mid * 3 - 2] <= number then
       i = mid
       a = mid + 1
     else
@@ -213,7 +215,7 @@ local function place_of(index, name, hint)
     end
   end
   hint.i = i
-  if i > 0 and runs[i * 3 - 1] >= number then return runs[i * 3] end
+  if i > 0 and runs[at + i * 3 - 1] >= number then return runs[at + i * 3] end
   return nil
 end
 

@@ -190,15 +190,21 @@ def _name(text: str) -> str:
     return text
 
 
+def _key_runs(runs: Sequence[tuple[int, int, int]]) -> list[int]:
+    """A key's runs as the node index writes them: their count, then first, last and place (1-based) each."""
+    return [len(runs), *(x for a, b, c in runs for x in (a, b, c + 1))]
+
+
 def _node_index(nodes: NodeIndex, shared: _Shared) -> str:
     """The node index (read only for a --nodelist), built by Lua's own parser when the file loads, so that
-    no decision parses it: ``{head="w1,w2,N#places", areas={{zone,region,nvl},...}, keys={"prefix/width",...},
-    sizes=DIGITS, runs=DIGITS, bare={[name]=place}}``: each key's (first,last,place) runs, the keys' in
-    order in one digit string (:func:`_ints`), ``sizes`` the runs of each key; ``data.lua`` makes them the
-    table ``ranges={["prefix/width"]={first,last,place,...}}`` at load. ``head``: widths ``w1,w2,N`` (N: the
-    nodes indexed),
+    no decision parses it: ``{head="w1,w2,N#places", areas=DIGITS, keys={"prefix/width",...},
+    runs=DIGITS, bare={[name]=place}}``: ``runs`` holds each key's runs in the order of ``keys``, their count
+    then (first,last,place) each (:func:`_key_runs`), as one digit string (:func:`_ints`); ``data.lua`` makes
+    it one array and ``ranges={["prefix/width"]=where its count is}`` at load. ``head``: widths ``w1,w2,N``
+    (N: the nodes indexed),
     places fixed-width (place i at (i-1)*(w1+w2)+1: its network-group feature index in w1 digits, its area
-    in w2); areas are feature indices; a key's runs are sorted, searched by halving.
+    in w2); areas are (zone, region, nvl) feature indices, 3 a row; a key's runs are sorted, searched by
+    halving.
     Numbers are 1-based, 0: none."""
     areas: dict[tuple[int, int, int], int] = {}
     rows = [
@@ -215,14 +221,10 @@ def _node_index(nodes: NodeIndex, shared: _Shared) -> str:
         raise ValueError("refusing to write the node index into Lua")  # digits and separators; never reached
     ranges = (nodes.ranges or {}).items()
     keys = ",".join(_q(_name(key)) for key, _ in ranges)
-    sizes = _ints([len(runs) for _, runs in ranges])
-    runs = _ints([x for _, key_runs in ranges for a, b, c in key_runs for x in (a, b, c + 1)])
+    runs = _ints([x for _, key_runs in ranges for x in _key_runs(key_runs)])
     bare = ",".join(f"[{_q(_name(k))}]={v + 1}" for k, v in (nodes.bare or {}).items())
-    area_rows = ",".join(f"{{{z},{r},{v}}}" for z, r, v in areas)
-    return (
-        f'{{head="{head}",\nareas={{{area_rows}}},\nkeys={{{keys}}},\nsizes={sizes},\nruns={runs},\n'
-        f"bare={{{bare}}}}}"
-    )
+    area_rows = _ints([x for row in areas for x in row])
+    return f'{{head="{head}",\nareas={area_rows},\nkeys={{{keys}}},\nruns={runs},\nbare={{{bare}}}}}'
 
 
 def render_lua_table(data: PolicyData) -> str:
@@ -298,9 +300,9 @@ LEGEND = """\
 -- m=most GPUs on a node, u=location number, then its class count c and c pairs (class, nodes). locations:
 -- DIGITS, 7 string numbers each (0: none): region, zone, their features, the zone and region groups holding
 -- it where not those (family buckets), the family values. features: every string the numbers refer to, once.
--- nodes: where each node is (read only for a --nodelist): {head="w1,w2,N#places", areas={{z,r,nvl}},
--- ranges={["prefix/width"]=DIGITS of (first,last,place) runs}, bare={[name]=place}}, see filter_data.py
--- _node_index.
+-- nodes: where each node is (read only for a --nodelist): {head="w1,w2,N#places", areas=DIGITS (z,r,nvl),
+-- keys={"prefix/width",...}, runs=DIGITS: per key its run count, then (first,last,place) runs,
+-- bare={[name]=place}}, see filter_data.py _node_index.
 -- auto_units[level][n] (n up to auto_max): an auto job's budget per second of time limit for each looser
 -- level in order (empty: no plan; false: the plan does not fit n nodes).
 """
