@@ -185,7 +185,8 @@ local function ints4(s, out)
   local n, i, last = 0, 2, #s - 47
   while i <= last do
     local a1, b1, c1, d1, a2, b2, c2, d2, a3, b3, c3, d3, a4, b4, c4, d4, a5, b5, c5, d5, a6, b6, c6, d6, a7,
-      b7, c7, d7, a8, b8, c8, d8, a9, b9, c9, d9, a10, b10, c10, d10, a11, b11, c11, d11, a12, b12, c12, d12 = byte(s, i, i + 47)
+      b7, c7, d7, a8, b8, c8, d8, a9, b9, c9, d9, a10, b10, c10, d10, a11, b11, c11, d11, a12, b12, c12,
+      d12 = byte(s, i, i + 47)
     out[n + 1] = ((a1 * 64 + b1) * 64 + c1) * 64 + d1 - Z4; out[n + 2] = ((a2 * 64 + b2) * 64 + c2) * 64 + d2 - Z4
     out[n + 3] = ((a3 * 64 + b3) * 64 + c3) * 64 + d3 - Z4; out[n + 4] = ((a4 * 64 + b4) * 64 + c4) * 64 + d4 - Z4
     out[n + 5] = ((a5 * 64 + b5) * 64 + c5) * 64 + d5 - Z4; out[n + 6] = ((a6 * 64 + b6) * 64 + c6) * 64 + d6 - Z4
