@@ -235,19 +235,17 @@ def _pair_value(w: int, levels: list[int], lo: int, g: int, lay: _Layout) -> tup
     return ((w - lo) // g if w >= lo else 0) << lay.sum, lay.lane ^ bad << lay.flags if bad else 0
 
 
-class _Broadcast:
-    """A lane constant repeated over 2^j lanes (j <= the chunk), remembered for the pick."""
+class _Broadcast(dict[int, int]):
+    """A lane constant repeated over 2^j lanes (j <= the chunk), remembered for the pick: ``bc[value << 5 |
+    j]`` (a subscript, not a call: the build reads it some 200 times a pick)."""
 
     def __init__(self, width: int) -> None:
+        super().__init__()
         self.width = width
         self.ones = [_ones(width, j) for j in range(_CHUNK + 1)]
-        self.seen: dict[int, int] = {}  # by value << 5 | j
 
-    def __call__(self, value: int, j: int) -> int:
-        key = value << 5 | j
-        got = self.seen.get(key)
-        if got is None:
-            got = self.seen[key] = value * self.ones[j]
+    def __missing__(self, key: int) -> int:
+        got = self[key] = (key >> 5) * self.ones[key & 31]
         return got
 
 
@@ -296,10 +294,10 @@ def _contribution(
     add_part, and_part = _low_part(row, j, lay, bc)
     touched_low = all_low = 0
     if row.island:
-        unit = bc(1, j)
+        unit = bc[1 << 5 | j]
         touched_low = unit ^ (add_part & unit)  # what "touched" adds where no low mate is there
         if row.last:
-            there = add_part & bc(1 << lay.guard, j)
+            there = add_part & bc[(1 << lay.guard) << 5 | j]
             all_low = there >> lay.guard  # the +1 of "all there", where the low mates are
             add_part ^= there
             add_part += all_low
@@ -312,7 +310,7 @@ def _contribution(
         add, clear = row.values[b2]
         lower, upper = adds, adds
         if add:
-            plus = bc(add, c)
+            plus = bc[add << 5 | c]
             upper = [x + plus for x in adds]
         if row.mates >> b2 & 1:
             upper = [x if t else x + touched_low for x, t in zip(upper, touched, strict=True)]
@@ -323,7 +321,7 @@ def _contribution(
             touched, whole = touched + touched, whole + whole
         adds = lower + upper
         if clear:
-            bits = bc(clear, c)
+            bits = bc[clear << 5 | c]
             ands = ands + [x & bits for x in ands]
         else:
             ands = ands + ands
@@ -353,14 +351,18 @@ def _high_part(
         if got is None:
             base = made_add.get(sums[rest])
             got = made_add[sums[i]] = (
-                base + bc(sums[i] - sums[rest], c) if base is not None else parts[0] + bc(sums[i], c)
+                base + bc[(sums[i] - sums[rest]) << 5 | c]
+                if base is not None
+                else parts[0] + bc[sums[i] << 5 | c]
             )
         adds[i] = got
         got = made_and.get(flags[i])
         if got is None:
             base = made_and.get(flags[rest])
             clear = row.values[c + i.bit_length() - 1][1]
-            got = made_and[flags[i]] = base & bc(clear, c) if base is not None else parts[1] & bc(flags[i], c)
+            got = made_and[flags[i]] = (
+                base & bc[clear << 5 | c] if base is not None else parts[1] & bc[flags[i] << 5 | c]
+            )
         ands[i] = got
     return adds, ands
 
@@ -372,8 +374,8 @@ def _low_part(row: _Row, j: int, lay: _Layout, bc: _Broadcast) -> tuple[int, int
     add_part, and_part, width = 0, lay.lane, lay.width
     for b2, (add, clear) in enumerate(row.values[:j]):
         shift = width << b2
-        add_part |= (add_part + bc(add, b2) if add else add_part) << shift
-        and_part |= (and_part & bc(clear, b2) if clear else and_part) << shift
+        add_part |= (add_part + bc[add << 5 | b2] if add else add_part) << shift
+        and_part |= (and_part & bc[clear << 5 | b2] if clear else and_part) << shift
     return add_part, and_part
 
 
@@ -386,12 +388,12 @@ def _low_part_island(row: _Row, j: int, lay: _Layout, bc: _Broadcast) -> tuple[i
         add, clear = row.values[b2]
         mate = row.mates >> b2 & 1
         shift = (1 << b2) * lay.width
-        low = add_part & bc(keep, b2) if mate and row.last else add_part
-        up = add_part + bc(add, b2) if add else add_part
+        low = add_part & bc[keep << 5 | b2] if mate and row.last else add_part
+        up = add_part + bc[add << 5 | b2] if add else add_part
         if mate:  # the island's "touched below" bit (the field's unit)
-            up |= bc(1, b2)
+            up |= bc[1 << 5 | b2]
         add_part = low | up << shift
-        and_part |= (and_part & bc(clear, b2) if clear else and_part) << shift
+        and_part |= (and_part & bc[clear << 5 | b2] if clear else and_part) << shift
     return add_part, and_part
 
 
@@ -479,9 +481,9 @@ def _tournament(lanes: list[int | None], k: int, lay: _Layout, c: int, bc: _Broa
     for group in stacks.values():
         for j, x in enumerate(group):
             merged[j] |= x
-    guards = bc(1 << lay.guard, c)
+    guards = bc[(1 << lay.guard) << 5 | c]
     if len(merged) > 1:  # only the integers with a lane at least as large as a known set's can win
-        at_least = bc(floor, c)
+        at_least = bc[floor << 5 | c]
         merged = [x for x in merged if (x | guards) - at_least & guards]
     while len(merged) > 1:  # lane by lane the largest (an odd one out waits for the next round)
         half = len(merged) // 2
@@ -495,7 +497,7 @@ def _tournament(lanes: list[int | None], k: int, lay: _Layout, c: int, bc: _Broa
     inner = []
     for j in range(c - 1, -1, -1):
         h = (1 << j) * lay.width
-        won, key = _duel(key >> h, key & ((1 << h) - 1), bc(1 << lay.guard, j), lay.guard)
+        won, key = _duel(key >> h, key & ((1 << h) - 1), bc[(1 << lay.guard) << 5 | j], lay.guard)
         inner.append(won)
     assert key & lay.flag_mask, "pick_lanes: no k-clique at the floor"
     pos = 0
