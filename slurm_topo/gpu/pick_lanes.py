@@ -371,11 +371,11 @@ def _low_part(row: _Row, j: int, lay: _Layout, bc: _Broadcast) -> tuple[int, int
     """T over the 2^j subsets of the low rows below the row: the adds (the island bits as bits) and ands."""
     if row.island:
         return _low_part_island(row, j, lay, bc)
-    add_part, and_part, width = 0, lay.lane, lay.width
-    for b2, (add, clear) in enumerate(row.values[:j]):
+    add_part, and_part, width, ones = 0, lay.lane, lay.width, bc.ones
+    for b2, (add, clear) in enumerate(row.values[:j]):  # (a row's values seldom repeat: multiplied, not kept)
         shift = width << b2
-        add_part |= (add_part + bc[add << 5 | b2] if add else add_part) << shift
-        and_part |= (and_part & bc[clear << 5 | b2] if clear else and_part) << shift
+        add_part |= (add_part + add * ones[b2] if add else add_part) << shift
+        and_part |= (and_part & clear * ones[b2] if clear else and_part) << shift
     return add_part, and_part
 
 
@@ -383,17 +383,17 @@ def _low_part_island(row: _Row, j: int, lay: _Layout, bc: _Broadcast) -> tuple[i
     """:func:`_low_part` for a row of a whole island."""
     guard = 1 << lay.guard
     keep = lay.lane ^ guard  # clears the island's "all there" bit (in the guard position)
-    add_part, and_part = guard if row.last else 0, lay.lane
+    add_part, and_part, ones = guard if row.last else 0, lay.lane, bc.ones
     for b2 in range(j):
         add, clear = row.values[b2]
         mate = row.mates >> b2 & 1
         shift = (1 << b2) * lay.width
         low = add_part & bc[keep << 5 | b2] if mate and row.last else add_part
-        up = add_part + bc[add << 5 | b2] if add else add_part
+        up = add_part + add * ones[b2] if add else add_part
         if mate:  # the island's "touched below" bit (the field's unit)
-            up |= bc[1 << 5 | b2]
+            up |= ones[b2]
         add_part = low | up << shift
-        and_part |= (and_part & bc[clear << 5 | b2] if clear else and_part) << shift
+        and_part |= (and_part & clear * ones[b2] if clear else and_part) << shift
     return add_part, and_part
 
 
