@@ -227,7 +227,7 @@ local ints = M.ints
 --   list      the groups in the filter's order (nodes, then rank), list.index = {[feature] = group}
 
 local function decode_locations(v, strings)
-  -- 7 string numbers a location (filter_data.py _Shared.shape; 0: none) -> the locations
+  -- 7 string numbers a location (filter_data.py _Shared.location; 0: none) -> the locations
   if #v % 7 ~= 0 then error("data: the locations do not add up") end
   local out, n = {}, 0
   for j = 1, #v, 7 do
