@@ -289,7 +289,10 @@ def make_fleet(spec: FleetSpec) -> Fleet:
     ng_count: Counter[int] = Counter()
     for rack, (size, z) in enumerate(_rack_layout(rng, spec, zones)):
         label, region = zones[z]
-        zone: str | None = None if rng.random() < spec.region_only else label
+        # the first rack always has its zone, so a fleet has at least one (a one-rack fleet of a region-only
+        # rack had none); the draw is made all the same, so every other rack of a seed is as before
+        draw = rng.random()
+        zone: str | None = None if rack and draw < spec.region_only else label
         ng_count[z] += 1
         ng = f"leaf{(ng_count[z] - 1) // spec.ng_span}" if zone else f"edge{rack}"
         kind = rng.choice(kinds)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from preconditions import unavailable
 
@@ -189,6 +189,7 @@ def test_the_shapes_cover_every_field_the_filter_reads(seed: int, tmp_path: Path
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32), nodes=st.integers(1, 400))
+@example(seed=1454, nodes=10)  # one rack, drawn region-only: the fleet had no zone
 def test_a_drawn_fleet_loads_as_drawn(seed: int, nodes: int, tmp_path: Path) -> None:
     """Any seed's fleet, any size: the real loader reads its inventory with every node at its place and kind,
     and its partitions text back to the members drawn."""
