@@ -690,3 +690,11 @@ def test_lanes_floor_on_the_families(family: str) -> None:
         for k in range(3, 16):
             floor, made, lane = _floor_and_lanes(topo, list(topo.gpus), k)
             assert floor == made and floor <= lane, (family, seed, k)
+
+
+def test_a_link_x_between_two_gpus_is_refused_in_one_line() -> None:
+    """A link class X means a GPU to itself; between two GPUs it is a broken matrix, refused with the GPU
+    named (it was a KeyError)."""
+    topo = GpuTopology((0, 1, 2), (("X", "NV4", "SYS"), ("NV4", "X", "X"), ("SYS", "X", "X")), source="bad")
+    with pytest.raises(InputError, match=r"bad: GPU 1 has a link X to another GPU"):
+        pick_devices(topo, [0, 1, 2], 2)

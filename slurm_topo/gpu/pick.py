@@ -239,13 +239,14 @@ def _tables(topo: GpuTopology, table: Mapping[str, float]) -> _Prepared:
         raise InputError(f"{topo.source or 'topology'}: matrix is not {n}×{n}")
     classes = set().union(*topo.matrix) - {"X"}
     per_class = {c: round(link_bandwidth(c, table) * 1000) for c in classes}
-    per_class["X"] = 0
-    rows = [list(map(per_class.__getitem__, row)) for row in topo.matrix]
-    for i, row in enumerate(rows):
-        row[i] = 0  # the diagonal (a GPU to itself), whatever the matrix says there
-    weight = tuple(map(tuple, rows))
-    del per_class["X"]
     levels = tuple(sorted(set(per_class.values()), reverse=True))
+    cell = dict(per_class, X=0)
+    rows = [list(map(cell.__getitem__, row)) for row in topo.matrix]
+    for i, (row, links) in enumerate(zip(rows, topo.matrix, strict=True)):
+        if links.count("X") > (links[i] == "X"):
+            raise InputError(f"{topo.source or 'topology'}: GPU {topo.gpus[i]} has a link X to another GPU")
+        row[i] = 0  # the diagonal (a GPU to itself)
+    weight = tuple(map(tuple, rows))
     nvlink = {c for c in classes if is_nvlink(c)}
     return _Prepared(n, position, weight, levels, _island_masks(topo.matrix, nvlink))
 

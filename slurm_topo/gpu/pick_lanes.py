@@ -241,7 +241,6 @@ class _Broadcast(dict[int, int]):
 
     def __init__(self, width: int) -> None:
         super().__init__()
-        self.width = width
         self.ones = [_ones(width, j) for j in range(_CHUNK + 1)]
 
     def __missing__(self, key: int) -> int:
