@@ -275,7 +275,7 @@ local function column(runs, values, step, count)
   return out
 end
 
-local function group_list(col, data)
+local function group_list(col, data, made)
   -- a list's columns (f feature numbers and k ranks: runs rising by 1, or fv/kv values; s shape and u location
   -- numbers: runs of one, or sv/uv values; l labels where not derived) -> its groups in order, indexed by feature
   local fs, count = nil, 0
@@ -290,8 +290,8 @@ local function group_list(col, data)
   local ks, ss, us = column(col.k, col.kv, 1, count), column(col.s, col.sv, 0, count), column(col.u, col.uv, 0, count)
   local features, shapes, locations, labels, index = data.features, data.shapes, data.locations, col.l, {}
   local list = count <= PRESIZE and { unpack(fs, 1, count) } or {} -- its size at once (each entry replaced)
-  local made = data.groups -- another partition's group of the same feature, shape, location, rank and label is
-  -- the same table (groups are read only but for label_of's cache: the same label)
+  -- made: another partition's group of the same feature, shape, location, rank and label is the same table
+  -- (groups are read only but for label_of's cache: the same label)
   for i = 1, count do
     local s, loc, feature = shapes[ss[i]], locations[us[i]], features[fs[i]]
     if s == nil or loc == nil or feature == nil then error("data: group " .. i .. " does not add up") end
@@ -332,11 +332,10 @@ function M.prepare(data)
   for i, cls in ipairs(data.classes) do
     data.classes[i] = { features = cls.f, gpus = cls.g, gpu_type = cls.t }
   end
-  data.groups = {}
+  local made = {} -- per feature, the last group made (group_list)
   for _, levels in pairs(data.partitions) do
-    for key, col in pairs(levels) do levels[key] = group_list(col, data) end
+    for key, col in pairs(levels) do levels[key] = group_list(col, data, made) end
   end
-  data.groups = nil
   if type(data.nodes) == "table" and data.nodes.keys ~= nil then
     decode_ranges(data.nodes)
     data.nodes.areas = ints(data.nodes.areas) -- (zone, region, nvl) string numbers a row (nodes.lua place_group)

@@ -293,11 +293,12 @@ LEGEND = """\
 -- classes: node classes {f=features, g=GPUs, t=GPU type}. areas: --locality-regions names {f=features,
 -- r=regions}. DIGITS: [=[WD...]=], non-negative integers in base 64 (digits '?'..'~', 0..63), W the width
 -- of each (1-5 digits, written as a digit). partitions[p][level]: groups in the filter's order, by column,
--- each DIGITS: f=feature numbers, k=ranks, s=shape numbers as runs {first,count,...} of values rising by 1
--- (shapes: repeated), or kv/sv the values themselves; l={[i]=label} where not the one the feature spells
--- (ng_a.r1: a/r1; a family bucket's ng_a.r1.V of value V: a/r1/V), big=number of the largest group; values
--- (with families): the bare family values as groups, largest first. shapes: DIGITS, each n=nodes, g=GPUs,
--- m=most GPUs on a node, u=location number, then its class count c and c pairs (class, nodes). locations:
+-- each DIGITS: f=feature numbers and k=ranks as runs {first,count,...} of values rising by 1, s=shape and
+-- u=location numbers as runs of one value, or fv/kv/sv/uv the values themselves where shorter; l={[i]=label}
+-- where not the one the feature spells (ng_a.r1: a/r1; a family bucket's ng_a.r1.V of value V: a/r1/V),
+-- big=number of the largest group; values (with families): the bare family values as groups, largest first.
+-- shapes: DIGITS, each n=nodes, g=GPUs, m=most GPUs on a node, then its class count c and c pairs (class,
+-- nodes). locations:
 -- DIGITS, 7 string numbers each (0: none): region, zone, their features, the zone and region groups holding
 -- it where not those (family buckets), the family values. features: every string the numbers refer to, once.
 -- nodes: where each node is (read only for a --nodelist): {head="w1,w2,N#places", areas=DIGITS (z,r,nvl),
