@@ -224,6 +224,14 @@ CASES = [
     ),
     pytest.param(LAUGHS_DOC, "not valid YAML: aliases expand to more than", id="billion laughs"),
     pytest.param(
+        "nodes: *i\n", "not valid YAML", id="alias without anchor"
+    ),  # the expansion check runs only where an '&' is: an alias with none is libyaml's own error
+    pytest.param(
+        "nodes:\n  - {name: n1, 'region': r1, \"region\": r2}\n",
+        "duplicate key 'region'",
+        id="duplicate key, quoted",
+    ),
+    pytest.param(
         "nodes:\n  - {name: n1, region: !!timestamp x}\n",
         "not valid YAML: a tagged value",
         id="timestamp tag",

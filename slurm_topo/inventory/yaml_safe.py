@@ -54,9 +54,13 @@ class _Loader(_base_loader()):  # type: ignore[misc]
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         seen: dict[Any, Any] = {}
         for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
+            tag = key_node.tag
+            if tag == "tag:yaml.org,2002:merge":
                 continue
-            key = self.construct_object(key_node, deep=True)
+            if tag == "tag:yaml.org,2002:str" and isinstance(key_node, yaml.ScalarNode):
+                key = key_node.value  # what the constructor makes of a plain string key
+            else:
+                key = self.construct_object(key_node, deep=True)
             try:
                 first = seen.setdefault(key, key_node)
             except TypeError:
@@ -100,7 +104,7 @@ def load_yaml(text: str, *, max_nodes: int = MAX_YAML_NODES) -> Any:
     """Parse one YAML document safely and boundedly. Raises ``yaml.YAMLError`` for anything that is not a
     plain document: bad syntax, a duplicate key, aliases that expand past ``max_nodes``, a tag that does not
     construct (``!!int x``, ``!!timestamp x``, ``!!python/...``), nesting too deep to build."""
-    if "&" in text or "*" in text:
+    if "&" in text:  # an alias names an anchor (&name) made before it; without one there is none to expand
         _expanded_size(text, max_nodes)
     try:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader

@@ -212,17 +212,25 @@ def _places(
     place and shared by its nodes; a degraded node holds no group's features."""
     out = _Places()
     by_place: dict[tuple[Location, bool, str], int] = {}
+    by_features: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {}  # an entry's nodes share features
     for node in inventory.nodes:
         loc = node.location
-        suffix = _family_values(node.features, families) if families else ""
+        suffix = ""
         if families:
-            out.values_of[node.name] = tuple(
-                v
-                for v in (
-                    next((f for f in node.features if fnmatch.fnmatchcase(f, p)), None) for _, p in families
+            known = by_features.get(node.features)
+            if known is None:
+                known = by_features[node.features] = (
+                    _family_values(node.features, families),
+                    tuple(
+                        v
+                        for v in (
+                            next((f for f in node.features if fnmatch.fnmatchcase(f, p)), None)
+                            for _, p in families
+                        )
+                        if v is not None
+                    ),
                 )
-                if v is not None
-            )
+            suffix, out.values_of[node.name] = known
         slot = by_place.get((loc, node.degraded, suffix))
         if slot is None:
             rows = [] if node.degraded else _rows(loc, names, suffix if families else None, out.areas)
