@@ -4,6 +4,7 @@ not depend on the job (node classes; per partition and level the groups in the f
 from __future__ import annotations
 
 import fnmatch
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -178,13 +179,15 @@ def compile_policy(
     ranks, value_rank = _ranks(places)
     compiled: dict[str, dict[str, tuple[Group, ...]]] = {}
     family_values: dict[str, tuple[Group, ...]] = {}
-    where = {n.name: n.location for n in inventory.nodes} if topology.blocks else {}
+    # per node, once: what each partition counts it by (its place and class; its NVLink domain's)
+    place_class = {name: (slot, class_of[name]) for name, slot in places.slot_of.items()}
+    domains = _Domains(topology, inventory, class_of) if topology.blocks else None
     for pname, members in parts:
-        compiled[pname] = _level_groups(places, members, class_of, class_list, ranks)
+        compiled[pname] = _level_groups(places, members, place_class, class_list, ranks)
         if config.families:
             family_values[pname] = _value_groups(places, members, class_of, class_list, value_rank)
-        if topology.blocks:
-            compiled[pname][NVL] = _nvl_groups(topology, members, where, class_of, class_list)
+        if domains is not None:
+            compiled[pname][NVL] = domains.groups(members, class_list)
     return PolicyData(
         fingerprint,
         config,
@@ -328,17 +331,14 @@ def _ranks(places: _Places) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
 def _level_groups(
     places: _Places,
     members: Sequence[str],
-    class_of: Mapping[str, int],
+    place_class: Mapping[str, tuple[int, int]],
     class_list: Sequence[NodeClass],
     ranks: Mapping[str, Mapping[str, int]],
 ) -> dict[str, tuple[Group, ...]]:
-    """One partition's groups per level, smallest first: its nodes counted per (place, class) first, then
-    per group."""
+    """One partition's groups per level, smallest first: its nodes counted per (place, class) first
+    (``place_class``: each node's), then per group."""
     acc: dict[str, dict[str, _Entry]] = {lvl: {} for lvl in LEVELS}
-    tally: dict[tuple[int, int], int] = {}  # (rows, class) -> nodes, in the order first met
-    for name in members:
-        k = (places.slot_of[name], class_of[name])
-        tally[k] = tally.get(k, 0) + 1
+    tally = Counter(map(place_class.__getitem__, members))  # (rows, class) -> nodes, in the order first met
     for (slot, cls_idx), count in tally.items():
         place = places.shared[slot]
         for level, feature, label, key, locs in place.rows:
@@ -433,60 +433,66 @@ def _auto_units(
     return {lvl: tuple(rows) for lvl, rows in out.items()}, most
 
 
-def _nvl_groups(
-    topology: Topology,
-    members: Sequence[str],
-    where: Mapping[str, Location],
-    class_of: Mapping[str, int],
-    classes: Sequence[NodeClass],
-) -> tuple[Group, ...]:
-    """The partition's NVLink domains as groups (``nvl_<domain>``; degraded nodes carry none), smallest
-    first. A domain's region and zone are its nodes' when they all share one (else None): what
-    --locality-regions keeps a domain by. ``where``: each node's location."""
-    feature_of = topology.nvl_features
-    domain_of = {b.name: b.domain for b in topology.blocks}
-    acc: dict[str, dict[int, int]] = {}
-    locs: dict[str, set[tuple[str | None, str | None]]] = {}
-    for name in members:
-        feature = feature_of.get(name)
-        if feature is None:
-            continue
-        counts = acc.setdefault(feature, {})
-        counts[class_of[name]] = counts.get(class_of[name], 0) + 1
-        loc = where[name]
-        locs.setdefault(feature, set()).add((loc.region, loc.zone))
-    # ranked fleet-wide, as the tree's levels are: a domain has one rank in every partition (one tie rule)
-    rank_of = {f: i for i, f in enumerate(sorted(domain_of, key=lambda f: (natural_key(domain_of[f]), f)))}
-    groups = []
-    for feature in sorted(acc, key=rank_of.__getitem__):
-        rank = rank_of[feature]
-        counts_t = tuple(sorted(acc[feature].items()))
-        regions = {r for r, _ in locs[feature]}
-        region = next(iter(regions)) if len(regions) == 1 else None
-        zones = locs[feature]
-        zone = next(iter(zones))[1] if len(zones) == 1 and region is not None else None
-        names = topology.group_names
-        ancestors = {feature}
-        if region is not None:
-            ancestors.add(names["region"][Location(region)])
-            if zone is not None:
-                ancestors.add(names["zone"][Location(region, zone)])
-        groups.append(
-            Group(
-                feature,
-                domain_of[feature],
-                region,
-                zone,
-                frozenset(ancestors),
-                counts_t,
-                sum(n for _, n in counts_t),
-                sum(n * classes[c].gpus for c, n in counts_t),
-                max(classes[c].gpus for c, _ in counts_t),
-                rank,
+class _Domains:
+    """The NVLink domains as each partition's groups (``nvl_<domain>``; degraded nodes carry none), smallest
+    first. What depends on the fleet only is made once: each node's (domain feature, class, region, zone) and
+    the domains' ranks, fleet-wide as the tree's levels are (a domain has one rank in every partition: one tie
+    rule). A domain's region and zone are its nodes' in the partition when they all share one (else None):
+    what --locality-regions keeps a domain by."""
+
+    def __init__(self, topology: Topology, inventory: Inventory, class_of: Mapping[str, int]):
+        feature_of = topology.nvl_features
+        self.topology = topology
+        self.domain_of = {b.name: b.domain for b in topology.blocks}
+        self.key_of = {
+            n.name: (feature, class_of[n.name], n.location.region, n.location.zone)
+            for n in inventory.nodes
+            if (feature := feature_of.get(n.name)) is not None
+        }
+        domain_of = self.domain_of
+        self.rank_of = {
+            f: i for i, f in enumerate(sorted(domain_of, key=lambda f: (natural_key(domain_of[f]), f)))
+        }
+
+    def groups(self, members: Sequence[str], classes: Sequence[NodeClass]) -> tuple[Group, ...]:
+        acc: dict[str, dict[int, int]] = {}
+        locs: dict[str, set[tuple[str | None, str | None]]] = {}
+        for (feature, cls, region, zone), count in Counter(
+            filter(None, map(self.key_of.get, members))
+        ).items():
+            counts = acc.setdefault(feature, {})
+            counts[cls] = counts.get(cls, 0) + count
+            locs.setdefault(feature, set()).add((region, zone))
+        rank_of, names = self.rank_of, self.topology.group_names
+        groups = []
+        for feature in sorted(acc, key=rank_of.__getitem__):
+            rank = rank_of[feature]
+            counts_t = tuple(sorted(acc[feature].items()))
+            regions = {r for r, _ in locs[feature]}
+            region = next(iter(regions)) if len(regions) == 1 else None
+            zones = locs[feature]
+            zone = next(iter(zones))[1] if len(zones) == 1 and region is not None else None
+            ancestors = {feature}
+            if region is not None:
+                ancestors.add(names["region"][Location(region)])
+                if zone is not None:
+                    ancestors.add(names["zone"][Location(region, zone)])
+            groups.append(
+                Group(
+                    feature,
+                    self.domain_of[feature],
+                    region,
+                    zone,
+                    frozenset(ancestors),
+                    counts_t,
+                    sum(n for _, n in counts_t),
+                    sum(n * classes[c].gpus for c, n in counts_t),
+                    max(classes[c].gpus for c, _ in counts_t),
+                    rank,
+                )
             )
-        )
-    groups.sort(key=lambda g: (g.nodes, g.rank))
-    return tuple(groups)
+        groups.sort(key=lambda g: (g.nodes, g.rank))
+        return tuple(groups)
 
 
 def _parents(

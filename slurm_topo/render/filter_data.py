@@ -132,6 +132,9 @@ class _Shared:
         self.features: dict[str, int] = {}
         self.locations: dict[tuple[int, ...], int] = {}
         self.shapes: dict[tuple[int, ...], int] = {}
+        # what lists repeat, computed once: a group's fields -> its location; its class counts -> its shape
+        self._location_of: dict[tuple[object, ...], int] = {}
+        self._shape_of: dict[tuple[tuple[int, int], ...], int] = {}
 
     def feature(self, feature: str | None) -> int:
         """1-based index in the string list; 0 for none."""
@@ -139,12 +142,22 @@ class _Shared:
 
     def shape(self, g: Group) -> int:
         """1-based index of the group's shape: nodes, GPUs, most GPUs on a node, its class counts."""
-        counts = [x for c, n in g.counts for x in (c + 1, n)]  # 1-based class index in Lua
-        shape = (g.nodes, g.gpus, g.max_gpus, len(g.counts), *counts)
-        return self.shapes.setdefault(shape, len(self.shapes) + 1)
+        known = self._shape_of.get(g.counts)  # the rest of a shape follows from its counts
+        if known is None:
+            counts = [x for c, n in g.counts for x in (c + 1, n)]  # 1-based class index in Lua
+            shape = (g.nodes, g.gpus, g.max_gpus, len(g.counts), *counts)
+            known = self._shape_of[g.counts] = self.shapes.setdefault(shape, len(self.shapes) + 1)
+        return known
 
     def location(self, g: Group) -> int:
         """1-based index of the group's location: region, zone, their features, parents, family values."""
+        key = (g.feature, g.region, g.zone, g.location_features, g.parents, g.family)
+        known = self._location_of.get(key)
+        if known is None:
+            known = self._location_of[key] = self._location(g)
+        return known
+
+    def _location(self, g: Group) -> int:
         rf, zf = _ancestors(g.feature, g.location_features)
         pz, pr = g.parents
         loc = (
