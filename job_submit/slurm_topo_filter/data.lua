@@ -220,8 +220,8 @@ local ints = M.ints
 -- about its bytes. M.prepare decodes them once per load into the tables the decisions read, with named fields
 -- (ARCHITECTURE.md "The work bound"):
 --   group     {feature, rank, nodes, gpus, most, counts = {class, nodes, ...} (its shape's, shared), loc (its
---             location, shared), label (where the data writes one; else derived on first display), chars (the
---             feature's length and a separator: what it costs a bracket)}
+--             location, shared), label (where the data writes one; else derived on first display)}: 8
+--             fields, so Lua 5.1 gives each a hash of 8 slots (a 9th would double it: 21 000 groups, 6.7 MB)
 --   location  {region, zone, region_feature, zone_feature, zone_parent, region_parent, family}
 --   class     {features = {[name] = true}, gpus, gpu_type}
 --   list      the groups in the filter's order (nodes, then rank), list.index = {[feature] = group}
@@ -298,7 +298,7 @@ local function group_list(col, data, made)
     local g, rank, label = made[feature], ks[i], labels[i]
     if g == nil or g.counts ~= s.c or g.loc ~= loc or g.rank ~= rank or g.label ~= label then
       g = { feature = feature, rank = rank, nodes = s.n, gpus = s.g, most = s.m, counts = s.c, loc = loc,
-            label = label, chars = #feature + 1 }
+            label = label } -- 8 fields (see above)
       made[feature] = g
     end
     list[i] = g

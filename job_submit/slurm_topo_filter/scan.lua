@@ -368,7 +368,7 @@ local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after)
       end
     end
     if fit then
-      local extra = g.chars -- #feature + 1 (a separator)
+      local extra = #g.feature + 1 -- a separator
       if count == limit or length + extra - 1 > budget or (count > 0 and length + extra > budget) then
         walk.cut, walk.length = true, length
         return walk
