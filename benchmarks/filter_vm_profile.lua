@@ -7,7 +7,8 @@
 -- the ~100 a VM instruction this Lua 5.1 spends on table code, benchmarks/results/filter_world.md), then the
 -- functions and lines of the decisions over OVER by their share, then the costliest decisions. FAMILY (and
 -- INDEX, 1-based within it) profile one family (one decision). The hook makes this slow (minutes): counts only.
--- FILTER_DIR (environment) names another job_submit/ folder; OVER another threshold.
+-- FILTER_DIR (environment) names another job_submit/ folder; OVER another threshold; ALL a file to get every
+-- decision's count (COUNT<TAB>FAMILY<TAB>request, cheapest first).
 local data_path, shapes_path, text_path, only, only_index = arg[1], arg[2], arg[3], arg[4], tonumber(arg[5])
 local filter_dir = os.getenv("FILTER_DIR") or (arg[0]:match("^(.*/)") .. "../job_submit")
 package.path = filter_dir .. "/?.lua;" .. filter_dir .. "/?/init.lua;" .. package.path
@@ -81,6 +82,12 @@ end
 if total > 0 then
   top(by_fn, 25, "functions (defined at file:line) of the decisions over " .. OVER)
   top(by_line, 25, "lines of the decisions over " .. OVER)
+end
+local all_path = os.getenv("ALL")
+if all_path then -- every decision: COUNT<TAB>FAMILY<TAB>request, in cost order
+  local out = assert(io.open(all_path, "w"))
+  for _, d in ipairs(decisions) do out:write(d[1], "\t", d[2], "\t", d[3] or "?", "\n") end
+  out:close()
 end
 print("costliest decisions:")
 for j = n, math.max(1, n - 11), -1 do print(string.format("  %6d  %s", decisions[j][1], decisions[j][3] or "?")) end

@@ -16,8 +16,11 @@
 -- every decision, so that `valgrind --tool=callgrind --dump-before=clock` writes one profile per load and per
 -- decision; it first calls os.clock CALIBRATE times in a loop of the same shape with a hook that does nothing
 -- (the marker's own cost), and prints the families and their sizes in order.
--- FILTER_DIR (environment) names another job_submit/ folder.
+-- FILTER_DIR (environment) names another job_submit/ folder. COLLECTOR=stopped (environment, with `each`) stops
+-- Lua's collector after each load's collection: the decisions' instructions without the collector's steps
+-- (python benchmarks/bench_filter_world.py passes the environment on; label such a run as such).
 local data_path, shapes_path, each = arg[1], arg[2], arg[3] == "each"
+local STOPPED = os.getenv("COLLECTOR") == "stopped"
 local filter_dir = os.getenv("FILTER_DIR") or (arg[0]:match("^(.*/)") .. "../job_submit")
 package.path = filter_dir .. "/?.lua;" .. filter_dir .. "/?/init.lua;" .. package.path
 slurm = { SUCCESS = 0, ERROR = -1, ESLURM_INVALID_NODE_COUNT = 2006, ESLURM_ACCESS_DENIED = 2002 }
@@ -82,6 +85,7 @@ if each then
     local loaded = fresh_load()
     clock()
     collect("collect") -- the load's garbage, before the first decision (first_bench.lua does the same)
+    if STOPPED then collect("stop") end -- the collector's share of the decisions, for comparison
     clock()
     for i = 1, #jobs do
       rcs[i] = submit(jobs[i], PART_LIST, 0)
