@@ -342,11 +342,18 @@ local function out_of_looks(sc, walk, g, cur, budget, unchecked_after, limit)
   return walk
 end
 
-local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after)
-  -- one list, no area, nothing to lie inside (the common case): a group's counts decide, without a call a group
-  -- where every class counts
+local function lies_inside(g, inside, up)
+  -- whether g lies inside one of the zone (up "zone") or region groups of `inside` (admitted's second half)
+  local loc = g.loc
+  if up == "zone" then return inside[loc.zone_parent or loc.zone_feature] == true end
+  return inside[loc.region_parent or loc.region_feature] == true
+end
+
+local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after, inside, up)
+  -- one list, no area (the common case, and a finer --prefer list inside the kept groups): a group's counts
+  -- decide, without a call a group where every class counts; the same steps as candidates' general loop
   local list, pos, check, need, total = cur.lists[1], cur.pos, sc.check, sc.nodes, sc.total_gpus
-  local ok, classes = sc.ok, sc.classes
+  local ok, classes, area = sc.ok, sc.classes, sc.area
   local kept, nodes, length, count = walk.kept, walk.nodes, walk.length, 0
   local i, last = pos[1], #list
   while i <= last do
@@ -357,14 +364,18 @@ local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after)
       return out_of_looks(sc, walk, g, cur, budget, unchecked_after, limit)
     end
     left = left - 1
-    local n, gp, most = g.nodes, g.gpus, g.most
-    if ok then n, gp, most = counts_of(ok, classes, g) end
-    local fit = not check
-    if check then
-      if total == 0 then
-        fit = n >= need
-      elseif most > 0 then
-        fit = gp >= total and n >= need and n * most >= total -- n >= ceil(total / most)
+    local fit, n = false, 0
+    if (inside == nil or lies_inside(g, inside, up)) and (area == nil or allowed(sc, g)) then
+      local gp, most = g.gpus, g.most
+      n = g.nodes
+      if ok then n, gp, most = counts_of(ok, classes, g) end
+      fit = not check
+      if check then
+        if total == 0 then
+          fit = n >= need
+        elseif most > 0 then
+          fit = gp >= total and n >= need and n * most >= total -- n >= ceil(total / most)
+        end
       end
     end
     if fit then
@@ -390,8 +401,8 @@ function M.candidates(sc, src, budget, looks, inside, up, unchecked_after, limit
   local cur = cursor(sc, src, false)
   local left = looks or LOOKS_LIST
   limit = limit or MAX_ALTERNATIVES
-  if #src.lists == 1 and sc.area == nil and inside == nil then
-    return walk_one(sc, walk, cur, budget, left, limit, unchecked_after)
+  if #src.lists == 1 then
+    return walk_one(sc, walk, cur, budget, left, limit, unchecked_after, inside, up)
   end
   while true do
     local g = cursor_next(cur)
