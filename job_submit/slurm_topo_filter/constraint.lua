@@ -72,14 +72,15 @@ end
 
 function M.class_ok(cls, c, is_counted)
   if not is_counted or c.kind == "none" then return true end
+  local names, features = c.names, cls.features -- numeric loops: every class of the fleet comes by
   if c.kind == "or" then
-    for _, n in ipairs(c.names) do
-      if cls.features[n] then return true end
+    for i = 1, #names do
+      if features[names[i]] then return true end
     end
     return false
   end
-  for _, n in ipairs(c.names) do
-    if not cls.features[n] then return false end
+  for i = 1, #names do
+    if not features[names[i]] then return false end
   end
   return true
 end

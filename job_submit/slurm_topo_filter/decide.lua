@@ -347,8 +347,9 @@ end
 
 local function zone_rows(sc, zones)
   -- the UNION_ROWS largest zones with eligible nodes, in row order
-  local rows = {}
-  for _, g in ipairs(largest_first(sc, zones, UNION_ROWS)) do
+  local rows, down = {}, largest_first(sc, zones, UNION_ROWS)
+  for i = 1, #down do
+    local g = down[i]
     local n, gp, most = eligible(sc, g)
     if n > 0 then rows[#rows + 1] = { g = g, n = n, gp = gp, most = most } end
   end
@@ -372,7 +373,8 @@ end
 local function grouped(rows)
   -- the rows by (region, family value) and by family value, each key in the order of its first row
   local regions, by_region, values, by_family = {}, {}, {}, {}
-  for _, r in ipairs(rows) do
+  for i = 1, #rows do
+    local r = rows[i]
     local loc = r.g.loc
     local fv = loc.family or false
     local per = by_region[loc.region or false]
@@ -457,14 +459,14 @@ end
 local function as_walk(list, families)
   table.sort(list, families and union_order_largest or union_order)
   local nodes = {}
-  for i, u in ipairs(list) do nodes[i] = u.nodes end
+  for i = 1, #list do nodes[i] = list[i].nodes end
   return { kept = list, nodes = nodes, cut = false }
 end
 
 local function regions_of(list)
   local seen, count = {}, 0
-  for _, r in ipairs(list) do
-    local region = r.g.loc.region or false
+  for i = 1, #list do
+    local region = list[i].g.loc.region or false
     if not seen[region] then seen[region], count = true, count + 1 end
   end
   return count
@@ -549,8 +551,8 @@ local function by_spread(kept, nodes, spans)
   local keys, gs, ns = {}, {}, {}
   for i = start, #kept do keys[#keys + 1] = spread_key(kept[i], spans, i) end
   table.sort(keys)
-  for j, key in ipairs(keys) do
-    local i = key % INDEX_UNIT
+  for j = 1, #keys do
+    local i = keys[j] % INDEX_UNIT
     gs[j], ns[j] = kept[i], nodes[i]
   end
   for j = 1, #gs do kept[start - 1 + j], nodes[start - 1 + j] = gs[j], ns[j] end
@@ -558,7 +560,7 @@ end
 
 local function bracket_length(kept)
   local length = 1
-  for _, g in ipairs(kept) do length = length + #g.feature + 1 end
+  for i = 1, #kept do length = length + #kept[i].feature + 1 end
   return length
 end
 
@@ -588,7 +590,8 @@ end
 local function taken(kept, alternatives, room)
   -- how many of kept the cascade takes with `alternatives` and `room` characters left, and the characters
   local n = 0
-  for _, g in ipairs(kept) do
+  for i = 1, #kept do
+    local g = kept[i]
     if n == alternatives or #g.feature + 1 > room then break end
     room, n = room - #g.feature - 1, n + 1
   end
@@ -761,7 +764,7 @@ required_prefer = function(job, kept, budget)
   local level = job.level
   if job.req.prefer ~= nil or UP[level] == nil then return nil end -- network_group, nvl: nothing finer inside
   local inside = {}
-  for _, g in ipairs(kept) do inside[g.feature] = true end
+  for i = 1, #kept do inside[kept[i].feature] = true end
   local lists, finer = {}, false
   for i = 1, LEVEL_INDEX[level] - 1 do
     lists[i] = candidates(job.scan, level_source(job.data, job.partitions, LEVELS[i]), budget, LOOKS_FINER, inside,

@@ -85,7 +85,9 @@ local function constraint_set(sc, c, is_counted)
   local ok = made[key]
   if ok ~= nil then return ok end
   ok = {}
-  for i, cls in ipairs(sc.data.classes) do
+  local classes = sc.data.classes
+  for i = 1, #classes do
+    local cls = classes[i]
     ok[i] = class_ok(cls, c, is_counted) and (sc.per_node == 0 or (cls.gpus >= sc.per_node
       and (sc.gpu_type == nil or cls.gpu_type == sc.gpu_type)))
   end
@@ -207,8 +209,8 @@ local NO_GROUPS = M.NO_GROUPS
 
 local function source_of(data, partitions, key, order)
   local lists, index = {}, {}
-  for i, p in ipairs(partitions) do
-    local list = data.partitions[p][key] or NO_GROUPS.lists[1]
+  for i = 1, #partitions do
+    local list = data.partitions[partitions[i]][key] or NO_GROUPS.lists[1]
     lists[i], index[i] = list, list.index or NO_GROUPS.index[1]
   end
   return { lists = lists, index = index, order = order }
@@ -253,9 +255,10 @@ end
 
 local function is_best(src, g, j)
   -- whether g (from list j) is its feature's copy a walk takes: the largest, ties to the first partition
-  for q, ix in ipairs(src.index) do
-    local h = q ~= j and ix[g.feature]
-    if h and (h.nodes > g.nodes or (h.nodes == g.nodes and q < j)) then return false end
+  local index, feature, nodes = src.index, g.feature, g.nodes
+  for q = 1, #index do
+    local h = q ~= j and index[q][feature]
+    if h and (h.nodes > nodes or (h.nodes == nodes and q < j)) then return false end
   end
   return true
 end
@@ -273,7 +276,9 @@ end
 
 local function cursor(sc, src, from_largest)
   local pos, step, order = {}, 1, src.order
-  for i, list in ipairs(src.lists) do
+  local lists = src.lists
+  for i = 1, #lists do
+    local list = lists[i]
     if from_largest then
       pos[i] = #list
     elseif order == "ascending" and sc.check then
@@ -293,10 +298,10 @@ local function cursor_next(cur)
     if g ~= nil then pos[1] = pos[1] + cur.step end
     return g
   end
-  local j, head = nil, nil
-  for q, list in ipairs(lists) do
-    local g = list[pos[q]]
-    if g ~= nil and (head == nil or before(g, head, cur.order)) then j, head = q, g end
+  local j, head, order = nil, nil, cur.order
+  for q = 1, #lists do
+    local g = lists[q][pos[q]]
+    if g ~= nil and (head == nil or before(g, head, order)) then j, head = q, g end
   end
   if j == nil then return nil end
   pos[j] = pos[j] + cur.step
@@ -435,7 +440,9 @@ function M.largest(sc, src)
   -- the group with the most eligible (nodes, GPUs), from the largest down (LOOKS_LARGEST looks), none past a
   -- group smaller than the best found: group, nodes, GPUs (nil when there is none)
   local best, bn, bg
-  for _, g in ipairs(M.largest_first(sc, src, LOOKS_LARGEST)) do
+  local down = M.largest_first(sc, src, LOOKS_LARGEST)
+  for i = 1, #down do
+    local g = down[i]
     if best ~= nil and g.nodes < bn then break end
     local n, gp = eligible(sc, g)
     if best == nil or n > bn or (n == bn and gp >= bg) then best, bn, bg = g, n, gp end -- ties: the first in order
@@ -447,8 +454,9 @@ end
 
 local function share(list, alternatives, room)
   -- how many of a list's groups the cascade takes with `alternatives` and `room` characters left
-  local n = 0
-  for _, g in ipairs(list.kept) do
+  local n, kept = 0, list.kept
+  for i = 1, #kept do
+    local g = kept[i]
     if n == alternatives or #g.feature + 1 > room then break end
     room, n = room - #g.feature - 1, n + 1
   end
@@ -492,7 +500,7 @@ end
 
 function M.bracket_text(kept)
   local names = {}
-  for i, g in ipairs(kept) do names[i] = g.feature end
+  for i = 1, #kept do names[i] = kept[i].feature end
   return "[" .. table.concat(names, "|") .. "]"
 end
 
