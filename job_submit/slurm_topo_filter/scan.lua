@@ -67,7 +67,9 @@ function M.gpu_sets(data)
       sets[gpu_set_key(p, t or nil)] = ok
     end
   end
-  data.gpu_sets, data.gpu_counts, data.made_sets = sets, counts, { count = 0 }
+  local class_gpus = {} -- each class's GPUs a node, read by counts_of
+  for i = 1, #classes do class_gpus[i] = classes[i].gpus end
+  data.gpu_sets, data.gpu_counts, data.made_sets, data.class_gpus = sets, counts, { count = 0 }, class_gpus
 end
 
 local function gpu_set(data, per_node, gpu_type)
@@ -101,7 +103,7 @@ end
 
 function M.new_scan(data, req, c, is_counted, area, wanted)
   local nodes, total, per_node, gpu_type = needs(req)
-  local sc = { data = data, classes = data.classes, nodes = nodes, total_gpus = total, per_node = per_node,
+  local sc = { data = data, class_gpus = data.class_gpus, nodes = nodes, total_gpus = total, per_node = per_node,
                gpu_type = gpu_type, check = req.unchecked == nil and is_counted, ok = false, area = area,
                wanted = wanted, bounded = 0 }
   if c.kind == "none" and per_node == 0 then return sc end -- every class counts: sc.ok stays false
@@ -115,14 +117,15 @@ end
 
 -- One group --------------------------------------------------------------------------------------------------
 
-local function counts_of(ok, classes, g)
-  -- a group's eligible nodes, GPUs and most GPUs on a node (ok: the class flags; false: every class counts)
+local function counts_of(ok, class_gpus, g)
+  -- a group's eligible nodes, GPUs and most GPUs on a node (ok: the class flags; false: every class counts;
+  -- class_gpus: each class's GPUs a node, data.class_gpus)
   if not ok then return g.nodes, g.gpus, g.most end
   local n, gp, most, counts = 0, 0, 0, g.counts
   for i = 1, #counts, 2 do
     local idx = counts[i]
     if ok[idx] then
-      local count, cg = counts[i + 1], classes[idx].gpus
+      local count, cg = counts[i + 1], class_gpus[idx]
       n, gp = n + count, gp + count * cg
       if cg > most then most = cg end
     end
@@ -132,7 +135,7 @@ end
 
 function M.eligible(sc, g)
   -- a group's nodes, GPUs and most GPUs on a node of the classes that count
-  return counts_of(sc.ok, sc.classes, g)
+  return counts_of(sc.ok, sc.class_gpus, g)
 end
 local eligible = M.eligible
 
@@ -358,7 +361,7 @@ local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after, ins
   -- one list, no area (the common case, and a finer --prefer list inside the kept groups): a group's counts
   -- decide, without a call a group where every class counts; the same steps as candidates' general loop
   local list, pos, check, need, total = cur.lists[1], cur.pos, sc.check, sc.nodes, sc.total_gpus
-  local ok, classes, area = sc.ok, sc.classes, sc.area
+  local ok, class_gpus, area = sc.ok, sc.class_gpus, sc.area
   local kept, nodes, length, count = walk.kept, walk.nodes, walk.length, 0
   local i, last = pos[1], #list
   while i <= last do
@@ -371,15 +374,15 @@ local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after, ins
     left = left - 1
     local fit, n = false, 0
     if (inside == nil or lies_inside(g, inside, up)) and (area == nil or allowed(sc, g)) then
-      local gp, most = g.gpus, g.most
-      n = g.nodes
-      if ok then n, gp, most = counts_of(ok, classes, g) end
+      local gp, most
+      if ok then n, gp, most = counts_of(ok, class_gpus, g) else n = g.nodes end
       fit = not check
       if check then
         if total == 0 then
           fit = n >= need
-        elseif most > 0 then
-          fit = gp >= total and n >= need and n * most >= total -- n >= ceil(total / most)
+        else
+          if not ok then gp, most = g.gpus, g.most end
+          fit = most > 0 and gp >= total and n >= need and n * most >= total -- n >= ceil(total / most)
         end
       end
     end
