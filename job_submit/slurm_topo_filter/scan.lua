@@ -350,13 +350,6 @@ local function out_of_looks(sc, walk, g, cur, budget, unchecked_after, limit)
   return walk
 end
 
-local function lies_inside(g, inside, up)
-  -- whether g lies inside one of the zone (up "zone") or region groups of `inside` (admitted's second half)
-  local loc = g.loc
-  if up == "zone" then return inside[loc.zone_parent or loc.zone_feature] == true end
-  return inside[loc.region_parent or loc.region_feature] == true
-end
-
 local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after, inside, up)
   -- one list, no area (the common case, and a finer --prefer list inside the kept groups): a group's counts
   -- decide, without a call a group where every class counts; the same steps as candidates' general loop
@@ -373,7 +366,7 @@ local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after, ins
     end
     left = left - 1
     local fit, n = false, 0
-    if (inside == nil or lies_inside(g, inside, up)) and (area == nil or allowed(sc, g)) then
+    if (inside == nil or inside[parent(g, up)] == true) and (area == nil or allowed(sc, g)) then
       local gp, most
       if ok then n, gp, most = counts_of(ok, class_gpus, g) else n = g.nodes end
       fit = not check
