@@ -66,13 +66,7 @@ class _Loader(_base_loader()):  # type: ignore[misc]
             except TypeError:
                 continue  # an unhashable key: the constructor reports it
             if first is not key_node:
-                raise _DuplicateKeyError(
-                    None,
-                    None,
-                    f"duplicate key {_SHORT.repr(key)} at line {key_node.start_mark.line + 1} "
-                    f"(first at line {first.start_mark.line + 1})",
-                    key_node.start_mark,
-                )
+                raise _duplicate(key, key_node, first)
         return super().construct_mapping(node, deep=deep)
 
     def construct_plain(self, node: Any) -> Any:
@@ -94,19 +88,24 @@ class _Loader(_base_loader()):  # type: ignore[misc]
             for key_node, value_node in node.value:
                 first = seen.setdefault(key_node.value, key_node)
                 if first is not key_node:
-                    raise _DuplicateKeyError(
-                        None,
-                        None,
-                        f"duplicate key {_SHORT.repr(key_node.value)} at line {key_node.start_mark.line + 1} "
-                        f"(first at line {first.start_mark.line + 1})",
-                        key_node.start_mark,
-                    )
+                    raise _duplicate(key_node.value, key_node, first)
                 out[key_node.value] = self.construct_plain(value_node)
             return out
         return self.construct_object(node, deep=True)
 
 
 _STR, _SEQ, _MAP = "tag:yaml.org,2002:str", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"
+
+
+def _duplicate(key: object, key_node: Any, first: Any) -> _DuplicateKeyError:
+    """A key given twice in one mapping, both lines named."""
+    return _DuplicateKeyError(
+        None,
+        None,
+        f"duplicate key {_SHORT.repr(key)} at line {key_node.start_mark.line + 1} "
+        f"(first at line {first.start_mark.line + 1})",
+        key_node.start_mark,
+    )
 
 
 def _expanded_size(text: str, limit: int) -> None:
@@ -138,9 +137,8 @@ def load_yaml(text: str, *, max_nodes: int = MAX_YAML_NODES) -> Any:
     plain document: bad syntax, a duplicate key, aliases that expand past ``max_nodes``, a tag that does not
     construct (``!!int x``, ``!!timestamp x``, ``!!python/...``), nesting too deep to build."""
     try:
-        if (
-            "&" in text
-        ):  # an alias names an anchor (&name) made before it; without one there is none to expand
+        # an alias names an anchor (&name) made before it: without an '&' there is none to expand
+        if "&" in text:
             _expanded_size(text, max_nodes)
             return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
         loader = _Loader(text)

@@ -99,11 +99,14 @@ class Partition:
     default: bool = False
 
 
-def _family_values(features: Sequence[str], families: Sequence[tuple[str, str]]) -> str:
-    values = []
-    for _, pattern in families:
-        values.append(next((f for f in features if fnmatch.fnmatchcase(f, pattern)), "none"))
-    return ".".join(values)
+def _family_values(
+    features: Sequence[str], families: Sequence[tuple[str, str]]
+) -> tuple[str, tuple[str, ...]]:
+    """(the family bucket's suffix: each family's value or "none", joined by "."; the values the node has)."""
+    matched = [
+        next((f for f in features if fnmatch.fnmatchcase(f, pattern)), None) for _, pattern in families
+    ]
+    return ".".join(v or "none" for v in matched), tuple(v for v in matched if v is not None)
 
 
 def _bucket_name(feature: str, suffix: str) -> str:
@@ -222,17 +225,7 @@ def _places(
         if families:
             known = by_features.get(node.features)
             if known is None:
-                known = by_features[node.features] = (
-                    _family_values(node.features, families),
-                    tuple(
-                        v
-                        for v in (
-                            next((f for f in node.features if fnmatch.fnmatchcase(f, p)), None)
-                            for _, p in families
-                        )
-                        if v is not None
-                    ),
-                )
+                known = by_features[node.features] = _family_values(node.features, families)
             suffix, out.values_of[node.name] = known
         slot = by_place.get((loc, node.degraded, suffix))
         if slot is None:
