@@ -3,6 +3,8 @@ and string-keyed mappings by hand, the rest by the constructor); it must give wh
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 from hypothesis import example, given, settings
@@ -66,3 +68,15 @@ def test_typed_and_merged_nodes_read_as_the_safe_loader_reads_them(text: str) ->
 def test_a_key_given_twice_is_refused_with_both_lines(text: str, line: str) -> None:
     with pytest.raises(yaml.YAMLError, match=line.replace("(", r"\(").replace(")", r"\)")):
         load_yaml(text)
+
+
+_REPO = Path(__file__).resolve().parent.parent
+_SHIPPED = sorted(
+    p.relative_to(_REPO) for d in ("examples", "tests/fixtures") for p in (_REPO / d).rglob("*.y*ml")
+)
+
+
+@pytest.mark.parametrize("path", _SHIPPED, ids=str)
+def test_every_shipped_yaml_file_reads_as_the_safe_loader_reads_it(path: Path) -> None:
+    text = (_REPO / path).read_text()
+    assert load_yaml(text) == _slow(text)
