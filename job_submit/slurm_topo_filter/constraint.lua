@@ -70,21 +70,6 @@ function M.counted(c, owned)
   return true
 end
 
-function M.class_ok(cls, c, is_counted)
-  if not is_counted or c.kind == "none" then return true end
-  local names, features = c.names, cls.features -- numeric loops: every class of the fleet comes by
-  if c.kind == "or" then
-    for i = 1, #names do
-      if features[names[i]] then return true end
-    end
-    return false
-  end
-  for i = 1, #names do
-    if not features[names[i]] then return false end
-  end
-  return true
-end
-
 local function has_top_level_or(text)
   local depth = 0
   for i = 1, #text do

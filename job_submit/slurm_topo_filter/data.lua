@@ -341,6 +341,7 @@ function M.prepare(data)
     data.nodes.areas = ints(data.nodes.areas) -- (zone, region, nvl) string numbers a row (nodes.lua place_group)
   end
   S.gpu_sets(data) -- the class sets of GPU requests without a constraint
+  S.feature_classes(data) -- each feature's classes: a constraint's set is made from its names' lists
   data.has_values = #data.families > 0
   data.default_names = { data.default_partition } -- a job that names no partition
   data.ready = true

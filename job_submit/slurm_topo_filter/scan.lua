@@ -21,7 +21,6 @@ request (this runs for every submission, under slurmctld's locks). Nothing here 
 ]]
 
 local V = require("slurm_topo_filter.vocab")
-local class_ok = require("slurm_topo_filter.constraint").class_ok
 
 local MAX_ALTERNATIVES = V.MAX_ALTERNATIVES
 local LOOKS_LIST, LOOKS_LARGEST = V.LOOKS_LIST, V.LOOKS_LARGEST
@@ -81,21 +80,77 @@ end
 
 local NO_CLASS = {} -- read-only: no class counts
 
+function M.feature_classes(data)
+  -- at load: each node feature's classes, ascending (a constraint's set is made from the lists of its names)
+  local index = {}
+  for i, cls in ipairs(data.classes) do
+    for f in pairs(cls.features) do
+      local list = index[f]
+      if list == nil then
+        list = {}
+        index[f] = list
+      end
+      list[#list + 1] = i
+    end
+  end
+  for _, list in pairs(index) do table.sort(list) end
+  data.feature_classes = index
+end
+
+local function named_classes(data, c)
+  -- the classes a counted constraint admits, from the feature lists: one of the names (or), every name (and, a
+  -- bracket's names outside it); nil when the names admit every class (none, a bracket alone)
+  local names, index, out = c.names, data.feature_classes, {}
+  if #names == 0 then return nil end
+  if c.kind == "or" then
+    local seen = {}
+    for i = 1, #names do
+      local list = index[names[i]] or NO_CLASS
+      for k = 1, #list do seen[list[k]] = true end
+    end
+    for i in pairs(seen) do out[#out + 1] = i end
+    table.sort(out)
+    return out
+  end
+  local shortest = index[names[1]] or NO_CLASS -- and: the classes of the rarest name having the others
+  for i = 2, #names do
+    local list = index[names[i]] or NO_CLASS
+    if #list < #shortest then shortest = list end
+  end
+  local classes = data.classes
+  for k = 1, #shortest do
+    local idx, has = shortest[k], true
+    local features = classes[shortest[k]].features
+    for i = 1, #names do
+      if not features[names[i]] then
+        has = false
+        break
+      end
+    end
+    if has then out[#out + 1] = idx end
+  end
+  return out
+end
+
 local function constraint_set(sc, c, is_counted)
-  local made = sc.data.made_sets
+  -- the class flags of a request with a constraint (a class absent from the table does not count)
+  local data = sc.data
+  local made = data.made_sets
   local key = (c.text or "") .. "\0" .. tostring(is_counted) .. "\0" .. sc.per_node .. "\0" .. (sc.gpu_type or "")
   local ok = made[key]
   if ok ~= nil then return ok end
+  local classes, per_node, gpu_type = data.classes, sc.per_node, sc.gpu_type
+  local admitted = is_counted and named_classes(data, c) or nil
   ok = {}
-  local classes = sc.data.classes
-  for i = 1, #classes do
+  local last = admitted and #admitted or #classes
+  for k = 1, last do
+    local i = admitted and admitted[k] or k
     local cls = classes[i]
-    ok[i] = class_ok(cls, c, is_counted) and (sc.per_node == 0 or (cls.gpus >= sc.per_node
-      and (sc.gpu_type == nil or cls.gpu_type == sc.gpu_type)))
+    if per_node == 0 or (cls.gpus >= per_node and (gpu_type == nil or cls.gpu_type == gpu_type)) then ok[i] = true end
   end
   if made.count >= KEPT_SETS then
     made = { count = 0 }
-    sc.data.made_sets = made
+    data.made_sets = made
   end
   made[key], made.count = ok, made.count + 1
   return ok
