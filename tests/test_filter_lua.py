@@ -402,6 +402,89 @@ def test_the_merged_walk_equals_a_linear_scan_of_the_merged_list(
         assert len(got) == len(want) or walk["cut"]
 
 
+# The class set's oracle: every class asked in turn (what scan.lua did before the feature index), against
+# the set scan.lua makes from each feature's classes, on random classes and constraints.
+CLASS_ORACLE = """
+return function(classes, c, per_node, gpu_type)
+  local out = {}
+  for i, cls in ipairs(classes) do
+    local ok = c.kind == "or" and #c.names == 0
+    for _, n in ipairs(c.names) do
+      if c.kind == "or" and cls.features[n] then ok = true end
+    end
+    if c.kind ~= "or" then
+      ok = true
+      for _, n in ipairs(c.names) do ok = ok and cls.features[n] == true end
+    end
+    local gpus_ok = cls.gpus >= per_node and (gpu_type == nil or cls.gpu_type == gpu_type)
+    if per_node > 0 and not gpus_ok then ok = false end
+    if ok then out[#out + 1] = i end
+  end
+  return out
+end
+"""
+_CLASS_ORACLE = _WALK_LUA.execute(CLASS_ORACLE)
+_PARSE = _WALK_LUA.eval('require("slurm_topo_filter.constraint").parse_constraint')
+_FEATURES = ["a", "b", "c", "d", "e"]
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    st.lists(
+        st.tuples(
+            st.sets(st.sampled_from(_FEATURES), min_size=1),
+            st.sampled_from([0, 1, 4, 8]),
+            st.sampled_from(["h", "l"]),
+        ),
+        min_size=2,
+        max_size=12,
+    ),
+    st.lists(st.sampled_from([*_FEATURES, "nosuch"]), min_size=1, max_size=3, unique=True),
+    st.sampled_from([0, 1, 2, 8]),
+    st.sampled_from([None, "h", "l"]),
+)
+def test_a_constraints_class_set_equals_asking_every_class(
+    classes: list[tuple[set[str], int, str]], names: list[str], per_node: int, gpu_type: str | None
+) -> None:
+    """scan.lua's class set of a constraint, made from each feature's classes (the rarest name's for and and a
+    bracket's names, the union for or), holds exactly the classes that a check of every class admits, with the
+    GPU filter of a per-node request; each drawn fleet and names asked as a&b, a|b and a&[x|y]."""
+    lua = _WALK_LUA
+    gpu = (
+        None if per_node == 0 else lua.table_from({"scope": "node", "count": per_node, "gpu_type": gpu_type})
+    )
+    for text, kind in (
+        ("&".join(names), "and"),
+        ("|".join(names), "or" if len(names) > 1 else "and"),
+        ("&".join(names) + "&[x|y]", "bracket"),
+    ):
+        c = _PARSE(text)
+        assert c["kind"] == kind
+        data = lua.table_from(
+            {
+                "classes": lua.table_from(
+                    [
+                        lua.table_from(
+                            {
+                                "features": lua.table_from({f: True for f in fs}),
+                                "gpus": g,
+                                "gpu_type": t if g else None,
+                            }
+                        )
+                        for fs, g, t in classes
+                    ]
+                ),
+                "made_sets": lua.table_from({"count": 0}),
+            }
+        )
+        _SCAN.feature_classes(data)
+        data["class_gpus"] = lua.table_from([g for _, g, _ in classes])
+        sc = _SCAN.new_scan(data, lua.table_from({"min_nodes": 1, "gpu": gpu}), c, True, None, None)
+        got = sorted(k for k, v in sc["ok"].items() if v)
+        want = list(_CLASS_ORACLE(data["classes"], c, per_node, gpu_type if per_node else None).values())
+        assert got == want, text
+
+
 def test_a_required_level_past_its_looks_takes_the_next_groups_unchecked(tmp_path: Path) -> None:
     """A fleet of many one-node groups where only the largest hold a GPU job: a required network group's walk
     stops at its looks, and the bracket is the next groups of the level (each one group: the job still never

@@ -203,12 +203,14 @@ function M.holds(sc, n, gp, most)
   end
   return n >= need and gp >= total
 end
-local holds = M.holds
 
 local function fits(sc, g)
-  local n, gp, most = eligible(sc, g)
+  -- whether g can hold the job (holds, inline), and its eligible nodes
+  local n, gp, most = counts_of(sc.ok, sc.class_gpus, g)
+  local need, total = sc.nodes, sc.total_gpus
   if not sc.check then return true, n end
-  return holds(sc, n, gp, most), n
+  if total == 0 then return n >= need, n end
+  return most > 0 and gp >= total and n >= need and n * most >= total, n -- n >= ceil(total / most)
 end
 
 function M.allowed(sc, g)
@@ -357,9 +359,16 @@ local function cursor_next(cur)
     return g
   end
   local j, head, order = nil, nil, cur.order
-  for q = 1, #lists do
+  local ascending, largest = order == "ascending", order == "largest"
+  for q = 1, #lists do -- before(g, head, order), inline: a merged walk's every step compares the lists' heads
     local g = lists[q][pos[q]]
-    if g ~= nil and (head == nil or before(g, head, order)) then j, head = q, g end
+    if g ~= nil and head == nil then
+      j, head = q, g
+    elseif g ~= nil and g.nodes ~= head.nodes then
+      if (g.nodes < head.nodes) == ascending then j, head = q, g end
+    elseif g ~= nil and (largest and g.rank > head.rank or not largest and g.rank < head.rank) then
+      j, head = q, g
+    end
   end
   if j == nil then return nil end
   pos[j] = pos[j] + cur.step
@@ -379,7 +388,7 @@ local function keeps(walk, g, n, budget, limit)
 end
 
 local function admitted(sc, g, inside, up)
-  return g and allowed(sc, g) and (inside == nil or inside[parent(g, up)] == true)
+  return g and (sc.area == nil or allowed(sc, g)) and (inside == nil or inside[parent(g, up)] == true)
 end
 
 local function take_unchecked(sc, walk, g, cur, budget)
@@ -405,9 +414,43 @@ local function out_of_looks(sc, walk, g, cur, budget, unchecked_after, limit)
   return walk
 end
 
+local function walk_all_fit(sc, walk, cur, budget, left, limit, unchecked_after)
+  -- one list whose every group from the cursor on holds the job (see all_fit): each step only keeps, within
+  -- Slurm's limits and the looks; the same steps and the same walk as walk_one
+  local list, pos = cur.lists[1], cur.pos
+  local kept, nodes, length, count, sep = walk.kept, walk.nodes, walk.length, 0, 0
+  local i, last = pos[1], #list
+  while i <= last do
+    local g = list[i]
+    i = i + 1
+    if left == 0 then
+      pos[1], walk.length = i, length
+      return out_of_looks(sc, walk, g, cur, budget, unchecked_after, limit)
+    end
+    left = left - 1
+    local extra = #g.feature + sep -- a separator after the first
+    if count == limit or length + extra > budget then
+      walk.cut, walk.length = true, length
+      return walk
+    end
+    count, sep = count + 1, 1
+    kept[count], nodes[count], length = g, g.nodes, length + extra
+  end
+  walk.length = length
+  return walk
+end
+
+local function all_fit(sc, cur, inside)
+  -- whether every group a one-list walk reaches holds the job: every class counts, no GPUs are counted, no area
+  -- or enclosing group narrows it, and the fit is not checked or the list ascends from the first group as large
+  -- as the job (cursor)
+  if sc.ok or inside ~= nil or sc.area ~= nil then return false end
+  return not sc.check or (sc.total_gpus == 0 and cur.order == "ascending")
+end
+
 local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after, inside, up)
-  -- one list, no area (the common case, and a finer --prefer list inside the kept groups): a group's counts
-  -- decide, without a call a group where every class counts; the same steps as candidates' general loop
+  -- one list (the common case, and a finer --prefer list inside the kept groups): a group's counts decide (read
+  -- in place, without a call); the same steps as candidates' general loop
   local list, pos, check, need, total = cur.lists[1], cur.pos, sc.check, sc.nodes, sc.total_gpus
   local ok, class_gpus, area = sc.ok, sc.class_gpus, sc.area
   local kept, nodes, length, count = walk.kept, walk.nodes, walk.length, 0
@@ -422,14 +465,25 @@ local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after, ins
     left = left - 1
     local fit, n = false, 0
     if (inside == nil or inside[parent(g, up)] == true) and (area == nil or allowed(sc, g)) then
-      local gp, most
-      if ok then n, gp, most = counts_of(ok, class_gpus, g) else n = g.nodes end
+      local gp, most = 0, 0
+      if ok then -- counts_of, inline: this loop is most of a decision's steps
+        local counts = g.counts
+        for k = 1, #counts, 2 do
+          local idx = counts[k]
+          if ok[idx] then
+            local c, cg = counts[k + 1], class_gpus[idx]
+            n, gp = n + c, gp + c * cg
+            if cg > most then most = cg end
+          end
+        end
+      else
+        n, gp, most = g.nodes, g.gpus, g.most
+      end
       fit = not check
       if check then
         if total == 0 then
           fit = n >= need
         else
-          if not ok then gp, most = g.gpus, g.most end
           fit = most > 0 and gp >= total and n >= need and n * most >= total -- n >= ceil(total / most)
         end
       end
@@ -457,7 +511,9 @@ function M.candidates(sc, src, budget, looks, inside, up, unchecked_after, limit
   local cur = cursor(sc, src, false)
   local left = looks or LOOKS_LIST
   limit = limit or MAX_ALTERNATIVES
-  if #src.lists == 1 then
+  if #src.lists == 1 and all_fit(sc, cur, inside) then
+    return walk_all_fit(sc, walk, cur, budget, left, limit, unchecked_after)
+  elseif #src.lists == 1 then
     return walk_one(sc, walk, cur, budget, left, limit, unchecked_after, inside, up)
   end
   while true do
