@@ -4,7 +4,8 @@ slurm_topo_filter/scan.lua - a request's view of the data's groups, with a bound
 
 What depends on the fleet only is done before any decision: the generator sorts each partition's groups of
 each level by (nodes, rank), ranks fleet-wide; data.lua's prepare decodes them into named fields and indexes
-each list by feature, and makes the class sets of GPU requests without a constraint. A decision then walks:
+each list by feature, makes the class sets of GPU requests without a constraint, and lists each feature's
+classes. A decision then walks:
 
   source   a level's lists for the job's partitions (several are merged while walked: each feature once, its
            largest copy, ties to the first partition named), or the groups a user's bracket names
@@ -42,7 +43,8 @@ local needs = M.needs
 
 -- Class sets: which node classes count for a request. Every class (no constraint, no GPU per node) is the
 -- common case and needs no flags; GPU requests without a constraint use the sets made at load (M.gpu_sets); a
--- constraint's set is made per decision (one look per class) and kept, at most KEPT_SETS per data table.
+-- constraint's set is made per decision from its names' class lists (M.feature_classes: one look per class
+-- it admits, not per class of the fleet) and kept, at most KEPT_SETS per data table.
 local KEPT_SETS = 64
 
 local function gpu_set_key(per_node, gpu_type)
