@@ -107,3 +107,25 @@ def test_compress_round_trips(names: list[str]) -> None:
     """compress() folds any set of names into one expression that expands back to exactly that set."""
     expr = hostlist.compress(names)
     assert sorted(hostlist.expand(expr)) == sorted(set(names))
+
+
+rack_strategy = st.builds(
+    lambda p, w, ns: [f"{p}{n:0{w}d}" for n in ns],
+    st.sampled_from(["n", "gpu-", "a1b", "rack2-n", "r.1_x-", ""]),
+    st.integers(1, 5),
+    st.lists(st.integers(0, 99999), min_size=1, max_size=40),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(rack_strategy, names_strategy))
+def test_a_racks_fold_without_clustershell_equals_clustershells(names: list[str]) -> None:
+    """Names of one plain prefix and one number width (a rack's nodes) are folded without ClusterShell, into
+    exactly what ClusterShell's NodeSet writes for them; any other set is left to ClusterShell."""
+    folded = hostlist._one_prefix(tuple(names))
+    prefixes = {hostlist._LAST_NUMBER.match(n)[1] if hostlist._LAST_NUMBER.match(n) else n for n in names}
+    widths = {len(m[2]) for m in map(hostlist._LAST_NUMBER.match, names) if m}
+    if len(prefixes) == 1 and len(widths) == 1 and all(map(hostlist._LAST_NUMBER.match, names)):
+        assert folded is not None, names
+    if folded is not None:
+        assert folded == hostlist._clustershell_fold(tuple(names))
