@@ -548,13 +548,18 @@ end
 function M.largest(sc, src)
   -- the group with the most eligible (nodes, GPUs), from the largest down (LOOKS_LARGEST looks), none past a
   -- group smaller than the best found: group, nodes, GPUs (nil when there is none)
+  -- (largest_first's steps, taken one at a time: none after the stop)
   local best, bn, bg
-  local down = M.largest_first(sc, src, LOOKS_LARGEST)
-  for i = 1, #down do
-    local g = down[i]
-    if best ~= nil and g.nodes < bn then break end
-    local n, gp = eligible(sc, g)
-    if best == nil or n > bn or (n == bn and gp >= bg) then best, bn, bg = g, n, gp end -- ties: the first in order
+  local cur, left = cursor(sc, src, true), LOOKS_LARGEST
+  while left > 0 do
+    local g = cursor_next(cur)
+    if g == nil then break end
+    left = left - 1
+    if g and allowed(sc, g) then
+      if best ~= nil and g.nodes < bn then break end
+      local n, gp = eligible(sc, g)
+      if best == nil or n > bn or (n == bn and gp >= bg) then best, bn, bg = g, n, gp end -- ties: the first
+    end
   end
   return best, bn, bg
 end
