@@ -384,6 +384,32 @@ def test_parity_on_an_irregular_fleet_with_many_sizes(tmp_path, seed: int) -> No
     _decide_one_after_another(tmp_path, _irregular_fleet(seed), seed, 600)
 
 
+def test_parity_of_union_rows_among_zones_of_one_size(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Twelve and ten zones of three nodes in two regions (more than the eight a region's unions are made
+    from), some with fewer eligible nodes: the union rows tie on (eligible nodes, nodes) and their order comes
+    from the zones' ranks alone (decide.lua row_key, Python's sort); which zones the unions join, and in what
+    order, are the same in both."""
+    rows = []
+    for region, count in (("r0", 12), ("r1", 10)):
+        for z in range(count):
+            for k in range(3):
+                gpus = 8 if (z + k) % 4 else 4
+                rows.append(
+                    f"  - {{name: {region}z{z:02d}n{k}, region: {region}, zone: {region}-z{z:02d}, "
+                    f"network_group: {region}-g{z:02d}, gpus: {gpus}, gpu_type: h100}}\n"
+                )
+    data, lua, lua_data = _twins(tmp_path, "nodes:\n" + "".join(rows))
+    unions = 0
+    for nodes, extra in itertools.product(
+        [4, 5, 6, 7, 8, 9], [{}, {"tres_per_node": "gres:gpu:8"}, {"partition": "nosuch,gpu"}]
+    ):
+        desc = job("prefer", min_nodes=nodes, **extra)
+        expected = decide(data, JobRequest.from_job_desc(desc)).as_dict()
+        assert lua.decide(lua_data, desc) == expected, desc
+        unions += str(expected["prefer"]).count("(")
+    assert unions > 50, unions
+
+
 @pytest.mark.parametrize("racks", [700, 1500])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_parity_on_many_racks_of_few_sizes(tmp_path, seed: int, racks: int) -> None:  # type: ignore[no-untyped-def]
