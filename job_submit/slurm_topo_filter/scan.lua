@@ -205,14 +205,12 @@ function M.holds(sc, n, gp, most)
   end
   return n >= need and gp >= total
 end
+local holds = M.holds
 
 local function fits(sc, g)
-  -- whether g can hold the job (holds, inline), and its eligible nodes
-  local n, gp, most = counts_of(sc.ok, sc.class_gpus, g)
-  local need, total = sc.nodes, sc.total_gpus
+  local n, gp, most = eligible(sc, g)
   if not sc.check then return true, n end
-  if total == 0 then return n >= need, n end
-  return most > 0 and gp >= total and n >= need and n * most >= total, n -- n >= ceil(total / most)
+  return holds(sc, n, gp, most), n
 end
 
 function M.allowed(sc, g)
@@ -361,16 +359,9 @@ local function cursor_next(cur)
     return g
   end
   local j, head, order = nil, nil, cur.order
-  local ascending, largest = order == "ascending", order == "largest"
-  for q = 1, #lists do -- before(g, head, order), inline: a merged walk's every step compares the lists' heads
+  for q = 1, #lists do
     local g = lists[q][pos[q]]
-    if g ~= nil and head == nil then
-      j, head = q, g
-    elseif g ~= nil and g.nodes ~= head.nodes then
-      if (g.nodes < head.nodes) == ascending then j, head = q, g end
-    elseif g ~= nil and (largest and g.rank > head.rank or not largest and g.rank < head.rank) then
-      j, head = q, g
-    end
+    if g ~= nil and (head == nil or before(g, head, order)) then j, head = q, g end
   end
   if j == nil then return nil end
   pos[j] = pos[j] + cur.step
@@ -390,7 +381,7 @@ local function keeps(walk, g, n, budget, limit)
 end
 
 local function admitted(sc, g, inside, up)
-  return g and (sc.area == nil or allowed(sc, g)) and (inside == nil or inside[parent(g, up)] == true)
+  return g and allowed(sc, g) and (inside == nil or inside[parent(g, up)] == true)
 end
 
 local function take_unchecked(sc, walk, g, cur, budget)
