@@ -338,34 +338,23 @@ end
 -- never all of its zones: that is the region's own alternative) and per family value across regions; at most
 -- UNION_TRIES combinations in all; each list by (regions, zones, size, features).
 
--- row_key's digits: a zone's eligible nodes and its nodes (a fleet holds at most 262 144 nodes, under 2^21), and
--- the row's place among the UNION_ROWS (under 128); every key stays an exact integer under 2^53
-local ROW_UNIT = MAX_ALTERNATIVES * 2
-local NODES_UNIT = ROW_UNIT * ROW_UNIT * ROW_UNIT
-assert(UNION_ROWS < ROW_UNIT, "UNION_ROWS must stay under MAX_ALTERNATIVES * 2 (row_key)")
-
-local function row_key(n, g, i)
-  -- the rows' order as one number (sorted without a comparator): most eligible nodes first, then the smaller
-  -- zone, then the data's rank. The rows come from the largest down, ties by the larger rank first, so among
-  -- rows of equal nodes the later row has the smaller rank: its place, reversed, is the rank's order
-  return ((NODES_UNIT - 1 - n) * NODES_UNIT + g.nodes) * ROW_UNIT + (ROW_UNIT - 1 - i)
+local function row_before(a, b)
+  -- the rows' order: most eligible nodes first, then the smaller zone, then the data's rank
+  if a.n ~= b.n then return a.n > b.n end
+  if a.g.nodes ~= b.g.nodes then return a.g.nodes < b.g.nodes end
+  return a.g.rank < b.g.rank
 end
 
 local function zone_rows(sc, zones)
   -- the UNION_ROWS largest zones with eligible nodes, in row order
-  local rows, keys, down = {}, {}, largest_first(sc, zones, UNION_ROWS)
+  local rows, down = {}, largest_first(sc, zones, UNION_ROWS)
   for i = 1, #down do
     local g = down[i]
     local n, gp, most = eligible(sc, g)
-    if n > 0 then
-      rows[i] = { g = g, n = n, gp = gp, most = most }
-      keys[#keys + 1] = row_key(n, g, i)
-    end
+    if n > 0 then rows[#rows + 1] = { g = g, n = n, gp = gp, most = most } end
   end
-  table.sort(keys)
-  local sorted = {}
-  for j = 1, #keys do sorted[j] = rows[ROW_UNIT - 1 - keys[j] % ROW_UNIT] end
-  return sorted
+  table.sort(rows, row_before)
+  return rows
 end
 
 local function too_large_for_unions(sc, zones)
