@@ -95,8 +95,7 @@ function M.feature_classes(data)
       list[#list + 1] = i
     end
   end
-  for _, list in pairs(index) do table.sort(list) end
-  data.feature_classes = index
+  data.feature_classes = index -- each list ascending: the classes are read in order
 end
 
 local function named_classes(data, c)
@@ -110,8 +109,7 @@ local function named_classes(data, c)
       local list = index[names[i]] or NO_CLASS
       for k = 1, #list do seen[list[k]] = true end
     end
-    for i in pairs(seen) do out[#out + 1] = i end
-    table.sort(out)
+    for i in pairs(seen) do out[#out + 1] = i end -- in any order: the caller makes a set of them
     return out
   end
   local shortest = index[names[1]] or NO_CLASS -- and: the classes of the rarest name having the others
@@ -122,7 +120,7 @@ local function named_classes(data, c)
   local classes = data.classes
   for k = 1, #shortest do
     local idx, has = shortest[k], true
-    local features = classes[shortest[k]].features
+    local features = classes[idx].features
     for i = 1, #names do
       if not features[names[i]] then
         has = false
