@@ -48,13 +48,15 @@ local function describe_request(req)
   return text
 end
 
-local function shown(kept, nodes, cut)
-  -- the record's list, label(Nn) each: formatting stops once past the record's 200 characters (same text
-  -- after the cut)
+local function shown(sc, kept, cut)
+  -- the record's list, label(Nn) each (N: the eligible nodes, a union's its own): formatting stops once past
+  -- the record's 200 characters (same text after the cut)
   local parts, length = {}, 0
   for i, g in ipairs(kept) do
     if length > MAX_RECORD then break end
-    local part = label_of(g) .. "(" .. num(nodes[i]) .. "n)"
+    local n = g.nodes
+    if not g.union then n = eligible(sc, g) end
+    local part = label_of(g) .. "(" .. num(n) .. "n)"
     parts[i] = part
     length = length + #part + 1
   end
@@ -458,9 +460,7 @@ end
 
 local function as_walk(list, families)
   table.sort(list, families and union_order_largest or union_order)
-  local nodes = {}
-  for i = 1, #list do nodes[i] = list[i].nodes end
-  return { kept = list, nodes = nodes, cut = false }
+  return { kept = list, cut = false }
 end
 
 local function regions_of(list)
@@ -481,7 +481,7 @@ local function region_spans(spans, regions)
   end
 end
 
-local EMPTY_WALK = { kept = {}, nodes = {}, cut = false } -- shared, read-only
+local EMPTY_WALK = { kept = {}, cut = false } -- shared, read-only
 
 local function zone_unions(sc, zones, room)
   -- (unions inside one region, unions across regions, the lead row, the spans by feature)
@@ -513,7 +513,7 @@ local function zone_unions(sc, zones, room)
   end
   local families = values[1] ~= false or values[2] ~= nil
   if families then region_spans(spans, regions) end -- spans are read with families only
-  local lead = rows[1] and { g = rows[1].g, n = rows[1].n }
+  local lead = rows[1] and rows[1].g
   return as_walk(inside, families), as_walk(across, families), lead, spans
 end
 
@@ -537,7 +537,7 @@ local function spread_key(g, spans, i)
   return (((r * INDEX_UNIT + z) * 2 + u) * SIZE_UNIT + size) * INDEX_UNIT + i
 end
 
-local function by_spread(kept, nodes, spans)
+local function by_spread(kept, spans)
   -- policy/decide.py _by_spread: the bracket's tail (unions inside a region, region buckets, unions across
   -- regions, the bare family values) by the (regions, zones) each spans, unions before a bucket or value of the
   -- same span, smallest first
@@ -548,14 +548,11 @@ local function by_spread(kept, nodes, spans)
       break
     end
   end
-  local keys, gs, ns = {}, {}, {}
+  local keys, gs = {}, {}
   for i = start, #kept do keys[#keys + 1] = spread_key(kept[i], spans, i) end
   table.sort(keys)
-  for j = 1, #keys do
-    local i = keys[j] % INDEX_UNIT
-    gs[j], ns[j] = kept[i], nodes[i]
-  end
-  for j = 1, #gs do kept[start - 1 + j], nodes[start - 1 + j] = gs[j], ns[j] end
+  for j = 1, #keys do gs[j] = kept[keys[j] % INDEX_UNIT] end
+  for j = 1, #gs do kept[start - 1 + j] = gs[j] end
 end
 
 local function bracket_length(kept)
@@ -564,13 +561,12 @@ local function bracket_length(kept)
   return length
 end
 
-local function lead_bracket(kept, nodes, lead, budget)
+local function lead_bracket(kept, lead, budget)
   -- policy/decide.py _lead: a bracket must not start with a union (22.05's submit check narrows the usable nodes
   -- to the union's first zone); the largest zone leads instead, the last unions (then the last alternatives)
   -- giving way when that breaks the limits
-  if #kept == 0 or not kept[1].union or lead == nil then return kept, nodes, false end
-  table.insert(kept, 1, lead.g)
-  table.insert(nodes, 1, lead.n)
+  if #kept == 0 or not kept[1].union or lead == nil then return kept, false end
+  table.insert(kept, 1, lead)
   local cut = false
   while #kept > MAX_ALTERNATIVES or bracket_length(kept) > budget do
     local last = #kept
@@ -581,21 +577,20 @@ local function lead_bracket(kept, nodes, lead, budget)
       end
     end
     table.remove(kept, last)
-    table.remove(nodes, last)
     cut = true
   end
-  return kept, nodes, cut
+  return kept, cut
 end
 
 local function taken(kept, alternatives, room)
   -- how many of kept the cascade takes with `alternatives` and `room` characters left, and the characters
-  local n = 0
-  for i = 1, #kept do
-    local g = kept[i]
-    if n == alternatives or #g.feature + 1 > room then break end
-    room, n = room - #g.feature - 1, n + 1
+  local last = math.min(#kept, alternatives)
+  for i = 1, last do
+    local width = #kept[i].feature + 1
+    if width > room then return i - 1, room end
+    room = room - width
   end
-  return n, room
+  return last, room
 end
 
 local function prefer_walks(job, budget)
@@ -632,7 +627,7 @@ local function levels_used(walks, names)
 end
 
 local function prefer_cascade(job, budget)
-  -- kept, nodes, cut, levels used ("nvl+network_group+..."): the prefer bracket's alternatives
+  -- kept, cut, levels used ("nvl+network_group+..."): the prefer bracket's alternatives
   local sc = job.scan
   local walks, names, families, left = prefer_walks(job, budget)
   local room = MAX_ALTERNATIVES
@@ -642,13 +637,13 @@ local function prefer_cascade(job, budget)
   local parts = { inside, across }
   for _, w in ipairs(walks) do parts[#parts + 1] = w end
   -- the level lists' shares are the walks' own (taken, left): only the unions are counted here
-  local kept, nodes, cut = cascade(parts, budget, 2, families and UNION_EMIT_FAMILIES or UNION_EMIT, left)
-  if families then by_spread(kept, nodes, spans) end
+  local kept, cut = cascade(parts, budget, 2, families and UNION_EMIT_FAMILIES or UNION_EMIT, left)
+  if families then by_spread(kept, spans) end
   local led_cut
-  kept, nodes, led_cut = lead_bracket(kept, nodes, lead, budget)
+  kept, led_cut = lead_bracket(kept, lead, budget)
   walks[#walks + 1], names[#names + 1] = inside, "unions"
   walks[#walks + 1], names[#names + 1] = across, "unions"
-  return kept, nodes, cut or led_cut, table.concat(levels_used(walks, names), "+")
+  return kept, cut or led_cut, table.concat(levels_used(walks, names), "+")
 end
 
 decide_prefer = function(job)
@@ -674,11 +669,11 @@ decide_prefer = function(job)
     why = "constraint has brackets or parentheses"
   else
     local probe = compose_with(c, restrict, "[]")
-    local kept, nodes, cut, used = prefer_cascade(job, MAX_CONSTRAINT - #probe + 2)
+    local kept, cut, used = prefer_cascade(job, MAX_CONSTRAINT - #probe + 2)
     if #kept > 0 then
       return { action = "amend", locality = loc, features = base,
                prefer = compose_with(c, restrict, bracket_text(kept)),
-               record = record("prefer " .. used .. bound_tag(job.scan) .. " " .. shown(kept, nodes, cut) .. job.note),
+               record = record("prefer " .. used .. bound_tag(job.scan) .. " " .. shown(job.scan, kept, cut) .. job.note),
                kept = kept }
     end
     why = "no group fits; topology/tree packs"
@@ -750,7 +745,7 @@ decide_required = function(job)
   local prefer = required_prefer(job, w.kept, budget) -- before the record: its walks count in the bound note
   return { action = "amend", locality = loc, features = compose_with(job.c, job.restrict, bracket_text(w.kept)),
            prefer = prefer, message = named,
-           record = record(loc .. bound_tag(job.scan, w.unchecked) .. " " .. shown(w.kept, w.nodes, w.cut) .. job.note),
+           record = record(loc .. bound_tag(job.scan, w.unchecked) .. " " .. shown(job.scan, w.kept, w.cut) .. job.note),
            kept = w.kept }
 end
 
@@ -772,7 +767,7 @@ required_prefer = function(job, kept, budget)
     finer = finer or #lists[i].kept > 0
   end
   if not finer then return nil end
-  lists[#lists + 1] = { kept = kept, nodes = {}, cut = false }
+  lists[#lists + 1] = { kept = kept, cut = false }
   return compose_with(job.c, job.restrict, bracket_text((cascade(lists, budget))))
 end
 

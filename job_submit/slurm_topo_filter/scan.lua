@@ -206,9 +206,8 @@ end
 local holds = M.holds
 
 local function fits(sc, g)
-  local n, gp, most = eligible(sc, g)
-  if not sc.check then return true, n end
-  return holds(sc, n, gp, most), n
+  if not sc.check then return true end
+  return holds(sc, eligible(sc, g))
 end
 
 function M.allowed(sc, g)
@@ -368,12 +367,12 @@ end
 
 -- Walks ------------------------------------------------------------------------------------------------------
 
-local function keeps(walk, g, n, budget, limit)
+local function keeps(walk, g, budget, limit)
   -- g goes in unless the walk holds `limit` groups or the characters run out (then the walk is cut)
   local count, extra = #walk.kept, #g.feature
   if count > 0 then extra = extra + 1 end
   if count == limit or walk.length + extra > budget then return false end
-  walk.kept[count + 1], walk.nodes[count + 1] = g, n
+  walk.kept[count + 1] = g
   walk.length = walk.length + extra
   return true
 end
@@ -388,7 +387,7 @@ local function take_unchecked(sc, walk, g, cur, budget)
   for _ = 1, MAX_ALTERNATIVES do
     if g == nil then return end
     if g and allowed(sc, g) then
-      if not keeps(walk, g, (eligible(sc, g)), budget, MAX_ALTERNATIVES) then return end
+      if not keeps(walk, g, budget, MAX_ALTERNATIVES) then return end
       walk.unchecked = walk.unchecked + 1
     end
     g = cursor_next(cur)
@@ -405,27 +404,38 @@ local function out_of_looks(sc, walk, g, cur, budget, unchecked_after, limit)
   return walk
 end
 
+local function walked_length(length, used)
+  -- a walk's bracket length after keeping groups that used `used` characters of room (feature + 1 each)
+  if used == 0 then return length end
+  return length + used - 1
+end
+
 local function walk_all_fit(sc, walk, cur, budget, left, limit, unchecked_after)
   -- one list whose every group from the cursor on holds the job (see all_fit): each step only keeps, within
-  -- Slurm's limits and the looks; the same steps and the same walk as walk_one
+  -- Slurm's limits and the looks; the same steps and the same walk as walk_one. room: the characters left for
+  -- the kept groups' (feature + 1) each (the first has no separator: one more)
   local list, pos = cur.lists[1], cur.pos
-  local kept, nodes, length, count, sep = walk.kept, walk.nodes, walk.length, 0, 0
-  local i, last = pos[1], #list
-  local looked = math.min(last, i + left - 1) -- the last group the looks reach
-  while i <= looked do
+  local kept, length = walk.kept, walk.length
+  local first, last = pos[1], #list
+  local looked = math.min(last, first + left - 1) -- the last group the looks reach
+  local stop = math.min(looked, first + limit - 1) -- and the last Slurm's alternatives reach
+  local room0 = budget - length + 1
+  local room, count = room0, 0
+  for i = first, stop do
     local g = list[i]
-    local extra = #g.feature + sep -- a separator after the first
-    if count == limit or length + extra > budget then
-      walk.cut, walk.length = true, length
-      return walk
-    end
-    i, count, sep = i + 1, count + 1, 1
-    kept[count], nodes[count], length = g, g.nodes, length + extra
+    local width = #g.feature + 1
+    if width > room then break end
+    room, count = room - width, count + 1
+    kept[count] = g
   end
-  walk.length = length
-  if i <= last then -- the looks ran out with groups left: the next one is where they stopped
-    pos[1] = i + 1
-    return out_of_looks(sc, walk, list[i], cur, budget, unchecked_after, limit)
+  walk.length = walked_length(length, room0 - room)
+  if count < stop - first + 1 or stop < looked then -- the characters or the alternatives ran out
+    walk.cut = true
+    return walk
+  end
+  if looked < last then -- the looks ran out with groups left: the next one is where they stopped
+    pos[1] = looked + 2
+    return out_of_looks(sc, walk, list[looked + 1], cur, budget, unchecked_after, limit)
   end
   return walk
 end
@@ -443,13 +453,15 @@ local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after, ins
   -- in place, without a call); the same steps as candidates' general loop
   local list, pos, check, need, total = cur.lists[1], cur.pos, sc.check, sc.nodes, sc.total_gpus
   local ok, class_gpus, area = sc.ok, sc.class_gpus, sc.area
-  local kept, nodes, length, count = walk.kept, walk.nodes, walk.length, 0
+  local kept, length, count = walk.kept, walk.length, 0
+  local room0 = budget - length + 1 -- characters for the kept groups' (feature + 1) each (as walk_all_fit)
+  local room = room0
   local i, last = pos[1], #list
   while i <= last do
     local g = list[i]
     i = i + 1
     if left == 0 then
-      pos[1], walk.length = i, length
+      pos[1], walk.length = i, walked_length(length, room0 - room)
       return out_of_looks(sc, walk, g, cur, budget, unchecked_after, limit)
     end
     left = left - 1
@@ -479,25 +491,24 @@ local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after, ins
       end
     end
     if fit then
-      local extra = #g.feature + 1 -- a separator
-      if count == limit or length + extra - 1 > budget or (count > 0 and length + extra > budget) then
-        walk.cut, walk.length = true, length
+      local width = #g.feature + 1
+      if count == limit or width > room then
+        walk.cut, walk.length = true, walked_length(length, room0 - room)
         return walk
       end
-      if count == 0 then extra = extra - 1 end
-      count = count + 1
-      kept[count], nodes[count], length = g, n, length + extra
+      room, count = room - width, count + 1
+      kept[count] = g
     end
   end
-  walk.length = length
+  walk.length = walked_length(length, room0 - room)
   return walk
 end
 
 function M.candidates(sc, src, budget, looks, inside, up, unchecked_after, limit)
-  -- {kept, nodes, cut, bound, unchecked}: up to `limit` (64) groups of src that can hold the job within `budget`
+  -- {kept, cut, bound, unchecked}: up to `limit` (64) groups of src that can hold the job within `budget`
   -- characters of bracket, looking at `looks` (LOOKS_LIST) groups at most; inside: the features of the zone or
   -- region (`up`) groups a group must lie in; unchecked_after: see take_unchecked
-  local walk = { kept = {}, nodes = {}, length = 2, cut = false, bound = false, unchecked = 0 }
+  local walk = { kept = {}, length = 2, cut = false, bound = false, unchecked = 0 }
   local cur = cursor(sc, src, false)
   local left = looks or LOOKS_LIST
   limit = limit or MAX_ALTERNATIVES
@@ -512,8 +523,7 @@ function M.candidates(sc, src, budget, looks, inside, up, unchecked_after, limit
     if left == 0 then return out_of_looks(sc, walk, g, cur, budget, unchecked_after, limit) end
     left = left - 1
     if admitted(sc, g, inside, up) then
-      local ok, n = fits(sc, g)
-      if ok and not keeps(walk, g, n, budget, limit) then
+      if fits(sc, g) and not keeps(walk, g, budget, limit) then
         walk.cut = true
         return walk
       end
@@ -570,7 +580,7 @@ function M.cascade(lists, budget, extra, emit, left)
   -- coarsest are kept whole first, what does not fit dropped from the tail of the finest; the first `extra`
   -- lists (zone unions) come last in that order; emit: the lists' order in the bracket. left: the level lists'
   -- shares were counted already (each list's `taken`, then {alternatives, room} left): only the first `extra`
-  -- are counted here. (kept, nodes, cut)
+  -- are counted here. (kept, cut)
   extra = extra or 0
   local alternatives, room, counts, cut = MAX_ALTERNATIVES, budget - 1, {}, false
   for j = #lists, extra + 1, -1 do
@@ -590,14 +600,16 @@ function M.cascade(lists, budget, extra, emit, left)
     cut = cut or lists[j].cut or n < #lists[j].kept
     counts[j] = n
   end
-  local out, nodes = {}, {}
+  local out, n = {}, 0
   for i = 1, #lists do
     local j = emit and emit[i] or i
+    local kept = lists[j].kept
     for k = 1, counts[j] do
-      out[#out + 1], nodes[#out + 1] = lists[j].kept[k], lists[j].nodes[k]
+      n = n + 1
+      out[n] = kept[k]
     end
   end
-  return out, nodes, cut
+  return out, cut
 end
 
 function M.bracket_text(kept)
