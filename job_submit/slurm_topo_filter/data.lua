@@ -222,7 +222,8 @@ local ints = M.ints
 --   group     {feature, rank, nodes, gpus, most, counts = {class, nodes, ...} (its shape's, shared), loc (its
 --             location, shared), label (where the data writes one; else derived on first display)}: 8
 --             fields, so Lua 5.1 gives each a hash of 8 slots (a 9th would double it: 21 000 groups, 6.7 MB)
---   location  {region, zone, region_feature, zone_feature, zone_parent, region_parent, family}
+--   location  {region, zone, region_feature, zone_feature, zone_parent, region_parent, family, in_zone,
+--             in_region (the zone and region groups holding it: the parents, else the zone and region)}
 --   class     {features = {[name] = true}, gpus, gpu_type}
 --   list      the groups in the filter's order (nodes, then rank), list.index = {[feature] = group}
 
@@ -232,9 +233,12 @@ local function decode_locations(v, strings)
   local out, n = {}, 0
   for j = 1, #v, 7 do
     n = n + 1
-    out[n] = { region = strings[v[j]], zone = strings[v[j + 1]], region_feature = strings[v[j + 2]],
-               zone_feature = strings[v[j + 3]], zone_parent = strings[v[j + 4]],
-               region_parent = strings[v[j + 5]], family = strings[v[j + 6]] }
+    local loc = { region = strings[v[j]], zone = strings[v[j + 1]], region_feature = strings[v[j + 2]],
+                  zone_feature = strings[v[j + 3]], zone_parent = strings[v[j + 4]],
+                  region_parent = strings[v[j + 5]], family = strings[v[j + 6]] }
+    loc.in_zone = loc.zone_parent or loc.zone_feature -- the groups holding it (scan.lua parent)
+    loc.in_region = loc.region_parent or loc.region_feature
+    out[n] = loc
   end
   return out
 end

@@ -30,7 +30,8 @@ local LOOKS_LIST, LOOKS_FINER, UNION_ROWS, UNION_TRIES, MAX_MERGED = V.LOOKS_LIS
 local record, safe, plural = V.record, V.safe, V.plural
 local parse_constraint, counted, compose = C.parse_constraint, C.counted, C.compose
 local needs, new_scan, label_of, eligible, holds = S.needs, S.new_scan, S.label_of, S.eligible, S.holds
-local candidates, largest_first, cascade, bracket_text = S.candidates, S.largest_first, S.cascade, S.bracket_text
+local candidates, largest_first, cascade, bracket_text, share = S.candidates, S.largest_first, S.cascade,
+  S.bracket_text, S.share
 local level_source, values_source, named_source, has, NO_GROUPS = S.level_source, S.values_source, S.named_source,
   S.has, S.NO_GROUPS
 
@@ -582,17 +583,6 @@ local function lead_bracket(kept, lead, budget)
   return kept, cut
 end
 
-local function taken(kept, alternatives, room)
-  -- how many of kept the cascade takes with `alternatives` and `room` characters left, and the characters
-  local last = math.min(#kept, alternatives)
-  for i = 1, last do
-    local width = #kept[i].feature + 1
-    if width > room then return i - 1, room end
-    room = room - width
-  end
-  return last, room
-end
-
 local function prefer_walks(job, budget)
   -- the walks of the cascade (given finest first), walked coarsest first (the order the cascade keeps them in),
   -- each for at most what the cascade can still take and one more (policy/decide.py _coarsest_first); their
@@ -609,7 +599,7 @@ local function prefer_walks(job, budget)
   for j = #sources, 1, -1 do
     walks[j] = candidates(sc, sources[j], budget, LOOKS_LIST, nil, nil, false, alternatives + 1)
     local n
-    n, room = taken(walks[j].kept, alternatives, room)
+    n, room = share(walks[j].kept, alternatives, room)
     walks[j].taken, alternatives = n, alternatives - n
   end
   return walks, names, values ~= nil, { alternatives = alternatives, room = room }

@@ -223,11 +223,11 @@ function M.allowed(sc, g)
 end
 local allowed = M.allowed
 
+local HOLDER = { zone = "in_zone", region = "in_region" } -- a location's field naming the group holding it
+
 function M.parent(g, up)
   -- the zone ("zone") or region ("region") group holding g: a family bucket's where the data gives it
-  local loc = g.loc
-  if up == "zone" then return loc.zone_parent or loc.zone_feature end
-  return loc.region_parent or loc.region_feature
+  return g.loc[HOLDER[up]]
 end
 local parent = M.parent
 
@@ -452,7 +452,7 @@ local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after, ins
   -- one list (the common case, and a finer --prefer list inside the kept groups): a group's counts decide (read
   -- in place, without a call); the same steps as candidates' general loop
   local list, pos, check, need, total = cur.lists[1], cur.pos, sc.check, sc.nodes, sc.total_gpus
-  local ok, class_gpus, area = sc.ok, sc.class_gpus, sc.area
+  local ok, class_gpus, area, holder = sc.ok, sc.class_gpus, sc.area, HOLDER[up]
   local kept, length, count = walk.kept, walk.length, 0
   local room0 = budget - length + 1 -- characters for the kept groups' (feature + 1) each (as walk_all_fit)
   local room = room0
@@ -466,7 +466,7 @@ local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after, ins
     end
     left = left - 1
     local fit, n = false, 0
-    if (inside == nil or inside[parent(g, up)] == true) and (area == nil or allowed(sc, g)) then
+    if (inside == nil or inside[g.loc[holder]] == true) and (area == nil or allowed(sc, g)) then
       local gp, most = 0, 0
       if ok then -- counts_of, inline: with the call, 986 first decisions over instead of 952 (seed 2026120703301)
         local counts = g.counts
@@ -564,16 +564,17 @@ end
 
 -- The cascade ------------------------------------------------------------------------------------------------
 
-local function share(list, alternatives, room)
-  -- how many of a list's groups the cascade takes with `alternatives` and `room` characters left
-  local n, kept = 0, list.kept
-  for i = 1, #kept do
-    local g = kept[i]
-    if n == alternatives or #g.feature + 1 > room then break end
-    room, n = room - #g.feature - 1, n + 1
+function M.share(kept, alternatives, room)
+  -- how many of kept the cascade takes with `alternatives` and `room` characters left, and the characters left
+  local last = math.min(#kept, alternatives)
+  for i = 1, last do
+    local width = #kept[i].feature + 1
+    if width > room then return i - 1, room end
+    room = room - width
   end
-  return n, room
+  return last, room
 end
+local share = M.share
 
 function M.cascade(lists, budget, extra, emit, left)
   -- policy/decide.py _cascade: one bracket from per-level walks given finest first; within Slurm's limits the
@@ -586,7 +587,7 @@ function M.cascade(lists, budget, extra, emit, left)
   for j = #lists, extra + 1, -1 do
     local n = lists[j].taken
     if left == nil then
-      n, room = share(lists[j], alternatives, room)
+      n, room = share(lists[j].kept, alternatives, room)
       alternatives = alternatives - n
     end
     cut = cut or lists[j].cut or n < #lists[j].kept
@@ -595,7 +596,7 @@ function M.cascade(lists, budget, extra, emit, left)
   if left ~= nil then alternatives, room = left.alternatives, left.room end
   for j = 1, extra do
     local n
-    n, room = share(lists[j], alternatives, room)
+    n, room = share(lists[j].kept, alternatives, room)
     alternatives = alternatives - n
     cut = cut or lists[j].cut or n < #lists[j].kept
     counts[j] = n
