@@ -53,8 +53,9 @@ local function shown(sc, kept, cut)
   -- the record's list, label(Nn) each (N: the eligible nodes, a union's its own): formatting stops once past
   -- the record's 200 characters (same text after the cut)
   local parts, length = {}, 0
-  for i, g in ipairs(kept) do
+  for i = 1, #kept do
     if length > MAX_RECORD then break end
+    local g = kept[i]
     local n = g.nodes
     if not g.union then n = eligible(sc, g) end
     local part = label_of(g) .. "(" .. num(n) .. "n)"

@@ -68,7 +68,7 @@ function M.gpu_sets(data)
       sets[gpu_set_key(p, t or nil)] = ok
     end
   end
-  local class_gpus = {} -- each class's GPUs a node, read by counts_of
+  local class_gpus = {} -- each class's GPUs a node, read by eligible
   for i = 1, #classes do class_gpus[i] = classes[i].gpus end
   data.gpu_sets, data.gpu_counts, data.made_sets, data.class_gpus = sets, counts, { count = 0 }, class_gpus
 end
@@ -172,11 +172,12 @@ end
 
 -- One group --------------------------------------------------------------------------------------------------
 
-local function counts_of(ok, class_gpus, g)
-  -- a group's eligible nodes, GPUs and most GPUs on a node (ok: the class flags; false: every class counts;
-  -- class_gpus: each class's GPUs a node, data.class_gpus)
+function M.eligible(sc, g)
+  -- a group's nodes, GPUs and most GPUs on a node of the classes that count (sc.ok: the class flags; false:
+  -- every class counts; sc.class_gpus: each class's GPUs a node, data.class_gpus)
+  local ok = sc.ok
   if not ok then return g.nodes, g.gpus, g.most end
-  local n, gp, most, counts = 0, 0, 0, g.counts
+  local class_gpus, n, gp, most, counts = sc.class_gpus, 0, 0, 0, g.counts
   for i = 1, #counts, 2 do
     local idx = counts[i]
     if ok[idx] then
@@ -186,11 +187,6 @@ local function counts_of(ok, class_gpus, g)
     end
   end
   return n, gp, most
-end
-
-function M.eligible(sc, g)
-  -- a group's nodes, GPUs and most GPUs on a node of the classes that count
-  return counts_of(sc.ok, sc.class_gpus, g)
 end
 local eligible = M.eligible
 
@@ -325,7 +321,7 @@ end
 local function lower_bound(list, nodes)
   local a, b = 1, #list + 1
   while a < b do
-    local mid = math.floor((a + b) / 2)
+    local mid = (a + b - (a + b) % 2) / 2 -- halved without a call (math.floor is one a step)
     if list[mid].nodes < nodes then a = mid + 1 else b = mid end
   end
   return a
@@ -378,7 +374,7 @@ local function keeps(walk, g, budget, limit)
 end
 
 local function admitted(sc, g, inside, up)
-  return g and allowed(sc, g) and (inside == nil or inside[parent(g, up)] == true)
+  return g and (sc.area == nil or allowed(sc, g)) and (inside == nil or inside[parent(g, up)] == true)
 end
 
 local function take_unchecked(sc, walk, g, cur, budget)
@@ -386,7 +382,7 @@ local function take_unchecked(sc, walk, g, cur, budget)
   -- their fit not checked
   for _ = 1, MAX_ALTERNATIVES do
     if g == nil then return end
-    if g and allowed(sc, g) then
+    if g and (sc.area == nil or allowed(sc, g)) then
       if not keeps(walk, g, budget, MAX_ALTERNATIVES) then return end
       walk.unchecked = walk.unchecked + 1
     end
@@ -468,7 +464,7 @@ local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after, ins
     local fit, n = false, 0
     if (inside == nil or inside[g.loc[holder]] == true) and (area == nil or allowed(sc, g)) then
       local gp, most = 0, 0
-      if ok then -- counts_of, inline: with the call, 986 first decisions over instead of 952 (seed 2026120703301)
+      if ok then -- eligible, inline: with the call, 986 first decisions over instead of 952 (seed 2026120703301)
         local counts = g.counts
         for k = 1, #counts, 2 do
           local idx = counts[k]
@@ -539,7 +535,7 @@ function M.largest_first(sc, src, looks)
     if g == nil then return out end
     if left == 0 then return out end -- by design (the largest are asked for): not counted in sc.bounded
     left = left - 1
-    if g and allowed(sc, g) then out[#out + 1] = g end
+    if g and (sc.area == nil or allowed(sc, g)) then out[#out + 1] = g end
   end
 end
 
@@ -553,7 +549,7 @@ function M.largest(sc, src)
     local g = cursor_next(cur)
     if g == nil then break end
     left = left - 1
-    if g and allowed(sc, g) then
+    if g and (sc.area == nil or allowed(sc, g)) then
       if best ~= nil and g.nodes < bn then break end
       local n, gp = eligible(sc, g)
       if best == nil or n > bn or (n == bn and gp >= bg) then best, bn, bg = g, n, gp end -- ties: the first
