@@ -58,7 +58,7 @@ local function shown(sc, kept, cut)
     local g = kept[i]
     local n = g.nodes
     if not g.union then n = eligible(sc, g) end
-    local part = label_of(g) .. "(" .. num(n) .. "n)"
+    local part = (g.label or label_of(g)) .. "(" .. num(n) .. "n)"
     parts[i] = part
     length = length + #part + 1
   end
@@ -355,7 +355,7 @@ local function zone_rows(sc, zones)
   for i = 1, #down do
     local g = down[i]
     local n, gp, most = eligible(sc, g)
-    if n > 0 then rows[#rows + 1] = { g = g, n = n, gp = gp, most = most } end
+    if n > 0 then rows[#rows + 1] = { g = g, n = n, gp = gp, most = most, region = g.loc.region or false } end
   end
   table.sort(rows, row_before)
   return rows
@@ -404,21 +404,22 @@ local function grouped(rows)
   return regions, by_family, values
 end
 
-local function region_of(r) return r.g.loc.region or false end
-
 local function add_union(sc, out, cross, a, b, c)
   -- the union of rows a, b (and c) when it can hold the job; across regions only when it spans two or more
-  local ra, rb = region_of(a), region_of(b)
+  local ra, rb = a.region, b.region -- (a row's region: zone_rows)
   local spread = (ra == rb) and 1 or 2
-  local n, gp, most = a.n + b.n, a.gp + b.gp, math.max(a.most, b.most)
+  local n, gp, most = a.n + b.n, a.gp + b.gp, a.most
+  if b.most > most then most = b.most end
   if c ~= nil then
-    local rc = region_of(c)
+    local rc = c.region
     if rc ~= ra and rc ~= rb then spread = spread + 1 end
-    n, gp, most = n + c.n, gp + c.gp, math.max(most, c.most)
+    n, gp = n + c.n, gp + c.gp
+    if c.most > most then most = c.most end
   end
   if (cross and spread < 2) or not holds(sc, n, gp, most) then return end
-  local feature, label = "(" .. a.g.feature .. "|" .. b.g.feature, label_of(a.g) .. "+" .. label_of(b.g)
-  if c ~= nil then feature, label = feature .. "|" .. c.g.feature, label .. "+" .. label_of(c.g) end
+  local feature = "(" .. a.g.feature .. "|" .. b.g.feature
+  local label = (a.g.label or label_of(a.g)) .. "+" .. (b.g.label or label_of(b.g))
+  if c ~= nil then feature, label = feature .. "|" .. c.g.feature, label .. "+" .. (c.g.label or label_of(c.g)) end
   out[#out + 1] = { spread = spread, k = c and 3 or 2, nodes = n, gpus = gp, most = most, union = true,
                     feature = feature .. ")", label = label }
 end

@@ -195,7 +195,8 @@ function M.holds(sc, n, gp, most)
   local need, total = sc.nodes, sc.total_gpus
   if total > 0 then
     if most == 0 then return false end
-    need = math.max(need, math.ceil(total / most))
+    local per = (total + most - 1 - (total + most - 1) % most) / most -- ceil(total / most): whole numbers
+    if per > need then need = per end
   end
   return n >= need and gp >= total
 end
