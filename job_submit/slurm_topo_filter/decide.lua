@@ -734,8 +734,9 @@ decide_required = function(job)
   local w = candidates(job.scan, walked, budget, LOOKS_LIST, nil, nil, true)
   if #w.kept == 0 and level == "nvl" and (job.size or job.req.user_segment) then return segments(job, walked) end
   if #w.kept == 0 then return nothing_holds(job, walked) end
-  local prefer = required_prefer(job, w.kept, budget) -- before the record: its walks count in the bound note
-  return { action = "amend", locality = loc, features = compose_with(job.c, job.restrict, bracket_text(w.kept)),
+  local kept_text = bracket_text(w.kept)
+  local prefer = required_prefer(job, w.kept, kept_text, budget) -- before the record: its walks count there
+  return { action = "amend", locality = loc, features = compose_with(job.c, job.restrict, kept_text),
            prefer = prefer, message = named,
            record = record(loc .. bound_tag(job.scan, w.unchecked) .. " " .. shown(job.scan, w.kept, w.cut) .. job.note),
            kept = w.kept }
@@ -744,10 +745,13 @@ end
 local LEVEL_INDEX = { network_group = 1, zone = 2, region = 3 }
 local UP = { zone = "zone", region = "region" }
 
-required_prefer = function(job, kept, budget)
+required_prefer = function(job, kept, kept_text, budget)
   -- a required zone or region also gets --prefer=<hard>&[finer groups inside the kept ones...|the kept ones]:
   -- every alternative lies inside one group of the level; nil with the user's own --prefer, or when nothing finer
   -- can hold the job (the --prefer would repeat the constraint). Each finer list looks at LOOKS_FINER groups.
+  -- The cascade (policy/decide.py _cascade) keeps the kept groups whole (their bracket, kept_text, fits the same
+  -- budget: every one of them is taken), then what of the finer lists fits, coarsest first; the bracket lists
+  -- the finest first and the kept groups last.
   local level = job.level
   if job.req.prefer ~= nil or UP[level] == nil then return nil end -- network_group, nvl: nothing finer inside
   local inside = {}
@@ -759,8 +763,19 @@ required_prefer = function(job, kept, budget)
     finer = finer or #lists[i].kept > 0
   end
   if not finer then return nil end
-  lists[#lists + 1] = { kept = kept, cut = false }
-  return compose_with(job.c, job.restrict, bracket_text((cascade(lists, budget))))
+  local alternatives, room, counts = MAX_ALTERNATIVES - #kept, budget - #kept_text, {}
+  for j = #lists, 1, -1 do
+    counts[j], room = share(lists[j].kept, alternatives, room)
+    alternatives = alternatives - counts[j]
+  end
+  local names = {}
+  for j = 1, #lists do
+    local finer_kept = lists[j].kept
+    for k = 1, counts[j] do names[#names + 1] = finer_kept[k].feature end
+  end
+  if #names == 0 then return compose_with(job.c, job.restrict, kept_text) end
+  names[#names + 1] = string.sub(kept_text, 2, -2)
+  return compose_with(job.c, job.restrict, "[" .. table.concat(names, "|") .. "]")
 end
 
 -- Why a --nodelist cannot be checked (nodes.lua place_named): the message's words and the record's
