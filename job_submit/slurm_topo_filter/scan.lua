@@ -202,11 +202,6 @@ function M.holds(sc, n, gp, most)
 end
 local holds = M.holds
 
-local function fits(sc, g)
-  if not sc.check then return true end
-  return holds(sc, eligible(sc, g))
-end
-
 function M.allowed(sc, g)
   -- inside a --locality-regions area, or a region group holding one
   local area = sc.area
@@ -226,7 +221,6 @@ function M.parent(g, up)
   -- the zone ("zone") or region ("region") group holding g: a family bucket's where the data gives it
   return g.loc[HOLDER[up]]
 end
-local parent = M.parent
 
 function M.label_of(g)
   -- the group's label: the data writes it only where it is not the one its feature spells (ng_a.r1 -> a/r1:
@@ -345,6 +339,16 @@ local function cursor(sc, src, from_largest)
   return { lists = src.lists, src = src, pos = pos, step = step, order = order }
 end
 
+local function head_of(lists, pos, order)
+  -- the list whose next group comes first in the order, and that group (nil at the end of every list)
+  local j, head = nil, nil
+  for q = 1, #lists do
+    local g = lists[q][pos[q]]
+    if g ~= nil and (head == nil or before(g, head, order)) then j, head = q, g end
+  end
+  return j, head
+end
+
 local function cursor_next(cur)
   local lists, pos = cur.lists, cur.pos
   if #lists == 1 then
@@ -352,11 +356,7 @@ local function cursor_next(cur)
     if g ~= nil then pos[1] = pos[1] + cur.step end
     return g
   end
-  local j, head, order = nil, nil, cur.order
-  for q = 1, #lists do
-    local g = lists[q][pos[q]]
-    if g ~= nil and (head == nil or before(g, head, order)) then j, head = q, g end
-  end
+  local j, head = head_of(lists, pos, cur.order)
   if j == nil then return nil end
   pos[j] = pos[j] + cur.step
   return is_best(cur.src, head, j) and head
@@ -372,10 +372,6 @@ local function keeps(walk, g, budget, limit)
   walk.kept[count + 1] = g
   walk.length = walk.length + extra
   return true
-end
-
-local function admitted(sc, g, inside, up)
-  return g and (sc.area == nil or allowed(sc, g)) and (inside == nil or inside[parent(g, up)] == true)
 end
 
 local function take_unchecked(sc, walk, g, cur, budget)
@@ -501,6 +497,40 @@ local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after, ins
   return walk
 end
 
+local function walk_merged(sc, walk, cur, budget, left, limit, unchecked_after, inside, up)
+  -- several lists merged as they are walked (each feature once: its largest copy, is_best; a step over a smaller
+  -- copy costs a look); the steps of cursor_next, admitted, fits and keeps, taken in one loop (a call each, four
+  -- a step, cost more than the step)
+  local pos, src, order, step, check, area, holder = cur.pos, cur.src, cur.order, cur.step, sc.check, sc.area,
+    HOLDER[up]
+  local kept, length, count = walk.kept, walk.length, 0
+  local room0 = budget - length + 1 -- characters for the kept groups' (feature + 1) each (as walk_one)
+  local room = room0
+  while true do
+    local j, head = head_of(cur.lists, pos, order)
+    if j == nil then break end
+    pos[j] = pos[j] + step
+    local g = is_best(src, head, j) and head
+    if left == 0 then
+      walk.length = walked_length(length, room0 - room)
+      return out_of_looks(sc, walk, g, cur, budget, unchecked_after, limit)
+    end
+    left = left - 1
+    if g and (area == nil or allowed(sc, g)) and (inside == nil or inside[g.loc[holder]] == true)
+      and (not check or holds(sc, eligible(sc, g))) then
+      local width = #g.feature + 1
+      if count == limit or width > room then
+        walk.cut = true
+        break
+      end
+      room, count = room - width, count + 1
+      kept[count] = g
+    end
+  end
+  walk.length = walked_length(length, room0 - room)
+  return walk
+end
+
 function M.candidates(sc, src, budget, looks, inside, up, unchecked_after, limit)
   -- {kept, cut, bound, unchecked}: up to `limit` (64) groups of src that can hold the job within `budget`
   -- characters of bracket, looking at `looks` (LOOKS_LIST) groups at most; inside: the features of the zone or
@@ -514,18 +544,7 @@ function M.candidates(sc, src, budget, looks, inside, up, unchecked_after, limit
   elseif #src.lists == 1 then
     return walk_one(sc, walk, cur, budget, left, limit, unchecked_after, inside, up)
   end
-  while true do
-    local g = cursor_next(cur)
-    if g == nil then return walk end
-    if left == 0 then return out_of_looks(sc, walk, g, cur, budget, unchecked_after, limit) end
-    left = left - 1
-    if admitted(sc, g, inside, up) then
-      if fits(sc, g) and not keeps(walk, g, budget, limit) then
-        walk.cut = true
-        return walk
-      end
-    end
-  end
+  return walk_merged(sc, walk, cur, budget, left, limit, unchecked_after, inside, up)
 end
 
 function M.largest_first(sc, src, looks)
