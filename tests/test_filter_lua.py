@@ -402,6 +402,81 @@ def test_the_merged_walk_equals_a_linear_scan_of_the_merged_list(
         assert len(got) == len(want) or walk["cut"]
 
 
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(st.integers(0, 40), st.integers(1, 12), st.integers(0, 64)),
+            max_size=30,
+            unique_by=lambda x: x[0],
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    st.integers(1, 13),
+    st.integers(1, 40),
+    st.integers(0, 20),
+    st.booleans(),
+    st.booleans(),
+)
+def test_a_walk_nothing_can_fit_ends_as_the_full_walk_does(
+    parts: list[list[tuple[int, int, int]]], need: int, looks: int, limit: int, no_class: bool, required: bool
+) -> None:
+    """A source none of whose groups can hold the job (more GPUs than any group has: each list's gpus_max;
+    or a request no class counts for) is not walked: what candidates returns (nothing kept, the cut, the
+    bound and sc.bounded, a required level's groups taken unchecked) equals the walk itself, made to look at
+    every group by lists that carry no gpus_max."""
+    lua = _WALK_LUA
+
+    def source(with_max: bool):  # type: ignore[no-untyped-def]
+        luas = []
+        for part in parts:
+            groups = sorted(
+                (
+                    {"feature": f"g{r}", "rank": r, "nodes": n, "gpus": gp, "most": min(gp, 8)}
+                    for r, n, gp in part
+                ),
+                key=lambda g: (g["nodes"], g["rank"]),
+            )
+            lst = lua.table_from([lua.table_from(g) for g in groups])
+            index = lua.table()
+            for i in range(1, len(lst) + 1):
+                index[lst[i]["feature"]] = lst[i]
+                lst[i]["counts"] = lua.table()  # no class of the request's: none counts
+            lst["index"] = index
+            if with_max:
+                lst["gpus_max"] = max((g["gpus"] for g in groups), default=0)
+            luas.append(lst)
+        return lua.table_from(
+            {
+                "lists": lua.table_from(luas),
+                "index": lua.table_from([x["index"] for x in luas]),
+                "order": "ascending",
+            }
+        )
+
+    most = max((gp for part in parts for _, _, gp in part), default=0)
+    total = 0 if no_class else most + 1  # more GPUs than any group has
+
+    def walk(with_max: bool):  # type: ignore[no-untyped-def]
+        sc = lua.table_from(
+            {
+                "check": True,
+                "nodes": need,
+                "total_gpus": total,
+                "ok": lua.table() if no_class else False,
+                "none": no_class,
+                "bounded": 0,
+                "class_gpus": lua.table(),
+            }
+        )
+        w = _SCAN.candidates(sc, source(with_max), 1024, looks, None, None, required, limit)
+        kept = [w["kept"][i]["feature"] for i in range(1, len(w["kept"]) + 1)]
+        return kept, bool(w["cut"]), bool(w["bound"]), w["unchecked"], w["length"], sc["bounded"]
+
+    assert walk(True) == walk(False)
+
+
 # The class set's oracle: every class asked in turn (what scan.lua did before the feature index), against
 # the set scan.lua makes from each feature's classes, on random classes and constraints.
 CLASS_ORACLE = """
@@ -474,15 +549,15 @@ def test_a_constraints_class_set_equals_asking_every_class(
                         for fs, g, t in classes
                     ]
                 ),
-                "made_sets": lua.table_from({"count": 0}),
             }
         )
+        _SCAN.gpu_sets(data)  # as data.lua's prepare: the GPU sets, made_sets, class_gpus
         _SCAN.feature_classes(data)
-        data["class_gpus"] = lua.table_from([g for _, g, _ in classes])
         sc = _SCAN.new_scan(data, lua.table_from({"min_nodes": 1, "gpu": gpu}), c, True, None, None)
         got = sorted(k for k, v in sc["ok"].items() if v)
         want = list(_CLASS_ORACLE(data["classes"], c, per_node, gpu_type if per_node else None).values())
         assert got == want, text
+        assert bool(sc["none"]) == (not want), text  # no class counts: no group can hold a job of one node
 
 
 def test_a_required_level_past_its_looks_takes_the_next_groups_unchecked(tmp_path: Path) -> None:

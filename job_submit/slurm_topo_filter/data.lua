@@ -225,7 +225,8 @@ local ints = M.ints
 --   location  {region, zone, region_feature, zone_feature, zone_parent, region_parent, family, in_zone,
 --             in_region (the zone and region groups holding it: the parents, else the zone and region)}
 --   class     {features = {[name] = true}, gpus, gpu_type}
---   list      the groups in the filter's order (nodes, then rank), list.index = {[feature] = group}
+--   list      the groups in the filter's order (nodes, then rank), list.index = {[feature] = group},
+--             list.gpus_max (the most GPUs any of them has)
 
 local function decode_locations(v, strings)
   -- 7 string numbers a location (filter_data.py _Shared.location; 0: none) -> the locations
@@ -294,6 +295,7 @@ local function group_list(col, data, made)
   local ks, ss, us = column(col.k, col.kv, 1, count), column(col.s, col.sv, 0, count), column(col.u, col.uv, 0, count)
   local features, shapes, locations, labels, index = data.features, data.shapes, data.locations, col.l, {}
   local list = count <= PRESIZE and { unpack(fs, 1, count) } or {} -- its size at once (each entry replaced)
+  local gpus_max = 0
   -- made: another partition's group of the same feature, shape, location, rank and label is the same table
   -- (groups are read only but for label_of's cache: the same label)
   for i = 1, count do
@@ -307,8 +309,9 @@ local function group_list(col, data, made)
     end
     list[i] = g
     index[feature] = g
+    if s.g > gpus_max then gpus_max = s.g end
   end
-  list.index = index
+  list.index, list.gpus_max = index, gpus_max -- (the most GPUs of a group: scan.lua nothing_fits)
   return list
 end
 

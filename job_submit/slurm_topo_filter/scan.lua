@@ -60,14 +60,19 @@ function M.gpu_sets(data)
     if cls.gpus > 0 and not seen[cls.gpus] then seen[cls.gpus] = true; counts[#counts + 1] = cls.gpus end
   end
   table.sort(counts)
-  local sets = {}
+  local sets, empty = {}, {}
   for _, t in ipairs(types) do
     for _, p in ipairs(counts) do
-      local ok = {}
-      for i, cls in ipairs(classes) do ok[i] = cls.gpus >= p and (t == false or cls.gpu_type == t) end
+      local ok, any = {}, false
+      for i, cls in ipairs(classes) do
+        ok[i] = cls.gpus >= p and (t == false or cls.gpu_type == t)
+        any = any or ok[i]
+      end
       sets[gpu_set_key(p, t or nil)] = ok
+      if not any then empty[ok] = true end
     end
   end
+  data.empty_sets = empty -- the sets that admit no class (a type none of whose classes has that many GPUs)
   local class_gpus = {} -- each class's GPUs a node, read by eligible
   for i = 1, #classes do class_gpus[i] = classes[i].gpus end
   data.gpu_sets, data.gpu_counts, data.made_sets, data.class_gpus = sets, counts, { count = 0 }, class_gpus
@@ -167,6 +172,8 @@ function M.new_scan(data, req, c, is_counted, area, wanted)
   else
     sc.ok = constraint_set(sc, c, is_counted)
   end
+  -- no class counts: no group holds a job of a node or a GPU (nothing_fits)
+  sc.none = (sc.ok == NO_CLASS or data.empty_sets[sc.ok] or next(sc.ok) == nil) and (nodes >= 1 or total > 0)
   return sc
 end
 
@@ -531,6 +538,38 @@ local function walk_merged(sc, walk, cur, budget, left, limit, unchecked_after, 
   return walk
 end
 
+local function nothing_fits(sc, src)
+  -- whether no group of src can hold the job, known without a look: the request's classes are none of the
+  -- fleet's (sc.none), or it asks for more GPUs than any group of the lists has (list.gpus_max: eligible GPUs are
+  -- never more than a group's)
+  if sc.none then return true end
+  local total, lists = sc.total_gpus, src.lists
+  if total == 0 then return false end
+  for i = 1, #lists do
+    local most = lists[i].gpus_max
+    if most == nil or most >= total then return false end
+  end
+  return true
+end
+
+local function steps_left(cur)
+  -- the steps a walk from the cursor takes to the end of its lists (a merged walk steps over every copy)
+  local steps = 0
+  for i = 1, #cur.lists do steps = steps + #cur.lists[i] - cur.pos[i] + 1 end
+  return steps
+end
+
+local function walk_nothing(sc, walk, cur, left, limit, unchecked_after)
+  -- the walk of a source none of whose groups can hold the job, as the walk ends without taking it: nothing kept;
+  -- cut and counted in the bound when groups are left after its looks (out_of_looks). nil where that walk would
+  -- take groups unchecked (a required level's): it is then walked
+  if steps_left(cur) <= left then return walk end
+  if unchecked_after then return nil end
+  walk.cut = true
+  if limit > 0 then walk.bound, sc.bounded = true, sc.bounded + 1 end
+  return walk
+end
+
 function M.candidates(sc, src, budget, looks, inside, up, unchecked_after, limit)
   -- {kept, cut, bound, unchecked}: up to `limit` (64) groups of src that can hold the job within `budget`
   -- characters of bracket, looking at `looks` (LOOKS_LIST) groups at most; inside: the features of the zone or
@@ -539,6 +578,8 @@ function M.candidates(sc, src, budget, looks, inside, up, unchecked_after, limit
   local cur = cursor(sc, src, false)
   local left = looks or LOOKS_LIST
   limit = limit or MAX_ALTERNATIVES
+  local settled = sc.check and nothing_fits(sc, src) and walk_nothing(sc, walk, cur, left, limit, unchecked_after)
+  if settled then return settled end
   if #src.lists == 1 and all_fit(sc, cur, inside) then
     return walk_all_fit(sc, walk, cur, budget, left, limit, unchecked_after)
   elseif #src.lists == 1 then
