@@ -374,6 +374,19 @@ local function too_large_for_unions(sc, zones)
   return sum < sc.nodes
 end
 
+local function too_large_for_rows(sc, rows)
+  -- whether no union of the rows can hold the job: more nodes or GPUs than the three rows with the most of them
+  -- (a union's eligible counts are its rows' sums); then no combination is tried
+  local top_n, g1, g2, g3 = 0, 0, 0, 0
+  for i = 1, #rows do
+    local r = rows[i]
+    if i <= 3 then top_n = top_n + r.n end -- rows come most eligible nodes first
+    local gp = r.gp
+    if gp > g1 then g1, g2, g3 = gp, g1, g2 elseif gp > g2 then g2, g3 = gp, g2 elseif gp > g3 then g3 = gp end
+  end
+  return top_n < sc.nodes or g1 + g2 + g3 < sc.total_gpus
+end
+
 local function grouped(rows)
   -- the rows by (region, family value) and by family value, each key in the order of its first row
   local regions, by_region, values, by_family = {}, {}, {}, {}
@@ -494,6 +507,7 @@ local function zone_unions(sc, zones, room)
   local rows = zone_rows(sc, zones)
   local regions, by_family, values = grouped(rows)
   local tries, inside, across = { left = UNION_TRIES }, {}, {}
+  if too_large_for_rows(sc, rows) then room = 0 end -- no union holds it: none is tried (the spans still are)
   for k = 2, 3 do
     if #inside >= room then break end
     for _, list in ipairs(regions) do add_unions(sc, list, false, k, inside, tries) end
