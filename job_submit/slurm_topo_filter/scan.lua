@@ -504,6 +504,15 @@ local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after, ins
   return walk
 end
 
+local function kept_one(kept, count, room, g, limit)
+  -- g kept after the `count` kept unless they are `limit` or its characters are past `room`: (count, room) after
+  -- it, or nil (the walk is cut there). walk_one does the same in its loop, without the call
+  local width = #g.feature + 1
+  if count == limit or width > room then return nil end
+  kept[count + 1] = g
+  return count + 1, room - width
+end
+
 local function walk_merged(sc, walk, cur, budget, left, limit, unchecked_after, inside, up)
   -- several lists merged as they are walked (each feature once: its largest copy, is_best; a step over a smaller
   -- copy costs a look); the steps of cursor_next, admitted, fits and keeps, taken in one loop (a call each, four
@@ -525,13 +534,12 @@ local function walk_merged(sc, walk, cur, budget, left, limit, unchecked_after, 
     left = left - 1
     if g and (area == nil or allowed(sc, g)) and (inside == nil or inside[g.loc[holder]] == true)
       and (not check or holds(sc, eligible(sc, g))) then
-      local width = #g.feature + 1
-      if count == limit or width > room then
+      local n, r = kept_one(kept, count, room, g, limit)
+      if n == nil then
         walk.cut = true
         break
       end
-      room, count = room - width, count + 1
-      kept[count] = g
+      count, room = n, r
     end
   end
   walk.length = walked_length(length, room0 - room)
