@@ -643,7 +643,7 @@ local function prefer_cascade(job, budget)
   local parts = { inside, across }
   for _, w in ipairs(walks) do parts[#parts + 1] = w end
   -- the level lists' shares are the walks' own (taken, left): only the unions are counted here
-  local kept, cut = cascade(parts, budget, 2, families and UNION_EMIT_FAMILIES or UNION_EMIT, left)
+  local kept, cut = cascade(parts, left, 2, families and UNION_EMIT_FAMILIES or UNION_EMIT)
   if families then by_spread(kept, spans) end
   local led_cut
   kept, led_cut = lead_bracket(kept, lead, budget)
@@ -763,9 +763,9 @@ required_prefer = function(job, kept, kept_text, budget)
   -- a required zone or region also gets --prefer=<hard>&[finer groups inside the kept ones...|the kept ones]:
   -- every alternative lies inside one group of the level; nil with the user's own --prefer, or when nothing finer
   -- can hold the job (the --prefer would repeat the constraint). Each finer list looks at LOOKS_FINER groups.
-  -- The cascade (policy/decide.py _cascade) keeps the kept groups whole (their bracket, kept_text, fits the same
-  -- budget: every one of them is taken), then what of the finer lists fits, coarsest first; the bracket lists
-  -- the finest first and the kept groups last.
+  -- The cascade keeps the kept groups whole (their bracket, kept_text, fits the same budget: every one is taken,
+  -- the coarsest list first), then what of the finer lists fits; the bracket lists the finest first and the kept
+  -- groups last.
   local level = job.level
   if job.req.prefer ~= nil or UP[level] == nil then return nil end -- network_group, nvl: nothing finer inside
   local inside = {}
@@ -777,19 +777,11 @@ required_prefer = function(job, kept, kept_text, budget)
     finer = finer or #lists[i].kept > 0
   end
   if not finer then return nil end
-  local alternatives, room, counts = MAX_ALTERNATIVES - #kept, budget - #kept_text, {}
-  for j = #lists, 1, -1 do
-    counts[j], room = share(lists[j].kept, alternatives, room)
-    alternatives = alternatives - counts[j]
-  end
-  local names = {}
-  for j = 1, #lists do
-    local finer_kept = lists[j].kept
-    for k = 1, counts[j] do names[#names + 1] = finer_kept[k].feature end
-  end
-  if #names == 0 then return compose_with(job.c, job.restrict, kept_text) end
-  names[#names + 1] = string.sub(kept_text, 2, -2)
-  return compose_with(job.c, job.restrict, "[" .. table.concat(names, "|") .. "]")
+  -- what the kept groups leave: alternatives, and characters (theirs are #kept_text - 1, of budget - 1)
+  local taken = cascade(lists, { alternatives = MAX_ALTERNATIVES - #kept, room = budget - #kept_text })
+  if #taken == 0 then return compose_with(job.c, job.restrict, kept_text) end
+  local text = "[" .. string.sub(bracket_text(taken), 2, -2) .. "|" .. string.sub(kept_text, 2, -2) .. "]"
+  return compose_with(job.c, job.restrict, text)
 end
 
 -- Why a --nodelist cannot be checked (nodes.lua place_named): the message's words and the record's

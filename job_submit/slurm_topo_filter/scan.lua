@@ -641,24 +641,23 @@ function M.share(kept, alternatives, room)
 end
 local share = M.share
 
-function M.cascade(lists, budget, extra, emit, left)
-  -- policy/decide.py _cascade: one bracket from per-level walks given finest first; within Slurm's limits the
-  -- coarsest are kept whole first, what does not fit dropped from the tail of the finest; the first `extra`
-  -- lists (zone unions) come last in that order; emit: the lists' order in the bracket. left: the level lists'
-  -- shares were counted already (each list's `taken`, then {alternatives, room} left): only the first `extra`
-  -- are counted here. (kept, cut)
+function M.cascade(lists, left, extra, emit)
+  -- policy/decide.py _cascade: one bracket from per-level walks given finest first, with left = {alternatives,
+  -- room} (Slurm's limits less what comes before these lists); within them the coarsest are kept whole first, what
+  -- does not fit dropped from the tail of the finest. A list whose share was counted as it was walked carries it
+  -- (`taken`: prefer's levels, and `left` is then what remains after them). The first `extra` lists (zone unions)
+  -- are counted last, in that order; emit: the lists' order in the bracket. (kept, cut)
   extra = extra or 0
-  local alternatives, room, counts, cut = MAX_ALTERNATIVES, budget - 1, {}, false
+  local alternatives, room, counts, cut = left.alternatives, left.room, {}, false
   for j = #lists, extra + 1, -1 do
     local n = lists[j].taken
-    if left == nil then
+    if n == nil then
       n, room = share(lists[j].kept, alternatives, room)
       alternatives = alternatives - n
     end
     cut = cut or lists[j].cut or n < #lists[j].kept
     counts[j] = n
   end
-  if left ~= nil then alternatives, room = left.alternatives, left.room end
   for j = 1, extra do
     local n
     n, room = share(lists[j].kept, alternatives, room)
