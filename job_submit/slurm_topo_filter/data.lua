@@ -237,7 +237,7 @@ local function decode_locations(v, strings)
     local loc = { region = strings[v[j]], zone = strings[v[j + 1]], region_feature = strings[v[j + 2]],
                   zone_feature = strings[v[j + 3]], zone_parent = strings[v[j + 4]],
                   region_parent = strings[v[j + 5]], family = strings[v[j + 6]] }
-    loc.in_zone = loc.zone_parent or loc.zone_feature -- the groups holding it (scan.lua parent)
+    loc.in_zone = loc.zone_parent or loc.zone_feature -- the groups holding it (scan.lua HOLDER)
     loc.in_region = loc.region_parent or loc.region_feature
     out[n] = loc
   end

@@ -222,12 +222,9 @@ function M.allowed(sc, g)
 end
 local allowed = M.allowed
 
-local HOLDER = { zone = "in_zone", region = "in_region" } -- a location's field naming the group holding it
-
-function M.parent(g, up)
-  -- the zone ("zone") or region ("region") group holding g: a family bucket's where the data gives it
-  return g.loc[HOLDER[up]]
-end
+-- the location's field naming the zone ("zone") or region ("region") group holding a group: a family bucket's
+-- where the data gives it (data.lua decode_locations)
+local HOLDER = { zone = "in_zone", region = "in_region" }
 
 function M.label_of(g)
   -- the group's label: the data writes it only where it is not the one its feature spells (ng_a.r1 -> a/r1:
