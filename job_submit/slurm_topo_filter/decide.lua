@@ -507,9 +507,9 @@ local function zone_unions(sc, zones, room)
   local rows = zone_rows(sc, zones)
   local regions, by_family, values = grouped(rows)
   local tries, inside, across = { left = UNION_TRIES }, {}, {}
-  if too_large_for_rows(sc, rows) then room = 0 end -- no union holds it: none is tried (the spans still are)
+  local unite = not too_large_for_rows(sc, rows) -- else no union holds it: none is tried (the spans still are)
   for k = 2, 3 do
-    if #inside >= room then break end
+    if not unite or #inside >= room then break end
     for _, list in ipairs(regions) do add_unions(sc, list, false, k, inside, tries) end
   end
   -- per family value (one, false, without families): its zones in two regions or more; a union of all of them is
@@ -519,7 +519,7 @@ local function zone_unions(sc, zones, room)
     if regions_of(by_family[fv]) >= 2 then tops[#tops + 1] = by_family[fv] end
   end
   for k = 2, 3 do
-    if #tops == 0 or #inside + #across >= room then break end
+    if not unite or #tops == 0 or #inside + #across >= room then break end
     for _, top in ipairs(tops) do
       if k < #top then add_unions(sc, top, true, k, across, tries) end
     end
