@@ -21,9 +21,16 @@ The check (:func:`failures`), per (operation, size) over the placements of every
 * each placement's measured / predicted within ``CASE_BAND[size class]`` (large: ±30 %, the wire's rate is
   what a large message meets; small: 3×, a bound on one placement's gross error only: the minimum of 30
   small chains moved up to 2.6× between placements of the same prediction on the loaded machine);
-* the geometric mean of measured / predicted over the placements within ``MEAN_BAND`` = √2: half way, in
-  the logarithm, between right and 2× off, so a table whose bandwidth or latency term is off by 2× (the
-  term that sets the size's time) fails, and one right within the noise passes.
+* the geometric mean of measured / predicted over the placements within ``MEAN_BAND[size class]``: half
+  way, in the logarithm, between right and off by the factor the test then applies to the term that sets
+  the size's time, so that table fails and one right within the noise passes. Large: √2, a bandwidth off by
+  2× fails (the means sit at 0.97-1.02). Small: √3, a latency off by 3× fails. At 256 B a mean over six
+  placements moves with the machine: on a quiet one the same honest table gave 0.70-1.56 between
+  measurements minutes apart, each placement's α measured in its own job (1.63-1.72 on a CI machine with
+  one α shared by every placement), so 2× is within its noise there and 3× is not.
+
+Each placement's job measures its own α first, on its first node: a one-off α shared by the placements moved
+158-527 µs a ring step between runs and carried all four two-node ratios with it.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ from typing import Any
 from slurm_topo.cost import Fabric, LinkTable, PlanSpec, Rank, score_ranks
 
 NETWORK_LEVELS = ("network_group", "zone", "region", "any")
-MEAN_BAND = math.sqrt(2.0)
+MEAN_BAND = {"large": math.sqrt(2.0), "small": math.sqrt(3.0)}
 CASE_BAND = {"large": 1.3, "small": 3.0}
 
 
@@ -106,10 +113,11 @@ def failures(cases: Sequence[Case], predicted: Sequence[float]) -> list[str]:
             )
     for (op, size), ratios in groups.items():
         mean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-        if not 1 / MEAN_BAND <= mean <= MEAN_BAND:
+        band = MEAN_BAND[size]
+        if not 1 / band <= mean <= band:
             out.append(
                 f"{op} {size}: geometric mean of measured/predicted x{mean:.2f} over {len(ratios)} "
-                f"placements, outside x{1 / MEAN_BAND:.2f}-x{MEAN_BAND:.2f}"
+                f"placements, outside x{1 / band:.2f}-x{band:.2f}"
             )
     return out
 
