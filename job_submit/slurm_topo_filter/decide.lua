@@ -433,7 +433,8 @@ local function add_union(sc, out, cross, a, b, c)
   local feature = "(" .. a.g.feature .. "|" .. b.g.feature
   local label = (a.g.label or label_of(a.g)) .. "+" .. (b.g.label or label_of(b.g))
   if c ~= nil then feature, label = feature .. "|" .. c.g.feature, label .. "+" .. (c.g.label or label_of(c.g)) end
-  out[#out + 1] = { spread = spread, k = c and 3 or 2, nodes = n, gpus = gp, most = most, union = true,
+  -- union: its span (regions, zones) as one number, regions * 4 + zones (union_order, spread_key)
+  out[#out + 1] = { union = spread * 4 + (c and 3 or 2), nodes = n, gpus = gp, most = most,
                     feature = feature .. ")", label = label }
 end
 
@@ -460,22 +461,66 @@ local function add_unions(sc, rows, cross, k, out, tries)
 end
 
 local function union_order(a, b)
-  if a.spread ~= b.spread then return a.spread < b.spread end
-  if a.k ~= b.k then return a.k < b.k end
-  if a.nodes ~= b.nodes then return a.nodes < b.nodes end
+  -- by (regions, zones) (the union field: add_union), then size, then feature (policy/decide.py _union_order)
+  local sa, sb = a.union, b.union
+  if sa ~= sb then return sa < sb end
+  sa, sb = a.nodes, b.nodes
+  if sa ~= sb then return sa < sb end
   return a.feature < b.feature
 end
 
 local function union_order_largest(a, b)
   -- with families: the largest first among unions of one span (policy/decide.py _union_order)
-  if a.spread ~= b.spread then return a.spread < b.spread end
-  if a.k ~= b.k then return a.k < b.k end
-  if a.nodes ~= b.nodes then return a.nodes > b.nodes end
+  local sa, sb = a.union, b.union
+  if sa ~= sb then return sa < sb end
+  sa, sb = a.nodes, b.nodes
+  if sa ~= sb then return sa > sb end
   return a.feature < b.feature
 end
 
+-- sort_unions' and spread_key's digits: an index into a list (kept: at most 64; unions: UNION_TRIES, else
+-- sort_unions takes the comparator) and a union's eligible nodes (a fleet holds at most 262 144 nodes, under
+-- 2^21); every key stays an exact integer under 2^53
+local INDEX_UNIT = MAX_ALTERNATIVES * 2
+local SIZE_UNIT = INDEX_UNIT * INDEX_UNIT * INDEX_UNIT
+
+local function by_feature(list, i, j)
+  -- list[i..j] (unions of one span and size) by feature: insertion, the runs are short
+  for a = i + 1, j do
+    local u, b = list[a], a - 1
+    while b >= i and u.feature < list[b].feature do
+      list[b + 1] = list[b]
+      b = b - 1
+    end
+    list[b + 1] = u
+  end
+end
+
+local function sort_unions(list, families)
+  -- union_order (union_order_largest with families) without a Lua comparator: each union's span, size and place
+  -- as one number, sorted by table.sort's own comparison (a Lua comparator call costs more than the rest of the
+  -- sort), then runs of one span and size by feature
+  local n = #list
+  if n >= INDEX_UNIT then return table.sort(list, families and union_order_largest or union_order) end
+  local keys = {}
+  for i = 1, n do
+    local u = list[i]
+    keys[i] = (u.union * SIZE_UNIT + (families and SIZE_UNIT - u.nodes or u.nodes)) * INDEX_UNIT + i
+  end
+  table.sort(keys)
+  local from = { unpack(list, 1, n) }
+  for i = 1, n do list[i] = from[keys[i] % INDEX_UNIT] end
+  local i = 1
+  while i < n do
+    local j, u = i, list[i]
+    while j < n and list[j + 1].union == u.union and list[j + 1].nodes == u.nodes do j = j + 1 end
+    if j > i then by_feature(list, i, j) end
+    i = j + 1
+  end
+end
+
 local function as_walk(list, families)
-  table.sort(list, families and union_order_largest or union_order)
+  sort_unions(list, families)
   return { kept = list, cut = false }
 end
 
@@ -534,18 +579,14 @@ local function zone_unions(sc, zones, room)
   return as_walk(inside, families), as_walk(across, families), lead, spans
 end
 
--- spread_key's digits: an index into kept (at most 64) and a union's eligible nodes (a fleet holds at most
--- 262 144 nodes, under 2^21); every key stays an exact integer under 2^53
-local INDEX_UNIT = MAX_ALTERNATIVES * 2
-local SIZE_UNIT = INDEX_UNIT * INDEX_UNIT * INDEX_UNIT
-
 local function spread_key(g, spans, i)
   -- policy/decide.py _spread_key as one number (sorted without a comparator): (regions, zones) — a union's its
   -- own, a region bucket or value's from spans, a region bucket no row counted (1, 64), else (64, 64) —, unions
   -- before the rest, a union's size, then the order they came in (i)
   local r, z, u, size = MAX_ALTERNATIVES, MAX_ALTERNATIVES, 1, 0
-  if g.union then
-    r, z, u, size = g.spread, g.k, 0, g.nodes
+  local span = g.union
+  if span then
+    r, z, u, size = (span - span % 4) / 4, span % 4, 0, g.nodes
   elseif spans[g.feature] then
     r, z = spans[g.feature][1], spans[g.feature][2]
   elseif g.loc and g.loc.region and not g.loc.zone then
