@@ -347,6 +347,10 @@ _WALK_FILTER = LuaFilter()
 _WALK_LUA = _WALK_FILTER.lua
 _SCAN = _WALK_LUA.eval('require("slurm_topo_filter.scan")')
 _ORACLE = _WALK_LUA.execute(WALK_ORACLE)
+_ELIGIBLE = _WALK_LUA.eval(
+    'function(sc, g) local n, gp, most = require("slurm_topo_filter.scan").eligible(sc, g) '
+    "return {n, gp, most} end"
+)
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
@@ -475,6 +479,85 @@ def test_a_walk_nothing_can_fit_ends_as_the_full_walk_does(
         return kept, bool(w["cut"]), bool(w["bound"]), w["unchecked"], w["length"], sc["bounded"]
 
     assert walk(True) == walk(False)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([0, 1, 2, 4, 8]), st.sampled_from([None, "h", "l"])),
+        min_size=1,
+        max_size=10,
+    ),
+    st.lists(
+        st.lists(st.tuples(st.integers(0, 9), st.integers(1, 72)), min_size=1, max_size=6),
+        min_size=1,
+        max_size=20,
+    ),
+    st.integers(1, 13),
+    st.integers(0, 40),
+)
+def test_the_sums_made_at_load_for_a_gpu_request_equal_a_group_summed_step_by_step(
+    classes: list[tuple[int, str | None]], shapes: list[list[tuple[int, int]]], need: int, total: int
+) -> None:
+    """set_sums sums every group shape's eligible nodes, GPUs and most GPUs a node once per GPU request's
+    class set, at load (scan.lua shape_sums, read through g.counts.id). For every set and shape, eligible
+    with those sums equals eligible summing the shape's classes; and a walk over groups of those shapes
+    keeps the same groups, with the same cut, either way."""
+    lua = _WALK_LUA
+    n_cls = len(classes)
+    cls_tables = [lua.table_from({"features": lua.table(), "gpus": g, "gpu_type": t}) for g, t in classes]
+    shape_tables = []
+    for i, pairs in enumerate(shapes, start=1):
+        seen: dict[int, int] = {}
+        for idx, count in pairs:
+            seen[idx % n_cls + 1] = count  # one count a class
+        flat = [x for kv in sorted(seen.items()) for x in kv]
+        counts = lua.table_from(flat)
+        counts["id"] = i
+        nodes = sum(seen.values())
+        gpus = sum(c * classes[k - 1][0] for k, c in seen.items())
+        most = max(classes[k - 1][0] for k in seen)
+        shape_tables.append(lua.table_from({"n": nodes, "g": gpus, "m": most, "c": counts}))
+    data = lua.table_from({"classes": lua.table_from(cls_tables), "shapes": lua.table_from(shape_tables)})
+    _SCAN.gpu_sets(data)
+    _SCAN.set_sums(data)
+    groups = sorted(
+        (
+            {
+                "feature": f"g{i}",
+                "rank": i,
+                "nodes": sh["n"],
+                "gpus": sh["g"],
+                "most": sh["m"],
+                "counts": sh["c"],
+            }
+            for i, sh in enumerate(shape_tables, start=1)
+        ),
+        key=lambda g: (g["nodes"], g["rank"]),
+    )
+    lst = lua.table_from([lua.table_from(g) for g in groups])
+    index = lua.table()
+    for k in range(1, len(lst) + 1):
+        index[lst[k]["feature"]] = lst[k]
+    lst["index"] = index
+    src = {"lists": lua.table_from([lst]), "index": lua.table_from([index]), "order": "ascending"}
+
+    def scan(ok: Any, sums: Any) -> Any:
+        fields = {"check": True, "nodes": need, "total_gpus": total, "ok": ok, "sums": sums, "bounded": 0}
+        return lua.table_from({**fields, "class_gpus": data["class_gpus"]})
+
+    def walk(sc: Any) -> tuple[list[str], bool]:
+        w = _SCAN.candidates(sc, lua.table_from(src), 1024, 64, None, None, False, 64)
+        return [w["kept"][k]["feature"] for k in range(1, len(w["kept"]) + 1)], bool(w["cut"])
+
+    for ok in data["gpu_sets"].values():
+        sums = data["set_sums"][ok]
+        # every set that admits a class has its sums (these shapes are far under SUMS_PAIRS)
+        assert sums is not None or data["empty_sets"][ok]
+        for k in range(1, len(lst) + 1):
+            with_sums, summed = _ELIGIBLE(scan(ok, sums), lst[k]), _ELIGIBLE(scan(ok, None), lst[k])
+            assert tuple(with_sums.values()) == tuple(summed.values())
+        assert walk(scan(ok, sums)) == walk(scan(ok, None))
 
 
 # The class set's oracle: every class asked in turn (what scan.lua did before the feature index), against

@@ -37,9 +37,10 @@ ELSEWHERE: dict[str, Any] = {
     "MAX_NAMED": nodes.MAX_NAMED,
     "MAX_VISITS": nodes.MAX_VISITS,
 }
-# Lua-only: how often the filter looks at the data file's first line (nothing in Python reads it), and how
-# many values one call returns while the data loads (Lua's C stack).
-LUA_ONLY = {"RECHECK_SECONDS", "DATA_PRESIZE"}
+# Lua-only: how often the filter looks at the data file's first line (nothing in Python reads it), how
+# many values one call returns while the data loads (Lua's C stack), and how many class pairs the load sums
+# ahead for GPU requests (scan.lua gpu_sets: the same numbers a walk would sum).
+LUA_ONLY = {"RECHECK_SECONDS", "DATA_PRESIZE", "SUMS_PAIRS"}
 
 
 def _python(value: Any) -> Any:

@@ -251,7 +251,9 @@ local function decode_shapes(v)
     local c = v[j + 3]
     if c == nil or j + 3 + 2 * c > len then error("data: shape " .. (n + 1) .. " does not add up") end
     n = n + 1
-    out[n] = { n = v[j], g = v[j + 1], m = v[j + 2], c = { unpack(v, j + 4, j + 3 + 2 * c) } }
+    local counts = { unpack(v, j + 4, j + 3 + 2 * c) }
+    counts.id = n -- the shape's number (scan.lua shape_sums)
+    out[n] = { n = v[j], g = v[j + 1], m = v[j + 2], c = counts }
     j = j + 4 + 2 * c
   end
   return out
@@ -348,6 +350,7 @@ function M.prepare(data)
     data.nodes.areas = ints(data.nodes.areas) -- (zone, region, nvl) string numbers a row (nodes.lua place_group)
   end
   S.gpu_sets(data) -- the class sets of GPU requests without a constraint
+  S.set_sums(data) -- their sums per group shape
   S.feature_classes(data) -- each feature's classes: a constraint's set is made from its names' lists
   data.has_values = #data.families > 0
   data.default_names = { data.default_partition } -- a job that names no partition

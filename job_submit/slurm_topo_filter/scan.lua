@@ -25,6 +25,7 @@ local V = require("slurm_topo_filter.vocab")
 
 local MAX_ALTERNATIVES = V.MAX_ALTERNATIVES
 local LOOKS_LIST, LOOKS_LARGEST = V.LOOKS_LIST, V.LOOKS_LARGEST
+local SUMS_PAIRS = V.SUMS_PAIRS
 
 local M = {}
 
@@ -76,6 +77,44 @@ function M.gpu_sets(data)
   local class_gpus = {} -- each class's GPUs a node, read by eligible
   for i = 1, #classes do class_gpus[i] = classes[i].gpus end
   data.gpu_sets, data.gpu_counts, data.made_sets, data.class_gpus = sets, counts, { count = 0 }, class_gpus
+  data.gpu_types = types
+end
+
+function M.set_sums(data)
+  -- at load, after gpu_sets: each GPU request set's sums per shape (shape_sums), the sets in gpu_sets' order
+  -- while their class pairs fit SUMS_PAIRS in all (a set without sums is summed a group at a time: the same
+  -- numbers)
+  local shape_pairs, budget, sums = 0, SUMS_PAIRS, {}
+  for _, shape in ipairs(data.shapes) do shape_pairs = shape_pairs + #shape.c / 2 end
+  for _, t in ipairs(data.gpu_types) do
+    for _, p in ipairs(data.gpu_counts) do
+      local ok = data.gpu_sets[gpu_set_key(p, t or nil)]
+      if not data.empty_sets[ok] and budget >= shape_pairs then
+        sums[ok], budget = M.shape_sums(data, ok), budget - shape_pairs
+      end
+    end
+  end
+  data.set_sums = sums
+end
+
+function M.shape_sums(data, ok)
+  -- at load, for a GPU request's class set: each group shape's eligible nodes, GPUs and most GPUs on a node, at
+  -- 3 * id - 2 .. 3 * id of one array (id: the shape's number, on the class counts its groups share as g.counts),
+  -- so a walk reads a group's counts with three look-ups instead of a loop over its classes
+  local class_gpus, out, at = data.class_gpus, {}, 0
+  for _, shape in ipairs(data.shapes) do
+    local counts, n, gp, most = shape.c, 0, 0, 0
+    for i = 1, #counts, 2 do
+      local idx = counts[i]
+      if ok[idx] then
+        local count, cg = counts[i + 1], class_gpus[idx]
+        n, gp = n + count, gp + count * cg
+        if cg > most then most = cg end
+      end
+    end
+    out[at + 1], out[at + 2], out[at + 3], at = n, gp, most, at + 3
+  end
+  return out
 end
 
 local function gpu_set(data, per_node, gpu_type)
@@ -169,6 +208,7 @@ function M.new_scan(data, req, c, is_counted, area, wanted)
   if c.kind == "none" and per_node == 0 then return sc end -- every class counts: sc.ok stays false
   if c.kind == "none" then
     sc.ok = gpu_set(data, per_node, gpu_type) or NO_CLASS
+    sc.sums = data.set_sums[sc.ok] -- (nil for NO_CLASS, and past SUMS_PAIRS)
   else
     sc.ok = constraint_set(sc, c, is_counted)
   end
@@ -184,6 +224,11 @@ function M.eligible(sc, g)
   -- every class counts; sc.class_gpus: each class's GPUs a node, data.class_gpus)
   local ok = sc.ok
   if not ok then return g.nodes, g.gpus, g.most end
+  local sums = sc.sums -- a GPU request's set: its shapes' sums, made at load
+  if sums then
+    local at = 3 * g.counts.id
+    return sums[at - 2], sums[at - 1], sums[at]
+  end
   local class_gpus, n, gp, most, counts = sc.class_gpus, 0, 0, 0, g.counts
   for i = 1, #counts, 2 do
     local idx = counts[i]
@@ -449,7 +494,7 @@ local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after, ins
   -- one list (the common case, and a finer --prefer list inside the kept groups): a group's counts decide (read
   -- in place, without a call); the same steps as candidates' general loop
   local list, pos, check, need, total = cur.lists[1], cur.pos, sc.check, sc.nodes, sc.total_gpus
-  local ok, class_gpus, area, holder = sc.ok, sc.class_gpus, sc.area, HOLDER[up]
+  local ok, class_gpus, area, holder, sums = sc.ok, sc.class_gpus, sc.area, HOLDER[up], sc.sums
   local kept, length, count = walk.kept, walk.length, 0
   local room0 = budget - length + 1 -- characters for the kept groups' (feature + 1) each (as walk_all_fit)
   local room = room0
@@ -465,7 +510,10 @@ local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after, ins
     local fit, n = false, 0
     if (inside == nil or inside[g.loc[holder]] == true) and (area == nil or allowed(sc, g)) then
       local gp, most = 0, 0
-      if ok then -- eligible, inline: with the call, 986 first decisions over instead of 952 (seed 2026120703301)
+      if sums then -- a GPU request's set: its shapes' sums (shape_sums)
+        local at = 3 * g.counts.id
+        n, gp, most = sums[at - 2], sums[at - 1], sums[at]
+      elseif ok then -- eligible, inline: with the call, 986 first decisions over instead of 952 (seed …3301)
         local counts = g.counts
         for k = 1, #counts, 2 do
           local idx = counts[k]
