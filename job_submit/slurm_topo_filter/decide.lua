@@ -429,7 +429,7 @@ local function add_union(sc, out, cross, a, b, c)
     n, gp = n + c.n, gp + c.gp
     if c.most > most then most = c.most end
   end
-  if (cross and spread < 2) or not holds(sc, n, gp, most) then return end
+  if (cross and spread < 2) or not holds(sc, n, gp) then return end
   local feature = "(" .. a.g.feature .. "|" .. b.g.feature
   local label = (a.g.label or label_of(a.g)) .. "+" .. (b.g.label or label_of(b.g))
   if c ~= nil then feature, label = feature .. "|" .. c.g.feature, label .. "+" .. (c.g.label or label_of(c.g)) end

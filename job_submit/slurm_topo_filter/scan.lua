@@ -242,15 +242,10 @@ function M.eligible(sc, g)
 end
 local eligible = M.eligible
 
-function M.holds(sc, n, gp, most)
-  -- whether eligible counts can hold the job
-  local need, total = sc.nodes, sc.total_gpus
-  if total > 0 then
-    if most == 0 then return false end
-    local per = (total + most - 1 - (total + most - 1) % most) / most -- ceil(total / most): whole numbers
-    if per > need then need = per end
-  end
-  return n >= need and gp >= total
+function M.holds(sc, n, gp)
+  -- whether eligible counts can hold the job: its nodes and its GPUs (GPUs are at most the nodes times the most
+  -- GPUs a node, so gp >= total also gives the ceil(total / most) nodes the GPUs need: policy/scan.py holds)
+  return n >= sc.nodes and gp >= sc.total_gpus
 end
 local holds = M.holds
 
@@ -499,41 +494,31 @@ local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after, ins
   local room0 = budget - length + 1 -- characters for the kept groups' (feature + 1) each (as walk_all_fit)
   local room = room0
   local i, last = pos[1], #list
-  while i <= last do
+  local looked = last -- the last group the looks reach
+  if i + left - 1 < last then looked = i + left - 1 end
+  while i <= looked do
     local g = list[i]
     i = i + 1
-    if left == 0 then
-      pos[1], walk.length = i, walked_length(length, room0 - room)
-      return out_of_looks(sc, walk, g, cur, budget, unchecked_after, limit)
-    end
-    left = left - 1
-    local fit, n = false, 0
+    local fit, n, gp = false, 0, 0
     if (inside == nil or inside[g.loc[holder]] == true) and (area == nil or allowed(sc, g)) then
-      local gp, most = 0, 0
       if sums then -- a GPU request's set: its shapes' sums (shape_sums)
         local at = 3 * g.counts.id
-        n, gp, most = sums[at - 2], sums[at - 1], sums[at]
+        n, gp = sums[at - 2], sums[at - 1]
       elseif ok then -- eligible, inline: with the call, 986 first decisions over instead of 952 (seed …3301)
         local counts = g.counts
         for k = 1, #counts, 2 do
           local idx = counts[k]
           if ok[idx] then
-            local c, cg = counts[k + 1], class_gpus[idx]
-            n, gp = n + c, gp + c * cg
-            if cg > most then most = cg end
+            local c = counts[k + 1]
+            n, gp = n + c, gp + c * class_gpus[idx]
           end
         end
       else
-        n, gp, most = g.nodes, g.gpus, g.most
+        n, gp = g.nodes, g.gpus
       end
-      fit = not check
-      if check then
-        if total == 0 then
-          fit = n >= need
-        else
-          fit = most > 0 and gp >= total and n >= need and n * most >= total -- n >= ceil(total / most)
-        end
-      end
+      -- holds: the nodes and the GPUs (a group's GPUs are at most its nodes times its most GPUs a node, so
+      -- gp >= total also gives the ceil(total / most) nodes the GPUs need)
+      fit = not check or (n >= need and gp >= total)
     end
     if fit then
       local width = #g.feature + 1
@@ -546,6 +531,10 @@ local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after, ins
     end
   end
   walk.length = walked_length(length, room0 - room)
+  if i <= last then -- the looks ran out with groups left
+    pos[1] = i + 1
+    return out_of_looks(sc, walk, list[i], cur, budget, unchecked_after, limit)
+  end
   return walk
 end
 
