@@ -29,7 +29,7 @@ local LOOKS_LIST, LOOKS_FINER, UNION_ROWS, UNION_TRIES, MAX_MERGED = V.LOOKS_LIS
   V.UNION_TRIES, V.MAX_MERGED
 local record, safe, plural = V.record, V.safe, V.plural
 local parse_constraint, counted, compose = C.parse_constraint, C.counted, C.compose
-local needs, new_scan, label_of, eligible, holds = S.needs, S.new_scan, S.label_of, S.eligible, S.holds
+local needs, new_scan, label_of, eligible = S.needs, S.new_scan, S.label_of, S.eligible
 local candidates, largest_first, cascade, bracket_text, share = S.candidates, S.largest_first, S.cascade,
   S.bracket_text, S.share
 local level_source, values_source, named_source, has, NO_GROUPS = S.level_source, S.values_source, S.named_source,
@@ -49,6 +49,13 @@ local function describe_request(req)
   return text
 end
 
+local function union_label(u)
+  -- a union's label for the record: its zones' labels joined by "+"
+  local label = (u.ga.label or label_of(u.ga)) .. "+" .. (u.gb.label or label_of(u.gb))
+  if u.gc then label = label .. "+" .. (u.gc.label or label_of(u.gc)) end
+  return label
+end
+
 local function shown(sc, kept, cut)
   -- the record's list, label(Nn) each (N: the eligible nodes, a union's its own): formatting stops once past
   -- the record's 200 characters (same text after the cut)
@@ -56,9 +63,13 @@ local function shown(sc, kept, cut)
   for i = 1, #kept do
     if length > MAX_RECORD then break end
     local g = kept[i]
-    local n = g.nodes
-    if not g.union then n = eligible(sc, g) end
-    local part = (g.label or label_of(g)) .. "(" .. num(n) .. "n)"
+    local n, label = g.nodes, g.label
+    if g.union then
+      label = union_label(g)
+    else
+      n, label = eligible(sc, g), label or label_of(g)
+    end
+    local part = label .. "(" .. num(n) .. "n)"
     parts[i] = part
     length = length + #part + 1
   end
@@ -354,8 +365,8 @@ local function zone_rows(sc, zones)
   local rows, down = {}, largest_first(sc, zones, UNION_ROWS)
   for i = 1, #down do
     local g = down[i]
-    local n, gp, most = eligible(sc, g)
-    if n > 0 then rows[#rows + 1] = { g = g, n = n, gp = gp, most = most, region = g.loc.region or false } end
+    local n, gp = eligible(sc, g)
+    if n > 0 then rows[#rows + 1] = { g = g, n = n, gp = gp, region = g.loc.region or false } end
   end
   table.sort(rows, row_before)
   return rows
@@ -418,24 +429,25 @@ local function grouped(rows)
 end
 
 local function add_union(sc, out, cross, a, b, c)
-  -- the union of rows a, b (and c) when it can hold the job; across regions only when it spans two or more
+  -- the union of rows a, b (and c) when it holds the job (its rows' sums: the nodes and the GPUs, as holds);
+  -- across regions only when it spans two or more. Its label is made only if the record shows it (union_label)
   local ra, rb = a.region, b.region -- (a row's region: zone_rows)
   local spread = (ra == rb) and 1 or 2
-  local n, gp, most = a.n + b.n, a.gp + b.gp, a.most
-  if b.most > most then most = b.most end
+  local n, gp = a.n + b.n, a.gp + b.gp
+  local feature, gc = nil, nil
   if c ~= nil then
     local rc = c.region
     if rc ~= ra and rc ~= rb then spread = spread + 1 end
     n, gp = n + c.n, gp + c.gp
-    if c.most > most then most = c.most end
   end
-  if (cross and spread < 2) or not holds(sc, n, gp) then return end
-  local feature = "(" .. a.g.feature .. "|" .. b.g.feature
-  local label = (a.g.label or label_of(a.g)) .. "+" .. (b.g.label or label_of(b.g))
-  if c ~= nil then feature, label = feature .. "|" .. c.g.feature, label .. "+" .. (c.g.label or label_of(c.g)) end
-  -- union: its span (regions, zones) as one number, regions * 4 + zones (union_order, spread_key)
-  out[#out + 1] = { union = spread * 4 + (c and 3 or 2), nodes = n, gpus = gp, most = most,
-                    feature = feature .. ")", label = label }
+  if (cross and spread < 2) or n < sc.nodes or gp < sc.total_gpus then return end
+  if c ~= nil then
+    feature, gc = "(" .. a.g.feature .. "|" .. b.g.feature .. "|" .. c.g.feature .. ")", c.g
+  else
+    feature = "(" .. a.g.feature .. "|" .. b.g.feature .. ")"
+  end
+  -- union: its span (regions, zones) as one number, regions * 4 + zones (sort_unions, spread_key)
+  out[#out + 1] = { union = spread * 4 + (c and 3 or 2), nodes = n, feature = feature, ga = a.g, gb = b.g, gc = gc }
 end
 
 local function add_unions(sc, rows, cross, k, out, tries)
