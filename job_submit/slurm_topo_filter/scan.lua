@@ -101,18 +101,11 @@ function M.shape_sums(data, ok)
   -- at load, for a GPU request's class set: each group shape's eligible nodes, GPUs and most GPUs on a node, at
   -- 3 * id - 2 .. 3 * id of one array (id: the shape's number, on the class counts its groups share as g.counts),
   -- so a walk reads a group's counts with three look-ups instead of a loop over its classes
-  local class_gpus, out, at = data.class_gpus, {}, 0
+  local sc, g, out, at = { ok = ok, class_gpus = data.class_gpus }, {}, {}, 0 -- (g: each shape's counts in turn)
   for _, shape in ipairs(data.shapes) do
-    local counts, n, gp, most = shape.c, 0, 0, 0
-    for i = 1, #counts, 2 do
-      local idx = counts[i]
-      if ok[idx] then
-        local count, cg = counts[i + 1], class_gpus[idx]
-        n, gp = n + count, gp + count * cg
-        if cg > most then most = cg end
-      end
-    end
-    out[at + 1], out[at + 2], out[at + 3], at = n, gp, most, at + 3
+    g.counts = shape.c
+    out[at + 1], out[at + 2], out[at + 3] = M.eligible(sc, g)
+    at = at + 3
   end
   return out
 end
