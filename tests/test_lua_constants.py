@@ -103,3 +103,10 @@ def test_no_other_module_defines_a_constant_of_its_own() -> None:
     }
     for name, constants in found.items():
         assert constants == allowed.get(name, []), (name, constants)
+
+
+def test_a_union_list_fits_the_index_digit_of_its_sort_keys() -> None:
+    """decide.lua sort_unions makes one number a union whose last digit (base 2 x MAX_ALTERNATIVES, its
+    INDEX_UNIT) is the union's place in its list: a list, at most UNION_TRIES long, must stay under it."""
+    lua_vocab = LuaFilter().lua.eval('require("slurm_topo_filter.vocab")')
+    assert lua_vocab["UNION_TRIES"] < 2 * lua_vocab["MAX_ALTERNATIVES"]

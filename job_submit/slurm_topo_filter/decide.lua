@@ -472,27 +472,9 @@ local function add_unions(sc, rows, cross, k, out, tries)
   end
 end
 
-local function union_order(a, b)
-  -- by (regions, zones) (the union field: add_union), then size, then feature (policy/decide.py _union_order)
-  local sa, sb = a.union, b.union
-  if sa ~= sb then return sa < sb end
-  sa, sb = a.nodes, b.nodes
-  if sa ~= sb then return sa < sb end
-  return a.feature < b.feature
-end
-
-local function union_order_largest(a, b)
-  -- with families: the largest first among unions of one span (policy/decide.py _union_order)
-  local sa, sb = a.union, b.union
-  if sa ~= sb then return sa < sb end
-  sa, sb = a.nodes, b.nodes
-  if sa ~= sb then return sa > sb end
-  return a.feature < b.feature
-end
-
--- sort_unions' and spread_key's digits: an index into a list (kept: at most 64; unions: UNION_TRIES, else
--- sort_unions takes the comparator) and a union's eligible nodes (a fleet holds at most 262 144 nodes, under
--- 2^21); every key stays an exact integer under 2^53
+-- sort_unions' and spread_key's digits: an index into a list (kept: at most 64; a union list: at most
+-- UNION_TRIES, under INDEX_UNIT: tests/test_lua_constants.py) and a union's eligible nodes (a fleet holds at most 262 144 nodes, under 2^21); every key stays an
+-- exact integer under 2^53
 local INDEX_UNIT = MAX_ALTERNATIVES * 2
 local SIZE_UNIT = INDEX_UNIT * INDEX_UNIT * INDEX_UNIT
 
@@ -509,11 +491,10 @@ local function by_feature(list, i, j)
 end
 
 local function sort_unions(list, families)
-  -- union_order (union_order_largest with families) without a Lua comparator: each union's span, size and place
-  -- as one number, sorted by table.sort's own comparison (a Lua comparator call costs more than the rest of the
-  -- sort), then runs of one span and size by feature
+  -- policy/decide.py _union_order: by span (regions, zones), then size (the largest first with families), then
+  -- feature. Each union's span, size and place as one number, sorted by table.sort's own comparison (a Lua
+  -- comparator's call costs more than the rest of the sort), then runs of one span and size by feature
   local n = #list
-  if n >= INDEX_UNIT then return table.sort(list, families and union_order_largest or union_order) end
   local keys = {}
   for i = 1, n do
     local u = list[i]
