@@ -348,8 +348,7 @@ _WALK_LUA = _WALK_FILTER.lua
 _SCAN = _WALK_LUA.eval('require("slurm_topo_filter.scan")')
 _ORACLE = _WALK_LUA.execute(WALK_ORACLE)
 _ELIGIBLE = _WALK_LUA.eval(
-    'function(sc, g) local n, gp, most = require("slurm_topo_filter.scan").eligible(sc, g) '
-    "return {n, gp, most} end"
+    'function(sc, g) local n, gp = require("slurm_topo_filter.scan").eligible(sc, g) return {n, gp} end'
 )
 
 
@@ -499,10 +498,10 @@ def test_a_walk_nothing_can_fit_ends_as_the_full_walk_does(
 def test_the_sums_made_at_load_for_a_gpu_request_equal_a_group_summed_step_by_step(
     classes: list[tuple[int, str | None]], shapes: list[list[tuple[int, int]]], need: int, total: int
 ) -> None:
-    """set_sums sums every group shape's eligible nodes, GPUs and most GPUs a node once per GPU request's
-    class set, at load (scan.lua shape_sums, read through g.counts.id). For every set and shape, eligible
-    with those sums equals eligible summing the shape's classes; and a walk over groups of those shapes
-    keeps the same groups, with the same cut, either way."""
+    """set_sums sums every group shape's eligible nodes and GPUs once per GPU request's class set, at
+    load (scan.lua shape_sums, read through g.counts.id). For every set and shape, eligible with those sums
+    equals eligible summing the shape's classes; and a walk over groups of those shapes keeps the same
+    groups, with the same cut, either way."""
     lua = _WALK_LUA
     n_cls = len(classes)
     cls_tables = [lua.table_from({"features": lua.table(), "gpus": g, "gpu_type": t}) for g, t in classes]

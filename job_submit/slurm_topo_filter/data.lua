@@ -219,8 +219,9 @@ local ints = M.ints
 -- (strings, locations, shapes) and every number column as digits: its load runs inside slurmctld and costs
 -- about its bytes. M.prepare decodes them once per load into the tables the decisions read, with named fields
 -- (ARCHITECTURE.md "The work bound"):
---   group     {feature, rank, nodes, gpus, most, counts = {class, nodes, ...} (its shape's, shared), loc (its
---             location, shared), label (where the data writes one; else derived on first display)}: 8
+--   group     {feature, rank, nodes, gpus, most (loaded, not read: a fit needs nodes and GPUs only), counts =
+--             {class, nodes, ..., id = its shape's number} (its shape's, shared), loc (its location, shared),
+--             label (where the data writes one; else derived on first display)}: 8
 --             fields, so Lua 5.1 gives each a hash of 8 slots (a 9th would double it: 21 000 groups, 6.7 MB)
 --   location  {region, zone, region_feature, zone_feature, zone_parent, region_parent, family, in_zone,
 --             in_region (the zone and region groups holding it: the parents, else the zone and region)}

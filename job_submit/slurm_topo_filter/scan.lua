@@ -98,14 +98,14 @@ function M.set_sums(data)
 end
 
 function M.shape_sums(data, ok)
-  -- at load, for a GPU request's class set: each group shape's eligible nodes, GPUs and most GPUs on a node, at
-  -- 3 * id - 2 .. 3 * id of one array (id: the shape's number, on the class counts its groups share as g.counts),
-  -- so a walk reads a group's counts with three look-ups instead of a loop over its classes
+  -- at load, for a GPU request's class set: each group shape's eligible nodes and GPUs, at 2 * id - 1 and
+  -- 2 * id of one array (id: the shape's number, on the class counts its groups share as g.counts), so a walk
+  -- reads a group's counts with two look-ups instead of a loop over its classes
   local sc, g, out, at = { ok = ok, class_gpus = data.class_gpus }, {}, {}, 0 -- (g: each shape's counts in turn)
   for _, shape in ipairs(data.shapes) do
     g.counts = shape.c
-    out[at + 1], out[at + 2], out[at + 3] = M.eligible(sc, g)
-    at = at + 3
+    out[at + 1], out[at + 2] = M.eligible(sc, g)
+    at = at + 2
   end
   return out
 end
@@ -213,25 +213,24 @@ end
 -- One group --------------------------------------------------------------------------------------------------
 
 function M.eligible(sc, g)
-  -- a group's nodes, GPUs and most GPUs on a node of the classes that count (sc.ok: the class flags; false:
-  -- every class counts; sc.class_gpus: each class's GPUs a node, data.class_gpus)
+  -- a group's nodes and GPUs of the classes that count (sc.ok: the class flags; false: every class counts;
+  -- sc.class_gpus: each class's GPUs a node, data.class_gpus)
   local ok = sc.ok
-  if not ok then return g.nodes, g.gpus, g.most end
+  if not ok then return g.nodes, g.gpus end
   local sums = sc.sums -- a GPU request's set: its shapes' sums, made at load
   if sums then
-    local at = 3 * g.counts.id
-    return sums[at - 2], sums[at - 1], sums[at]
+    local at = 2 * g.counts.id
+    return sums[at - 1], sums[at]
   end
-  local class_gpus, n, gp, most, counts = sc.class_gpus, 0, 0, 0, g.counts
+  local class_gpus, n, gp, counts = sc.class_gpus, 0, 0, g.counts
   for i = 1, #counts, 2 do
     local idx = counts[i]
     if ok[idx] then
-      local count, cg = counts[i + 1], class_gpus[idx]
-      n, gp = n + count, gp + count * cg
-      if cg > most then most = cg end
+      local count = counts[i + 1]
+      n, gp = n + count, gp + count * class_gpus[idx]
     end
   end
-  return n, gp, most
+  return n, gp
 end
 local eligible = M.eligible
 
@@ -495,8 +494,8 @@ local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after, ins
     local fit, n, gp = false, 0, 0
     if (inside == nil or inside[g.loc[holder]] == true) and (area == nil or allowed(sc, g)) then
       if sums then -- a GPU request's set: its shapes' sums (shape_sums)
-        local at = 3 * g.counts.id
-        n, gp = sums[at - 2], sums[at - 1]
+        local at = 2 * g.counts.id
+        n, gp = sums[at - 1], sums[at]
       elseif ok then -- eligible, inline: with the call, 986 first decisions over instead of 952 (seed …3301)
         local counts = g.counts
         for k = 1, #counts, 2 do
