@@ -1,6 +1,6 @@
 """A real torch.distributed (gloo) job for the shaped testbed, run once per task by ``gpulayer-srun``.
 
-``python gloo_job.py STORE OP[@P][+OP[@P]…] BYTES:REPEATS[,…]`` — every rank joins one gloo group
+``python gloo_job.py STORE OP[+OP…] BYTES:REPEATS[,…]`` — every rank joins one gloo group
 (rendezvous in the file ``STORE`` on the shared file system; ``RANK``/``WORLD_SIZE`` from gpulayer-srun's
 shim, else Slurm's own; gloo's sockets on the namespace's ``eth0``, the shaped veth), then per size:
 
@@ -11,9 +11,6 @@ shim, else Slurm's own; gloo's sockets on the namespace's ``eth0``, the shaped v
   pipeline's activations crossing every stage boundary one after the other); rank 0 stamps the start before
   its send, the last rank the end after its receive, on CLOCK_MONOTONIC, which every process of the host
   shares (no time namespaces here); a barrier between chains; REPEATS chains.
-
-``OP@P`` runs the operation among ranks 0..P-1 only (a group of their own; the others wait): the one-node
-runs that measure gloo's software α at each rank count in one step.
 
 Each rank writes ``STORE.rank<N>.json``: its rank, ``SLURMD_NODENAME`` (where Slurm really ran it), and per
 OP and size its per-operation seconds (allreduce) or its stamps (chain). Warm-up operations come first and
@@ -46,31 +43,22 @@ def main(argv: list[str]) -> int:
     store, ops_text, sizes_text = argv
     sizes = [tuple(int(x) for x in s.split(":")) for s in sizes_text.split(",")]
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "eth0")
-    # gpulayer-srun's shim sets RANK and WORLD_SIZE; a plain srun step (the one-node α runs) Slurm's own
+    # gpulayer-srun's shim sets RANK and WORLD_SIZE; a plain srun step (a job's one-node α step) Slurm's own
     rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")))
     world = int(os.environ.get("WORLD_SIZE", os.environ.get("SLURM_NTASKS", "1")))
     dist.init_process_group(
         "gloo", init_method=f"file://{store}", rank=rank, world_size=world, timeout=timedelta(seconds=90)
     )
-    specs = [(spec, *spec.partition("@")[::2]) for spec in ops_text.split("+")]  # OP or OP@P
-    # every group first, made by every rank (new_group's rendezvous polls the file store: never beside a
-    # timed run); OP@P runs among ranks 0..P-1 only, the others wait in gloo's barrier (asleep)
-    groups = {
-        p: dist.new_group(list(range(p))) for p in sorted({int(c or world) for _, _, c in specs}) if p < world
-    }
     results: dict[str, dict[str, object]] = {}
-    for spec, op, count in specs:
-        p = int(count or world)
-        group = groups.get(p)
-        if rank < p:
-            for nbytes, repeats in sizes:
-                buf = torch.ones(max(1, nbytes // 4), dtype=torch.float32)
-                run = (
-                    _allreduce(dist, buf, repeats, group)
-                    if op == "allreduce"
-                    else _chain(dist, buf, rank, p, repeats, group)
-                )
-                results.setdefault(spec, {})[str(nbytes)] = run
+    for op in ops_text.split("+"):
+        for nbytes, repeats in sizes:
+            buf = torch.ones(max(1, nbytes // 4), dtype=torch.float32)
+            run = (
+                _allreduce(dist, buf, repeats)
+                if op == "allreduce"
+                else _chain(dist, buf, rank, world, repeats)
+            )
+            results.setdefault(op, {})[str(nbytes)] = run
         dist.barrier()
     dist.destroy_process_group()
     out = {"rank": rank, "world": world, "node": os.environ.get("SLURMD_NODENAME", ""), "results": results}
@@ -79,24 +67,24 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _allreduce(dist: Any, buf: Any, repeats: int, group: Any) -> list[float]:
+def _allreduce(dist: Any, buf: Any, repeats: int) -> list[float]:
     k = _batch(buf.numel() * 4)
     for _ in range(3):
-        dist.all_reduce(buf, group=group)
+        dist.all_reduce(buf)
     per_op = []
     for _ in range(repeats):
-        dist.barrier(group=group)
+        dist.barrier()
         t0 = time.monotonic()
         for _ in range(k):
-            dist.all_reduce(buf, group=group)
+            dist.all_reduce(buf)
         per_op.append((time.monotonic() - t0) / k)
     return per_op
 
 
-def _chain(dist: Any, buf: Any, rank: int, p: int, repeats: int, group: Any) -> list[list[float]]:
+def _chain(dist: Any, buf: Any, rank: int, p: int, repeats: int) -> list[list[float]]:
     stamps: list[list[float]] = []
     for i in range(repeats + 2):  # the first two chains warm up every pair
-        dist.barrier(group=group)
+        dist.barrier()
         start = time.monotonic()
         if rank > 0:
             dist.recv(buf, src=rank - 1)

@@ -287,7 +287,7 @@ def gloo_cases(
 
     The α is the job's own, taken seconds before its cases: a one-off α shared by the four two-node
     placements moved 158-527 µs a ring step between runs of the test, and every two-node ratio moved with it
-    (x1.05-2.49 in one CI run, x0.58-0.80 in another); measured per job, an α's error meets one placement
+    (x1.05-2.49 in a CI run, x0.58-0.80 in a run here); measured per job, an α's error meets one placement
     only and the geometric mean averages it."""
     sizes = ",".join(f"{b}:{r}" for b, r in GLOO_SIZES.values())
     cases, alphas = [], {}
