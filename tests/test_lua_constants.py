@@ -12,6 +12,7 @@ from typing import Any
 
 from luafilter import LuaFilter
 
+from slurm_topo.core import model as core_model
 from slurm_topo.cost import comm as cost_model
 from slurm_topo.policy import vocab
 from slurm_topo.render import filter_data
@@ -36,6 +37,7 @@ ELSEWHERE: dict[str, Any] = {
     "PLAN_KEYS": cost_model.PLAN_KEYS,
     "MAX_NAMED": nodes.MAX_NAMED,
     "MAX_VISITS": nodes.MAX_VISITS,
+    "MAX_NODES": core_model.MAX_NODES,
 }
 # Lua-only: how often the filter looks at the data file's first line (nothing in Python reads it), how
 # many values one call returns while the data loads (Lua's C stack), and how many class pairs the load sums

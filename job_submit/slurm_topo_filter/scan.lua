@@ -234,13 +234,6 @@ function M.eligible(sc, g)
 end
 local eligible = M.eligible
 
-function M.holds(sc, n, gp)
-  -- whether eligible counts can hold the job: its nodes and its GPUs (GPUs are at most the nodes times the most
-  -- GPUs a node, so gp >= total also gives the ceil(total / most) nodes the GPUs need: policy/scan.py holds)
-  return n >= sc.nodes and gp >= sc.total_gpus
-end
-local holds = M.holds
-
 function M.allowed(sc, g)
   -- inside a --locality-regions area, or a region group holding one
   local area = sc.area
@@ -470,11 +463,11 @@ local function walk_all_fit(sc, walk, cur, budget, left, limit, unchecked_after)
 end
 
 local function all_fit(sc, cur, inside)
-  -- whether every group a one-list walk reaches holds the job: every class counts, no GPUs are counted, no area
-  -- or enclosing group narrows it, and the fit is not checked or the list ascends from the first group as large
+  -- whether every group a one-list walk reaches holds the job: no area or enclosing group narrows it, and the fit
+  -- is not checked, or every class counts, no GPUs are counted and the list ascends from the first group as large
   -- as the job (cursor)
-  if sc.ok or inside ~= nil or sc.area ~= nil then return false end
-  return not sc.check or (sc.total_gpus == 0 and cur.order == "ascending")
+  if inside ~= nil or sc.area ~= nil then return false end
+  return not sc.check or (not sc.ok and sc.total_gpus == 0 and cur.order == "ascending")
 end
 
 local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after, inside, up)
@@ -493,7 +486,9 @@ local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after, ins
     i = i + 1
     local fit, n, gp = false, 0, 0
     if (inside == nil or inside[g.loc[holder]] == true) and (area == nil or allowed(sc, g)) then
-      if sums then -- a GPU request's set: its shapes' sums (shape_sums)
+      if not check then -- a group inside fits: no counts read
+        n, gp = need, total
+      elseif sums then -- a GPU request's set: its shapes' sums (shape_sums)
         local at = 2 * g.counts.id
         n, gp = sums[at - 1], sums[at]
       elseif ok then -- eligible, inline: with the call, 986 first decisions over instead of 952 (seed …3301)
@@ -510,7 +505,7 @@ local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after, ins
       end
       -- holds: the nodes and the GPUs (a group's GPUs are at most its nodes times its most GPUs a node, so
       -- gp >= total also gives the ceil(total / most) nodes the GPUs need)
-      fit = not check or (n >= need and gp >= total)
+      fit = n >= need and gp >= total
     end
     if fit then
       local width = #g.feature + 1
@@ -539,33 +534,71 @@ local function kept_one(kept, count, room, g, limit)
   return count + 1, room - width
 end
 
+-- A merged walk's order as one number a group: (nodes, rank) ascending, or (-nodes, rank) for the family values.
+-- A level's ranks are fewer than its groups, so fewer than the fleet's nodes (V.MAX_NODES, 2^18): every place is
+-- an exact integer under 2^37 and the comparison is the `before` order's, ties between copies of one group to the
+-- first list
+local RANK_UNIT = V.MAX_NODES
+local PAST_END = math.huge
+
+local function place(g, sign)
+  if g == nil then return PAST_END end
+  return sign * g.nodes * RANK_UNIT + g.rank
+end
+
+local function merged_next(cur, places, index, sign)
+  -- cursor_next on several lists with each list's next place kept in `places` (no `before` call per list and
+  -- step, no is_best call): the next group, false for another partition's smaller copy of a feature, nil at the
+  -- end
+  local lists, pos = cur.lists, cur.pos
+  local j, first = 0, PAST_END
+  for q = 1, #lists do
+    local p = places[q]
+    if p < first then j, first = q, p end
+  end
+  if j == 0 then return nil end
+  local list, at = lists[j], pos[j]
+  local g = list[at]
+  pos[j] = at + 1
+  places[j] = place(list[at + 1], sign)
+  local feature, nodes = g.feature, g.nodes
+  for q = 1, #index do -- is_best: the largest copy, ties to the first partition
+    local h = q ~= j and index[q][feature]
+    if h and (h.nodes > nodes or (h.nodes == nodes and q < j)) then return false end
+  end
+  return g
+end
+
 local function walk_merged(sc, walk, cur, budget, left, limit, unchecked_after, inside, up)
-  -- several lists merged as they are walked (each feature once: its largest copy, is_best; a step over a smaller
-  -- copy costs a look); the steps of cursor_next, admitted, fits and keeps, taken in one loop (a call each, four
-  -- a step, cost more than the step)
-  local pos, src, order, step, check, area, holder = cur.pos, cur.src, cur.order, cur.step, sc.check, sc.area,
-    HOLDER[up]
+  -- several lists merged as they are walked (each feature once: its largest copy; a step over a smaller copy
+  -- costs a look), forward from the cursor: merged_next's step, then the area, the enclosing group and the fit
+  local check, area, holder, need, total = sc.check, sc.area, HOLDER[up], sc.nodes, sc.total_gpus
+  local lists, pos, index = cur.lists, cur.pos, cur.src.index
+  local sign = cur.order == "ascending" and 1 or -1
+  local places = {}
+  for q = 1, #lists do places[q] = place(lists[q][pos[q]], sign) end
   local kept, length, count = walk.kept, walk.length, 0
   local room0 = budget - length + 1 -- characters for the kept groups' (feature + 1) each (as walk_one)
   local room = room0
   while true do
-    local j, head = head_of(cur.lists, pos, order)
-    if j == nil then break end
-    pos[j] = pos[j] + step
-    local g = is_best(src, head, j) and head
+    local g = merged_next(cur, places, index, sign)
+    if g == nil then break end
     if left == 0 then
       walk.length = walked_length(length, room0 - room)
       return out_of_looks(sc, walk, g, cur, budget, unchecked_after, limit)
     end
     left = left - 1
-    if g and (area == nil or allowed(sc, g)) and (inside == nil or inside[g.loc[holder]] == true)
-      and (not check or holds(sc, eligible(sc, g))) then
-      local n, r = kept_one(kept, count, room, g, limit)
-      if n == nil then
-        walk.cut = true
-        break
+    if g and (area == nil or allowed(sc, g)) and (inside == nil or inside[g.loc[holder]] == true) then
+      local n, gp = 0, 0
+      if check then n, gp = eligible(sc, g) end
+      if not check or (n >= need and gp >= total) then
+        local c, r = kept_one(kept, count, room, g, limit)
+        if c == nil then
+          walk.cut = true
+          break
+        end
+        count, room = c, r
       end
-      count, room = n, r
     end
   end
   walk.length = walked_length(length, room0 - room)

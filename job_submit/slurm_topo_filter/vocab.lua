@@ -69,6 +69,7 @@ local LOOKS_LARGEST = 32 -- the largest-group search of a refusal
 local UNION_ROWS = 32 -- zones prefer's unions are made from (the largest)
 local UNION_TRIES = 96 -- zone combinations prefer's unions try, in all
 local MAX_MERGED = 16 -- most partitions of a -p list the filter merges
+local MAX_NODES = 262144 -- core/model.py: the most nodes a fleet holds (a group's nodes and a level's ranks are fewer)
 local UNION_EMIT = { 3, 4, 5, 1, 6, 2 }
 local UNION_EMIT_FAMILIES = { 3, 4, 5, 1, 6, 2, 7 }
 -- policy/modify.py _SIZE_FIELDS: what an update may change that the decision depends on
@@ -137,7 +138,7 @@ return {
   CONFLICT_NOTE = CONFLICT_NOTE, IMPLICIT_PARTITION = IMPLICIT_PARTITION, NVL_NONE = NVL_NONE,
   NVL_NONE_NOTE = NVL_NONE_NOTE, PREFER_LEVELS = PREFER_LEVELS,
   UNION_ZONES = UNION_ZONES, LOOKS_LIST = LOOKS_LIST, LOOKS_FINER = LOOKS_FINER, LOOKS_LARGEST = LOOKS_LARGEST,
-  UNION_ROWS = UNION_ROWS, UNION_TRIES = UNION_TRIES, MAX_MERGED = MAX_MERGED, UNION_EMIT = UNION_EMIT, UNION_EMIT_FAMILIES = UNION_EMIT_FAMILIES,
+  UNION_ROWS = UNION_ROWS, UNION_TRIES = UNION_TRIES, MAX_MERGED = MAX_MERGED, MAX_NODES = MAX_NODES, UNION_EMIT = UNION_EMIT, UNION_EMIT_FAMILIES = UNION_EMIT_FAMILIES,
   SIZE_FIELDS = SIZE_FIELDS, MAX_NAMED = MAX_NAMED, MAX_VISITS = MAX_VISITS, MAX_NAMED_DIGITS = MAX_NAMED_DIGITS,
   SEGMENT_KEY = SEGMENT_KEY, SEGMENT_POLICIES = SEGMENT_POLICIES, MAX_SEGMENT = MAX_SEGMENT,
   SEGMENT_RELEASE = SEGMENT_RELEASE, SEGMENT_ADVICE = SEGMENT_ADVICE, parse_segment = parse_segment,
