@@ -430,21 +430,28 @@ end
 
 local function add_union(sc, out, cross, a, b, c)
   -- the union of rows a, b (and c) when it holds the job (its rows' sums: the nodes and the GPUs, as holds);
-  -- across regions only when it spans two or more. Its label is made only if the record shows it (union_label)
+  -- across regions only when it spans two or more. Every union that holds is counted (out.made); it is made
+  -- (a table and its text) only where the bracket could take it (out.cap, union_cap): a list's pairs come before
+  -- its triples (sort_unions: by span), so triples are not made once its pairs are more than the cap, and with
+  -- a cap of 0 one union stands for all (the record says unions held; the bracket takes none). Its label is made
+  -- only if the record shows it (union_label)
   local ra, rb = a.region, b.region -- (a row's region: zone_rows)
   local spread = (ra == rb) and 1 or 2
   local n, gp = a.n + b.n, a.gp + b.gp
-  local feature, gc = nil, nil
   if c ~= nil then
     local rc = c.region
     if rc ~= ra and rc ~= rb then spread = spread + 1 end
     n, gp = n + c.n, gp + c.gp
   end
   if (cross and spread < 2) or n < sc.nodes or gp < sc.total_gpus then return end
+  out.made = out.made + 1
+  local cap = out.cap
+  if #out > 0 and (cap == 0 or (c ~= nil and out.pairs > cap)) then return end -- counted, not made
+  local feature, gc
   if c ~= nil then
     feature, gc = "(" .. a.g.feature .. "|" .. b.g.feature .. "|" .. c.g.feature .. ")", c.g
   else
-    feature = "(" .. a.g.feature .. "|" .. b.g.feature .. ")"
+    feature, out.pairs = "(" .. a.g.feature .. "|" .. b.g.feature .. ")", out.pairs + 1
   end
   -- union: its span (regions, zones) as one number, regions * 4 + zones (sort_unions, spread_key)
   out[#out + 1] = { union = spread * 4 + (c and 3 or 2), nodes = n, feature = feature, ga = a.g, gb = b.g, gc = gc }
@@ -537,17 +544,33 @@ end
 
 local EMPTY_WALK = { kept = {}, cut = false } -- shared, read-only
 
-local function zone_unions(sc, zones, room)
-  -- (unions inside one region, unions across regions, the lead row, the spans by feature)
+local function union_cap(rows, left)
+  -- the most unions the cascade can take (scan.lua cascade: the unions are counted last, with the alternatives
+  -- and characters the level lists left): each is at least "(a|b)" of the two shortest zone features, and one
+  -- separator
+  local shortest = math.huge
+  for i = 1, #rows do
+    local w = #rows[i].g.feature
+    if w < shortest then shortest = w end
+  end
+  local width = 2 * shortest + 4
+  return math.min(left.alternatives, (left.room - left.room % width) / width)
+end
+
+local function zone_unions(sc, zones, room, left)
+  -- (unions inside one region, unions across regions, the lead row, the spans by feature); room: the
+  -- alternatives the level walks left (a union list is not grown past it); left: what the cascade leaves them
   if not sc.check or room <= 0 or too_large_for_unions(sc, zones) then -- no union could be kept
     return EMPTY_WALK, EMPTY_WALK, nil, {}
   end
   local rows = zone_rows(sc, zones)
   local regions, by_family, values = grouped(rows)
-  local tries, inside, across = { left = UNION_TRIES }, {}, {}
+  local cap = union_cap(rows, left)
+  local tries = { left = UNION_TRIES }
+  local inside, across = { made = 0, pairs = 0, cap = cap }, { made = 0, pairs = 0, cap = cap }
   local unite = not too_large_for_rows(sc, rows) -- else no union holds it: none is tried (the spans still are)
   for k = 2, 3 do
-    if not unite or #inside >= room then break end
+    if not unite or inside.made >= room then break end
     for _, list in ipairs(regions) do add_unions(sc, list, false, k, inside, tries) end
   end
   -- per family value (one, false, without families): its zones in two regions or more; a union of all of them is
@@ -557,7 +580,7 @@ local function zone_unions(sc, zones, room)
     if regions_of(by_family[fv]) >= 2 then tops[#tops + 1] = by_family[fv] end
   end
   for k = 2, 3 do
-    if not unite or #tops == 0 or #inside + #across >= room then break end
+    if not unite or #tops == 0 or inside.made + across.made >= room then break end
     for _, top in ipairs(tops) do
       if k < #top then add_unions(sc, top, true, k, across, tries) end
     end
@@ -673,7 +696,7 @@ local function prefer_cascade(job, budget)
   local room = MAX_ALTERNATIVES
   for _, w in ipairs(walks) do room = room - #w.kept end
   if room < 0 then room = 0 end
-  local inside, across, lead, spans = zone_unions(sc, level_source(job.data, job.partitions, "zone"), room)
+  local inside, across, lead, spans = zone_unions(sc, level_source(job.data, job.partitions, "zone"), room, left)
   local parts = { inside, across }
   for _, w in ipairs(walks) do parts[#parts + 1] = w end
   -- the level lists' shares are the walks' own (taken, left): only the unions are counted here
