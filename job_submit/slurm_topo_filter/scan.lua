@@ -403,9 +403,29 @@ local function keeps(walk, g, budget, limit)
   return true
 end
 
+local function take_unchecked_one(sc, walk, list, at, budget)
+  -- take_unchecked on one list from list[at] (the group the looks stopped at): the same steps, without a
+  -- cursor_next and a keeps call each
+  local kept, length, count, area = walk.kept, walk.length, #walk.kept, sc.area
+  local last = math.min(#list, at + MAX_ALTERNATIVES - 1)
+  for i = at, last do
+    local g = list[i]
+    if area == nil or allowed(sc, g) then
+      local extra = #g.feature
+      if count > 0 then extra = extra + 1 end
+      if length + extra > budget then break end -- (64 steps keep at most 64: the alternatives never run out)
+      count, length = count + 1, length + extra
+      kept[count] = g
+      walk.unchecked = walk.unchecked + 1
+    end
+  end
+  walk.length = length
+end
+
 local function take_unchecked(sc, walk, g, cur, budget)
   -- a required level past its looks with nothing kept: the next groups inside the area (at most 64 steps),
   -- their fit not checked
+  if #cur.lists == 1 then return take_unchecked_one(sc, walk, cur.lists[1], cur.pos[1] - 1, budget) end
   for _ = 1, MAX_ALTERNATIVES do
     if g == nil then return end
     if g and (sc.area == nil or allowed(sc, g)) then
