@@ -672,7 +672,7 @@ local function prefer_walks(job, budget)
   for j = #sources, 1, -1 do
     walks[j] = candidates(sc, sources[j], budget, LOOKS_LIST, nil, nil, false, alternatives + 1)
     local n
-    n, room = share(walks[j].kept, alternatives, room)
+    n, room = share(walks[j], alternatives, room)
     walks[j].taken, alternatives = n, alternatives - n
   end
   return walks, names, values ~= nil, { alternatives = alternatives, room = room }

@@ -493,8 +493,9 @@ end
 local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after, inside, up)
   -- one list (the common case, and a finer --prefer list inside the kept groups): a group's counts decide (read
   -- in place, without a call); the same steps as candidates' general loop
-  local list, pos, check, need, total = cur.lists[1], cur.pos, sc.check, sc.nodes, sc.total_gpus
+  local list, pos, need, total = cur.lists[1], cur.pos, sc.nodes, sc.total_gpus
   local ok, class_gpus, area, holder, sums = sc.ok, sc.class_gpus, sc.area, HOLDER[up], sc.sums
+  if not sc.check then need, total, ok, sums = 0, 0, false, nil end -- every group inside fits: counts unread
   local kept, length, count = walk.kept, walk.length, 0
   local room0 = budget - length + 1 -- characters for the kept groups' (feature + 1) each (as walk_all_fit)
   local room = room0
@@ -504,15 +505,14 @@ local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after, ins
   while i <= looked do
     local g = list[i]
     i = i + 1
-    local fit, n, gp = false, 0, 0
     if (inside == nil or inside[g.loc[holder]] == true) and (area == nil or allowed(sc, g)) then
-      if not check then -- a group inside fits: no counts read
-        n, gp = need, total
-      elseif sums then -- a GPU request's set: its shapes' sums (shape_sums)
+      local n, gp
+      if sums then -- a GPU request's set: its shapes' sums (shape_sums)
         local at = 2 * g.counts.id
         n, gp = sums[at - 1], sums[at]
       elseif ok then -- eligible, inline: with the call, 986 first decisions over instead of 952 (seed …3301)
         local counts = g.counts
+        n, gp = 0, 0
         for k = 1, #counts, 2 do
           local idx = counts[k]
           if ok[idx] then
@@ -525,16 +525,15 @@ local function walk_one(sc, walk, cur, budget, left, limit, unchecked_after, ins
       end
       -- holds: the nodes and the GPUs (a group's GPUs are at most its nodes times its most GPUs a node, so
       -- gp >= total also gives the ceil(total / most) nodes the GPUs need)
-      fit = n >= need and gp >= total
-    end
-    if fit then
-      local width = #g.feature + 1
-      if count == limit or width > room then
-        walk.cut, walk.length = true, walked_length(length, room0 - room)
-        return walk
+      if n >= need and gp >= total then
+        local width = #g.feature + 1
+        if count == limit or width > room then
+          walk.cut, walk.length = true, walked_length(length, room0 - room)
+          return walk
+        end
+        room, count = room - width, count + 1
+        kept[count] = g
       end
-      room, count = room - width, count + 1
-      kept[count] = g
     end
   end
   walk.length = walked_length(length, room0 - room)
@@ -708,8 +707,14 @@ end
 
 -- The cascade ------------------------------------------------------------------------------------------------
 
-function M.share(kept, alternatives, room)
-  -- how many of kept the cascade takes with `alternatives` and `room` characters left, and the characters left
+function M.share(walk, alternatives, room)
+  -- how many of a walk's kept groups the cascade takes with `alternatives` and `room` characters left, and the
+  -- characters left; a walk that knows its length (its groups' (feature + 1) each, and one) is taken whole
+  -- without a look at each where it fits
+  local kept, length = walk.kept, walk.length
+  local count = #kept
+  if count == 0 then return 0, room end
+  if length ~= nil and count <= alternatives and length - 1 <= room then return count, room - length + 1 end
   local last = math.min(#kept, alternatives)
   for i = 1, last do
     local width = #kept[i].feature + 1
@@ -731,7 +736,7 @@ function M.cascade(lists, left, extra, emit)
   for j = #lists, extra + 1, -1 do
     local n = lists[j].taken
     if n == nil then
-      n, room = share(lists[j].kept, alternatives, room)
+      n, room = share(lists[j], alternatives, room)
       alternatives = alternatives - n
     end
     cut = cut or lists[j].cut or n < #lists[j].kept
@@ -739,7 +744,7 @@ function M.cascade(lists, left, extra, emit)
   end
   for j = 1, extra do
     local n
-    n, room = share(lists[j].kept, alternatives, room)
+    n, room = share(lists[j], alternatives, room)
     alternatives = alternatives - n
     cut = cut or lists[j].cut or n < #lists[j].kept
     counts[j] = n
