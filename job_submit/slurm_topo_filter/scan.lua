@@ -285,12 +285,31 @@ M.NO_GROUPS = { lists = { {} }, index = { {} }, order = "ascending" } -- shared,
 local NO_GROUPS = M.NO_GROUPS
 
 local function source_of(data, partitions, key, order)
+  -- a level's (or the values') lists for the partitions; one partition's source is made once per data table and
+  -- kept (sources are read only: a walk's cursor keeps its own places)
+  local one
+  if #partitions == 1 then
+    local kept = data.one_sources
+    if kept == nil then
+      kept = {}
+      data.one_sources = kept
+    end
+    one = kept[partitions[1]]
+    if one == nil then
+      one = {}
+      kept[partitions[1]] = one
+    elseif one[key] ~= nil then
+      return one[key]
+    end
+  end
   local lists, index = {}, {}
   for i = 1, #partitions do
     local list = data.partitions[partitions[i]][key] or NO_GROUPS.lists[1]
     lists[i], index[i] = list, list.index or NO_GROUPS.index[1]
   end
-  return { lists = lists, index = index, order = order }
+  local src = { lists = lists, index = index, order = order }
+  if one ~= nil then one[key] = src end
+  return src
 end
 
 function M.level_source(data, partitions, level)
