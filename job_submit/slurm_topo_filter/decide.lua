@@ -399,8 +399,9 @@ local function too_large_for_rows(sc, rows)
 end
 
 local function grouped(rows)
-  -- the rows by (region, family value) and by family value, each key in the order of its first row
-  local regions, by_region, values, by_family = {}, {}, {}, {}
+  -- the rows by (region, family value) and by family value, each key in the order of its first row; and each
+  -- value's regions (a new (region, value) list is one more region of the value)
+  local regions, by_region, values, by_family, spread = {}, {}, {}, {}, {}
   for i = 1, #rows do
     local r = rows[i]
     local loc = r.g.loc
@@ -415,6 +416,7 @@ local function grouped(rows)
       list = {}
       per[fv] = list
       regions[#regions + 1] = list
+      spread[fv] = (spread[fv] or 0) + 1
     end
     list[#list + 1] = r
     local fam = by_family[fv]
@@ -425,7 +427,7 @@ local function grouped(rows)
     end
     fam[#fam + 1] = r
   end
-  return regions, by_family, values
+  return regions, by_family, values, spread
 end
 
 local function add_union(sc, out, cross, a, b, c)
@@ -524,15 +526,6 @@ local function as_walk(list, families)
   return { kept = list, cut = false }
 end
 
-local function regions_of(list)
-  local seen, count = {}, 0
-  for i = 1, #list do
-    local region = list[i].g.loc.region or false
-    if not seen[region] then seen[region], count = true, count + 1 end
-  end
-  return count
-end
-
 local function region_spans(spans, regions)
   -- the region buckets' spans (one region, its zones with eligible nodes among the rows: policy/decide.py
   -- _spans; a union's span is its own spread and k)
@@ -564,7 +557,7 @@ local function zone_unions(sc, zones, room, left)
     return EMPTY_WALK, EMPTY_WALK, nil, {}
   end
   local rows = zone_rows(sc, zones)
-  local regions, by_family, values = grouped(rows)
+  local regions, by_family, values, spread = grouped(rows)
   local cap = union_cap(rows, left)
   local tries = { left = UNION_TRIES }
   local inside, across = { made = 0, pairs = 0, cap = cap }, { made = 0, pairs = 0, cap = cap }
@@ -577,7 +570,7 @@ local function zone_unions(sc, zones, room, left)
   -- the bare value's (the plain tree's) own alternative and is not made
   local tops = {}
   for _, fv in ipairs(values) do
-    if regions_of(by_family[fv]) >= 2 then tops[#tops + 1] = by_family[fv] end
+    if spread[fv] >= 2 then tops[#tops + 1] = by_family[fv] end
   end
   for k = 2, 3 do
     if not unite or #tops == 0 or inside.made + across.made >= room then break end
@@ -587,7 +580,7 @@ local function zone_unions(sc, zones, room, left)
   end
   local spans = {}
   for _, fv in ipairs(values) do
-    if fv then spans[fv] = { regions_of(by_family[fv]), #by_family[fv] } end
+    if fv then spans[fv] = { spread[fv], #by_family[fv] } end
   end
   local families = values[1] ~= false or values[2] ~= nil
   if families then region_spans(spans, regions) end -- spans are read with families only
