@@ -184,6 +184,9 @@ def _random_fleet(seed: int, layers: bool) -> list[Node]:
         if layers and group is not None:
             switches = tuple(rng.choice(["s0", "s1"]) for _ in range(rng.choice([0, 1, 1, 2, 2, 3])))
         domain = rng.choice(["d0", "d1", "d2"]) if rng.random() < 0.15 else None
+        # an NVLink domain is a rack's: inside one network group (a domain across regions is no fleet's, and
+        # span_level would call two regions NVLink-close)
+        domain = f"{region}.{zone}.{group}.{domain}" if domain is not None and group is not None else None
         nodes.append(
             Node(
                 f"n{i}",
