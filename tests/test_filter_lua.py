@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from luafilter import JOB_SUBMIT, LuaFilter
 from policy_cases import PARTITIONS, inventory, job
@@ -478,6 +478,79 @@ def test_a_walk_nothing_can_fit_ends_as_the_full_walk_does(
         return kept, bool(w["cut"]), bool(w["bound"]), w["unchecked"], w["length"], sc["bounded"]
 
     assert walk(True) == walk(False)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.integers(0, 120), st.integers(1, 12)), max_size=90, unique_by=lambda x: x[0]),
+        min_size=1,
+        max_size=3,
+    ),
+    st.integers(1, 13),
+    st.integers(1, 40),
+    st.sampled_from([1024, 200, 12]),
+)
+# lists longer than the looks and 64 steps: the 64th step's group is the last taken
+@example(parts=[[(r, 5) for r in range(150)]], need=1, looks=10, budget=1024)
+@example(
+    parts=[[(r, 5) for r in range(0, 150, 2)], [(r, 6) for r in range(0, 150, 3)]],
+    need=1,
+    looks=7,
+    budget=1024,
+)
+def test_a_required_walk_past_its_looks_takes_the_next_steps_unchecked(
+    parts: list[list[tuple[int, int]]], need: int, looks: int, budget: int
+) -> None:
+    """A required level whose looks find nothing (no group has the job's GPUs; no gpus_max, so it is walked)
+    takes the groups of the next 64 steps unchecked, from the step its looks stopped at, while their
+    characters fit: as a linear scan of every partition's copies in the walk's order says (nodes, rank, then
+    the partition; a step over another partition's smaller copy of a feature is a step and keeps nothing)."""
+    lua = _WALK_LUA
+    copies = []  # (nodes, rank, list index, feature)
+    luas = []
+    for j, part in enumerate(parts):
+        groups = sorted(
+            ({"feature": f"g{r}", "rank": r, "nodes": n, "gpus": 0, "most": 0} for r, n in part),
+            key=lambda g: (g["nodes"], g["rank"]),
+        )
+        lst = lua.table_from([lua.table_from(g) for g in groups])
+        index = lua.table()
+        for i in range(1, len(lst) + 1):
+            index[lst[i]["feature"]] = lst[i]
+        lst["index"] = index
+        luas.append(lst)
+        copies += [(g["nodes"], g["rank"], j, g["feature"]) for g in groups if g["nodes"] >= need]
+    largest: dict[str, tuple[int, int]] = {}
+    for nodes, _, j, feature in copies:
+        if feature not in largest or nodes > largest[feature][0]:
+            largest[feature] = (nodes, j)
+    steps = sorted(copies)
+    want: list[str] = []
+    length = 2
+    if len(steps) > looks:
+        for nodes, _, j, feature in steps[looks : looks + 64]:
+            if largest[feature] != (nodes, j):
+                continue  # another partition's smaller copy (ties: the first partition's)
+            extra = len(feature) + (1 if want else 0)
+            if length + extra > budget:
+                break
+            want.append(feature)
+            length += extra
+    src = lua.table_from(
+        {
+            "lists": lua.table_from(luas),
+            "index": lua.table_from([x["index"] for x in luas]),
+            "order": "ascending",
+        }
+    )
+    sc = lua.table_from(
+        {"check": True, "nodes": need, "total_gpus": 1, "ok": False, "bounded": 0, "class_gpus": lua.table()}
+    )
+    w = _SCAN.candidates(sc, src, budget, looks, None, None, True, 64)
+    got = [w["kept"][i]["feature"] for i in range(1, len(w["kept"]) + 1)]
+    assert got == want
+    assert w["unchecked"] == len(want)
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
