@@ -412,27 +412,16 @@ end
 
 -- Walks ------------------------------------------------------------------------------------------------------
 
-local function keeps(walk, g, budget, limit)
-  -- g goes in unless the walk holds `limit` groups or the characters run out (then the walk is cut)
-  local count, extra = #walk.kept, #g.feature
-  if count > 0 then extra = extra + 1 end
-  if count == limit or walk.length + extra > budget then return false end
-  walk.kept[count + 1] = g
-  walk.length = walk.length + extra
-  return true
-end
-
-local function take_unchecked_one(sc, walk, list, at, budget)
-  -- take_unchecked on one list from list[at] (the group the looks stopped at): the same steps, without a
-  -- cursor_next and a keeps call each
+local function take_unchecked_from(sc, walk, steps, at, budget)
+  -- the unchecked groups of take_unchecked: steps[at] and on, at most 64 steps (false: a step over another
+  -- partition's smaller copy), each kept while its characters fit (64 steps keep at most 64)
   local kept, length, count, area = walk.kept, walk.length, #walk.kept, sc.area
-  local last = math.min(#list, at + MAX_ALTERNATIVES - 1)
-  for i = at, last do
-    local g = list[i]
-    if area == nil or allowed(sc, g) then
+  for i = at, math.min(#steps, at + MAX_ALTERNATIVES - 1) do
+    local g = steps[i]
+    if g and (area == nil or allowed(sc, g)) then
       local extra = #g.feature
       if count > 0 then extra = extra + 1 end
-      if length + extra > budget then break end -- (64 steps keep at most 64: the alternatives never run out)
+      if length + extra > budget then break end
       count, length = count + 1, length + extra
       kept[count] = g
       walk.unchecked = walk.unchecked + 1
@@ -442,17 +431,17 @@ local function take_unchecked_one(sc, walk, list, at, budget)
 end
 
 local function take_unchecked(sc, walk, g, cur, budget)
-  -- a required level past its looks with nothing kept: the next groups inside the area (at most 64 steps),
-  -- their fit not checked
-  if #cur.lists == 1 then return take_unchecked_one(sc, walk, cur.lists[1], cur.pos[1] - 1, budget) end
-  for _ = 1, MAX_ALTERNATIVES do
-    if g == nil then return end
-    if g and (sc.area == nil or allowed(sc, g)) then
-      if not keeps(walk, g, budget, MAX_ALTERNATIVES) then return end
-      walk.unchecked = walk.unchecked + 1
-    end
-    g = cursor_next(cur)
+  -- a required level past its looks with nothing kept: the next groups inside the area (at most 64 steps from
+  -- g, the group the looks stopped at), their fit not checked. One list is read in place; merged lists' steps
+  -- are gathered first
+  if #cur.lists == 1 then return take_unchecked_from(sc, walk, cur.lists[1], cur.pos[1] - 1, budget) end
+  local steps = { g }
+  for i = 2, MAX_ALTERNATIVES do
+    local step = cursor_next(cur)
+    if step == nil then break end
+    steps[i] = step
   end
+  return take_unchecked_from(sc, walk, steps, 1, budget)
 end
 
 local function out_of_looks(sc, walk, g, cur, budget, unchecked_after, limit)
