@@ -352,6 +352,28 @@ _ELIGIBLE = _WALK_LUA.eval(
 )
 
 
+def _walk_source(lists: list[list[dict[str, Any]]]) -> tuple[list[Any], Any]:
+    """Each partition's groups (sorted as the generator sorts them) as a Lua list indexed by feature, and the
+    ascending source of them all: (the Lua lists, the source)."""
+    lua = _WALK_LUA
+    luas = []
+    for groups in lists:
+        lst = lua.table_from([lua.table_from(g) for g in groups])
+        index = lua.table()
+        for i in range(1, len(lst) + 1):
+            index[lst[i]["feature"]] = lst[i]
+        lst["index"] = index
+        luas.append(lst)
+    src = lua.table_from(
+        {
+            "lists": lua.table_from(luas),
+            "index": lua.table_from([x["index"] for x in luas]),
+            "order": "ascending",
+        }
+    )
+    return luas, src
+
+
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(
     st.lists(
@@ -383,15 +405,7 @@ def test_the_merged_walk_equals_a_linear_scan_of_the_merged_list(
         )
         lists.append(groups)
     to_lua = lua.table_from
-    luas = [to_lua([lua.table_from(g) for g in groups]) for groups in lists]
-    for lst in luas:
-        index = lua.table()
-        for i in range(1, len(lst) + 1):
-            index[lst[i]["feature"]] = lst[i]
-        lst["index"] = index
-    src = lua.table_from(
-        {"lists": to_lua(luas), "index": to_lua([lst["index"] for lst in luas]), "order": "ascending"}
-    )
+    luas, src = _walk_source(lists)
     sc = lua.table_from({"check": True, "nodes": need, "total_gpus": 0, "ok": False, "bounded": 0})
     walk = _SCAN.candidates(sc, src, budget, looks, None, None, False, limit)
     got = [walk["kept"][i]["feature"] for i in range(1, len(walk["kept"]) + 1)]
@@ -508,18 +522,13 @@ def test_a_required_walk_past_its_looks_takes_the_next_steps_unchecked(
     the partition; a step over another partition's smaller copy of a feature is a step and keeps nothing)."""
     lua = _WALK_LUA
     copies = []  # (nodes, rank, list index, feature)
-    luas = []
+    lists = []
     for j, part in enumerate(parts):
         groups = sorted(
             ({"feature": f"g{r}", "rank": r, "nodes": n, "gpus": 0, "most": 0} for r, n in part),
             key=lambda g: (g["nodes"], g["rank"]),
         )
-        lst = lua.table_from([lua.table_from(g) for g in groups])
-        index = lua.table()
-        for i in range(1, len(lst) + 1):
-            index[lst[i]["feature"]] = lst[i]
-        lst["index"] = index
-        luas.append(lst)
+        lists.append(groups)
         copies += [(g["nodes"], g["rank"], j, g["feature"]) for g in groups if g["nodes"] >= need]
     largest: dict[str, tuple[int, int]] = {}
     for nodes, _, j, feature in copies:
@@ -537,13 +546,7 @@ def test_a_required_walk_past_its_looks_takes_the_next_steps_unchecked(
                 break
             want.append(feature)
             length += extra
-    src = lua.table_from(
-        {
-            "lists": lua.table_from(luas),
-            "index": lua.table_from([x["index"] for x in luas]),
-            "order": "ascending",
-        }
-    )
+    _, src = _walk_source(lists)
     sc = lua.table_from(
         {"check": True, "nodes": need, "total_gpus": 1, "ok": False, "bounded": 0, "class_gpus": lua.table()}
     )
