@@ -359,6 +359,15 @@ local function is_best(src, g, j)
   return true
 end
 
+-- A merged cursor's order as one number a group (the smaller first): (nodes, rank) ascending, (-nodes, rank) for
+-- the family values, (-nodes, -rank) from the largest. A level's ranks are fewer than its groups, so fewer than
+-- the fleet's nodes (V.MAX_NODES, 2^18): every key is an exact integer under 2^37 and orders as `before`; copies
+-- of one group tie, to the first list
+local RANK_UNIT = V.MAX_NODES
+local PAST_END = math.huge
+
+local KEY_SIGNS = { ascending = { 1, 1 }, values = { -1, 1 }, largest = { -1, -1 } } -- of (nodes, rank)
+
 -- A cursor walks a source: cursor_next returns the next group, false for a step over another partition's
 -- smaller copy of a feature, nil at the end.
 local function lower_bound(list, nodes)
@@ -387,14 +396,38 @@ local function cursor(sc, src, from_largest)
   return { lists = src.lists, src = src, pos = pos, step = step, order = order }
 end
 
-local function head_of(lists, pos, order)
-  -- the list whose next group comes first in the order, and that group (nil at the end of every list)
-  local j, head = nil, nil
-  for q = 1, #lists do
-    local g = lists[q][pos[q]]
-    if g ~= nil and (head == nil or before(g, head, order)) then j, head = q, g end
+local function key_of(g, order)
+  if g == nil then return PAST_END end
+  local signs = KEY_SIGNS[order]
+  return signs[1] * g.nodes * RANK_UNIT + signs[2] * g.rank
+end
+
+local function merged_next(cur)
+  -- cursor_next on several lists: each list's next key kept in cur.keys (made at the first step from the
+  -- places, with the order's signs), the smallest taken, then is_best inline (the largest copy, ties to the first partition)
+  local lists, pos, keys = cur.lists, cur.pos, cur.keys
+  if keys == nil then
+    keys = {}
+    for q = 1, #lists do keys[q] = key_of(lists[q][pos[q]], cur.order) end
+    local signs = KEY_SIGNS[cur.order]
+    cur.keys, cur.sn, cur.sr = keys, signs[1], signs[2]
   end
-  return j, head
+  local j, first = 0, PAST_END
+  for q = 1, #lists do
+    if keys[q] < first then j, first = q, keys[q] end
+  end
+  if j == 0 then return nil end
+  local list, at, step = lists[j], pos[j], cur.step
+  local g, nx = list[at], list[at + step]
+  pos[j] = at + step
+  keys[j] = PAST_END
+  if nx ~= nil then keys[j] = cur.sn * nx.nodes * RANK_UNIT + cur.sr * nx.rank end -- key_of, inline
+  local index, feature, nodes = cur.src.index, g.feature, g.nodes
+  for q = 1, #index do
+    local h = q ~= j and index[q][feature]
+    if h and (h.nodes > nodes or (h.nodes == nodes and q < j)) then return false end
+  end
+  return g
 end
 
 local function cursor_next(cur)
@@ -404,10 +437,7 @@ local function cursor_next(cur)
     if g ~= nil then pos[1] = pos[1] + cur.step end
     return g
   end
-  local j, head = head_of(lists, pos, cur.order)
-  if j == nil then return nil end
-  pos[j] = pos[j] + cur.step
-  return is_best(cur.src, head, j) and head
+  return merged_next(cur)
 end
 
 -- Walks ------------------------------------------------------------------------------------------------------
@@ -561,54 +591,15 @@ local function kept_one(kept, count, room, g, limit)
   return count + 1, room - width
 end
 
--- A merged walk's order as one number a group: (nodes, rank) ascending, or (-nodes, rank) for the family values.
--- A level's ranks are fewer than its groups, so fewer than the fleet's nodes (V.MAX_NODES, 2^18): every place is
--- an exact integer under 2^37 and the comparison is the `before` order's, ties between copies of one group to the
--- first list
-local RANK_UNIT = V.MAX_NODES
-local PAST_END = math.huge
-
-local function place(g, sign)
-  if g == nil then return PAST_END end
-  return sign * g.nodes * RANK_UNIT + g.rank
-end
-
-local function merged_next(cur, places, index, sign)
-  -- cursor_next on several lists with each list's next place kept in `places` (no `before` call per list and
-  -- step, no is_best call): the next group, false for another partition's smaller copy of a feature, nil at the
-  -- end
-  local lists, pos = cur.lists, cur.pos
-  local j, first = 0, PAST_END
-  for q = 1, #lists do
-    local p = places[q]
-    if p < first then j, first = q, p end
-  end
-  if j == 0 then return nil end
-  local list, at = lists[j], pos[j]
-  local g = list[at]
-  pos[j] = at + 1
-  places[j] = place(list[at + 1], sign)
-  local feature, nodes = g.feature, g.nodes
-  for q = 1, #index do -- is_best: the largest copy, ties to the first partition
-    local h = q ~= j and index[q][feature]
-    if h and (h.nodes > nodes or (h.nodes == nodes and q < j)) then return false end
-  end
-  return g
-end
-
 local function walk_merged(sc, walk, cur, budget, left, limit, unchecked_after, inside, up)
   -- several lists merged as they are walked (each feature once: its largest copy; a step over a smaller copy
   -- costs a look), forward from the cursor: merged_next's step, then the area, the enclosing group and the fit
   local check, area, holder, need, total = sc.check, sc.area, HOLDER[up], sc.nodes, sc.total_gpus
-  local lists, pos, index = cur.lists, cur.pos, cur.src.index
-  local sign = cur.order == "ascending" and 1 or -1
-  local places = {}
-  for q = 1, #lists do places[q] = place(lists[q][pos[q]], sign) end
   local kept, length, count = walk.kept, walk.length, 0
   local room0 = budget - length + 1 -- characters for the kept groups' (feature + 1) each (as walk_one)
   local room = room0
   while true do
-    local g = merged_next(cur, places, index, sign)
+    local g = merged_next(cur)
     if g == nil then break end
     if left == 0 then
       walk.length = walked_length(length, room0 - room)
@@ -628,6 +619,83 @@ local function walk_merged(sc, walk, cur, budget, left, limit, unchecked_after, 
       end
     end
   end
+  walk.length = walked_length(length, room0 - room)
+  return walk
+end
+
+local function in_area(sc, g, inside, holder)
+  -- whether g lies in the --locality-regions area and in the enclosing group (inside, read at g.loc[holder])
+  return (sc.area == nil or allowed(sc, g)) and (inside == nil or inside[g.loc[holder]] == true)
+end
+
+local function walk_two(sc, walk, cur, budget, left, limit, unchecked_after, inside, up)
+  -- walk_merged on two lists (most merged walks), its step inline: each list's next place in a local, a copy
+  -- skipped (a look, as merged_next) where the other list has a larger one, ties to the first; the counts read in
+  -- place as walk_one reads them
+  local need, total, ok, class_gpus, sums = sc.nodes, sc.total_gpus, sc.ok, sc.class_gpus, sc.sums
+  if not sc.check then need, total, ok, sums = 0, 0, false, nil end -- every group inside fits: counts unread
+  local holder, pos, open = HOLDER[up], cur.pos, sc.area == nil and inside == nil
+  local la, lb, xa, xb = cur.lists[1], cur.lists[2], cur.src.index[1], cur.src.index[2]
+  local ia, ib, na, nb = pos[1], pos[2], #la, #lb
+  local sign = KEY_SIGNS[cur.order][1]
+  local pa, pb = key_of(la[ia], cur.order), key_of(lb[ib], cur.order)
+  local kept, length, count = walk.kept, walk.length, 0
+  local room0 = budget - length + 1
+  local room = room0
+  while true do
+    local g, h
+    if pa <= pb then
+      g = la[ia]
+      if g == nil then break end -- both lists ended
+      ia = ia + 1
+      pa = PAST_END
+      if ia <= na then pa = sign * la[ia].nodes * RANK_UNIT + la[ia].rank end -- key_of, inline
+      h = xb[g.feature]
+      if h and h.nodes > g.nodes then g = false end
+    else
+      g = lb[ib]
+      ib = ib + 1
+      pb = PAST_END
+      if ib <= nb then pb = sign * lb[ib].nodes * RANK_UNIT + lb[ib].rank end
+      h = xa[g.feature]
+      if h and h.nodes >= g.nodes then g = false end
+    end
+    if left == 0 then
+      pos[1], pos[2] = ia, ib
+      walk.length = walked_length(length, room0 - room)
+      return out_of_looks(sc, walk, g, cur, budget, unchecked_after, limit)
+    end
+    left = left - 1
+    if g and (open or in_area(sc, g, inside, holder)) then
+      local n, gp
+      if sums then
+        local at = 2 * g.counts.id
+        n, gp = sums[at - 1], sums[at]
+      elseif ok then
+        local counts = g.counts
+        n, gp = 0, 0
+        for k = 1, #counts, 2 do
+          local idx = counts[k]
+          if ok[idx] then
+            local c = counts[k + 1]
+            n, gp = n + c, gp + c * class_gpus[idx]
+          end
+        end
+      else
+        n, gp = g.nodes, g.gpus
+      end
+      if n >= need and gp >= total then
+        local width = #g.feature + 1
+        if count == limit or width > room then
+          walk.cut = true
+          break
+        end
+        room, count = room - width, count + 1
+        kept[count] = g
+      end
+    end
+  end
+  pos[1], pos[2] = ia, ib
   walk.length = walked_length(length, room0 - room)
   return walk
 end
@@ -678,6 +746,8 @@ function M.candidates(sc, src, budget, looks, inside, up, unchecked_after, limit
     return walk_all_fit(sc, walk, cur, budget, left, limit, unchecked_after)
   elseif #src.lists == 1 then
     return walk_one(sc, walk, cur, budget, left, limit, unchecked_after, inside, up)
+  elseif #src.lists == 2 then
+    return walk_two(sc, walk, cur, budget, left, limit, unchecked_after, inside, up)
   end
   return walk_merged(sc, walk, cur, budget, left, limit, unchecked_after, inside, up)
 end
