@@ -371,7 +371,11 @@ local KEY_SIGNS = { ascending = { 1, 1 }, values = { -1, 1 }, largest = { -1, -1
 -- A cursor walks a source: cursor_next returns the next group, false for a step over another partition's
 -- smaller copy of a feature, nil at the end.
 local function lower_bound(list, nodes)
-  local a, b = 1, #list + 1
+  -- the first group of list (ascending) with `nodes` or more: the first where every group has (most jobs are
+  -- small), else a binary search
+  local first = list[1]
+  if first == nil or first.nodes >= nodes then return 1 end
+  local a, b = 2, #list + 1
   while a < b do
     local mid = (a + b - (a + b) % 2) / 2 -- halved without a call (math.floor is one a step)
     if list[mid].nodes < nodes then a = mid + 1 else b = mid end
