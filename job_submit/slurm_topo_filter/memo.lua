@@ -16,42 +16,59 @@ local M = {}
 local DECISION_ENTRIES, DECISION_KEY = 256, 512
 local decision_memo = setmetatable({}, { __mode = "k" })
 
+-- the numbers a decision depends on, after the GPU count: each present one is a level of the memo below the
+-- key; which are present (and the interactive flag) is the key's last character
+local NUMBERS = { "min_nodes", "num_tasks", "time_limit", "het_offset", "user_segment" }
+local PRESENT = {} -- 0-127 -> one character
+for m = 0, 127 do PRESENT[m] = string.char(32 + m) end
+
 local function shape_of(req)
-  -- the request's strings joined by NUL (a C string never holds one; "" and nil decide alike), and its numbers
-  -- and flag as nested keys below it (no number is ever formatted: that costs more than the rest)
+  -- the request's strings joined by NUL (a C string never holds one; "" and nil decide alike) and the character
+  -- of its present numbers; the numbers themselves are nested keys below it (no number is ever formatted: that
+  -- costs more than the rest)
   if req.oversize ~= nil then return nil end
   local gpu = req.gpu
+  local mask, bit = 0, 4
+  if req.interactive then mask = 1 end
+  if gpu and gpu.count ~= nil then mask = mask + 2 end
+  for i = 1, #NUMBERS do
+    if req[NUMBERS[i]] ~= nil then mask = mask + bit end
+    bit = bit + bit
+  end
   local key = table.concat({
     req.locality or "", req.regions or "", req.features or "", req.prefer or "", req.partition or "",
     req.unchecked or "", req.nodelist or "", gpu and gpu.scope or "", gpu and gpu.gpu_type or "",
-    req.segment_ok and "s" or "",
+    req.segment_ok and "s" or "", PRESENT[mask],
   }, "\0")
   if #key > DECISION_KEY then return nil end
   return key
 end
 
-local NUMBERS = { "min_nodes", "num_tasks", "time_limit", "het_offset", "interactive", "user_segment" }
-
 local function memo_path(memo, key, req)
-  -- the table holding the decision for this request's numbers (grown on the way), and its last key
+  -- the table holding the decision for this request's numbers (grown on the way), and its last key: one level
+  -- per present number (the key says which), true where none is
   local path = memo.by[key]
   if path == nil then
     path = {}
     memo.by[key] = path
   end
-  -- one level per number (and the interactive flag), false standing for nil (a table key cannot be nil)
   local gpu = req.gpu
-  local k = gpu and gpu.count or false
+  local k = gpu and gpu.count
   for i = 1, #NUMBERS do
-    local child = path[k]
-    if child == nil then
-      child = {}
-      path[k] = child
+    local v = req[NUMBERS[i]]
+    if v ~= nil then
+      if k ~= nil and k ~= false then
+        local child = path[k]
+        if child == nil then
+          child = {}
+          path[k] = child
+        end
+        path = child
+      end
+      k = v
     end
-    path = child
-    k = req[NUMBERS[i]]
-    if k == nil then k = false end
   end
+  if k == nil or k == false then k = true end
   return path, k
 end
 
