@@ -430,6 +430,30 @@ local function grouped(rows)
   return regions, by_family, values, spread
 end
 
+local ALL_CLASSES = {} -- the rows' key where every class counts (sc.ok false)
+local KEPT_ROWS = 32 -- class sets whose rows one source keeps (then it starts over)
+
+local function rows_of(sc, zones)
+  -- zone_rows and their grouping: the same for every request of one source and class set where no area narrows
+  -- them, so a source kept per data table (one partition's: scan.lua source_of) keeps them per set (read only)
+  local kept = sc.area == nil and zones.kept
+  local set = sc.ok or ALL_CLASSES
+  local r = kept and kept[set]
+  if not r then
+    local rows = zone_rows(sc, zones)
+    local regions, by_family, values, spread = grouped(rows)
+    r = { rows, regions, by_family, values, spread }
+    if kept then
+      if kept.count >= KEPT_ROWS then
+        kept = { count = 0 }
+        zones.kept = kept
+      end
+      kept[set], kept.count = r, kept.count + 1
+    end
+  end
+  return r[1], r[2], r[3], r[4], r[5]
+end
+
 local function add_union(sc, out, cross, a, b, c)
   -- the union of rows a, b (and c) when it holds the job (its rows' sums: the nodes and the GPUs, as holds);
   -- across regions only when it spans two or more. Every union that holds is counted (out.made); it is made
@@ -556,8 +580,7 @@ local function zone_unions(sc, zones, room, left)
   if not sc.check or room <= 0 or too_large_for_unions(sc, zones) then -- no union could be kept
     return EMPTY_WALK, EMPTY_WALK, nil, {}
   end
-  local rows = zone_rows(sc, zones)
-  local regions, by_family, values, spread = grouped(rows)
+  local rows, regions, by_family, values, spread = rows_of(sc, zones)
   local cap = union_cap(rows, left)
   local tries = { left = UNION_TRIES }
   local inside, across = { made = 0, pairs = 0, cap = cap }, { made = 0, pairs = 0, cap = cap }

@@ -308,7 +308,10 @@ local function source_of(data, partitions, key, order)
     lists[i], index[i] = list, list.index or NO_GROUPS.index[1]
   end
   local src = { lists = lists, index = index, order = order }
-  if one ~= nil then one[key] = src end
+  if one ~= nil then -- kept: and what is read from it for a class set (decide.lua rows_of)
+    src.kept = { count = 0 }
+    one[key] = src
+  end
   return src
 end
 
