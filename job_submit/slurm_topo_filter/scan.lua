@@ -352,16 +352,6 @@ function M.named_source(src, features)
   return { lists = lists, index = src.index, order = order }
 end
 
-local function is_best(src, g, j)
-  -- whether g (from list j) is its feature's copy a walk takes: the largest, ties to the first partition
-  local index, feature, nodes = src.index, g.feature, g.nodes
-  for q = 1, #index do
-    local h = q ~= j and index[q][feature]
-    if h and (h.nodes > nodes or (h.nodes == nodes and q < j)) then return false end
-  end
-  return true
-end
-
 -- A merged cursor's order as one number a group (the smaller first): (nodes, rank) ascending, (-nodes, rank) for
 -- the family values, (-nodes, -rank) from the largest. A level's ranks are fewer than its groups, so fewer than
 -- the fleet's nodes (V.MAX_NODES, 2^18): every key is an exact integer under 2^37 and orders as `before`; copies
@@ -411,7 +401,8 @@ end
 
 local function merged_next(cur)
   -- cursor_next on several lists: each list's next key kept in cur.keys (made at the first step from the
-  -- places, with the order's signs), the smallest taken, then is_best inline (the largest copy, ties to the first partition)
+  -- places, with the order's signs), the smallest taken; false where another list has a larger copy of its
+  -- feature (ties to the first list)
   local lists, pos, keys = cur.lists, cur.pos, cur.keys
   if keys == nil then
     keys = {}
