@@ -53,11 +53,11 @@ local function memo_path(memo, key, req)
     memo.by[key] = path
   end
   local gpu = req.gpu
-  local k = gpu and gpu.count
+  local k = gpu and gpu.count -- (a number or nil: gpu is a table or nil)
   for i = 1, #NUMBERS do
     local v = req[NUMBERS[i]]
     if v ~= nil then
-      if k ~= nil and k ~= false then
+      if k ~= nil then
         local child = path[k]
         if child == nil then
           child = {}
@@ -68,7 +68,7 @@ local function memo_path(memo, key, req)
       k = v
     end
   end
-  if k == nil or k == false then k = true end
+  if k == nil then k = true end
   return path, k
 end
 
