@@ -87,6 +87,41 @@ def test_remembered_decisions_equal_fresh_ones(data_file: Path) -> None:
         assert {k: remembered[k] for k in fields_of} == {k: python[k] for k in fields_of}, desc
 
 
+def test_a_kept_zone_source_keeps_rows_for_at_most_32_class_sets_and_decides_as_a_fresh_load(
+    data_file: Path,
+) -> None:
+    """prefer's zone rows kept per class set on one partition's source (decide.lua rows_of): 64 requests of
+    distinct sets on one data table decide as each does on a freshly loaded table, and the source never keeps
+    rows of more than 32 sets (it starts over)."""
+    f = LuaFilter()
+    lua_data = f.load_data(data_file)
+    texts = [
+        "ib",
+        "ib|torch-2.3",
+        "torch-2.3|ib",
+        "ib|torch-2.4",
+        "torch-2.4|ib",
+        "ib&torch-2.4",
+        "ib&torch-2.3",
+        "torch-2.3|torch-2.4",
+    ]
+    counts = []
+    for gpus in range(1, 9):
+        for text in texts:
+            desc = job(
+                "prefer", min_nodes=2, features=text, partition="gpu", tres_per_node=f"gres:gpu:{gpus}"
+            )
+            kept = f.mod.decide(lua_data, f.mod.request(f.table(desc)))
+            fresh = f.mod.decide(f.load_data(data_file), f.mod.request(f.table(desc)))
+            fields = ("action", "locality", "features", "prefer", "message", "record")
+            assert {k: kept[k] for k in fields} == {k: fresh[k] for k in fields}, desc
+            counts.append(lua_data["one_sources"]["gpu"]["zone"]["kept"]["count"])
+    assert max(counts) == 32 and any(b < a for a, b in zip(counts, counts[1:], strict=False)), (
+        counts
+    )  # filled, started over
+    assert all(0 < c <= 32 for c in counts), counts
+
+
 PROXY = """
 function(fields)
   -- a job_desc as job_submit/lua hands it over: every read and write goes through the metatable (in slurmctld
