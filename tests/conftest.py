@@ -2,16 +2,28 @@
 ``--slurm-versions`` selects the Slurm releases of the integration tests (tests/integration/conftest.py
 reads it).
 
+The suite runs on pytest-xdist workers (pyproject.toml: ``-n auto --dist loadgroup``): one worker per
+selected Slurm release and one more, unless ``PYTEST_XDIST_AUTO_NUM_WORKERS`` says otherwise (``-n 0``: in
+this process). The integration tests of one release are one ``xdist_group`` (tests/integration/conftest.py):
+its clusters live in one worker, so releases run side by side while each cluster's tests run in order.
+Hypothesis runs without its per-example deadline and its too-slow health check: a wall-clock limit fails a
+correct test on a loaded machine.
+
 Options live here because pytest parses the command line once, after loading only the conftest files of the
 paths it was given (and their parents): an option registered by tests/integration/conftest.py alone would be
 unknown to ``pytest tests`` or ``pytest tests/test_x.py --slurm-versions ...``."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("slurm-topo", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("slurm-topo")
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # shared test modules (luafilter, policy_cases)
@@ -38,6 +50,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 #: the releases ``--slurm-versions`` accepts (tests/integration/conftest.py runs them)
 SLURM_RELEASES = ("native", "24.11", "26.05")
+VERSIONS_ENV = "SLURM_TOPO_SLURM_VERSIONS"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker per selected Slurm release (its integration tests, one group) and one for the
+    rest to start on; ``PYTEST_XDIST_AUTO_NUM_WORKERS`` overrides it."""
+    env = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "")
+    if env.isdigit():
+        return int(env)
+    raw = config.getoption("--slurm-versions", default=None) or os.environ.get(VERSIONS_ENV) or "native"
+    return len({v.strip() for v in raw.split(",") if v.strip()}) + 1
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -116,6 +116,7 @@ def release_version(release: str) -> tuple[int, int] | None:
 _NOT_FOR_VERSION: list[str] = []
 
 
+@pytest.hookimpl(tryfirst=True)  # the groups are marked before pytest-xdist reads them
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     keep: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
@@ -123,6 +124,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         native = item.get_closest_marker("native_only")
         callspec = getattr(item, "callspec", None)
         release = callspec.params.get("slurm_release", "native") if callspec else "native"
+        if "slurm_release" in getattr(item, "fixturenames", ()):
+            # one release's tests, one pytest-xdist worker: its session clusters (and their base, ports
+            # and munged) are started once, by one process, and its tests run in order on them
+            item.add_marker(pytest.mark.xdist_group(f"slurm-{release}"))
         if native is not None and release != "native":
             why = (
                 f"the host's Slurm only, this is {release}: {native.kwargs.get('reason', 'no reason given')}"
@@ -160,6 +165,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # a pytest-xdist worker hands its list to the controller, which prints the summary
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:
+        out["not_for_version"] = json.dumps(_NOT_FOR_VERSION)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    # every worker collects (and deselects) the same tests: the first list that comes is the list
+    got = getattr(node, "workeroutput", {}).get("not_for_version")
+    if got and not _NOT_FOR_VERSION:
+        _NOT_FOR_VERSION.extend(json.loads(got))
 
 
 def pytest_terminal_summary(terminalreporter: object) -> None:
