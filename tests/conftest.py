@@ -2,10 +2,11 @@
 ``--slurm-versions`` selects the Slurm releases of the integration tests (tests/integration/conftest.py
 reads it).
 
-The suite runs on pytest-xdist workers (pyproject.toml: ``-n auto --dist loadgroup``): one worker per
-selected Slurm release and one more, unless ``PYTEST_XDIST_AUTO_NUM_WORKERS`` says otherwise (``-n 0``: in
-this process). The integration tests of one release are one ``xdist_group`` (tests/integration/conftest.py):
-its clusters live in one worker, so releases run side by side while each cluster's tests run in order.
+The suite runs on pytest-xdist workers (pyproject.toml: ``-n auto``): one worker per selected Slurm release
+and one more, unless ``PYTEST_XDIST_AUTO_NUM_WORKERS`` says otherwise (``-n 0``: in this process). The
+scheduler (``pytest_xdist_make_scheduler``) hands each release's integration tests to one worker as one unit:
+its session clusters (their base, ports and munged) are started by one process and its tests run in order on
+them, while the releases run side by side; every other test module is a unit of its own.
 Hypothesis runs without its per-example deadline and its too-slow health check: a wall-clock limit fails a
 correct test on a loaded machine.
 
@@ -16,8 +17,10 @@ unknown to ``pytest tests`` or ``pytest tests/test_x.py --slurm-versions ...``."
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -62,6 +65,26 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
         return int(env)
     raw = config.getoption("--slurm-versions", default=None) or os.environ.get(VERSIONS_ENV) or "native"
     return len({v.strip() for v in raw.split(",") if v.strip()}) + 1
+
+
+_RELEASE_IN_ID = re.compile(r"\[(?:[^\]]*-)?slurm-(native|[0-9]+\.[0-9]+)(?:-[^\]]*)?\]$")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist's scope scheduling, where a scope is one Slurm release's integration tests (its
+    ``[slurm-X]`` test id; ``native`` when only the host's runs and ids carry none) or else one test module
+    (or class)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByRelease(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.startswith("tests/integration/"):
+                m = _RELEASE_IN_ID.search(nodeid)
+                return f"slurm-{m.group(1) if m else 'native'}"
+            return str(super()._split_scope(nodeid))
+
+    return ByRelease(config, log)
 
 
 def pytest_configure(config: pytest.Config) -> None:

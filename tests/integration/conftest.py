@@ -116,7 +116,6 @@ def release_version(release: str) -> tuple[int, int] | None:
 _NOT_FOR_VERSION: list[str] = []
 
 
-@pytest.hookimpl(tryfirst=True)  # the groups are marked before pytest-xdist reads them
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     keep: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
@@ -124,10 +123,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         native = item.get_closest_marker("native_only")
         callspec = getattr(item, "callspec", None)
         release = callspec.params.get("slurm_release", "native") if callspec else "native"
-        if "slurm_release" in getattr(item, "fixturenames", ()):
-            # one release's tests, one pytest-xdist worker: its session clusters (and their base, ports
-            # and munged) are started once, by one process, and its tests run in order on them
-            item.add_marker(pytest.mark.xdist_group(f"slurm-{release}"))
         if native is not None and release != "native":
             why = (
                 f"the host's Slurm only, this is {release}: {native.kwargs.get('reason', 'no reason given')}"
