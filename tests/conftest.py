@@ -16,6 +16,7 @@ unknown to ``pytest tests`` or ``pytest tests/test_x.py --slurm-versions ...``."
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -30,6 +31,8 @@ settings.load_profile("slurm-topo")
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # shared test modules (luafilter, policy_cases)
+
+from preconditions import NOT_FOR_VERSION  # noqa: E402
 
 # The package under test, imported first: the installed one wherever this Python has it (CI: the wheel),
 # before any test module can put the checkout on sys.path (tests/test_wheel.py checks which one ran).
@@ -92,6 +95,24 @@ def pytest_configure(config: pytest.Config) -> None:
     for v in (x.strip() for x in (raw or "").split(",") if raw):
         if v not in SLURM_RELEASES:  # one usage error, also when no integration test is collected
             raise pytest.UsageError(f"--slurm-versions: {v!r} is not one of {', '.join(SLURM_RELEASES)}")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    # every pytest-xdist worker collects (and deselects) the same tests: the first list that comes is the list
+    got = getattr(node, "workeroutput", {}).get("not_for_version")
+    if got and not node.config.stash.get(NOT_FOR_VERSION, []):
+        node.config.stash[NOT_FOR_VERSION] = json.loads(got)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """The integration tests CI deselected on a release by design, by name (CI counts every skip as a failure,
+    so nothing is left out silently)."""
+    if config.stash.get(NOT_FOR_VERSION, []) and getattr(config, "workerinput", None) is None:
+        lines = config.stash[NOT_FOR_VERSION]
+        terminalreporter.write_line(f"not run on this Slurm by design (slurm_min), {len(lines)} test(s):")
+        for line in lines:
+            terminalreporter.write_line(f"  {line}")
 
 
 @pytest.fixture

@@ -24,3 +24,9 @@ def unavailable(what: str) -> None:
     if in_ci():
         pytest.fail(f"{what}: unavailable in CI, where it must run", pytrace=False)
     pytest.skip(what)
+
+
+NOT_FOR_VERSION = pytest.StashKey[list[str]]()
+"""``config.stash``: "test id: why" of each test CI deselected on a Slurm release by design (``slurm_min``,
+``native_only``: tests/integration/conftest.py). The process that collects fills it, a pytest-xdist worker
+hands it on, and tests/conftest.py prints it in the summary."""

@@ -42,7 +42,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from preconditions import in_ci, unavailable
+from preconditions import NOT_FOR_VERSION, in_ci, unavailable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests import the helper module as `slurmctl`
 
@@ -112,13 +112,10 @@ def release_version(release: str) -> tuple[int, int] | None:
     return _NATIVE_VERSION[0]
 
 
-#: (test id, reason) of the tests CI deselected by their slurm_min marker; printed in the summary
-_NOT_FOR_VERSION: list[str] = []
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     keep: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
+    not_for_version = config.stash.setdefault(NOT_FOR_VERSION, [])  # printed by tests/conftest.py
     for item in items:
         native = item.get_closest_marker("native_only")
         callspec = getattr(item, "callspec", None)
@@ -129,7 +126,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             )
             if in_ci():
                 dropped.append(item)
-                _NOT_FOR_VERSION.append(f"{item.nodeid}: {why}")
+                not_for_version.append(f"{item.nodeid}: {why}")
             else:
                 item.add_marker(pytest.mark.skip(reason=why))
                 keep.append(item)
@@ -153,7 +150,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         )
         if in_ci():
             dropped.append(item)
-            _NOT_FOR_VERSION.append(f"{item.nodeid}: {why}")
+            not_for_version.append(f"{item.nodeid}: {why}")
         else:
             item.add_marker(pytest.mark.skip(reason=why))
             keep.append(item)
@@ -163,26 +160,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    # a pytest-xdist worker hands its list to the controller, which prints the summary
+    # a pytest-xdist worker hands the deselected list to the controller (tests/conftest.py prints it)
     out = getattr(session.config, "workeroutput", None)
     if out is not None:
-        out["not_for_version"] = json.dumps(_NOT_FOR_VERSION)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node: object, error: object) -> None:
-    # every worker collects (and deselects) the same tests: the first list that comes is the list
-    got = getattr(node, "workeroutput", {}).get("not_for_version")
-    if got and not _NOT_FOR_VERSION:
-        _NOT_FOR_VERSION.extend(json.loads(got))
-
-
-def pytest_terminal_summary(terminalreporter: object) -> None:
-    if _NOT_FOR_VERSION:
-        write = terminalreporter.write_line  # type: ignore[attr-defined]
-        write(f"not run on this Slurm by design (slurm_min), {len(_NOT_FOR_VERSION)} test(s):")
-        for line in _NOT_FOR_VERSION:
-            write(f"  {line}")
+        out["not_for_version"] = json.dumps(session.config.stash.get(NOT_FOR_VERSION, []))
 
 
 @pytest.fixture(scope="session", autouse=True)
