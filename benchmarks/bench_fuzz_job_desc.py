@@ -27,8 +27,8 @@ TEST = "tests/test_fuzz_job_desc.py::test_fuzz_100k_job_descs_no_error_escapes"
 def run(seed: int, jobs: int) -> tuple[bool, str, float]:
     env = {**os.environ, "SLURM_TOPO_FUZZ_SEED": str(seed), "SLURM_TOPO_FUZZ_JOBS": str(jobs)}
     t0 = time.monotonic()
-    p = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", TEST],
+    p = subprocess.run(  # -n 0: in this process, so that -s shows the test's own line
+        [sys.executable, "-m", "pytest", "-q", "-s", "-n", "0", "-p", "no:cacheprovider", TEST],
         cwd=REPO,
         env=env,
         capture_output=True,
