@@ -32,7 +32,7 @@ settings.load_profile("slurm-topo")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # shared test modules (luafilter, policy_cases)
 
-from preconditions import NOT_FOR_VERSION  # noqa: E402
+from preconditions import NOT_FOR_VERSION, SAID  # noqa: E402
 
 # The package under test, imported first: the installed one wherever this Python has it (CI: the wheel),
 # before any test module can put the checkout on sys.path (tests/test_wheel.py checks which one ran).
@@ -100,16 +100,27 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: object) -> None:
     # every pytest-xdist worker collects (and deselects) the same tests: the first list that comes is the list
-    got = getattr(node, "workeroutput", {}).get("not_for_version")
+    out = getattr(node, "workeroutput", {})
+    got = out.get("not_for_version")
     if got and not node.config.stash.get(NOT_FOR_VERSION, []):
         node.config.stash[NOT_FOR_VERSION] = json.loads(got)
+    node.config.stash.setdefault(SAID, []).extend(json.loads(out.get("said") or "[]"))
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     """The integration tests CI deselected on a release by design, by name (CI counts every skip as a failure,
     so nothing is left out silently)."""
-    if config.stash.get(NOT_FOR_VERSION, []) and getattr(config, "workerinput", None) is None:
-        lines = config.stash[NOT_FOR_VERSION]
+    if getattr(config, "workerinput", None) is not None:
+        return
+    said = config.stash.get(SAID, [])
+    if said:
+        terminalreporter.write_line(
+            "the integration fixtures on the workers (Slurm roots, session clusters):"
+        )
+        for line in said:
+            terminalreporter.write_line(f"  {line}")
+    lines = config.stash.get(NOT_FOR_VERSION, [])
+    if lines:
         terminalreporter.write_line(f"not run on this Slurm by design (slurm_min), {len(lines)} test(s):")
         for line in lines:
             terminalreporter.write_line(f"  {line}")

@@ -30,3 +30,7 @@ NOT_FOR_VERSION = pytest.StashKey[list[str]]()
 """``config.stash``: "test id: why" of each test CI deselected on a Slurm release by design (``slurm_min``,
 ``native_only``: tests/integration/conftest.py). The process that collects fills it, a pytest-xdist worker
 hands it on, and tests/conftest.py prints it in the summary."""
+
+SAID = pytest.StashKey[list[str]]()
+"""``config.stash``: what the integration fixtures report on a pytest-xdist worker (which has no terminal: a
+root built, a cluster started), handed to the controller and printed in the summary by tests/conftest.py."""

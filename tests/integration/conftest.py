@@ -42,7 +42,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from preconditions import NOT_FOR_VERSION, in_ci, unavailable
+from preconditions import NOT_FOR_VERSION, SAID, in_ci, unavailable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests import the helper module as `slurmctl`
 
@@ -164,6 +164,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     out = getattr(session.config, "workeroutput", None)
     if out is not None:
         out["not_for_version"] = json.dumps(session.config.stash.get(NOT_FOR_VERSION, []))
+        out["said"] = json.dumps(session.config.stash.get(SAID, []))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -210,6 +211,11 @@ def _ensure_root(request: pytest.FixtureRequest, release: str) -> None:
 
 
 def _say(request: pytest.FixtureRequest, line: str) -> None:
+    """A line on the terminal now, or (a pytest-xdist worker, which has none) in the summary."""
+    if hasattr(request.config, "workerinput"):  # a worker's terminal goes nowhere
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "worker")
+        request.config.stash.setdefault(SAID, []).append(f"[{worker}] {line.strip()}")
+        return
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     capman = request.config.pluginmanager.getplugin("capturemanager")
     if reporter is not None and capman is not None:
@@ -288,7 +294,6 @@ def _named(var: str, release: str) -> str | None:
 @pytest.fixture(scope="session")
 def slurm_cluster(request: pytest.FixtureRequest, slurm_release: str) -> Iterator[slurmctl.Cluster]:
     """The session's real Slurm cluster (see the module docstring)."""
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     named = _named("SLURM_TOPO_CLUSTER", slurm_release)
     if named:
         base = Path(named)
@@ -307,24 +312,14 @@ def slurm_cluster(request: pytest.FixtureRequest, slurm_release: str) -> Iterato
     base = _base(slurm_release)
     t0 = time.monotonic()
     with slurmctl.owned_cluster(base) as cluster:
-        _report_start(request, reporter, cluster, base, t0)
+        _say(
+            request,
+            f"\nslurm test cluster: Slurm {cluster.version[0]}.{cluster.version[1]:02d} "
+            f"({cluster.release}), {len(cluster.nodes)} nodes, "
+            f"up (all idle) in {cluster.up_seconds:.2f}s by the launcher, "
+            f"{time.monotonic() - t0:.2f}s with the call; base {base}",
+        )
         yield cluster
-
-
-def _report_start(
-    request: pytest.FixtureRequest, reporter: object, cluster: slurmctl.Cluster, base: Path, t0: float
-) -> None:
-    capman = request.config.pluginmanager.getplugin("capturemanager")
-    if reporter is not None and capman is not None:
-        with capman.global_and_fixture_disabled():
-            reporter.write_line(
-                f"\nslurm test cluster: Slurm {cluster.version[0]}.{cluster.version[1]:02d} "
-                f"({cluster.release}), "
-                f"{len(cluster.nodes)} nodes, "
-                f"up (all idle) in {cluster.up_seconds:.2f}s by the launcher, "
-                f"{time.monotonic() - t0:.2f}s with the call; "
-                f"base {base}"
-            )
 
 
 FILTER_FLEET = slurmctl.REPO / "docker-slurm" / "fleet-filter.yaml"
