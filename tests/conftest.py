@@ -108,7 +108,8 @@ def pytest_testnodedown(node: Any, error: object) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    """The integration tests CI deselected on a release by design, by name (CI counts every skip as a failure,
+    """In the process that reports (not on a worker): what the integration fixtures said on the workers, and
+    the integration tests CI deselected on a release by design, by name (CI counts every skip as a failure,
     so nothing is left out silently)."""
     if getattr(config, "workerinput", None) is not None:
         return
