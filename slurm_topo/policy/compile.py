@@ -311,13 +311,18 @@ def _members(
 
 def _ranks(places: _Places) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
     """Each level's groups ranked by label (natural order, then feature), and the family values by name."""
+    labels: dict[str, set[tuple[str, str]]] = {level: set() for level in LEVELS}
+    for place in places.shared:  # one pass over the places' rows for every level
+        for row in place.rows:
+            labels[row[0]].add((row[2], row[1]))
     ranks: dict[str, dict[str, int]] = {}
     for level in LEVELS:
-        labels = {(row[2], row[1]) for place in places.shared for row in place.rows if row[0] == level}
         ranks[level] = {
-            f: i for i, (_, f) in enumerate(sorted(labels, key=lambda x: (natural_key(x[0]), x[1])))
+            f: i for i, (_, f) in enumerate(sorted(labels[level], key=lambda x: (natural_key(x[0]), x[1])))
         }
-    values = {v for vs in places.values_of.values() for v in vs}
+    values: set[str] = set()
+    for vs in set(places.values_of.values()):  # the nodes of one feature set share their values' tuple
+        values.update(vs)
     return ranks, {v: i for i, v in enumerate(sorted(values, key=natural_key))}
 
 
@@ -374,10 +379,13 @@ def _value_groups(
 ) -> tuple[Group, ...]:
     """One partition's bare family values as groups, largest first."""
     vals: dict[str, dict[int, int]] = {}
-    for name in members:
-        for v in places.values_of[name]:
+    values_of = places.values_of
+    # the members counted per (values, class) first: the nodes of one feature set share their values' tuple
+    tally = Counter((values_of[name], class_of[name]) for name in members)
+    for (vs, cls), count in tally.items():
+        for v in vs:
             counts_v = vals.setdefault(v, {})
-            counts_v[class_of[name]] = counts_v.get(class_of[name], 0) + 1
+            counts_v[cls] = counts_v.get(cls, 0) + count
     return tuple(
         sorted(
             (_value_group(v, c, class_list, value_rank[v]) for v, c in vals.items()),
