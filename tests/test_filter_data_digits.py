@@ -16,7 +16,7 @@ from luafilter import LuaFilter
 
 from slurm_topo import merge, parse_inventory, render_all
 from slurm_topo.policy import LEVELS
-from slurm_topo.policy.nodes import place_of
+from slurm_topo.policy.nodes import _NAME, place_of, split_name
 from slurm_topo.policy.vocab import NVL
 from slurm_topo.render import make_context
 from slurm_topo.render.filter_data import DIGIT_WIDTH, DIGIT_ZERO, _ints
@@ -90,6 +90,16 @@ def test_refused_numbers_and_bad_columns() -> None:
     for bad in ("", chr(DIGIT_ZERO + 2) + "???", chr(DIGIT_ZERO + DIGIT_WIDTH + 1) + "?" * 6, "?"):
         ok, _ = LUA.lua.eval("function(f, s) return pcall(f, s) end")(DATA.ints, bad)
         assert not ok, bad
+
+
+@settings(max_examples=500, derandomize=True)
+@given(st.text(alphabet="ab.-_0123456789\n\u0663", max_size=16))
+def test_split_name_reads_a_name_as_its_pattern_does(name: str) -> None:
+    # the node index's key of a name (build_index, place_of) is _NAME's reading: the prefix before every
+    # trailing ASCII digit (never across a line break), at most 9 of them
+    m = _NAME.match(name)
+    want = (m[1], int(m[2]), len(m[2])) if m and len(m[2]) <= 9 else None
+    assert split_name(name) == want
 
 
 @pytest.mark.parametrize("seed", [3, 11, 17, 29])
