@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # shared test modules (luafilter, policy_cases)
 
 from preconditions import NOT_FOR_VERSION, SAID  # noqa: E402
+from xdist_scopes import release_scope  # noqa: E402
 
 # The package under test, imported first: the installed one wherever this Python has it (CI: the wheel),
 # before any test module can put the checkout on sys.path (tests/test_wheel.py checks which one ran).
@@ -70,9 +70,6 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return len({v.strip() for v in raw.split(",") if v.strip()}) + 1
 
 
-_RELEASE_IN_ID = re.compile(r"\[(?:[^\]]*-)?slurm-(native|[0-9]+\.[0-9]+)(?:-[^\]]*)?\]$")
-
-
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """pytest-xdist's scope scheduling, where a scope is one Slurm release's integration tests (its
@@ -82,10 +79,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class ByRelease(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
-            if nodeid.startswith("tests/integration/"):
-                m = _RELEASE_IN_ID.search(nodeid)
-                return f"slurm-{m.group(1) if m else 'native'}"
-            return str(super()._split_scope(nodeid))
+            return release_scope(nodeid) or str(super()._split_scope(nodeid))
 
     return ByRelease(config, log)
 
