@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # shared test modules (luafilter, policy_cases)
 
 from preconditions import NOT_FOR_VERSION, SAID  # noqa: E402
-from xdist_scopes import release_scope  # noqa: E402
+from releases import RELEASES, release_scope, selected_releases  # noqa: E402
 
 # The package under test, imported first: the installed one wherever this Python has it (CI: the wheel),
 # before any test module can put the checkout on sys.path (tests/test_wheel.py checks which one ran).
@@ -54,11 +54,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-#: the releases ``--slurm-versions`` accepts (tests/integration/conftest.py runs them)
-SLURM_RELEASES = ("native", "24.11", "26.05")
-VERSIONS_ENV = "SLURM_TOPO_SLURM_VERSIONS"
-
-
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: one worker per selected Slurm release (its integration tests, one group) and one for the
@@ -66,8 +61,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     env = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "")
     if env.isdigit():
         return int(env)
-    raw = config.getoption("--slurm-versions", default=None) or os.environ.get(VERSIONS_ENV) or "native"
-    return len({v.strip() for v in raw.split(",") if v.strip()}) + 1
+    return len(selected_releases(config)) + 1
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -87,8 +81,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 def pytest_configure(config: pytest.Config) -> None:
     raw = config.getoption("--slurm-versions", default=None)
     for v in (x.strip() for x in (raw or "").split(",") if raw):
-        if v not in SLURM_RELEASES:  # one usage error, also when no integration test is collected
-            raise pytest.UsageError(f"--slurm-versions: {v!r} is not one of {', '.join(SLURM_RELEASES)}")
+        if v not in RELEASES:  # one usage error, also when no integration test is collected
+            raise pytest.UsageError(f"--slurm-versions: {v!r} is not one of {', '.join(RELEASES)}")
 
 
 @pytest.hookimpl(optionalhook=True)

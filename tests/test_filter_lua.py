@@ -91,8 +91,9 @@ def test_a_kept_zone_source_keeps_rows_for_at_most_32_class_sets_and_decides_as_
     data_file: Path,
 ) -> None:
     """prefer's zone rows kept per class set on one partition's source (decide.lua rows_of): 64 requests of
-    distinct sets on one data table decide as each does on a freshly loaded table, and the source never keeps
-    rows of more than 32 sets (it starts over)."""
+    distinct class-flag tables (scan.lua keeps one per constraint text, GPUs a node and type: 8 texts, two
+    pairs of them admitting the same classes, times 1-8 GPUs) on one data table decide as each does on a
+    freshly loaded table, and the source never keeps rows of more than 32 sets (it starts over)."""
     f = LuaFilter()
     lua_data = f.load_data(data_file)
     texts = [

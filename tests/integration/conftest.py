@@ -43,15 +43,14 @@ from pathlib import Path
 
 import pytest
 from preconditions import NOT_FOR_VERSION, SAID, in_ci, unavailable
+from releases import selected_releases
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests import the helper module as `slurmctl`
 
 import slurmctl  # noqa: E402
 
-RELEASES = ("native", "24.11", "26.05")
 #: the roots that get pyslurm (docker-slurm/build-pyslurm): the releases PyPI's pyslurm builds for, patched
 PYSLURM_RELEASES = ("26.05",)
-VERSIONS_ENV = "SLURM_TOPO_SLURM_VERSIONS"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -66,18 +65,6 @@ def pytest_configure(config: pytest.Config) -> None:
         "mode); on another release it is skipped with the reason (deselected and listed under CI)",
     )
     selected_releases(config)  # a bad --slurm-versions is one usage error, before collection
-
-
-def selected_releases(config: pytest.Config) -> list[str]:
-    """The releases of ``--slurm-versions`` / ``$SLURM_TOPO_SLURM_VERSIONS`` (default: native)."""
-    raw = config.getoption("--slurm-versions", default=None) or os.environ.get(VERSIONS_ENV) or "native"
-    out: list[str] = []
-    for v in (x.strip() for x in raw.split(",")):
-        if v not in RELEASES:
-            raise pytest.UsageError(f"--slurm-versions: {v!r} is not one of {', '.join(RELEASES)}")
-        if v not in out:
-            out.append(v)
-    return out
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -1,10 +1,10 @@
-"""The scopes the suite's pytest-xdist scheduler gives test ids (tests/xdist_scopes.py): every integration
-test of one Slurm release in one scope, whatever its other parameters hold."""
+"""The scopes the suite's pytest-xdist scheduler gives test ids (tests/releases.py): every integration test of
+one Slurm release in one scope, whatever its other parameters hold."""
 
 from __future__ import annotations
 
 import pytest
-from xdist_scopes import release_scope
+from releases import release_scope
 
 IT = "tests/integration/test_x.py::test_y"
 
