@@ -55,12 +55,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto``: one worker per selected Slurm release (its integration tests, one group) and one for the
-    rest to start on; ``PYTEST_XDIST_AUTO_NUM_WORKERS`` overrides it."""
-    env = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "")
-    if env.isdigit():
-        return int(env)
+    rest to start on; None (pytest-xdist's own reading) where ``PYTEST_XDIST_AUTO_NUM_WORKERS`` is set."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
     return len(selected_releases(config)) + 1
 
 
