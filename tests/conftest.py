@@ -7,6 +7,8 @@ and one more, unless ``PYTEST_XDIST_AUTO_NUM_WORKERS`` says otherwise (``-n 0``:
 scheduler (``pytest_xdist_make_scheduler``) hands each release's integration tests to one worker as one unit:
 its session clusters (their base, ports and munged) are started by one process and its tests run in order on
 them, while the releases run side by side; every other test module is a unit of its own.
+A test marked ``quiet`` measures the machine's speed (the shaped testbed's rates, gloo's latency): on
+workers it runs while no other test does (tests/quiet.py), as it did when the suite ran in one process.
 Hypothesis runs without its per-example deadline and its too-slow health check: a wall-clock limit fails a
 correct test on a loaded machine.
 
@@ -18,7 +20,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # shared test modules (luafilter, policy_cases)
 
 from preconditions import NOT_FOR_VERSION, SAID  # noqa: E402
+from quiet import QuietLock  # noqa: E402
 from releases import RELEASES, release_scope, selected_releases  # noqa: E402
 
 # The package under test, imported first: the installed one wherever this Python has it (CI: the wheel),
@@ -77,7 +83,43 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return ByRelease(config, log)
 
 
+QUIET_DIR = "slurm_topo_quiet_dir"  # the controller's temporary directory, in each worker's workerinput
+QUIET_DIR_KEY = pytest.StashKey[str]()  # the controller's
+QUIET = pytest.StashKey[QuietLock]()  # a worker's
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    directory = node.config.stash.get(QUIET_DIR_KEY, None)
+    if directory is not None:
+        node.workerinput[QUIET_DIR] = directory
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
+    lock = item.config.stash.get(QUIET, None)
+    if lock is None:  # in one process (-n 0): nothing runs beside
+        yield
+        return
+    lock.hold(exclusive=item.get_closest_marker("quiet") is not None)
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    directory = config.stash.get(QUIET_DIR_KEY, None)
+    if directory is not None:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    worker = getattr(config, "workerinput", None)
+    if worker is not None and worker.get(QUIET_DIR):
+        config.stash[QUIET] = QuietLock(worker[QUIET_DIR])
+    elif worker is None and getattr(config.option, "numprocesses", None):
+        config.stash[QUIET_DIR_KEY] = tempfile.mkdtemp(prefix="slurm-topo-quiet-")
     raw = config.getoption("--slurm-versions", default=None)
     for v in (x.strip() for x in (raw or "").split(",") if raw):
         if v not in RELEASES:  # one usage error, also when no integration test is collected

