@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # shared test modules 
 
 from preconditions import NOT_FOR_VERSION, SAID  # noqa: E402
 from quiet import QuietLock  # noqa: E402
-from releases import RELEASES, release_scope, selected_releases  # noqa: E402
+from releases import release_scope, selected_releases  # noqa: E402
 
 # The package under test, imported first: the installed one wherever this Python has it (CI: the wheel),
 # before any test module can put the checkout on sys.path (tests/test_wheel.py checks which one ran).
@@ -115,15 +115,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # one usage error for a release not known (the option's or the environment's), also when no integration
+    # test is collected
+    selected_releases(config)
     worker = getattr(config, "workerinput", None)
     if worker is not None and worker.get(QUIET_DIR):
         config.stash[QUIET] = QuietLock(worker[QUIET_DIR])
     elif worker is None and getattr(config.option, "numprocesses", None):
         config.stash[QUIET_DIR_KEY] = tempfile.mkdtemp(prefix="slurm-topo-quiet-")
-    raw = config.getoption("--slurm-versions", default=None)
-    for v in (x.strip() for x in (raw or "").split(",") if raw):
-        if v not in RELEASES:  # one usage error, also when no integration test is collected
-            raise pytest.UsageError(f"--slurm-versions: {v!r} is not one of {', '.join(RELEASES)}")
 
 
 @pytest.hookimpl(optionalhook=True)
