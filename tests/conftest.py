@@ -136,7 +136,7 @@ def pytest_testnodedown(node: Any, error: object) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    """In the process that reports (not on a worker): what the integration fixtures said on the workers, and
+    """In the process that reports (not on a worker): what the integration tests said on the workers, and
     the integration tests CI deselected on a release by design, by name (CI counts every skip as a failure,
     so nothing is left out silently)."""
     if getattr(config, "workerinput", None) is not None:
@@ -144,7 +144,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     said = config.stash.get(SAID, [])
     if said:
         terminalreporter.write_line(
-            "the integration fixtures on the workers (Slurm roots, session clusters):"
+            "said on the workers (Slurm roots, session clusters, measurements taken again):"
         )
         for line in said:
             terminalreporter.write_line(f"  {line}")

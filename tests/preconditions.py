@@ -32,5 +32,19 @@ NOT_FOR_VERSION = pytest.StashKey[list[str]]()
 hands it on, and tests/conftest.py prints it in the summary."""
 
 SAID = pytest.StashKey[list[str]]()
-"""``config.stash``: what the integration fixtures report on a pytest-xdist worker (which has no terminal: a
-root built, a cluster started), handed to the controller and printed in the summary by tests/conftest.py."""
+"""``config.stash``: what the integration tests report on a pytest-xdist worker (which has no terminal: a root
+built, a cluster started, a measurement taken again), handed to the controller and printed in the summary by
+tests/conftest.py."""
+
+
+def say(config: pytest.Config, line: str) -> None:
+    """A line on the terminal now, or (a pytest-xdist worker, which has none) in the summary (``SAID``)."""
+    if hasattr(config, "workerinput"):  # a worker's terminal goes nowhere
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "worker")
+        config.stash.setdefault(SAID, []).append(f"[{worker}] {line.strip()}")
+        return
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capman = config.pluginmanager.getplugin("capturemanager")
+    if reporter is not None and capman is not None:
+        with capman.global_and_fixture_disabled():
+            reporter.write_line(line)

@@ -20,14 +20,19 @@ class QuietLock:
         self.main = os.open(os.path.join(directory, "main"), os.O_RDWR | os.O_CREAT, 0o600)
 
     def hold(self, exclusive: bool) -> None:
-        if exclusive:
-            fcntl.flock(self.gate, fcntl.LOCK_EX)
-            fcntl.flock(self.main, fcntl.LOCK_EX)
-        else:
-            fcntl.flock(self.gate, fcntl.LOCK_SH)
-            fcntl.flock(self.main, fcntl.LOCK_SH)
+        fcntl.flock(self.gate, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            fcntl.flock(self.main, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        except BaseException:  # interrupted while waiting for main: the gate is not kept closed
+            fcntl.flock(self.gate, fcntl.LOCK_UN)
+            raise
+        if not exclusive:
             fcntl.flock(self.gate, fcntl.LOCK_UN)
 
     def release(self) -> None:
         fcntl.flock(self.main, fcntl.LOCK_UN)
         fcntl.flock(self.gate, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        os.close(self.gate)
+        os.close(self.main)

@@ -42,7 +42,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from preconditions import NOT_FOR_VERSION, SAID, in_ci, unavailable
+from preconditions import NOT_FOR_VERSION, SAID, in_ci, say, unavailable
 from releases import selected_releases
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests import the helper module as `slurmctl`
@@ -182,7 +182,9 @@ def _ensure_root(request: pytest.FixtureRequest, release: str) -> None:
     p = slurmctl.launcher("root", "--slurm", release, timeout=3600)
     if p.returncode != 0:
         _unavailable(f"no Slurm {release} root: {p.stderr.strip().splitlines()[-1:]}")
-    _say(request, f"\nSlurm {release} root: {p.stdout.strip()} ({time.monotonic() - t0:.1f}s to get it)")
+    say(
+        request.config, f"\nSlurm {release} root: {p.stdout.strip()} ({time.monotonic() - t0:.1f}s to get it)"
+    )
     if release in PYSLURM_RELEASES:  # the pyslurm backend's tests need it in the root (idempotent, cached)
         t0 = time.monotonic()
         b = subprocess.run(
@@ -194,20 +196,7 @@ def _ensure_root(request: pytest.FixtureRequest, release: str) -> None:
         )
         if b.returncode != 0:
             _unavailable(f"no pyslurm in the Slurm {release} root: {b.stderr.strip().splitlines()[-3:]}")
-        _say(request, f"{b.stderr.strip().splitlines()[-1]} ({time.monotonic() - t0:.1f}s)")
-
-
-def _say(request: pytest.FixtureRequest, line: str) -> None:
-    """A line on the terminal now, or (a pytest-xdist worker, which has none) in the summary."""
-    if hasattr(request.config, "workerinput"):  # a worker's terminal goes nowhere
-        worker = os.environ.get("PYTEST_XDIST_WORKER", "worker")
-        request.config.stash.setdefault(SAID, []).append(f"[{worker}] {line.strip()}")
-        return
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    capman = request.config.pluginmanager.getplugin("capturemanager")
-    if reporter is not None and capman is not None:
-        with capman.global_and_fixture_disabled():
-            reporter.write_line(line)
+        say(request.config, f"{b.stderr.strip().splitlines()[-1]} ({time.monotonic() - t0:.1f}s)")
 
 
 def _missing_root_preconditions() -> list[str]:
@@ -299,8 +288,8 @@ def slurm_cluster(request: pytest.FixtureRequest, slurm_release: str) -> Iterato
     base = _base(slurm_release)
     t0 = time.monotonic()
     with slurmctl.owned_cluster(base) as cluster:
-        _say(
-            request,
+        say(
+            request.config,
             f"\nslurm test cluster: Slurm {cluster.version[0]}.{cluster.version[1]:02d} "
             f"({cluster.release}), {len(cluster.nodes)} nodes, "
             f"up (all idle) in {cluster.up_seconds:.2f}s by the launcher, "
