@@ -31,6 +31,15 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 LAUNCHER = REPO / "docker-slurm" / "cluster"
 
+NO_ROOM_YET = ("Resources", "Priority")
+"""The Reason of a pending job with ``--prefer`` (every job the filter gives a required level) that the
+scheduler tried and could not start. Such a job has two queue records, prefer first, then its constraint
+(docs/slurm-facts.md). When the prefer record finds no room, the main scheduler counts the partition as
+failed for the rest of its pass (job_scheduler.c), so the constraint record that follows gets ``Priority``;
+a backfill pass says ``Resources``. Which one a poll sees is a race between the two (Slurm 24.11 in CI:
+``Priority``, with no other job pending). Either is set only by a scheduling attempt: a new job's Reason is
+None."""
+
 #: job states after which a job never runs again
 TERMINAL_STATES = frozenset(
     {
@@ -222,15 +231,17 @@ class Slurm:
         return self.job(job_id).get("JobState", "")
 
     def wait_state(
-        self, job_id: str, state: str, timeout: float = 20, reason: str | None = None
+        self, job_id: str, state: str, timeout: float = 20, reason: str | tuple[str, ...] | None = None
     ) -> dict[str, str]:
-        """Poll at 10 Hz (pitfall 13) until the job is in ``state`` (and ``Reason`` matches); return it."""
+        """Poll at 10 Hz (pitfall 13) until the job is in ``state`` (and ``Reason`` is ``reason``, or one of
+        them); return it."""
         end = time.monotonic() + timeout
         info: dict[str, str] = {}
+        reasons = (reason,) if isinstance(reason, str) else reason
         while True:
             info = self.job(job_id)
             got = info.get("JobState", "")
-            if got == state and (reason is None or info.get("Reason") == reason):
+            if got == state and (reasons is None or info.get("Reason") in reasons):
                 return info
             if got in TERMINAL_STATES and got != state:
                 break

@@ -114,9 +114,9 @@ def test_family_bucket_keeps_one_torch_version_and_one_zone(tmp_path: Path) -> N
         job = slurm.submit("--exclusive", "-N3", "--locality=zone", "--wrap", "sleep 300")
         info = slurm.wait_state(job, "PENDING")
         assert info["Features"] == "[zone_r1-a.torch-2.4|zone_r1-b.torch-2.4]", info["Features"]
-        # tried by the scheduler (Reason None -> Resources) and still pending: r1-a has 4 free nodes but no 3
-        # of one torch version
-        slurm.wait_state(job, "PENDING", reason="Resources")
+        # tried by the scheduler (Reason None -> Resources, or Priority: slurmctl.NO_ROOM_YET) and still
+        # pending: r1-a has 4 free nodes but no 3 of one torch version
+        slurm.wait_state(job, "PENDING", reason=slurmctl.NO_ROOM_YET)
         slurm.cancel(blockers[1])
         slurm.wait_state(job, "RUNNING", timeout=30)
         nodes = set(slurm.allocation_of(job).nodes)

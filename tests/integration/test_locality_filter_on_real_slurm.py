@@ -72,8 +72,9 @@ def test_required_zone_keeps_one_zone_pends_while_none_has_room_and_starts_when_
     info = fslurm.wait_state(job, "PENDING")
     assert info["Features"] == "[zone_us-west-2a|zone_us-east-1a]", info["Features"]
     # Slurm's own word that its scheduler tried the job (a new job's Reason is None until an attempt sets it)
-    # and found no zone with room: no zone has 3 free nodes, so the zone job must wait
-    fslurm.wait_state(job, "PENDING", reason="Resources")
+    # and found no zone with room: no zone has 3 free nodes, so the zone job must wait (Resources, or Priority
+    # from the main scheduler's second queue record of a job with --prefer: slurmctl.NO_ROOM_YET)
+    fslurm.wait_state(job, "PENDING", reason=slurmctl.NO_ROOM_YET)
 
     fslurm.cancel(blockers[0])  # n01 frees: us-east-1a has n01 n03 n04
     fslurm.wait_state(job, "RUNNING", timeout=30)
