@@ -64,7 +64,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "native_only(reason): the test runs on the host's Slurm only (a Debian root is not given its "
         "mode); on another release it is skipped with the reason (deselected and listed under CI)",
     )
-    selected_releases(config)  # a bad --slurm-versions is one usage error, before collection
+    # (a bad --slurm-versions or $SLURM_TOPO_SLURM_VERSIONS is one usage error: tests/conftest.py's
+    # pytest_configure, which runs first)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -267,21 +268,24 @@ def _named(var: str, release: str) -> str | None:
     return named if state.get("slurm", "native") == release else None
 
 
+def _attached(var: str, named: str, start: str) -> slurmctl.Cluster:
+    """The running cluster ``$var`` names (not ours to stop); a failure, never a skip, when it has no
+    cluster.json or its slurmctld does not answer."""
+    base = Path(named)
+    if not (base / "cluster.json").exists():
+        pytest.fail(f"{var}={named}: no cluster.json there (start it with {start})", pytrace=False)
+    cluster = slurmctl.load_cluster(base, owned=False)
+    if "UP" not in cluster.slurm.run(["scontrol", "ping"], check=False).stdout:
+        pytest.fail(f"{var}={named}: slurmctld does not answer", pytrace=False)
+    return cluster
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster(request: pytest.FixtureRequest, slurm_release: str) -> Iterator[slurmctl.Cluster]:
     """The session's real Slurm cluster (see the module docstring)."""
     named = _named("SLURM_TOPO_CLUSTER", slurm_release)
     if named:
-        base = Path(named)
-        if not (base / "cluster.json").exists():
-            pytest.fail(
-                f"SLURM_TOPO_CLUSTER={named}: no cluster.json there (start it with docker-slurm/cluster up)",
-                pytrace=False,
-            )
-        cluster = slurmctl.load_cluster(base, owned=False)
-        if "UP" not in cluster.slurm.run(["scontrol", "ping"], check=False).stdout:
-            pytest.fail(f"SLURM_TOPO_CLUSTER={named}: slurmctld does not answer", pytrace=False)
-        yield cluster
+        yield _attached("SLURM_TOPO_CLUSTER", named, "docker-slurm/cluster up")
         return
 
     slurm_preconditions()
@@ -306,10 +310,7 @@ def filtered_cluster(request: pytest.FixtureRequest, slurm_release: str) -> Iter
     """The session's cluster with the locality filter and the SPANK plugin (see the module docstring)."""
     named = _named("SLURM_TOPO_FILTERED_CLUSTER", slurm_release)
     if named:
-        cluster = slurmctl.load_cluster(Path(named), owned=False)
-        if "UP" not in cluster.slurm.run(["scontrol", "ping"], check=False).stdout:
-            pytest.fail(f"SLURM_TOPO_FILTERED_CLUSTER={named}: slurmctld does not answer", pytrace=False)
-        yield cluster
+        yield _attached("SLURM_TOPO_FILTERED_CLUSTER", named, "docker-slurm/cluster up --with-filter")
         return
     missing = _missing_preconditions()
     if slurm_release == "native" and not (
